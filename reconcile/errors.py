@@ -1,0 +1,110 @@
+"""Every error reconcile raises, under one root, split by what the caller does next.
+
+* :class:`InvalidError` -- fix the input (a manifest, a patch, a field): nothing was stored.
+* :class:`ConflictError` -- someone else wrote first: re-read and try again.
+* :class:`NotFoundError` / :class:`AlreadyExistsError` -- the object is not in the state
+  the call assumed.
+* :class:`ExpiredError` -- a watch asked for history that compaction removed: relist.
+* :class:`StoreError` -- the database cannot be used (not SQLite, corrupt, too new).
+
+Foreign errors (sqlite3, aiosqlite, yaml) are translated at the boundary and kept as the
+``__cause__``; messages name the file or the field path, never a secret.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = [
+    "AlreadyExistsError",
+    "ConflictError",
+    "ExpiredError",
+    "FieldError",
+    "InvalidError",
+    "NotFoundError",
+    "ReconcileError",
+    "SchemaVersionError",
+    "StoreError",
+]
+
+
+class ReconcileError(Exception):
+    """Root of every error raised by reconcile."""
+
+
+class NotFoundError(ReconcileError, LookupError):
+    """The object does not exist (or no longer exists)."""
+
+
+class AlreadyExistsError(ReconcileError):
+    """``create`` found an object with the same kind, namespace and name."""
+
+
+class ConflictError(ReconcileError):
+    """An optimistic-concurrency precondition failed: re-read the object and retry."""
+
+
+class ExpiredError(ReconcileError):
+    """The requested revision is older than the compaction horizon (HTTP 410): relist."""
+
+    def __init__(self, message: str, *, horizon: int) -> None:
+        super().__init__(message)
+        self.horizon = horizon
+
+
+@attrs.frozen
+class FieldError:
+    """One reason an input was rejected: where (a field path such as
+    ``spec.records[2].ttl``) and why (``must be >= 0``)."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class InvalidError(ReconcileError, ValueError):
+    """Input was rejected at admission; every field error carries its path.
+
+    ``source`` names where the input came from (``site.yaml, document 3``) when known.
+    Nothing was stored.
+    """
+
+    def __init__(
+        self,
+        errors: list[FieldError] | tuple[FieldError, ...],
+        *,
+        subject: str = "",
+        source: str = "",
+    ) -> None:
+        self.errors: tuple[FieldError, ...] = tuple(errors)
+        self.subject = subject
+        self.source = source
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ": ".join(part for part in (self.source, self.subject) if part)
+        reasons = "; ".join(str(error) for error in self.errors)
+        return f"{where}: {reasons}" if where else reasons
+
+    def with_source(self, source: str) -> InvalidError:
+        """Return a copy of this error that also names its source (file and document)."""
+        return InvalidError(self.errors, subject=self.subject, source=source)
+
+    def __reduce__(self) -> tuple[object, ...]:  # pragma: no cover - pickling support
+        return (_rebuild_invalid, (self.errors, self.subject, self.source))
+
+
+def _rebuild_invalid(
+    errors: tuple[FieldError, ...], subject: str, source: str
+) -> InvalidError:  # pragma: no cover - pickling support
+    return InvalidError(errors, subject=subject, source=source)
+
+
+class StoreError(ReconcileError):
+    """The database cannot be opened or used; the message names the file."""
+
+
+class SchemaVersionError(StoreError):
+    """The database was written by a newer version of reconcile; it is left untouched."""

@@ -1,0 +1,92 @@
+"""Events: the entries of the append-only log, as readers see them.
+
+Every change to an object is one event carrying the object as it stood after the change
+(a snapshot), so the projection can be rebuilt from the log and ``history`` can say what
+changed by comparing consecutive snapshots. Controller actions (``CreateRequested``,
+``DriftDetected``, ...) are events without a snapshot: they tell what was done about the
+object without changing it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from reconcile.model.meta import ObjectKey
+from reconcile.model.resource import Resource
+
+__all__ = ["Bookmark", "Event", "EventType", "FieldChange", "diff_objects"]
+
+
+class EventType:
+    """The event types the API and the engine record (a provider may record its own)."""
+
+    CREATED = "Created"
+    SPEC_CHANGED = "SpecChanged"
+    METADATA_CHANGED = "MetadataChanged"
+    STATUS_CHANGED = "StatusChanged"
+    FINALIZER_ADDED = "FinalizerAdded"
+    FINALIZER_REMOVED = "FinalizerRemoved"
+    DELETION_REQUESTED = "DeletionRequested"
+    DELETED = "Deleted"
+
+
+@attrs.frozen
+class FieldChange:
+    """One field that an event changed: its path, and the values before and after."""
+
+    path: str
+    old: Any
+    new: Any
+
+
+@attrs.frozen
+class Event:
+    """One entry of the log."""
+
+    revision: int
+    time: datetime.datetime
+    type: str
+    key: ObjectKey
+    uid: str
+    actor: str
+    #: The object as it stood after this event; None for an action that changed nothing.
+    object: Resource[Any, Any] | None = None
+    #: Details of an action (a message, a diff), as recorded.
+    data: Mapping[str, Any] | None = None
+    #: What this event changed, relative to the previous snapshot (filled by ``history``).
+    changes: tuple[FieldChange, ...] = ()
+
+
+@attrs.frozen
+class Bookmark:
+    """A watch is caught up: every matching event up to ``revision`` has been delivered."""
+
+    revision: int
+
+
+_IGNORED = frozenset({"metadata.resource_version"})
+
+
+def diff_objects(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, prefix: str = ""
+) -> list[FieldChange]:
+    """The leaf paths whose values differ between two object bodies, in sorted order."""
+    old = old or {}
+    new = new or {}
+    changes = []
+    for name in sorted(old.keys() | new.keys()):
+        path = f"{prefix}.{name}" if prefix else name
+        if path in _IGNORED:
+            continue
+        before, after = old.get(name), new.get(name)
+        if before == after:
+            continue
+        if isinstance(before, Mapping) and isinstance(after, Mapping):
+            changes.extend(diff_objects(before, after, path))
+        else:
+            changes.append(FieldChange(path, before, after))
+    return changes

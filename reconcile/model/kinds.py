@@ -1,0 +1,118 @@
+"""The kinds registry: which ``api_version`` and ``kind`` mean which spec and status classes.
+
+Providers declare their kinds; a registry is built per client (no global state), by hand
+or from the ``reconcile.providers`` entry-point group that built-in and third-party
+providers share. A kind may add a ``validate`` hook for checks that span fields; it
+returns field errors with paths relative to ``spec``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from importlib import metadata as importlib_metadata
+from typing import Any
+
+import attrs
+
+from reconcile.errors import FieldError, InvalidError
+from reconcile.model.conditions import Status
+from reconcile.model.resource import api_group_of
+
+__all__ = ["ENTRY_POINT_GROUP", "Kind", "KindRegistry"]
+
+ENTRY_POINT_GROUP = "reconcile.providers"
+
+
+@attrs.frozen
+class Kind:
+    """A kind of resource: its names, its spec and status classes, its extra validation."""
+
+    api_version: str
+    kind: str
+    spec_type: type[Any]
+    status_type: type[Any] = Status
+    validate: Callable[[Any], Iterable[FieldError]] | None = None
+    #: True when the external name follows from the spec alone (a path, a DNS name), so a
+    #: create interrupted by a crash can be retried without risk of a duplicate.
+    deterministic_identity: bool = False
+    short_names: tuple[str, ...] = ()
+
+    @property
+    def api_group(self) -> str:
+        """The API group, the part of ``api_version`` before the slash."""
+        return api_group_of(self.api_version)
+
+    @property
+    def plural(self) -> str:
+        """The lower-case plural name (``File`` -> ``files``)."""
+        lower = self.kind.lower()
+        return lower + ("es" if lower.endswith(("s", "x", "ch", "sh")) else "s")
+
+    def names(self) -> set[str]:
+        """Every name the kind answers to on the command line, lower case."""
+        lower = self.kind.lower()
+        names = {lower, self.plural, *(s.lower() for s in self.short_names)}
+        names |= {f"{n}.{self.api_group}" for n in (lower, self.plural)}
+        return names
+
+
+@attrs.define(eq=False)
+class KindRegistry:
+    """Maps ``(api_version, kind)`` to :class:`Kind`, and resolves kind names."""
+
+    _kinds: dict[tuple[str, str], Kind] = attrs.field(factory=dict, init=False)
+
+    def __init__(self, kinds: Iterable[Kind] = ()) -> None:
+        self.__attrs_init__()
+        for kind in kinds:
+            self.register(kind)
+
+    def register(self, kind: Kind) -> None:
+        """Add a kind; registering a different kind under the same names is an error."""
+        existing = self._kinds.get((kind.api_version, kind.kind))
+        if existing is not None and existing != kind:
+            raise ValueError(f"kind {kind.kind} of {kind.api_version} is already registered")
+        self._kinds[kind.api_version, kind.kind] = kind
+
+    def __iter__(self) -> Iterator[Kind]:
+        return iter(sorted(self._kinds.values(), key=lambda k: (k.api_group, k.kind)))
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def get(self, api_version: str, kind: str) -> Kind | None:
+        """The kind registered for this ``api_version`` and ``kind``, or None."""
+        return self._kinds.get((api_version, kind))
+
+    def lookup(self, api_version: str, kind: str) -> Kind:
+        """Like :meth:`get`, but an unknown kind is an :class:`InvalidError`."""
+        found = self._kinds.get((api_version, kind))
+        if found is not None:
+            return found
+        versions = sorted(k.api_version for k in self._kinds.values() if k.kind == kind)
+        if versions:
+            reason = f'unknown api_version for kind {kind} (known: {", ".join(versions)})'
+            raise InvalidError([FieldError("api_version", reason)])
+        reason = f'unknown kind "{kind}" in {api_version}'
+        raise InvalidError([FieldError("kind", reason)])
+
+    def resolve(self, name: str) -> Kind:
+        """Find a kind by any of its names: ``File``, ``files``, ``file.files.reconcile.dev``."""
+        wanted = name.lower()
+        matches = [k for k in self._kinds.values() if wanted in k.names()]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise InvalidError([FieldError("kind", f'unknown kind "{name}"')])
+        groups = ", ".join(sorted(f"{k.kind}.{k.api_group}" for k in matches))
+        raise InvalidError([FieldError("kind", f'"{name}" is ambiguous: {groups}')])
+
+    @classmethod
+    def from_entry_points(cls, group: str = ENTRY_POINT_GROUP) -> KindRegistry:
+        """Build a registry from every installed provider's ``kinds``."""
+        registry = cls()
+        for entry_point in importlib_metadata.entry_points(group=group):
+            provider = entry_point.load()
+            for kind in getattr(provider, "kinds", ()):
+                registry.register(kind)
+        return registry

@@ -1,0 +1,144 @@
+"""Reading manifests: multi-document YAML and JSON, safely.
+
+YAML is read with the safe loader only, so a tag that asks to construct a Python object
+(``!!python/object`` and friends) is an error, never executed. Aliases are legal YAML, but
+a "billion laughs" document expands them exponentially: before constructing a document we
+walk its node graph, counting every alias expansion, and refuse it past a budget, so the
+bomb is rejected after a bounded amount of work and memory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import yaml
+
+from reconcile.errors import FieldError, InvalidError
+
+__all__ = ["MAX_DOCUMENT_NODES", "MAX_INPUT_BYTES", "Document", "load_manifests", "read_manifests"]
+
+#: Expanded YAML nodes one document may have (a 1.5 MiB object has far fewer).
+MAX_DOCUMENT_NODES = 1_000_000
+#: Bytes one manifest file or stream may have.
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@attrs.frozen
+class Document:
+    """One object read from a manifest: where it came from, and its raw data."""
+
+    source: str
+    index: int
+    data: object
+
+    @property
+    def location(self) -> str:
+        """``site.yaml, document 2``: how errors name this document."""
+        return f"{self.source}, document {self.index}"
+
+
+def _invalid(source: str, message: str) -> InvalidError:
+    return InvalidError([FieldError("", message)], source=source)
+
+
+def _count_nodes(root: yaml.Node, budget: int) -> None:
+    stack, seen = [root], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > budget:
+            raise ValueError(f"document expands to more than {budget} nodes (alias bomb?)")
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.append(key)
+                stack.append(value)
+
+
+def _yaml_documents(text: str, source: str) -> Iterator[object]:
+    loader = _Loader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:  # pragma: no cover - check_node guards this
+                break
+            _count_nodes(node, MAX_DOCUMENT_NODES)
+            yield loader.construct_document(node)
+    except yaml.constructor.ConstructorError as exc:
+        message = f"{_describe(exc)} (only plain data is allowed)"
+        raise _invalid(source, f"invalid YAML: {message}") from None
+    except yaml.YAMLError as exc:
+        raise _invalid(source, f"invalid YAML: {_describe(exc)}") from None
+    except ValueError as exc:
+        raise _invalid(source, f"invalid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+
+
+def _describe(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        return f"{exc.problem}{where}"
+    return " ".join(str(exc).split())
+
+
+def _flatten(data: object) -> Iterator[object]:
+    """A list, or a ``kind: List`` object, stands for its items."""
+    if isinstance(data, list):
+        yield from data
+    elif isinstance(data, dict) and data.get("kind") == "List" and "items" in data:
+        items = data["items"]
+        yield from items if isinstance(items, list) else [items]
+    elif data is not None:
+        yield data
+
+
+def load_manifests(text: str | bytes, *, source: str = "<stdin>") -> list[Document]:
+    """Parse every document in ``text`` (YAML, or JSON when it looks like JSON)."""
+    if len(text) > MAX_INPUT_BYTES:
+        raise _invalid(source, f"input is larger than {MAX_INPUT_BYTES} bytes")
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _invalid(source, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    raw: list[object]
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            raw = [json.loads(text)]
+        except json.JSONDecodeError as exc:
+            raise _invalid(source, f"invalid JSON: {exc}") from None
+    else:
+        raw = list(_yaml_documents(text, source))
+    documents = []
+    for data in raw:
+        for item in _flatten(data):
+            documents.append(Document(source, len(documents) + 1, item))
+    return documents
+
+
+def read_manifests(path: str | Path) -> list[Document]:
+    """Read one manifest file, or every ``.yaml``/``.yml``/``.json`` file under a folder."""
+    root = Path(path)
+    if root.is_dir():
+        files = sorted(
+            p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json")
+        )
+    else:
+        files = [root]
+    documents = []
+    for file in files:
+        try:
+            with file.open("rb") as handle:
+                text = handle.read(MAX_INPUT_BYTES + 1)
+        except OSError as exc:
+            raise _invalid(str(file), f"cannot read: {exc.strerror}") from None
+        documents.extend(load_manifests(text, source=str(file)))
+    return documents

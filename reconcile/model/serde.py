@@ -1,0 +1,152 @@
+"""The one cattrs Converter, and the translation of its errors into field paths.
+
+Structuring is strict, as an API server's decoding is: a string is not an integer, an
+integer is not a string, ``true`` is not ``1``, and an unknown field is an error that
+names the field. cattrs reports every failure at once as an exception group; we walk it
+and turn each leaf into a :class:`~reconcile.errors.FieldError` with its path
+(``spec.records[2].ttl: must be >= 0``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import re
+from typing import Any
+
+import cattrs
+from cattrs.errors import (
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+)
+
+from reconcile.errors import FieldError
+
+__all__ = [
+    "format_timestamp",
+    "make_converter",
+    "parse_timestamp",
+    "structure_errors",
+]
+
+_JSON_TYPE_NAMES = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    dict: "mapping",
+    list: "list",
+    tuple: "list",
+    type(None): "null",
+}
+
+
+def _type_name(value: object) -> str:
+    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+class StrictTypeError(TypeError):
+    """A value of the wrong JSON type for its field."""
+
+
+def _strict(expected: type, name: str) -> Any:
+    def structure(value: object, _: object) -> object:
+        if isinstance(value, bool) and expected is not bool:
+            raise StrictTypeError(f"expected {name}, got boolean")
+        if expected is float and isinstance(value, int):
+            return float(value)
+        if not isinstance(value, expected):
+            raise StrictTypeError(f"expected {name}, got {_type_name(value)}")
+        return value
+
+    return structure
+
+
+def format_timestamp(value: datetime.datetime) -> str:
+    """RFC 3339 in UTC with microseconds, the form every stored timestamp takes."""
+    return value.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_timestamp(value: object, _: object = None) -> datetime.datetime:
+    """Parse an RFC 3339 timestamp; a naive one is taken as UTC."""
+    if isinstance(value, datetime.datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise StrictTypeError("expected an RFC 3339 timestamp") from None
+    else:
+        raise StrictTypeError(f"expected an RFC 3339 timestamp, got {_type_name(value)}")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+    return parsed
+
+
+def make_converter() -> cattrs.Converter:
+    """Build the converter every layer shares (one per client: no global state)."""
+    converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    for expected, name in ((str, "string"), (int, "integer"), (float, "number"), (bool, "boolean")):
+        converter.register_structure_hook(expected, _strict(expected, name))
+    converter.register_structure_hook(datetime.datetime, parse_timestamp)
+    converter.register_unstructure_hook(datetime.datetime, format_timestamp)
+    return converter
+
+
+# attrs' own validators start their message with the quoted attribute name:
+# "'ttl' must be >= 0: -1". We lift the name into the path and drop the echoed value.
+_ATTRS_MESSAGE = re.compile(r"^'(?P<field>[A-Za-z_][A-Za-z0-9_]*)' (?P<reason>.*?)(?:: .*)?$", re.S)
+
+
+def _leaf(exc: BaseException, path: str, fields: tuple[str, ...]) -> list[FieldError]:
+    if isinstance(exc, ForbiddenExtraKeysError):
+        errors = []
+        for extra in sorted(exc.extra_fields):
+            hint = difflib.get_close_matches(_snake(extra), fields, n=1)
+            reason = f'unknown field (did you mean "{hint[0]}"?)' if hint else "unknown field"
+            errors.append(FieldError(_join(path, extra), reason))
+        return errors
+    if isinstance(exc, KeyError):
+        return [FieldError(path, "required field missing")]
+    if isinstance(exc, StrictTypeError):
+        return [FieldError(path, str(exc))]
+    if isinstance(exc, AttributeError) and ("items" in str(exc) or "keys" in str(exc)):
+        return [FieldError(path, "expected a mapping")]
+    if isinstance(exc, TypeError) and "not iterable" in str(exc):
+        return [FieldError(path, "expected a list")]
+    message = str(exc)
+    match = _ATTRS_MESSAGE.match(message)
+    if match and match["field"] in fields:
+        return [FieldError(_join(path, match["field"]), match["reason"])]
+    return [FieldError(path, message or type(exc).__name__)]
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def structure_errors(exc: BaseException, path: str = "") -> list[FieldError]:
+    """Flatten a cattrs structuring failure into field errors, each with its path."""
+    if isinstance(exc, IterableValidationError):
+        with_notes, without = exc.group_exceptions()
+        errors: list[FieldError] = []
+        for inner, note in with_notes:
+            errors.extend(structure_errors(inner, f"{path}[{note.index!r}]"))
+        for inner in without:
+            errors.extend(_leaf(inner, path, ()))
+        return errors
+    if isinstance(exc, ClassValidationError):
+        fields = tuple(a.name for a in getattr(exc.cl, "__attrs_attrs__", ()))
+        with_notes_c, without_c = exc.group_exceptions()
+        errors = []
+        for inner, class_note in with_notes_c:
+            errors.extend(structure_errors(inner, _join(path, class_note.name)))
+        for inner in without_c:
+            errors.extend(_leaf(inner, path, fields))
+        return errors
+    return _leaf(exc, path, ())

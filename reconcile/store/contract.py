@@ -1,0 +1,181 @@
+"""The store contract every backend implements (SQLite now, PostgreSQL later).
+
+The store knows objects only as JSON bodies keyed by :class:`ObjectKey`; what a change
+*means* (a new generation, a finalizer removed) is decided by a **mutation**: a pure,
+synchronous function from the current object (or None) to a change. The backend runs
+mutations inside its write transaction, in the order writes were submitted, so checks
+such as "the resource_version still matches" are atomic with the write without any lock
+held across an ``await``, and many concurrent writers share one transaction and one
+fsync (group commit). A mutation must not block, must not mutate its argument and must
+be deterministic: a backend may run it again if a transaction is retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Protocol
+
+import attrs
+
+from reconcile.model.events import Bookmark
+from reconcile.model.meta import ObjectKey
+
+__all__ = [
+    "MAX_OBJECT_BYTES",
+    "Change",
+    "EventStore",
+    "ListPage",
+    "Mutation",
+    "Note",
+    "Put",
+    "RawEvent",
+    "Remove",
+    "StoredObject",
+    "VerifyReport",
+    "WriteResult",
+]
+
+#: The largest serialized object the store accepts (etcd's default request limit).
+MAX_OBJECT_BYTES = 1536 * 1024
+
+Body = dict[str, Any]
+
+
+@attrs.frozen
+class StoredObject:
+    """An object as stored: its key, uid, revision and JSON body."""
+
+    key: ObjectKey
+    uid: str
+    resource_version: int
+    body: Body
+
+
+@attrs.frozen
+class Put:
+    """Create or replace the object with ``body``, recording ``event_type``."""
+
+    event_type: str
+    body: Body
+    data: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class Remove:
+    """Remove the object; ``body`` is its last state, kept in the log."""
+
+    body: Body
+    event_type: str = "Deleted"
+    data: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class Note:
+    """Record an event about the object without changing it (a controller action)."""
+
+    event_type: str
+    data: Mapping[str, Any] | None = None
+
+
+Change = Put | Remove | Note
+Mutation = Callable[[StoredObject | None], Change | None]
+
+
+@attrs.frozen
+class WriteResult:
+    """What a write did: the revision of its event (or of the unchanged object) and
+    the object after it (None when absent)."""
+
+    revision: int
+    object: StoredObject | None
+    written: bool
+
+
+@attrs.frozen
+class RawEvent:
+    """An event as stored: the snapshot body after it, or None for a note."""
+
+    revision: int
+    time: float
+    type: str
+    key: ObjectKey
+    uid: str
+    actor: str
+    body: Body | None
+    data: Mapping[str, Any] | None
+
+
+@attrs.frozen
+class ListPage:
+    """One page of a list: the items, the revision they reflect, and where to go on."""
+
+    items: tuple[StoredObject, ...]
+    revision: int
+    next_after: tuple[str, str] | None
+
+
+@attrs.frozen
+class VerifyReport:
+    """The result of rebuilding the projection from the log and comparing."""
+
+    events: int
+    objects: int
+    differences: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when the projection equals the log's replay."""
+        return not self.differences
+
+
+class EventStore(Protocol):
+    """An append-only event log with a projection of current objects, and a watch."""
+
+    @property
+    def url(self) -> str:
+        """Where the store lives (no credentials)."""
+
+    async def close(self) -> None:
+        """Finish pending writes, end watches and release the database."""
+
+    async def write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
+        """Run ``mutation`` on the current object inside a write transaction, and commit."""
+
+    async def read(self, key: ObjectKey) -> StoredObject | None:
+        """The current object, or None."""
+
+    async def list(
+        self,
+        api_group: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int | None = None,
+        predicate: Callable[[StoredObject], bool] | None = None,
+    ) -> ListPage:
+        """Objects of one kind in (namespace, name) order, after a key, up to a limit."""
+
+    async def revision(self) -> int:
+        """The revision of the latest committed event."""
+
+    async def events(self, key: ObjectKey) -> list[RawEvent]:
+        """Every retained event of one object key, oldest first."""
+
+    def watch(
+        self,
+        *,
+        since: int = 0,
+        api_group: str | None = None,
+        kind: str | None = None,
+        namespace: str | None = None,
+    ) -> AsyncIterator[RawEvent | Bookmark]:
+        """Events with revision > ``since`` in order, then live; a bookmark whenever
+        caught up. Raises ExpiredError when ``since`` is before the compaction horizon."""
+
+    async def compact(self, before: int) -> int:
+        """Drop history before ``before`` (keeping each live object's latest snapshot);
+        return how many events were dropped."""
+
+    async def verify(self) -> VerifyReport:
+        """Rebuild the projection from the log and report every difference."""

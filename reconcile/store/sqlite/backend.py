@@ -1,0 +1,422 @@
+"""The SQLite backend: an event log and its projection in one file, WAL mode.
+
+Two aiosqlite connections: a writer, whose thread runs each group-commit batch in one
+call (:mod:`.committing`), and a reader for gets, lists, history and watches, which in WAL
+mode never waits for the writer. Several processes may open the same file: SQLite's
+write lock and busy timeout serialize their transactions, and watches learn of the other
+processes' commits by polling the head revision (:mod:`reconcile.store.watching`).
+
+Durability defaults to ``synchronous=FULL``: a write is acknowledged only after its
+batch's commit reached the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from reconcile.errors import ExpiredError, StoreError
+from reconcile.model.events import Bookmark
+from reconcile.model.meta import ObjectKey
+from reconcile.store.contract import (
+    ListPage,
+    Mutation,
+    RawEvent,
+    StoredObject,
+    VerifyReport,
+    WriteResult,
+)
+from reconcile.store.sqlite import schema
+from reconcile.store.sqlite.committing import PendingWrite, commit_batch
+from reconcile.store.watching import Tail
+
+__all__ = ["SQLiteStore"]
+
+T = TypeVar("T")
+
+_MAX_BATCH = 4096
+_WATCH_PAGE = 1000
+_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_EVENT_COLUMNS = (
+    "e.revision, e.time, e.type, e.uid, e.actor, e.body, e.data, "
+    "o.api_group, o.kind, o.namespace, o.name"
+)
+
+
+def _event(row: tuple[Any, ...]) -> RawEvent:
+    revision, at, type_, uid, actor, body, data, group, kind, namespace, name = row
+    return RawEvent(
+        revision=revision,
+        time=at,
+        type=type_,
+        key=ObjectKey(group, kind, namespace, name),
+        uid=uid,
+        actor=actor,
+        body=None if body is None else json.loads(body),
+        data=None if data is None else json.loads(data),
+    )
+
+
+async def _in_thread(conn: aiosqlite.Connection, fn: Callable[..., T], *args: Any) -> T:
+    # aiosqlite runs every call on its connection's own thread; _execute is how its public
+    # methods do it. Running a whole batch in one call keeps a commit to one thread hop,
+    # and keeps us to aiosqlite's threads (DESIGN: no threads of our own).
+    return await conn._execute(fn, conn._conn, *args)  # noqa: SLF001
+
+
+class SQLiteStore:
+    """The embedded default store. Open with :meth:`open`; close with :meth:`close`."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: str = "FULL",
+        busy_timeout: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        poll_interval: tuple[float, float] = (0.001, 0.02),
+    ) -> None:
+        if synchronous.upper() not in _SYNCHRONOUS:
+            raise StoreError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}")
+        self.path = Path(path)
+        self.synchronous = synchronous.upper()
+        self._busy_timeout = busy_timeout
+        self._clock = clock
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._pending: collections.deque[tuple[PendingWrite, asyncio.Future[WriteResult]]] = (
+            collections.deque()
+        )
+        self._wake = asyncio.Event()
+        self._writer_task: asyncio.Task[None] | None = None
+        self._tail = Tail(self.revision, fast=poll_interval[0], slow=poll_interval[1])
+        self._closing = False
+
+    @property
+    def url(self) -> str:
+        """``sqlite:///`` and the absolute path."""
+        return f"sqlite:///{self.path.resolve()}"
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+    async def open(self) -> SQLiteStore:
+        """Check the file, create or migrate the schema, and start the writer."""
+        schema.check_file(self.path)
+        try:
+            self._writer = await aiosqlite.connect(
+                self.path, timeout=self._busy_timeout, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open ({exc})") from exc
+        try:
+            await _in_thread(self._writer, schema.prepare, str(self.path), self.synchronous)
+            self._reader = await aiosqlite.connect(
+                self.path, timeout=self._busy_timeout, isolation_level=None
+            )
+            await self._reader.execute("PRAGMA query_only = ON")
+            self._tail.head = await self.revision()
+        except BaseException:
+            await self._close_connections()
+            raise
+        self._writer_task = asyncio.get_running_loop().create_task(
+            self._write_loop(), name=f"reconcile-store-writer {self.path}"
+        )
+        return self
+
+    async def __aenter__(self) -> SQLiteStore:
+        return await self.open()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Commit what is queued, end every watch, and close the connections."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._writer_task is not None:
+            self._wake.set()
+            await self._writer_task
+        await self._tail.close()
+        await self._close_connections()
+
+    async def _close_connections(self) -> None:
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error, ValueError):
+                    await conn.close()
+        self._reader = self._writer = None
+
+    # -- writing -----------------------------------------------------------------------
+
+    async def write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
+        """Queue a write for the next group commit and wait until it is durable."""
+        if self._closing or self._writer_task is None:
+            raise StoreError(f"{self.path}: store is closed")
+        future: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
+        self._pending.append((PendingWrite(key, mutation, actor), future))
+        self._wake.set()
+        return await future
+
+    async def _write_loop(self) -> None:
+        assert self._writer is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                count = min(len(self._pending), _MAX_BATCH)
+                taken = [self._pending.popleft() for _ in range(count)]
+                await self._commit(taken)
+            if self._closing:
+                return
+
+    async def _commit(
+        self, taken: list[tuple[PendingWrite, asyncio.Future[WriteResult]]]
+    ) -> None:
+        assert self._writer is not None
+        batch = [write for write, _ in taken]
+        try:
+            head, results = await _in_thread(self._writer, commit_batch, batch, self._clock())
+        except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets it
+            error = self._translate(exc)
+            for _, future in taken:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        for (_, future), result in zip(taken, results, strict=True):
+            if future.done():
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+        self._tail.advance(head)
+
+    def _translate(self, exc: Exception) -> Exception:
+        if isinstance(exc, sqlite3.Error):
+            error = StoreError(f"{self.path}: {exc}")
+            error.__cause__ = exc
+            return error
+        return exc
+
+    # -- reading -----------------------------------------------------------------------
+
+    async def _fetch(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[Any]:
+        if self._reader is None:
+            raise StoreError(f"{self.path}: store is closed")
+        try:
+            return list(await self._reader.execute_fetchall(sql, params))
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+
+    async def revision(self) -> int:
+        """The revision of the latest committed event."""
+        rows = await self._fetch("SELECT value FROM meta WHERE key = 'revision'")
+        return int(rows[0][0])
+
+    async def horizon(self) -> int:
+        """The compaction horizon: history before it is gone."""
+        rows = await self._fetch("SELECT value FROM meta WHERE key = 'horizon'")
+        return int(rows[0][0])
+
+    async def read(self, key: ObjectKey) -> StoredObject | None:
+        """The current object, or None."""
+        rows = await self._fetch(
+            "SELECT uid, resource_version, body FROM objects WHERE api_group = ? AND kind = ? "
+            "AND namespace = ? AND name = ? AND body IS NOT NULL",
+            (key.api_group, key.kind, key.namespace, key.name),
+        )
+        if not rows:
+            return None
+        uid, revision, body = rows[0]
+        return StoredObject(key, uid, revision, json.loads(body))
+
+    async def list(
+        self,
+        api_group: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int | None = None,
+        predicate: Callable[[StoredObject], bool] | None = None,
+    ) -> ListPage:
+        """Objects of one kind in (namespace, name) order, after a key, up to a limit."""
+        before = await self.revision()
+        where = "api_group = ? AND kind = ? AND body IS NOT NULL"
+        params: list[Any] = [api_group, kind]
+        if namespace is not None:
+            where += " AND namespace = ?"
+            params.append(namespace)
+        if after is not None:
+            where += " AND (namespace, name) > (?, ?)"
+            params.extend(after)
+        # One statement, one snapshot: the head read in the same statement is exactly the
+        # revision the rows reflect, so a watch from it neither skips nor repeats.
+        rows = await self._fetch(
+            "SELECT (SELECT value FROM meta WHERE key = 'revision'), namespace, name, uid, "
+            f"resource_version, body FROM objects WHERE {where} ORDER BY namespace, name",
+            params,
+        )
+        revision = rows[0][0] if rows else before
+        items: list[StoredObject] = []
+        next_after = None
+        for _, ns, name, uid, resource_version, body in rows:
+            item = StoredObject(ObjectKey(api_group, kind, ns, name), uid, resource_version, json.loads(body))
+            if predicate is not None and not predicate(item):
+                continue
+            if limit is not None and len(items) == limit:
+                last = items[-1].key
+                next_after = (last.namespace, last.name)
+                break
+            items.append(item)
+        return ListPage(tuple(items), revision, next_after)
+
+    async def events(self, key: ObjectKey) -> list[RawEvent]:
+        """Every retained event of one object key, oldest first."""
+        rows = await self._fetch(
+            f"SELECT {_EVENT_COLUMNS} FROM objects o JOIN events e ON e.object_id = o.id "
+            "WHERE o.api_group = ? AND o.kind = ? AND o.namespace = ? AND o.name = ? "
+            "ORDER BY e.revision",
+            (key.api_group, key.kind, key.namespace, key.name),
+        )
+        return [_event(row) for row in rows]
+
+    # -- watching ----------------------------------------------------------------------
+
+    async def _check_horizon(self, since: int) -> None:
+        horizon = await self.horizon()
+        if since < horizon - 1:
+            raise ExpiredError(
+                f"revision {since} has been compacted (history starts at {horizon}); relist",
+                horizon=horizon,
+            )
+
+    async def watch(
+        self,
+        *,
+        since: int = 0,
+        api_group: str | None = None,
+        kind: str | None = None,
+        namespace: str | None = None,
+    ) -> AsyncIterator[RawEvent | Bookmark]:
+        """Events with revision > ``since`` in order, then live; a bookmark whenever
+        caught up. Ends when the store closes."""
+        where, params = "", []
+        for column, value in (("o.api_group", api_group), ("o.kind", kind), ("o.namespace", namespace)):
+            if value is not None:
+                where += f" AND {column} = ?"
+                params.append(value)
+        cursor = since
+        await self._check_horizon(cursor)
+        while True:
+            head = await self.revision()
+            rows = await self._fetch(
+                f"SELECT {_EVENT_COLUMNS} FROM events e JOIN objects o ON o.id = e.object_id "
+                f"WHERE e.revision > ? AND e.revision <= ?{where} ORDER BY e.revision LIMIT ?",
+                [cursor, head, *params, _WATCH_PAGE],
+            )
+            # A compaction racing with the read could have removed part of the range:
+            # checking after the read catches it, so a watch never silently skips.
+            await self._check_horizon(cursor)
+            for row in rows:
+                yield _event(row)
+            if len(rows) == _WATCH_PAGE:
+                cursor = rows[-1][0]
+                continue
+            cursor = max(cursor, head)
+            yield Bookmark(cursor)
+            self._tail.advance(head)
+            if not await self._tail.wait_beyond(cursor):
+                return
+
+    # -- maintenance -------------------------------------------------------------------
+
+    async def compact(self, before: int) -> int:
+        """Drop events before ``before`` except each live object's latest snapshot."""
+        assert self._writer is not None
+        return await self._guarded(_in_thread(self._writer, _compact, before))
+
+    async def verify(self) -> VerifyReport:
+        """Replay the log into a projection and compare it with the stored one."""
+        assert self._reader is not None
+        return await self._guarded(_in_thread(self._reader, _verify))
+
+    async def _guarded(self, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+
+
+def _compact(conn: sqlite3.Connection, before: int) -> int:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
+        before = min(before, head + 1)
+        dropped = conn.execute(
+            "DELETE FROM events WHERE revision < ? AND revision NOT IN "
+            "(SELECT resource_version FROM objects WHERE body IS NOT NULL)",
+            (before,),
+        ).rowcount
+        conn.execute(
+            "DELETE FROM objects WHERE body IS NULL AND NOT EXISTS "
+            "(SELECT 1 FROM events WHERE events.object_id = objects.id)"
+        )
+        conn.execute("UPDATE meta SET value = max(value, ?) WHERE key = 'horizon'", (before,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return int(dropped)
+
+
+def _verify(conn: sqlite3.Connection) -> VerifyReport:
+    conn.execute("BEGIN")
+    try:
+        expected: dict[int, tuple[int, str | None, str]] = {}
+        count, last, differences = 0, 0, []
+        for revision, object_id, type_, body, uid in conn.execute(
+            "SELECT revision, object_id, type, body, uid FROM events ORDER BY revision"
+        ):
+            count += 1
+            if revision <= last:  # pragma: no cover - the primary key forbids it
+                differences.append(f"revision {revision} does not increase")
+            last = revision
+            if body is not None:
+                expected[object_id] = (revision, None if type_ == "Deleted" else body, uid)
+        head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
+        if head < last:
+            differences.append(f"head revision {head} is behind the log ({last})")
+        objects = 0
+        for object_id, group, kind, namespace, name, uid, revision, body in conn.execute(
+            "SELECT id, api_group, kind, namespace, name, uid, resource_version, body FROM objects"
+        ):
+            key = ObjectKey(group, kind, namespace, name)
+            objects += body is not None
+            want = expected.pop(object_id, None)
+            if want is None:
+                if body is not None:
+                    differences.append(f"{key}: in the projection but not in the log")
+                continue
+            if want[0] != revision:
+                differences.append(f"{key}: projection at revision {revision}, log at {want[0]}")
+            if want[1] != body:
+                differences.append(f"{key}: projection body differs from the log's snapshot")
+            if want[2] != uid:
+                differences.append(f"{key}: projection uid {uid}, log {want[2]}")
+        for object_id in expected:
+            differences.append(f"object id {object_id}: in the log but not in the projection")
+    finally:
+        conn.execute("COMMIT")
+    return VerifyReport(count, objects, tuple(differences))

@@ -1,0 +1,123 @@
+"""The SQLite schema, how a file is checked before we touch it, and how it migrates.
+
+Tables:
+
+* ``events`` -- the append-only log. ``revision`` is the integer primary key (no index on
+  random text: that cut batched appends 4-6x in a prototype); a trigger forbids UPDATE.
+* ``objects`` -- the projection: one row per object key ever seen, ``body`` NULL once the
+  object is deleted (a tombstone keeps the key's history reachable by integer id).
+* ``meta`` -- the head ``revision`` and the compaction ``horizon``.
+* ``reconcile_schema`` -- the schema version; a newer one than we know is refused.
+
+Opening never writes to a file until it is known to be ours: a file that is not SQLite,
+is corrupt, belongs to another application or was written by a newer schema is refused
+with an error naming it, and left as it was.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from reconcile.errors import SchemaVersionError, StoreError
+
+__all__ = ["SCHEMA_VERSION", "check_file", "prepare"]
+
+SCHEMA_VERSION = 1
+_MAGIC = b"SQLite format 3\x00"
+
+_SCHEMA_V1 = """
+CREATE TABLE reconcile_schema (version INTEGER NOT NULL);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE objects (
+    id INTEGER PRIMARY KEY,
+    api_group TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    resource_version INTEGER NOT NULL,
+    body TEXT,
+    UNIQUE (api_group, kind, namespace, name)
+);
+CREATE TABLE events (
+    revision INTEGER PRIMARY KEY,
+    time REAL NOT NULL,
+    object_id INTEGER NOT NULL,
+    uid TEXT NOT NULL,
+    type TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    body TEXT,
+    data TEXT
+);
+CREATE INDEX events_by_object ON events (object_id, revision);
+CREATE TRIGGER events_append_only BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+INSERT INTO meta (key, value) VALUES ('revision', 0), ('horizon', 0);
+"""
+
+#: MIGRATIONS[n] upgrades a database at version n to n + 1, inside one transaction.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+
+
+def check_file(path: Path) -> None:
+    """Refuse, without writing, a path that cannot hold our database."""
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory, not a SQLite database")
+    if not path.parent.is_dir():
+        raise StoreError(f"{path}: directory {path.parent} does not exist")
+    if path.exists() and path.stat().st_size > 0:
+        try:
+            with path.open("rb") as handle:
+                header = handle.read(len(_MAGIC))
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot read ({exc.strerror})") from None
+        if header != _MAGIC:
+            raise StoreError(f"{path}: not a SQLite database")
+
+
+def prepare(conn: sqlite3.Connection, path: str, synchronous: str) -> None:
+    """Check the database is ours and current; create or migrate it. Runs in the
+    connection's thread, with the connection in autocommit mode."""
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: corrupt or not a SQLite database ({exc})") from exc
+    if tables and "reconcile_schema" not in tables:
+        raise StoreError(f"{path}: a SQLite database, but not a reconcile store")
+    if tables:
+        _check_version(conn, path)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "reconcile_schema" not in tables:
+            for statement in _SCHEMA_V1.split(";\n"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO reconcile_schema (version) VALUES (?)", (SCHEMA_VERSION,))
+        else:
+            version = _check_version(conn, path)
+            while version < SCHEMA_VERSION:
+                MIGRATIONS[version](conn)
+                version += 1
+            conn.execute("UPDATE reconcile_schema SET version = ?", (version,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _check_version(conn: sqlite3.Connection, path: str) -> int:
+    row = conn.execute("SELECT max(version) FROM reconcile_schema").fetchone()
+    version = int(row[0]) if row and row[0] is not None else 0
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{path}: written by a newer reconcile (schema version {version}; this "
+            f"version knows up to {SCHEMA_VERSION}); upgrade reconcile to open it"
+        )
+    if version < 1:
+        raise StoreError(f"{path}: reconcile_schema table holds no version")
+    return version

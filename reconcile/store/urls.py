@@ -1,0 +1,49 @@
+"""Store URLs: ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or a plain path.
+
+Options ride in the query string: ``sqlite:///state.db?synchronous=NORMAL&busy_timeout=10``.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from reconcile.errors import StoreError
+from reconcile.store.contract import EventStore
+from reconcile.store.sqlite.backend import SQLiteStore
+
+__all__ = ["open_store", "parse_sqlite_url"]
+
+_SQLITE_OPTIONS = {"synchronous": str, "busy_timeout": float}
+
+
+def parse_sqlite_url(url: str) -> tuple[Path, dict[str, Any]]:
+    """Split a SQLite URL (or plain path) into the file path and backend options."""
+    if "://" not in url:
+        return Path(url), {}
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "sqlite":
+        raise StoreError(f"unsupported store URL scheme {parts.scheme!r} (supported: sqlite)")
+    path = urllib.parse.unquote(parts.path)
+    if parts.netloc:
+        raise StoreError(f"{url}: a SQLite URL has no host; write sqlite:///relative or sqlite:////absolute")
+    if not path or path == "/":
+        raise StoreError(f"{url}: no database path")
+    options: dict[str, Any] = {}
+    for name, value in urllib.parse.parse_qsl(parts.query):
+        if name not in _SQLITE_OPTIONS:
+            raise StoreError(f"{url}: unknown option {name!r} (known: {', '.join(_SQLITE_OPTIONS)})")
+        try:
+            options[name] = _SQLITE_OPTIONS[name](value)
+        except ValueError:
+            raise StoreError(f"{url}: option {name} has an invalid value {value!r}") from None
+    # sqlite:///state.db -> "/state.db" relative; sqlite:////abs.db -> "//abs.db" absolute.
+    return Path(path[1:]), options
+
+
+async def open_store(url: str | Path, **options: Any) -> EventStore:
+    """Open the store a URL names; keyword options override those in the URL."""
+    path, parsed = parse_sqlite_url(str(url))
+    store = SQLiteStore(path, **{**parsed, **options})
+    return await store.open()

@@ -1,0 +1,83 @@
+"""The live edge of the log, shared by every watch of one store.
+
+A watch reads the log from its cursor until caught up, then waits here until the store's
+head moves past the cursor. The head moves when this process commits (the writer calls
+:meth:`Tail.advance` at once) and when another process commits, which we learn by polling
+the head revision: every ``fast`` seconds after a change, backing off to ``slow`` while
+idle, and only while somebody is waiting. Polling is the price of several processes on
+one SQLite file; PostgreSQL replaces it with LISTEN/NOTIFY.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+__all__ = ["Tail"]
+
+
+class Tail:
+    """Tracks the head revision and wakes waiters when it advances."""
+
+    def __init__(
+        self,
+        read_head: Callable[[], Awaitable[int]],
+        *,
+        fast: float = 0.001,
+        slow: float = 0.02,
+    ) -> None:
+        self._read_head = read_head
+        self._fast = fast
+        self._slow = slow
+        self.head = 0
+        self._moved = asyncio.Event()
+        self._waiters = 0
+        self._poller: asyncio.Task[None] | None = None
+        self.closed = False
+
+    def advance(self, revision: int) -> None:
+        """The head is now at least ``revision``; wake everyone behind it."""
+        if revision > self.head:
+            self.head = revision
+            moved, self._moved = self._moved, asyncio.Event()
+            moved.set()
+
+    async def wait_beyond(self, revision: int) -> bool:
+        """Wait until the head passes ``revision``; False when the store closed."""
+        while self.head <= revision and not self.closed:
+            moved = self._moved
+            self._waiters += 1
+            if self._poller is None or self._poller.done():
+                self._poller = asyncio.get_running_loop().create_task(
+                    self._poll(), name="reconcile-store-tail"
+                )
+            try:
+                await moved.wait()
+            finally:
+                self._waiters -= 1
+        return not self.closed
+
+    async def _poll(self) -> None:
+        interval = self._fast
+        while self._waiters > 0 and not self.closed:
+            await asyncio.sleep(interval)
+            try:
+                head = await self._read_head()
+            except Exception:  # noqa: BLE001 - the next poll retries; close() ends us
+                head = self.head
+            if head > self.head:
+                self.advance(head)
+                interval = self._fast
+            else:
+                interval = min(interval * 2, self._slow)
+
+    async def close(self) -> None:
+        """Wake every waiter with the news that the store closed, and stop polling."""
+        self.closed = True
+        moved, self._moved = self._moved, asyncio.Event()
+        moved.set()
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
