@@ -16,7 +16,7 @@ import attrs
 __all__ = ["Condition", "ConditionStatus", "Status"]
 
 
-class ConditionStatus(str, enum.Enum):
+class ConditionStatus(enum.StrEnum):
     """The three values of a condition's ``status``."""
 
     TRUE = "True"

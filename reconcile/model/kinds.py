@@ -56,14 +56,11 @@ class Kind:
         return names
 
 
-@attrs.define(eq=False)
 class KindRegistry:
     """Maps ``(api_version, kind)`` to :class:`Kind`, and resolves kind names."""
 
-    _kinds: dict[tuple[str, str], Kind] = attrs.field(factory=dict, init=False)
-
     def __init__(self, kinds: Iterable[Kind] = ()) -> None:
-        self.__attrs_init__()
+        self._kinds: dict[tuple[str, str], Kind] = {}
         for kind in kinds:
             self.register(kind)
 
@@ -91,7 +88,7 @@ class KindRegistry:
             return found
         versions = sorted(k.api_version for k in self._kinds.values() if k.kind == kind)
         if versions:
-            reason = f'unknown api_version for kind {kind} (known: {", ".join(versions)})'
+            reason = f"unknown api_version for kind {kind} (known: {', '.join(versions)})"
             raise InvalidError([FieldError("api_version", reason)])
         reason = f'unknown kind "{kind}" in {api_version}'
         raise InvalidError([FieldError("kind", reason)])

@@ -117,23 +117,18 @@ def load_manifests(text: str | bytes, *, source: str = "<stdin>") -> list[Docume
             raise _invalid(source, f"invalid JSON: {exc}") from None
     else:
         raw = list(_yaml_documents(text, source))
-    documents = []
-    for data in raw:
-        for item in _flatten(data):
-            documents.append(Document(source, len(documents) + 1, item))
-    return documents
+    items = [item for data in raw for item in _flatten(data)]
+    return [Document(source, index, item) for index, item in enumerate(items, start=1)]
 
 
 def read_manifests(path: str | Path) -> list[Document]:
     """Read one manifest file, or every ``.yaml``/``.yml``/``.json`` file under a folder."""
     root = Path(path)
     if root.is_dir():
-        files = sorted(
-            p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json")
-        )
+        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json"))
     else:
         files = [root]
-    documents = []
+    documents: list[Document] = []
     for file in files:
         try:
             with file.open("rb") as handle:

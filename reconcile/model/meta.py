@@ -61,3 +61,7 @@ class ObjectMeta:
     annotations: dict[str, str] = attrs.Factory(dict)
     finalizers: tuple[str, ...] = ()
     owner_references: tuple[OwnerReference, ...] = ()
+    #: Which labels, annotations and finalizers each field manager set through ``apply``
+    #: (``{"deploy": ("labels/app",)}``): an apply removes what its manager applied
+    #: before and no longer declares, and leaves what others added alone.
+    managed_fields: dict[str, tuple[str, ...]] = attrs.Factory(dict)

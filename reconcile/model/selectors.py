@@ -60,9 +60,7 @@ def _split(text: str) -> list[str]:
 def _check(key: str, values: frozenset[str], clause: str) -> list[FieldError]:
     errors = [FieldError("label_selector", f"{clause!r}: key {r}") for r in qualified_name(key)]
     for value in sorted(values):
-        errors.extend(
-            FieldError("label_selector", f"{clause!r}: value {r}") for r in label_value(value)
-        )
+        errors.extend(FieldError("label_selector", f"{clause!r}: value {r}") for r in label_value(value))
     return errors
 
 

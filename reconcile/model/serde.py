@@ -65,7 +65,7 @@ def _strict(expected: type, name: str) -> Any:
 
 def format_timestamp(value: datetime.datetime) -> str:
     """RFC 3339 in UTC with microseconds, the form every stored timestamp takes."""
-    return value.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_timestamp(value: object, _: object = None) -> datetime.datetime:
@@ -74,13 +74,13 @@ def parse_timestamp(value: object, _: object = None) -> datetime.datetime:
         parsed = value
     elif isinstance(value, str):
         try:
-            parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            parsed = datetime.datetime.fromisoformat(value)
         except ValueError:
             raise StrictTypeError("expected an RFC 3339 timestamp") from None
     else:
         raise StrictTypeError(f"expected an RFC 3339 timestamp, got {_type_name(value)}")
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+        parsed = parsed.replace(tzinfo=datetime.UTC)
     return parsed
 
 
@@ -96,7 +96,7 @@ def make_converter() -> cattrs.Converter:
 
 # attrs' own validators start their message with the quoted attribute name:
 # "'ttl' must be >= 0: -1". We lift the name into the path and drop the echoed value.
-_ATTRS_MESSAGE = re.compile(r"^'(?P<field>[A-Za-z_][A-Za-z0-9_]*)' (?P<reason>.*?)(?:: .*)?$", re.S)
+_ATTRS_MESSAGE = re.compile(r"^'(?P<field>[A-Za-z_][A-Za-z0-9_]*)' (?P<reason>.*?)(?:: .*)?$", re.DOTALL)
 
 
 def _leaf(exc: BaseException, path: str, fields: tuple[str, ...]) -> list[FieldError]:
@@ -115,7 +115,8 @@ def _leaf(exc: BaseException, path: str, fields: tuple[str, ...]) -> list[FieldE
         return [FieldError(path, "expected a mapping")]
     if isinstance(exc, TypeError) and "not iterable" in str(exc):
         return [FieldError(path, "expected a list")]
-    message = str(exc)
+    # attrs validators raise ValueError(message, attribute, ...): the message comes first.
+    message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
     match = _ATTRS_MESSAGE.match(message)
     if match and match["field"] in fields:
         return [FieldError(_join(path, match["field"]), match["reason"])]

@@ -16,6 +16,8 @@ __all__ = [
     "qualified_name",
 ]
 
+_LABEL_MAX = 63
+_SUBDOMAIN_MAX = 253
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -24,24 +26,28 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 def dns1123_label(value: str) -> list[str]:
     """Reasons ``value`` is not a DNS-1123 label (a namespace)."""
-    if len(value) > 63:
+    if len(value) > _LABEL_MAX:
         return ["must be no more than 63 characters"]
     if not _DNS1123_LABEL.match(value):
         return [
-            "must consist of lower case alphanumeric characters or '-', and must start "
-            "and end with an alphanumeric character"
+            (
+                "must consist of lower case alphanumeric characters or '-', and must start "
+                "and end with an alphanumeric character"
+            )
         ]
     return []
 
 
 def dns1123_subdomain(value: str) -> list[str]:
     """Reasons ``value`` is not a DNS-1123 subdomain (an object name)."""
-    if len(value) > 253:
+    if len(value) > _SUBDOMAIN_MAX:
         return ["must be no more than 253 characters"]
     if not _DNS1123_SUBDOMAIN.match(value):
         return [
-            "must consist of lower case alphanumeric characters, '-' or '.', and must "
-            "start and end with an alphanumeric character"
+            (
+                "must consist of lower case alphanumeric characters, '-' or '.', and must "
+                "start and end with an alphanumeric character"
+            )
         ]
     return []
 
@@ -57,7 +63,7 @@ def qualified_name(value: str) -> list[str]:
             reasons.extend(f"prefix part {r}" for r in dns1123_subdomain(prefix))
     if not name:
         reasons.append("name part must be non-empty")
-    elif len(name) > 63:
+    elif len(name) > _LABEL_MAX:
         reasons.append("name part must be no more than 63 characters")
     elif not _QUALIFIED_NAME.match(name):
         reasons.append(
@@ -69,11 +75,13 @@ def qualified_name(value: str) -> list[str]:
 
 def label_value(value: str) -> list[str]:
     """Reasons ``value`` is not a valid label value."""
-    if len(value) > 63:
+    if len(value) > _LABEL_MAX:
         return ["must be no more than 63 characters"]
     if not _LABEL_VALUE.match(value):
         return [
-            "must be empty or consist of alphanumeric characters, '-', '_' or '.', and "
-            "must start and end with an alphanumeric character"
+            (
+                "must be empty or consist of alphanumeric characters, '-', '_' or '.', and "
+                "must start and end with an alphanumeric character"
+            )
         ]
     return []

@@ -12,6 +12,7 @@ be deterministic: a backend may run it again if a transaction is retried.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
@@ -159,7 +160,7 @@ class EventStore(Protocol):
     async def revision(self) -> int:
         """The revision of the latest committed event."""
 
-    async def events(self, key: ObjectKey) -> list[RawEvent]:
+    async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
         """Every retained event of one object key, oldest first."""
 
     def watch(

@@ -13,6 +13,7 @@ batch's commit reached the disk.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import collections
 import contextlib
 import json
@@ -20,7 +21,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import aiosqlite
 
@@ -47,8 +48,7 @@ _MAX_BATCH = 4096
 _WATCH_PAGE = 1000
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _EVENT_COLUMNS = (
-    "e.revision, e.time, e.type, e.uid, e.actor, e.body, e.data, "
-    "o.api_group, o.kind, o.namespace, o.name"
+    "e.revision, e.time, e.type, e.uid, e.actor, e.body, e.data, o.api_group, o.kind, o.namespace, o.name"
 )
 
 
@@ -70,7 +70,8 @@ async def _in_thread(conn: aiosqlite.Connection, fn: Callable[..., T], *args: An
     # aiosqlite runs every call on its connection's own thread; _execute is how its public
     # methods do it. Running a whole batch in one call keeps a commit to one thread hop,
     # and keeps us to aiosqlite's threads (DESIGN: no threads of our own).
-    return await conn._execute(fn, conn._conn, *args)  # noqa: SLF001
+    result: T = await conn._execute(fn, conn._conn, *args)  # type: ignore[no-untyped-call]  # noqa: SLF001
+    return result
 
 
 class SQLiteStore:
@@ -109,7 +110,7 @@ class SQLiteStore:
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
 
-    async def open(self) -> SQLiteStore:
+    async def open(self) -> Self:
         """Check the file, create or migrate the schema, and start the writer."""
         schema.check_file(self.path)
         try:
@@ -133,7 +134,7 @@ class SQLiteStore:
         )
         return self
 
-    async def __aenter__(self) -> SQLiteStore:
+    async def __aenter__(self) -> Self:
         return await self.open()
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -180,9 +181,7 @@ class SQLiteStore:
             if self._closing:
                 return
 
-    async def _commit(
-        self, taken: list[tuple[PendingWrite, asyncio.Future[WriteResult]]]
-    ) -> None:
+    async def _commit(self, taken: list[tuple[PendingWrite, asyncio.Future[WriteResult]]]) -> None:
         assert self._writer is not None
         batch = [write for write, _ in taken]
         try:
@@ -254,7 +253,7 @@ class SQLiteStore:
         """Objects of one kind in (namespace, name) order, after a key, up to a limit."""
         before = await self.revision()
         where = "api_group = ? AND kind = ? AND body IS NOT NULL"
-        params: list[Any] = [api_group, kind]
+        params: builtins.list[Any] = [api_group, kind]
         if namespace is not None:
             where += " AND namespace = ?"
             params.append(namespace)
@@ -269,7 +268,7 @@ class SQLiteStore:
             params,
         )
         revision = rows[0][0] if rows else before
-        items: list[StoredObject] = []
+        items: builtins.list[StoredObject] = []
         next_after = None
         for _, ns, name, uid, resource_version, body in rows:
             item = StoredObject(ObjectKey(api_group, kind, ns, name), uid, resource_version, json.loads(body))
@@ -282,7 +281,7 @@ class SQLiteStore:
             items.append(item)
         return ListPage(tuple(items), revision, next_after)
 
-    async def events(self, key: ObjectKey) -> list[RawEvent]:
+    async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
         """Every retained event of one object key, oldest first."""
         rows = await self._fetch(
             f"SELECT {_EVENT_COLUMNS} FROM objects o JOIN events e ON e.object_id = o.id "
@@ -415,8 +414,7 @@ def _verify(conn: sqlite3.Connection) -> VerifyReport:
                 differences.append(f"{key}: projection body differs from the log's snapshot")
             if want[2] != uid:
                 differences.append(f"{key}: projection uid {uid}, log {want[2]}")
-        for object_id in expected:
-            differences.append(f"object id {object_id}: in the log but not in the projection")
+        differences.extend(f"object id {i}: in the log but not in the projection" for i in expected)
     finally:
         conn.execute("COMMIT")
     return VerifyReport(count, objects, tuple(differences))

@@ -26,7 +26,6 @@ from reconcile.store.contract import (
     Body,
     Mutation,
     Note,
-    Put,
     Remove,
     StoredObject,
     WriteResult,

@@ -1,0 +1,9 @@
+"""The API layer: admission and the Client (apply, get, list, patch, delete, status,
+watch, history)."""
+
+from reconcile.api.admission import Admission, Admitted
+from reconcile.api.client import DEFAULT_MANAGER, Client, ResourceList
+from reconcile.api.connecting import connect
+from reconcile.api.merging import merge_patch
+
+__all__ = ["DEFAULT_MANAGER", "Admission", "Admitted", "Client", "ResourceList", "connect", "merge_patch"]

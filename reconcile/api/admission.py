@@ -1,0 +1,164 @@
+"""Admission: a manifest becomes a canonical, defaulted, validated body, or is rejected.
+
+Everything is checked before anything is stored, and every problem is reported at once
+with its field path: the envelope (``api_version``, ``kind``, unknown top-level fields),
+the metadata (DNS-1123 names, qualified label keys, label values), the spec (strict types
+and unknown fields through the one converter, the kind's attrs validators and its
+``validate`` hook). Defaults come from the spec class, so the stored object always has its
+canonical form and controllers never check for missing fields. ``status`` in a manifest
+is ignored: users own spec, controllers own status.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import cattrs
+
+from reconcile.errors import FieldError, InvalidError
+from reconcile.model.kinds import Kind, KindRegistry
+from reconcile.model.meta import ObjectMeta
+from reconcile.model.resource import Resource
+from reconcile.model.serde import structure_errors
+from reconcile.model.validation import dns1123_label, dns1123_subdomain, label_value, qualified_name
+
+__all__ = ["Admission", "Admitted"]
+
+_TOP_LEVEL = ("api_version", "kind", "metadata", "spec", "status")
+_ALIASES = {"apiVersion": "api_version"}
+_MAX_ANNOTATIONS_BYTES = 256 * 1024
+
+
+@attrs.frozen
+class Admitted:
+    """A manifest that passed admission: its kind and canonical body (no status)."""
+
+    kind: Kind
+    body: dict[str, Any]
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The body's metadata mapping."""
+        result: dict[str, Any] = self.body["metadata"]
+        return result
+
+
+def _meta_errors(meta: ObjectMeta) -> list[FieldError]:
+    errors = [FieldError("metadata.name", r) for r in dns1123_subdomain(meta.name)]
+    errors += [FieldError("metadata.namespace", r) for r in dns1123_label(meta.namespace)]
+    for key, value in meta.labels.items():
+        errors += [FieldError(f"metadata.labels[{key!r}]", f"key {r}") for r in qualified_name(key)]
+        errors += [FieldError(f"metadata.labels[{key!r}]", r) for r in label_value(value)]
+    for key in meta.annotations:
+        errors += [FieldError(f"metadata.annotations[{key!r}]", f"key {r}") for r in qualified_name(key)]
+    size = sum(len(k) + len(v) for k, v in meta.annotations.items())
+    if size > _MAX_ANNOTATIONS_BYTES:
+        errors.append(FieldError("metadata.annotations", f"must have at most {_MAX_ANNOTATIONS_BYTES} bytes"))
+    for index, finalizer in enumerate(meta.finalizers):
+        errors += [FieldError(f"metadata.finalizers[{index}]", r) for r in qualified_name(finalizer)]
+    return errors
+
+
+class Admission:
+    """Turns manifests (mappings or resources) into admitted bodies."""
+
+    def __init__(self, kinds: KindRegistry, converter: cattrs.Converter) -> None:
+        self.kinds = kinds
+        self.converter = converter
+
+    def admit(self, manifest: Mapping[str, Any] | Resource[Any, Any]) -> Admitted:
+        """Validate and default ``manifest``; raise :class:`InvalidError` with every problem."""
+        if isinstance(manifest, Resource):
+            manifest = self.converter.unstructure(manifest)
+        if not isinstance(manifest, Mapping):
+            reason = "expected a mapping with api_version, kind, metadata and spec"
+            raise InvalidError([FieldError("", reason)])
+        errors = self._envelope_errors(manifest)
+        api_version, kind_name = manifest.get("api_version"), manifest.get("kind")
+        if not isinstance(api_version, str) or not api_version:
+            errors.append(FieldError("api_version", "required string field missing"))
+        if not isinstance(kind_name, str) or not kind_name:
+            errors.append(FieldError("kind", "required string field missing"))
+        if errors:
+            raise InvalidError(errors, subject=self._subject(manifest))
+        assert isinstance(api_version, str)
+        assert isinstance(kind_name, str)
+        try:
+            kind = self.kinds.lookup(api_version, kind_name)
+        except InvalidError as exc:
+            raise InvalidError(exc.errors, subject=self._subject(manifest)) from None
+        meta, meta_errors = self._metadata(manifest.get("metadata"))
+        errors.extend(meta_errors)
+        spec, spec_errors = self._spec(kind, manifest.get("spec", {}))
+        errors.extend(spec_errors)
+        if errors:
+            raise InvalidError(errors, subject=self._subject(manifest))
+        assert meta is not None
+        body = {
+            "api_version": api_version,
+            "kind": kind_name,
+            "metadata": self.converter.unstructure(meta),
+            "spec": self.converter.unstructure(spec, kind.spec_type),
+        }
+        return Admitted(kind, body)
+
+    def default_status(self, kind: Kind) -> dict[str, Any]:
+        """The unstructured default status of a kind."""
+        result: dict[str, Any] = self.converter.unstructure(kind.status_type())
+        return result
+
+    @staticmethod
+    def _subject(manifest: Mapping[str, Any]) -> str:
+        meta = manifest.get("metadata")
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        kind = manifest.get("kind")
+        parts = [str(kind) if isinstance(kind, str) else "", f'"{name}"' if isinstance(name, str) else ""]
+        return " ".join(p for p in parts if p)
+
+    @staticmethod
+    def _envelope_errors(manifest: Mapping[str, Any]) -> list[FieldError]:
+        errors = []
+        for key in manifest:
+            if key in _TOP_LEVEL:
+                continue
+            hint = _ALIASES.get(str(key)) or next(
+                iter(difflib.get_close_matches(str(key), _TOP_LEVEL, n=1)), None
+            )
+            reason = f'unknown field (did you mean "{hint}"?)' if hint else "unknown field"
+            errors.append(FieldError(str(key), reason))
+        return errors
+
+    def _metadata(self, raw: object) -> tuple[ObjectMeta | None, list[FieldError]]:
+        if not isinstance(raw, Mapping):
+            return None, [FieldError("metadata", "required mapping with at least a name")]
+        # Fields the store owns are accepted (they round-trip from get) but not taken,
+        # except resource_version, which apply uses as a precondition.
+        settable = {
+            k: v
+            for k, v in raw.items()
+            if k not in ("uid", "generation", "creation_timestamp", "deletion_timestamp", "managed_fields")
+        }
+        try:
+            meta = self.converter.structure(settable, ObjectMeta)
+        except Exception as exc:  # noqa: BLE001 - cattrs raises groups of anything
+            return None, structure_errors(exc, "metadata")
+        return meta, _meta_errors(meta)
+
+    def _spec(self, kind: Kind, raw: object) -> tuple[Any, list[FieldError]]:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            return None, [FieldError("spec", "expected a mapping")]
+        try:
+            spec = self.converter.structure(raw, kind.spec_type)
+        except Exception as exc:  # noqa: BLE001 - cattrs raises groups of anything
+            return None, structure_errors(exc, "spec")
+        if kind.validate is None:
+            return spec, []
+        return spec, [
+            FieldError(f"spec.{error.path}" if error.path else "spec", error.message)
+            for error in kind.validate(spec)
+        ]

@@ -1,0 +1,416 @@
+"""The Client: every read and write of resources goes through it.
+
+Writes are admitted (validated, defaulted) here, in the caller's task, and then handed to
+the store as pure mutations (:mod:`.mutations`), so many concurrent writers share one
+group commit. Reads come back as typed :class:`~reconcile.model.Resource` values, with
+spec and status structured into the kind's classes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import builtins
+import datetime
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Literal, overload
+
+import attrs
+
+from reconcile.api import mutations
+from reconcile.api.admission import Admission, Admitted
+from reconcile.api.merging import merge_patch
+from reconcile.errors import ConflictError, FieldError, InvalidError, NotFoundError
+from reconcile.model.events import Bookmark, Event, FieldChange, diff_objects
+from reconcile.model.kinds import Kind, KindRegistry
+from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey, ObjectMeta
+from reconcile.model.resource import Resource
+from reconcile.model.selectors import LabelSelector
+from reconcile.model.serde import format_timestamp, make_converter, structure_errors
+from reconcile.store.contract import EventStore, RawEvent, StoredObject, VerifyReport
+
+__all__ = ["DEFAULT_MANAGER", "Client", "ResourceList"]
+
+DEFAULT_MANAGER = "reconcile"
+_PATCH_ATTEMPTS = 16
+_PATCHABLE_METADATA = frozenset({"labels", "annotations"})
+
+AnyResource = Resource[Any, Any]
+KindRef = str | Kind
+
+
+@attrs.frozen
+class ResourceList:
+    """One page of a list: items, the revision they reflect, and a token for the next page."""
+
+    items: tuple[AnyResource, ...]
+    resource_version: int
+    continue_: str | None = None
+
+
+def _encode_continue(after: tuple[str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(after).encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[str, str]:
+    try:
+        namespace, name = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (ValueError, TypeError, binascii.Error):
+        raise InvalidError([FieldError("continue_", "not a token returned by list")]) from None
+    return str(namespace), str(name)
+
+
+class Client:
+    """Resource API over an :class:`~reconcile.store.EventStore`."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        kinds: KindRegistry,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.kinds = kinds
+        self.converter = make_converter()
+        self.admission = Admission(kinds, self.converter)
+        self._clock = clock
+
+    def _now(self) -> str:
+        return format_timestamp(datetime.datetime.fromtimestamp(self._clock(), datetime.UTC))
+
+    def _kind(self, kind: KindRef) -> Kind:
+        return kind if isinstance(kind, Kind) else self.kinds.resolve(kind)
+
+    def _key(self, kind: KindRef, name: str, namespace: str) -> tuple[Kind, ObjectKey]:
+        found = self._kind(kind)
+        return found, ObjectKey(found.api_group, found.kind, namespace, name)
+
+    @staticmethod
+    def _key_of(admitted: Admitted) -> ObjectKey:
+        meta = admitted.metadata
+        return ObjectKey(admitted.kind.api_group, admitted.kind.kind, meta["namespace"], meta["name"])
+
+    def decode(self, body: Mapping[str, Any]) -> AnyResource:
+        """Structure a stored body into a Resource (spec and status as the kind's classes;
+        plain mappings when the kind is not registered here)."""
+        kind = self.kinds.get(body["api_version"], body["kind"])
+        meta = self.converter.structure(body["metadata"], ObjectMeta)
+        if kind is None:
+            return Resource(body["api_version"], body["kind"], meta, body.get("spec"), body.get("status"))
+        spec = self.converter.structure(body["spec"], kind.spec_type)
+        status = self.converter.structure(body.get("status") or {}, kind.status_type)
+        return Resource(body["api_version"], body["kind"], meta, spec, status)
+
+    def _result(self, stored: StoredObject | None) -> AnyResource:
+        assert stored is not None
+        return self.decode(stored.body)
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def apply(
+        self, manifest: Mapping[str, Any] | AnyResource, *, manager: str = DEFAULT_MANAGER
+    ) -> AnyResource:
+        """Declare an object: create it, or bring the stored one to the manifest.
+
+        An identical apply appends nothing. A ``metadata.resource_version`` in the
+        manifest is a precondition.
+        """
+        return await self._apply(manifest, manager=manager, create_only=False)
+
+    async def create(
+        self, manifest: Mapping[str, Any] | AnyResource, *, manager: str = DEFAULT_MANAGER
+    ) -> AnyResource:
+        """Create an object; :class:`AlreadyExistsError` when it exists."""
+        return await self._apply(manifest, manager=manager, create_only=True)
+
+    async def _apply(
+        self, manifest: Mapping[str, Any] | AnyResource, *, manager: str, create_only: bool
+    ) -> AnyResource:
+        admitted = self.admission.admit(manifest)
+        key = self._key_of(admitted)
+        mutation = mutations.apply(
+            key,
+            admitted.body,
+            self.admission.default_status(admitted.kind),
+            manager=manager,
+            uid=str(uuid.uuid4()),
+            now=self._now(),
+            create_only=create_only,
+        )
+        return self._result((await self.store.write(key, mutation, actor=manager)).object)
+
+    async def update(self, obj: AnyResource, *, manager: str = DEFAULT_MANAGER) -> AnyResource | None:
+        """Replace spec, labels, annotations, finalizers and owner references, on the
+        condition that the object is still at ``obj.metadata.resource_version``.
+
+        Returns None when the update removed the last finalizer of a deleting object.
+        """
+        admitted = self.admission.admit(obj)
+        key = self._key_of(admitted)
+        result = await self.store.write(key, mutations.replace(key, admitted.body), actor=manager)
+        return None if result.object is None else self.decode(result.object.body)
+
+    async def patch(
+        self,
+        kind: KindRef,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        resource_version: int | None = None,
+        manager: str = DEFAULT_MANAGER,
+    ) -> AnyResource:
+        """Apply an RFC 7386 merge patch to ``spec``, ``metadata.labels`` and
+        ``metadata.annotations``. Without ``resource_version`` a concurrent change is
+        retried against the new version; with it, a stale version is a conflict."""
+        _, key = self._key(kind, name, namespace)
+        _check_patch(patch)
+        for _ in range(_PATCH_ATTEMPTS):
+            current = await self.store.read(key)
+            if current is None:
+                raise NotFoundError(f"{key} not found")
+            if resource_version is not None and resource_version != current.resource_version:
+                raise ConflictError(
+                    f"{key} was modified: expected resource_version {resource_version}, "
+                    f"found {current.resource_version}"
+                )
+            meta = current.body["metadata"]
+            manifest = {
+                "api_version": current.body["api_version"],
+                "kind": current.body["kind"],
+                "metadata": {
+                    **{f: meta.get(f) for f in ("name", "namespace", "finalizers", "owner_references")},
+                    "labels": merge_patch(
+                        meta.get("labels") or {}, patch.get("metadata", {}).get("labels", {})
+                    ),
+                    "annotations": merge_patch(
+                        meta.get("annotations") or {}, patch.get("metadata", {}).get("annotations", {})
+                    ),
+                    "resource_version": current.resource_version,
+                },
+                "spec": merge_patch(current.body["spec"], patch.get("spec", {})),
+            }
+            admitted = self.admission.admit(manifest)
+            try:
+                result = await self.store.write(key, mutations.replace(key, admitted.body), actor=manager)
+            except ConflictError:
+                if resource_version is not None:
+                    raise
+                continue
+            return self._result(result.object)
+        raise ConflictError(f"{key}: gave up after {_PATCH_ATTEMPTS} conflicting attempts")
+
+    async def update_status(
+        self, obj: AnyResource, *, manager: str = DEFAULT_MANAGER, force: bool = False
+    ) -> AnyResource:
+        """Replace the status only. Guarded by ``obj.metadata.resource_version`` unless
+        ``force``; a status equal to the stored one appends nothing."""
+        kind = self.kinds.lookup(obj.api_version, obj.kind)
+        status = obj.status
+        if not isinstance(status, kind.status_type):
+            try:
+                status = self.converter.structure(status, kind.status_type)
+            except Exception as exc:  # noqa: BLE001 - cattrs raises groups of anything
+                raise InvalidError(
+                    structure_errors(exc, "status"), subject=f"{obj.kind} {obj.metadata.name!r}"
+                ) from None
+        body = self.converter.unstructure(status, kind.status_type)
+        key = obj.key
+        expected = None if force else obj.metadata.resource_version
+        result = await self.store.write(key, mutations.update_status(key, body, expected), actor=manager)
+        return self._result(result.object)
+
+    async def delete(
+        self,
+        kind: KindRef,
+        name: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        resource_version: int | None = None,
+        manager: str = DEFAULT_MANAGER,
+    ) -> AnyResource | None:
+        """Delete: the object is marked (``deletion_timestamp``) while finalizers remain
+        and removed when none do. Returns the marked object, or None once removed."""
+        _, key = self._key(kind, name, namespace)
+        mutation = mutations.delete(key, now=self._now(), expected=resource_version)
+        result = await self.store.write(key, mutation, actor=manager)
+        return None if result.object is None else self.decode(result.object.body)
+
+    async def add_finalizer(
+        self,
+        kind: KindRef,
+        name: str,
+        finalizer: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        manager: str = DEFAULT_MANAGER,
+    ) -> AnyResource:
+        """Add a finalizer (a no-op when present)."""
+        _, key = self._key(kind, name, namespace)
+        result = await self.store.write(key, mutations.add_finalizer(key, finalizer), actor=manager)
+        return self._result(result.object)
+
+    async def remove_finalizer(
+        self,
+        kind: KindRef,
+        name: str,
+        finalizer: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        manager: str = DEFAULT_MANAGER,
+    ) -> AnyResource | None:
+        """Remove a finalizer; returns None when that removed a deleting object."""
+        _, key = self._key(kind, name, namespace)
+        result = await self.store.write(key, mutations.remove_finalizer(key, finalizer), actor=manager)
+        return None if result.object is None else self.decode(result.object.body)
+
+    # -- reads -------------------------------------------------------------------------
+
+    async def get(self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE) -> AnyResource:
+        """The current object; :class:`NotFoundError` when absent."""
+        _, key = self._key(kind, name, namespace)
+        stored = await self.store.read(key)
+        if stored is None:
+            raise NotFoundError(f"{key} not found")
+        return self.decode(stored.body)
+
+    async def list(
+        self,
+        kind: KindRef,
+        *,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | LabelSelector | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> ResourceList:
+        """Objects of a kind, in (namespace, name) order, in every namespace unless one
+        is given, filtered by a Kubernetes label selector, a page at a time."""
+        found = self._kind(kind)
+        selector = LabelSelector.parse(label_selector)
+        if limit is not None and limit < 1:
+            raise InvalidError([FieldError("limit", "must be >= 1")])
+
+        def matches(item: StoredObject) -> bool:
+            return selector.matches(item.body["metadata"].get("labels") or {})
+
+        page = await self.store.list(
+            found.api_group,
+            found.kind,
+            namespace=namespace,
+            after=None if continue_ is None else _decode_continue(continue_),
+            limit=limit,
+            predicate=matches if selector.requirements else None,
+        )
+        token = None if page.next_after is None else _encode_continue(page.next_after)
+        return ResourceList(tuple(self.decode(i.body) for i in page.items), page.revision, token)
+
+    async def history(
+        self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> builtins.list[Event]:
+        """Every retained event of the object key, oldest first, each with what it changed;
+        earlier incarnations (deleted, then created again) included."""
+        _, key = self._key(kind, name, namespace)
+        raw = await self.store.events(key)
+        if not raw:
+            raise NotFoundError(f"{key} has no history")
+        events, previous = [], None
+        for item in raw:
+            changes: tuple[FieldChange, ...] = ()
+            if item.body is not None:
+                # The first snapshot retained is the whole object: no change list.
+                changes = () if previous is None else tuple(diff_objects(previous, item.body))
+                previous = None if item.type == "Deleted" else item.body
+            events.append(attrs.evolve(self._event(item), changes=changes))
+        return events
+
+    def _event(self, raw: RawEvent) -> Event:
+        return Event(
+            revision=raw.revision,
+            time=datetime.datetime.fromtimestamp(raw.time, datetime.UTC),
+            type=raw.type,
+            key=raw.key,
+            uid=raw.uid,
+            actor=raw.actor,
+            object=None if raw.body is None else self.decode(raw.body),
+            data=raw.data,
+        )
+
+    @overload
+    def watch(
+        self,
+        kind: KindRef | None = None,
+        *,
+        namespace: str | None = None,
+        since: int = 0,
+        bookmarks: Literal[False] = False,
+    ) -> AsyncIterator[Event]: ...
+
+    @overload
+    def watch(
+        self,
+        kind: KindRef | None = None,
+        *,
+        namespace: str | None = None,
+        since: int = 0,
+        bookmarks: Literal[True],
+    ) -> AsyncIterator[Event | Bookmark]: ...
+
+    async def watch(
+        self,
+        kind: KindRef | None = None,
+        *,
+        namespace: str | None = None,
+        since: int = 0,
+        bookmarks: bool = False,
+    ) -> AsyncIterator[Event | Bookmark]:
+        """Every event after revision ``since``, in order and without gaps, then live
+        ones as they commit. With ``bookmarks``, a :class:`Bookmark` whenever caught up.
+        :class:`ExpiredError` when ``since`` is before the compaction horizon."""
+        found = None if kind is None else self._kind(kind)
+        stream = self.store.watch(
+            since=since,
+            api_group=None if found is None else found.api_group,
+            kind=None if found is None else found.kind,
+            namespace=namespace,
+        )
+        async for item in stream:
+            if isinstance(item, Bookmark):
+                if bookmarks:
+                    yield item
+            else:
+                yield self._event(item)
+
+    # -- maintenance -------------------------------------------------------------------
+
+    async def revision(self) -> int:
+        """The store's latest revision."""
+        return await self.store.revision()
+
+    async def compact(self, before: int) -> int:
+        """Drop history before revision ``before``; each object's latest state stays."""
+        return await self.store.compact(before)
+
+    async def verify(self) -> VerifyReport:
+        """Rebuild the projection from the log, compare, and report the differences."""
+        return await self.store.verify()
+
+
+def _check_patch(patch: Mapping[str, Any]) -> None:
+    if not isinstance(patch, Mapping):
+        raise InvalidError([FieldError("", "a merge patch must be a mapping")])
+    errors = [FieldError(str(k), "cannot be patched") for k in patch if k not in ("spec", "metadata")]
+    meta = patch.get("metadata", {})
+    if not isinstance(meta, Mapping):
+        errors.append(FieldError("metadata", "expected a mapping"))
+    else:
+        errors += [
+            FieldError(f"metadata.{k}", "cannot be patched") for k in meta if k not in _PATCHABLE_METADATA
+        ]
+    if "spec" in patch and not isinstance(patch["spec"], Mapping):
+        errors.append(FieldError("spec", "expected a mapping"))
+    if errors:
+        raise InvalidError(errors)

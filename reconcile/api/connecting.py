@@ -1,0 +1,35 @@
+"""``reconcile.connect``: open a store by URL and get a Client, as a context manager."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from reconcile.api.client import Client
+from reconcile.model.kinds import KindRegistry
+from reconcile.store.urls import open_store
+
+__all__ = ["connect"]
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    url: str | Path = "sqlite:///reconcile.db",
+    *,
+    kinds: KindRegistry | None = None,
+    clock: Callable[[], float] = time.time,
+    **store_options: Any,
+) -> AsyncIterator[Client]:
+    """Open the store at ``url`` and yield a :class:`Client`; close it on exit.
+
+    ``kinds`` defaults to every kind the installed providers declare (the
+    ``reconcile.providers`` entry points).
+    """
+    store = await open_store(url, clock=clock, **store_options)
+    try:
+        yield Client(store, KindRegistry.from_entry_points() if kinds is None else kinds, clock=clock)
+    finally:
+        await store.close()

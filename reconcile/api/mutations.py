@@ -1,0 +1,246 @@
+"""What each API verb does to a stored object, as pure mutations the store runs.
+
+Each function returns a :data:`~reconcile.store.Mutation`: given the current object (or
+None) it returns the change to record, None when nothing would change (so an identical
+apply, a no-op status update or a repeated finalizer call appends nothing), or raises.
+They run inside the store's write transaction, which makes the precondition checks
+atomic with the write.
+
+Rules, after the Kubernetes API conventions:
+
+* ``generation`` starts at 1 and bumps only when ``spec`` changes.
+* ``apply`` replaces the spec; for labels, annotations and finalizers it is a three-way
+  merge: it removes what the same manager applied before and no longer declares, and
+  keeps what others (controllers, ``patch``) added.
+* ``delete`` of an object with finalizers only sets ``deletion_timestamp``; the object goes
+  when the last finalizer is removed. No finalizer may be added once deletion began.
+* status writes never touch spec or metadata; spec writes never touch status.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from reconcile.errors import AlreadyExistsError, ConflictError, FieldError, InvalidError, NotFoundError
+from reconcile.model.events import EventType
+from reconcile.model.meta import ObjectKey
+from reconcile.store.contract import Body, Change, Mutation, Put, Remove, StoredObject
+
+__all__ = [
+    "add_finalizer",
+    "apply",
+    "delete",
+    "remove_finalizer",
+    "replace",
+    "update_status",
+]
+
+_MERGED = ("labels", "annotations")
+
+
+def _require(key: ObjectKey, current: StoredObject | None) -> StoredObject:
+    if current is None:
+        raise NotFoundError(f"{key} not found")
+    return current
+
+
+def _check_version(key: ObjectKey, current: StoredObject, expected: int | None) -> None:
+    if expected is not None and expected != current.resource_version:
+        raise ConflictError(
+            f"{key} was modified: expected resource_version {expected}, "
+            f"found {current.resource_version}; re-read and try again"
+        )
+
+
+def _changed(current: StoredObject, new: Body, event_type: str) -> Change | None:
+    old = current.body
+    new["metadata"]["resource_version"] = old["metadata"].get("resource_version")
+    if new == old:
+        return None
+    if event_type == EventType.SPEC_CHANGED and new["spec"] == old["spec"]:
+        event_type = EventType.METADATA_CHANGED
+    return Put(event_type, new)
+
+
+def _new_object(desired: Body, status: Body, uid: str, now: str) -> Body:
+    body = copy.deepcopy(desired)
+    meta = body["metadata"]
+    meta.update(uid=uid, generation=1, creation_timestamp=now, deletion_timestamp=None)
+    meta["resource_version"] = None
+    body["status"] = status
+    return body
+
+
+def _managed_paths(meta: Mapping[str, Any]) -> set[str]:
+    paths = {f"{field}/{key}" for field in _MERGED for key in meta.get(field) or {}}
+    paths |= {f"finalizers/{name}" for name in meta.get("finalizers") or ()}
+    return paths
+
+
+def _merge_metadata(old: Mapping[str, Any], desired: Mapping[str, Any], manager: str) -> dict[str, Any]:
+    meta = copy.deepcopy(dict(old))
+    managed = dict(meta.get("managed_fields") or {})
+    previous = set(managed.get(manager, ()))
+    wanted = _managed_paths(desired)
+    dropped = previous - wanted
+    for field in _MERGED:
+        merged = {k: v for k, v in (meta.get(field) or {}).items() if f"{field}/{k}" not in dropped}
+        merged.update(desired.get(field) or {})
+        meta[field] = dict(sorted(merged.items()))
+    finalizers = [f for f in meta.get("finalizers") or () if f"finalizers/{f}" not in dropped]
+    finalizers += [f for f in desired.get("finalizers") or () if f not in finalizers]
+    meta["finalizers"] = finalizers
+    if desired.get("owner_references"):
+        meta["owner_references"] = copy.deepcopy(desired["owner_references"])
+    if wanted:
+        managed[manager] = sorted(wanted)
+    else:
+        managed.pop(manager, None)
+    meta["managed_fields"] = dict(sorted(managed.items()))
+    return meta
+
+
+def _check_new_finalizers(key: ObjectKey, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    if old.get("deletion_timestamp") is None:
+        return
+    added = set(new.get("finalizers") or ()) - set(old.get("finalizers") or ())
+    if added:
+        reason = f"cannot add finalizer {min(added)!r}: the object is being deleted"
+        raise InvalidError([FieldError("metadata.finalizers", reason)], subject=str(key))
+
+
+def _finish_if_released(body: Body, event_type: str) -> Change:
+    meta = body["metadata"]
+    if meta.get("deletion_timestamp") is not None and not meta.get("finalizers"):
+        return Remove(body)
+    return Put(event_type, body)
+
+
+def apply(
+    key: ObjectKey,
+    desired: Body,
+    status: Body,
+    *,
+    manager: str,
+    uid: str,
+    now: str,
+    create_only: bool = False,
+) -> Mutation:
+    """Create the object from ``desired``, or bring the stored one to it."""
+    expected = desired["metadata"].get("resource_version")
+
+    def mutate(current: StoredObject | None) -> Change | None:
+        if current is None:
+            if expected is not None:
+                raise NotFoundError(f"{key} not found (resource_version {expected} was given)")
+            body = _new_object(desired, status, uid, now)
+            paths = _managed_paths(desired["metadata"])
+            body["metadata"]["managed_fields"] = {manager: sorted(paths)} if paths else {}
+            return Put(EventType.CREATED, body)
+        if create_only:
+            raise AlreadyExistsError(f"{key} already exists")
+        _check_version(key, current, expected)
+        old = current.body
+        new = dict(old)
+        new["api_version"] = desired["api_version"]
+        new["spec"] = copy.deepcopy(desired["spec"])
+        new["metadata"] = _merge_metadata(old["metadata"], desired["metadata"], manager)
+        _check_new_finalizers(key, old["metadata"], new["metadata"])
+        if new["spec"] != old["spec"]:
+            new["metadata"]["generation"] = old["metadata"]["generation"] + 1
+        return _changed(current, new, EventType.SPEC_CHANGED)
+
+    return mutate
+
+
+def replace(key: ObjectKey, desired: Body) -> Mutation:
+    """``update``: replace spec and user metadata, guarded by the given resource_version."""
+    expected = desired["metadata"].get("resource_version")
+    if expected is None:
+        reason = "required for update (the version this change was based on)"
+        raise InvalidError([FieldError("metadata.resource_version", reason)], subject=str(key))
+
+    def mutate(current: StoredObject | None) -> Change | None:
+        current = _require(key, current)
+        _check_version(key, current, expected)
+        old = current.body
+        new = dict(old)
+        new["spec"] = copy.deepcopy(desired["spec"])
+        meta = copy.deepcopy(old["metadata"])
+        for field in ("labels", "annotations", "finalizers", "owner_references"):
+            meta[field] = copy.deepcopy(desired["metadata"].get(field))
+        new["metadata"] = meta
+        _check_new_finalizers(key, old["metadata"], meta)
+        if new["spec"] != old["spec"]:
+            meta["generation"] = old["metadata"]["generation"] + 1
+        change = _changed(current, new, EventType.SPEC_CHANGED)
+        if change is not None and isinstance(change, Put):
+            return _finish_if_released(change.body, change.event_type)
+        return change
+
+    return mutate
+
+
+def update_status(key: ObjectKey, status: Body, expected: int | None) -> Mutation:
+    """Replace the status only; spec and generation stay as they are."""
+
+    def mutate(current: StoredObject | None) -> Change | None:
+        current = _require(key, current)
+        _check_version(key, current, expected)
+        if current.body.get("status") == status:
+            return None
+        new = dict(current.body)
+        new["status"] = copy.deepcopy(status)
+        return Put(EventType.STATUS_CHANGED, new)
+
+    return mutate
+
+
+def delete(key: ObjectKey, *, now: str, expected: int | None = None) -> Mutation:
+    """Mark for deletion while finalizers remain; otherwise remove."""
+
+    def mutate(current: StoredObject | None) -> Change | None:
+        current = _require(key, current)
+        _check_version(key, current, expected)
+        meta = current.body["metadata"]
+        if meta.get("deletion_timestamp") is not None:
+            return None
+        new = dict(current.body)
+        new["metadata"] = {**meta, "deletion_timestamp": now}
+        if meta.get("finalizers"):
+            return Put(EventType.DELETION_REQUESTED, new)
+        return Remove(new)
+
+    return mutate
+
+
+def add_finalizer(key: ObjectKey, finalizer: str) -> Mutation:
+    """Add a finalizer (no-op when present; refused once deletion began)."""
+
+    def mutate(current: StoredObject | None) -> Change | None:
+        current = _require(key, current)
+        meta = current.body["metadata"]
+        if finalizer in (meta.get("finalizers") or ()):
+            return None
+        new_meta = {**meta, "finalizers": [*(meta.get("finalizers") or ()), finalizer]}
+        _check_new_finalizers(key, meta, new_meta)
+        return Put(EventType.FINALIZER_ADDED, {**current.body, "metadata": new_meta})
+
+    return mutate
+
+
+def remove_finalizer(key: ObjectKey, finalizer: str) -> Mutation:
+    """Remove a finalizer; removing the last one of a deleting object deletes it."""
+
+    def mutate(current: StoredObject | None) -> Change | None:
+        current = _require(key, current)
+        meta = current.body["metadata"]
+        if finalizer not in (meta.get("finalizers") or ()):
+            return None
+        remaining = [f for f in meta["finalizers"] if f != finalizer]
+        body = {**current.body, "metadata": {**meta, "finalizers": remaining}}
+        return _finish_if_released(body, EventType.FINALIZER_REMOVED)
+
+    return mutate
