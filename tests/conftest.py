@@ -1,0 +1,47 @@
+"""Fixtures: real SQLite files in a temporary folder, one store per backend."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from reconcile import Client, KindRegistry
+from reconcile.store import EventStore, SQLiteStore
+from reconcile.testing import FakeClock, example_kinds
+
+BACKENDS = ["sqlite"]
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """A database file path in a fresh folder."""
+    return tmp_path / "state.db"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A clock the test moves by hand."""
+    return FakeClock()
+
+
+@pytest.fixture
+def kinds() -> KindRegistry:
+    """The example kinds (Widget, RecordSet)."""
+    return example_kinds()
+
+
+@pytest.fixture(params=BACKENDS)
+async def store(request: pytest.FixtureRequest, db_path: Path, clock: FakeClock) -> AsyncIterator[EventStore]:
+    """An open store of each backend, on a real database."""
+    assert request.param == "sqlite"
+    async with SQLiteStore(db_path, clock=clock) as opened:
+        yield opened
+
+
+@pytest.fixture
+def client(store: EventStore, kinds: KindRegistry, clock: FakeClock) -> Client:
+    """A client over the store, with the example kinds and the fake clock."""
+    return Client(store, kinds, clock=clock)
+

@@ -1,0 +1,465 @@
+"""The resource API over every store backend: apply, get, list, patch, update, delete,
+finalizers, status, history, watch, compaction and verify."""
+
+from __future__ import annotations
+
+import asyncio
+
+import attrs
+import pytest
+from helpers import widget
+
+from reconcile import (
+    AlreadyExistsError,
+    Bookmark,
+    Client,
+    ConflictError,
+    Event,
+    EventType,
+    ExpiredError,
+    InvalidError,
+    NotFoundError,
+    Status,
+)
+from reconcile.model import Condition, ConditionStatus
+from reconcile.testing import FakeClock
+
+
+async def event_count(client: Client) -> int:
+    """How many events the log holds."""
+    return len([e async for e in _drain(client)])
+
+
+async def _drain(client: Client):  # type: ignore[no-untyped-def]
+    async for item in client.watch(bookmarks=True):
+        if isinstance(item, Bookmark):
+            return
+        yield item
+
+
+class TestApply:
+    """Declarative create-or-update."""
+
+    async def test_create_sets_server_fields(self, client: Client, clock: FakeClock) -> None:
+        """A new object gets a uid, generation 1, a revision and a creation time."""
+        obj = await client.apply(widget("w1", 3))
+        assert obj.metadata.uid
+        assert obj.metadata.generation == 1
+        assert obj.metadata.resource_version == 1
+        assert obj.metadata.creation_timestamp is not None
+        assert obj.metadata.creation_timestamp.timestamp() == pytest.approx(clock.now)
+        assert obj.spec.size == 3
+        assert obj.spec.color == "blue", "defaults come from the spec class"
+        assert obj.status == Status()
+
+    async def test_identical_apply_appends_nothing(self, client: Client) -> None:
+        """Re-applying the same manifest bumps nothing and appends no event."""
+        first = await client.apply(widget("w1", 3, labels={"app": "web"}))
+        second = await client.apply(widget("w1", 3, labels={"app": "web"}))
+        assert second.metadata.resource_version == first.metadata.resource_version
+        assert await client.revision() == 1
+        assert await event_count(client) == 1
+
+    async def test_spec_change_bumps_generation(self, client: Client) -> None:
+        """Only a spec change bumps generation; a label change does not."""
+        await client.apply(widget("w1", 3))
+        changed = await client.apply(widget("w1", 4))
+        assert changed.metadata.generation == 2
+        relabelled = await client.apply(widget("w1", 4, labels={"tier": "db"}))
+        assert relabelled.metadata.generation == 2
+        assert relabelled.metadata.resource_version == 3
+        types = [e.type for e in await client.history("widget", "w1")]
+        assert types == [EventType.CREATED, EventType.SPEC_CHANGED, EventType.METADATA_CHANGED]
+
+    async def test_apply_three_way_merges_labels(self, client: Client) -> None:
+        """Apply removes labels it applied before and keeps labels others added."""
+        await client.apply(widget("w1", labels={"a": "1", "b": "2"}))
+        await client.patch("widget", "w1", {"metadata": {"labels": {"owner": "ops"}}})
+        obj = await client.apply(widget("w1", labels={"a": "1"}))
+        assert obj.metadata.labels == {"a": "1", "owner": "ops"}
+
+    async def test_apply_keeps_controller_finalizers(self, client: Client) -> None:
+        """A finalizer added by a controller survives a re-apply of the manifest."""
+        await client.apply(widget("w1"))
+        await client.add_finalizer("widget", "w1", "example.dev/cleanup")
+        obj = await client.apply(widget("w1", 2))
+        assert obj.metadata.finalizers == ("example.dev/cleanup",)
+
+    async def test_apply_ignores_status_and_server_fields(self, client: Client) -> None:
+        """Status and server-owned metadata in a manifest are not taken."""
+        manifest = widget("w1", uid="forged", generation=9)
+        manifest["status"] = {"observed_generation": 7}
+        obj = await client.apply(manifest)
+        assert obj.metadata.uid != "forged"
+        assert obj.metadata.generation == 1
+        assert obj.status.observed_generation == 0
+
+    async def test_resource_version_in_manifest_is_a_precondition(self, client: Client) -> None:
+        """A stale resource_version in an applied manifest is a conflict."""
+        await client.apply(widget("w1"))
+        await client.apply(widget("w1", 2))
+        with pytest.raises(ConflictError):
+            await client.apply(widget("w1", 3, resource_version=1))
+        assert (await client.get("widget", "w1")).spec.size == 2
+
+    async def test_create_refuses_existing(self, client: Client) -> None:
+        """create of an existing object raises AlreadyExistsError and writes nothing."""
+        await client.create(widget("w1"))
+        with pytest.raises(AlreadyExistsError):
+            await client.create(widget("w1", 5))
+        assert await client.revision() == 1
+
+    async def test_apply_accepts_a_resource(self, client: Client) -> None:
+        """A Resource read back can be evolved and applied again."""
+        obj = await client.apply(widget("w1"))
+        again = await client.apply(attrs.evolve(obj, spec=attrs.evolve(obj.spec, size=9)))
+        assert again.spec.size == 9
+
+
+class TestReads:
+    """get and list."""
+
+    async def test_get_missing(self, client: Client) -> None:
+        """get of an absent object raises NotFoundError."""
+        with pytest.raises(NotFoundError):
+            await client.get("widget", "nope")
+
+    async def test_kind_names(self, client: Client) -> None:
+        """Kinds resolve by name, plural, short name and qualified name."""
+        await client.apply(widget("w1"))
+        for name in ("Widget", "widgets", "wd", "widget.example.reconcile.dev"):
+            assert (await client.get(name, "w1")).metadata.name == "w1"
+        with pytest.raises(InvalidError, match="unknown kind"):
+            await client.get("gadget", "w1")
+
+    async def test_list_namespaces_and_order(self, client: Client) -> None:
+        """list is ordered by namespace then name, across namespaces unless one is given."""
+        for ns, name in (("b", "x"), ("a", "y"), ("a", "x")):
+            await client.apply(widget(name, namespace=ns))
+        everything = await client.list("widget")
+        assert [(o.metadata.namespace, o.metadata.name) for o in everything.items] == [
+            ("a", "x"),
+            ("a", "y"),
+            ("b", "x"),
+        ]
+        assert everything.resource_version == 3
+        only_b = await client.list("widget", namespace="b")
+        assert [o.metadata.name for o in only_b.items] == ["x"]
+
+    @pytest.mark.parametrize(
+        ("selector", "expected"),
+        [
+            ("app=web", ["w1", "w2"]),
+            ("app==web", ["w1", "w2"]),
+            ("app!=web", ["w3", "w4"]),
+            ("tier in (db,cache)", ["w2", "w3"]),
+            ("tier notin (db)", ["w1", "w3", "w4"]),
+            ("tier", ["w2", "w3"]),
+            ("!tier", ["w1", "w4"]),
+            ("app=web,tier=db", ["w2"]),
+            ("", ["w1", "w2", "w3", "w4"]),
+        ],
+    )
+    async def test_label_selectors(self, client: Client, selector: str, expected: list[str]) -> None:
+        """Every Kubernetes selector operator filters as Kubernetes does."""
+        await client.apply(widget("w1", labels={"app": "web"}))
+        await client.apply(widget("w2", labels={"app": "web", "tier": "db"}))
+        await client.apply(widget("w3", labels={"app": "api", "tier": "cache"}))
+        await client.apply(widget("w4"))
+        found = await client.list("widget", label_selector=selector)
+        assert [o.metadata.name for o in found.items] == expected
+
+    async def test_bad_selector(self, client: Client) -> None:
+        """A selector that does not parse is an InvalidError naming the clause."""
+        with pytest.raises(InvalidError, match="label_selector"):
+            await client.list("widget", label_selector="app in web")
+
+    async def test_pagination(self, client: Client) -> None:
+        """limit and continue_ walk the whole list once, with a selector applied."""
+        for i in range(7):
+            await client.apply(widget(f"w{i}", labels={"even": str(i % 2 == 0).lower()}))
+        names, token = [], None
+        while True:
+            page = await client.list("widget", label_selector="even=true", limit=2, continue_=token)
+            names += [o.metadata.name for o in page.items]
+            token = page.continue_
+            if token is None:
+                break
+        assert names == ["w0", "w2", "w4", "w6"]
+        with pytest.raises(InvalidError, match="continue_"):
+            await client.list("widget", continue_="garbage!")
+
+
+class TestPatchAndUpdate:
+    """Merge patch and preconditioned update."""
+
+    async def test_merge_patch(self, client: Client) -> None:
+        """A merge patch changes, adds and removes (null) fields and re-validates."""
+        await client.apply(widget("w1", 2, labels={"a": "1", "b": "2"}))
+        obj = await client.patch(
+            "widget", "w1", {"spec": {"color": "red"}, "metadata": {"labels": {"a": None, "c": "3"}}}
+        )
+        assert obj.spec.color == "red"
+        assert obj.spec.size == 2
+        assert obj.metadata.labels == {"b": "2", "c": "3"}
+        assert obj.metadata.generation == 2
+
+    async def test_patch_is_validated(self, client: Client) -> None:
+        """A patch that makes the spec invalid is refused with the path; nothing is written."""
+        await client.apply(widget("w1"))
+        with pytest.raises(InvalidError, match=r"spec\.size: must be >= 0"):
+            await client.patch("widget", "w1", {"spec": {"size": -1}})
+        with pytest.raises(InvalidError, match="status: cannot be patched"):
+            await client.patch("widget", "w1", {"status": {}})
+        assert await client.revision() == 1
+
+    async def test_update_with_stale_version_conflicts(self, client: Client) -> None:
+        """update with an old resource_version raises ConflictError and changes nothing."""
+        obj = await client.apply(widget("w1"))
+        await client.apply(widget("w1", 2))
+        with pytest.raises(ConflictError):
+            await client.update(attrs.evolve(obj, spec=attrs.evolve(obj.spec, size=5)))
+        assert (await client.get("widget", "w1")).spec.size == 2
+
+    async def test_update_needs_a_version(self, client: Client) -> None:
+        """update without a resource_version is refused."""
+        obj = await client.apply(widget("w1"))
+        stripped = attrs.evolve(obj, metadata=attrs.evolve(obj.metadata, resource_version=None))
+        with pytest.raises(InvalidError, match="metadata.resource_version"):
+            await client.update(stripped)
+
+    async def test_concurrent_updates_one_winner_per_version(self, client: Client) -> None:
+        """50 tasks updating from the same version: exactly one wins, the rest conflict."""
+        base = await client.apply(widget("w1", 0))
+        version = base.metadata.resource_version
+
+        async def bump(i: int) -> bool:
+            try:
+                await client.update(attrs.evolve(base, spec=attrs.evolve(base.spec, size=i + 1)))
+            except ConflictError:
+                return False
+            return True
+
+        wins = await asyncio.gather(*(bump(i) for i in range(50)))
+        assert wins.count(True) == 1
+        final = await client.get("widget", "w1")
+        assert final.metadata.resource_version == version + 1
+
+    async def test_no_lost_update_under_contention(self, client: Client) -> None:
+        """50 tasks each incrementing with read-modify-write retries: the count is exact."""
+        await client.apply(widget("w1", 0))
+
+        async def increment() -> None:
+            while True:
+                obj = await client.get("widget", "w1")
+                try:
+                    await client.update(attrs.evolve(obj, spec=attrs.evolve(obj.spec, size=obj.spec.size + 1)))
+                except ConflictError:
+                    continue
+                return
+
+        await asyncio.gather(*(increment() for _ in range(50)))
+        assert (await client.get("widget", "w1")).spec.size == 50
+
+
+class TestDeletion:
+    """delete with and without finalizers."""
+
+    async def test_delete_without_finalizers_removes(self, client: Client) -> None:
+        """An object without finalizers is removed at once."""
+        await client.apply(widget("w1"))
+        assert await client.delete("widget", "w1") is None
+        with pytest.raises(NotFoundError):
+            await client.get("widget", "w1")
+        with pytest.raises(NotFoundError):
+            await client.delete("widget", "w1")
+
+    async def test_finalizers_hold_deletion(self, client: Client, clock: FakeClock) -> None:
+        """delete sets deletion_timestamp while finalizers remain; the last removal deletes."""
+        await client.apply(widget("w1"))
+        await client.add_finalizer("widget", "w1", "example.dev/a")
+        await client.add_finalizer("widget", "w1", "example.dev/b")
+        clock.advance(10)
+        marked = await client.delete("widget", "w1")
+        assert marked is not None
+        assert marked.metadata.deletion_timestamp is not None
+        assert marked.metadata.deletion_timestamp.timestamp() == pytest.approx(clock.now)
+        again = await client.delete("widget", "w1")
+        assert again is not None
+        assert again.metadata.resource_version == marked.metadata.resource_version, "repeat is a no-op"
+        with pytest.raises(InvalidError, match="being deleted"):
+            await client.add_finalizer("widget", "w1", "example.dev/c")
+        assert await client.remove_finalizer("widget", "w1", "example.dev/a") is not None
+        assert await client.remove_finalizer("widget", "w1", "example.dev/b") is None
+        with pytest.raises(NotFoundError):
+            await client.get("widget", "w1")
+        types = [e.type for e in await client.history("widget", "w1")]
+        assert types[-3:] == [EventType.DELETION_REQUESTED, EventType.FINALIZER_REMOVED, EventType.DELETED]
+
+    async def test_finalizer_calls_are_idempotent(self, client: Client) -> None:
+        """Adding a present finalizer or removing an absent one appends nothing."""
+        await client.apply(widget("w1"))
+        await client.add_finalizer("widget", "w1", "example.dev/a")
+        revision = await client.revision()
+        await client.add_finalizer("widget", "w1", "example.dev/a")
+        await client.remove_finalizer("widget", "w1", "example.dev/zzz")
+        assert await client.revision() == revision
+
+    async def test_recreate_after_delete_has_new_uid(self, client: Client) -> None:
+        """A deleted then re-created object is a new incarnation; history shows both."""
+        first = await client.apply(widget("w1"))
+        await client.delete("widget", "w1")
+        second = await client.apply(widget("w1"))
+        assert second.metadata.uid != first.metadata.uid
+        assert second.metadata.generation == 1
+        history = await client.history("widget", "w1")
+        assert [e.uid for e in history] == [first.metadata.uid] * 2 + [second.metadata.uid]
+
+
+class TestStatus:
+    """update_status touches status only."""
+
+    async def test_status_only(self, client: Client) -> None:
+        """A status write leaves spec and generation alone; an equal one appends nothing."""
+        obj = await client.apply(widget("w1", 3))
+        ready = Condition("Ready", ConditionStatus.TRUE, reason="Available")
+        status = Status(observed_generation=1, conditions=(ready,))
+        updated = await client.update_status(attrs.evolve(obj, status=status, spec=attrs.evolve(obj.spec, size=99)))
+        assert updated.status == status
+        assert updated.spec.size == 3
+        assert updated.metadata.generation == 1
+        revision = await client.revision()
+        same = await client.update_status(updated)
+        assert same.metadata.resource_version == revision
+        assert await client.revision() == revision
+
+    async def test_status_precondition(self, client: Client) -> None:
+        """A status write from a stale read conflicts, unless forced."""
+        obj = await client.apply(widget("w1"))
+        await client.apply(widget("w1", 2))
+        with pytest.raises(ConflictError):
+            await client.update_status(attrs.evolve(obj, status=Status(observed_generation=1)))
+        forced = await client.update_status(attrs.evolve(obj, status=Status(observed_generation=1)), force=True)
+        assert forced.status.observed_generation == 1
+        assert forced.spec.size == 2
+
+    async def test_invalid_status(self, client: Client) -> None:
+        """A status of the wrong shape is refused with its path."""
+        obj = await client.apply(widget("w1"))
+        with pytest.raises(InvalidError, match="status.observed_generation"):
+            await client.update_status(attrs.evolve(obj, status={"observed_generation": "x"}))
+
+    async def test_apply_never_touches_status(self, client: Client) -> None:
+        """A spec change through apply keeps the status the controller wrote."""
+        obj = await client.apply(widget("w1"))
+        await client.update_status(attrs.evolve(obj, status=Status(observed_generation=1)))
+        after = await client.apply(widget("w1", 2))
+        assert after.status.observed_generation == 1
+
+
+class TestHistory:
+    """history tells who changed what, when."""
+
+    async def test_history_records_changes(self, client: Client, clock: FakeClock) -> None:
+        """Each event has revision, time, type, actor and the changed field paths."""
+        await client.apply(widget("w1", 1), manager="alice")
+        clock.advance(60)
+        await client.apply(widget("w1", 2), manager="bob")
+        history = await client.history("widget", "w1")
+        assert [(e.revision, e.type, e.actor) for e in history] == [
+            (1, EventType.CREATED, "alice"),
+            (2, EventType.SPEC_CHANGED, "bob"),
+        ]
+        assert history[1].time.timestamp() == pytest.approx(clock.now)
+        changes = {c.path: (c.old, c.new) for c in history[1].changes}
+        assert changes == {"spec.size": (1, 2), "metadata.generation": (1, 2)}
+        assert history[1].object is not None
+        assert history[1].object.spec.size == 2
+
+    async def test_history_of_unknown_object(self, client: Client) -> None:
+        """history of a key that never existed raises NotFoundError."""
+        with pytest.raises(NotFoundError):
+            await client.history("widget", "ghost")
+
+
+class TestWatch:
+    """watch: in order, no gaps, then live; bookmarks; expiry after compaction."""
+
+    async def test_watch_replays_then_follows(self, client: Client) -> None:
+        """A watch from 0 yields the log, a bookmark, then live events as they commit."""
+        await client.apply(widget("w1"))
+        await client.apply(widget("w2"))
+        seen: list[Event | Bookmark] = []
+        caught_up = asyncio.Event()
+        done = asyncio.Event()
+
+        async def consume() -> None:
+            async for item in client.watch("widget", bookmarks=True):
+                seen.append(item)
+                if isinstance(item, Bookmark):
+                    caught_up.set()
+                if isinstance(item, Event) and item.revision == 4:
+                    done.set()
+                    return
+
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(caught_up.wait(), 5)
+        await client.apply(widget("w3"))
+        await client.apply(widget("w3", 2))
+        await asyncio.wait_for(done.wait(), 5)
+        await task
+        revisions = [i.revision for i in seen if isinstance(i, Event)]
+        assert revisions == [1, 2, 3, 4]
+        assert Bookmark(2) in seen
+
+    async def test_watch_since_and_filter(self, client: Client) -> None:
+        """A watch from N starts after N; a kind filter drops other kinds."""
+        await client.apply(widget("w1"))
+        await client.apply(
+            {
+                "api_version": "example.reconcile.dev/v1",
+                "kind": "RecordSet",
+                "metadata": {"name": "rs"},
+                "spec": {"zone": "example.org"},
+            }
+        )
+        await client.apply(widget("w2"))
+        found = []
+        async for item in client.watch("widget", since=1, bookmarks=True):
+            if isinstance(item, Bookmark):
+                assert item.revision == 3
+                break
+            found.append(item.revision)
+        assert found == [3]
+
+    async def test_compaction_expires_old_watches(self, client: Client) -> None:
+        """After compact(before=R), a watch from before R-1 raises ExpiredError; from R-1 works."""
+        await client.apply(widget("w1", 1))
+        await client.apply(widget("w1", 2))
+        await client.apply(widget("w2", 1))
+        await client.apply(widget("w2", 2))
+        dropped = await client.compact(before=4)
+        assert dropped == 2
+        with pytest.raises(ExpiredError):
+            async for _ in client.watch(since=1):
+                pass
+        items = []
+        async for item in client.watch(since=3, bookmarks=True):
+            if isinstance(item, Bookmark):
+                break
+            items.append(item.revision)
+        assert items == [4]
+        report = await client.verify()
+        assert report.ok, report.differences
+        assert (await client.get("widget", "w1")).spec.size == 2
+        assert [e.revision for e in await client.history("widget", "w1")] == [2]
+
+    async def test_compaction_drops_deleted_objects_history(self, client: Client) -> None:
+        """Compaction past a deletion forgets the deleted object entirely."""
+        await client.apply(widget("w1"))
+        await client.delete("widget", "w1")
+        await client.apply(widget("w2"))
+        await client.compact(before=3)
+        with pytest.raises(NotFoundError):
+            await client.history("widget", "w1")
+        assert (await client.verify()).ok
