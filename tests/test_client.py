@@ -463,3 +463,13 @@ class TestWatch:
         with pytest.raises(NotFoundError):
             await client.history("widget", "w1")
         assert (await client.verify()).ok
+
+    async def test_recreate_after_compacted_delete(self, client: Client) -> None:
+        """A key whose deletion was compacted away can be created again."""
+        await client.apply(widget("w1"))
+        await client.delete("widget", "w1")
+        await client.apply(widget("w2"))
+        await client.compact(before=2)
+        again = await client.apply(widget("w1", 5))
+        assert again.spec.size == 5
+        assert (await client.verify()).ok

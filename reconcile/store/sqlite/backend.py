@@ -16,7 +16,6 @@ import asyncio
 import builtins
 import collections
 import contextlib
-import json
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -38,6 +37,7 @@ from reconcile.store.contract import (
 )
 from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.committing import PendingWrite, commit_batch
+from reconcile.store.encoding import loads
 from reconcile.store.watching import Tail
 
 __all__ = ["SQLiteStore"]
@@ -61,8 +61,8 @@ def _event(row: tuple[Any, ...]) -> RawEvent:
         key=ObjectKey(group, kind, namespace, name),
         uid=uid,
         actor=actor,
-        body=None if body is None else json.loads(body),
-        data=None if data is None else json.loads(data),
+        body=None if body is None else loads(body),
+        data=None if data is None else loads(data),
     )
 
 
@@ -231,14 +231,15 @@ class SQLiteStore:
     async def read(self, key: ObjectKey) -> StoredObject | None:
         """The current object, or None."""
         rows = await self._fetch(
-            "SELECT uid, resource_version, body FROM objects WHERE api_group = ? AND kind = ? "
-            "AND namespace = ? AND name = ? AND body IS NOT NULL",
+            "SELECT o.uid, o.resource_version, e.body FROM objects o JOIN events e "
+            "ON e.revision = o.resource_version WHERE o.api_group = ? AND o.kind = ? "
+            "AND o.namespace = ? AND o.name = ? AND o.live",
             (key.api_group, key.kind, key.namespace, key.name),
         )
         if not rows:
             return None
         uid, revision, body = rows[0]
-        return StoredObject(key, uid, revision, json.loads(body))
+        return StoredObject(key, uid, revision, loads(body))
 
     async def list(
         self,
@@ -252,26 +253,27 @@ class SQLiteStore:
     ) -> ListPage:
         """Objects of one kind in (namespace, name) order, after a key, up to a limit."""
         before = await self.revision()
-        where = "api_group = ? AND kind = ? AND body IS NOT NULL"
+        where = "o.api_group = ? AND o.kind = ? AND o.live"
         params: builtins.list[Any] = [api_group, kind]
         if namespace is not None:
-            where += " AND namespace = ?"
+            where += " AND o.namespace = ?"
             params.append(namespace)
         if after is not None:
-            where += " AND (namespace, name) > (?, ?)"
+            where += " AND (o.namespace, o.name) > (?, ?)"
             params.extend(after)
         # One statement, one snapshot: the head read in the same statement is exactly the
         # revision the rows reflect, so a watch from it neither skips nor repeats.
         rows = await self._fetch(
-            "SELECT (SELECT value FROM meta WHERE key = 'revision'), namespace, name, uid, "
-            f"resource_version, body FROM objects WHERE {where} ORDER BY namespace, name",
+            "SELECT (SELECT value FROM meta WHERE key = 'revision'), o.namespace, o.name, o.uid, "
+            "o.resource_version, e.body FROM objects o JOIN events e ON e.revision = o.resource_version "
+            f"WHERE {where} ORDER BY o.namespace, o.name",
             params,
         )
         revision = rows[0][0] if rows else before
         items: builtins.list[StoredObject] = []
         next_after = None
         for _, ns, name, uid, resource_version, body in rows:
-            item = StoredObject(ObjectKey(api_group, kind, ns, name), uid, resource_version, json.loads(body))
+            item = StoredObject(ObjectKey(api_group, kind, ns, name), uid, resource_version, loads(body))
             if predicate is not None and not predicate(item):
                 continue
             if limit is not None and len(items) == limit:
@@ -365,11 +367,11 @@ def _compact(conn: sqlite3.Connection, before: int) -> int:
         before = min(before, head + 1)
         dropped = conn.execute(
             "DELETE FROM events WHERE revision < ? AND revision NOT IN "
-            "(SELECT resource_version FROM objects WHERE body IS NOT NULL)",
+            "(SELECT resource_version FROM objects WHERE live)",
             (before,),
         ).rowcount
         conn.execute(
-            "DELETE FROM objects WHERE body IS NULL AND NOT EXISTS "
+            "DELETE FROM objects WHERE NOT live AND NOT EXISTS "
             "(SELECT 1 FROM events WHERE events.object_id = objects.id)"
         )
         conn.execute("UPDATE meta SET value = max(value, ?) WHERE key = 'horizon'", (before,))
@@ -383,35 +385,36 @@ def _compact(conn: sqlite3.Connection, before: int) -> int:
 def _verify(conn: sqlite3.Connection) -> VerifyReport:
     conn.execute("BEGIN")
     try:
-        expected: dict[int, tuple[int, str | None, str]] = {}
+        expected: dict[int, tuple[int, bool, str]] = {}
         count, last, differences = 0, 0, []
-        for revision, object_id, type_, body, uid in conn.execute(
-            "SELECT revision, object_id, type, body, uid FROM events ORDER BY revision"
+        for revision, object_id, type_, has_body, uid in conn.execute(
+            "SELECT revision, object_id, type, body IS NOT NULL, uid FROM events ORDER BY revision"
         ):
             count += 1
             if revision <= last:  # pragma: no cover - the primary key forbids it
                 differences.append(f"revision {revision} does not increase")
             last = revision
-            if body is not None:
-                expected[object_id] = (revision, None if type_ == "Deleted" else body, uid)
+            if has_body:
+                expected[object_id] = (revision, type_ != "Deleted", uid)
         head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
         if head < last:
             differences.append(f"head revision {head} is behind the log ({last})")
         objects = 0
-        for object_id, group, kind, namespace, name, uid, revision, body in conn.execute(
-            "SELECT id, api_group, kind, namespace, name, uid, resource_version, body FROM objects"
+        for object_id, group, kind, namespace, name, uid, revision, live in conn.execute(
+            "SELECT id, api_group, kind, namespace, name, uid, resource_version, live FROM objects"
         ):
             key = ObjectKey(group, kind, namespace, name)
-            objects += body is not None
+            objects += bool(live)
             want = expected.pop(object_id, None)
             if want is None:
-                if body is not None:
+                if live:
                     differences.append(f"{key}: in the projection but not in the log")
                 continue
             if want[0] != revision:
                 differences.append(f"{key}: projection at revision {revision}, log at {want[0]}")
-            if want[1] != body:
-                differences.append(f"{key}: projection body differs from the log's snapshot")
+            if want[1] != bool(live):
+                state = "live" if live else "deleted"
+                differences.append(f"{key}: projection says {state}, the log disagrees")
             if want[2] != uid:
                 differences.append(f"{key}: projection uid {uid}, log {want[2]}")
         differences.extend(f"object id {i}: in the log but not in the projection" for i in expected)

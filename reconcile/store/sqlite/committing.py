@@ -12,15 +12,15 @@ order: a watcher can never see revision N+1 before N.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
 from reconcile.errors import FieldError, InvalidError, NotFoundError
 from reconcile.model.meta import ObjectKey
+from reconcile.store.encoding import dumps, loads
 from reconcile.store.contract import (
     MAX_OBJECT_BYTES,
     Body,
@@ -31,14 +31,9 @@ from reconcile.store.contract import (
     WriteResult,
 )
 
-__all__ = ["PendingWrite", "commit_batch", "dumps"]
+__all__ = ["PendingWrite", "commit_batch"]
 
-_KEYS_PER_QUERY = 200
-
-
-def dumps(value: Mapping[str, Any]) -> str:
-    """The canonical JSON text of a body: compact, keys sorted."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+_NAMES_PER_QUERY = 500
 
 
 @attrs.define(eq=False)
@@ -65,23 +60,28 @@ class _Slot:
         # and a failed one must leave nothing behind for the next write of this key.
         if self.text is None:
             return None
-        return StoredObject(key, self.uid, self.revision, json.loads(self.text))
+        return StoredObject(key, self.uid, self.revision, loads(self.text))
 
 
 def _load_slots(conn: sqlite3.Connection, keys: list[ObjectKey]) -> dict[ObjectKey, _Slot]:
+    # Keys of one kind and namespace are fetched with one statement, ``name IN (...)``,
+    # which SQLite answers with one index seek per name. (A row-value IN over all four
+    # columns is planned as a scan of the whole table: O(objects) per batch.)
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for key in keys:
+        groups.setdefault((key.api_group, key.kind, key.namespace), []).append(key.name)
     slots: dict[ObjectKey, _Slot] = {}
-    for start in range(0, len(keys), _KEYS_PER_QUERY):
-        chunk = keys[start : start + _KEYS_PER_QUERY]
-        values = ",".join("(?,?,?,?)" for _ in chunk)
-        params = [part for key in chunk for part in (key.api_group, key.kind, key.namespace, key.name)]
-        rows = conn.execute(
-            "SELECT id, api_group, kind, namespace, name, uid, resource_version, body "
-            f"FROM objects WHERE (api_group, kind, namespace, name) IN (VALUES {values})",
-            params,
-        )
-        for row_id, group, kind, namespace, name, uid, revision, text in rows:
-            key = ObjectKey(group, kind, namespace, name)
-            slots[key] = _Slot(row_id, uid=uid, revision=revision, text=text)
+    for (group, kind, namespace), names in groups.items():
+        for start in range(0, len(names), _NAMES_PER_QUERY):
+            chunk = names[start : start + _NAMES_PER_QUERY]
+            rows = conn.execute(
+                "SELECT o.name, o.id, o.uid, o.resource_version, CASE WHEN o.live THEN e.body END "
+                "FROM objects o LEFT JOIN events e ON e.revision = o.resource_version WHERE o.api_group = ? "
+                f"AND o.kind = ? AND o.namespace = ? AND o.name IN ({','.join('?' * len(chunk))})",
+                (group, kind, namespace, *chunk),
+            )
+            for name, row_id, uid, revision, text in rows:
+                slots[ObjectKey(group, kind, namespace, name)] = _Slot(row_id, uid, revision, text)
     return slots
 
 
@@ -89,7 +89,8 @@ def _stamp(body: Body, revision: int) -> str:
     metadata = body.setdefault("metadata", {})
     metadata["resource_version"] = revision
     text = dumps(body)
-    if len(text.encode("utf-8")) > MAX_OBJECT_BYTES:
+    # A character is at most 4 bytes of UTF-8: only long texts need encoding to measure.
+    if len(text) > MAX_OBJECT_BYTES // 4 and len(text.encode("utf-8")) > MAX_OBJECT_BYTES:
         metadata["resource_version"] = None
         reason = f"object is larger than {MAX_OBJECT_BYTES} bytes when serialized"
         raise InvalidError([FieldError("", reason)])
@@ -120,11 +121,11 @@ def commit_batch(
                 head = events[-1][0]
         if events:
             conn.executemany(
-                "INSERT INTO objects (id, api_group, kind, namespace, name, uid, resource_version, body) "
+                "INSERT INTO objects (id, api_group, kind, namespace, name, uid, resource_version, live) "
                 "VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
-                "uid = excluded.uid, resource_version = excluded.resource_version, body = excluded.body",
+                "uid = excluded.uid, resource_version = excluded.resource_version, live = excluded.live",
                 [
-                    (s.id, k.api_group, k.kind, k.namespace, k.name, s.uid, s.revision, s.text)
+                    (s.id, k.api_group, k.kind, k.namespace, k.name, s.uid, s.revision, s.text is not None)
                     for k, s in slots.items()
                     if s.dirty
                 ],

@@ -4,8 +4,11 @@ Tables:
 
 * ``events`` -- the append-only log. ``revision`` is the integer primary key (no index on
   random text: that cut batched appends 4-6x in a prototype); a trigger forbids UPDATE.
-* ``objects`` -- the projection: one row per object key ever seen, ``body`` NULL once the
-  object is deleted (a tombstone keeps the key's history reachable by integer id).
+* ``objects`` -- the projection: one row per object key ever seen, pointing at the event
+  that holds the object's current snapshot (``resource_version``); ``live`` is 0 once the
+  object is deleted (a tombstone keeps the key's history reachable by integer id). The
+  body is stored once, in the event, not copied into the projection: that halves the
+  bytes every commit writes and fsyncs, and a read is one primary-key lookup away.
 * ``meta`` -- the head ``revision`` and the compaction ``horizon``.
 * ``reconcile_schema`` -- the schema version; a newer one than we know is refused.
 
@@ -38,7 +41,7 @@ CREATE TABLE objects (
     name TEXT NOT NULL,
     uid TEXT NOT NULL,
     resource_version INTEGER NOT NULL,
-    body TEXT,
+    live INTEGER NOT NULL,
     UNIQUE (api_group, kind, namespace, name)
 );
 CREATE TABLE events (

@@ -1,0 +1,226 @@
+"""Store throughput: events/s for one writer and 100 concurrent writers (group commit),
+at synchronous=FULL and NORMAL, beside raw stdlib sqlite3 inserting the same payloads in
+batches of 1000 (the physical limit) in the same run; and how soon a watcher in one
+process sees a write made by another.
+
+    python benchmarks/store.py [--size N] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from reconcile import connect  # noqa: E402
+from reconcile.model import ObjectKey  # noqa: E402
+from reconcile.store import Put, SQLiteStore  # noqa: E402
+from reconcile.store.encoding import dumps  # noqa: E402
+from reconcile.testing import example_kinds  # noqa: E402
+
+
+def payload(i: int) -> dict[str, Any]:
+    """A Widget-sized object body."""
+    return {
+        "api_version": "example.reconcile.dev/v1",
+        "kind": "Widget",
+        "metadata": {
+            "name": f"w{i}",
+            "namespace": "default",
+            "uid": f"00000000-0000-4000-8000-{i:012d}",
+            "generation": 1,
+            "labels": {"app": "bench"},
+            "annotations": {},
+            "finalizers": [],
+        },
+        "spec": {"size": i, "color": "blue", "tags": ["a", "b"]},
+        "status": {"observed_generation": 0, "conditions": []},
+    }
+
+
+def raw_sqlite(path: Path, size: int, synchronous: str) -> float:
+    """The limit: stdlib sqlite3, WAL, the same payloads serialized with the same encoder,
+    1000 per transaction."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute(
+        "CREATE TABLE events (revision INTEGER PRIMARY KEY, time REAL, object_id INTEGER, "
+        "uid TEXT, type TEXT, actor TEXT, body TEXT, data TEXT)"
+    )
+    bodies = [payload(i) for i in range(size)]
+    started = time.perf_counter()
+    for start in range(0, size, 1000):
+        conn.execute("BEGIN")
+        conn.executemany(
+            "INSERT INTO events VALUES (?, ?, ?, ?, 'Created', 'bench', ?, NULL)",
+            [
+                (i + 1, time.time(), i + 1, f"u{i}", dumps(bodies[i]))
+                for i in range(start, min(start + 1000, size))
+            ],
+        )
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return size / elapsed
+
+
+async def store_writes(path: Path, size: int, synchronous: str, writers: int) -> float:
+    """Store.write of new objects, ``writers`` tasks at once."""
+    async with SQLiteStore(path, synchronous=synchronous) as store:
+        # Prepared before the clock starts, as the raw case's payloads are.
+        work = iter(
+            [(ObjectKey("example.reconcile.dev", "Widget", "default", f"w{i}"), payload(i)) for i in range(size)]
+        )
+
+        async def writer() -> None:
+            for key, body in work:
+                await store.write(key, lambda _, body=body: Put("Created", body), actor="bench")
+
+        started = time.perf_counter()
+        await asyncio.gather(*(writer() for _ in range(writers)))
+        return size / (time.perf_counter() - started)
+
+
+async def client_applies(path: Path, size: int, synchronous: str, writers: int) -> float:
+    """The full stack: Client.apply (admission, mutation, group commit, decode)."""
+    url = f"sqlite:///{path}?synchronous={synchronous}"
+    async with connect(url, kinds=example_kinds()) as client:
+        work = iter(range(size))
+
+        async def writer() -> None:
+            for i in work:
+                body = payload(i)
+                manifest = {k: body[k] for k in ("api_version", "kind", "spec")}
+                manifest["metadata"] = {"name": body["metadata"]["name"], "labels": {"app": "bench"}}
+                await client.apply(manifest)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(writer() for _ in range(writers)))
+        return size / (time.perf_counter() - started)
+
+
+WRITER = """
+import asyncio, sys, time
+sys.path.insert(0, {root!r})
+from reconcile import connect
+from reconcile.testing import example_kinds
+async def main():
+    async with connect({db!r}, kinds=example_kinds()) as client:
+        for i in range({count}):
+            await asyncio.sleep(0.005)
+            await client.apply({{"api_version": "example.reconcile.dev/v1", "kind": "Widget",
+                "metadata": {{"name": f"x{{i}}", "annotations": {{"sent": repr(time.monotonic())}}}},
+                "spec": {{"size": i}}}})
+asyncio.run(main())
+"""
+
+
+async def cross_process_latency(path: Path, count: int) -> list[float]:
+    """Seconds from another process's acknowledged write to our watch seeing it."""
+    async with connect(path, kinds=example_kinds()) as client:
+        latencies: list[float] = []
+        ready = asyncio.Event()
+
+        async def watch() -> None:
+            async for item in client.watch("widget", bookmarks=True):
+                if not hasattr(item, "object"):
+                    ready.set()
+                    continue
+                if item.object is not None and "sent" in item.object.metadata.annotations:
+                    sent = float(item.object.metadata.annotations["sent"])
+                    latencies.append(time.monotonic() - sent)
+                    if len(latencies) == count:
+                        return
+
+        task = asyncio.create_task(watch())
+        await ready.wait()
+        code = WRITER.format(root=str(ROOT), db=str(path), count=count)
+        process = await asyncio.create_subprocess_exec(sys.executable, "-c", code)
+        await process.wait()
+        await asyncio.wait_for(task, 60)
+        return latencies
+
+
+def main() -> None:
+    """Run every case, print the table, write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=20000, help="events per case")
+    parser.add_argument("--json", type=Path, help="write results here")
+    args = parser.parse_args()
+    size = args.size
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
+        base = Path(folder)
+        counter = iter(range(1000))
+
+        def fresh() -> Path:
+            return base / f"db{next(counter)}.sqlite"
+
+        for sync in ("FULL", "NORMAL"):
+            limit = raw_sqlite(fresh(), size, sync)
+            rows.append({"case": "raw sqlite3, batches of 1000", "synchronous": sync, "events_per_s": limit})
+            for writers in (1, 100):
+                n = size if writers > 1 else min(size, 5000)
+                rate = asyncio.run(store_writes(fresh(), n, sync, writers))
+                rows.append(
+                    {
+                        "case": f"store.write, {writers} writer{'s' if writers > 1 else ''}",
+                        "synchronous": sync,
+                        "events_per_s": rate,
+                        "ratio_to_raw": rate / limit,
+                    }
+                )
+            rate = asyncio.run(client_applies(fresh(), size, sync, 100))
+            rows.append(
+                {
+                    "case": "client.apply, 100 writers",
+                    "synchronous": sync,
+                    "events_per_s": rate,
+                    "ratio_to_raw": rate / limit,
+                }
+            )
+        latencies = asyncio.run(cross_process_latency(fresh(), max(20, min(size // 100, 200))))
+    latency = {
+        "count": len(latencies),
+        "median_ms": statistics.median(latencies) * 1000,
+        "p90_ms": statistics.quantiles(latencies, n=10)[-1] * 1000,
+        "max_ms": max(latencies) * 1000,
+    }
+    print(f"{'case':34} {'sync':7} {'events/s':>10} {'x raw':>7}")
+    for row in rows:
+        ratio = f"{row['ratio_to_raw']:.2f}" if "ratio_to_raw" in row else "limit"
+        print(f"{row['case']:34} {row['synchronous']:7} {row['events_per_s']:10.0f} {ratio:>7}")
+    print(
+        f"cross-process watch latency over {latency['count']} writes: median "
+        f"{latency['median_ms']:.2f} ms, p90 {latency['p90_ms']:.2f} ms, max {latency['max_ms']:.2f} ms"
+    )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        result = {
+            "benchmark": "store",
+            "size": size,
+            "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version,
+            "cpus": os.cpu_count(),
+            "rows": rows,
+            "cross_process_watch_latency": latency,
+        }
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""How bodies become text in the database and back: orjson, compact, keys in the order
+the API layer built them (canonical and deterministic), non-ASCII kept as UTF-8.
+
+orjson serializes a typical object about 12 times faster than the stdlib and parses one
+about 6 times faster; at group-commit rates that is most of the CPU a write costs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+__all__ = ["dumps", "loads"]
+
+
+def dumps(value: Any) -> str:
+    """The JSON text of a body."""
+    return orjson.dumps(value).decode()
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse JSON text written by :func:`dumps`."""
+    return orjson.loads(text)

@@ -1,0 +1,109 @@
+"""Admission: every bad manifest is refused with its field path, and nothing is stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers import widget
+
+from reconcile import Client, InvalidError
+from reconcile.store import MAX_OBJECT_BYTES
+
+
+def record_set(**spec: Any) -> dict[str, Any]:
+    """A RecordSet manifest."""
+    return {
+        "api_version": "example.reconcile.dev/v1",
+        "kind": "RecordSet",
+        "metadata": {"name": "rs"},
+        "spec": {"zone": "example.org", **spec},
+    }
+
+
+BAD = {
+    "not a mapping": (["a", "list"], "expected a mapping"),
+    "unknown kind": ({**widget("w"), "kind": "Gadget"}, 'kind: unknown kind "Gadget"'),
+    "unknown api_version": ({**widget("w"), "api_version": "example.reconcile.dev/v9"}, "api_version: unknown"),
+    "missing kind": ({"api_version": "x/v1", "metadata": {"name": "a"}}, "kind: required"),
+    "camelCase envelope": (
+        {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget"},
+        'apiVersion: unknown field (did you mean "api_version"?)',
+    ),
+    "missing metadata": ({**widget("w"), "metadata": None}, "metadata: required mapping"),
+    "missing name": ({**widget("w"), "metadata": {}}, "metadata.name: required field missing"),
+    "upper-case name": (widget("Web_1"), "metadata.name: must consist of lower case"),
+    "long name": (widget("a" * 254), "metadata.name: must be no more than 253"),
+    "bad namespace": (widget("w", namespace="a.b"), "metadata.namespace: must consist"),
+    "bad label key": (widget("w", labels={"bad key": "x"}), "metadata.labels['bad key']: key name part"),
+    "bad label value": (widget("w", labels={"k": "no spaces"}), "metadata.labels['k']: must be empty or"),
+    "non-string label": (widget("w", labels={"k": 1}), "metadata.labels['k']: expected string, got integer"),
+    "unknown metadata field": (widget("w", colour="x"), "metadata.colour: unknown field"),
+    "wrong spec type": ({**widget("w"), "spec": {"size": "3"}}, "spec.size: expected integer, got string"),
+    "bool is not int": ({**widget("w"), "spec": {"size": True}}, "spec.size: expected integer, got boolean"),
+    "spec not a mapping": ({**widget("w"), "spec": [1]}, "spec: expected a mapping"),
+    "unknown spec field": ({**widget("w"), "spec": {"size": 1, "sise": 2}}, "spec.sise: unknown field"),
+    "missing required spec field": ({**widget("w"), "spec": {}}, "spec.size: required field missing"),
+    "validator": ({**widget("w"), "spec": {"size": -1}}, "spec.size: must be >= 0"),
+    "nested path": (
+        record_set(records=[{"name": "a", "type": "A"}, {"name": "b", "type": "A"}, {"name": "c", "type": "A", "ttl": -5}]),
+        "spec.records[2].ttl: must be >= 0",
+    ),
+    "nested type": (record_set(records=[{"name": "a", "type": "MX"}]), "spec.records[0].type: must be in"),
+    "kind validate hook": (
+        record_set(records=[{"name": "a", "type": "A"}, {"name": "a", "type": "A"}]),
+        "spec.records[1]: duplicate A record 'a'",
+    ),
+    "list expected": (record_set(records=5), "spec.records: expected a list"),
+}
+
+
+class TestAdmission:
+    """Bad input: a clear error with the field path, and nothing stored."""
+
+    @pytest.mark.parametrize("case", sorted(BAD))
+    async def test_bad_manifest(self, client: Client, case: str) -> None:
+        """Each bad manifest raises InvalidError naming the field, and the log stays empty."""
+        manifest, message = BAD[case]
+        with pytest.raises(InvalidError) as caught:
+            await client.apply(manifest)
+        assert message in str(caught.value)
+        assert caught.value.errors, "every rejection carries field errors"
+        assert await client.revision() == 0
+
+    async def test_all_errors_reported_at_once(self, client: Client) -> None:
+        """Several problems come back together, each with its own path."""
+        manifest = {**widget("Bad"), "spec": {"size": "x", "extra": 1}}
+        with pytest.raises(InvalidError) as caught:
+            await client.apply(manifest)
+        paths = sorted(e.path for e in caught.value.errors)
+        assert paths == ["metadata.name", "spec.extra", "spec.size"]
+
+    async def test_object_too_large(self, client: Client) -> None:
+        """An object over 1.5 MiB is refused and nothing is stored."""
+        huge = widget("big", annotations={})
+        huge["spec"] = {"size": 1, "tags": ["x" * 1024] * (MAX_OBJECT_BYTES // 1024 + 1)}
+        with pytest.raises(InvalidError, match="larger than"):
+            await client.apply(huge)
+        assert await client.revision() == 0
+
+    async def test_too_large_update_keeps_old_state(self, client: Client) -> None:
+        """A too-large change to an existing object leaves it as it was."""
+        await client.apply(widget("w", 1))
+        huge = widget("w", 2)
+        huge["spec"]["tags"] = ["x" * 1024] * (MAX_OBJECT_BYTES // 1024 + 1)
+        with pytest.raises(InvalidError):
+            await client.apply(huge)
+        assert (await client.get("widget", "w")).spec.size == 1
+        assert (await client.verify()).ok
+
+    async def test_batch_neighbours_unaffected(self, client: Client) -> None:
+        """A write refused inside a group-commit batch does not fail its neighbours."""
+        import asyncio
+
+        good = [client.apply(widget(f"w{i}")) for i in range(5)]
+        bad = client.apply(widget("w0", resource_version=999))
+        results = await asyncio.gather(*good, bad, return_exceptions=True)
+        assert all(not isinstance(r, BaseException) for r in results[:5])
+        assert isinstance(results[5], Exception)
+        assert len((await client.list("widget")).items) == 5

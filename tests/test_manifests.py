@@ -1,0 +1,83 @@
+"""Reading manifests: multi-document YAML and JSON, and hostile input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reconcile import InvalidError, load_manifests, read_manifests
+
+BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)
+)
+
+
+class TestManifests:
+    """Parsing."""
+
+    def test_multi_document_yaml(self) -> None:
+        """Every document of a YAML stream is read, empty documents skipped, in order."""
+        docs = load_manifests("kind: A\n---\n---\nkind: B\n", source="m.yaml")
+        assert [d.data for d in docs] == [{"kind": "A"}, {"kind": "B"}]
+        assert docs[1].location == "m.yaml, document 2"
+
+    def test_json_object_list_and_list_kind(self) -> None:
+        """JSON may hold one object, a list of objects, or a kind: List."""
+        assert len(load_manifests('{"kind": "A"}')) == 1
+        assert len(load_manifests('[{"kind": "A"}, {"kind": "B"}]')) == 2
+        assert len(load_manifests('{"kind": "List", "items": [{"kind": "A"}, {"kind": "B"}]}')) == 2
+
+    def test_folder_is_read_recursively(self, tmp_path: Path) -> None:
+        """A folder stands for every .yaml, .yml and .json file under it, sorted."""
+        (tmp_path / "sub").mkdir()
+        (tmp_path / "b.yaml").write_text("kind: B\n")
+        (tmp_path / "sub" / "a.json").write_text('{"kind": "A"}')
+        (tmp_path / "notes.txt").write_text("ignored")
+        assert [d.data for d in read_manifests(tmp_path)] == [{"kind": "B"}, {"kind": "A"}]
+
+
+class TestHostileInput:
+    """Bad and hostile manifests are refused with a clear message."""
+
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [
+            ("a: 1\n---\nb: [1\n", "invalid YAML: did not find expected ',' or ']' (line 4, column 1)"),
+            ('{"a": 1,}', "invalid JSON"),
+            (b"\xff\xfe", "not UTF-8"),
+            ("key: value\n  bad indent: x\n", "invalid YAML"),
+        ],
+    )
+    def test_malformed(self, text: str | bytes, message: str) -> None:
+        """Malformed YAML or JSON names the problem and where."""
+        with pytest.raises(InvalidError) as caught:
+            load_manifests(text, source="in.yaml")
+        assert message in str(caught.value)
+        assert str(caught.value).startswith("in.yaml: ")
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "!!python/object/apply:os.system ['touch {marker}']",
+            "x: !!python/object/new:os.system ['touch {marker}']",
+            "x: !!python/name:os.system",
+            "x: !!python/module:os",
+        ],
+    )
+    def test_python_tags_are_refused_not_run(self, tmp_path: Path, text: str) -> None:
+        """Tags that would construct Python objects are refused, and never executed."""
+        marker = tmp_path / "pwned"
+        with pytest.raises(InvalidError, match="only plain data is allowed"):
+            load_manifests(text.format(marker=marker))
+        assert not marker.exists()
+
+    def test_alias_bomb_is_refused_quickly(self) -> None:
+        """A billion-laughs document is refused by the node budget, not expanded."""
+        with pytest.raises(InvalidError, match="alias bomb"):
+            load_manifests(BOMB)
+
+    def test_unreadable_path(self, tmp_path: Path) -> None:
+        """A missing or unreadable manifest path is an InvalidError naming the file."""
+        with pytest.raises(InvalidError, match="missing.yaml: cannot read"):
+            read_manifests(tmp_path / "missing.yaml")

@@ -1,0 +1,104 @@
+"""Invariants under random sequences of operations (Hypothesis).
+
+Whatever clients do, the projection equals the replay of the log, revisions strictly
+increase without gaps, a watch from 0 yields exactly the log, and the current objects are
+the last snapshots the watch delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+from helpers import widget
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reconcile import Bookmark, Client, ReconcileError, Status, connect
+from reconcile.testing import example_kinds
+
+NAMES = st.sampled_from(["a", "b", "c"])
+LABELS = st.dictionaries(st.sampled_from(["app", "tier"]), st.sampled_from(["x", "y"]), max_size=2)
+FINALIZERS = st.sampled_from(["example.dev/one", "example.dev/two"])
+
+OPERATIONS = st.one_of(
+    st.tuples(st.just("apply"), NAMES, st.integers(0, 3), LABELS),
+    st.tuples(st.just("patch"), NAMES, st.sampled_from(["red", "blue"]), LABELS),
+    st.tuples(st.just("status"), NAMES, st.integers(0, 3)),
+    st.tuples(st.just("add_finalizer"), NAMES, FINALIZERS),
+    st.tuples(st.just("remove_finalizer"), NAMES, FINALIZERS),
+    st.tuples(st.just("delete"), NAMES),
+)
+
+
+async def run(client: Client, operation: tuple[Any, ...]) -> None:
+    """Carry out one operation; expected refusals (absent object, ...) are fine."""
+    verb, name, *args = operation
+    with contextlib.suppress(ReconcileError):
+        if verb == "apply":
+            await client.apply(widget(name, args[0], labels=args[1]))
+        elif verb == "patch":
+            await client.patch("widget", name, {"spec": {"color": args[0]}, "metadata": {"labels": args[1]}})
+        elif verb == "status":
+            obj = await client.get("widget", name)
+            await client.update_status(attrs.evolve(obj, status=Status(observed_generation=args[0])))
+        elif verb == "add_finalizer":
+            await client.add_finalizer("widget", name, args[0])
+        elif verb == "remove_finalizer":
+            await client.remove_finalizer("widget", name, args[0])
+        else:
+            await client.delete("widget", name)
+
+
+async def check(path: Path, operations: list[tuple[Any, ...]], concurrent: bool) -> None:
+    """Run the operations, then check every invariant."""
+    async with connect(path, kinds=example_kinds()) as client:
+        if concurrent:
+            await asyncio.gather(*(run(client, op) for op in operations))
+        else:
+            for op in operations:
+                await run(client, op)
+        report = await client.verify()
+        assert report.ok, report.differences
+        head = await client.revision()
+        revisions, last_body = [], {}
+        async for item in client.store.watch(since=0):
+            if isinstance(item, Bookmark):
+                assert item.revision == head
+                break
+            revisions.append(item.revision)
+            if item.body is not None:
+                last_body[item.key.name] = None if item.type == "Deleted" else item.body
+        assert revisions == list(range(1, head + 1)), "the log is gap-free and ordered"
+        current = {o.metadata.name: client.converter.unstructure(o) for o in (await client.list("widget")).items}
+        assert current == {k: v for k, v in last_body.items() if v is not None}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(operations=st.lists(OPERATIONS, max_size=25), concurrent=st.booleans())
+def test_log_and_projection_agree(operations: list[tuple[Any, ...]], concurrent: bool) -> None:
+    """Random operations, sequential or concurrent, keep every store invariant."""
+    with tempfile.TemporaryDirectory() as folder:
+        asyncio.run(check(Path(folder) / "state.db", operations, concurrent))
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=10))
+@settings(max_examples=200, deadline=None)
+def test_any_manifest_validates_or_names_a_field(spec: object) -> None:
+    """Any spec either validates or fails with an InvalidError whose errors have paths."""
+    from reconcile import InvalidError
+    from reconcile.api import Admission
+    from reconcile.model import make_converter
+
+    admission = Admission(example_kinds(), make_converter())
+    manifest = widget("w")
+    manifest["spec"] = spec
+    try:
+        admission.admit(manifest)
+    except InvalidError as exc:
+        assert exc.errors
+        assert all(e.path.startswith("spec") for e in exc.errors), exc.errors

@@ -1,0 +1,128 @@
+"""Opening database files: what is not ours, or not current, is refused and left untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from reconcile import SchemaVersionError, StoreError, connect, open_store
+from reconcile.store import SQLiteStore
+from reconcile.store.sqlite import schema
+from reconcile.testing import example_kinds
+
+
+def digest(path: Path) -> str:
+    """The file's content hash."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class TestRefusedFiles:
+    """Each refusal names the file and changes nothing in it."""
+
+    async def test_not_sqlite(self, tmp_path: Path) -> None:
+        """A text file is refused as not a SQLite database."""
+        path = tmp_path / "notes.db"
+        path.write_text("hello, I am not a database\n" * 100)
+        before = digest(path)
+        with pytest.raises(StoreError, match=r"notes\.db: not a SQLite database"):
+            await open_store(path)
+        assert digest(path) == before
+
+    async def test_corrupt(self, tmp_path: Path) -> None:
+        """A file with a SQLite header and garbage after it is refused as corrupt."""
+        path = tmp_path / "corrupt.db"
+        path.write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 64)
+        before = digest(path)
+        with pytest.raises(StoreError, match=r"corrupt\.db: corrupt or not a SQLite database"):
+            await open_store(path)
+        assert digest(path) == before
+
+    async def test_other_application(self, tmp_path: Path) -> None:
+        """A SQLite database of another application is refused, not adopted."""
+        path = tmp_path / "other.db"
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
+        conn.close()
+        before = digest(path)
+        with pytest.raises(StoreError, match="not a reconcile store"):
+            await open_store(path)
+        assert digest(path) == before
+
+    async def test_newer_schema(self, tmp_path: Path) -> None:
+        """A database written by a newer schema version is refused and left as it was."""
+        path = tmp_path / "future.db"
+        store = await open_store(path)
+        await store.close()
+        conn = sqlite3.connect(path)
+        conn.execute("UPDATE reconcile_schema SET version = ?", (schema.SCHEMA_VERSION + 1,))
+        conn.commit()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+        before = digest(path)
+        with pytest.raises(SchemaVersionError, match=r"future\.db: written by a newer reconcile"):
+            await open_store(path)
+        assert digest(path) == before
+
+    async def test_directory_and_missing_parent(self, tmp_path: Path) -> None:
+        """A directory, or a path in a missing directory, is refused with the path."""
+        with pytest.raises(StoreError, match="is a directory"):
+            await open_store(tmp_path)
+        with pytest.raises(StoreError, match="does not exist"):
+            await open_store(tmp_path / "nope" / "state.db")
+
+    @pytest.mark.parametrize(
+        ("url", "message"),
+        [
+            ("postgresql://localhost/x", "unsupported store URL scheme"),
+            ("sqlite://host/x.db", "no host"),
+            ("sqlite:///x.db?fsync=1", "unknown option 'fsync'"),
+            ("sqlite:///x.db?busy_timeout=soon", "invalid value"),
+        ],
+    )
+    async def test_bad_urls(self, url: str, message: str) -> None:
+        """A URL the store cannot use says why."""
+        with pytest.raises(StoreError, match=message):
+            await open_store(url)
+
+    def test_bad_synchronous(self, tmp_path: Path) -> None:
+        """An unknown synchronous level is refused."""
+        with pytest.raises(StoreError, match="synchronous"):
+            SQLiteStore(tmp_path / "x.db", synchronous="SOMETIMES")
+
+
+class TestOpening:
+    """Opening and reopening."""
+
+    async def test_reopen_keeps_everything(self, tmp_path: Path) -> None:
+        """Objects and history survive closing and reopening the file."""
+        url = f"sqlite:///{tmp_path}/state.db?synchronous=NORMAL"
+        manifest = {
+            "api_version": "example.reconcile.dev/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w"},
+            "spec": {"size": 1},
+        }
+        async with connect(url, kinds=example_kinds()) as client:
+            await client.apply(manifest)
+        async with connect(url, kinds=example_kinds()) as client:
+            assert (await client.get("widget", "w")).spec.size == 1
+            assert await client.revision() == 1
+            assert (await client.verify()).ok
+
+    async def test_url_forms(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """sqlite:///relative, sqlite:////absolute and plain paths all name files."""
+        monkeypatch.chdir(tmp_path)
+        for url in ("sqlite:///rel.db", f"sqlite:///{tmp_path}/abs.db", "plain.db"):
+            store = await open_store(url)
+            await store.close()
+        assert {p.name for p in tmp_path.glob("*.db")} == {"rel.db", "abs.db", "plain.db"}
+
+    async def test_closed_store_refuses_writes(self, tmp_path: Path) -> None:
+        """Writing to a closed store is a StoreError, not a hang."""
+        store = await open_store(tmp_path / "s.db")
+        await store.close()
+        with pytest.raises(StoreError, match="closed"):
+            await store.write(None, lambda _: None, actor="x")  # type: ignore[arg-type]
