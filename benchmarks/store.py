@@ -15,7 +15,6 @@ import os
 import platform
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -83,7 +82,10 @@ async def store_writes(path: Path, size: int, synchronous: str, writers: int) ->
     async with SQLiteStore(path, synchronous=synchronous) as store:
         # Prepared before the clock starts, as the raw case's payloads are.
         work = iter(
-            [(ObjectKey("example.reconcile.dev", "Widget", "default", f"w{i}"), payload(i)) for i in range(size)]
+            [
+                (ObjectKey("example.reconcile.dev", "Widget", "default", f"w{i}"), payload(i))
+                for i in range(size)
+            ]
         )
 
         async def writer() -> None:

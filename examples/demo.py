@@ -25,7 +25,9 @@ HERE = Path(__file__).parent
 def table(rows: list[tuple[str, ...]]) -> str:
     """Align rows into columns."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows)
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows
+    )
 
 
 async def main(db: Path) -> int:
@@ -36,7 +38,8 @@ async def main(db: Path) -> int:
         documents = reconcile.read_manifests(HERE / "manifests")
         for document in documents:
             obj = await client.apply(document.data, manager="demo")  # type: ignore[arg-type]
-            print(f"applied {obj.kind}/{obj.metadata.namespace}/{obj.metadata.name} at revision {obj.metadata.resource_version}")
+            where = f"{obj.kind}/{obj.metadata.namespace}/{obj.metadata.name}"
+            print(f"applied {where} at revision {obj.metadata.resource_version}")
 
         widgets = await client.list("widget", label_selector="app=shop")
         rows = [("NAMESPACE", "NAME", "SIZE", "COLOR", "GENERATION", "REVISION")]
@@ -56,20 +59,33 @@ async def main(db: Path) -> int:
         resized = await client.patch("widget", "front-door", {"spec": {"size": 5}}, manager="alice")
         ready = reconcile.Condition("Ready", reconcile.ConditionStatus.TRUE, reason="Available")
         await client.update_status(
-            attrs.evolve(resized, status=reconcile.Status(observed_generation=resized.metadata.generation, conditions=(ready,))),
+            attrs.evolve(
+                resized,
+                status=reconcile.Status(observed_generation=resized.metadata.generation, conditions=(ready,)),
+            ),
             manager="widget-controller",
         )
-        await client.add_finalizer("widget", "back-office", "example.reconcile.dev/cleanup", manager="widget-controller")
+        await client.add_finalizer(
+            "widget", "back-office", "example.reconcile.dev/cleanup", manager="widget-controller"
+        )
         await client.delete("widget", "back-office", manager="bob")
-        await client.remove_finalizer("widget", "back-office", "example.reconcile.dev/cleanup", manager="widget-controller")
+        await client.remove_finalizer(
+            "widget", "back-office", "example.reconcile.dev/cleanup", manager="widget-controller"
+        )
 
         for name in ("front-door", "back-office"):
             print(f"history of Widget {name}:")
             for event in await client.history("widget", name):
-                changed = ", ".join(f"{c.path}: {c.old!r} -> {c.new!r}" for c in event.changes if c.path != "metadata.managed_fields")
-                print(f"  {event.revision:>3}  {event.time:%H:%M:%S}  {event.type:<18} {event.actor:<18} {changed}")
+                changed = ", ".join(
+                    f"{c.path}: {c.old!r} -> {c.new!r}"
+                    for c in event.changes
+                    if c.path != "metadata.managed_fields"
+                )
+                when = f"{event.time:%H:%M:%S}"
+                print(f"  {event.revision:>3}  {when}  {event.type:<18} {event.actor:<18} {changed}")
         report = await client.verify()
-        print(f"\nverify: {report.events} events, {report.objects} live objects, {'OK' if report.ok else report.differences}")
+        verdict = "OK" if report.ok else "; ".join(report.differences)
+        print(f"\nverify: {report.events} events, {report.objects} live objects, {verdict}")
         return 0 if report.ok else 1
 
 

@@ -1,0 +1,1 @@
+"""Built-in provider plugins; each imports only reconcile's public API."""

@@ -44,4 +44,3 @@ async def store(request: pytest.FixtureRequest, db_path: Path, clock: FakeClock)
 def client(store: EventStore, kinds: KindRegistry, clock: FakeClock) -> Client:
     """A client over the store, with the example kinds and the fake clock."""
     return Client(store, kinds, clock=clock)
-

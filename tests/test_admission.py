@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -24,7 +25,10 @@ def record_set(**spec: Any) -> dict[str, Any]:
 BAD = {
     "not a mapping": (["a", "list"], "expected a mapping"),
     "unknown kind": ({**widget("w"), "kind": "Gadget"}, 'kind: unknown kind "Gadget"'),
-    "unknown api_version": ({**widget("w"), "api_version": "example.reconcile.dev/v9"}, "api_version: unknown"),
+    "unknown api_version": (
+        {**widget("w"), "api_version": "example.reconcile.dev/v9"},
+        "api_version: unknown",
+    ),
     "missing kind": ({"api_version": "x/v1", "metadata": {"name": "a"}}, "kind: required"),
     "camelCase envelope": (
         {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget"},
@@ -46,7 +50,13 @@ BAD = {
     "missing required spec field": ({**widget("w"), "spec": {}}, "spec.size: required field missing"),
     "validator": ({**widget("w"), "spec": {"size": -1}}, "spec.size: must be >= 0"),
     "nested path": (
-        record_set(records=[{"name": "a", "type": "A"}, {"name": "b", "type": "A"}, {"name": "c", "type": "A", "ttl": -5}]),
+        record_set(
+            records=[
+                {"name": "a", "type": "A"},
+                {"name": "b", "type": "A"},
+                {"name": "c", "type": "A", "ttl": -5},
+            ]
+        ),
         "spec.records[2].ttl: must be >= 0",
     ),
     "nested type": (record_set(records=[{"name": "a", "type": "MX"}]), "spec.records[0].type: must be in"),
@@ -99,8 +109,6 @@ class TestAdmission:
 
     async def test_batch_neighbours_unaffected(self, client: Client) -> None:
         """A write refused inside a group-commit batch does not fail its neighbours."""
-        import asyncio
-
         good = [client.apply(widget(f"w{i}")) for i in range(5)]
         bad = client.apply(widget("w0", resource_version=999))
         results = await asyncio.gather(*good, bad, return_exceptions=True)

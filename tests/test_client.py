@@ -225,7 +225,7 @@ class TestPatchAndUpdate:
         """update without a resource_version is refused."""
         obj = await client.apply(widget("w1"))
         stripped = attrs.evolve(obj, metadata=attrs.evolve(obj.metadata, resource_version=None))
-        with pytest.raises(InvalidError, match="metadata.resource_version"):
+        with pytest.raises(InvalidError, match=r"metadata\.resource_version"):
             await client.update(stripped)
 
     async def test_concurrent_updates_one_winner_per_version(self, client: Client) -> None:
@@ -253,7 +253,9 @@ class TestPatchAndUpdate:
             while True:
                 obj = await client.get("widget", "w1")
                 try:
-                    await client.update(attrs.evolve(obj, spec=attrs.evolve(obj.spec, size=obj.spec.size + 1)))
+                    await client.update(
+                        attrs.evolve(obj, spec=attrs.evolve(obj.spec, size=obj.spec.size + 1))
+                    )
                 except ConflictError:
                     continue
                 return
@@ -324,7 +326,9 @@ class TestStatus:
         obj = await client.apply(widget("w1", 3))
         ready = Condition("Ready", ConditionStatus.TRUE, reason="Available")
         status = Status(observed_generation=1, conditions=(ready,))
-        updated = await client.update_status(attrs.evolve(obj, status=status, spec=attrs.evolve(obj.spec, size=99)))
+        updated = await client.update_status(
+            attrs.evolve(obj, status=status, spec=attrs.evolve(obj.spec, size=99))
+        )
         assert updated.status == status
         assert updated.spec.size == 3
         assert updated.metadata.generation == 1
@@ -339,14 +343,16 @@ class TestStatus:
         await client.apply(widget("w1", 2))
         with pytest.raises(ConflictError):
             await client.update_status(attrs.evolve(obj, status=Status(observed_generation=1)))
-        forced = await client.update_status(attrs.evolve(obj, status=Status(observed_generation=1)), force=True)
+        forced = await client.update_status(
+            attrs.evolve(obj, status=Status(observed_generation=1)), force=True
+        )
         assert forced.status.observed_generation == 1
         assert forced.spec.size == 2
 
     async def test_invalid_status(self, client: Client) -> None:
         """A status of the wrong shape is refused with its path."""
         obj = await client.apply(widget("w1"))
-        with pytest.raises(InvalidError, match="status.observed_generation"):
+        with pytest.raises(InvalidError, match=r"status\.observed_generation"):
             await client.update_status(attrs.evolve(obj, status={"observed_generation": "x"}))
 
     async def test_apply_never_touches_status(self, client: Client) -> None:

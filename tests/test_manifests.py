@@ -79,5 +79,5 @@ class TestHostileInput:
 
     def test_unreadable_path(self, tmp_path: Path) -> None:
         """A missing or unreadable manifest path is an InvalidError naming the file."""
-        with pytest.raises(InvalidError, match="missing.yaml: cannot read"):
+        with pytest.raises(InvalidError, match=r"missing\.yaml: cannot read"):
             read_manifests(tmp_path / "missing.yaml")

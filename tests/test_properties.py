@@ -18,7 +18,9 @@ from helpers import widget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconcile import Bookmark, Client, ReconcileError, Status, connect
+from reconcile import Bookmark, Client, InvalidError, ReconcileError, Status, connect
+from reconcile.api import Admission
+from reconcile.model import make_converter
 from reconcile.testing import example_kinds
 
 NAMES = st.sampled_from(["a", "b", "c"])
@@ -74,7 +76,9 @@ async def check(path: Path, operations: list[tuple[Any, ...]], concurrent: bool)
             if item.body is not None:
                 last_body[item.key.name] = None if item.type == "Deleted" else item.body
         assert revisions == list(range(1, head + 1)), "the log is gap-free and ordered"
-        current = {o.metadata.name: client.converter.unstructure(o) for o in (await client.list("widget")).items}
+        current = {
+            o.metadata.name: client.converter.unstructure(o) for o in (await client.list("widget")).items
+        }
         assert current == {k: v for k, v in last_body.items() if v is not None}
 
 
@@ -86,14 +90,16 @@ def test_log_and_projection_agree(operations: list[tuple[Any, ...]], concurrent:
         asyncio.run(check(Path(folder) / "state.db", operations, concurrent))
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=10))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+        max_leaves=10,
+    )
+)
 @settings(max_examples=200, deadline=None)
 def test_any_manifest_validates_or_names_a_field(spec: object) -> None:
     """Any spec either validates or fails with an InvalidError whose errors have paths."""
-    from reconcile import InvalidError
-    from reconcile.api import Admission
-    from reconcile.model import make_converter
-
     admission = Admission(example_kinds(), make_converter())
     manifest = widget("w")
     manifest["spec"] = spec

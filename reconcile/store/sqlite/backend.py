@@ -35,9 +35,9 @@ from reconcile.store.contract import (
     VerifyReport,
     WriteResult,
 )
+from reconcile.store.encoding import loads
 from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.committing import PendingWrite, commit_batch
-from reconcile.store.encoding import loads
 from reconcile.store.watching import Tail
 
 __all__ = ["SQLiteStore"]

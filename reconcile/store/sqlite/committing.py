@@ -20,7 +20,6 @@ import attrs
 
 from reconcile.errors import FieldError, InvalidError, NotFoundError
 from reconcile.model.meta import ObjectKey
-from reconcile.store.encoding import dumps, loads
 from reconcile.store.contract import (
     MAX_OBJECT_BYTES,
     Body,
@@ -30,6 +29,7 @@ from reconcile.store.contract import (
     StoredObject,
     WriteResult,
 )
+from reconcile.store.encoding import dumps, loads
 
 __all__ = ["PendingWrite", "commit_batch"]
 

@@ -1,0 +1,42 @@
+"""The demo and the benchmarks run (benchmarks at tiny sizes: a smoke test, not a timing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run a script of the repository with reconcile importable."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+
+
+class TestExamples:
+    """Scripts users run."""
+
+    def test_demo(self, tmp_path: Path) -> None:
+        """The demo applies the example manifests, tells the history and verifies."""
+        result = run(str(ROOT / "examples" / "demo.py"), "--db", str(tmp_path / "demo.db"))
+        assert result.returncode == 0, result.stderr
+        assert "applied RecordSet/dns/shop-example-org" in result.stdout
+        assert "DeletionRequested  bob" in result.stdout
+        assert "verify: 8 events, 2 live objects, OK" in result.stdout
+
+    def test_store_benchmark_smoke(self, tmp_path: Path) -> None:
+        """benchmarks/store.py runs at a tiny size and writes its JSON."""
+        out = tmp_path / "store.json"
+        result = run(str(ROOT / "benchmarks" / "store.py"), "--size", "200", "--json", str(out))
+        assert result.returncode == 0, result.stderr
+        data = json.loads(out.read_text())
+        cases = {(row["case"], row["synchronous"]) for row in data["rows"]}
+        assert ("store.write, 100 writers", "FULL") in cases
+        assert data["cross_process_watch_latency"]["count"] >= 20
+        assert "events/s" in result.stdout
