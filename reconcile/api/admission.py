@@ -24,6 +24,7 @@ from reconcile.model.meta import ObjectMeta
 from reconcile.model.resource import Resource
 from reconcile.model.serde import structure_errors
 from reconcile.model.validation import dns1123_label, dns1123_subdomain, label_value, qualified_name
+from reconcile.store.encoding import dumps, loads
 
 __all__ = ["Admission", "Admitted"]
 
@@ -38,6 +39,8 @@ class Admitted:
 
     kind: Kind
     body: dict[str, Any]
+    #: The structured spec (an instance of the kind's spec class).
+    spec: Any = None
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -68,6 +71,7 @@ class Admission:
     def __init__(self, kinds: KindRegistry, converter: cattrs.Converter) -> None:
         self.kinds = kinds
         self.converter = converter
+        self._default_status: dict[Kind, str] = {}
 
     def admit(self, manifest: Mapping[str, Any] | Resource[Any, Any]) -> Admitted:
         """Validate and default ``manifest``; raise :class:`InvalidError` with every problem."""
@@ -103,11 +107,14 @@ class Admission:
             "metadata": self.converter.unstructure(meta),
             "spec": self.converter.unstructure(spec, kind.spec_type),
         }
-        return Admitted(kind, body)
+        return Admitted(kind, body, spec)
 
     def default_status(self, kind: Kind) -> dict[str, Any]:
-        """The unstructured default status of a kind."""
-        result: dict[str, Any] = self.converter.unstructure(kind.status_type())
+        """The unstructured default status of a kind (a fresh copy each call)."""
+        text = self._default_status.get(kind)
+        if text is None:
+            text = self._default_status[kind] = dumps(self.converter.unstructure(kind.status_type()))
+        result: dict[str, Any] = loads(text)
         return result
 
     @staticmethod

@@ -26,10 +26,10 @@ from reconcile.api.merging import merge_patch
 from reconcile.errors import ConflictError, FieldError, InvalidError, NotFoundError
 from reconcile.model.events import Bookmark, Event, FieldChange, diff_objects
 from reconcile.model.kinds import Kind, KindRegistry
-from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey, ObjectMeta
+from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import Resource
 from reconcile.model.selectors import LabelSelector
-from reconcile.model.serde import format_timestamp, make_converter, structure_errors
+from reconcile.model.serde import format_timestamp, make_converter, structure_errors, structure_stored_meta
 from reconcile.store.contract import EventStore, RawEvent, StoredObject, VerifyReport
 
 __all__ = ["DEFAULT_MANAGER", "Client", "ResourceList"]
@@ -94,14 +94,16 @@ class Client:
         meta = admitted.metadata
         return ObjectKey(admitted.kind.api_group, admitted.kind.kind, meta["namespace"], meta["name"])
 
-    def decode(self, body: Mapping[str, Any]) -> AnyResource:
+    def decode(self, body: Mapping[str, Any], *, spec: Any = None) -> AnyResource:
         """Structure a stored body into a Resource (spec and status as the kind's classes;
-        plain mappings when the kind is not registered here)."""
+        plain mappings when the kind is not registered here). ``spec``, when given, is the
+        already structured spec of this body."""
         kind = self.kinds.get(body["api_version"], body["kind"])
-        meta = self.converter.structure(body["metadata"], ObjectMeta)
+        meta = structure_stored_meta(body["metadata"])
         if kind is None:
             return Resource(body["api_version"], body["kind"], meta, body.get("spec"), body.get("status"))
-        spec = self.converter.structure(body["spec"], kind.spec_type)
+        if spec is None:
+            spec = self.converter.structure(body["spec"], kind.spec_type)
         status = self.converter.structure(body.get("status") or {}, kind.status_type)
         return Resource(body["api_version"], body["kind"], meta, spec, status)
 
@@ -141,7 +143,10 @@ class Client:
             now=self._now(),
             create_only=create_only,
         )
-        return self._result((await self.store.write(key, mutation, actor=manager)).object)
+        stored = (await self.store.write(key, mutation, actor=manager)).object
+        assert stored is not None
+        # apply stores the admitted spec as it is: reuse its structured form.
+        return self.decode(stored.body, spec=admitted.spec)
 
     async def update(self, obj: AnyResource, *, manager: str = DEFAULT_MANAGER) -> AnyResource | None:
         """Replace spec, labels, annotations, finalizers and owner references, on the

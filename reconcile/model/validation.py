@@ -2,11 +2,13 @@
 
 Names are DNS-1123 subdomains, namespaces DNS-1123 labels; label and annotation keys are
 qualified names with an optional DNS-subdomain prefix; label values are short and plain.
-Each check returns the reasons a value is invalid, empty when it is valid.
+Each check returns the reasons a value is invalid, empty when it is valid. They are pure
+functions of short strings that repeat (namespaces, label keys), so results are cached.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = [
@@ -24,38 +26,41 @@ _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-def dns1123_label(value: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def dns1123_label(value: str) -> tuple[str, ...]:
     """Reasons ``value`` is not a DNS-1123 label (a namespace)."""
     if len(value) > _LABEL_MAX:
-        return ["must be no more than 63 characters"]
+        return ("must be no more than 63 characters",)
     if not _DNS1123_LABEL.match(value):
-        return [
+        return (
             (
                 "must consist of lower case alphanumeric characters or '-', and must start "
                 "and end with an alphanumeric character"
-            )
-        ]
-    return []
+            ),
+        )
+    return ()
 
 
-def dns1123_subdomain(value: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def dns1123_subdomain(value: str) -> tuple[str, ...]:
     """Reasons ``value`` is not a DNS-1123 subdomain (an object name)."""
     if len(value) > _SUBDOMAIN_MAX:
-        return ["must be no more than 253 characters"]
+        return ("must be no more than 253 characters",)
     if not _DNS1123_SUBDOMAIN.match(value):
-        return [
+        return (
             (
                 "must consist of lower case alphanumeric characters, '-' or '.', and must "
                 "start and end with an alphanumeric character"
-            )
-        ]
-    return []
+            ),
+        )
+    return ()
 
 
-def qualified_name(value: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def qualified_name(value: str) -> tuple[str, ...]:
     """Reasons ``value`` is not a qualified name (a label, annotation or finalizer key)."""
     prefix, slash, name = value.rpartition("/")
-    reasons = []
+    reasons: list[str] = []
     if slash:
         if not prefix:
             reasons.append("prefix part must be non-empty")
@@ -70,18 +75,19 @@ def qualified_name(value: str) -> list[str]:
             "name part must consist of alphanumeric characters, '-', '_' or '.', and "
             "must start and end with an alphanumeric character"
         )
-    return reasons
+    return tuple(reasons)
 
 
-def label_value(value: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def label_value(value: str) -> tuple[str, ...]:
     """Reasons ``value`` is not a valid label value."""
     if len(value) > _LABEL_MAX:
-        return ["must be no more than 63 characters"]
+        return ("must be no more than 63 characters",)
     if not _LABEL_VALUE.match(value):
-        return [
+        return (
             (
                 "must be empty or consist of alphanumeric characters, '-', '_' or '.', and "
                 "must start and end with an alphanumeric character"
-            )
-        ]
-    return []
+            ),
+        )
+    return ()
