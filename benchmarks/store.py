@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reconcile import connect  # noqa: E402
+from reconcile import Bookmark, connect  # noqa: E402
 from reconcile.model import ObjectKey  # noqa: E402
 from reconcile.store import Put, SQLiteStore  # noqa: E402
 from reconcile.store.encoding import dumps  # noqa: E402
@@ -125,36 +125,38 @@ async def main():
         for i in range({count}):
             await asyncio.sleep(0.005)
             await client.apply({{"api_version": "example.reconcile.dev/v1", "kind": "Widget",
-                "metadata": {{"name": f"x{{i}}", "annotations": {{"sent": repr(time.monotonic())}}}},
-                "spec": {{"size": i}}}})
+                "metadata": {{"name": f"x{{i}}"}}, "spec": {{"size": i}}}})
+            print(f"x{{i}}", time.monotonic(), flush=True)
 asyncio.run(main())
 """
 
 
 async def cross_process_latency(path: Path, count: int) -> list[float]:
-    """Seconds from another process's acknowledged write to our watch seeing it."""
+    """Seconds from another process's write being acknowledged there (its apply returned)
+    to our watch delivering it here. CLOCK_MONOTONIC is shared by processes on Linux."""
     async with connect(path, kinds=example_kinds()) as client:
-        latencies: list[float] = []
+        seen: dict[str, float] = {}
         ready = asyncio.Event()
 
         async def watch() -> None:
             async for item in client.watch("widget", bookmarks=True):
-                if not hasattr(item, "object"):
+                if isinstance(item, Bookmark):
                     ready.set()
                     continue
-                if item.object is not None and "sent" in item.object.metadata.annotations:
-                    sent = float(item.object.metadata.annotations["sent"])
-                    latencies.append(time.monotonic() - sent)
-                    if len(latencies) == count:
-                        return
+                seen[item.key.name] = time.monotonic()
+                if len(seen) == count:
+                    return
 
         task = asyncio.create_task(watch())
         await ready.wait()
         code = WRITER.format(root=str(ROOT), db=str(path), count=count)
-        process = await asyncio.create_subprocess_exec(sys.executable, "-c", code)
-        await process.wait()
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE
+        )
+        output, _ = await process.communicate()
         await asyncio.wait_for(task, 60)
-        return latencies
+        acknowledged = dict(line.split() for line in output.decode().splitlines())
+        return [seen[name] - float(at) for name, at in acknowledged.items()]
 
 
 def main() -> None:

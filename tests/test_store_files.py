@@ -126,3 +126,54 @@ class TestOpening:
         await store.close()
         with pytest.raises(StoreError, match="closed"):
             await store.write(None, lambda _: None, actor="x")  # type: ignore[arg-type]
+
+
+class TestMigration:
+    """The schema-version table drives migrations."""
+
+    async def test_older_schema_is_migrated(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A database at version N is upgraded to N+1 in one transaction, data intact."""
+        path = tmp_path / "old.db"
+        async with connect(path, kinds=example_kinds()) as client:
+            await client.apply(
+                {
+                    "api_version": "example.reconcile.dev/v1",
+                    "kind": "Widget",
+                    "metadata": {"name": "w"},
+                    "spec": {"size": 1},
+                }
+            )
+
+        def add_column(conn: sqlite3.Connection) -> None:
+            conn.execute("ALTER TABLE objects ADD COLUMN note TEXT")
+
+        monkeypatch.setattr(schema, "SCHEMA_VERSION", schema.SCHEMA_VERSION + 1)
+        monkeypatch.setitem(schema.MIGRATIONS, schema.SCHEMA_VERSION - 1, add_column)
+        async with connect(path, kinds=example_kinds()) as client:
+            assert (await client.get("widget", "w")).spec.size == 1
+            assert (await client.verify()).ok
+        conn = sqlite3.connect(path)
+        assert conn.execute("SELECT version FROM reconcile_schema").fetchone()[0] == schema.SCHEMA_VERSION
+        assert "note" in [row[1] for row in conn.execute("PRAGMA table_info(objects)")]
+        conn.close()
+
+    async def test_failed_migration_leaves_the_database(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A migration that fails rolls back: the version and tables stay as they were."""
+        path = tmp_path / "old.db"
+        store = await open_store(path)
+        await store.close()
+
+        def broken(conn: sqlite3.Connection) -> None:
+            conn.execute("ALTER TABLE objects ADD COLUMN note TEXT")
+            conn.execute("SELECT no_such_function()")
+
+        monkeypatch.setattr(schema, "SCHEMA_VERSION", schema.SCHEMA_VERSION + 1)
+        monkeypatch.setitem(schema.MIGRATIONS, schema.SCHEMA_VERSION - 1, broken)
+        with pytest.raises(StoreError, match=r"old\.db: migration to schema version"):
+            await open_store(path)
+        conn = sqlite3.connect(path)
+        assert conn.execute("SELECT version FROM reconcile_schema").fetchone()[0] == schema.SCHEMA_VERSION - 1
+        assert "note" not in [row[1] for row in conn.execute("PRAGMA table_info(objects)")]
+        conn.close()

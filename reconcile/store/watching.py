@@ -3,8 +3,9 @@
 A watch reads the log from its cursor until caught up, then waits here until the store's
 head moves past the cursor. The head moves when this process commits (the writer calls
 :meth:`Tail.advance` at once) and when another process commits, which we learn by polling
-the head revision: every ``fast`` seconds after a change, backing off to ``slow`` while
-idle, and only while somebody is waiting. Polling is the price of several processes on
+the head revision: every ``fast`` seconds while changes keep coming (until ``linger``
+seconds have passed without one), then backing off to ``slow``, and only while somebody is
+waiting. Polling is the price of several processes on
 one SQLite file; PostgreSQL replaces it with LISTEN/NOTIFY.
 """
 
@@ -25,11 +26,13 @@ class Tail:
         read_head: Callable[[], Awaitable[int]],
         *,
         fast: float = 0.001,
-        slow: float = 0.02,
+        slow: float = 0.01,
+        linger: float = 0.5,
     ) -> None:
         self._read_head = read_head
         self._fast = fast
         self._slow = slow
+        self._linger = linger
         self.head = 0
         self._moved = asyncio.Event()
         self._waiters = 0
@@ -59,7 +62,8 @@ class Tail:
         return not self.closed
 
     async def _poll(self) -> None:
-        interval = self._fast
+        loop = asyncio.get_running_loop()
+        interval, last_change = self._fast, loop.time()
         while self._waiters > 0 and not self.closed:
             await asyncio.sleep(interval)
             try:
@@ -68,8 +72,8 @@ class Tail:
                 head = self.head
             if head > self.head:
                 self.advance(head)
-                interval = self._fast
-            else:
+                interval, last_change = self._fast, loop.time()
+            elif loop.time() - last_change > self._linger:
                 interval = min(interval * 2, self._slow)
 
     async def close(self) -> None:

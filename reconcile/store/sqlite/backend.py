@@ -84,7 +84,7 @@ class SQLiteStore:
         synchronous: str = "FULL",
         busy_timeout: float = 30.0,
         clock: Callable[[], float] = time.time,
-        poll_interval: tuple[float, float] = (0.001, 0.02),
+        poll_interval: tuple[float, float] = (0.0005, 0.01),
     ) -> None:
         if synchronous.upper() not in _SYNCHRONOUS:
             raise StoreError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}")
@@ -126,6 +126,9 @@ class SQLiteStore:
             )
             await self._reader.execute("PRAGMA query_only = ON")
             self._tail.head = await self.revision()
+        except sqlite3.Error as exc:
+            await self._close_connections()
+            raise StoreError(f"{self.path}: {exc}") from exc
         except BaseException:
             await self._close_connections()
             raise

@@ -104,7 +104,12 @@ def prepare(conn: sqlite3.Connection, path: str, synchronous: str) -> None:
         else:
             version = _check_version(conn, path)
             while version < SCHEMA_VERSION:
-                MIGRATIONS[version](conn)
+                try:
+                    MIGRATIONS[version](conn)
+                except sqlite3.Error as exc:
+                    raise StoreError(
+                        f"{path}: migration to schema version {version + 1} failed ({exc})"
+                    ) from exc
                 version += 1
             conn.execute("UPDATE reconcile_schema SET version = ?", (version,))
         conn.execute("COMMIT")

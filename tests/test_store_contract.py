@@ -1,0 +1,188 @@
+"""The EventStore contract, written once and run against every backend (see conftest).
+
+These tests speak to the store directly, with hand-written mutations, so a new backend
+(PostgreSQL) proves the same semantics the Client relies on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from reconcile import Bookmark, ConflictError, ExpiredError, NotFoundError, ObjectKey
+from reconcile.store import EventStore, Note, Put, Remove, StoredObject
+
+KEY = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
+
+
+def body(name: str = "w", size: int = 1, uid: str = "u1") -> dict[str, Any]:
+    """A minimal object body."""
+    return {
+        "api_version": "example.reconcile.dev/v1",
+        "kind": "Widget",
+        "metadata": {"name": name, "uid": uid},
+        "spec": {"size": size},
+    }
+
+
+def put(event_type: str = "Created", **kwargs: Any):  # type: ignore[no-untyped-def]
+    """A mutation that puts a body regardless of the current state."""
+    return lambda _current: Put(event_type, body(**kwargs))
+
+
+class TestStoreContract:
+    """Semantics every backend provides."""
+
+    async def test_put_read_and_revision(self, store: EventStore) -> None:
+        """A put returns the stamped object; read returns it; the head advances by one."""
+        result = await store.write(KEY, put(), actor="t")
+        assert result.written
+        assert result.revision == 1
+        assert result.object is not None
+        assert result.object.body["metadata"]["resource_version"] == 1
+        read = await store.read(KEY)
+        assert read == StoredObject(KEY, "u1", 1, result.object.body)
+        assert await store.revision() == 1
+
+    async def test_no_change_writes_nothing(self, store: EventStore) -> None:
+        """A mutation returning None appends nothing and reports the current version."""
+        await store.write(KEY, put(), actor="t")
+        result = await store.write(KEY, lambda _current: None, actor="t")
+        assert not result.written
+        assert result.revision == 1
+        assert await store.revision() == 1
+
+    async def test_mutation_sees_current_copy(self, store: EventStore) -> None:
+        """A mutation receives the current object and may not harm it by mutating."""
+        await store.write(KEY, put(size=1), actor="t")
+        seen: list[int] = []
+
+        def vandal(current: StoredObject | None) -> None:
+            assert current is not None
+            seen.append(current.body["spec"]["size"])
+            current.body["spec"]["size"] = 999
+            raise ConflictError("changed my mind")
+
+        with pytest.raises(ConflictError):
+            await store.write(KEY, vandal, actor="t")
+        assert seen == [1]
+        stored = await store.read(KEY)
+        assert stored is not None
+        assert stored.body["spec"]["size"] == 1
+
+    async def test_failures_are_per_write(self, store: EventStore) -> None:
+        """In one batch, a failing mutation fails only its own write; order is kept."""
+
+        def failing(_current: StoredObject | None) -> None:
+            raise ConflictError("no")
+
+        keys = [ObjectKey(KEY.api_group, KEY.kind, "default", f"w{i}") for i in range(10)]
+        writes = [store.write(k, put(name=k.name), actor="t") for k in keys]
+        writes.insert(5, store.write(KEY, failing, actor="t"))
+        results = await asyncio.gather(*writes, return_exceptions=True)
+        assert isinstance(results[5], ConflictError)
+        ok = [r for r in results if not isinstance(r, BaseException)]
+        assert sorted(r.revision for r in ok) == list(range(1, 11))
+
+    async def test_writes_to_one_key_in_a_batch_chain(self, store: EventStore) -> None:
+        """Concurrent mutations of one key each see the previous one's result."""
+
+        def increment(current: StoredObject | None) -> Put:
+            size = 0 if current is None else current.body["spec"]["size"]
+            return Put("SpecChanged", body(size=size + 1))
+
+        await asyncio.gather(*(store.write(KEY, increment, actor="t") for _ in range(25)))
+        stored = await store.read(KEY)
+        assert stored is not None
+        assert stored.body["spec"]["size"] == 25
+        assert stored.resource_version == 25
+
+    async def test_note_does_not_touch_the_object(self, store: EventStore) -> None:
+        """A note appends an event without a snapshot and leaves resource_version alone."""
+        await store.write(KEY, put(), actor="t")
+        result = await store.write(KEY, lambda _: Note("CreateRequested", {"message": "hi"}), actor="ctl")
+        assert result.revision == 2
+        stored = await store.read(KEY)
+        assert stored is not None
+        assert stored.resource_version == 1
+        events = await store.events(KEY)
+        assert [(e.type, e.body is None, e.data) for e in events] == [
+            ("Created", False, None),
+            ("CreateRequested", True, {"message": "hi"}),
+        ]
+
+    async def test_note_on_unknown_key(self, store: EventStore) -> None:
+        """A note about a key that never existed is NotFoundError and appends nothing."""
+        with pytest.raises(NotFoundError):
+            await store.write(KEY, lambda _: Note("CreateRequested"), actor="t")
+        assert await store.revision() == 0
+
+    async def test_remove_keeps_last_state_in_the_log(self, store: EventStore) -> None:
+        """Remove deletes from the projection and logs the last state."""
+        await store.write(KEY, put(), actor="t")
+        result = await store.write(KEY, lambda current: Remove(current.body if current else {}), actor="t")
+        assert result.object is None
+        assert await store.read(KEY) is None
+        events = await store.events(KEY)
+        assert events[-1].type == "Deleted"
+        assert events[-1].body is not None
+        assert events[-1].body["metadata"]["resource_version"] == 2
+
+    async def test_list_revision_and_paging(self, store: EventStore) -> None:
+        """list is ordered, pages with next_after, and reports the revision it reflects."""
+        for name in ("c", "a", "b"):
+            await store.write(ObjectKey(KEY.api_group, KEY.kind, "default", name), put(name=name), actor="t")
+        first = await store.list(KEY.api_group, KEY.kind, limit=2)
+        assert [i.key.name for i in first.items] == ["a", "b"]
+        assert first.next_after == ("default", "b")
+        assert first.revision == 3
+        rest = await store.list(KEY.api_group, KEY.kind, after=first.next_after)
+        assert [i.key.name for i in rest.items] == ["c"]
+        assert rest.next_after is None
+        empty = await store.list(KEY.api_group, "Gadget")
+        assert empty.items == ()
+        assert empty.revision == 3
+
+    async def test_watch_from_list_revision_misses_nothing(self, store: EventStore) -> None:
+        """A watch from a list's revision delivers exactly the writes after the list."""
+        await store.write(KEY, put(), actor="t")
+        page = await store.list(KEY.api_group, KEY.kind)
+        other = ObjectKey(KEY.api_group, KEY.kind, "default", "later")
+        await store.write(other, put(name="later"), actor="t")
+        seen = []
+        async for item in store.watch(since=page.revision, kind=KEY.kind):
+            if isinstance(item, Bookmark):
+                break
+            seen.append(item.key.name)
+        assert seen == ["later"]
+
+    async def test_watch_ends_when_store_closes(self, store: EventStore) -> None:
+        """A waiting watch ends (no hang) when the store is closed."""
+        items = []
+        caught_up = asyncio.Event()
+
+        async def follow() -> None:
+            async for item in store.watch():
+                items.append(item)
+                caught_up.set()
+
+        task = asyncio.create_task(follow())
+        await asyncio.wait_for(caught_up.wait(), 5)
+        await store.close()
+        await asyncio.wait_for(task, 5)
+        assert items == [Bookmark(0)]
+
+    async def test_compaction_horizon(self, store: EventStore) -> None:
+        """Compaction keeps live snapshots; watching from before the horizon expires."""
+        for size in range(1, 5):
+            await store.write(KEY, put(size=size), actor="t")
+        assert await store.compact(4) == 3
+        assert [e.revision for e in await store.events(KEY)] == [4]
+        with pytest.raises(ExpiredError) as caught:
+            async for _ in store.watch(since=2):
+                pass
+        assert caught.value.horizon == 4
+        assert (await store.verify()).ok
+        assert await store.compact(100) == 0, "the head is never compacted past"
