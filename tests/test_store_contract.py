@@ -7,12 +7,13 @@ These tests speak to the store directly, with hand-written mutations, so a new b
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from reconcile import Bookmark, ConflictError, ExpiredError, NotFoundError, ObjectKey
-from reconcile.store import EventStore, Note, Put, Remove, StoredObject
+from reconcile import Bookmark, ConflictError, ExpiredError, NotFoundError, ObjectKey, StoreError
+from reconcile.store import EventStore, Note, Put, Remove, SQLiteStore, StoredObject
 
 KEY = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
 
@@ -186,3 +187,19 @@ class TestStoreContract:
         assert caught.value.horizon == 4
         assert (await store.verify()).ok
         assert await store.compact(100) == 0, "the head is never compacted past"
+
+
+class TestSQLiteWriter:
+    """The SQLite backend's writer task never leaves a write hanging."""
+
+    async def test_dead_writer_fails_writes_loudly(self, tmp_path: Path) -> None:
+        """If the writer task dies, queued and later writes fail with StoreError."""
+        store = SQLiteStore(tmp_path / "w.db")
+        await store.open()
+        assert store._writer_task is not None
+        store._writer_task.cancel()
+        with pytest.raises(StoreError, match="writer stopped"):
+            await asyncio.wait_for(store.write(KEY, put(), actor="t"), 5)
+        with pytest.raises(StoreError, match="writer stopped"):
+            await store.write(KEY, put(), actor="t")
+        await store.close()

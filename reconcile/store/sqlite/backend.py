@@ -99,6 +99,7 @@ class SQLiteStore:
         )
         self._wake = asyncio.Event()
         self._writer_task: asyncio.Task[None] | None = None
+        self._writer_failure: BaseException | None = None
         self._tail = Tail(self.revision, fast=poll_interval[0], slow=poll_interval[1])
         self._closing = False
 
@@ -150,7 +151,9 @@ class SQLiteStore:
         self._closing = True
         if self._writer_task is not None:
             self._wake.set()
-            await self._writer_task
+            # A writer that died already failed every waiting write; closing still closes.
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await self._writer_task
         await self._tail.close()
         await self._close_connections()
 
@@ -167,12 +170,28 @@ class SQLiteStore:
         """Queue a write for the next group commit and wait until it is durable."""
         if self._closing or self._writer_task is None:
             raise StoreError(f"{self.path}: store is closed")
+        if self._writer_task.done():
+            raise StoreError(f"{self.path}: the writer stopped ({self._writer_failure!r}); reopen the store")
         future: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
         self._pending.append((PendingWrite(key, mutation, actor), future))
         self._wake.set()
         return await future
 
     async def _write_loop(self) -> None:
+        # If this task ever dies, no write may wait forever: fail every queued write
+        # loudly, and make every later write fail at once (see write()).
+        try:
+            await self._write_batches()
+        except BaseException as exc:
+            self._writer_failure = exc
+            error = StoreError(f"{self.path}: the writer stopped ({exc!r})")
+            while self._pending:
+                _, future = self._pending.popleft()
+                if not future.done():
+                    future.set_exception(error)
+            raise
+
+    async def _write_batches(self) -> None:
         assert self._writer is not None
         while True:
             await self._wake.wait()
