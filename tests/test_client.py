@@ -479,3 +479,38 @@ class TestWatch:
         again = await client.apply(widget("w1", 5))
         assert again.spec.size == 5
         assert (await client.verify()).ok
+
+
+class TestRecord:
+    """Controller actions recorded as events without changing the object."""
+
+    async def test_record_joins_history_without_touching_the_object(self, client: Client) -> None:
+        """record appends an event with data; resource_version stays; watch sees it."""
+        obj = await client.apply(widget("w1"))
+        revision = await client.record(
+            "widget", "w1", "CreateRequested", data={"message": "creating"}, manager="widget-controller"
+        )
+        assert revision == 2
+        assert (await client.get("widget", "w1")).metadata.resource_version == obj.metadata.resource_version
+        last = (await client.history("widget", "w1"))[-1]
+        assert (last.type, last.actor, last.data, last.object, last.changes) == (
+            "CreateRequested",
+            "widget-controller",
+            {"message": "creating"},
+            None,
+            (),
+        )
+        async for event in client.watch(since=1):
+            assert event.revision == 2
+            assert event.object is None
+            break
+
+    async def test_record_refusals(self, client: Client) -> None:
+        """A bad event type is InvalidError; an unknown object is NotFoundError."""
+        await client.apply(widget("w1"))
+        with pytest.raises(InvalidError, match="CamelCase"):
+            await client.record("widget", "w1", "not camel")
+        with pytest.raises(NotFoundError):
+            await client.record("widget", "ghost", "CreateRequested")
+        with pytest.raises(InvalidError, match="must be JSON data"):
+            await client.record("widget", "w1", "CreateRequested", data={"when": object()})

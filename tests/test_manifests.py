@@ -45,8 +45,10 @@ class TestHostileInput:
         [
             ("a: 1\n---\nb: [1\n", "invalid YAML: did not find expected ',' or ']' (line 4, column 1)"),
             ('{"a": 1,}', "invalid JSON"),
+            ('{"a": 1, "b": 2, "a": 3}', "invalid JSON: duplicate key 'a'"),
             (b"\xff\xfe", "not UTF-8"),
             ("key: value\n  bad indent: x\n", "invalid YAML"),
+            ("spec:\n  size: 1\n  size: 2\n", "invalid YAML: duplicate key 'size' (line 3, column 3)"),
         ],
     )
     def test_malformed(self, text: str | bytes, message: str) -> None:

@@ -13,6 +13,7 @@ import binascii
 import builtins
 import datetime
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -30,12 +31,14 @@ from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import Resource
 from reconcile.model.selectors import LabelSelector
 from reconcile.model.serde import format_timestamp, make_converter, structure_errors, structure_stored_meta
-from reconcile.store.contract import EventStore, RawEvent, StoredObject, VerifyReport
+from reconcile.store.encoding import dumps
+from reconcile.store.contract import EventStore, Note, RawEvent, StoredObject, VerifyReport
 
 __all__ = ["DEFAULT_MANAGER", "Client", "ResourceList"]
 
 DEFAULT_MANAGER = "reconcile"
 _PATCH_ATTEMPTS = 16
+_EVENT_TYPE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}$")
 _PATCHABLE_METADATA = frozenset({"labels", "annotations"})
 
 AnyResource = Resource[Any, Any]
@@ -272,6 +275,31 @@ class Client:
         _, key = self._key(kind, name, namespace)
         result = await self.store.write(key, mutations.remove_finalizer(key, finalizer), actor=manager)
         return None if result.object is None else self.decode(result.object.body)
+
+    async def record(
+        self,
+        kind: KindRef,
+        name: str,
+        event_type: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        data: Mapping[str, Any] | None = None,
+        manager: str = DEFAULT_MANAGER,
+    ) -> int:
+        """Record what was done about an object (``CreateRequested``, ``DriftDetected``,
+        ...) without changing it: the event joins its history and watches see it, with
+        ``object`` None. Returns the event's revision. The object's resource_version
+        does not move, so recording never triggers a reconcile."""
+        if not _EVENT_TYPE.match(event_type):
+            raise InvalidError([FieldError("event_type", "must be CamelCase, like CreateRequested")])
+        _, key = self._key(kind, name, namespace)
+        payload = None if data is None else dict(data)
+        try:
+            dumps(payload)
+        except TypeError as exc:
+            raise InvalidError([FieldError("data", f"must be JSON data ({exc})")]) from None
+        result = await self.store.write(key, lambda _current: Note(event_type, payload), actor=manager)
+        return result.revision
 
     # -- reads -------------------------------------------------------------------------
 

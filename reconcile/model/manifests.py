@@ -46,8 +46,11 @@ def _invalid(source: str, message: str) -> InvalidError:
     return InvalidError([FieldError("", message)], source=source)
 
 
-def _count_nodes(root: yaml.Node, budget: int) -> None:
+def _check_nodes(root: yaml.Node, budget: int) -> None:
+    """Count expanded nodes against the budget; refuse duplicate keys in a mapping (a
+    silent "last one wins" hides typos, and Kubernetes' strict decoding refuses them)."""
     stack, seen = [root], 0
+    checked: set[int] = set()
     while stack:
         node = stack.pop()
         seen += 1
@@ -56,9 +59,23 @@ def _count_nodes(root: yaml.Node, budget: int) -> None:
         if isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
         elif isinstance(node, yaml.MappingNode):
+            if id(node) not in checked:
+                checked.add(id(node))
+                _check_duplicates(node)
             for key, value in node.value:
                 stack.append(key)
                 stack.append(value)
+
+
+def _check_duplicates(node: yaml.MappingNode) -> None:
+    keys: set[str] = set()
+    for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+            if key.value in keys:
+                mark = key.start_mark
+                where = f"line {mark.line + 1}, column {mark.column + 1}"
+                raise ValueError(f"duplicate key {key.value!r} ({where})")
+            keys.add(key.value)
 
 
 def _yaml_documents(text: str, source: str) -> Iterator[object]:
@@ -68,7 +85,7 @@ def _yaml_documents(text: str, source: str) -> Iterator[object]:
             node = loader.get_node()
             if node is None:  # pragma: no cover - check_node guards this
                 break
-            _count_nodes(node, MAX_DOCUMENT_NODES)
+            _check_nodes(node, MAX_DOCUMENT_NODES)
             yield loader.construct_document(node)
     except yaml.constructor.ConstructorError as exc:
         message = f"{_describe(exc)} (only plain data is allowed)"
@@ -87,6 +104,15 @@ def _describe(exc: yaml.YAMLError) -> str:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         return f"{exc.problem}{where}"
     return " ".join(str(exc).split())
+
+
+def _unique_pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result: dict[str, object] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
 
 
 def _flatten(data: object) -> Iterator[object]:
@@ -112,8 +138,10 @@ def load_manifests(text: str | bytes, *, source: str = "<stdin>") -> list[Docume
     raw: list[object]
     if text.lstrip()[:1] in ("{", "["):
         try:
-            raw = [json.loads(text)]
+            raw = [json.loads(text, object_pairs_hook=_unique_pairs)]
         except json.JSONDecodeError as exc:
+            raise _invalid(source, f"invalid JSON: {exc}") from None
+        except ValueError as exc:
             raise _invalid(source, f"invalid JSON: {exc}") from None
     else:
         raw = list(_yaml_documents(text, source))

@@ -17,7 +17,7 @@ __all__ = ["DEFAULT_NAMESPACE", "ObjectKey", "ObjectMeta", "OwnerReference"]
 DEFAULT_NAMESPACE = "default"
 
 
-@attrs.frozen(order=True)
+@attrs.frozen(order=True, cache_hash=True)
 class ObjectKey:
     """What identifies an object: API group, kind, namespace and name.
 
