@@ -31,8 +31,8 @@ from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import Resource
 from reconcile.model.selectors import LabelSelector
 from reconcile.model.serde import format_timestamp, make_converter, structure_errors, structure_stored_meta
-from reconcile.store.encoding import dumps
 from reconcile.store.contract import EventStore, Note, RawEvent, StoredObject, VerifyReport
+from reconcile.store.encoding import dumps
 
 __all__ = ["DEFAULT_MANAGER", "Client", "ResourceList"]
 
