@@ -38,6 +38,7 @@ from reconcile.store.contract import (
 from reconcile.store.encoding import loads
 from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.committing import PendingWrite, commit_batch
+from reconcile.store.sqlite.maintenance import compact, verify
 from reconcile.store.watching import Tail
 
 __all__ = ["SQLiteStore"]
@@ -368,78 +369,15 @@ class SQLiteStore:
     async def compact(self, before: int) -> int:
         """Drop events before ``before`` except each live object's latest snapshot."""
         assert self._writer is not None
-        return await self._guarded(_in_thread(self._writer, _compact, before))
+        return await self._guarded(_in_thread(self._writer, compact, before))
 
     async def verify(self) -> VerifyReport:
         """Replay the log into a projection and compare it with the stored one."""
         assert self._reader is not None
-        return await self._guarded(_in_thread(self._reader, _verify))
+        return await self._guarded(_in_thread(self._reader, verify))
 
     async def _guarded(self, call: Awaitable[T]) -> T:
         try:
             return await call
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
-
-
-def _compact(conn: sqlite3.Connection, before: int) -> int:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
-        before = min(before, head + 1)
-        dropped = conn.execute(
-            "DELETE FROM events WHERE revision < ? AND revision NOT IN "
-            "(SELECT resource_version FROM objects WHERE live)",
-            (before,),
-        ).rowcount
-        conn.execute(
-            "DELETE FROM objects WHERE NOT live AND NOT EXISTS "
-            "(SELECT 1 FROM events WHERE events.object_id = objects.id)"
-        )
-        conn.execute("UPDATE meta SET value = max(value, ?) WHERE key = 'horizon'", (before,))
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return int(dropped)
-
-
-def _verify(conn: sqlite3.Connection) -> VerifyReport:
-    conn.execute("BEGIN")
-    try:
-        expected: dict[int, tuple[int, bool, str]] = {}
-        count, last, differences = 0, 0, []
-        for revision, object_id, type_, has_body, uid in conn.execute(
-            "SELECT revision, object_id, type, body IS NOT NULL, uid FROM events ORDER BY revision"
-        ):
-            count += 1
-            if revision <= last:  # pragma: no cover - the primary key forbids it
-                differences.append(f"revision {revision} does not increase")
-            last = revision
-            if has_body:
-                expected[object_id] = (revision, type_ != "Deleted", uid)
-        head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
-        if head < last:
-            differences.append(f"head revision {head} is behind the log ({last})")
-        objects = 0
-        for object_id, group, kind, namespace, name, uid, revision, live in conn.execute(
-            "SELECT id, api_group, kind, namespace, name, uid, resource_version, live FROM objects"
-        ):
-            key = ObjectKey(group, kind, namespace, name)
-            objects += bool(live)
-            want = expected.pop(object_id, None)
-            if want is None:
-                if live:
-                    differences.append(f"{key}: in the projection but not in the log")
-                continue
-            if want[0] != revision:
-                differences.append(f"{key}: projection at revision {revision}, log at {want[0]}")
-            if want[1] != bool(live):
-                state = "live" if live else "deleted"
-                differences.append(f"{key}: projection says {state}, the log disagrees")
-            if want[2] != uid:
-                differences.append(f"{key}: projection uid {uid}, log {want[2]}")
-        differences.extend(f"object id {i}: in the log but not in the projection" for i in expected)
-    finally:
-        conn.execute("COMMIT")
-    return VerifyReport(count, objects, tuple(differences))
