@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 from helpers import widget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconcile import Bookmark, Client, InvalidError, ReconcileError, Status, connect
+from reconcile import Bookmark, Client, ExpiredError, InvalidError, ReconcileError, Status, connect
 from reconcile.api import Admission
 from reconcile.model import make_converter
 from reconcile.testing import example_kinds
@@ -34,6 +35,7 @@ OPERATIONS = st.one_of(
     st.tuples(st.just("add_finalizer"), NAMES, FINALIZERS),
     st.tuples(st.just("remove_finalizer"), NAMES, FINALIZERS),
     st.tuples(st.just("delete"), NAMES),
+    st.tuples(st.just("compact"), NAMES, st.integers(0, 40)),
 )
 
 
@@ -52,6 +54,8 @@ async def run(client: Client, operation: tuple[Any, ...]) -> None:
             await client.add_finalizer("widget", name, args[0])
         elif verb == "remove_finalizer":
             await client.remove_finalizer("widget", name, args[0])
+        elif verb == "compact":
+            await client.compact(args[0])
         else:
             await client.delete("widget", name)
 
@@ -67,19 +71,22 @@ async def check(path: Path, operations: list[tuple[Any, ...]], concurrent: bool)
         report = await client.verify()
         assert report.ok, report.differences
         head = await client.revision()
-        revisions, last_body = [], {}
-        async for item in client.store.watch(since=0):
+        horizon = await client.store.horizon()
+        since = max(horizon - 1, 0)
+        if since > 0:
+            with pytest.raises(ExpiredError):
+                async for _ in client.store.watch(since=since - 1):
+                    pass
+        revisions = []
+        async for item in client.store.watch(since=since):
             if isinstance(item, Bookmark):
                 assert item.revision == head
                 break
             revisions.append(item.revision)
-            if item.body is not None:
-                last_body[item.key.name] = None if item.type == "Deleted" else item.body
-        assert revisions == list(range(1, head + 1)), "the log is gap-free and ordered"
-        current = {
-            o.metadata.name: client.converter.unstructure(o) for o in (await client.list("widget")).items
-        }
-        assert current == {k: v for k, v in last_body.items() if v is not None}
+        assert revisions == list(range(since + 1, head + 1)), "the log after the horizon is gap-free"
+        for obj in (await client.list("widget")).items:
+            snapshots = [e.body for e in await client.store.events(obj.key) if e.body is not None]
+            assert snapshots[-1] == client.converter.unstructure(obj), "current = last snapshot"
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -160,6 +160,9 @@ class EventStore(Protocol):
     async def revision(self) -> int:
         """The revision of the latest committed event."""
 
+    async def horizon(self) -> int:
+        """The compaction horizon: events before it may be gone."""
+
     async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
         """Every retained event of one object key, oldest first."""
 
