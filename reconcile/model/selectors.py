@@ -16,7 +16,6 @@ from reconcile.model.validation import label_value, qualified_name
 
 __all__ = ["LabelSelector", "Requirement"]
 
-_OPERATORS = ("=", "==", "!=", "in", "notin", "exists", "!")
 _SET_FORM = re.compile(r"^\s*(?P<key>[^\s!=()]+)\s+(?P<op>in|notin)\s*\((?P<values>[^()]*)\)\s*$")
 _EQUALITY_FORM = re.compile(r"^\s*(?P<key>[^\s!=()]+)\s*(?P<op>==|=|!=)\s*(?P<value>[^\s!=(),]*)\s*$")
 _EXISTS_FORM = re.compile(r"^\s*(?P<neg>!?)\s*(?P<key>[^\s!=(),]+)\s*$")
