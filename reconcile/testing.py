@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import heapq
+import itertools
+
 import attrs
 
 from reconcile.errors import FieldError
@@ -18,19 +22,53 @@ __all__ = [
 ]
 
 
-@attrs.define
 class FakeClock:
-    """A wall clock that moves only when told to: ``clock()`` reads, ``advance()`` moves."""
+    """Time that moves only when told to, for the store, the API and the controllers.
 
-    now: float = 1_800_000_000.0
+    ``clock()`` is the wall time (what ``time.time`` would say), ``now()`` the monotonic
+    time, ``await clock.sleep(s)`` waits until :meth:`advance` has moved time past it.
+    Nothing in a test ever sleeps for real.
+    """
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self._now = start
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._counter = itertools.count()
 
     def __call__(self) -> float:
-        """The current fake time."""
-        return self.now
+        """The current fake wall time."""
+        return self._now
+
+    def now(self) -> float:
+        """The current fake monotonic time."""
+        return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait until the clock has been advanced by ``seconds``."""
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self._now + seconds, next(self._counter), future))
+        await future
 
     def advance(self, seconds: float) -> None:
-        """Move the clock forward."""
-        self.now += seconds
+        """Move time forward, waking every sleeper whose time has come."""
+        self._now += seconds
+        while self._sleepers and self._sleepers[0][0] <= self._now:
+            _, _, future = heapq.heappop(self._sleepers)
+            if not future.done():
+                future.set_result(None)
+
+    @property
+    def sleepers(self) -> int:
+        """How many sleeps are pending (cancelled ones excluded)."""
+        return sum(1 for _, _, f in self._sleepers if not f.done())
+
+    def next_deadline(self) -> float | None:
+        """When the earliest pending sleep ends, or None."""
+        pending = [deadline for deadline, _, f in self._sleepers if not f.done()]
+        return min(pending, default=None)
 
 
 # -- example kinds ------------------------------------------------------------------------

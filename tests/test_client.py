@@ -47,7 +47,7 @@ class TestApply:
         assert obj.metadata.generation == 1
         assert obj.metadata.resource_version == 1
         assert obj.metadata.creation_timestamp is not None
-        assert obj.metadata.creation_timestamp.timestamp() == pytest.approx(clock.now)
+        assert obj.metadata.creation_timestamp.timestamp() == pytest.approx(clock())
         assert obj.spec.size == 3
         assert obj.spec.color == "blue", "defaults come from the spec class"
         assert obj.status == Status()
@@ -285,7 +285,7 @@ class TestDeletion:
         marked = await client.delete("widget", "w1")
         assert marked is not None
         assert marked.metadata.deletion_timestamp is not None
-        assert marked.metadata.deletion_timestamp.timestamp() == pytest.approx(clock.now)
+        assert marked.metadata.deletion_timestamp.timestamp() == pytest.approx(clock())
         again = await client.delete("widget", "w1")
         assert again is not None
         assert again.metadata.resource_version == marked.metadata.resource_version, "repeat is a no-op"
@@ -376,7 +376,7 @@ class TestHistory:
             (1, EventType.CREATED, "alice"),
             (2, EventType.SPEC_CHANGED, "bob"),
         ]
-        assert history[1].time.timestamp() == pytest.approx(clock.now)
+        assert history[1].time.timestamp() == pytest.approx(clock())
         changes = {c.path: (c.old, c.new) for c in history[1].changes}
         assert changes == {"spec.size": (1, 2), "metadata.generation": (1, 2)}
         assert history[1].object is not None

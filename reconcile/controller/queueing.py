@@ -1,0 +1,301 @@
+"""The work queue, with client-go's semantics, in asyncio.
+
+Keys, never events, go through it: a controller is told *which* object to look at and
+reads the object itself, so any number of changes to one object collapse into one
+reconcile.
+
+* **Dedup**: a key waiting in the queue is there once, however often it is added.
+* **Exclusivity**: a key handed out by :meth:`WorkQueue.get` is not handed out again
+  until :meth:`WorkQueue.done`; adds meanwhile are deferred into one follow-up.
+* **Delays**: :meth:`add_after` parks a key until its time; the earliest deadline wins.
+* **Backoff**: :meth:`add_rate_limited` delays a key by ``base * 2**failures`` (capped),
+  and by an optional global token bucket; :meth:`forget` resets the key's failures.
+* **Priorities with aging**: a key is ordered by the time it was queued plus its
+  priority's offset, so a change queued now goes before a resync queued less than the
+  offset ago, yet a resync never waits behind changes for longer than that offset.
+* **Shutdown**: :meth:`shut_down` stops accepting keys; getters still receive what is
+  queued, then :class:`QueueShutDown`; :meth:`drain` waits for in-flight work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import heapq
+import itertools
+from collections.abc import Hashable, Mapping
+from typing import Generic, TypeVar
+
+import attrs
+
+from reconcile.controller.clocks import Clock, LoopClock
+
+__all__ = ["Priority", "QueueShutDown", "QueueStatistics", "WorkQueue"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class QueueShutDown(Exception):  # noqa: N818 - named for what happened, like asyncio.QueueShutDown
+    """The queue was shut down and holds nothing more."""
+
+
+class Priority(enum.IntEnum):
+    """How urgent a key is; lower values go first."""
+
+    #: A change someone made (an object was applied, deleted, its status changed).
+    CHANGE = 0
+    #: A retry or a requested requeue.
+    RETRY = 1
+    #: A periodic resync or drift poll: level-triggered housekeeping.
+    RESYNC = 2
+
+
+#: Seconds added to a key's queueing time, by priority: how long a resync may be
+#: overtaken by changes before it goes first anyway.
+DEFAULT_AGING: Mapping[Priority, float] = {Priority.CHANGE: 0.0, Priority.RETRY: 0.0, Priority.RESYNC: 5.0}
+
+
+@attrs.frozen
+class QueueStatistics:
+    """A snapshot of the queue."""
+
+    depth: int
+    processing: int
+    waiting: int
+    adds: int
+    retries: int
+
+
+class _TokenBucket:
+    """qps tokens a second, up to ``burst`` saved; a reservation may go into debt."""
+
+    def __init__(self, qps: float, burst: int, clock: Clock) -> None:
+        self.qps, self.burst, self.clock = qps, burst, clock
+        self.tokens = float(burst)
+        self.last: float | None = None
+
+    def reserve(self) -> float:
+        now = self.clock.now()
+        if self.last is not None:
+            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+        self.last = now
+        self.tokens -= 1
+        return 0.0 if self.tokens >= 0 else -self.tokens / self.qps
+
+
+class WorkQueue(Generic[K]):
+    """A deduplicating, rate-limited, delaying, prioritized queue of keys."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        base_delay: float = 0.005,
+        max_delay: float = 1000.0,
+        qps: float | None = None,
+        burst: int = 100,
+        aging: Mapping[Priority, float] = DEFAULT_AGING,
+    ) -> None:
+        self._clock = clock or LoopClock()
+        self._base_delay, self._max_delay = base_delay, max_delay
+        self._bucket = None if qps is None else _TokenBucket(qps, burst, self._clock)
+        self._aging = dict(aging)
+        self._counter = itertools.count()
+        # Ready keys: heap of (order, seq, key); _queued[key] is the live entry's seq
+        # (older entries for the same key are skipped when popped).
+        self._heap: list[tuple[float, int, K]] = []
+        self._queued: dict[K, tuple[float, int]] = {}
+        # Keys added while being processed: requeued at done() with this order.
+        self._deferred: dict[K, float] = {}
+        self._processing: set[K] = set()
+        # Delayed keys: heap of (ready_at, seq, key, priority); _waiting[key] = ready_at.
+        self._delayed: list[tuple[float, int, K, Priority]] = []
+        self._waiting: dict[K, float] = {}
+        self._failures: collections.Counter[K] = collections.Counter()
+        self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._timer: asyncio.Task[None] | None = None
+        self._timer_deadline: float | None = None
+        self._shutting_down = False
+        self._adds = 0
+        self._retries = 0
+
+    # -- adding ------------------------------------------------------------------------
+
+    def add(self, key: K, priority: Priority = Priority.CHANGE) -> None:
+        """Queue ``key`` now (a no-op if it is already queued at the same or better order)."""
+        if self._shutting_down:
+            return
+        self._adds += 1
+        order = self._clock.now() + self._aging.get(priority, 0.0)
+        if key in self._processing:
+            previous = self._deferred.get(key)
+            self._deferred[key] = order if previous is None else min(previous, order)
+            return
+        self._push(key, order)
+
+    def _push(self, key: K, order: float) -> None:
+        current = self._queued.get(key)
+        if current is not None and current[0] <= order:
+            return
+        seq = next(self._counter)
+        self._queued[key] = (order, seq)
+        heapq.heappush(self._heap, (order, seq, key))
+        self._idle.clear()
+        self._wake_one()
+
+    def add_after(self, key: K, delay: float, priority: Priority = Priority.RETRY) -> None:
+        """Queue ``key`` after ``delay`` seconds; an earlier pending deadline wins."""
+        if self._shutting_down:
+            return
+        if delay <= 0:
+            self.add(key, priority)
+            return
+        ready_at = self._clock.now() + delay
+        previous = self._waiting.get(key)
+        if previous is not None and previous <= ready_at:
+            return
+        self._waiting[key] = ready_at
+        heapq.heappush(self._delayed, (ready_at, next(self._counter), key, priority))
+        self._idle.clear()
+        if self._timer_deadline is None or ready_at < self._timer_deadline:
+            self._restart_timer(ready_at)
+
+    def add_rate_limited(self, key: K, priority: Priority = Priority.RETRY) -> float:
+        """Queue ``key`` after its backoff (and the global bucket's); return the delay."""
+        failures = self._failures[key]
+        self._failures[key] = failures + 1
+        self._retries += 1
+        delay = min(self._base_delay * 2.0**failures, self._max_delay)
+        if self._bucket is not None:
+            delay = max(delay, self._bucket.reserve())
+        self.add_after(key, delay, priority)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """The key succeeded: its next failure starts from the base delay again."""
+        self._failures.pop(key, None)
+
+    def num_requeues(self, key: K) -> int:
+        """How many rate-limited adds ``key`` had since it was last forgotten."""
+        return self._failures[key]
+
+    # -- delayed keys --------------------------------------------------------------------
+
+    def _restart_timer(self, deadline: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_deadline = deadline
+        self._timer = asyncio.get_running_loop().create_task(self._fire_at(deadline), name="workqueue-timer")
+
+    async def _fire_at(self, deadline: float) -> None:
+        await self._clock.sleep(deadline - self._clock.now())
+        self._timer, self._timer_deadline = None, None
+        self._release_due()
+
+    def _release_due(self) -> None:
+        now = self._clock.now()
+        while self._delayed and self._delayed[0][0] <= now:
+            ready_at, _, key, priority = heapq.heappop(self._delayed)
+            if self._waiting.get(key) != ready_at:
+                continue  # superseded by an earlier deadline
+            del self._waiting[key]
+            self.add(key, priority)
+        while self._delayed and self._waiting.get(self._delayed[0][2]) != self._delayed[0][0]:
+            heapq.heappop(self._delayed)
+        if self._delayed:
+            self._restart_timer(self._delayed[0][0])
+        self._check_idle()
+
+    # -- taking --------------------------------------------------------------------------
+
+    def _wake_one(self) -> None:
+        while self._getters:
+            getter = self._getters.popleft()
+            if not getter.done():
+                getter.set_result(None)
+                return
+
+    def get_nowait(self) -> K | None:
+        """The next key, marked as processing, or None when nothing is ready."""
+        while self._heap:
+            order, seq, key = heapq.heappop(self._heap)
+            if self._queued.get(key) != (order, seq):
+                continue
+            del self._queued[key]
+            self._processing.add(key)
+            return key
+        if self._shutting_down:
+            raise QueueShutDown
+        return None
+
+    async def get(self) -> K:
+        """Wait for the next key; :class:`QueueShutDown` once shut down and empty."""
+        while True:
+            key = self.get_nowait()
+            if key is not None:
+                return key
+            getter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._getters.append(getter)
+            try:
+                await getter
+            except asyncio.CancelledError:
+                # Pass the wake-up on if we were woken and cancelled at once.
+                if getter.done() and not getter.cancelled():
+                    self._wake_one()
+                raise
+
+    def done(self, key: K) -> None:
+        """Processing of ``key`` finished; a deferred add of it is queued now."""
+        self._processing.discard(key)
+        order = self._deferred.pop(key, None)
+        if order is not None and not self._shutting_down:
+            self._push(key, order)
+        self._check_idle()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _check_idle(self) -> None:
+        if not self._queued and not self._processing and (self._shutting_down or not self._waiting):
+            self._idle.set()
+
+    def shut_down(self) -> None:
+        """Accept no more keys; delayed keys are dropped; queued keys can still be taken."""
+        self._shutting_down = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer, self._timer_deadline = None, None
+        self._waiting.clear()
+        self._delayed.clear()
+        self._deferred.clear()
+        for getter in self._getters:
+            if not getter.done():
+                getter.set_result(None)
+        self._getters.clear()
+        self._check_idle()
+
+    @property
+    def shutting_down(self) -> bool:
+        """Whether :meth:`shut_down` was called."""
+        return self._shutting_down
+
+    async def wait_idle(self) -> None:
+        """Wait until nothing is queued, delayed or being processed."""
+        await self._idle.wait()
+
+    async def drain(self) -> None:
+        """Shut down, then wait until the queued and in-flight keys are done."""
+        self.shut_down()
+        await self.wait_idle()
+
+    def __len__(self) -> int:
+        """The number of keys ready to be taken (the depth)."""
+        return len(self._queued)
+
+    def statistics(self) -> QueueStatistics:
+        """Depth, in-flight and delayed counts, and totals."""
+        return QueueStatistics(
+            len(self._queued), len(self._processing), len(self._waiting), self._adds, self._retries
+        )

@@ -1,0 +1,229 @@
+"""Work queue semantics (client-go's), driven by a fake clock: nothing sleeps for real."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from reconcile.controller.queueing import Priority, QueueShutDown, WorkQueue
+from reconcile.testing import FakeClock
+
+DEADLINE = 5.0  # real seconds a test waits for something that should be immediate
+
+
+async def take(queue: WorkQueue[str]) -> str:
+    """The next key, failing the test rather than hanging."""
+    return await asyncio.wait_for(queue.get(), DEADLINE)
+
+
+def drain_ready(queue: WorkQueue[str]) -> list[str]:
+    """Every key ready now, in order (each marked processing)."""
+    keys = []
+    while (key := queue.get_nowait()) is not None:
+        keys.append(key)
+    return keys
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A hand-driven clock."""
+    return FakeClock()
+
+
+@pytest.fixture
+def queue(clock: FakeClock) -> WorkQueue[str]:
+    """A queue on the fake clock."""
+    return WorkQueue(clock=clock)
+
+
+class TestDedupAndExclusivity:
+    """A key is queued once and processed by one worker at a time."""
+
+    async def test_dedup(self, queue: WorkQueue[str]) -> None:
+        """Adding a queued key again does not queue it twice."""
+        for _ in range(5):
+            queue.add("a")
+        queue.add("b")
+        assert len(queue) == 2
+        assert drain_ready(queue) == ["a", "b"]
+
+    async def test_fifo_within_a_priority(self, queue: WorkQueue[str], clock: FakeClock) -> None:
+        """Keys of one priority come out in the order they were first added."""
+        for key in "cab":
+            queue.add(key)
+            clock.advance(0.001)
+        assert drain_ready(queue) == ["c", "a", "b"]
+
+    async def test_not_handed_out_twice_while_processing(self, queue: WorkQueue[str]) -> None:
+        """A key being processed is not given to another worker; re-adds defer to one follow-up."""
+        queue.add("a")
+        assert await take(queue) == "a"
+        queue.add("a")
+        queue.add("a")
+        assert queue.get_nowait() is None, "a is in flight"
+        queue.done("a")
+        assert drain_ready(queue) == ["a"], "exactly one follow-up"
+        queue.done("a")
+        assert queue.get_nowait() is None
+
+    async def test_concurrent_workers_never_share_a_key(self, queue: WorkQueue[str]) -> None:
+        """Many workers and many re-adds: no key is ever processed twice at once."""
+        active: set[str] = set()
+        processed = 0
+        enough = asyncio.Event()
+
+        async def worker() -> None:
+            nonlocal processed
+            while True:
+                try:
+                    key = await queue.get()
+                except QueueShutDown:
+                    return
+                assert key not in active
+                active.add(key)
+                await asyncio.sleep(0)
+                if processed < 200:
+                    queue.add(key)  # re-added while in flight
+                processed += 1
+                if processed >= 200:
+                    enough.set()
+                active.discard(key)
+                queue.done(key)
+
+        for i in range(10):
+            queue.add(f"k{i % 3}")
+        workers = [asyncio.create_task(worker()) for _ in range(8)]
+        await asyncio.wait_for(enough.wait(), DEADLINE)
+        await asyncio.wait_for(queue.drain(), DEADLINE)
+        await asyncio.wait_for(asyncio.gather(*workers), DEADLINE)
+        assert processed >= 200
+
+
+class TestDelays:
+    """add_after and the fake clock."""
+
+    async def test_add_after(self, queue: WorkQueue[str], clock: FakeClock) -> None:
+        """A delayed key becomes ready only when its time comes."""
+        queue.add_after("a", 10)
+        assert queue.get_nowait() is None
+        clock.advance(9.9)
+        await asyncio.sleep(0)
+        assert queue.get_nowait() is None
+        clock.advance(0.2)
+        assert await take(queue) == "a"
+
+    async def test_earliest_deadline_wins(self, queue: WorkQueue[str], clock: FakeClock) -> None:
+        """Adding a delayed key again keeps the earlier deadline, and fires once."""
+        queue.add_after("a", 10)
+        queue.add_after("a", 3)
+        queue.add_after("a", 20)
+        assert queue.statistics().waiting == 1
+        clock.advance(3)
+        assert await take(queue) == "a"
+        queue.done("a")
+        clock.advance(30)
+        await asyncio.sleep(0)
+        assert queue.get_nowait() is None, "the superseded deadlines do not fire"
+
+    async def test_delayed_keys_in_deadline_order(self, queue: WorkQueue[str], clock: FakeClock) -> None:
+        """Several delayed keys come out in deadline order."""
+        queue.add_after("late", 5)
+        queue.add_after("early", 1)
+        clock.advance(1)
+        assert await take(queue) == "early"
+        clock.advance(4)
+        assert await take(queue) == "late"
+
+
+class TestBackoff:
+    """Per-key exponential backoff and the global token bucket."""
+
+    async def test_backoff_grows_and_resets(self, queue: WorkQueue[str]) -> None:
+        """Delays double from 5 ms per failure, are per key, and reset on forget."""
+        delays = [queue.add_rate_limited("a") for _ in range(5)]
+        assert delays == pytest.approx([0.005, 0.01, 0.02, 0.04, 0.08])
+        assert queue.add_rate_limited("b") == pytest.approx(0.005)
+        assert queue.num_requeues("a") == 5
+        queue.forget("a")
+        assert queue.num_requeues("a") == 0
+        assert queue.add_rate_limited("a") == pytest.approx(0.005)
+
+    async def test_backoff_is_capped(self, clock: FakeClock) -> None:
+        """The delay never exceeds max_delay (1000 s by default)."""
+        queue: WorkQueue[str] = WorkQueue(clock=clock)
+        delays = [queue.add_rate_limited("a") for _ in range(30)]
+        assert max(delays) == 1000.0
+        assert delays[-1] == 1000.0
+
+    async def test_token_bucket(self, clock: FakeClock) -> None:
+        """With qps and burst, retries beyond the burst are spaced by 1/qps."""
+        queue: WorkQueue[str] = WorkQueue(clock=clock, qps=10, burst=2, base_delay=0.0001)
+        delays = [queue.add_rate_limited(f"k{i}") for i in range(5)]
+        assert delays[:2] == pytest.approx([0.0001, 0.0001])
+        assert delays[2:] == pytest.approx([0.1, 0.2, 0.3])
+
+
+class TestPriorities:
+    """Changes overtake resyncs, but resyncs age."""
+
+    async def test_change_overtakes_fresh_resync(self, queue: WorkQueue[str], clock: FakeClock) -> None:
+        """A change queued after a backlog of resyncs goes first."""
+        for i in range(100):
+            queue.add(f"resync-{i}", Priority.RESYNC)
+        clock.advance(1)
+        queue.add("change", Priority.CHANGE)
+        assert drain_ready(queue)[0] == "change"
+
+    async def test_resync_ages_past_later_changes(self, queue: WorkQueue[str], clock: FakeClock) -> None:
+        """A resync waiting longer than its aging offset goes before newer changes."""
+        queue.add("resync", Priority.RESYNC)
+        clock.advance(6)
+        queue.add("change", Priority.CHANGE)
+        assert drain_ready(queue) == ["resync", "change"]
+
+    async def test_upgrade_priority_of_queued_key(self, queue: WorkQueue[str], clock: FakeClock) -> None:
+        """A queued resync that becomes a change moves up."""
+        queue.add("x", Priority.CHANGE)
+        queue.add("a", Priority.RESYNC)
+        clock.advance(1)
+        queue.add("y", Priority.CHANGE)
+        queue.add("a", Priority.CHANGE)
+        assert drain_ready(queue) == ["x", "y", "a"]
+
+
+class TestShutdown:
+    """Shutdown and drain."""
+
+    async def test_getters_are_released(self, queue: WorkQueue[str]) -> None:
+        """A waiting get raises QueueShutDown when the queue shuts down empty."""
+        getter = asyncio.create_task(queue.get())
+        await asyncio.sleep(0)
+        queue.shut_down()
+        with pytest.raises(QueueShutDown):
+            await asyncio.wait_for(getter, DEADLINE)
+
+    async def test_drain_waits_for_in_flight(self, queue: WorkQueue[str]) -> None:
+        """drain hands out what is queued, ignores new adds, and waits for done."""
+        queue.add("a")
+        queue.add("b")
+        assert await take(queue) == "a"
+        drained = asyncio.create_task(queue.drain())
+        await asyncio.sleep(0)  # let drain() shut the queue down
+        queue.add("c")
+        assert await take(queue) == "b"
+        with pytest.raises(QueueShutDown):
+            queue.get_nowait()
+        assert not drained.done()
+        queue.done("a")
+        queue.done("b")
+        await asyncio.wait_for(drained, DEADLINE)
+
+    async def test_statistics(self, queue: WorkQueue[str]) -> None:
+        """statistics() reports depth, in-flight, waiting, adds and retries."""
+        queue.add("a")
+        queue.add("b")
+        queue.add_rate_limited("c")
+        await take(queue)
+        stats = queue.statistics()
+        assert (stats.depth, stats.processing, stats.waiting, stats.retries) == (1, 1, 1, 1)
