@@ -7,6 +7,14 @@
 * :class:`ExpiredError` -- a watch asked for history that compaction removed: relist.
 * :class:`StoreError` -- the database cannot be used (not SQLite, corrupt, too new).
 
+What reconcilers and providers raise, by what the engine does next:
+
+* :class:`TransientError` -- retry (after ``retry_after`` when given); anything not
+  listed here counts as transient too.
+* :class:`PermanentError` -- retrying will not help until the spec changes.
+* :class:`NotOwnedError` -- the external resource exists but is not ours: never touch it.
+* :class:`TerminalError` -- a reconciler's "stop": no retry, recorded in status.
+
 Foreign errors (sqlite3, aiosqlite, yaml) are translated at the boundary and kept as the
 ``__cause__``; messages name the file or the field path, never a secret.
 """
@@ -22,9 +30,13 @@ __all__ = [
     "FieldError",
     "InvalidError",
     "NotFoundError",
+    "NotOwnedError",
+    "PermanentError",
     "ReconcileError",
     "SchemaVersionError",
     "StoreError",
+    "TerminalError",
+    "TransientError",
 ]
 
 
@@ -108,3 +120,23 @@ class StoreError(ReconcileError):
 
 class SchemaVersionError(StoreError):
     """The database was written by a newer version of reconcile; it is left untouched."""
+
+
+class TransientError(ReconcileError):
+    """A failure that may pass: retry, after ``retry_after`` seconds when given."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentError(ReconcileError):
+    """A failure retrying cannot fix (bad credentials, a refused name): wait for a new spec."""
+
+
+class NotOwnedError(PermanentError):
+    """The external resource exists but was not created by us: it is never touched."""
+
+
+class TerminalError(ReconcileError):
+    """Raised by a reconciler to stop retrying this generation; recorded in status."""

@@ -31,7 +31,15 @@ from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import Resource
 from reconcile.model.selectors import LabelSelector
 from reconcile.model.serde import format_timestamp, make_converter, structure_errors, structure_stored_meta
-from reconcile.store.contract import EventStore, Note, RawEvent, StoredObject, VerifyReport
+from reconcile.store.contract import (
+    EventStore,
+    Mutation,
+    Note,
+    RawEvent,
+    StoredObject,
+    VerifyReport,
+    WriteResult,
+)
 from reconcile.store.encoding import dumps
 
 __all__ = ["DEFAULT_MANAGER", "Client", "ResourceList"]
@@ -81,6 +89,21 @@ class Client:
         self.converter = make_converter()
         self.admission = Admission(kinds, self.converter)
         self._clock = clock
+        self._write_observers: list[Callable[[ObjectKey, int], None]] = []
+
+    def observe_writes(self, observer: Callable[[ObjectKey, int], None]) -> Callable[[], None]:
+        """Call ``observer(key, revision)`` after every write this client commits (how a
+        controller knows which revision its next read of a key must reflect). Returns a
+        function that unsubscribes."""
+        self._write_observers.append(observer)
+        return lambda: self._write_observers.remove(observer)
+
+    async def _write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
+        result = await self.store.write(key, mutation, actor=actor)
+        if result.written:
+            for observer in self._write_observers:
+                observer(key, result.revision)
+        return result
 
     def _now(self) -> str:
         return format_timestamp(datetime.datetime.fromtimestamp(self._clock(), datetime.UTC))
@@ -146,7 +169,7 @@ class Client:
             now=self._now(),
             create_only=create_only,
         )
-        stored = (await self.store.write(key, mutation, actor=manager)).object
+        stored = (await self._write(key, mutation, actor=manager)).object
         assert stored is not None
         # apply stores the admitted spec as it is: reuse its structured form.
         return self.decode(stored.body, spec=admitted.spec)
@@ -159,7 +182,7 @@ class Client:
         """
         admitted = self.admission.admit(obj)
         key = self._key_of(admitted)
-        result = await self.store.write(key, mutations.replace(key, admitted.body), actor=manager)
+        result = await self._write(key, mutations.replace(key, admitted.body), actor=manager)
         return None if result.object is None else self.decode(result.object.body)
 
     async def patch(
@@ -204,7 +227,7 @@ class Client:
             }
             admitted = self.admission.admit(manifest)
             try:
-                result = await self.store.write(key, mutations.replace(key, admitted.body), actor=manager)
+                result = await self._write(key, mutations.replace(key, admitted.body), actor=manager)
             except ConflictError:
                 if resource_version is not None:
                     raise
@@ -229,7 +252,7 @@ class Client:
         body = self.converter.unstructure(status, kind.status_type)
         key = obj.key
         expected = None if force else obj.metadata.resource_version
-        result = await self.store.write(key, mutations.update_status(key, body, expected), actor=manager)
+        result = await self._write(key, mutations.update_status(key, body, expected), actor=manager)
         return self._result(result.object)
 
     async def delete(
@@ -245,7 +268,7 @@ class Client:
         and removed when none do. Returns the marked object, or None once removed."""
         _, key = self._key(kind, name, namespace)
         mutation = mutations.delete(key, now=self._now(), expected=resource_version)
-        result = await self.store.write(key, mutation, actor=manager)
+        result = await self._write(key, mutation, actor=manager)
         return None if result.object is None else self.decode(result.object.body)
 
     async def add_finalizer(
@@ -259,7 +282,7 @@ class Client:
     ) -> AnyResource:
         """Add a finalizer (a no-op when present)."""
         _, key = self._key(kind, name, namespace)
-        result = await self.store.write(key, mutations.add_finalizer(key, finalizer), actor=manager)
+        result = await self._write(key, mutations.add_finalizer(key, finalizer), actor=manager)
         return self._result(result.object)
 
     async def remove_finalizer(
@@ -273,7 +296,7 @@ class Client:
     ) -> AnyResource | None:
         """Remove a finalizer; returns None when that removed a deleting object."""
         _, key = self._key(kind, name, namespace)
-        result = await self.store.write(key, mutations.remove_finalizer(key, finalizer), actor=manager)
+        result = await self._write(key, mutations.remove_finalizer(key, finalizer), actor=manager)
         return None if result.object is None else self.decode(result.object.body)
 
     async def record(
@@ -298,7 +321,7 @@ class Client:
             dumps(payload)
         except TypeError as exc:
             raise InvalidError([FieldError("data", f"must be JSON data ({exc})")]) from None
-        result = await self.store.write(key, lambda _current: Note(event_type, payload), actor=manager)
+        result = await self._write(key, lambda _current: Note(event_type, payload), actor=manager)
         return result.revision
 
     # -- reads -------------------------------------------------------------------------

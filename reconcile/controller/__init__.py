@@ -1,6 +1,25 @@
 """The controller layer: clocks, the work queue, the informer and the reconcile loop."""
 
 from reconcile.controller.clocks import Clock, LoopClock
+from reconcile.controller.controlling import Controller
+from reconcile.controller.informing import Informer, InformerEvent, InformerStatistics
 from reconcile.controller.queueing import Priority, QueueShutDown, QueueStatistics, WorkQueue
+from reconcile.controller.reconciling import Reconciler, Request, Result
+from reconcile.controller.telemetry import Telemetry
 
-__all__ = ["Clock", "LoopClock", "Priority", "QueueShutDown", "QueueStatistics", "WorkQueue"]
+__all__ = [
+    "Clock",
+    "Controller",
+    "Informer",
+    "InformerEvent",
+    "InformerStatistics",
+    "LoopClock",
+    "Priority",
+    "QueueShutDown",
+    "QueueStatistics",
+    "Reconciler",
+    "Request",
+    "Result",
+    "Telemetry",
+    "WorkQueue",
+]

@@ -163,12 +163,15 @@ class WorkQueue(Generic[K]):
         if self._timer_deadline is None or ready_at < self._timer_deadline:
             self._restart_timer(ready_at)
 
-    def add_rate_limited(self, key: K, priority: Priority = Priority.RETRY) -> float:
-        """Queue ``key`` after its backoff (and the global bucket's); return the delay."""
+    def add_rate_limited(
+        self, key: K, priority: Priority = Priority.RETRY, *, at_least: float = 0.0
+    ) -> float:
+        """Queue ``key`` after its backoff (and the global bucket's, and ``at_least``);
+        count the failure; return the delay."""
         failures = self._failures[key]
         self._failures[key] = failures + 1
         self._retries += 1
-        delay = min(self._base_delay * 2.0**failures, self._max_delay)
+        delay = max(min(self._base_delay * 2.0**failures, self._max_delay), at_least)
         if self._bucket is not None:
             delay = max(delay, self._bucket.reserve())
         self.add_after(key, delay, priority)

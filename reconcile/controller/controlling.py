@@ -1,0 +1,226 @@
+"""The controller: informer -> work queue -> workers -> ``reconcile(request)``.
+
+One controller per kind. The informer's changes enqueue keys (``Priority.CHANGE``); a
+periodic resync with jitter enqueues every cached key (``Priority.RESYNC``) so the loop
+stays level-triggered even if a change were missed; workers take keys one at a time per
+key and call the reconciler, then act on its result (see
+:mod:`reconcile.controller.reconciling`).
+
+Read-your-writes: the controller subscribes to its client's writes; before reconciling a
+key it waits (bounded) until the informer has caught up with the last revision written to
+that key, so a reconcile never acts on a cache older than its own previous write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import trace
+
+from reconcile.api.client import Client
+from reconcile.controller.clocks import Clock, LoopClock
+from reconcile.controller.informing import Informer, InformerEvent
+from reconcile.controller.queueing import Priority, QueueShutDown, WorkQueue
+from reconcile.controller.reconciling import Reconciler, Request, Result
+from reconcile.controller.telemetry import Telemetry
+from reconcile.errors import TerminalError, TransientError
+from reconcile.model.kinds import Kind
+from reconcile.model.meta import ObjectKey
+
+__all__ = ["Controller"]
+
+LOG = logging.getLogger("reconcile.controller")
+
+_TRIGGERS = {Priority.CHANGE: "change", Priority.RETRY: "retry", Priority.RESYNC: "resync"}
+
+
+class Controller:
+    """Runs one reconciler for one kind."""
+
+    def __init__(
+        self,
+        client: Client,
+        kind: Kind,
+        reconciler: Reconciler,
+        *,
+        name: str | None = None,
+        workers: int = 16,
+        namespace: str | None = None,
+        clock: Clock | None = None,
+        queue: WorkQueue[ObjectKey] | None = None,
+        resync_period: float | None = 600.0,
+        resync_jitter: float = 0.1,
+        read_your_writes_timeout: float = 5.0,
+        telemetry: Telemetry | None = None,
+        random_source: Callable[[], float] = random.random,
+    ) -> None:
+        self.client = client
+        self.kind = kind
+        self.reconciler = reconciler
+        self.name = name or kind.kind.lower()
+        self.workers = workers
+        self.clock = clock or LoopClock()
+        self.queue: WorkQueue[ObjectKey] = queue or WorkQueue(clock=self.clock)
+        self.informer = Informer(client, kind, namespace=namespace, clock=self.clock)
+        self.resync_period = resync_period
+        self.resync_jitter = resync_jitter
+        self.read_your_writes_timeout = read_your_writes_timeout
+        self.telemetry = telemetry or Telemetry()
+        self._random = random_source
+        self._written: dict[ObjectKey, int] = {}
+        self._triggers: dict[ObjectKey, str] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._attributes = {"controller": self.name}
+        self.informer.add_handler(self._on_change)
+        self._unsubscribe = client.observe_writes(self._on_write)
+
+    # -- feeding the queue -----------------------------------------------------------------
+
+    def enqueue(self, key: ObjectKey, priority: Priority = Priority.CHANGE) -> None:
+        """Ask for ``key`` to be reconciled."""
+        self._triggers.setdefault(key, _TRIGGERS[priority])
+        self.telemetry.queue_adds.add(1, self._attributes)
+        self.queue.add(key, priority)
+
+    def _on_change(self, event: InformerEvent) -> None:
+        self.enqueue(event.key, Priority.CHANGE)
+
+    def _on_write(self, key: ObjectKey, revision: int) -> None:
+        if key.kind == self.kind.kind and key.api_group == self.kind.api_group:
+            self._written[key] = max(revision, self._written.get(key, 0))
+
+    async def _resync_loop(self) -> None:
+        assert self.resync_period is not None
+        await self.informer.synced.wait()
+        while True:
+            spread = self.resync_period * self.resync_jitter
+            await self.clock.sleep(self.resync_period + spread * (2 * self._random() - 1))
+            for key in self.informer.cached_keys():
+                self.enqueue(key, Priority.RESYNC)
+
+    # -- working -------------------------------------------------------------------------------
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except QueueShutDown:
+                return
+            try:
+                await self._process(key)
+            finally:
+                self.queue.done(key)
+
+    async def _process(self, key: ObjectKey) -> None:
+        trigger = self._triggers.pop(key, "change")
+        written = self._written.pop(key, 0)
+        if written > self.informer.revision:
+            try:
+                async with asyncio.timeout(self.read_your_writes_timeout):
+                    await self.informer.wait_for_revision(written)
+            except TimeoutError:
+                LOG.warning("%s: cache did not reach revision %d for %s in time", self.name, written, key)
+        cached = self.informer.get(key)
+        generation = cached.metadata.generation if cached is not None else 0
+        attributes: dict[str, Any] = {
+            "reconcile.controller": self.name,
+            "reconcile.kind": self.kind.kind,
+            "reconcile.key": f"{key.namespace}/{key.name}",
+            "reconcile.generation": generation,
+            "reconcile.trigger": trigger,
+        }
+        started = time.perf_counter()
+        with self.telemetry.tracer.start_as_current_span("reconcile", attributes=attributes) as span:
+            outcome = await self._call(key, span)
+            span.set_attribute("reconcile.result", outcome)
+        self.telemetry.reconcile_total.add(1, {**self._attributes, "result": outcome})
+        self.telemetry.reconcile_time.record(time.perf_counter() - started, self._attributes)
+
+    async def _call(self, key: ObjectKey, span: trace.Span) -> str:
+        try:
+            result = await self.reconciler.reconcile(Request(key)) or Result()
+        except asyncio.CancelledError:
+            raise
+        except TerminalError as exc:
+            self.queue.forget(key)
+            span.set_status(trace.StatusCode.ERROR, str(exc))
+            LOG.warning("%s: %s: terminal: %s", self.name, key, exc)
+            return "terminal"
+        except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
+            self._retry(key, exc)
+            span.record_exception(exc)
+            span.set_status(trace.StatusCode.ERROR, str(exc))
+            self.telemetry.reconcile_errors.add(1, self._attributes)
+            return "error"
+        if result.requeue_after is not None:
+            self.queue.forget(key)
+            self._triggers.setdefault(key, "requeue")
+            self.queue.add_after(key, result.requeue_after, Priority.RESYNC)
+            return "requeue_after"
+        if result.requeue:
+            self._triggers.setdefault(key, "requeue")
+            self.queue.add_rate_limited(key)
+            self.telemetry.queue_retries.add(1, self._attributes)
+            return "requeue"
+        self.queue.forget(key)
+        return "success"
+
+    def _retry(self, key: ObjectKey, exc: Exception) -> None:
+        self._triggers.setdefault(key, "retry")
+        self.telemetry.queue_retries.add(1, self._attributes)
+        retry_after = exc.retry_after if isinstance(exc, TransientError) else None
+        delay = self.queue.add_rate_limited(key, at_least=retry_after or 0.0)
+        LOG.info("%s: %s failed (%s); retry in %.3fs", self.name, key, exc, delay)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run the informer, the workers and the resync until cancelled or shut down."""
+        self.telemetry.watch_depth(self.name, lambda: len(self.queue))
+        loop = asyncio.get_running_loop()
+        informer = loop.create_task(self.informer.run(), name=f"{self.name}-informer")
+        extras = [informer]
+        if self.resync_period is not None:
+            extras.append(loop.create_task(self._resync_loop(), name=f"{self.name}-resync"))
+        workers = [
+            loop.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self.workers)
+        ]
+        self._tasks = extras + workers
+        try:
+            # Workers end when the queue is shut down; the informer ending early (the store
+            # closed) or failing is reported by the Runtime's supervision.
+            done, _ = await asyncio.wait([*workers, informer], return_when=asyncio.FIRST_COMPLETED)
+            if informer in done and not self.queue.shutting_down:
+                informer.result()
+                msg = f"{self.name}: the informer stopped"
+                raise RuntimeError(msg)
+            await asyncio.gather(*workers)
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            self.telemetry.forget_depth(self.name)
+
+    async def wait_synced(self) -> None:
+        """Wait until the informer's first list is in the cache."""
+        await self.informer.synced.wait()
+
+    async def shutdown(self, deadline: float = 30.0) -> bool:
+        """Stop taking keys; let in-flight reconciles finish within ``deadline`` seconds.
+        Returns False if the deadline cut them short."""
+        self.queue.shut_down()
+        self._unsubscribe()
+        try:
+            async with asyncio.timeout(deadline):
+                await self.queue.wait_idle()
+        except TimeoutError:
+            return False
+        return True

@@ -1,0 +1,239 @@
+"""The informer: list, then watch from the list's revision, into an indexed cache.
+
+Controllers read objects from here, never from the store, and write through the Client.
+The informer turns the log into "this key changed" notifications for its handlers (the
+controller's work queue), keeps indexes by label and by owner, and knows the revision it
+has caught up to, so a controller can wait until its own write is visible
+(read-your-writes).
+
+Failure is never silent: a watch that breaks is logged, counted and restarted with
+backoff; a watch from a compacted revision (:class:`~reconcile.ExpiredError`) relists at
+once, and the relist tells the handlers about every difference it finds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+import attrs
+
+from reconcile.api.client import Client
+from reconcile.controller.clocks import Clock, LoopClock
+from reconcile.errors import ExpiredError
+from reconcile.model.events import Bookmark, Event, EventType
+from reconcile.model.kinds import Kind
+from reconcile.model.meta import ObjectKey
+from reconcile.model.resource import Resource
+from reconcile.model.selectors import LabelSelector
+
+__all__ = ["Informer", "InformerEvent", "InformerStatistics"]
+
+LOG = logging.getLogger("reconcile.informer")
+
+AnyResource = Resource[Any, Any]
+Change = Literal["added", "modified", "deleted"]
+
+
+@attrs.frozen
+class InformerEvent:
+    """What a handler hears: which key changed, how, and the object before and after."""
+
+    type: Change
+    key: ObjectKey
+    old: AnyResource | None
+    new: AnyResource | None
+
+
+@attrs.frozen
+class InformerStatistics:
+    """A snapshot of the informer."""
+
+    objects: int
+    revision: int
+    lists: int
+    watch_failures: int
+
+
+Handler = Callable[[InformerEvent], None]
+
+
+class Informer:
+    """A list+watch cache of one kind, with indexes by label and by owner."""
+
+    def __init__(
+        self,
+        client: Client,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        clock: Clock | None = None,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.kind = kind
+        self.namespace = namespace
+        self._clock = clock or LoopClock()
+        self._max_backoff = max_backoff
+        self._objects: dict[ObjectKey, AnyResource] = {}
+        self._by_label: dict[tuple[str, str], set[ObjectKey]] = {}
+        self._by_owner: dict[str, set[ObjectKey]] = {}
+        self._handlers: list[Handler] = []
+        self._error_handlers: list[Callable[[BaseException], None]] = []
+        self.revision = 0
+        self._moved = asyncio.Event()
+        self.synced = asyncio.Event()
+        self._lists = 0
+        self._failures = 0
+
+    # -- wiring --------------------------------------------------------------------------
+
+    def add_handler(self, handler: Handler) -> None:
+        """Call ``handler`` for every change (synchronously: it should only enqueue)."""
+        self._handlers.append(handler)
+
+    def add_error_handler(self, handler: Callable[[BaseException], None]) -> None:
+        """Call ``handler`` with every watch failure (besides logging it)."""
+        self._error_handlers.append(handler)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def get(self, key: ObjectKey) -> AnyResource | None:
+        """The cached object, or None."""
+        return self._objects.get(key)
+
+    def cached_keys(self) -> builtins.list[ObjectKey]:
+        """Every cached key."""
+        return list(self._objects)
+
+    def list(self, label_selector: str | LabelSelector | None = None) -> list[AnyResource]:
+        """Cached objects matching a label selector (equality clauses use the index)."""
+        selector = LabelSelector.parse(label_selector)
+        candidates: Iterable[ObjectKey] = self._objects
+        for requirement in selector.requirements:
+            if requirement.operator == "=":
+                value = next(iter(requirement.values))
+                candidates = self._by_label.get((requirement.key, value), set())
+                break
+        found = (self._objects[k] for k in candidates)
+        return [o for o in found if selector.matches(o.metadata.labels)]
+
+    def owned_by(self, uid: str) -> builtins.list[AnyResource]:
+        """Cached objects with an owner reference to ``uid``."""
+        return [self._objects[k] for k in self._by_owner.get(uid, ())]
+
+    async def wait_for_revision(self, revision: int) -> None:
+        """Wait until the cache has caught up to ``revision`` (bound it with
+        ``asyncio.timeout``)."""
+        while self.revision < revision:
+            await self._moved.wait()
+
+    def statistics(self) -> InformerStatistics:
+        """Objects cached, revision reached, lists made, watch failures seen."""
+        return InformerStatistics(len(self._objects), self.revision, self._lists, self._failures)
+
+    # -- running -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List and watch until cancelled or the store closes; restart a broken watch."""
+        backoff = 0.1
+        while True:
+            try:
+                await self._list()
+                backoff = 0.1
+                async for item in self.client.watch(
+                    self.kind, namespace=self.namespace, since=self.revision, bookmarks=True
+                ):
+                    if isinstance(item, Bookmark):
+                        self._advance(item.revision)
+                    else:
+                        self._apply(item)
+            except ExpiredError as exc:
+                LOG.info("%s informer: %s; relisting", self.kind.kind, exc)
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._failures += 1
+                LOG.exception("%s informer: watch failed; restarting in %.1fs", self.kind.kind, backoff)
+                for handler in self._error_handlers:
+                    with contextlib.suppress(Exception):
+                        handler(exc)
+                await self._clock.sleep(backoff)
+                backoff = min(backoff * 2, self._max_backoff)
+                continue
+            LOG.warning("%s informer: the store closed; informer stopped", self.kind.kind)
+            return
+
+    async def _list(self) -> None:
+        page = await self.client.list(self.kind, namespace=self.namespace)
+        self._lists += 1
+        fresh = {item.key: item for item in page.items}
+        for key in [k for k in self._objects if k not in fresh]:
+            self._delete(key)
+        for key, obj in fresh.items():
+            self._put(key, obj)
+        self._advance(page.resource_version)
+        self.synced.set()
+
+    def _apply(self, event: Event) -> None:
+        key = event.key
+        if event.type == EventType.DELETED:
+            self._delete(key)
+        elif event.object is not None:
+            self._put(key, event.object)
+        self._advance(event.revision)
+
+    def _put(self, key: ObjectKey, obj: AnyResource) -> None:
+        old = self._objects.get(key)
+        if old is not None:
+            new_version = obj.metadata.resource_version or 0
+            if new_version <= (old.metadata.resource_version or 0) and old.metadata.uid == obj.metadata.uid:
+                return  # a replay of what the cache already holds
+            self._unindex(key, old)
+        self._objects[key] = obj
+        self._index(key, obj)
+        self._notify(InformerEvent("added" if old is None else "modified", key, old, obj))
+
+    def _delete(self, key: ObjectKey) -> None:
+        old = self._objects.pop(key, None)
+        if old is not None:
+            self._unindex(key, old)
+            self._notify(InformerEvent("deleted", key, old, None))
+
+    def _index(self, key: ObjectKey, obj: AnyResource) -> None:
+        for pair in obj.metadata.labels.items():
+            self._by_label.setdefault(pair, set()).add(key)
+        for owner in obj.metadata.owner_references:
+            self._by_owner.setdefault(owner.uid, set()).add(key)
+
+    def _unindex(self, key: ObjectKey, obj: AnyResource) -> None:
+        for pair in obj.metadata.labels.items():
+            keys = self._by_label.get(pair)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_label[pair]
+        for owner in obj.metadata.owner_references:
+            owned = self._by_owner.get(owner.uid)
+            if owned is not None:
+                owned.discard(key)
+                if not owned:
+                    del self._by_owner[owner.uid]
+
+    def _advance(self, revision: int) -> None:
+        if revision > self.revision:
+            self.revision = revision
+            moved, self._moved = self._moved, asyncio.Event()
+            moved.set()
+
+    def _notify(self, event: InformerEvent) -> None:
+        for handler in self._handlers:
+            try:
+                handler(event)
+            except Exception:
+                LOG.exception("%s informer: a handler failed on %s", self.kind.kind, event.key)

@@ -1,0 +1,62 @@
+"""Tracing and metrics through opentelemetry-api only: no-ops unless the host process
+installs an SDK (or passes providers in, as tests do).
+
+One span per reconcile (``reconcile``, with the kind, key, generation, trigger and
+result) and child spans for provider calls and store writes. Metrics are named like
+controller-runtime's, with a ``controller`` attribute: ``reconcile_total{result}``,
+``reconcile_errors_total``, ``reconcile_time_seconds``, ``workqueue_depth``,
+``workqueue_adds_total``, ``workqueue_retries_total``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from opentelemetry import metrics, trace
+
+__all__ = ["INSTRUMENTATION_NAME", "Telemetry"]
+
+INSTRUMENTATION_NAME = "reconcile"
+
+
+class Telemetry:
+    """The tracer and instruments a controller records with."""
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=tracer_provider)
+        self.meter = metrics.get_meter(INSTRUMENTATION_NAME, meter_provider=meter_provider)
+        self.reconcile_total = self.meter.create_counter(
+            "reconcile_total", description="Reconciles, by controller and result"
+        )
+        self.reconcile_errors = self.meter.create_counter(
+            "reconcile_errors_total", description="Reconciles that ended in an error"
+        )
+        self.reconcile_time = self.meter.create_histogram(
+            "reconcile_time_seconds", unit="s", description="Time per reconcile"
+        )
+        self.queue_adds = self.meter.create_counter("workqueue_adds_total", description="Keys added")
+        self.queue_retries = self.meter.create_counter(
+            "workqueue_retries_total", description="Rate-limited re-adds"
+        )
+        self._depths: dict[str, Callable[[], int]] = {}
+        self.meter.create_observable_gauge(
+            "workqueue_depth", callbacks=[self._observe_depths], description="Keys ready in the queue"
+        )
+
+    def watch_depth(self, controller: str, depth: Callable[[], int]) -> None:
+        """Report ``depth()`` as ``workqueue_depth{controller}``."""
+        self._depths[controller] = depth
+
+    def forget_depth(self, controller: str) -> None:
+        """Stop reporting a controller's depth."""
+        self._depths.pop(controller, None)
+
+    def _observe_depths(self, _options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+        return [
+            metrics.Observation(depth(), {"controller": name}) for name, depth in list(self._depths.items())
+        ]

@@ -1,0 +1,334 @@
+"""The controller runtime: informer, workers, retries, resync, read-your-writes, tracing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import attrs
+import pytest
+from helpers import widget
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from reconcile import Client, ExpiredError, ObjectKey, Status, TerminalError, TransientError
+from reconcile.controller import Controller, Informer, Request, Result, Telemetry
+from reconcile.testing import WIDGET, FakeClock
+
+DEADLINE = 10.0
+
+
+async def settle(predicate: Callable[[], bool]) -> None:
+    """Let the event loop run until ``predicate()`` holds (failing after a real deadline).
+
+    This yields to the loop; it does not sleep: every wake-up is a scheduled callback.
+    """
+    async with asyncio.timeout(DEADLINE):
+        while not predicate():  # noqa: ASYNC110 - yields to the loop; time is fake
+            await asyncio.sleep(0)
+
+
+class StatusWriter:
+    """Writes status.observed_generation = generation; counts calls per name."""
+
+    def __init__(self, client: Client, informer: Callable[[], Informer]) -> None:
+        self.client = client
+        self.informer = informer
+        self.calls: dict[str, int] = {}
+        self.fail: dict[str, BaseException] = {}
+        self.seen_versions: dict[str, list[int]] = {}
+
+    async def reconcile(self, request: Request) -> Result | None:
+        """Observe the cached object and record its generation in status."""
+        self.calls[request.name] = self.calls.get(request.name, 0) + 1
+        if request.name in self.fail:
+            raise self.fail[request.name]
+        obj = self.informer().get(request.key)
+        if obj is None:
+            return None
+        self.seen_versions.setdefault(request.name, []).append(obj.metadata.resource_version or 0)
+        if obj.status.observed_generation != obj.metadata.generation:
+            status = Status(observed_generation=obj.metadata.generation)
+            await self.client.update_status(attrs.evolve(obj, status=status))
+        return None
+
+
+@contextlib.asynccontextmanager
+async def running(controller: Controller) -> AsyncIterator[Controller]:
+    """Run a controller for the duration of the block."""
+    task = asyncio.create_task(controller.run())
+    try:
+        await asyncio.wait_for(controller.wait_synced(), DEADLINE)
+        yield controller
+    finally:
+        await controller.shutdown(deadline=DEADLINE)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def make(client: Client, clock: FakeClock, **options: Any) -> tuple[Controller, StatusWriter]:
+    """A Widget controller with a StatusWriter reconciler."""
+    holder: dict[str, Controller] = {}
+    reconciler = StatusWriter(client, lambda: holder["c"].informer)
+    controller = Controller(client, WIDGET, reconciler, clock=clock, workers=4, **options)
+    holder["c"] = controller
+    return controller, reconciler
+
+
+async def converged(client: Client) -> bool:
+    """Every widget's status has caught up with its generation."""
+    items = (await client.list("widget")).items
+    return all(o.status.observed_generation == o.metadata.generation for o in items)
+
+
+class TestConvergence:
+    """Objects reach their desired state."""
+
+    async def test_all_objects_converge(self, client: Client, clock: FakeClock) -> None:
+        """Every object, existing before or created after start, gets its status."""
+        for i in range(20):
+            await client.apply(widget(f"w{i}", i))
+        controller, reconciler = make(client, clock)
+        async with running(controller):
+            for i in range(20, 40):
+                await client.apply(widget(f"w{i}", i))
+            await client.apply(widget("w3", 100))
+            await settle(lambda: controller.queue.statistics().depth == 0 and len(reconciler.calls) == 40)
+            await asyncio.wait_for(controller.queue.wait_idle(), DEADLINE)
+            await settle(lambda: controller.informer.revision >= 81)
+        assert await converged(client)
+        obj = await client.get("widget", "w3")
+        assert obj.status.observed_generation == 2
+
+    async def test_second_pass_writes_nothing(self, client: Client, clock: FakeClock) -> None:
+        """After convergence a resync reconciles everything again and appends no event."""
+        for i in range(10):
+            await client.apply(widget(f"w{i}", i))
+        controller, reconciler = make(client, clock, resync_period=60, resync_jitter=0)
+        async with running(controller):
+            await settle(lambda: sum(reconciler.calls.values()) >= 20)
+            await asyncio.wait_for(controller.queue.wait_idle(), DEADLINE)
+            revision = await client.revision()
+            before = sum(reconciler.calls.values())
+            clock.advance(60)
+            await settle(lambda: sum(reconciler.calls.values()) >= before + 10)
+            await asyncio.wait_for(controller.queue.wait_idle(), DEADLINE)
+            assert await client.revision() == revision
+
+    async def test_read_your_writes(self, client: Client, clock: FakeClock) -> None:
+        """The reconcile that follows a write sees the written revision in the cache."""
+        await client.apply(widget("w1"))
+        controller, reconciler = make(client, clock)
+        async with running(controller):
+            await settle(lambda: reconciler.calls.get("w1", 0) >= 2)
+        versions = reconciler.seen_versions["w1"]
+        assert versions[0] == 1
+        assert versions[1] >= 2, "the second reconcile saw the status write"
+
+
+class TestFailures:
+    """Retries follow the backoff; terminal errors stop; one failure blocks nothing else."""
+
+    async def test_backoff_without_hot_loop(self, client: Client, clock: FakeClock) -> None:
+        """A failing key is retried at 5, 10, 20 ms... of fake time, never in a hot loop."""
+        await client.apply(widget("bad"))
+        await client.apply(widget("good"))
+        controller, reconciler = make(client, clock)
+        reconciler.fail["bad"] = RuntimeError("boom")
+        async with running(controller):
+            await settle(lambda: reconciler.calls.get("bad") == 1 and reconciler.calls.get("good", 0) >= 1)
+            for _ in range(50):
+                await asyncio.sleep(0)
+            assert reconciler.calls["bad"] == 1, "no retry before the backoff elapses"
+            for expected, delay in enumerate([0.005, 0.01, 0.02, 0.04], start=2):
+                clock.advance(delay * 0.9)
+                for _ in range(20):
+                    await asyncio.sleep(0)
+                assert reconciler.calls["bad"] == expected - 1
+                clock.advance(delay * 0.1 + 1e-6)  # past the deadline despite float rounding
+                await settle(lambda expected=expected: reconciler.calls["bad"] == expected)
+            assert controller.queue.num_requeues(widget_key("bad")) == 5
+        assert (await client.get("widget", "good")).status.observed_generation == 1
+
+    async def test_transient_retry_after(self, client: Client, clock: FakeClock) -> None:
+        """TransientError(retry_after) waits at least that long."""
+        await client.apply(widget("slow"))
+        controller, reconciler = make(client, clock)
+        reconciler.fail["slow"] = TransientError("busy", retry_after=30)
+        async with running(controller):
+            await settle(lambda: reconciler.calls.get("slow") == 1)
+            clock.advance(29)
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert reconciler.calls["slow"] == 1
+            clock.advance(1)
+            await settle(lambda: reconciler.calls["slow"] == 2)
+
+    async def test_terminal_error_is_not_retried(self, client: Client, clock: FakeClock) -> None:
+        """TerminalError stops retries until the object changes (resync off here)."""
+        await client.apply(widget("stop"))
+        controller, reconciler = make(client, clock, resync_period=None)
+        reconciler.fail["stop"] = TerminalError("cannot")
+        async with running(controller):
+            await settle(lambda: reconciler.calls.get("stop") == 1)
+            clock.advance(3600)
+            for _ in range(50):
+                await asyncio.sleep(0)
+            assert reconciler.calls["stop"] == 1
+            del reconciler.fail["stop"]
+            await client.apply(widget("stop", 2))
+            await settle(lambda: reconciler.calls["stop"] == 2)
+
+    async def test_requeue_after(self, client: Client, clock: FakeClock) -> None:
+        """Result(requeue_after) brings the key back after that much time."""
+        await client.apply(widget("poll"))
+        calls = 0
+
+        class Poller:
+            async def reconcile(self, request: Request) -> Result:  # noqa: ARG002
+                nonlocal calls
+                calls += 1
+                return Result(requeue_after=10)
+
+        controller = Controller(client, WIDGET, Poller(), clock=clock, resync_period=None)
+        async with running(controller):
+            await settle(lambda: calls == 1)
+            clock.advance(10)
+            await settle(lambda: calls == 2)
+
+
+class TestInformer:
+    """The informer survives broken and expired watches."""
+
+    async def test_watch_failure_is_reported_and_restarted(
+        self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A watch that raises is counted, reported to handlers, and restarted after backoff."""
+        await client.apply(widget("w1"))
+        original = client.watch
+        failures = [RuntimeError("network down")]
+
+        def flaky(*args: Any, **kwargs: Any) -> Any:
+            if failures:
+                raise failures.pop()
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(client, "watch", flaky)
+        informer = Informer(client, WIDGET, clock=clock)
+        errors: list[BaseException] = []
+        informer.add_error_handler(errors.append)
+        task = asyncio.create_task(informer.run())
+        await settle(lambda: informer.statistics().watch_failures == 1)
+        assert [str(e) for e in errors] == ["network down"]
+        clock.advance(0.1)
+        await settle(lambda: informer.statistics().lists == 2)
+        await client.apply(widget("w2"))
+        await settle(lambda: informer.get(widget_key("w2")) is not None)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def test_expired_watch_relists_and_reports_differences(
+        self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """ExpiredError relists at once; the relist reports what changed meanwhile."""
+        await client.apply(widget("w1"))
+        await client.apply(widget("gone"))
+        original = client.watch
+        expired = [True]
+
+        async def expiring(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            if expired:
+                expired.pop()
+                await client.delete("widget", "gone")
+                await client.apply(widget("w1", 7))
+                raise ExpiredError("compacted", horizon=99)
+            async for item in original(*args, **kwargs):
+                yield item
+
+        monkeypatch.setattr(client, "watch", expiring)
+        informer = Informer(client, WIDGET, clock=clock)
+        heard: list[tuple[str, str]] = []
+        informer.add_handler(lambda e: heard.append((e.type, e.key.name)))
+        task = asyncio.create_task(informer.run())
+        await settle(lambda: informer.statistics().lists == 2)
+        assert informer.get(widget_key("gone")) is None
+        w1 = informer.get(widget_key("w1"))
+        assert w1 is not None
+        assert w1.spec.size == 7
+        assert ("deleted", "gone") in heard
+        assert ("modified", "w1") in heard
+        assert informer.statistics().watch_failures == 0
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def test_indexes(self, client: Client, clock: FakeClock) -> None:
+        """The cache answers label selectors and owner lookups, and follows changes."""
+        owner = {"api_version": "example.reconcile.dev/v1", "kind": "Widget", "name": "p", "uid": "u-1"}
+        await client.apply(widget("a", labels={"app": "web"}, owner_references=[owner]))
+        await client.apply(widget("b", labels={"app": "db"}))
+        informer = Informer(client, WIDGET, clock=clock)
+        task = asyncio.create_task(informer.run())
+        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
+        assert [o.metadata.name for o in informer.list("app=web")] == ["a"]
+        assert sorted(o.metadata.name for o in informer.list("app in (web,db)")) == ["a", "b"]
+        assert [o.metadata.name for o in informer.owned_by("u-1")] == ["a"]
+        await client.apply(widget("a", labels={"app": "db"}))
+        revision = await client.revision()
+        await asyncio.wait_for(informer.wait_for_revision(revision), DEADLINE)
+        assert informer.list("app=web") == []
+        assert sorted(o.metadata.name for o in informer.list("app=db")) == ["a", "b"]
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def widget_key(name: str) -> ObjectKey:
+    """The ObjectKey of a Widget in the default namespace."""
+    return ObjectKey("example.reconcile.dev", "Widget", "default", name)
+
+
+class TestTelemetry:
+    """Spans and metrics through the OpenTelemetry SDK's in-memory exporters."""
+
+    async def test_span_and_metrics_per_reconcile(self, client: Client, clock: FakeClock) -> None:
+        """Each reconcile has a span with kind, key, generation, trigger and result; counters count."""
+        exporter = InMemorySpanExporter()
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+        reader = InMemoryMetricReader()
+        telemetry = Telemetry(
+            tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[reader])
+        )
+        await client.apply(widget("w1", 3))
+        controller, reconciler = make(client, clock, telemetry=telemetry)
+        reconciler.fail["w2"] = RuntimeError("boom")
+        async with running(controller):
+            await client.apply(widget("w2"))
+            await settle(lambda: reconciler.calls.get("w1", 0) >= 2 and reconciler.calls.get("w2", 0) >= 1)
+            data = reader.get_metrics_data()
+        spans = [s for s in exporter.get_finished_spans() if s.name == "reconcile"]
+        first = next(s for s in spans if s.attributes["reconcile.key"] == "default/w1")
+        assert first.attributes["reconcile.kind"] == "Widget"
+        assert first.attributes["reconcile.generation"] == 1
+        assert first.attributes["reconcile.trigger"] == "change"
+        assert first.attributes["reconcile.result"] == "success"
+        failed = next(s for s in spans if s.attributes["reconcile.key"] == "default/w2")
+        assert failed.attributes["reconcile.result"] == "error"
+        metrics = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+        assert {
+            "reconcile_total",
+            "reconcile_time_seconds",
+            "workqueue_depth",
+            "workqueue_retries_total",
+        } <= set(metrics)
+        results = {p.attributes["result"]: p.value for p in metrics["reconcile_total"].data.data_points}
+        assert results["success"] >= 2
+        assert results["error"] >= 1
