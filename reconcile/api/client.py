@@ -91,6 +91,11 @@ class Client:
         self._clock = clock
         self._write_observers: list[Callable[[ObjectKey, int], None]] = []
 
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The wall clock this client stamps times with (``time.time`` by default)."""
+        return self._clock
+
     def observe_writes(self, observer: Callable[[ObjectKey, int], None]) -> Callable[[], None]:
         """Call ``observer(key, revision)`` after every write this client commits (how a
         controller knows which revision its next read of a key must reflect). Returns a

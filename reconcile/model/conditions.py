@@ -13,7 +13,7 @@ import enum
 
 import attrs
 
-__all__ = ["Condition", "ConditionStatus", "Status"]
+__all__ = ["Condition", "ConditionStatus", "Status", "set_condition"]
 
 
 class ConditionStatus(enum.StrEnum):
@@ -49,3 +49,25 @@ class Status:
             if condition.type == type_:
                 return condition
         return None
+
+
+def set_condition(conditions: tuple[Condition, ...], new: Condition) -> tuple[Condition, ...]:
+    """Return ``conditions`` with ``new`` in place of the condition of its type.
+
+    ``last_transition_time`` changes only when the condition's status does: a condition
+    re-asserted with the same status keeps its time, so a status that says the same thing
+    twice is equal and appends nothing.
+    """
+    result = []
+    replaced = False
+    for condition in conditions:
+        if condition.type != new.type:
+            result.append(condition)
+            continue
+        replaced = True
+        if condition.status == new.status:
+            new = attrs.evolve(new, last_transition_time=condition.last_transition_time)
+        result.append(new)
+    if not replaced:
+        result.append(new)
+    return tuple(sorted(result, key=lambda c: c.type))

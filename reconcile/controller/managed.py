@@ -1,0 +1,372 @@
+"""The managed reconciler: the engine's generic loop for provider kinds (after Crossplane).
+
+For each key it reads the object from the informer's cache and then:
+
+1. **Paused** (annotation ``reconcile.dev/paused: "true"``): says so in ``Synced`` and
+   does nothing else.
+2. **Deleting**: with the ``Delete`` policy, deletes the external resource (if it exists
+   and is ours) and removes the finalizer once it is gone; with ``Orphan`` or
+   ``ObserveOnly``, just removes the finalizer.
+3. Otherwise adds its finalizer, **observes**, and then creates, updates (recording
+   ``DriftDetected`` when the spec had not changed) or only reports.
+
+Every action is an event in the log (``CreateRequested`` -> ``CreateSucceeded`` /
+``CreateFailed``, ``UpdateRequested`` ..., ``DeleteRequested`` ..., ``DriftDetected``,
+``ObserveFailed``), so ``history`` tells the whole story. Status (``observed_generation``,
+``Ready``, ``Synced``, ``at_provider``) is written only when it changed.
+
+Crash safety of create: the ``external-create-pending`` annotation is written (durably)
+before ``create`` is called and ``external-create-succeeded`` after. Finding "pending"
+without "succeeded" and no external resource means a crash came between: with a
+deterministic identity the create is simply retried (it is idempotent); otherwise the
+engine cannot know whether a resource was made, so it stops with ``Synced=False``,
+reason ``CreatePendingUnknown``, rather than risk a duplicate.
+
+Ownership: an external resource that exists but carries another owner's marker, or no
+marker while we have no record of creating it, is never touched (``NotOwned``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import tenacity
+from opentelemetry import trace
+
+from reconcile.api.client import Client
+from reconcile.controller.clocks import Clock, LoopClock
+from reconcile.controller.informing import Informer
+from reconcile.controller.reconciling import Request, Result
+from reconcile.errors import ConflictError, NotOwnedError, PermanentError, TerminalError
+from reconcile.model.conditions import Condition, ConditionStatus, set_condition
+from reconcile.model.external import (
+    ANNOTATION_CREATE_PENDING,
+    ANNOTATION_CREATE_SUCCEEDED,
+    ANNOTATION_DELETION_POLICY,
+    ANNOTATION_EXTERNAL_NAME,
+    ANNOTATION_MANAGEMENT_POLICY,
+    ANNOTATION_PAUSED,
+    DELETION_POLICIES,
+    FINALIZER,
+    MANAGEMENT_POLICIES,
+    ExternalClient,
+    Observation,
+)
+from reconcile.model.kinds import Kind
+from reconcile.model.resource import Resource
+from reconcile.model.serde import format_timestamp, parse_timestamp
+
+__all__ = ["ENGINE_MANAGER", "ManagedReconciler"]
+
+LOG = logging.getLogger("reconcile.managed")
+
+ENGINE_MANAGER = "reconcile-engine"
+AnyResource = Resource[Any, Any]
+TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
+
+
+def _retryable(exc: BaseException) -> bool:
+    return not isinstance(exc, PermanentError | ConflictError | TerminalError)
+
+
+class ManagedReconciler:
+    """Drives one provider kind through observe / create / update / delete."""
+
+    def __init__(
+        self,
+        client: Client,
+        kind: Kind,
+        connect: Callable[[], Awaitable[ExternalClient]],
+        *,
+        clock: Clock | None = None,
+        poll_interval: float = 60.0,
+        poll_jitter: float = 0.1,
+        creation_grace: float = 0.0,
+        attempts: int = 3,
+        tracer: trace.Tracer | None = None,
+        random_source: Callable[[], float] = random.random,
+    ) -> None:
+        self.client = client
+        self.kind = kind
+        self._connect = connect
+        self.clock = clock or LoopClock()
+        self.poll_interval = poll_interval
+        self.poll_jitter = poll_jitter
+        self.creation_grace = creation_grace
+        self.attempts = attempts
+        self.tracer = tracer or trace.get_tracer("reconcile")
+        self._random = random_source
+        self.informer: Informer | None = None
+
+    def bind(self, informer: Informer) -> None:
+        """Read objects from this informer's cache."""
+        self.informer = informer
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def reconcile(self, request: Request) -> Result | None:
+        """One pass over one object."""
+        assert self.informer is not None, "bind() the reconciler to its controller's informer"
+        obj = self.informer.get(request.key)
+        if obj is None:
+            return None
+        annotations = obj.metadata.annotations
+        if annotations.get(ANNOTATION_PAUSED) == "true":
+            await self._status(
+                obj, synced=(FALSE, "ReconcilePaused", "reconciliation is paused by annotation")
+            )
+            return None
+        deletion = annotations.get(ANNOTATION_DELETION_POLICY, "Delete")
+        management = annotations.get(ANNOTATION_MANAGEMENT_POLICY, "Full")
+        if deletion not in DELETION_POLICIES or management not in MANAGEMENT_POLICIES:
+            message = (
+                f"{ANNOTATION_DELETION_POLICY} must be one of {', '.join(DELETION_POLICIES)} and "
+                f"{ANNOTATION_MANAGEMENT_POLICY} one of {', '.join(MANAGEMENT_POLICIES)}"
+            )
+            await self._status(obj, synced=(FALSE, "InvalidPolicy", message))
+            raise TerminalError(message)
+        if obj.metadata.deletion_timestamp is not None:
+            return await self._finalize(obj, deletion, management)
+        if management == "Full" and FINALIZER not in obj.metadata.finalizers:
+            obj = await self.client.add_finalizer(
+                self.kind,
+                obj.metadata.name,
+                FINALIZER,
+                namespace=obj.metadata.namespace,
+                manager=ENGINE_MANAGER,
+            )
+        external = await self._connect()
+        observation = await self._observe(obj, external)
+        if management == "ObserveOnly":
+            ready = (TRUE, "Available", "") if observation.exists else (FALSE, "NotFound", "does not exist")
+            await self._status(
+                obj, observation, ready=ready, synced=(TRUE, "ReconcileSuccess", "observe only")
+            )
+            return self._poll()
+        if observation.exists and not self._owned(obj, observation):
+            message = "the external resource exists but was not created by this object; it is left alone"
+            await self._record(obj, "NotOwned", message)
+            await self._status(obj, observation, synced=(FALSE, "NotOwned", message))
+            raise TerminalError(message)
+        if not observation.exists:
+            return await self._create(obj, external)
+        if not observation.up_to_date:
+            return await self._update(obj, external, observation)
+        if ANNOTATION_CREATE_SUCCEEDED not in annotations:
+            obj = await self._annotate(
+                obj, {ANNOTATION_CREATE_SUCCEEDED: self._now(), ANNOTATION_CREATE_PENDING: None}
+            )
+        await self._status(
+            obj, observation, ready=(TRUE, "Available", ""), synced=(TRUE, "ReconcileSuccess", "")
+        )
+        return self._poll()
+
+    def _poll(self) -> Result:
+        spread = self.poll_interval * self.poll_jitter
+        return Result(requeue_after=self.poll_interval + spread * (2 * self._random() - 1))
+
+    @staticmethod
+    def _owned(obj: AnyResource, observation: Observation) -> bool:
+        if observation.owner is not None:
+            return observation.owner == obj.metadata.uid
+        annotations = obj.metadata.annotations
+        return ANNOTATION_CREATE_SUCCEEDED in annotations or ANNOTATION_CREATE_PENDING in annotations
+
+    # -- actions -------------------------------------------------------------------------------
+
+    async def _create(self, obj: AnyResource, external: ExternalClient) -> Result | None:
+        annotations = obj.metadata.annotations
+        succeeded = annotations.get(ANNOTATION_CREATE_SUCCEEDED)
+        if succeeded is not None:
+            age = self._wall() - parse_timestamp(succeeded).timestamp()
+            if age < self.creation_grace:
+                reason = "waiting for the external system to show the created resource"
+                await self._status(
+                    obj, ready=(FALSE, "Creating", reason), synced=(TRUE, "ReconcileSuccess", "")
+                )
+                return Result(requeue_after=self.creation_grace - age)
+            await self._record(obj, "DriftDetected", "the external resource was deleted out of band")
+        elif ANNOTATION_CREATE_PENDING in annotations and not self.kind.deterministic_identity:
+            message = (
+                "a create was interrupted before its outcome was recorded, and this kind's external "
+                "identity is not deterministic: the resource may or may not exist. Check the external "
+                f"system, then remove the {ANNOTATION_CREATE_PENDING} annotation to create again"
+            )
+            await self._status(obj, synced=(FALSE, "CreatePendingUnknown", message))
+            raise TerminalError(message)
+        obj = await self._annotate(
+            obj, {ANNOTATION_CREATE_PENDING: self._now(), ANNOTATION_CREATE_SUCCEEDED: None}
+        )
+        await self._record(obj, "CreateRequested", "")
+        try:
+            external_name = await self._call("create", external.create, obj)
+        except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
+            await self._record(obj, "CreateFailed", str(exc))
+            obj = await self._annotate(obj, {ANNOTATION_CREATE_PENDING: None})
+            return await self._failed(obj, exc)
+        done = {ANNOTATION_CREATE_SUCCEEDED: self._now(), ANNOTATION_CREATE_PENDING: None}
+        if external_name:
+            done[ANNOTATION_EXTERNAL_NAME] = external_name
+        obj = await self._annotate(obj, done)
+        await self._record(obj, "CreateSucceeded", "")
+        return await self._settle(obj, external, "Creating")
+
+    async def _update(
+        self, obj: AnyResource, external: ExternalClient, observation: Observation
+    ) -> Result | None:
+        if obj.status.observed_generation == obj.metadata.generation:
+            # The spec has not changed since we last made it so: the world moved.
+            await self._record(
+                obj, "DriftDetected", observation.diff or "the external resource differs from the spec"
+            )
+        await self._record(obj, "UpdateRequested", observation.diff)
+        try:
+            await self._call("update", external.update, obj, observation)
+        except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
+            await self._record(obj, "UpdateFailed", str(exc))
+            return await self._failed(obj, exc)
+        await self._record(obj, "UpdateSucceeded", "")
+        return await self._settle(obj, external, "Updating")
+
+    async def _settle(self, obj: AnyResource, external: ExternalClient, doing: str) -> Result | None:
+        """Observe again after acting, so status tells the truth at once."""
+        observation = await self._observe(obj, external)
+        if observation.exists and observation.up_to_date:
+            await self._status(
+                obj, observation, ready=(TRUE, "Available", ""), synced=(TRUE, "ReconcileSuccess", "")
+            )
+            return self._poll()
+        message = "waiting for the external system to reflect the change"
+        await self._status(
+            obj, observation, ready=(FALSE, doing, message), synced=(TRUE, "ReconcileSuccess", "")
+        )
+        return Result(requeue_after=max(self.creation_grace, 1.0))
+
+    async def _finalize(self, obj: AnyResource, deletion: str, management: str) -> Result | None:
+        if FINALIZER not in obj.metadata.finalizers:
+            return None
+        if deletion == "Delete" and management == "Full":
+            external = await self._connect()
+            observation = await self._observe(obj, external)
+            if observation.exists and not self._owned(obj, observation):
+                await self._record(
+                    obj, "DeleteSkipped", "the external resource is not ours; it is left alone"
+                )
+            elif observation.exists:
+                await self._record(obj, "DeleteRequested", "")
+                try:
+                    await self._call("delete", external.delete, obj)
+                except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
+                    await self._record(obj, "DeleteFailed", str(exc))
+                    return await self._failed(obj, exc)
+                await self._record(obj, "DeleteSucceeded", "")
+                if (await self._observe(obj, external)).exists:
+                    message = "waiting for the external system to finish deleting"
+                    await self._status(
+                        obj, ready=(FALSE, "Deleting", message), synced=(TRUE, "ReconcileSuccess", "")
+                    )
+                    return Result(requeue=True)
+        else:
+            await self._record(obj, "Orphaned", f"deletion policy {deletion}, management policy {management}")
+        await self.client.remove_finalizer(
+            self.kind, obj.metadata.name, FINALIZER, namespace=obj.metadata.namespace, manager=ENGINE_MANAGER
+        )
+        return None
+
+    async def _failed(self, obj: AnyResource, exc: BaseException) -> Result | None:
+        """Say why in Synced, then let the controller retry (or not, for permanent errors)."""
+        permanent = isinstance(exc, PermanentError)
+        reason = "NotOwned" if isinstance(exc, NotOwnedError) else "ReconcileError"
+        try:
+            await self._status(obj, synced=(FALSE, reason, str(exc) or type(exc).__name__))
+        except Exception:
+            LOG.exception("%s: could not record the failure in status", obj.key)
+        if permanent:
+            raise TerminalError(str(exc)) from exc
+        raise exc
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    async def _observe(self, obj: AnyResource, external: ExternalClient) -> Observation:
+        try:
+            observation: Observation = await self._call("observe", external.observe, obj)
+        except Exception as exc:
+            await self._record(obj, "ObserveFailed", str(exc))
+            await self._failed(obj, exc)
+            raise  # pragma: no cover - _failed always raises
+        return observation
+
+    async def _call(self, operation: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """Call the provider in a span, retrying transient errors a few times (tenacity);
+        the controller's queue backs off across reconciles after that."""
+        with self.tracer.start_as_current_span(
+            f"provider.{operation}", attributes={"provider.kind": self.kind.kind}
+        ):
+            retrying = tenacity.AsyncRetrying(
+                stop=tenacity.stop_after_attempt(self.attempts),
+                wait=tenacity.wait_exponential(multiplier=0.01, max=1.0),
+                retry=tenacity.retry_if_exception(_retryable),
+                sleep=self.clock.sleep,
+                reraise=True,
+            )
+            async for attempt in retrying:
+                with attempt:
+                    return await function(*args)
+        raise AssertionError  # pragma: no cover - reraise=True always returns or raises
+
+    async def _record(self, obj: AnyResource, event_type: str, message: str) -> None:
+        with self.tracer.start_as_current_span("store.record", attributes={"event.type": event_type}):
+            await self.client.record(
+                self.kind,
+                obj.metadata.name,
+                event_type,
+                namespace=obj.metadata.namespace,
+                data={"message": message, "generation": obj.metadata.generation} if message else None,
+                manager=ENGINE_MANAGER,
+            )
+
+    async def _annotate(self, obj: AnyResource, changes: dict[str, str | None]) -> AnyResource:
+        with self.tracer.start_as_current_span("store.patch"):
+            return await self.client.patch(
+                self.kind,
+                obj.metadata.name,
+                {"metadata": {"annotations": changes}},
+                namespace=obj.metadata.namespace,
+                manager=ENGINE_MANAGER,
+            )
+
+    async def _status(
+        self,
+        obj: AnyResource,
+        observation: Observation | None = None,
+        *,
+        synced: tuple[ConditionStatus, str, str],
+        ready: tuple[ConditionStatus, str, str] | None = None,
+    ) -> None:
+        now = datetime.datetime.fromtimestamp(self._wall(), datetime.UTC)
+        generation = obj.metadata.generation
+        status = obj.status
+        conditions = status.conditions
+        for type_, value in (("Synced", synced), ("Ready", ready)):
+            if value is not None:
+                condition = Condition(type_, value[0], value[1], value[2], now, generation)
+                conditions = set_condition(conditions, condition)
+        changes: dict[str, Any] = {"conditions": conditions, "observed_generation": generation}
+        if observation is not None and hasattr(status, "at_provider"):
+            changes["at_provider"] = dict(observation.observed)
+        new = attrs.evolve(status, **changes)
+        if new == status:
+            return
+        with self.tracer.start_as_current_span("store.update_status"):
+            await self.client.update_status(attrs.evolve(obj, status=new), manager=ENGINE_MANAGER, force=True)
+
+    def _wall(self) -> float:
+        return self.client.clock()
+
+    def _now(self) -> str:
+        return format_timestamp(datetime.datetime.fromtimestamp(self._wall(), datetime.UTC))

@@ -1,0 +1,117 @@
+"""The provider contract: what a plugin declares and implements (after Crossplane's
+managed resources and Terraform's resource lifecycle).
+
+A :class:`Provider` declares kinds and ``connect(config)`` returns an
+:class:`ExternalClient` with four idempotent calls:
+
+* ``observe(resource)`` reads the external system and never changes it. It says whether
+  the resource exists, whether it matches the spec, what was observed, a human-readable
+  diff, and which owner marker (if any) the external resource carries.
+* ``create(resource)`` creates it, marking it with ``resource.metadata.uid`` where the
+  external system allows; creating one that exists and is ours succeeds. It may return
+  an external name (an id the system chose), which the engine keeps.
+* ``update(resource, observation)`` brings it to the spec.
+* ``delete(resource)`` deletes it; deleting a missing one succeeds.
+
+Everything else (finalizers, the create-pending/succeeded markers that stop a crash from
+leaking or duplicating a resource, deletion and management policies, pause, polling,
+conditions, retries, ownership) is the engine's job, not the plugin's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from reconcile.model.conditions import Status
+from reconcile.model.kinds import Kind
+from reconcile.model.resource import Resource
+
+__all__ = [
+    "ANNOTATION_CREATE_PENDING",
+    "ANNOTATION_CREATE_SUCCEEDED",
+    "ANNOTATION_DELETION_POLICY",
+    "ANNOTATION_EXTERNAL_NAME",
+    "ANNOTATION_MANAGEMENT_POLICY",
+    "ANNOTATION_PAUSED",
+    "DELETION_POLICIES",
+    "FINALIZER",
+    "MANAGEMENT_POLICIES",
+    "ExternalClient",
+    "ManagedStatus",
+    "Observation",
+    "Provider",
+]
+
+#: The finalizer the engine puts on every managed resource it may have to clean up.
+FINALIZER = "reconcile.dev/managed"
+#: The external name (id) of the resource, when the external system chose it.
+ANNOTATION_EXTERNAL_NAME = "reconcile.dev/external-name"
+#: Set (durably) just before create is called, and when it returned.
+ANNOTATION_CREATE_PENDING = "reconcile.dev/external-create-pending"
+ANNOTATION_CREATE_SUCCEEDED = "reconcile.dev/external-create-succeeded"
+#: ``Delete`` (default): deleting the resource deletes the external one. ``Orphan``: keeps it.
+ANNOTATION_DELETION_POLICY = "reconcile.dev/deletion-policy"
+DELETION_POLICIES = ("Delete", "Orphan")
+#: ``Full`` (default): create, update, delete. ``ObserveOnly``: only report what exists.
+ANNOTATION_MANAGEMENT_POLICY = "reconcile.dev/management-policy"
+MANAGEMENT_POLICIES = ("Full", "ObserveOnly")
+#: ``"true"``: the engine does nothing for this resource until it is removed.
+ANNOTATION_PAUSED = "reconcile.dev/paused"
+
+
+@attrs.frozen
+class Observation:
+    """What ``observe`` saw. ``owner`` is the marker found on the external resource
+    (the uid of the resource that created it), None when it carries none."""
+
+    exists: bool
+    up_to_date: bool = True
+    observed: Mapping[str, Any] = attrs.Factory(dict)
+    diff: str = ""
+    owner: str | None = None
+
+
+@attrs.frozen
+class ManagedStatus(Status):
+    """The status of a managed resource: conditions, observed generation, and what the
+    provider observed (``at_provider``)."""
+
+    at_provider: dict[str, Any] = attrs.Factory(dict)
+
+
+class ExternalClient(Protocol):
+    """A connection to one external system."""
+
+    async def observe(self, resource: Resource[Any, Any]) -> Observation:
+        """Read the external resource; never change anything."""
+
+    async def create(self, resource: Resource[Any, Any]) -> str | None:
+        """Create it (idempotent); return its external name when the system chose one."""
+
+    async def update(self, resource: Resource[Any, Any], observation: Observation) -> None:
+        """Bring it to the spec (idempotent)."""
+
+    async def delete(self, resource: Resource[Any, Any]) -> None:
+        """Delete it; a missing one is already deleted."""
+
+    async def close(self) -> None:
+        """Release connections."""
+
+
+class Provider(Protocol):
+    """A plugin: its name, its kinds, and how to connect."""
+
+    @property
+    def name(self) -> str:
+        """A short name (``files``, ``s3``)."""
+
+    @property
+    def kinds(self) -> Sequence[Kind]:
+        """The kinds it manages."""
+
+    async def connect(self, config: Mapping[str, Any]) -> ExternalClient:
+        """Open a client from the provider config (secrets come from the environment or
+        files the config names, never from the event log)."""
