@@ -9,6 +9,7 @@ log (SQLite by default); reads are typed; history is kept::
 """
 
 from reconcile.api import Client, ResourceList, connect
+from reconcile.controller import Controller, Priority, Reconciler, Request, Result, WorkQueue
 from reconcile.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -42,6 +43,8 @@ from reconcile.model import (
     load_manifests,
     read_manifests,
 )
+from reconcile.model.external import ExternalClient, ManagedStatus, Observation, Provider
+from reconcile.runtime import Runtime
 from reconcile.store import SQLiteStore, VerifyReport, open_store
 
 __all__ = [
@@ -51,24 +54,34 @@ __all__ = [
     "Condition",
     "ConditionStatus",
     "ConflictError",
+    "Controller",
     "Event",
     "EventType",
     "ExpiredError",
+    "ExternalClient",
     "FieldChange",
     "FieldError",
     "InvalidError",
     "Kind",
     "KindRegistry",
     "LabelSelector",
+    "ManagedStatus",
     "NotFoundError",
     "NotOwnedError",
     "ObjectKey",
     "ObjectMeta",
+    "Observation",
     "OwnerReference",
     "PermanentError",
+    "Priority",
+    "Provider",
     "ReconcileError",
+    "Reconciler",
+    "Request",
     "Resource",
     "ResourceList",
+    "Result",
+    "Runtime",
     "SQLiteStore",
     "SchemaVersionError",
     "Status",
@@ -76,6 +89,7 @@ __all__ = [
     "TerminalError",
     "TransientError",
     "VerifyReport",
+    "WorkQueue",
     "connect",
     "load_manifests",
     "open_store",

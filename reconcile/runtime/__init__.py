@@ -1,0 +1,8 @@
+"""The runtime layer: the Runtime that wires store, controllers and providers, supervision
+and provider discovery."""
+
+from reconcile.runtime.discovery import discover_providers
+from reconcile.runtime.running import Runtime
+from reconcile.runtime.supervising import Supervisor
+
+__all__ = ["Runtime", "Supervisor", "discover_providers"]

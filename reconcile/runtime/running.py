@@ -1,0 +1,250 @@
+"""The Runtime: store, client, controllers and providers, wired and supervised, in the
+caller's event loop.
+
+    async with Runtime("sqlite:///state.db") as runtime:
+        await runtime.apply(manifest)
+        await runtime.wait_ready("bucket", "photos")
+
+No global state, no threads beyond aiosqlite's, no signal handlers unless asked
+(``handle_signals=True``, for a process whose main job this is, like ``reconcile run``).
+Leaving the ``async with`` drains: controllers stop taking keys, in-flight reconciles
+get ``shutdown_deadline`` seconds to finish, then the store closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+from reconcile.api.client import Client
+from reconcile.controller.clocks import Clock, LoopClock
+from reconcile.controller.controlling import Controller
+from reconcile.controller.managed import ManagedReconciler
+from reconcile.controller.telemetry import Telemetry
+from reconcile.errors import NotFoundError, ReconcileError
+from reconcile.model.conditions import ConditionStatus
+from reconcile.model.events import Event
+from reconcile.model.external import ExternalClient, Provider
+from reconcile.model.kinds import Kind, KindRegistry
+from reconcile.model.meta import DEFAULT_NAMESPACE
+from reconcile.model.resource import Resource
+from reconcile.runtime.discovery import discover_providers
+from reconcile.runtime.supervising import Supervisor
+from reconcile.store.urls import open_store
+
+__all__ = ["Runtime"]
+
+LOG = logging.getLogger("reconcile.runtime")
+
+AnyResource = Resource[Any, Any]
+
+
+class Runtime:
+    """Runs a managed controller for every kind of every provider."""
+
+    def __init__(
+        self,
+        store: str | Path = "sqlite:///reconcile.db",
+        *,
+        providers: Sequence[Provider] | None = None,
+        provider_config: Mapping[str, Mapping[str, Any]] | None = None,
+        kinds: KindRegistry | None = None,
+        clock: Clock | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        workers: int = 16,
+        poll_interval: float = 60.0,
+        poll_jitter: float = 0.1,
+        creation_grace: float = 0.0,
+        resync_period: float | None = 600.0,
+        shutdown_deadline: float = 30.0,
+        telemetry: Telemetry | None = None,
+        handle_signals: bool = False,
+        **store_options: Any,
+    ) -> None:
+        self.store_url = store
+        self._providers = providers
+        self._provider_config = dict(provider_config or {})
+        self._extra_kinds = kinds
+        self.clock = clock or LoopClock()
+        self.wall_clock = wall_clock
+        self.workers = workers
+        self.poll_interval = poll_interval
+        self.poll_jitter = poll_jitter
+        self.creation_grace = creation_grace
+        self.resync_period = resync_period
+        self.shutdown_deadline = shutdown_deadline
+        self.telemetry = telemetry or Telemetry()
+        self.handle_signals = handle_signals
+        self.store_options = store_options
+        self.controllers: dict[str, Controller] = {}
+        self.supervisor = Supervisor(self.clock)
+        self._connections: dict[str, ExternalClient] = {}
+        self._connect_lock = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._client: Client | None = None
+        self._signals: list[signal.Signals] = []
+
+    @property
+    def client(self) -> Client:
+        """The resource API of this runtime's store."""
+        if self._client is None:
+            raise ReconcileError("the runtime is not started")
+        return self._client
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Open the store and start every controller."""
+        providers = list(discover_providers() if self._providers is None else self._providers)
+        registry = KindRegistry(self._extra_kinds or ())
+        for provider in providers:
+            for kind in provider.kinds:
+                registry.register(kind)
+        store = await open_store(self.store_url, clock=self.wall_clock, **self.store_options)
+        self._client = Client(store, registry, clock=self.wall_clock)
+        for provider in providers:
+            for kind in provider.kinds:
+                self._add_controller(provider, kind)
+        if self.handle_signals:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.request_stop)
+                self._signals.append(sig)
+
+    def _add_controller(self, provider: Provider, kind: Kind) -> None:
+        assert self._client is not None
+
+        async def connect() -> ExternalClient:
+            return await self._connect(provider)
+
+        reconciler = ManagedReconciler(
+            self._client,
+            kind,
+            connect,
+            clock=self.clock,
+            poll_interval=self.poll_interval,
+            poll_jitter=self.poll_jitter,
+            creation_grace=self.creation_grace,
+            tracer=self.telemetry.tracer,
+        )
+        name = f"{kind.kind.lower()}.{kind.api_group}"
+        controller = Controller(
+            self._client,
+            kind,
+            reconciler,
+            name=name,
+            workers=self.workers,
+            clock=self.clock,
+            resync_period=self.resync_period,
+            telemetry=self.telemetry,
+        )
+        reconciler.bind(controller.informer)
+        self.controllers[name] = controller
+        self.supervisor.start(name, controller.run)
+
+    async def _connect(self, provider: Provider) -> ExternalClient:
+        async with self._connect_lock:
+            connection = self._connections.get(provider.name)
+            if connection is None:
+                connection = await provider.connect(self._provider_config.get(provider.name, {}))
+                self._connections[provider.name] = connection
+            return connection
+
+    def request_stop(self) -> None:
+        """Ask :meth:`run_until_stopped` to return (what SIGINT and SIGTERM do)."""
+        self._stop.set()
+
+    async def run_until_stopped(self) -> None:
+        """Serve until :meth:`request_stop` (or a signal, with ``handle_signals``)."""
+        await self._stop.wait()
+
+    async def close(self) -> bool:
+        """Drain and stop. Returns False if in-flight reconciles had to be abandoned at the
+        deadline (the log and the external markers keep that safe: a restart resumes)."""
+        loop = asyncio.get_running_loop()
+        for sig in self._signals:
+            loop.remove_signal_handler(sig)
+        self._signals.clear()
+        results = await asyncio.gather(
+            *(c.shutdown(self.shutdown_deadline) for c in self.controllers.values())
+        )
+        await self.supervisor.stop()
+        for connection in self._connections.values():
+            with contextlib.suppress(Exception):
+                await connection.close()
+        self._connections.clear()
+        if self._client is not None:
+            await self._client.store.close()
+            self._client = None
+        return all(results)
+
+    # -- conveniences ----------------------------------------------------------------------------
+
+    async def apply(
+        self, manifest: Mapping[str, Any] | AnyResource, *, manager: str = "reconcile"
+    ) -> AnyResource:
+        """Declare an object (``Client.apply``)."""
+        return await self.client.apply(manifest, manager=manager)
+
+    async def wait_synced(self) -> None:
+        """Wait until every controller's cache holds its first list."""
+        await asyncio.gather(*(c.wait_synced() for c in self.controllers.values()))
+
+    async def wait_ready(
+        self, kind: str | Kind, name: str, *, namespace: str = DEFAULT_NAMESPACE, timeout: float | None = None
+    ) -> AnyResource:
+        """Wait until the object is Ready for its current generation; return it.
+
+        Raises TimeoutError (with the object's last Synced message) after ``timeout``.
+        """
+        last: list[AnyResource] = []
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._ready(kind, name, namespace, last)
+        except TimeoutError:
+            detail = ""
+            if last:
+                synced = last[-1].status.condition("Synced")
+                if synced is not None:
+                    detail = f": Synced={synced.status.value} {synced.reason} {synced.message}".rstrip()
+            raise TimeoutError(f"{kind} {namespace}/{name} was not Ready in time{detail}") from None
+
+    async def _ready(
+        self, kind: str | Kind, name: str, namespace: str, last: list[AnyResource]
+    ) -> AnyResource:
+        since = 0
+        with contextlib.suppress(NotFoundError):
+            obj = await self.client.get(kind, name, namespace=namespace)
+            last.append(obj)
+            if _is_ready(obj):
+                return obj
+            since = obj.metadata.resource_version or 0
+        async for event in self.client.watch(kind, namespace=namespace, since=since):
+            if not isinstance(event, Event) or event.key.name != name or event.object is None:
+                continue
+            last.append(event.object)
+            if _is_ready(event.object):
+                return event.object
+        raise ReconcileError("the store closed while waiting")
+
+
+def _is_ready(obj: AnyResource) -> bool:
+    ready = obj.status.condition("Ready") if hasattr(obj.status, "condition") else None
+    return (
+        ready is not None
+        and ready.status == ConditionStatus.TRUE
+        and obj.status.observed_generation == obj.metadata.generation
+    )
