@@ -59,6 +59,7 @@ class Controller:
         read_your_writes_timeout: float = 5.0,
         telemetry: Telemetry | None = None,
         random_source: Callable[[], float] = random.random,
+        ignore_actors: frozenset[str] = frozenset(),
     ) -> None:
         self.client = client
         self.kind = kind
@@ -73,6 +74,7 @@ class Controller:
         self.read_your_writes_timeout = read_your_writes_timeout
         self.telemetry = telemetry or Telemetry()
         self._random = random_source
+        self.ignore_actors = ignore_actors
         self._written: dict[ObjectKey, int] = {}
         self._triggers: dict[ObjectKey, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -89,6 +91,8 @@ class Controller:
         self.queue.add(key, priority)
 
     def _on_change(self, event: InformerEvent) -> None:
+        if event.actor is not None and event.actor in self.ignore_actors and event.type != "deleted":
+            return
         self.enqueue(event.key, Priority.CHANGE)
 
     def _on_write(self, key: ObjectKey, revision: int) -> None:

@@ -47,6 +47,8 @@ class InformerEvent:
     key: ObjectKey
     old: AnyResource | None
     new: AnyResource | None
+    #: Who made the change (the field manager), or None when a relist found it.
+    actor: str | None = None
 
 
 @attrs.frozen
@@ -183,12 +185,12 @@ class Informer:
     def _apply(self, event: Event) -> None:
         key = event.key
         if event.type == EventType.DELETED:
-            self._delete(key)
+            self._delete(key, event.actor)
         elif event.object is not None:
-            self._put(key, event.object)
+            self._put(key, event.object, event.actor)
         self._advance(event.revision)
 
-    def _put(self, key: ObjectKey, obj: AnyResource) -> None:
+    def _put(self, key: ObjectKey, obj: AnyResource, actor: str | None = None) -> None:
         old = self._objects.get(key)
         if old is not None:
             new_version = obj.metadata.resource_version or 0
@@ -197,13 +199,13 @@ class Informer:
             self._unindex(key, old)
         self._objects[key] = obj
         self._index(key, obj)
-        self._notify(InformerEvent("added" if old is None else "modified", key, old, obj))
+        self._notify(InformerEvent("added" if old is None else "modified", key, old, obj, actor))
 
-    def _delete(self, key: ObjectKey) -> None:
+    def _delete(self, key: ObjectKey, actor: str | None = None) -> None:
         old = self._objects.pop(key, None)
         if old is not None:
             self._unindex(key, old)
-            self._notify(InformerEvent("deleted", key, old, None))
+            self._notify(InformerEvent("deleted", key, old, None, actor))
 
     def _index(self, key: ObjectKey, obj: AnyResource) -> None:
         for pair in obj.metadata.labels.items():

@@ -68,6 +68,8 @@ LOG = logging.getLogger("reconcile.managed")
 ENGINE_MANAGER = "reconcile-engine"
 AnyResource = Resource[Any, Any]
 TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
+#: How soon to look again when the external system has not yet caught up with an action.
+_SETTLE_POLL = 1.0
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -189,7 +191,7 @@ class ManagedReconciler:
                 await self._status(
                     obj, ready=(FALSE, "Creating", reason), synced=(TRUE, "ReconcileSuccess", "")
                 )
-                return Result(requeue_after=self.creation_grace - age)
+                return Result(requeue_after=min(_SETTLE_POLL, self.creation_grace - age))
             await self._record(obj, "DriftDetected", "the external resource was deleted out of band")
         elif ANNOTATION_CREATE_PENDING in annotations and not self.kind.deterministic_identity:
             message = (
@@ -245,7 +247,7 @@ class ManagedReconciler:
         await self._status(
             obj, observation, ready=(FALSE, doing, message), synced=(TRUE, "ReconcileSuccess", "")
         )
-        return Result(requeue_after=max(self.creation_grace, 1.0))
+        return Result(requeue_after=_SETTLE_POLL)
 
     async def _finalize(self, obj: AnyResource, deletion: str, management: str) -> Result | None:
         if FINALIZER not in obj.metadata.finalizers:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections.abc
 import datetime
 import difflib
+import enum
 import re
 import typing
 from typing import Any
@@ -55,7 +56,16 @@ class StrictTypeError(TypeError):
 
 
 def _strict(expected: type, name: str) -> Any:
-    def structure(value: object, _: object) -> object:
+    def structure(value: object, type_: Any) -> object:
+        if type_ is not expected and isinstance(type_, type) and issubclass(type_, enum.Enum):
+            # A hook registered for str also catches StrEnum fields: give them their enum.
+            if not isinstance(value, str | int) or isinstance(value, bool):
+                raise StrictTypeError(f"expected {name}, got {_type_name(value)}")
+            try:
+                return type_(value)
+            except ValueError:
+                allowed = ", ".join(repr(member.value) for member in type_)
+                raise StrictTypeError(f"must be one of {allowed}") from None
         if isinstance(value, bool) and expected is not bool:
             raise StrictTypeError(f"expected {name}, got boolean")
         if expected is float and isinstance(value, int):

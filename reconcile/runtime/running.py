@@ -25,7 +25,7 @@ from typing import Any, Self
 from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.controlling import Controller
-from reconcile.controller.managed import ManagedReconciler
+from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
 from reconcile.controller.telemetry import Telemetry
 from reconcile.errors import NotFoundError, ReconcileError
 from reconcile.model.conditions import ConditionStatus
@@ -61,6 +61,7 @@ class Runtime:
         poll_interval: float = 60.0,
         poll_jitter: float = 0.1,
         creation_grace: float = 0.0,
+        provider_attempts: int = 3,
         resync_period: float | None = 600.0,
         shutdown_deadline: float = 30.0,
         telemetry: Telemetry | None = None,
@@ -77,6 +78,7 @@ class Runtime:
         self.poll_interval = poll_interval
         self.poll_jitter = poll_jitter
         self.creation_grace = creation_grace
+        self.provider_attempts = provider_attempts
         self.resync_period = resync_period
         self.shutdown_deadline = shutdown_deadline
         self.telemetry = telemetry or Telemetry()
@@ -138,6 +140,7 @@ class Runtime:
             poll_interval=self.poll_interval,
             poll_jitter=self.poll_jitter,
             creation_grace=self.creation_grace,
+            attempts=self.provider_attempts,
             tracer=self.telemetry.tracer,
         )
         name = f"{kind.kind.lower()}.{kind.api_group}"
@@ -150,6 +153,10 @@ class Runtime:
             clock=self.clock,
             resync_period=self.resync_period,
             telemetry=self.telemetry,
+            # The engine never needs its own writes (finalizer, markers, status) to
+            # trigger it: each reconcile ends with its own requeue. Reacting to them
+            # would turn every failed attempt into an immediate next attempt.
+            ignore_actors=frozenset({ENGINE_MANAGER}),
         )
         reconciler.bind(controller.informer)
         self.controllers[name] = controller
@@ -178,6 +185,7 @@ class Runtime:
         for sig in self._signals:
             loop.remove_signal_handler(sig)
         self._signals.clear()
+        self.supervisor.stopping = True
         results = await asyncio.gather(
             *(c.shutdown(self.shutdown_deadline) for c in self.controllers.values())
         )

@@ -1,0 +1,399 @@
+"""The managed reconciler end to end: Runtime + in-memory provider, on a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconcile import Runtime
+from reconcile.errors import PermanentError, TransientError
+from reconcile.model.external import (
+    ANNOTATION_CREATE_PENDING,
+    ANNOTATION_DELETION_POLICY,
+    ANNOTATION_MANAGEMENT_POLICY,
+    ANNOTATION_PAUSED,
+    FINALIZER,
+)
+from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
+
+DEADLINE = 20.0
+POLL = 60.0
+
+
+def bucket(name: str, value: str = "v", **metadata: Any) -> dict[str, Any]:
+    """A Bucket manifest whose external id is its name."""
+    return {
+        "api_version": "memory.reconcile.dev/v1",
+        "kind": "Bucket",
+        "metadata": {"name": name, **metadata},
+        "spec": {"name": name, "value": value},
+    }
+
+
+async def settle(predicate: Callable[[], bool]) -> None:
+    """Yield to the loop until ``predicate()`` holds, failing after a real deadline."""
+    async with asyncio.timeout(DEADLINE):
+        while not predicate():  # noqa: ASYNC110 - yields to the loop; time is fake
+            await asyncio.sleep(0)
+
+
+async def idle(runtime: Runtime) -> None:
+    """Wait until no controller has work queued or in flight (delayed keys aside)."""
+    for _ in range(3):
+        for controller in runtime.controllers.values():
+            await settle(
+                lambda c=controller: c.queue.statistics().depth == 0 and c.queue.statistics().processing == 0
+            )
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+
+@pytest.fixture
+def cloud(clock: FakeClock) -> MemoryCloud:
+    """The fake external system."""
+    return MemoryCloud(clock=clock)
+
+
+@contextlib.asynccontextmanager
+async def started(db: Path, cloud: MemoryCloud, clock: FakeClock, **options: Any) -> AsyncIterator[Runtime]:
+    """A Runtime over the memory provider, on the fake clock."""
+    runtime = Runtime(
+        db, providers=[MemoryProvider(cloud)], clock=clock, wall_clock=clock, poll_interval=POLL, **options
+    )
+    async with runtime:
+        await asyncio.wait_for(runtime.wait_synced(), DEADLINE)
+        yield runtime
+
+
+async def ready(runtime: Runtime, name: str, kind: str = "bucket") -> Any:
+    """Wait until the object is Ready."""
+    return await runtime.wait_ready(kind, name, timeout=DEADLINE)
+
+
+class TestConvergence:
+    """Create, converge, stay converged."""
+
+    async def test_thousand_resources_converge(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """1,000 buckets reach Ready, each created exactly once."""
+        async with started(db_path, cloud, clock) as runtime:
+            await asyncio.gather(*(runtime.apply(bucket(f"b{i:04d}", str(i))) for i in range(1000)))
+            for i in range(1000):
+                obj = await ready(runtime, f"b{i:04d}")
+                assert obj.status.at_provider["value"] == str(i)
+            assert len(cloud.items) == 1000
+            assert cloud.calls["create"] == 1000
+
+    async def test_second_pass_writes_nothing(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """A poll of converged resources observes again but writes nowhere."""
+        async with started(db_path, cloud, clock) as runtime:
+            for i in range(20):
+                await runtime.apply(bucket(f"b{i}"))
+            for i in range(20):
+                await ready(runtime, f"b{i}")
+            await idle(runtime)
+            writes, revision, observes = cloud.writes, await runtime.client.revision(), cloud.calls["observe"]
+            clock.advance(POLL * 1.2)
+            await settle(lambda: cloud.calls["observe"] >= observes + 20)
+            await idle(runtime)
+            assert cloud.writes == writes
+            assert await runtime.client.revision() == revision
+
+    async def test_history_tells_the_story(self, db_path: Path, cloud: MemoryCloud, clock: FakeClock) -> None:
+        """The log holds the create's request, success and the resulting status."""
+        async with started(db_path, cloud, clock) as runtime:
+            await runtime.apply(bucket("b"))
+            await ready(runtime, "b")
+            types = [e.type for e in await runtime.client.history("bucket", "b")]
+        assert types.index("CreateRequested") < types.index("CreateSucceeded") < types.index("StatusChanged")
+        assert "FinalizerAdded" in types
+
+
+class TestDrift:
+    """Out-of-band changes are repaired on the next poll."""
+
+    async def test_drift_is_repaired_within_a_poll(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """A value changed by hand is set back and recorded as DriftDetected with the diff."""
+        async with started(db_path, cloud, clock) as runtime:
+            await runtime.apply(bucket("b", "good"))
+            await ready(runtime, "b")
+            await idle(runtime)
+            cloud.tamper("b", "evil")
+            clock.advance(POLL * 1.11)
+            await settle(lambda: cloud.items["b"].value == "good")
+            await idle(runtime)
+            events = await runtime.client.history("bucket", "b")
+        drift = [e for e in events if e.type == "DriftDetected"]
+        assert drift
+        assert drift[-1].data is not None
+        assert "'evil' -> 'good'" in drift[-1].data["message"]
+
+    async def test_out_of_band_deletion_is_recreated(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """An item deleted by hand comes back."""
+        async with started(db_path, cloud, clock) as runtime:
+            await runtime.apply(bucket("b"))
+            await ready(runtime, "b")
+            await idle(runtime)
+            cloud.remove("b")
+            clock.advance(POLL * 1.11)
+            await settle(lambda: "b" in cloud.items)
+            assert cloud.items["b"].owner == (await runtime.client.get("bucket", "b")).metadata.uid
+
+
+class TestFailures:
+    """Failures are classified, shown, and retried at the right pace."""
+
+    async def test_permanent_failure_blocks_nothing_else(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """A permanently failing bucket shows Synced=False with the reason; others converge;
+        it is not retried until its spec changes."""
+        cloud.break_item("bad", PermanentError("quota exceeded"))
+        async with started(db_path, cloud, clock, resync_period=None) as runtime:
+            await runtime.apply(bucket("bad"))
+            for i in range(5):
+                await runtime.apply(bucket(f"ok{i}"))
+            for i in range(5):
+                await ready(runtime, f"ok{i}")
+            await idle(runtime)
+            obj = await runtime.client.get("bucket", "bad")
+            synced = obj.status.condition("Synced")
+            assert synced is not None
+            assert (synced.status.value, synced.reason, synced.message) == (
+                "False",
+                "ReconcileError",
+                "quota exceeded",
+            )
+            attempts = cloud.calls["create"]
+            clock.advance(3600)
+            await idle(runtime)
+            assert cloud.calls["create"] == attempts, "no retry of a permanent failure"
+            del cloud.broken["bad"]
+            await runtime.apply(bucket("bad", "new"))
+            await ready(runtime, "bad")
+
+    async def test_transient_failures_back_off(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """A transient failure is retried at 5, 10, 20 ms... of fake time, never without time
+        passing (one provider attempt per reconcile here, so every retry is the queue's)."""
+        cloud.break_item("flaky", TransientError("throttled"))
+        attempts: list[float] = []
+        enter = cloud.enter
+
+        async def counting(operation: str) -> None:
+            if operation == "create":
+                attempts.append(clock.now())
+            await enter(operation)
+
+        cloud.enter = counting  # type: ignore[method-assign]
+        async with started(db_path, cloud, clock, provider_attempts=1) as runtime:
+            await runtime.apply(bucket("flaky"))
+            await settle(lambda: len(attempts) == 1)
+            await idle(runtime)
+            for _ in range(50):
+                await asyncio.sleep(0)
+            assert len(attempts) == 1, "no retry without time passing: no hot loop"
+            while len(attempts) < 9:
+                await idle(runtime)
+                deadline = clock.next_deadline()
+                assert deadline is not None, "a retry is always scheduled"
+                clock.advance(deadline - clock.now())
+                before = len(attempts)
+                await settle(lambda before=before: len(attempts) > before)
+            gaps = [b - a for a, b in itertools.pairwise(attempts)]
+            assert gaps == pytest.approx([0.005 * 2**i for i in range(8)], rel=1e-3)
+            synced = (await runtime.client.get("bucket", "flaky")).status.condition("Synced")
+            assert synced is not None
+            assert synced.message == "throttled"
+            await idle(runtime)
+            del cloud.broken["flaky"]
+            clock.advance(120)
+            await ready(runtime, "flaky")
+
+
+class TestDeletion:
+    """Deletion policy."""
+
+    async def test_delete_removes_external_and_finalizer(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """Deleting the resource deletes the item, then the object."""
+        async with started(db_path, cloud, clock) as runtime:
+            obj = await runtime.apply(bucket("b"))
+            obj = await ready(runtime, "b")
+            assert FINALIZER in obj.metadata.finalizers
+            await runtime.client.delete("bucket", "b")
+            await settle(lambda: "b" not in cloud.items)
+            await idle(runtime)
+            with pytest.raises(Exception, match="not found"):
+                await runtime.client.get("bucket", "b")
+            types = [e.type for e in await runtime.client.history("bucket", "b")]
+        assert types[-3:] == ["DeleteRequested", "DeleteSucceeded", "Deleted"]
+
+    async def test_orphan_leaves_external(self, db_path: Path, cloud: MemoryCloud, clock: FakeClock) -> None:
+        """With deletion policy Orphan the item stays."""
+        async with started(db_path, cloud, clock) as runtime:
+            await runtime.apply(bucket("b", annotations={ANNOTATION_DELETION_POLICY: "Orphan"}))
+            await ready(runtime, "b")
+            await runtime.client.delete("bucket", "b")
+            await settle(
+                lambda: not runtime.controllers["bucket.memory.reconcile.dev"].informer.cached_keys()
+            )
+        assert "b" in cloud.items
+        assert cloud.calls["delete"] == 0
+
+
+class TestOwnership:
+    """What we did not create, we never touch."""
+
+    async def test_not_owned_is_left_alone(self, db_path: Path, cloud: MemoryCloud, clock: FakeClock) -> None:
+        """A pre-existing item with the same id: Synced=False NotOwned, unchanged, and kept on delete."""
+        cloud.plant("b", "theirs", owner="someone-else")
+        async with started(db_path, cloud, clock, resync_period=None) as runtime:
+            await runtime.apply(bucket("b", "mine"))
+            await settle(lambda: cloud.calls["observe"] >= 1)
+            await idle(runtime)
+            synced = (await runtime.client.get("bucket", "b")).status.condition("Synced")
+            assert synced is not None
+            assert synced.reason == "NotOwned"
+            await runtime.client.delete("bucket", "b")
+            await settle(
+                lambda: not runtime.controllers["bucket.memory.reconcile.dev"].informer.cached_keys()
+            )
+        assert cloud.items["b"].value == "theirs"
+        assert cloud.writes == 0
+
+    async def test_unmarked_pre_existing_is_not_adopted(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """An item without any owner marker that we have no record of creating is not ours."""
+        cloud.plant("b", "theirs")
+        async with started(db_path, cloud, clock, resync_period=None) as runtime:
+            await runtime.apply(bucket("b", "mine"))
+            await settle(lambda: cloud.calls["observe"] >= 1)
+            await idle(runtime)
+            synced = (await runtime.client.get("bucket", "b")).status.condition("Synced")
+        assert synced is not None
+        assert synced.reason == "NotOwned"
+        assert cloud.items["b"].value == "theirs"
+
+
+class TestCrashBetweenCreateAndRecord:
+    """A create whose outcome was never recorded neither leaks nor duplicates."""
+
+    async def test_deterministic_identity_is_adopted(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """Pending marker + our item exists: the engine records success; no second create."""
+        async with started(db_path, cloud, clock, resync_period=None) as runtime:
+            obj = await runtime.client.apply(
+                bucket("b", annotations={ANNOTATION_CREATE_PENDING: "x", ANNOTATION_PAUSED: "true"})
+            )
+            cloud.plant("b", "v", owner=obj.metadata.uid)  # the create happened, then the crash
+            await runtime.client.patch(
+                "bucket", "b", {"metadata": {"annotations": {ANNOTATION_PAUSED: None}}}
+            )
+            await ready(runtime, "b")
+        assert cloud.calls["create"] == 0
+        assert len(cloud.items) == 1
+
+    async def test_deterministic_identity_retries_create(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """Pending marker and no item: the create is retried (it is idempotent)."""
+        async with started(db_path, cloud, clock, resync_period=None) as runtime:
+            await runtime.client.apply(bucket("b", annotations={ANNOTATION_CREATE_PENDING: "x"}))
+            await ready(runtime, "b")
+        assert len(cloud.items) == 1
+
+    async def test_nondeterministic_identity_stops(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """Pending marker, no external name: the engine stops with CreatePendingUnknown."""
+        note = {
+            "api_version": "memory.reconcile.dev/v1",
+            "kind": "Note",
+            "metadata": {"name": "n", "annotations": {ANNOTATION_CREATE_PENDING: "x"}},
+            "spec": {"text": "hello"},
+        }
+        async with started(db_path, cloud, clock, resync_period=None) as runtime:
+            await runtime.client.apply(note)
+            await settle(lambda: cloud.calls["observe"] >= 1)
+            await idle(runtime)
+            synced = (await runtime.client.get("note", "n")).status.condition("Synced")
+        assert synced is not None
+        assert synced.reason == "CreatePendingUnknown"
+        assert cloud.calls["create"] == 0
+
+
+class TestPolicies:
+    """Observe-only and pause."""
+
+    async def test_observe_only(self, db_path: Path, cloud: MemoryCloud, clock: FakeClock) -> None:
+        """ObserveOnly reports what exists and never writes, not even a finalizer."""
+        cloud.plant("b", "theirs")
+        async with started(db_path, cloud, clock) as runtime:
+            await runtime.apply(
+                bucket("b", "mine", annotations={ANNOTATION_MANAGEMENT_POLICY: "ObserveOnly"})
+            )
+            obj = await ready(runtime, "b")
+        assert obj.status.at_provider["value"] == "theirs"
+        assert obj.metadata.finalizers == ()
+        assert cloud.writes == 0
+
+    async def test_paused(self, db_path: Path, cloud: MemoryCloud, clock: FakeClock) -> None:
+        """A paused resource is not touched; Synced says why."""
+        async with started(db_path, cloud, clock) as runtime:
+            await runtime.apply(bucket("b", annotations={ANNOTATION_PAUSED: "true"}))
+            await settle(
+                lambda: runtime.controllers["bucket.memory.reconcile.dev"].queue.statistics().adds >= 1
+            )
+            await idle(runtime)
+            synced = (await runtime.client.get("bucket", "b")).status.condition("Synced")
+        assert synced is not None
+        assert synced.reason == "ReconcilePaused"
+        assert cloud.calls["observe"] == 0
+
+    async def test_eventual_consistency_with_grace(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """A created item invisible for a while is not created twice within the grace period."""
+        cloud.visibility_delay = 5
+        async with started(db_path, cloud, clock, creation_grace=10) as runtime:
+            await runtime.apply(bucket("b"))
+            await settle(lambda: cloud.calls["create"] == 1)
+            await idle(runtime)
+            for _ in range(6):
+                clock.advance(1)
+                await idle(runtime)
+            await ready(runtime, "b")
+        assert cloud.calls["create"] == 1
+
+    async def test_transient_errors_retried_within_a_reconcile(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """Two transient observe failures are absorbed by tenacity inside one reconcile."""
+        cloud.fail_next("observe", TransientError("blip"), TransientError("blip"))
+        async with started(db_path, cloud, clock, resync_period=None) as runtime:
+            await runtime.apply(bucket("b"))
+            for _ in range(2):
+                await settle(lambda: clock.sleepers > 0)
+                clock.advance(1.0)
+            await ready(runtime, "b")
+            history = [e.type for e in await runtime.client.history("bucket", "b")]
+        assert "ObserveFailed" not in history
+        assert cloud.calls["create"] == 1
