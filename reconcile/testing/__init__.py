@@ -4,6 +4,7 @@
 * Example kinds (``Widget``, ``RecordSet``) for the resource API.
 * :class:`MemoryProvider` over a :class:`MemoryCloud` that can be slow, flaky, eventually
   consistent, and changed behind the engine's back.
+* :mod:`reconcile.testing.conformance` -- the checks every provider must pass.
 """
 
 from reconcile.testing.clocks import FakeClock

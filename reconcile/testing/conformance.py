@@ -1,0 +1,441 @@
+"""The conformance kit: what every provider must do, checked the same way for all.
+
+A provider author describes how to reach behind the engine's back (:class:`Outside`) and
+how to write a manifest, then runs every check in :data:`CHECKS`::
+
+    @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+    async def test_conformance(check, tmp_path):
+        await check(Harness(MyProvider(), MyOutside(), my_manifest, tmp_path / "state.db"))
+
+Each check starts a :class:`~reconcile.Runtime` with only that provider, on a
+:class:`FakeClock` (polls happen when the check advances time), and asserts one rule:
+
+* apply converges, and a second pass (a poll) performs no external write;
+* out-of-band deletion is recreated; out-of-band drift is repaired;
+* delete removes the external resource and clears the finalizer; ``Orphan`` keeps it;
+* create and delete are idempotent when repeated; observe changes nothing;
+* a crash between create and recording it neither leaks nor duplicates;
+* a resource that exists but is not ours is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+
+from reconcile.errors import NotFoundError
+from reconcile.model.external import (
+    ANNOTATION_CREATE_PENDING,
+    ANNOTATION_DELETION_POLICY,
+    ANNOTATION_PAUSED,
+    FINALIZER,
+    ExternalClient,
+    Observation,
+    Provider,
+)
+from reconcile.model.kinds import Kind
+from reconcile.model.resource import Resource
+from reconcile.runtime.running import Runtime
+from reconcile.testing.clocks import FakeClock
+
+__all__ = ["CHECKS", "CountingClient", "Harness", "Outside"]
+
+AnyResource = Resource[Any, Any]
+POLL = 60.0
+DEADLINE = 60.0  # real seconds: only a hang comes near this
+FAKE_PATIENCE = 200  # fake seconds a check lets the engine take
+
+
+class Outside(Protocol):
+    """The external system, reached directly (not through the engine)."""
+
+    async def exists(self, resource: AnyResource) -> bool:
+        """Whether the resource's external counterpart exists."""
+
+    async def delete(self, resource: AnyResource) -> None:
+        """Delete it out of band."""
+
+    async def drift(self, resource: AnyResource) -> None:
+        """Change it out of band so that observe reports it out of date."""
+
+    async def plant_foreign(self, manifest: Mapping[str, Any]) -> None:
+        """Create, as somebody else would, the external resource this manifest names."""
+
+    async def count(self) -> int:
+        """How many external resources exist (to find leaks and duplicates)."""
+
+
+class CountingClient:
+    """Wraps a provider's client and counts its calls."""
+
+    def __init__(self, inner: ExternalClient) -> None:
+        self.inner = inner
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    @property
+    def writes(self) -> int:
+        """create + update + delete calls."""
+        return self.calls["create"] + self.calls["update"] + self.calls["delete"]
+
+    async def observe(self, resource: AnyResource) -> Observation:
+        """Counted observe."""
+        self.calls["observe"] += 1
+        return await self.inner.observe(resource)
+
+    async def create(self, resource: AnyResource) -> str | None:
+        """Counted create."""
+        self.calls["create"] += 1
+        return await self.inner.create(resource)
+
+    async def update(self, resource: AnyResource, observation: Observation) -> None:
+        """Counted update."""
+        self.calls["update"] += 1
+        await self.inner.update(resource, observation)
+
+    async def delete(self, resource: AnyResource) -> None:
+        """Counted delete."""
+        self.calls["delete"] += 1
+        await self.inner.delete(resource)
+
+    async def close(self) -> None:
+        """Close the inner client."""
+        await self.inner.close()
+
+
+class _CountingProvider:
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.client: CountingClient | None = None
+
+    @property
+    def kinds(self) -> Sequence[Kind]:
+        return self.inner.kinds
+
+    async def connect(self, config: Mapping[str, Any]) -> ExternalClient:
+        self.client = CountingClient(await self.inner.connect(config))
+        return self.client
+
+
+@attrs.define
+class Harness:
+    """One provider under test: how to reach its system, and a manifest per name."""
+
+    provider: Provider
+    outside: Outside
+    manifest: Callable[[str], dict[str, Any]]
+    store: Path
+    config: Mapping[str, Any] = attrs.Factory(dict)
+    clock: FakeClock = attrs.Factory(FakeClock)
+    runtime: Runtime | None = None
+    _counting: _CountingProvider | None = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Runtime]:
+        """A Runtime with only this provider, on the fake clock."""
+        self._counting = _CountingProvider(self.provider)
+        runtime = Runtime(
+            self.store,
+            providers=[self._counting],
+            provider_config={self.provider.name: self.config},
+            clock=self.clock,
+            wall_clock=self.clock,
+            poll_interval=POLL,
+            resync_period=None,
+        )
+        async with runtime:
+            await asyncio.wait_for(runtime.wait_synced(), DEADLINE)
+            self.runtime = runtime
+            yield runtime
+        self.runtime = None
+
+    @property
+    def calls(self) -> collections.Counter[str]:
+        """The engine's calls to the provider so far, by operation."""
+        if self._counting is None or self._counting.client is None:
+            return collections.Counter()
+        return self._counting.client.calls
+
+    @property
+    def writes(self) -> int:
+        """External writes the engine made so far."""
+        return self.calls["create"] + self.calls["update"] + self.calls["delete"]
+
+    async def connect(self) -> ExternalClient:
+        """A client of the provider, outside the engine."""
+        return await self.provider.connect(self.config)
+
+    def kind_name(self, manifest: Mapping[str, Any]) -> str:
+        """The manifest's kind."""
+        return str(manifest["kind"])
+
+    async def idle(self) -> None:
+        """Let every controller finish what is queued or in flight."""
+        assert self.runtime is not None
+        async with asyncio.timeout(DEADLINE):
+            for _ in range(3):
+                for controller in self.runtime.controllers.values():
+                    stats = controller.queue.statistics
+                    while stats().depth or stats().processing:  # noqa: ASYNC110 - yields; time is fake
+                        await asyncio.sleep(0)
+                for _ in range(20):
+                    await asyncio.sleep(0)
+
+    async def until(self, predicate: Callable[[], Awaitable[bool]]) -> None:
+        """Let the engine run, advancing the clock a second at a time, until it holds;
+        fail after ``FAKE_PATIENCE`` seconds of fake time."""
+        async with asyncio.timeout(DEADLINE):
+            for _ in range(FAKE_PATIENCE):
+                await self.idle()
+                if await predicate():
+                    return
+                self.clock.advance(1.0)
+        what = getattr(predicate, "__name__", "the condition")
+        msg = f"{what} did not hold within {FAKE_PATIENCE} s of fake time"
+        raise AssertionError(msg)
+
+    async def ready(self, name: str, manifest: Mapping[str, Any]) -> AnyResource:
+        """Wait until Ready, letting time pass as needed (eventual consistency)."""
+        assert self.runtime is not None
+        runtime = self.runtime
+        kind = self.kind_name(manifest)
+        namespace = manifest.get("metadata", {}).get("namespace", "default")
+
+        async def is_ready() -> bool:
+            try:
+                obj = await runtime.client.get(kind, name, namespace=namespace)
+            except NotFoundError:
+                return False
+            ready = obj.status.condition("Ready")
+            return bool(
+                ready is not None
+                and ready.status.value == "True"
+                and obj.status.observed_generation == obj.metadata.generation
+            )
+
+        await self.until(is_ready)
+        return await runtime.client.get(kind, name, namespace=namespace)
+
+
+# -- the checks -------------------------------------------------------------------------------
+
+
+async def check_converges_and_second_pass_writes_nothing(h: Harness) -> None:
+    """Apply converges; a later poll observes again and writes nothing, anywhere."""
+    manifest = h.manifest("conf-a")
+    async with h.running() as runtime:
+        await runtime.apply(manifest)
+        obj = await h.ready("conf-a", manifest)
+        assert await h.outside.exists(obj), "the external resource exists once Ready"
+        await h.idle()
+        writes, revision = h.writes, await runtime.client.revision()
+        h.clock.advance(POLL * 1.2)
+        await h.idle()
+        assert h.writes == writes, "a poll of an up-to-date resource made an external write"
+        assert await runtime.client.revision() == revision, "a no-op reconcile wrote to the log"
+
+
+async def check_out_of_band_deletion_is_recreated(h: Harness) -> None:
+    """An external resource deleted by hand comes back on the next poll."""
+    manifest = h.manifest("conf-b")
+    async with h.running() as runtime:
+        await runtime.apply(manifest)
+        obj = await h.ready("conf-b", manifest)
+        await h.idle()
+        await h.outside.delete(obj)
+        h.clock.advance(POLL * 1.2)
+
+        async def back() -> bool:
+            return await h.outside.exists(obj)
+
+        await h.until(back)
+        await h.ready("conf-b", manifest)
+
+
+async def check_drift_is_repaired(h: Harness) -> None:
+    """An external resource changed by hand is set back and recorded as DriftDetected."""
+    manifest = h.manifest("conf-c")
+    async with h.running() as runtime:
+        await runtime.apply(manifest)
+        obj = await h.ready("conf-c", manifest)
+        await h.idle()
+        await h.outside.drift(obj)
+        h.clock.advance(POLL * 1.2)
+        kind = h.kind_name(manifest)
+
+        async def repaired() -> bool:
+            history = await runtime.client.history(kind, "conf-c")
+            return any(e.type == "UpdateSucceeded" for e in history)
+
+        await h.until(repaired)
+        types = [e.type for e in await runtime.client.history(kind, "conf-c")]
+        assert "DriftDetected" in types
+        await h.ready("conf-c", manifest)
+
+
+async def check_delete_removes_external_and_finalizer(h: Harness) -> None:
+    """Deleting the resource deletes the external one, then the object."""
+    manifest = h.manifest("conf-d")
+    async with h.running() as runtime:
+        await runtime.apply(manifest)
+        obj = await h.ready("conf-d", manifest)
+        assert FINALIZER in obj.metadata.finalizers
+        kind = h.kind_name(manifest)
+        await runtime.client.delete(kind, "conf-d", namespace=obj.metadata.namespace)
+
+        async def gone() -> bool:
+            try:
+                await runtime.client.get(kind, "conf-d", namespace=obj.metadata.namespace)
+            except NotFoundError:
+                return True
+            return False
+
+        await h.until(gone)
+        assert not await h.outside.exists(obj)
+
+
+async def check_orphan_leaves_external(h: Harness) -> None:
+    """With deletion policy Orphan the external resource outlives the object."""
+    manifest = h.manifest("conf-e")
+    manifest.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_DELETION_POLICY] = "Orphan"
+    async with h.running() as runtime:
+        await runtime.apply(manifest)
+        obj = await h.ready("conf-e", manifest)
+        kind = h.kind_name(manifest)
+        await runtime.client.delete(kind, "conf-e", namespace=obj.metadata.namespace)
+
+        async def gone() -> bool:
+            try:
+                await runtime.client.get(kind, "conf-e", namespace=obj.metadata.namespace)
+            except NotFoundError:
+                return True
+            return False
+
+        await h.until(gone)
+        assert await h.outside.exists(obj)
+        assert h.calls["delete"] == 0
+
+
+async def check_create_and_delete_are_idempotent(h: Harness) -> None:
+    """create twice makes one resource; delete twice succeeds."""
+    manifest = h.manifest("conf-f")
+    async with h.running() as runtime:
+        paused = {**manifest, "metadata": {**manifest.get("metadata", {})}}
+        paused["metadata"]["annotations"] = {
+            **paused["metadata"].get("annotations", {}),
+            ANNOTATION_PAUSED: "true",
+        }
+        obj = await runtime.apply(paused)
+        client = await h.connect()
+        before = await h.outside.count()
+        name = await client.create(obj)
+        if name:
+            obj = await runtime.client.patch(
+                h.kind_name(manifest),
+                "conf-f",
+                {"metadata": {"annotations": {"reconcile.dev/external-name": name}}},
+                namespace=obj.metadata.namespace,
+            )
+        if runtime.client.kinds.lookup(obj.api_version, obj.kind).deterministic_identity:
+            await client.create(obj)
+            assert await h.outside.count() == before + 1, "a repeated create made a duplicate"
+        await client.delete(obj)
+        await client.delete(obj)
+        assert not await h.outside.exists(obj)
+        await client.close()
+
+
+async def check_observe_changes_nothing(h: Harness) -> None:
+    """observe, repeated, changes nothing: same answer, same count."""
+    manifest = h.manifest("conf-g")
+    async with h.running() as runtime:
+        await runtime.apply(manifest)
+        obj = await h.ready("conf-g", manifest)
+        client = await h.connect()
+        count = await h.outside.count()
+        first = await client.observe(obj)
+        second = await client.observe(obj)
+        assert first == second
+        assert first.exists
+        assert first.up_to_date
+        assert await h.outside.count() == count
+        await client.close()
+
+
+async def check_crash_between_create_and_record(h: Harness) -> None:
+    """A create whose success was never recorded neither leaks nor duplicates: with a
+    deterministic identity the engine finds its resource; otherwise it stops and says so."""
+    manifest = h.manifest("conf-h")
+    annotations = {ANNOTATION_PAUSED: "true", ANNOTATION_CREATE_PENDING: "2026-01-01T00:00:00.000000Z"}
+    crashed = {**manifest, "metadata": {**manifest.get("metadata", {})}}
+    crashed["metadata"]["annotations"] = {**crashed["metadata"].get("annotations", {}), **annotations}
+    async with h.running() as runtime:
+        obj = await runtime.apply(crashed)
+        client = await h.connect()
+        before = await h.outside.count()
+        await client.create(obj)  # the create went through, then the process died
+        await client.close()
+        kind = h.kind_name(manifest)
+        namespace = obj.metadata.namespace
+        await runtime.client.patch(
+            kind, "conf-h", {"metadata": {"annotations": {ANNOTATION_PAUSED: None}}}, namespace=namespace
+        )
+        if runtime.client.kinds.lookup(obj.api_version, obj.kind).deterministic_identity:
+            await h.ready("conf-h", manifest)
+            assert await h.outside.count() == before + 1, "the interrupted create was duplicated"
+        else:
+
+            async def stopped() -> bool:
+                current = await runtime.client.get(kind, "conf-h", namespace=namespace)
+                synced = current.status.condition("Synced")
+                return synced is not None and synced.reason == "CreatePendingUnknown"
+
+            await h.until(stopped)
+            assert await h.outside.count() == before + 1, "the engine created a second resource"
+
+
+async def check_not_ours_is_never_touched(h: Harness) -> None:
+    """An existing external resource we did not create: NotOwned, untouched, kept on delete."""
+    manifest = h.manifest("conf-i")
+    await h.outside.plant_foreign(manifest)
+    async with h.running() as runtime:
+        await runtime.apply(manifest)
+        kind = h.kind_name(manifest)
+
+        async def refused() -> bool:
+            synced = (await runtime.client.get(kind, "conf-i")).status.condition("Synced")
+            return synced is not None and synced.reason == "NotOwned"
+
+        await h.until(refused)
+        obj = await runtime.client.get(kind, "conf-i")
+        await runtime.client.delete(kind, "conf-i", namespace=obj.metadata.namespace)
+
+        async def gone() -> bool:
+            try:
+                await runtime.client.get(kind, "conf-i", namespace=obj.metadata.namespace)
+            except NotFoundError:
+                return True
+            return False
+
+        await h.until(gone)
+        assert h.writes == 0, "the engine wrote to a resource that is not ours"
+        assert await h.outside.exists(obj)
+
+
+CHECKS: tuple[Callable[[Harness], Awaitable[None]], ...] = (
+    check_converges_and_second_pass_writes_nothing,
+    check_out_of_band_deletion_is_recreated,
+    check_drift_is_repaired,
+    check_delete_removes_external_and_finalizer,
+    check_orphan_leaves_external,
+    check_create_and_delete_are_idempotent,
+    check_observe_changes_nothing,
+    check_crash_between_create_and_record,
+    check_not_ours_is_never_touched,
+)
