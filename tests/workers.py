@@ -5,6 +5,9 @@
 * ``share DB PREFIX COUNT TOTAL`` -- watch the log from 0 while applying COUNT widgets
   named PREFIX-N, then wait until the watch has seen TOTAL creations (its own and
   another process's) and print ``saw TOTAL``.
+* ``converge DB CLOUD`` -- run the Runtime over a file-backed MemoryCloud, printing
+  ``created`` for each CreateSucceeded, until killed; ``converge DB CLOUD --until-ready``
+  exits 0 (printing ``ready N``) once every Bucket is Ready.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from helpers import widget
 
-from reconcile import Event, EventType, connect
-from reconcile.testing import example_kinds
+from reconcile import Bookmark, Event, EventType, Runtime, connect
+from reconcile.testing import MemoryCloud, MemoryProvider, example_kinds
 
 
 async def stream(db: str) -> None:
@@ -63,9 +66,29 @@ async def share(db: str, prefix: str, count: int, total: int) -> None:
         sys.stdout.write(f"saw {len(seen)}\n")
 
 
+async def converge(db: str, cloud_path: str, until_ready: bool) -> None:
+    """Reconcile buckets against a file-backed cloud."""
+    cloud = MemoryCloud(path=cloud_path)
+    async with Runtime(db, providers=[MemoryProvider(cloud)], poll_interval=3600) as runtime:
+        async for item in runtime.client.watch("bucket", bookmarks=True):
+            if isinstance(item, Event) and item.type == "CreateSucceeded":
+                sys.stdout.write("created\n")
+                sys.stdout.flush()
+            if until_ready and isinstance(item, Bookmark):
+                buckets = (await runtime.client.list("bucket")).items
+                ready = [
+                    b for b in buckets if (c := b.status.condition("Ready")) and c.status.value == "True"
+                ]
+                if len(ready) == len(buckets):
+                    sys.stdout.write(f"ready {len(ready)}\n")
+                    return
+
+
 if __name__ == "__main__":
     mode, db, *rest = sys.argv[1:]
     if mode == "stream":
         asyncio.run(stream(db))
-    else:
+    elif mode == "share":
         asyncio.run(share(db, rest[0], int(rest[1]), int(rest[2])))
+    else:
+        asyncio.run(converge(db, rest[0], "--until-ready" in rest))
