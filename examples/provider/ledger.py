@@ -14,7 +14,6 @@ Register it for discovery in your package's pyproject.toml::
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,7 +54,7 @@ class Ledger:
         """Replace the file's content atomically."""
         temporary = self.path.with_suffix(".tmp")
         temporary.write_text(json.dumps(entries, sort_keys=True))
-        os.replace(temporary, self.path)
+        temporary.replace(self.path)
 
 
 class LedgerClient:
@@ -71,7 +70,13 @@ class LedgerClient:
             return reconcile.Observation(exists=False)
         up_to_date = entry["value"] == resource.spec.value
         diff = "" if up_to_date else f"value: {entry['value']!r} -> {resource.spec.value!r}"
-        return reconcile.Observation(True, up_to_date, {"value": entry["value"]}, diff, entry.get("owner"))
+        return reconcile.Observation(
+            exists=True,
+            up_to_date=up_to_date,
+            observed={"value": entry["value"]},
+            diff=diff,
+            owner=entry.get("owner"),
+        )
 
     async def create(self, resource: reconcile.Resource[EntrySpec, Any]) -> str | None:
         """Add the entry, marked as ours."""
@@ -86,7 +91,9 @@ class LedgerClient:
         return None
 
     async def update(
-        self, resource: reconcile.Resource[EntrySpec, Any], observation: reconcile.Observation
+        self,
+        resource: reconcile.Resource[EntrySpec, Any],
+        observation: reconcile.Observation,  # noqa: ARG002 - the contract passes it; we need only the spec
     ) -> None:
         """Set the value."""
         entries = self.ledger.read()
