@@ -1,0 +1,346 @@
+"""Reconcile throughput, each figure beside its limit measured in the same run.
+
+1. Steady-state no-op reconciles/s through a Controller (work queue, workers, spans and
+   metrics through the no-op OpenTelemetry API) beside a bare asyncio dedup queue with 16
+   workers making the same no-op calls.
+2. Cold convergence of 1,000 .. --size resources with a no-op provider (apply all, run
+   until all Ready) beside a minimal hand-written loop with sqlite3 that appends the
+   declarations, rebuilds a dict cache and writes one durable status event per resource.
+3. A full resync of every converged resource: events appended (must be 0) and seconds.
+
+Garbage-collector pauses are recorded through gc.callbacks.
+
+    python benchmarks/reconcile.py [--size N] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import resource
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from reconcile import (  # noqa: E402
+    Controller,
+    ExternalClient,
+    Kind,
+    KindRegistry,
+    ManagedStatus,
+    Observation,
+    Request,
+    Result,
+    Runtime,
+    connect,
+)
+from reconcile.controller import Priority  # noqa: E402
+from reconcile.model import ObjectKey  # noqa: E402
+from reconcile.store.encoding import dumps  # noqa: E402
+
+
+@attrs.frozen
+class ThingSpec:
+    """A no-op resource."""
+
+    size: int = 0
+
+
+THING = Kind("bench.reconcile.dev/v1", "Thing", ThingSpec, ManagedStatus, deterministic_identity=True)
+
+
+class NoopClient:
+    """An external system that answers at once."""
+
+    def __init__(self) -> None:
+        self.made: set[str] = set()
+
+    async def observe(self, resource: Any) -> Observation:
+        """Exists once created; always up to date."""
+        return Observation(exists=resource.metadata.name in self.made, owner=resource.metadata.uid)
+
+    async def create(self, resource: Any) -> str | None:
+        """Remember it."""
+        self.made.add(resource.metadata.name)
+        return None
+
+    async def update(self, resource: Any, observation: Observation) -> None:
+        """Nothing to do."""
+
+    async def delete(self, resource: Any) -> None:
+        """Forget it."""
+        self.made.discard(resource.metadata.name)
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+class NoopProvider:
+    """The provider of Things."""
+
+    name = "noop"
+
+    def __init__(self) -> None:
+        self.client = NoopClient()
+
+    @property
+    def kinds(self) -> Sequence[Kind]:
+        """Thing."""
+        return (THING,)
+
+    async def connect(self, config: Mapping[str, Any]) -> ExternalClient:  # noqa: ARG002
+        """The shared client."""
+        return self.client
+
+
+class GcPauses:
+    """Durations of collections while active."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: Mapping[str, Any]) -> None:  # noqa: ARG002
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append(time.perf_counter() - self._started)
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "collections": len(self.pauses),
+            "total_s": sum(self.pauses),
+            "max_ms": max(self.pauses, default=0.0) * 1000,
+        }
+
+
+# -- 1. steady-state no-op reconciles ------------------------------------------------------
+
+
+async def bare_loop(keys: int, rounds: int) -> float:
+    """The limit: a dedup set over an asyncio.Queue, 16 workers, no-op calls."""
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    queued: set[int] = set()
+    done = 0
+    finished = asyncio.Event()
+
+    async def noop(key: int) -> None:
+        return None
+
+    async def worker() -> None:
+        nonlocal done
+        while True:
+            key = await queue.get()
+            queued.discard(key)
+            await noop(key)
+            done += 1
+            if done == keys * rounds:
+                finished.set()
+
+    workers = [asyncio.create_task(worker()) for _ in range(16)]
+    started = time.perf_counter()
+    for _ in range(rounds):
+        for key in range(keys):
+            if key not in queued:
+                queued.add(key)
+                queue.put_nowait(key)
+        while queued:
+            await asyncio.sleep(0)
+    await finished.wait()
+    elapsed = time.perf_counter() - started
+    for task in workers:
+        task.cancel()
+    return keys * rounds / elapsed
+
+
+class Noop:
+    """A reconciler that does nothing."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def reconcile(self, request: Request) -> Result | None:  # noqa: ARG002
+        """Count and return."""
+        self.calls += 1
+        return None
+
+
+async def controller_loop(db: Path, keys: int, rounds: int) -> float:
+    """Our queue, workers, span and metrics per reconcile, no-op reconciler."""
+    async with connect(db, kinds=KindRegistry([THING])) as client:
+        reconciler = Noop()
+        controller = Controller(client, THING, reconciler, workers=16, resync_period=None)
+        task = asyncio.create_task(controller.run())
+        await controller.wait_synced()
+        names = [ObjectKey(THING.api_group, THING.kind, "default", f"t{i}") for i in range(keys)]
+        started = time.perf_counter()
+        for round_ in range(rounds):
+            for key in names:
+                controller.enqueue(key, Priority.RESYNC)
+            while reconciler.calls < keys * (round_ + 1):
+                await asyncio.sleep(0)
+        elapsed = time.perf_counter() - started
+        await controller.shutdown()
+        task.cancel()
+        return keys * rounds / elapsed
+
+
+# -- 2. cold convergence ------------------------------------------------------------------------
+
+
+def minimal_loop(path: Path, count: int) -> float:
+    """The limit: declarations appended, a dict cache rebuilt, one durable status event per
+    resource (committed 1,000 at a time), with stdlib sqlite3."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("CREATE TABLE events (revision INTEGER PRIMARY KEY, name TEXT, type TEXT, body TEXT)")
+    started = time.perf_counter()
+    declarations = [
+        {
+            "api_version": THING.api_version,
+            "kind": "Thing",
+            "metadata": {"name": f"t{i}"},
+            "spec": {"size": i},
+        }
+        for i in range(count)
+    ]
+    for start in range(0, count, 1000):
+        conn.execute("BEGIN")
+        conn.executemany(
+            "INSERT INTO events (name, type, body) VALUES (?, 'Created', ?)",
+            [(d["metadata"]["name"], dumps(d)) for d in declarations[start : start + 1000]],
+        )
+        conn.execute("COMMIT")
+    cache = {row[0]: json.loads(row[1]) for row in conn.execute("SELECT name, body FROM events")}
+    names = list(cache)
+    for start in range(0, count, 1000):
+        conn.execute("BEGIN")
+        rows = []
+        for name in names[start : start + 1000]:
+            status = {"observed_generation": 1, "conditions": [{"type": "Ready", "status": "True"}]}
+            cache[name]["status"] = status
+            rows.append((name, dumps(cache[name])))
+        conn.executemany("INSERT INTO events (name, type, body) VALUES (?, 'StatusChanged', ?)", rows)
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return elapsed
+
+
+async def cold_convergence(db: Path, count: int) -> dict[str, Any]:
+    """Apply ``count`` Things and run until every one is Ready; then a full resync."""
+    provider = NoopProvider()
+    runtime = Runtime(db, providers=[provider], poll_interval=3600, resync_period=None, workers=16)
+    with GcPauses() as pauses:
+        started = time.perf_counter()
+        async with runtime:
+            work = iter(range(count))
+
+            async def applier() -> None:
+                for i in work:
+                    await runtime.apply(
+                        {
+                            "api_version": THING.api_version,
+                            "kind": "Thing",
+                            "metadata": {"name": f"t{i}"},
+                            "spec": {"size": i},
+                        }
+                    )
+
+            await asyncio.gather(*(applier() for _ in range(64)))
+            applied = time.perf_counter() - started
+            controller = next(iter(runtime.controllers.values()))
+            while True:
+                ready = sum(
+                    1
+                    for o in controller.informer.list()
+                    if (c := o.status.condition("Ready")) is not None and c.status.value == "True"
+                )
+                if ready == count:
+                    break
+                await asyncio.sleep(0.05)
+            converged = time.perf_counter() - started
+            revision = await runtime.client.revision()
+            calls_before = len(provider.client.made)
+            resync_started = time.perf_counter()
+            for key in controller.informer.cached_keys():
+                controller.enqueue(key, Priority.RESYNC)
+            while (stats := controller.queue.statistics()).depth or stats.processing:
+                await asyncio.sleep(0.005)
+            resync = time.perf_counter() - resync_started
+            appended = await runtime.client.revision() - revision
+    return {
+        "size": count,
+        "apply_s": applied,
+        "converge_s": converged,
+        "resync_s": resync,
+        "resync_events_appended": appended,
+        "created": calls_before,
+        "gc": pauses.summary(),
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    """Run every case, print the tables, write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=10000, help="largest cold convergence")
+    parser.add_argument("--json", type=Path, help="write results here")
+    args = parser.parse_args()
+    sizes = [n for n in (1000, 10000, 100000) if n < args.size] + [args.size]
+    result: dict[str, Any] = {
+        "benchmark": "reconcile",
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
+        base = Path(folder)
+        keys, rounds = min(args.size, 10000), 5
+        limit = asyncio.run(bare_loop(keys, rounds))
+        ours = asyncio.run(controller_loop(base / "noop.db", keys, rounds))
+        result["noop"] = {"bare_per_s": limit, "controller_per_s": ours, "ratio": ours / limit}
+        print(
+            f"no-op reconciles/s: controller {ours:,.0f}, bare asyncio {limit:,.0f}, ratio {ours / limit:.2f}"
+        )
+        result["convergence"] = []
+        print(
+            f"{'size':>8} {'limit s':>8} {'ours s':>8} {'x limit':>8} {'resync s':>9} {'resync events':>14} {'gc max ms':>10} {'rss MiB':>8}"
+        )
+        for index, size in enumerate(sizes):
+            baseline = minimal_loop(base / f"minimal{index}.db", size)
+            row = asyncio.run(cold_convergence(base / f"cold{index}.db", size))
+            row["limit_s"] = baseline
+            row["ratio"] = row["converge_s"] / baseline
+            result["convergence"].append(row)
+            print(
+                f"{size:>8} {baseline:>8.2f} {row['converge_s']:>8.2f} {row['ratio']:>8.1f} {row['resync_s']:>9.2f} "
+                f"{row['resync_events_appended']:>14} {row['gc']['max_ms']:>10.1f} {row['peak_rss_mib']:>8.0f}"
+            )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
