@@ -213,6 +213,27 @@ class TestPatchAndUpdate:
             await client.patch("widget", "w1", {"status": {}})
         assert await client.revision() == 1
 
+    async def test_metadata_patch(self, client: Client) -> None:
+        """A labels/annotations patch merges without touching spec or generation, is
+        validated, honours a resource_version, and is a no-op when nothing changes."""
+        obj = await client.apply(widget("w1", labels={"a": "1"}))
+        patched = await client.patch(
+            "widget", "w1", {"metadata": {"labels": {"a": None, "b": "2"}, "annotations": {"x.dev/y": "z"}}}
+        )
+        assert patched.metadata.labels == {"b": "2"}
+        assert patched.metadata.annotations == {"x.dev/y": "z"}
+        assert patched.metadata.generation == obj.metadata.generation
+        revision = await client.revision()
+        await client.patch("widget", "w1", {"metadata": {"labels": {"b": "2"}}})
+        assert await client.revision() == revision, "an idempotent patch appends nothing"
+        with pytest.raises(InvalidError, match=r"metadata\.labels\['b'\]: must be empty or"):
+            await client.patch("widget", "w1", {"metadata": {"labels": {"b": "no spaces"}}})
+        with pytest.raises(InvalidError, match="key name part"):
+            await client.patch("widget", "w1", {"metadata": {"annotations": {"bad key": "v"}}})
+        with pytest.raises(ConflictError):
+            await client.patch("widget", "w1", {"metadata": {"labels": {"c": "3"}}}, resource_version=1)
+        assert await client.revision() == revision
+
     async def test_update_with_stale_version_conflicts(self, client: Client) -> None:
         """update with an old resource_version raises ConflictError and changes nothing."""
         obj = await client.apply(widget("w1"))

@@ -26,11 +26,11 @@ from reconcile.model.serde import structure_errors
 from reconcile.model.validation import dns1123_label, dns1123_subdomain, label_value, qualified_name
 from reconcile.store.encoding import dumps, loads
 
-__all__ = ["Admission", "Admitted"]
+__all__ = ["MAX_ANNOTATIONS_BYTES", "Admission", "Admitted"]
 
 _TOP_LEVEL = ("api_version", "kind", "metadata", "spec", "status")
 _ALIASES = {"apiVersion": "api_version"}
-_MAX_ANNOTATIONS_BYTES = 256 * 1024
+MAX_ANNOTATIONS_BYTES = 256 * 1024
 
 
 @attrs.frozen
@@ -58,8 +58,8 @@ def _meta_errors(meta: ObjectMeta) -> list[FieldError]:
     for key in meta.annotations:
         errors += [FieldError(f"metadata.annotations[{key!r}]", f"key {r}") for r in qualified_name(key)]
     size = sum(len(k) + len(v) for k, v in meta.annotations.items())
-    if size > _MAX_ANNOTATIONS_BYTES:
-        errors.append(FieldError("metadata.annotations", f"must have at most {_MAX_ANNOTATIONS_BYTES} bytes"))
+    if size > MAX_ANNOTATIONS_BYTES:
+        errors.append(FieldError("metadata.annotations", f"must have at most {MAX_ANNOTATIONS_BYTES} bytes"))
     for index, finalizer in enumerate(meta.finalizers):
         errors += [FieldError(f"metadata.finalizers[{index}]", r) for r in qualified_name(finalizer)]
     return errors
@@ -108,6 +108,28 @@ class Admission:
             "spec": self.converter.unstructure(spec, kind.spec_type),
         }
         return Admitted(kind, body, spec)
+
+    @staticmethod
+    def metadata_patch_errors(patches: Mapping[str, Mapping[str, Any]]) -> list[FieldError]:
+        """Field errors of a labels/annotations merge patch (None removes a key)."""
+        errors = []
+        for field, patch in patches.items():
+            if not isinstance(patch, Mapping):
+                errors.append(FieldError(f"metadata.{field}", "expected a mapping"))
+                continue
+            for key, value in patch.items():
+                path = f"metadata.{field}[{key!r}]"
+                if not isinstance(key, str):
+                    errors.append(FieldError(path, "key must be a string"))
+                    continue
+                errors += [FieldError(path, f"key {r}") for r in qualified_name(key)]
+                if value is None:
+                    continue
+                if not isinstance(value, str):
+                    errors.append(FieldError(path, f"expected string, got {type(value).__name__}"))
+                elif field == "labels":
+                    errors += [FieldError(path, r) for r in label_value(value)]
+        return errors
 
     def default_status(self, kind: Kind) -> dict[str, Any]:
         """The unstructured default status of a kind (a fresh copy each call)."""

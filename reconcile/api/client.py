@@ -22,7 +22,7 @@ from typing import Any, Literal, overload
 import attrs
 
 from reconcile.api import mutations
-from reconcile.api.admission import Admission, Admitted
+from reconcile.api.admission import MAX_ANNOTATIONS_BYTES, Admission, Admitted
 from reconcile.api.merging import merge_patch
 from reconcile.errors import ConflictError, FieldError, InvalidError, NotFoundError
 from reconcile.model.events import Bookmark, Event, FieldChange, diff_objects
@@ -205,6 +205,15 @@ class Client:
         retried against the new version; with it, a stale version is a conflict."""
         _, key = self._key(kind, name, namespace)
         _check_patch(patch)
+        if "spec" not in patch:
+            # Labels and annotations only: validated here, merged inside the write, so no
+            # read round trip and no conflict to retry.
+            patches = {f: v for f, v in patch.get("metadata", {}).items() if f in _PATCHABLE_METADATA}
+            errors = self.admission.metadata_patch_errors(patches)
+            if errors:
+                raise InvalidError(errors, subject=str(key))
+            mutation = mutations.patch_metadata(key, patches, resource_version, MAX_ANNOTATIONS_BYTES)
+            return self._result((await self._write(key, mutation, actor=manager)).object)
         for _ in range(_PATCH_ATTEMPTS):
             current = await self.store.read(key)
             if current is None:

@@ -32,6 +32,7 @@ __all__ = [
     "add_finalizer",
     "apply",
     "delete",
+    "patch_metadata",
     "remove_finalizer",
     "replace",
     "update_status",
@@ -248,5 +249,37 @@ def remove_finalizer(key: ObjectKey, finalizer: str) -> Mutation:
         remaining = [f for f in meta["finalizers"] if f != finalizer]
         body = {**current.body, "metadata": {**meta, "finalizers": remaining}}
         return _finish_if_released(body, EventType.FINALIZER_REMOVED)
+
+    return mutate
+
+
+def patch_metadata(
+    key: ObjectKey,
+    patches: Mapping[str, Mapping[str, Any]],
+    expected: int | None,
+    max_annotation_bytes: int,
+) -> Mutation:
+    """Merge-patch labels and annotations (``{"labels": {...}, "annotations": {...}}``; a
+    None value removes a key). Keys and values were validated by the caller."""
+
+    def mutate(current: StoredObject | None) -> Change | None:
+        current = _require(key, current)
+        _check_version(key, current, expected)
+        meta = dict(current.body["metadata"])
+        for field, patch in patches.items():
+            merged = dict(meta.get(field) or {})
+            for name, value in patch.items():
+                if value is None:
+                    merged.pop(name, None)
+                else:
+                    merged[name] = value
+            meta[field] = dict(sorted(merged.items()))
+        if meta == current.body["metadata"]:
+            return None
+        size = sum(len(k) + len(v) for k, v in (meta.get("annotations") or {}).items())
+        if size > max_annotation_bytes:
+            reason = f"must have at most {max_annotation_bytes} bytes"
+            raise InvalidError([FieldError("metadata.annotations", reason)], subject=str(key))
+        return Put(EventType.METADATA_CHANGED, {**current.body, "metadata": meta})
 
     return mutate

@@ -309,13 +309,21 @@ class ManagedReconciler:
         with self.tracer.start_as_current_span(
             f"provider.{operation}", attributes={"provider.kind": self.kind.kind}
         ):
+            try:
+                return await function(*args)
+            except Exception as exc:
+                if self.attempts <= 1 or not _retryable(exc):
+                    raise
+            # The first attempt failed transiently: tenacity takes over for the rest (the
+            # common, successful call does not pay for building a retrier).
             retrying = tenacity.AsyncRetrying(
-                stop=tenacity.stop_after_attempt(self.attempts),
+                stop=tenacity.stop_after_attempt(self.attempts - 1),
                 wait=tenacity.wait_exponential(multiplier=0.01, max=1.0),
                 retry=tenacity.retry_if_exception(_retryable),
                 sleep=self.clock.sleep,
                 reraise=True,
             )
+            await self.clock.sleep(0.01)
             async for attempt in retrying:
                 with attempt:
                     return await function(*args)
