@@ -28,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import attrs
 
@@ -114,19 +114,22 @@ class GcPauses:
         self._started = 0.0
 
     def __call__(self, phase: str, info: Mapping[str, Any]) -> None:  # noqa: ARG002
+        """gc.callbacks hook."""
         if phase == "start":
             self._started = time.perf_counter()
         else:
             self.pauses.append(time.perf_counter() - self._started)
 
-    def __enter__(self) -> GcPauses:
+    def __enter__(self) -> Self:
         gc.callbacks.append(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop recording."""
         gc.callbacks.remove(self)
 
     def summary(self) -> dict[str, float]:
+        """Count, total seconds and longest pause in milliseconds."""
         return {
             "collections": len(self.pauses),
             "total_s": sum(self.pauses),
@@ -144,7 +147,7 @@ async def bare_loop(keys: int, rounds: int) -> float:
     done = 0
     finished = asyncio.Event()
 
-    async def noop(key: int) -> None:
+    async def noop(key: int) -> None:  # noqa: ARG001
         return None
 
     async def worker() -> None:
@@ -197,7 +200,7 @@ async def controller_loop(db: Path, keys: int, rounds: int) -> float:
         for round_ in range(rounds):
             for key in names:
                 controller.enqueue(key, Priority.RESYNC)
-            while reconciler.calls < keys * (round_ + 1):  # noqa: ASYNC110 - tight yield loop
+            while reconciler.calls < keys * (round_ + 1):
                 await asyncio.sleep(0)
         elapsed = time.perf_counter() - started
         await controller.shutdown()
@@ -324,9 +327,8 @@ def main() -> None:
             f"no-op reconciles/s: controller {ours:,.0f}, bare asyncio {limit:,.0f}, ratio {ours / limit:.2f}"
         )
         result["convergence"] = []
-        print(
-            f"{'size':>8} {'limit s':>8} {'ours s':>8} {'x limit':>8} {'resync s':>9} {'resync events':>14} {'gc max ms':>10} {'rss MiB':>8}"
-        )
+        header = ("size", "limit s", "ours s", "x limit", "resync s", "resync events", "gc max ms", "rss MiB")
+        print(" ".join(f"{h:>9}" for h in header))
         for index, size in enumerate(sizes):
             baseline = minimal_loop(base / f"minimal{index}.db", size)
             row = asyncio.run(cold_convergence(base / f"cold{index}.db", size))
