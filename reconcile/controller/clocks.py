@@ -8,6 +8,7 @@ through a :class:`Clock`, so tests drive time by hand with
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Protocol
 
 __all__ = ["Clock", "LoopClock"]
@@ -27,8 +28,8 @@ class LoopClock:
     """The running event loop's clock (the default)."""
 
     def now(self) -> float:
-        """``loop.time()``."""
-        return asyncio.get_running_loop().time()
+        """``time.monotonic()``, the clock asyncio's loop uses."""
+        return time.monotonic()
 
     async def sleep(self, seconds: float) -> None:
         """``asyncio.sleep``."""

@@ -130,17 +130,18 @@ class Controller:
                     await self.informer.wait_for_revision(written)
             except TimeoutError:
                 LOG.warning("%s: cache did not reach revision %d for %s in time", self.name, written, key)
-        cached = self.informer.get(key)
-        generation = cached.metadata.generation if cached is not None else 0
-        attributes: dict[str, Any] = {
-            "reconcile.controller": self.name,
-            "reconcile.kind": self.kind.kind,
-            "reconcile.key": f"{key.namespace}/{key.name}",
-            "reconcile.generation": generation,
-            "reconcile.trigger": trigger,
-        }
+        attributes: dict[str, Any] | None = None
+        if self.telemetry.recording:
+            cached = self.informer.get(key)
+            attributes = {
+                "reconcile.controller": self.name,
+                "reconcile.kind": self.kind.kind,
+                "reconcile.key": f"{key.namespace}/{key.name}",
+                "reconcile.generation": cached.metadata.generation if cached is not None else 0,
+                "reconcile.trigger": trigger,
+            }
         started = time.perf_counter()
-        with self.telemetry.tracer.start_as_current_span("reconcile", attributes=attributes) as span:
+        with self.telemetry.span("reconcile", attributes) as span:
             outcome = await self._call(key, span)
             span.set_attribute("reconcile.result", outcome)
         self.telemetry.reconcile_total.add(1, {**self._attributes, "result": outcome})

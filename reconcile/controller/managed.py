@@ -36,12 +36,12 @@ from typing import Any
 
 import attrs
 import tenacity
-from opentelemetry import trace
 
 from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.informing import Informer
 from reconcile.controller.reconciling import Request, Result
+from reconcile.controller.telemetry import Telemetry
 from reconcile.errors import ConflictError, NotOwnedError, PermanentError, TerminalError
 from reconcile.model.conditions import Condition, ConditionStatus, set_condition
 from reconcile.model.external import (
@@ -90,7 +90,7 @@ class ManagedReconciler:
         poll_jitter: float = 0.1,
         creation_grace: float = 0.0,
         attempts: int = 3,
-        tracer: trace.Tracer | None = None,
+        telemetry: Telemetry | None = None,
         random_source: Callable[[], float] = random.random,
     ) -> None:
         self.client = client
@@ -101,7 +101,7 @@ class ManagedReconciler:
         self.poll_jitter = poll_jitter
         self.creation_grace = creation_grace
         self.attempts = attempts
-        self.tracer = tracer or trace.get_tracer("reconcile")
+        self.telemetry = telemetry or Telemetry()
         self._random = random_source
         self.informer: Informer | None = None
 
@@ -306,9 +306,7 @@ class ManagedReconciler:
     async def _call(self, operation: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """Call the provider in a span, retrying transient errors a few times (tenacity);
         the controller's queue backs off across reconciles after that."""
-        with self.tracer.start_as_current_span(
-            f"provider.{operation}", attributes={"provider.kind": self.kind.kind}
-        ):
+        with self.telemetry.span(f"provider.{operation}", {"provider.kind": self.kind.kind}):
             try:
                 return await function(*args)
             except Exception as exc:
@@ -330,7 +328,7 @@ class ManagedReconciler:
         raise AssertionError  # pragma: no cover - reraise=True always returns or raises
 
     async def _record(self, obj: AnyResource, event_type: str, message: str) -> None:
-        with self.tracer.start_as_current_span("store.record", attributes={"event.type": event_type}):
+        with self.telemetry.span("store.record", {"event.type": event_type}):
             await self.client.record(
                 self.kind,
                 obj.metadata.name,
@@ -341,7 +339,7 @@ class ManagedReconciler:
             )
 
     async def _annotate(self, obj: AnyResource, changes: dict[str, str | None]) -> AnyResource:
-        with self.tracer.start_as_current_span("store.patch"):
+        with self.telemetry.span("store.patch"):
             return await self.client.patch(
                 self.kind,
                 obj.metadata.name,
@@ -372,7 +370,7 @@ class ManagedReconciler:
         new = attrs.evolve(status, **changes)
         if new == status:
             return
-        with self.tracer.start_as_current_span("store.update_status"):
+        with self.telemetry.span("store.update_status"):
             await self.client.update_status(attrs.evolve(obj, status=new), manager=ENGINE_MANAGER, force=True)
 
     def _wall(self) -> float:

@@ -10,13 +10,16 @@ controller-runtime's, with a ``controller`` attribute: ``reconcile_total{result}
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from opentelemetry import metrics, trace
 
 __all__ = ["INSTRUMENTATION_NAME", "Telemetry"]
 
 INSTRUMENTATION_NAME = "reconcile"
+_NOT_RECORDING = contextlib.nullcontext(trace.INVALID_SPAN)
 
 
 class Telemetry:
@@ -29,6 +32,9 @@ class Telemetry:
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
         self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=tracer_provider)
+        self._explicit = tracer_provider is not None and not isinstance(
+            tracer_provider, trace.NoOpTracerProvider
+        )
         self.meter = metrics.get_meter(INSTRUMENTATION_NAME, meter_provider=meter_provider)
         self.reconcile_total = self.meter.create_counter(
             "reconcile_total", description="Reconciles, by controller and result"
@@ -47,6 +53,20 @@ class Telemetry:
         self.meter.create_observable_gauge(
             "workqueue_depth", callbacks=[self._observe_depths], description="Keys ready in the queue"
         )
+
+    @property
+    def recording(self) -> bool:
+        """Whether spans go anywhere: a provider was passed in, or the host installed one."""
+        return self._explicit or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+    def span(
+        self, name: str, attributes: Mapping[str, Any] | None = None
+    ) -> contextlib.AbstractContextManager[trace.Span]:
+        """A span made current for the block; a shared no-op when nothing records spans
+        (the API's no-op span still costs several microseconds per reconcile)."""
+        if not self.recording:
+            return _NOT_RECORDING
+        return self.tracer.start_as_current_span(name, attributes=attributes)
 
     def watch_depth(self, controller: str, depth: Callable[[], int]) -> None:
         """Report ``depth()`` as ``workqueue_depth{controller}``."""

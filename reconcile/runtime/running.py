@@ -141,7 +141,7 @@ class Runtime:
             poll_jitter=self.poll_jitter,
             creation_grace=self.creation_grace,
             attempts=self.provider_attempts,
-            tracer=self.telemetry.tracer,
+            telemetry=self.telemetry,
         )
         name = f"{kind.kind.lower()}.{kind.api_group}"
         controller = Controller(
