@@ -11,6 +11,7 @@ controller-runtime's, with a ``controller`` attribute: ``reconcile_total{result}
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -35,6 +36,8 @@ class Telemetry:
         self._explicit = tracer_provider is not None and not isinstance(
             tracer_provider, trace.NoOpTracerProvider
         )
+        self._global = False
+        self._checked_at = -1e9
         self.meter = metrics.get_meter(INSTRUMENTATION_NAME, meter_provider=meter_provider)
         self.reconcile_total = self.meter.create_counter(
             "reconcile_total", description="Reconciles, by controller and result"
@@ -56,8 +59,15 @@ class Telemetry:
 
     @property
     def recording(self) -> bool:
-        """Whether spans go anywhere: a provider was passed in, or the host installed one."""
-        return self._explicit or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+        """Whether spans go anywhere: a provider was passed in, or the host installed one
+        (looked up at most once a second: the lookup reads the environment)."""
+        if self._explicit:
+            return True
+        now = time.monotonic()
+        if now - self._checked_at > 1.0:
+            self._checked_at = now
+            self._global = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+        return self._global
 
     def span(
         self, name: str, attributes: Mapping[str, Any] | None = None
