@@ -356,9 +356,11 @@ class ManagedReconciler:
         synced: tuple[ConditionStatus, str, str],
         ready: tuple[ConditionStatus, str, str] | None = None,
     ) -> None:
-        now = datetime.datetime.fromtimestamp(self._wall(), datetime.UTC)
         generation = obj.metadata.generation
         status = obj.status
+        if self._unchanged(status, generation, observation, synced, ready):
+            return  # the common case of a poll or resync: build nothing, write nothing
+        now = datetime.datetime.fromtimestamp(self._wall(), datetime.UTC)
         conditions = status.conditions
         for type_, value in (("Synced", synced), ("Ready", ready)):
             if value is not None:
@@ -372,6 +374,31 @@ class ManagedReconciler:
             return
         with self.telemetry.span("store.update_status"):
             await self.client.update_status(attrs.evolve(obj, status=new), manager=ENGINE_MANAGER, force=True)
+
+    @staticmethod
+    def _unchanged(
+        status: Any,
+        generation: int,
+        observation: Observation | None,
+        synced: tuple[ConditionStatus, str, str],
+        ready: tuple[ConditionStatus, str, str] | None,
+    ) -> bool:
+        if status.observed_generation != generation:
+            return False
+        if observation is not None and getattr(status, "at_provider", None) not in (
+            None,
+            observation.observed,
+        ):
+            return False
+        for type_, value in (("Synced", synced), ("Ready", ready)):
+            if value is None:
+                continue
+            current = status.condition(type_)
+            if current is None or (current.status, current.reason, current.message) != value:
+                return False
+            if current.observed_generation != generation:
+                return False
+        return True
 
     def _wall(self) -> float:
         return self.client.clock()
