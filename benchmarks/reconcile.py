@@ -47,7 +47,7 @@ from reconcile import (  # noqa: E402
     Runtime,
     connect,
 )
-from reconcile.controller import Priority  # noqa: E402
+from reconcile.controller import InformerEvent, Priority  # noqa: E402
 from reconcile.model import ObjectKey  # noqa: E402
 from reconcile.store.encoding import dumps  # noqa: E402
 
@@ -258,6 +258,19 @@ async def cold_convergence(db: Path, count: int) -> dict[str, Any]:
     with GcPauses() as pauses:
         started = time.perf_counter()
         async with runtime:
+            controller = next(iter(runtime.controllers.values()))
+            ready: set[str] = set()
+            all_ready = asyncio.Event()
+
+            def track(event: InformerEvent) -> None:
+                # Counted from the informer's own notifications: no polling of 100k objects.
+                condition = event.new.status.condition("Ready") if event.new is not None else None
+                if condition is not None and condition.status.value == "True":
+                    ready.add(event.key.name)
+                    if len(ready) == count:
+                        all_ready.set()
+
+            controller.informer.add_handler(track)
             work = iter(range(count))
 
             async def applier() -> None:
@@ -273,16 +286,7 @@ async def cold_convergence(db: Path, count: int) -> dict[str, Any]:
 
             await asyncio.gather(*(applier() for _ in range(64)))
             applied = time.perf_counter() - started
-            controller = next(iter(runtime.controllers.values()))
-            while True:
-                ready = sum(
-                    1
-                    for o in controller.informer.list()
-                    if (c := o.status.condition("Ready")) is not None and c.status.value == "True"
-                )
-                if ready == count:
-                    break
-                await asyncio.sleep(0.05)
+            await all_ready.wait()
             converged = time.perf_counter() - started
             revision = await runtime.client.revision()
             calls_before = len(provider.client.made)
