@@ -12,8 +12,16 @@ from typing import Any
 
 import pytest
 
-from reconcile import Bookmark, ConflictError, ExpiredError, NotFoundError, ObjectKey, StoreError
-from reconcile.store import EventStore, Note, Put, Remove, SQLiteStore, StoredObject
+from reconcile import (
+    Bookmark,
+    ConflictError,
+    ExpiredError,
+    InvalidError,
+    NotFoundError,
+    ObjectKey,
+    StoreError,
+)
+from reconcile.store import MAX_OBJECT_BYTES, EventStore, Note, Put, Remove, SQLiteStore, StoredObject
 
 KEY = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
 
@@ -113,6 +121,35 @@ class TestStoreContract:
             ("Created", False, None),
             ("CreateRequested", True, {"message": "hi"}),
         ]
+
+    async def test_several_changes_in_one_write(self, store: EventStore) -> None:
+        """A mutation may return several changes: each gets its revision, all commit together."""
+        await store.write(KEY, put(), actor="t")
+        result = await store.write(
+            KEY, lambda _: [Note("CreateRequested"), Put("MetadataChanged", body(size=2))], actor="ctl"
+        )
+        assert result.revision == 3
+        assert result.object is not None
+        assert result.object.resource_version == 3
+        assert [(e.revision, e.type) for e in await store.events(KEY)] == [
+            (1, "Created"),
+            (2, "CreateRequested"),
+            (3, "MetadataChanged"),
+        ]
+        assert (await store.verify()).ok
+
+    async def test_several_changes_are_all_or_nothing(self, store: EventStore) -> None:
+        """If one change of a write is refused, none of its events is appended."""
+        await store.write(KEY, put(), actor="t")
+        huge = body(size=3)
+        huge["spec"]["pad"] = "x" * (MAX_OBJECT_BYTES + 1)
+        with pytest.raises(InvalidError):
+            await store.write(KEY, lambda _: [Note("CreateRequested"), Put("SpecChanged", huge)], actor="t")
+        assert await store.revision() == 1
+        stored = await store.read(KEY)
+        assert stored is not None
+        assert stored.body["spec"]["size"] == 1
+        assert (await store.verify()).ok
 
     async def test_note_on_unknown_key(self, store: EventStore) -> None:
         """A note about a key that never existed is NotFoundError and appends nothing."""

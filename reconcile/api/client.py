@@ -16,7 +16,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, overload
 
 import attrs
@@ -337,6 +337,44 @@ class Client:
             raise InvalidError([FieldError("data", f"must be JSON data ({exc})")]) from None
         result = await self._write(key, lambda _current: Note(event_type, payload), actor=manager)
         return result.revision
+
+    async def record_actions(
+        self,
+        kind: KindRef,
+        name: str,
+        events: Sequence[tuple[str, Mapping[str, Any] | None]],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        annotations: Mapping[str, str | None] | None = None,
+        add_finalizer: str | None = None,
+        status: Any = None,
+        manager: str = DEFAULT_MANAGER,
+    ) -> AnyResource:
+        """Record action events (``(type, data)``) and, atomically with them, merge
+        annotations (None removes one), add a finalizer and replace the status (an
+        instance of the kind's status class). One write, one transaction: a crash keeps
+        all of it or none. Returns the object after it."""
+        found, key = self._key(kind, name, namespace)
+        for event_type, data in events:
+            if not _EVENT_TYPE.match(event_type):
+                raise InvalidError([FieldError("event_type", "must be CamelCase, like CreateRequested")])
+            try:
+                dumps(data)
+            except TypeError as exc:
+                raise InvalidError([FieldError("data", f"must be JSON data ({exc})")]) from None
+        if annotations:
+            errors = self.admission.metadata_patch_errors({"annotations": annotations})
+            if errors:
+                raise InvalidError(errors, subject=str(key))
+        status_body = None if status is None else self.converter.unstructure(status, found.status_type)
+        mutation = mutations.record_actions(
+            key,
+            [(t, None if d is None else dict(d)) for t, d in events],
+            annotations=annotations,
+            finalizer=add_finalizer,
+            status=status_body,
+        )
+        return self._result((await self._write(key, mutation, actor=manager)).object)
 
     # -- reads -------------------------------------------------------------------------
 

@@ -19,13 +19,13 @@ Rules, after the Kubernetes API conventions:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconcile.errors import AlreadyExistsError, ConflictError, FieldError, InvalidError, NotFoundError
 from reconcile.model.events import EventType
 from reconcile.model.meta import ObjectKey
-from reconcile.store.contract import Body, Change, Mutation, Put, Remove, StoredObject
+from reconcile.store.contract import Body, Change, Mutation, Note, Put, Remove, StoredObject
 from reconcile.store.encoding import dumps, loads
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "apply",
     "delete",
     "patch_metadata",
+    "record_actions",
     "remove_finalizer",
     "replace",
     "update_status",
@@ -281,5 +282,52 @@ def patch_metadata(
             reason = f"must have at most {max_annotation_bytes} bytes"
             raise InvalidError([FieldError("metadata.annotations", reason)], subject=str(key))
         return Put(EventType.METADATA_CHANGED, {**current.body, "metadata": meta})
+
+    return mutate
+
+
+def record_actions(
+    key: ObjectKey,
+    events: Sequence[tuple[str, Mapping[str, Any] | None]],
+    *,
+    annotations: Mapping[str, str | None] | None,
+    finalizer: str | None,
+    status: Body | None,
+) -> Mutation:
+    """Append action events and, in the same transaction, merge annotations (None
+    removes), add a finalizer and replace the status: how a controller records what it
+    did together with the bookkeeping that goes with it, as one atomic write."""
+
+    def mutate(current: StoredObject | None) -> Sequence[Change] | None:
+        current = _require(key, current)
+        body = current.body
+        meta = body["metadata"]
+        new_meta = dict(meta)
+        if finalizer is not None and finalizer not in (meta.get("finalizers") or ()):
+            new_meta["finalizers"] = [*(meta.get("finalizers") or ()), finalizer]
+            _check_new_finalizers(key, meta, new_meta)
+        if annotations:
+            merged = dict(meta.get("annotations") or {})
+            for name, value in annotations.items():
+                if value is None:
+                    merged.pop(name, None)
+                else:
+                    merged[name] = value
+            new_meta["annotations"] = dict(sorted(merged.items()))
+        changes: list[Change] = [Note(event_type, data) for event_type, data in events]
+        meta_changed = new_meta != meta
+        status_changed = status is not None and status != body.get("status")
+        if meta_changed or status_changed:
+            new = {**body, "metadata": new_meta}
+            if status_changed:
+                new["status"] = _clone(status)
+            if status_changed:
+                event_type = EventType.STATUS_CHANGED
+            elif new_meta.get("finalizers") != meta.get("finalizers"):
+                event_type = EventType.FINALIZER_ADDED
+            else:
+                event_type = EventType.METADATA_CHANGED
+            changes.append(Put(event_type, new))
+        return changes or None
 
     return mutate

@@ -134,14 +134,6 @@ class ManagedReconciler:
             raise TerminalError(message)
         if obj.metadata.deletion_timestamp is not None:
             return await self._finalize(obj, deletion, management)
-        if management == "Full" and FINALIZER not in obj.metadata.finalizers:
-            obj = await self.client.add_finalizer(
-                self.kind,
-                obj.metadata.name,
-                FINALIZER,
-                namespace=obj.metadata.namespace,
-                manager=ENGINE_MANAGER,
-            )
         external = await self._connect()
         observation = await self._observe(obj, external)
         if management == "ObserveOnly":
@@ -157,15 +149,28 @@ class ManagedReconciler:
             raise TerminalError(message)
         if not observation.exists:
             return await self._create(obj, external)
+        if FINALIZER not in obj.metadata.finalizers:
+            # (A create adds it in the same write as its pending marker.)
+            obj = await self.client.add_finalizer(
+                self.kind,
+                obj.metadata.name,
+                FINALIZER,
+                namespace=obj.metadata.namespace,
+                manager=ENGINE_MANAGER,
+            )
         if not observation.up_to_date:
             return await self._update(obj, external, observation)
+        ready, synced = (TRUE, "Available", ""), (TRUE, "ReconcileSuccess", "")
         if ANNOTATION_CREATE_SUCCEEDED not in annotations:
-            obj = await self._annotate(
-                obj, {ANNOTATION_CREATE_SUCCEEDED: self._now(), ANNOTATION_CREATE_PENDING: None}
+            # A create whose success was not recorded (a crash came between): record it now.
+            await self._act(
+                obj,
+                [("CreateSucceeded", "found after an interrupted create")],
+                annotations={ANNOTATION_CREATE_SUCCEEDED: self._now(), ANNOTATION_CREATE_PENDING: None},
+                status=self._new_status(obj, observation, synced=synced, ready=ready),
             )
-        await self._status(
-            obj, observation, ready=(TRUE, "Available", ""), synced=(TRUE, "ReconcileSuccess", "")
-        )
+            return self._poll()
+        await self._status(obj, observation, ready=ready, synced=synced)
         return self._poll()
 
     def _poll(self) -> Result:
@@ -184,6 +189,7 @@ class ManagedReconciler:
     async def _create(self, obj: AnyResource, external: ExternalClient) -> Result | None:
         annotations = obj.metadata.annotations
         succeeded = annotations.get(ANNOTATION_CREATE_SUCCEEDED)
+        requested: list[tuple[str, str]] = []
         if succeeded is not None:
             age = self._wall() - parse_timestamp(succeeded).timestamp()
             if age < self.creation_grace:
@@ -192,7 +198,7 @@ class ManagedReconciler:
                     obj, ready=(FALSE, "Creating", reason), synced=(TRUE, "ReconcileSuccess", "")
                 )
                 return Result(requeue_after=min(_SETTLE_POLL, self.creation_grace - age))
-            await self._record(obj, "DriftDetected", "the external resource was deleted out of band")
+            requested.append(("DriftDetected", "the external resource was deleted out of band"))
         elif ANNOTATION_CREATE_PENDING in annotations and not self.kind.deterministic_identity:
             message = (
                 "a create was interrupted before its outcome was recorded, and this kind's external "
@@ -201,53 +207,71 @@ class ManagedReconciler:
             )
             await self._status(obj, synced=(FALSE, "CreatePendingUnknown", message))
             raise TerminalError(message)
-        obj = await self._annotate(
-            obj, {ANNOTATION_CREATE_PENDING: self._now(), ANNOTATION_CREATE_SUCCEEDED: None}
+        # One write: the finalizer (so a delete can clean up), the pending marker (so a
+        # crash during create is known afterwards) and the CreateRequested event.
+        obj = await self._act(
+            obj,
+            [*requested, ("CreateRequested", "")],
+            annotations={ANNOTATION_CREATE_PENDING: self._now(), ANNOTATION_CREATE_SUCCEEDED: None},
+            finalizer=FINALIZER,
         )
-        await self._record(obj, "CreateRequested", "")
         try:
             external_name = await self._call("create", external.create, obj)
         except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
-            await self._record(obj, "CreateFailed", str(exc))
-            obj = await self._annotate(obj, {ANNOTATION_CREATE_PENDING: None})
+            obj = await self._act(
+                obj, [("CreateFailed", str(exc))], annotations={ANNOTATION_CREATE_PENDING: None}
+            )
             return await self._failed(obj, exc)
-        done = {ANNOTATION_CREATE_SUCCEEDED: self._now(), ANNOTATION_CREATE_PENDING: None}
+        done: dict[str, str | None] = {
+            ANNOTATION_CREATE_SUCCEEDED: self._now(),
+            ANNOTATION_CREATE_PENDING: None,
+        }
         if external_name:
             done[ANNOTATION_EXTERNAL_NAME] = external_name
-        obj = await self._annotate(obj, done)
-        await self._record(obj, "CreateSucceeded", "")
-        return await self._settle(obj, external, "Creating")
+        return await self._settle(obj, external, "Creating", [("CreateSucceeded", "")], done)
 
     async def _update(
         self, obj: AnyResource, external: ExternalClient, observation: Observation
     ) -> Result | None:
+        requested: list[tuple[str, str]] = []
         if obj.status.observed_generation == obj.metadata.generation:
             # The spec has not changed since we last made it so: the world moved.
-            await self._record(
-                obj, "DriftDetected", observation.diff or "the external resource differs from the spec"
+            requested.append(
+                ("DriftDetected", observation.diff or "the external resource differs from the spec")
             )
-        await self._record(obj, "UpdateRequested", observation.diff)
+        requested.append(("UpdateRequested", observation.diff))
+        obj = await self._act(obj, requested)
         try:
             await self._call("update", external.update, obj, observation)
         except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
-            await self._record(obj, "UpdateFailed", str(exc))
+            obj = await self._act(obj, [("UpdateFailed", str(exc))])
             return await self._failed(obj, exc)
-        await self._record(obj, "UpdateSucceeded", "")
-        return await self._settle(obj, external, "Updating")
+        return await self._settle(obj, external, "Updating", [("UpdateSucceeded", "")], None)
 
-    async def _settle(self, obj: AnyResource, external: ExternalClient, doing: str) -> Result | None:
-        """Observe again after acting, so status tells the truth at once."""
-        observation = await self._observe(obj, external)
+    async def _settle(
+        self,
+        obj: AnyResource,
+        external: ExternalClient,
+        doing: str,
+        events: list[tuple[str, str]],
+        annotations: dict[str, str | None] | None,
+    ) -> Result | None:
+        """Observe again after acting, then record the outcome, the markers and the status
+        in one write, so status tells the truth at once."""
+        try:
+            observation: Observation = await self._call("observe", external.observe, obj)
+        except Exception as exc:  # noqa: BLE001 - recorded with the outcome, then classified
+            obj = await self._act(obj, [*events, ("ObserveFailed", str(exc))], annotations=annotations)
+            return await self._failed(obj, exc)
+        synced = (TRUE, "ReconcileSuccess", "")
         if observation.exists and observation.up_to_date:
-            await self._status(
-                obj, observation, ready=(TRUE, "Available", ""), synced=(TRUE, "ReconcileSuccess", "")
-            )
-            return self._poll()
-        message = "waiting for the external system to reflect the change"
-        await self._status(
-            obj, observation, ready=(FALSE, doing, message), synced=(TRUE, "ReconcileSuccess", "")
-        )
-        return Result(requeue_after=_SETTLE_POLL)
+            ready, result = (TRUE, "Available", ""), self._poll()
+        else:
+            ready = (FALSE, doing, "waiting for the external system to reflect the change")
+            result = Result(requeue_after=_SETTLE_POLL)
+        status = self._new_status(obj, observation, synced=synced, ready=ready)
+        await self._act(obj, events, annotations=annotations, status=status)
+        return result
 
     async def _finalize(self, obj: AnyResource, deletion: str, management: str) -> Result | None:
         if FINALIZER not in obj.metadata.finalizers:
@@ -338,13 +362,29 @@ class ManagedReconciler:
                 manager=ENGINE_MANAGER,
             )
 
-    async def _annotate(self, obj: AnyResource, changes: dict[str, str | None]) -> AnyResource:
-        with self.telemetry.span("store.patch"):
-            return await self.client.patch(
+    async def _act(
+        self,
+        obj: AnyResource,
+        events: list[tuple[str, str]],
+        *,
+        annotations: dict[str, str | None] | None = None,
+        finalizer: str | None = None,
+        status: Any = None,
+    ) -> AnyResource:
+        """Record action events with their bookkeeping (markers, finalizer, status) in one
+        atomic write."""
+        with self.telemetry.span("store.record_actions", {"event.types": ",".join(t for t, _ in events)}):
+            return await self.client.record_actions(
                 self.kind,
                 obj.metadata.name,
-                {"metadata": {"annotations": changes}},
+                [
+                    (t, {"message": m, "generation": obj.metadata.generation} if m else None)
+                    for t, m in events
+                ],
                 namespace=obj.metadata.namespace,
+                annotations=annotations,
+                add_finalizer=finalizer,
+                status=status,
                 manager=ENGINE_MANAGER,
             )
 
@@ -356,10 +396,25 @@ class ManagedReconciler:
         synced: tuple[ConditionStatus, str, str],
         ready: tuple[ConditionStatus, str, str] | None = None,
     ) -> None:
+        new = self._new_status(obj, observation, synced=synced, ready=ready)
+        if new is None:
+            return
+        with self.telemetry.span("store.update_status"):
+            await self.client.update_status(attrs.evolve(obj, status=new), manager=ENGINE_MANAGER, force=True)
+
+    def _new_status(
+        self,
+        obj: AnyResource,
+        observation: Observation | None,
+        *,
+        synced: tuple[ConditionStatus, str, str],
+        ready: tuple[ConditionStatus, str, str] | None = None,
+    ) -> Any:
+        """The status these conditions make, or None when it equals the current one."""
         generation = obj.metadata.generation
         status = obj.status
         if self._unchanged(status, generation, observation, synced, ready):
-            return  # the common case of a poll or resync: build nothing, write nothing
+            return None  # the common case of a poll or resync: build nothing, write nothing
         now = datetime.datetime.fromtimestamp(self._wall(), datetime.UTC)
         conditions = status.conditions
         for type_, value in (("Synced", synced), ("Ready", ready)):
@@ -370,10 +425,7 @@ class ManagedReconciler:
         if observation is not None and hasattr(status, "at_provider"):
             changes["at_provider"] = dict(observation.observed)
         new = attrs.evolve(status, **changes)
-        if new == status:
-            return
-        with self.telemetry.span("store.update_status"):
-            await self.client.update_status(attrs.evolve(obj, status=new), manager=ENGINE_MANAGER, force=True)
+        return None if new == status else new
 
     @staticmethod
     def _unchanged(

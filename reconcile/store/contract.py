@@ -13,7 +13,7 @@ be deterministic: a backend may run it again if a transaction is retried.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -79,7 +79,9 @@ class Note:
 
 
 Change = Put | Remove | Note
-Mutation = Callable[[StoredObject | None], Change | None]
+#: A mutation returns one change, several (appended in order, as one atomic write, each
+#: with its own revision), or None for "nothing to do".
+Mutation = Callable[[StoredObject | None], Change | Sequence[Change] | None]
 
 
 @attrs.frozen

@@ -25,6 +25,7 @@ from reconcile.store.contract import (
     Body,
     Mutation,
     Note,
+    Put,
     Remove,
     StoredObject,
     WriteResult,
@@ -144,22 +145,36 @@ def _run_one(
     write: PendingWrite, slot: _Slot, revision: int, now: float, events: list[tuple[Any, ...]]
 ) -> WriteResult:
     current = slot.current(write.key)
-    change = write.mutation(current)
-    if change is None:
+    outcome = write.mutation(current)
+    if outcome is None:
         return WriteResult(current.resource_version if current else 0, current, written=False)
-    data = None if change.data is None else dumps(change.data)
-    if isinstance(change, Note):
-        if not slot.uid:
-            raise NotFoundError(f"{write.key} not found")
-        events.append((revision, now, slot.id, slot.uid, change.event_type, write.actor, None, data))
-        return WriteResult(revision, current, written=True)
-    body = change.body
-    text = _stamp(body, revision)
-    uid = str(body.get("metadata", {}).get("uid") or "")
-    events.append((revision, now, slot.id, uid, change.event_type, write.actor, text, data))
-    slot.dirty, slot.uid, slot.revision = True, uid, revision
-    if isinstance(change, Remove):
-        slot.text = None
-        return WriteResult(revision, None, written=True)
-    slot.text = text
-    return WriteResult(revision, StoredObject(write.key, uid, revision, body), written=True)
+    changes = (outcome,) if isinstance(outcome, Put | Remove | Note) else tuple(outcome)
+    if not changes:
+        return WriteResult(current.resource_version if current else 0, current, written=False)
+    # Work on copies, so a change that fails (too large, no object) leaves nothing behind:
+    # a write is all or nothing, whatever number of events it appends.
+    uid, text, stamped, body = slot.uid, slot.text, slot.revision, None
+    pending: list[tuple[Any, ...]] = []
+    for offset, change in enumerate(changes):
+        at = revision + offset
+        data = None if change.data is None else dumps(change.data)
+        if isinstance(change, Note):
+            if not uid:
+                raise NotFoundError(f"{write.key} not found")
+            pending.append((at, now, slot.id, uid, change.event_type, write.actor, None, data))
+            continue
+        body = change.body
+        snapshot = _stamp(body, at)
+        uid = str(body.get("metadata", {}).get("uid") or "")
+        pending.append((at, now, slot.id, uid, change.event_type, write.actor, snapshot, data))
+        stamped = at
+        text = None if isinstance(change, Remove) else snapshot
+    events.extend(pending)
+    last = pending[-1][0]
+    if stamped != slot.revision or text != slot.text:
+        slot.dirty, slot.uid, slot.revision, slot.text = True, uid, stamped, text
+    if text is None:
+        return WriteResult(last, None, written=True)
+    if body is None:  # notes only: the object is as it was
+        return WriteResult(last, current, written=True)
+    return WriteResult(last, StoredObject(write.key, uid, stamped, body), written=True)
