@@ -2,6 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
+#: Real seconds a test waits for something that should happen almost at once.
+DEADLINE = 20.0
+
+
+async def settle(predicate: Callable[[], bool]) -> None:
+    """Let the event loop run until ``predicate()`` holds, failing after a real deadline.
+
+    This yields to the loop; it does not sleep: every wake-up is a scheduled callback,
+    and any time that must pass is fake time the test advances.
+    """
+    async with asyncio.timeout(DEADLINE):
+        while not predicate():  # noqa: ASYNC110 - yields to the loop; time is fake
+            await asyncio.sleep(0)
+
 
 def widget(name: str, size: int = 1, **metadata: object) -> dict[str, object]:
     """A Widget manifest."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import widget
+from helpers import settle, widget
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -21,16 +21,6 @@ from reconcile.controller import Controller, Informer, Request, Result, Telemetr
 from reconcile.testing import WIDGET, FakeClock
 
 DEADLINE = 10.0
-
-
-async def settle(predicate: Callable[[], bool]) -> None:
-    """Let the event loop run until ``predicate()`` holds (failing after a real deadline).
-
-    This yields to the loop; it does not sleep: every wake-up is a scheduled callback.
-    """
-    async with asyncio.timeout(DEADLINE):
-        while not predicate():  # noqa: ASYNC110 - yields to the loop; time is fake
-            await asyncio.sleep(0)
 
 
 class StatusWriter:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import settle
 
 from reconcile import Runtime
 from reconcile.errors import PermanentError, TransientError
@@ -34,13 +35,6 @@ def bucket(name: str, value: str = "v", **metadata: Any) -> dict[str, Any]:
         "metadata": {"name": name, **metadata},
         "spec": {"name": name, "value": value},
     }
-
-
-async def settle(predicate: Callable[[], bool]) -> None:
-    """Yield to the loop until ``predicate()`` holds, failing after a real deadline."""
-    async with asyncio.timeout(DEADLINE):
-        while not predicate():  # noqa: ASYNC110 - yields to the loop; time is fake
-            await asyncio.sleep(0)
 
 
 async def idle(runtime: Runtime) -> None:
