@@ -59,6 +59,7 @@ class ThingSpec:
     size: int = 0
 
 
+FREEZE_GC = os.environ.get("RECONCILE_BENCH_FREEZE_GC", "1") == "1"
 THING = Kind("bench.reconcile.dev/v1", "Thing", ThingSpec, ManagedStatus, deterministic_identity=True)
 
 
@@ -254,7 +255,9 @@ def minimal_loop(path: Path, count: int) -> float:
 async def cold_convergence(db: Path, count: int) -> dict[str, Any]:
     """Apply ``count`` Things and run until every one is Ready; then a full resync."""
     provider = NoopProvider()
-    runtime = Runtime(db, providers=[provider], poll_interval=3600, resync_period=None, workers=16)
+    runtime = Runtime(
+        db, providers=[provider], poll_interval=3600, resync_period=None, workers=16, freeze_gc=FREEZE_GC
+    )
     with GcPauses() as pauses:
         started = time.perf_counter()
         async with runtime:

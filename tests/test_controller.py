@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from reconcile import Client, ExpiredError, ObjectKey, Status, TerminalError, TransientError
-from reconcile.controller import Controller, Informer, Request, Result, Telemetry
+from reconcile.controller import Controller, Informer, Request, Result, Telemetry, informing
 from reconcile.testing import WIDGET, FakeClock
 
 DEADLINE = 10.0
@@ -322,3 +322,31 @@ class TestTelemetry:
         results = {p.attributes["result"]: p.value for p in metrics["reconcile_total"].data.data_points}
         assert results["success"] >= 2
         assert results["error"] >= 1
+
+
+class TestGarbageCollection:
+    """Opt-in gc.freeze() keeps a large cache out of the cyclic collector's way."""
+
+    async def test_freeze_when_the_cache_doubles(
+        self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """With freeze_gc, gc.freeze() runs when the cache passes the threshold and each
+        time it doubles; without it, never."""
+        frozen: list[int] = []
+        monkeypatch.setattr(informing, "_FREEZE_FROM", 4)
+        monkeypatch.setattr(informing.gc, "freeze", lambda: frozen.append(1))
+        for i in range(3):
+            await client.apply(widget(f"w{i}"))
+        plain = Informer(client, WIDGET, clock=clock)
+        freezing = Informer(client, WIDGET, clock=clock, freeze_gc=True)
+        tasks = [asyncio.create_task(plain.run()), asyncio.create_task(freezing.run())]
+        await asyncio.wait_for(freezing.synced.wait(), DEADLINE)
+        assert frozen == []
+        for i in range(3, 9):
+            await client.apply(widget(f"w{i}"))
+        revision = await client.revision()
+        await asyncio.wait_for(freezing.wait_for_revision(revision), DEADLINE)
+        assert len(frozen) == 2, "at 4 and at 8 cached objects"
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -60,6 +60,7 @@ class Controller:
         telemetry: Telemetry | None = None,
         random_source: Callable[[], float] = random.random,
         ignore_actors: frozenset[str] = frozenset(),
+        freeze_gc: bool = False,
     ) -> None:
         self.client = client
         self.kind = kind
@@ -68,7 +69,7 @@ class Controller:
         self.workers = workers
         self.clock = clock or LoopClock()
         self.queue: WorkQueue[ObjectKey] = queue or WorkQueue(clock=self.clock)
-        self.informer = Informer(client, kind, namespace=namespace, clock=self.clock)
+        self.informer = Informer(client, kind, namespace=namespace, clock=self.clock, freeze_gc=freeze_gc)
         self.resync_period = resync_period
         self.resync_jitter = resync_jitter
         self.read_your_writes_timeout = read_your_writes_timeout

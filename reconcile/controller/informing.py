@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import gc
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
@@ -34,6 +35,7 @@ from reconcile.model.selectors import LabelSelector
 __all__ = ["Informer", "InformerEvent", "InformerStatistics"]
 
 LOG = logging.getLogger("reconcile.informer")
+_FREEZE_FROM = 10_000  # cached objects before the first gc.freeze()
 
 AnyResource = Resource[Any, Any]
 Change = Literal["added", "modified", "deleted"]
@@ -75,6 +77,7 @@ class Informer:
         namespace: str | None = None,
         clock: Clock | None = None,
         max_backoff: float = 30.0,
+        freeze_gc: bool = False,
     ) -> None:
         self.client = client
         self.kind = kind
@@ -91,6 +94,8 @@ class Informer:
         self.synced = asyncio.Event()
         self._lists = 0
         self._failures = 0
+        self._freeze_gc = freeze_gc
+        self._frozen_at = _FREEZE_FROM // 2
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -181,6 +186,17 @@ class Informer:
             self._put(key, obj)
         self._advance(page.resource_version)
         self.synced.set()
+        self._maybe_freeze()
+
+    def _maybe_freeze(self) -> None:
+        # With 100,000 cached objects CPython's cyclic collector spends most of its time,
+        # and pauses for up to a second, re-scanning the cache (acyclic values: only
+        # reference counting ever frees them). gc.freeze() moves everything alive to the
+        # permanent generation, which the collector skips. It is process-wide, so it is
+        # opt-in (Runtime(freeze_gc=True)); done each time the cache has doubled.
+        if self._freeze_gc and len(self._objects) >= 2 * self._frozen_at:
+            self._frozen_at = len(self._objects)
+            gc.freeze()
 
     def _apply(self, event: Event) -> None:
         key = event.key
@@ -199,6 +215,8 @@ class Informer:
             self._unindex(key, old)
         self._objects[key] = obj
         self._index(key, obj)
+        if old is None and self._freeze_gc:
+            self._maybe_freeze()
         self._notify(InformerEvent("added" if old is None else "modified", key, old, obj, actor))
 
     def _delete(self, key: ObjectKey, actor: str | None = None) -> None:

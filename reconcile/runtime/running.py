@@ -66,6 +66,7 @@ class Runtime:
         shutdown_deadline: float = 30.0,
         telemetry: Telemetry | None = None,
         handle_signals: bool = False,
+        freeze_gc: bool = False,
         **store_options: Any,
     ) -> None:
         self.store_url = store
@@ -83,6 +84,7 @@ class Runtime:
         self.shutdown_deadline = shutdown_deadline
         self.telemetry = telemetry or Telemetry()
         self.handle_signals = handle_signals
+        self.freeze_gc = freeze_gc
         self.store_options = store_options
         self.controllers: dict[str, Controller] = {}
         self.supervisor = Supervisor(self.clock)
@@ -157,6 +159,7 @@ class Runtime:
             # trigger it: each reconcile ends with its own requeue. Reacting to them
             # would turn every failed attempt into an immediate next attempt.
             ignore_actors=frozenset({ENGINE_MANAGER}),
+            freeze_gc=self.freeze_gc,
         )
         reconciler.bind(controller.informer)
         self.controllers[name] = controller
