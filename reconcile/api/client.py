@@ -8,12 +8,8 @@ spec and status structured into the kind's classes.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import builtins
 import datetime
-import json
-import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -24,6 +20,8 @@ import attrs
 from reconcile.api import mutations
 from reconcile.api.admission import MAX_ANNOTATIONS_BYTES, Admission, Admitted
 from reconcile.api.merging import merge_patch
+from reconcile.api.paging import ResourceList, decode_continue, encode_continue
+from reconcile.api.requests import PATCHABLE_METADATA, check_action, check_patch
 from reconcile.errors import ConflictError, FieldError, InvalidError, NotFoundError
 from reconcile.model.events import Bookmark, Event, FieldChange, diff_objects
 from reconcile.model.kinds import Kind, KindRegistry
@@ -40,38 +38,15 @@ from reconcile.store.contract import (
     VerifyReport,
     WriteResult,
 )
-from reconcile.store.encoding import dumps
 
 __all__ = ["DEFAULT_MANAGER", "Client", "ResourceList"]
 
 DEFAULT_MANAGER = "reconcile"
 _PATCH_ATTEMPTS = 16
-_EVENT_TYPE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}$")
-_PATCHABLE_METADATA = frozenset({"labels", "annotations"})
+
 
 AnyResource = Resource[Any, Any]
 KindRef = str | Kind
-
-
-@attrs.frozen
-class ResourceList:
-    """One page of a list: items, the revision they reflect, and a token for the next page."""
-
-    items: tuple[AnyResource, ...]
-    resource_version: int
-    continue_: str | None = None
-
-
-def _encode_continue(after: tuple[str, str]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(after).encode()).decode()
-
-
-def _decode_continue(token: str) -> tuple[str, str]:
-    try:
-        namespace, name = json.loads(base64.urlsafe_b64decode(token.encode()))
-    except (ValueError, TypeError, binascii.Error):
-        raise InvalidError([FieldError("continue_", "not a token returned by list")]) from None
-    return str(namespace), str(name)
 
 
 class Client:
@@ -204,11 +179,11 @@ class Client:
         ``metadata.annotations``. Without ``resource_version`` a concurrent change is
         retried against the new version; with it, a stale version is a conflict."""
         _, key = self._key(kind, name, namespace)
-        _check_patch(patch)
+        check_patch(patch)
         if "spec" not in patch:
             # Labels and annotations only: validated here, merged inside the write, so no
             # read round trip and no conflict to retry.
-            patches = {f: v for f, v in patch.get("metadata", {}).items() if f in _PATCHABLE_METADATA}
+            patches = {f: v for f, v in patch.get("metadata", {}).items() if f in PATCHABLE_METADATA}
             errors = self.admission.metadata_patch_errors(patches)
             if errors:
                 raise InvalidError(errors, subject=str(key))
@@ -327,14 +302,9 @@ class Client:
         ...) without changing it: the event joins its history and watches see it, with
         ``object`` None. Returns the event's revision. The object's resource_version
         does not move, so recording never triggers a reconcile."""
-        if not _EVENT_TYPE.match(event_type):
-            raise InvalidError([FieldError("event_type", "must be CamelCase, like CreateRequested")])
+        check_action(event_type, data)
         _, key = self._key(kind, name, namespace)
         payload = None if data is None else dict(data)
-        try:
-            dumps(payload)
-        except TypeError as exc:
-            raise InvalidError([FieldError("data", f"must be JSON data ({exc})")]) from None
         result = await self._write(key, lambda _current: Note(event_type, payload), actor=manager)
         return result.revision
 
@@ -356,12 +326,7 @@ class Client:
         all of it or none. Returns the object after it."""
         found, key = self._key(kind, name, namespace)
         for event_type, data in events:
-            if not _EVENT_TYPE.match(event_type):
-                raise InvalidError([FieldError("event_type", "must be CamelCase, like CreateRequested")])
-            try:
-                dumps(data)
-            except TypeError as exc:
-                raise InvalidError([FieldError("data", f"must be JSON data ({exc})")]) from None
+            check_action(event_type, data)
         if annotations:
             errors = self.admission.metadata_patch_errors({"annotations": annotations})
             if errors:
@@ -409,11 +374,11 @@ class Client:
             found.api_group,
             found.kind,
             namespace=namespace,
-            after=None if continue_ is None else _decode_continue(continue_),
+            after=None if continue_ is None else decode_continue(continue_),
             limit=limit,
             predicate=matches if selector.requirements else None,
         )
-        token = None if page.next_after is None else _encode_continue(page.next_after)
+        token = None if page.next_after is None else encode_continue(page.next_after)
         return ResourceList(tuple(self.decode(i.body) for i in page.items), page.revision, token)
 
     async def history(
@@ -505,20 +470,3 @@ class Client:
     async def verify(self) -> VerifyReport:
         """Rebuild the projection from the log, compare, and report the differences."""
         return await self.store.verify()
-
-
-def _check_patch(patch: Mapping[str, Any]) -> None:
-    if not isinstance(patch, Mapping):
-        raise InvalidError([FieldError("", "a merge patch must be a mapping")])
-    errors = [FieldError(str(k), "cannot be patched") for k in patch if k not in ("spec", "metadata")]
-    meta = patch.get("metadata", {})
-    if not isinstance(meta, Mapping):
-        errors.append(FieldError("metadata", "expected a mapping"))
-    else:
-        errors += [
-            FieldError(f"metadata.{k}", "cannot be patched") for k in meta if k not in _PATCHABLE_METADATA
-        ]
-    if "spec" in patch and not isinstance(patch["spec"], Mapping):
-        errors.append(FieldError("spec", "expected a mapping"))
-    if errors:
-        raise InvalidError(errors)
