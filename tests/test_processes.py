@@ -30,6 +30,15 @@ def start(*args: str) -> subprocess.Popen[str]:
     )
 
 
+def kill(process: subprocess.Popen[str]) -> None:
+    """SIGKILL a worker and release its pipes."""
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 class TestCrashSafety:
     """A writer killed by SIGKILL loses no acknowledged write."""
 
@@ -45,11 +54,7 @@ class TestCrashSafety:
             acknowledged.append(line.split()[1])
             if len(acknowledged) >= wanted:
                 break
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-        process.stdout.close()
-        assert process.stderr is not None
-        process.stderr.close()
+        kill(process)
         assert len(acknowledged) >= wanted, "the writer died before the kill"
         async with connect(db, kinds=example_kinds()) as client:
             report = await client.verify()
@@ -106,11 +111,7 @@ class TestConvergenceCrash:
             created += line.strip() == "created"
             if created >= count // 3:
                 break
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-        process.stdout.close()
-        assert process.stderr is not None
-        process.stderr.close()
+        kill(process)
         assert created >= count // 3, "the engine died before the kill"
 
         again = start("converge", str(db), str(cloud_path), "--until-ready")

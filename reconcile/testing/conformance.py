@@ -200,6 +200,20 @@ class Harness:
         msg = f"{what} did not hold within {FAKE_PATIENCE} s of fake time"
         raise AssertionError(msg)
 
+    async def until_gone(self, kind: str, name: str, namespace: str) -> None:
+        """Let the engine run until the object is deleted from the store."""
+        assert self.runtime is not None
+        client = self.runtime.client
+
+        async def gone() -> bool:
+            try:
+                await client.get(kind, name, namespace=namespace)
+            except NotFoundError:
+                return True
+            return False
+
+        await self.until(gone)
+
     async def ready(self, name: str, manifest: Mapping[str, Any]) -> AnyResource:
         """Wait until Ready, letting time pass as needed (eventual consistency)."""
         assert self.runtime is not None
@@ -289,14 +303,7 @@ async def check_delete_removes_external_and_finalizer(h: Harness) -> None:
         kind = h.kind_name(manifest)
         await runtime.client.delete(kind, "conf-d", namespace=obj.metadata.namespace)
 
-        async def gone() -> bool:
-            try:
-                await runtime.client.get(kind, "conf-d", namespace=obj.metadata.namespace)
-            except NotFoundError:
-                return True
-            return False
-
-        await h.until(gone)
+        await h.until_gone(kind, "conf-d", obj.metadata.namespace)
         assert not await h.outside.exists(obj)
 
 
@@ -310,14 +317,7 @@ async def check_orphan_leaves_external(h: Harness) -> None:
         kind = h.kind_name(manifest)
         await runtime.client.delete(kind, "conf-e", namespace=obj.metadata.namespace)
 
-        async def gone() -> bool:
-            try:
-                await runtime.client.get(kind, "conf-e", namespace=obj.metadata.namespace)
-            except NotFoundError:
-                return True
-            return False
-
-        await h.until(gone)
+        await h.until_gone(kind, "conf-e", obj.metadata.namespace)
         assert await h.outside.exists(obj)
         assert h.calls["delete"] == 0
 
@@ -416,14 +416,7 @@ async def check_not_ours_is_never_touched(h: Harness) -> None:
         obj = await runtime.client.get(kind, "conf-i")
         await runtime.client.delete(kind, "conf-i", namespace=obj.metadata.namespace)
 
-        async def gone() -> bool:
-            try:
-                await runtime.client.get(kind, "conf-i", namespace=obj.metadata.namespace)
-            except NotFoundError:
-                return True
-            return False
-
-        await h.until(gone)
+        await h.until_gone(kind, "conf-i", obj.metadata.namespace)
         assert h.writes == 0, "the engine wrote to a resource that is not ours"
         assert await h.outside.exists(obj)
 
