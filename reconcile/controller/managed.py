@@ -96,6 +96,7 @@ class ManagedReconciler:
         self.client = client
         self.kind = kind
         self._connect = connect
+        self._client: ExternalClient | None = None
         self.clock = clock or LoopClock()
         self.poll_interval = poll_interval
         self.poll_jitter = poll_jitter
@@ -104,6 +105,12 @@ class ManagedReconciler:
         self.telemetry = telemetry or Telemetry()
         self._random = random_source
         self.informer: Informer | None = None
+
+    async def _external(self) -> ExternalClient:
+        # Connect once; the Runtime shares one client per provider between its kinds.
+        if self._client is None:
+            self._client = await self._connect()
+        return self._client
 
     def bind(self, informer: Informer) -> None:
         """Read objects from this informer's cache."""
@@ -134,7 +141,7 @@ class ManagedReconciler:
             raise TerminalError(message)
         if obj.metadata.deletion_timestamp is not None:
             return await self._finalize(obj, deletion, management)
-        external = await self._connect()
+        external = await self._external()
         observation = await self._observe(obj, external)
         if management == "ObserveOnly":
             ready = (TRUE, "Available", "") if observation.exists else (FALSE, "NotFound", "does not exist")
@@ -277,7 +284,7 @@ class ManagedReconciler:
         if FINALIZER not in obj.metadata.finalizers:
             return None
         if deletion == "Delete" and management == "Full":
-            external = await self._connect()
+            external = await self._external()
             observation = await self._observe(obj, external)
             if observation.exists and not self._owned(obj, observation):
                 await self._record(
