@@ -142,21 +142,21 @@ class GcPauses:
 
 
 async def bare_loop(keys: int, rounds: int) -> float:
-    """The limit: a dedup set over an asyncio.Queue, 16 workers, no-op calls."""
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    queued: set[int] = set()
+    """The limit: a dedup set over an asyncio.Queue, 16 workers, the same no-op
+    reconciler called with the same requests."""
+    queue: asyncio.Queue[ObjectKey] = asyncio.Queue()
+    queued: set[ObjectKey] = set()
     done = 0
     finished = asyncio.Event()
-
-    async def noop(key: int) -> None:  # noqa: ARG001
-        return None
+    reconciler = Noop()
+    names = [ObjectKey(THING.api_group, THING.kind, "default", f"t{i}") for i in range(keys)]
 
     async def worker() -> None:
         nonlocal done
         while True:
             key = await queue.get()
             queued.discard(key)
-            await noop(key)
+            await reconciler.reconcile(Request(key))
             done += 1
             if done == keys * rounds:
                 finished.set()
@@ -164,7 +164,7 @@ async def bare_loop(keys: int, rounds: int) -> float:
     workers = [asyncio.create_task(worker()) for _ in range(16)]
     started = time.perf_counter()
     for _ in range(rounds):
-        for key in range(keys):
+        for key in names:
             if key not in queued:
                 queued.add(key)
                 queue.put_nowait(key)
