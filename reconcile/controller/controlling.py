@@ -80,6 +80,10 @@ class Controller:
         self._triggers: dict[ObjectKey, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._attributes = {"controller": self.name}
+        self._outcomes = {
+            outcome: {"controller": self.name, "result": outcome}
+            for outcome in ("success", "error", "terminal", "requeue", "requeue_after")
+        }
         self.informer.add_handler(self._on_change)
         self._unsubscribe = client.observe_writes(self._on_write)
 
@@ -145,7 +149,7 @@ class Controller:
         with self.telemetry.span("reconcile", attributes) as span:
             outcome = await self._call(key, span)
             span.set_attribute("reconcile.result", outcome)
-        self.telemetry.reconcile_total.add(1, {**self._attributes, "result": outcome})
+        self.telemetry.reconcile_total.add(1, self._outcomes[outcome])
         self.telemetry.reconcile_time.record(time.perf_counter() - started, self._attributes)
 
     async def _call(self, key: ObjectKey, span: trace.Span) -> str:

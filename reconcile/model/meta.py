@@ -9,6 +9,7 @@ the revision of the last event that touched the object.
 from __future__ import annotations
 
 import datetime
+from typing import NamedTuple
 
 import attrs
 
@@ -17,11 +18,12 @@ __all__ = ["DEFAULT_NAMESPACE", "ObjectKey", "ObjectMeta", "OwnerReference"]
 DEFAULT_NAMESPACE = "default"
 
 
-@attrs.frozen(order=True, cache_hash=True)
-class ObjectKey:
+class ObjectKey(NamedTuple):
     """What identifies an object: API group, kind, namespace and name.
 
-    The version is a representation, not part of identity, as in Kubernetes.
+    The version is a representation, not part of identity, as in Kubernetes. A named
+    tuple: keys are hashed and compared in C, and the work queue, the informer cache and
+    the store's batches hash them many times per reconcile.
     """
 
     api_group: str
@@ -30,6 +32,7 @@ class ObjectKey:
     name: str
 
     def __str__(self) -> str:
+        """``Kind.group namespace/name``."""
         group = f".{self.api_group}" if self.api_group else ""
         return f"{self.kind}{group} {self.namespace}/{self.name}"
 
