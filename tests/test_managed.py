@@ -392,3 +392,18 @@ class TestPolicies:
             history = [e.type for e in await runtime.client.history("bucket", "b")]
         assert "ObserveFailed" not in history
         assert cloud.calls["create"] == 1
+
+
+class TestPollIntervals:
+    """Drift polling per kind."""
+
+    async def test_per_kind_poll_interval(self, db_path: Path, cloud: MemoryCloud, clock: FakeClock) -> None:
+        """poll_intervals={"bucket": 5} repairs drift after 5 s, not the default 60 s."""
+        async with started(db_path, cloud, clock, poll_intervals={"bucket": 5.0}) as runtime:
+            await runtime.apply(bucket("b", "good"))
+            await ready(runtime, "b")
+            await idle(runtime)
+            cloud.tamper("b", "evil")
+            clock.advance(5 * 1.11)
+            await settle(lambda: cloud.items["b"].value == "good")
+            assert runtime._poll_interval(runtime.client.kinds.resolve("note")) == POLL

@@ -36,6 +36,9 @@ class Kind:
     #: create interrupted by a crash can be retried without risk of a duplicate.
     deterministic_identity: bool = False
     short_names: tuple[str, ...] = ()
+    #: How often a Ready resource of this kind is observed again for drift; None: the
+    #: Runtime's default. (A Runtime's ``poll_intervals`` overrides both.)
+    poll_interval: float | None = None
 
     @property
     def api_group(self) -> str:

@@ -59,6 +59,7 @@ class Runtime:
         wall_clock: Callable[[], float] = time.time,
         workers: int = 16,
         poll_interval: float = 60.0,
+        poll_intervals: Mapping[str, float] | None = None,
         poll_jitter: float = 0.1,
         creation_grace: float = 0.0,
         provider_attempts: int = 3,
@@ -77,6 +78,7 @@ class Runtime:
         self.wall_clock = wall_clock
         self.workers = workers
         self.poll_interval = poll_interval
+        self.poll_intervals = dict(poll_intervals or {})
         self.poll_jitter = poll_jitter
         self.creation_grace = creation_grace
         self.provider_attempts = provider_attempts
@@ -139,7 +141,7 @@ class Runtime:
             kind,
             connect,
             clock=self.clock,
-            poll_interval=self.poll_interval,
+            poll_interval=self._poll_interval(kind),
             poll_jitter=self.poll_jitter,
             creation_grace=self.creation_grace,
             attempts=self.provider_attempts,
@@ -164,6 +166,15 @@ class Runtime:
         reconciler.bind(controller.informer)
         self.controllers[name] = controller
         self.supervisor.start(name, controller.run)
+
+    def _poll_interval(self, kind: Kind) -> float:
+        """Drift polling for a kind: the Runtime's per-kind setting (by any of the kind's
+        names), else the kind's own default, else the Runtime's default."""
+        names = kind.names()
+        for name, interval in self.poll_intervals.items():
+            if name.lower() in names:
+                return interval
+        return kind.poll_interval if kind.poll_interval is not None else self.poll_interval
 
     async def _connect(self, provider: Provider) -> ExternalClient:
         async with self._connect_lock:
