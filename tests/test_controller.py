@@ -350,3 +350,10 @@ class TestGarbageCollection:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_shutdown_twice_is_harmless(client: Client, clock: FakeClock) -> None:
+    """Shutting a controller down twice neither raises nor hangs."""
+    controller, _ = make(client, clock)
+    assert await controller.shutdown(deadline=DEADLINE)
+    assert await controller.shutdown(deadline=DEADLINE)

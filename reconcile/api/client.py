@@ -76,7 +76,12 @@ class Client:
         controller knows which revision its next read of a key must reflect). Returns a
         function that unsubscribes."""
         self._write_observers.append(observer)
-        return lambda: self._write_observers.remove(observer)
+
+        def unsubscribe() -> None:
+            if observer in self._write_observers:
+                self._write_observers.remove(observer)
+
+        return unsubscribe
 
     async def _write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
         result = await self.store.write(key, mutation, actor=actor)
