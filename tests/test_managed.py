@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from helpers import settle
 
@@ -21,7 +22,7 @@ from reconcile.model.external import (
     ANNOTATION_PAUSED,
     FINALIZER,
 )
-from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
+from reconcile.testing import BUCKET, FakeClock, MemoryCloud, MemoryProvider
 
 DEADLINE = 20.0
 POLL = 60.0
@@ -407,3 +408,21 @@ class TestPollIntervals:
             clock.advance(5 * 1.11)
             await settle(lambda: cloud.items["b"].value == "good")
             assert runtime._poll_interval(runtime.client.kinds.resolve("note")) == POLL
+
+
+class TestRuntimeLifecycle:
+    """Starting and stopping."""
+
+    async def test_conflicting_kinds_are_refused_at_start(self, db_path: Path) -> None:
+        """Two providers declaring the same kind differently: start fails, nothing is left open."""
+
+        class Clash(MemoryProvider):
+            @property
+            def kinds(self) -> Any:
+                return (attrs.evolve(BUCKET, deterministic_identity=False),)
+
+        runtime = Runtime(db_path, providers=[MemoryProvider(), Clash()])
+        with pytest.raises(ValueError, match="already registered"):
+            await runtime.start()
+        with pytest.raises(Exception, match="not started"):
+            _ = runtime.client

@@ -121,9 +121,13 @@ class Runtime:
                 registry.register(kind)
         store = await open_store(self.store_url, clock=self.wall_clock, **self.store_options)
         self._client = Client(store, registry, clock=self.wall_clock)
-        for provider in providers:
-            for kind in provider.kinds:
-                self._add_controller(provider, kind)
+        try:
+            for provider in providers:
+                for kind in provider.kinds:
+                    self._add_controller(provider, kind)
+        except BaseException:
+            await self.close()  # a half-started runtime leaves nothing running or open
+            raise
         if self.handle_signals:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
