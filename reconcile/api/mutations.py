@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reconcile.api.merging import merge_patch
 from reconcile.errors import AlreadyExistsError, ConflictError, FieldError, InvalidError, NotFoundError
 from reconcile.model.events import EventType
 from reconcile.model.meta import ObjectKey
@@ -268,13 +269,7 @@ def patch_metadata(
         _check_version(key, current, expected)
         meta = dict(current.body["metadata"])
         for field, patch in patches.items():
-            merged = dict(meta.get(field) or {})
-            for name, value in patch.items():
-                if value is None:
-                    merged.pop(name, None)
-                else:
-                    merged[name] = value
-            meta[field] = dict(sorted(merged.items()))
+            meta[field] = dict(sorted(merge_patch(meta.get(field) or {}, patch).items()))
         if meta == current.body["metadata"]:
             return None
         size = sum(len(k) + len(v) for k, v in (meta.get("annotations") or {}).items())
@@ -307,12 +302,7 @@ def record_actions(
             new_meta["finalizers"] = [*(meta.get("finalizers") or ()), finalizer]
             _check_new_finalizers(key, meta, new_meta)
         if annotations:
-            merged = dict(meta.get("annotations") or {})
-            for name, value in annotations.items():
-                if value is None:
-                    merged.pop(name, None)
-                else:
-                    merged[name] = value
+            merged = merge_patch(meta.get("annotations") or {}, annotations)
             new_meta["annotations"] = dict(sorted(merged.items()))
         changes: list[Change] = [Note(event_type, data) for event_type, data in events]
         meta_changed = new_meta != meta

@@ -151,7 +151,7 @@ class ManagedReconciler:
             return self._poll()
         if observation.exists and not self._owned(obj, observation):
             message = "the external resource exists but was not created by this object; it is left alone"
-            await self._record(obj, "NotOwned", message)
+            await self._act(obj, [("NotOwned", message)])
             await self._status(obj, observation, synced=(FALSE, "NotOwned", message))
             raise TerminalError(message)
         if not observation.exists:
@@ -287,17 +287,16 @@ class ManagedReconciler:
             external = await self._external()
             observation = await self._observe(obj, external)
             if observation.exists and not self._owned(obj, observation):
-                await self._record(
-                    obj, "DeleteSkipped", "the external resource is not ours; it is left alone"
-                )
+                skipped = "the external resource is not ours; it is left alone"
+                await self._act(obj, [("DeleteSkipped", skipped)])
             elif observation.exists:
-                await self._record(obj, "DeleteRequested", "")
+                await self._act(obj, [("DeleteRequested", "")])
                 try:
                     await self._call("delete", external.delete, obj)
                 except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
-                    await self._record(obj, "DeleteFailed", str(exc))
+                    await self._act(obj, [("DeleteFailed", str(exc))])
                     return await self._failed(obj, exc)
-                await self._record(obj, "DeleteSucceeded", "")
+                await self._act(obj, [("DeleteSucceeded", "")])
                 if (await self._observe(obj, external)).exists:
                     message = "waiting for the external system to finish deleting"
                     await self._status(
@@ -305,7 +304,8 @@ class ManagedReconciler:
                     )
                     return Result(requeue=True)
         else:
-            await self._record(obj, "Orphaned", f"deletion policy {deletion}, management policy {management}")
+            policies = f"deletion policy {deletion}, management policy {management}"
+            await self._act(obj, [("Orphaned", policies)])
         await self.client.remove_finalizer(
             self.kind, obj.metadata.name, FINALIZER, namespace=obj.metadata.namespace, manager=ENGINE_MANAGER
         )
@@ -329,7 +329,7 @@ class ManagedReconciler:
         try:
             observation: Observation = await self._call("observe", external.observe, obj)
         except Exception as exc:
-            await self._record(obj, "ObserveFailed", str(exc))
+            await self._act(obj, [("ObserveFailed", str(exc))])
             await self._failed(obj, exc)
             raise  # pragma: no cover - _failed always raises
         return observation
@@ -357,17 +357,6 @@ class ManagedReconciler:
                 with attempt:
                     return await function(*args)
         raise AssertionError  # pragma: no cover - reraise=True always returns or raises
-
-    async def _record(self, obj: AnyResource, event_type: str, message: str) -> None:
-        with self.telemetry.span("store.record", {"event.type": event_type}):
-            await self.client.record(
-                self.kind,
-                obj.metadata.name,
-                event_type,
-                namespace=obj.metadata.namespace,
-                data={"message": message, "generation": obj.metadata.generation} if message else None,
-                manager=ENGINE_MANAGER,
-            )
 
     async def _act(
         self,
