@@ -236,10 +236,7 @@ class SQLiteStore:
     async def _fetch(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[Any]:
         if self._reader is None:
             raise StoreError(f"{self.path}: store is closed")
-        try:
-            return list(await self._reader.execute_fetchall(sql, params))
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
+        return list(await self._guarded(self._reader.execute_fetchall(sql, params)))
 
     async def revision(self) -> int:
         """The revision of the latest committed event."""
@@ -377,7 +374,8 @@ class SQLiteStore:
         return await self._guarded(_in_thread(self._reader, verify))
 
     async def _guarded(self, call: Awaitable[T]) -> T:
+        """Await ``call``, translating sqlite3 errors into StoreError (cause kept)."""
         try:
             return await call
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
+            raise self._translate(exc) from exc
