@@ -26,6 +26,7 @@ from reconcile.errors import (
     TransientError,
 )
 from reconcile.model import (
+    AdmissionContext,
     Bookmark,
     Condition,
     ConditionStatus,
@@ -48,6 +49,7 @@ from reconcile.runtime import Runtime
 from reconcile.store import SQLiteStore, VerifyReport, open_store
 
 __all__ = [
+    "AdmissionContext",
     "AlreadyExistsError",
     "Bookmark",
     "Client",

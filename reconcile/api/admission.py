@@ -4,7 +4,8 @@ Everything is checked before anything is stored, and every problem is reported a
 with its field path: the envelope (``api_version``, ``kind``, unknown top-level fields),
 the metadata (DNS-1123 names, qualified label keys, label values), the spec (strict types
 and unknown fields through the one converter, the kind's attrs validators and its
-``validate`` hook). Defaults come from the spec class, so the stored object always has its
+``validate`` hook, then its ``admit`` hook with the provider's configuration and the
+manifest's origin). Defaults come from the spec class, so the stored object always has its
 canonical form and controllers never check for missing fields. ``status`` in a manifest
 is ignored: users own spec, controllers own status.
 """
@@ -13,13 +14,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 import cattrs
 
 from reconcile.errors import FieldError, InvalidError
-from reconcile.model.kinds import Kind, KindRegistry
+from reconcile.model.kinds import AdmissionContext, Kind, KindRegistry
 from reconcile.model.meta import ObjectMeta
 from reconcile.model.resource import Resource
 from reconcile.model.serde import structure_errors
@@ -68,13 +70,23 @@ def _meta_errors(meta: ObjectMeta) -> list[FieldError]:
 class Admission:
     """Turns manifests (mappings or resources) into admitted bodies."""
 
-    def __init__(self, kinds: KindRegistry, converter: cattrs.Converter) -> None:
+    def __init__(
+        self,
+        kinds: KindRegistry,
+        converter: cattrs.Converter,
+        provider_config: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         self.kinds = kinds
         self.converter = converter
+        #: Each provider's configuration, by provider name, for the kinds' ``admit`` hooks.
+        self.provider_config = dict(provider_config or {})
         self._default_status: dict[Kind, str] = {}
 
-    def admit(self, manifest: Mapping[str, Any] | Resource[Any, Any]) -> Admitted:
-        """Validate and default ``manifest``; raise :class:`InvalidError` with every problem."""
+    def admit(
+        self, manifest: Mapping[str, Any] | Resource[Any, Any], *, origin: Path | None = None
+    ) -> Admitted:
+        """Validate and default ``manifest``; raise :class:`InvalidError` with every problem.
+        ``origin`` is the manifest file it was read from, if any."""
         if isinstance(manifest, Resource):
             manifest = self.converter.unstructure(manifest)
         if not isinstance(manifest, Mapping):
@@ -96,7 +108,7 @@ class Admission:
             raise InvalidError(exc.errors, subject=self._subject(manifest)) from None
         meta, meta_errors = self._metadata(manifest.get("metadata"))
         errors.extend(meta_errors)
-        spec, spec_errors = self._spec(kind, manifest.get("spec", {}))
+        spec, spec_errors = self._spec(kind, manifest.get("spec", {}), origin)
         errors.extend(spec_errors)
         if errors:
             raise InvalidError(errors, subject=self._subject(manifest))
@@ -176,7 +188,7 @@ class Admission:
             return None, structure_errors(exc, "metadata")
         return meta, _meta_errors(meta)
 
-    def _spec(self, kind: Kind, raw: object) -> tuple[Any, list[FieldError]]:
+    def _spec(self, kind: Kind, raw: object, origin: Path | None) -> tuple[Any, list[FieldError]]:
         if raw is None:
             raw = {}
         if not isinstance(raw, Mapping):
@@ -185,9 +197,12 @@ class Admission:
             spec = self.converter.structure(raw, kind.spec_type)
         except Exception as exc:  # noqa: BLE001 - cattrs raises groups of anything
             return None, structure_errors(exc, "spec")
-        if kind.validate is None:
-            return spec, []
-        return spec, [
-            FieldError(f"spec.{error.path}" if error.path else "spec", error.message)
-            for error in kind.validate(spec)
-        ]
+        errors = [] if kind.validate is None else list(kind.validate(spec))
+        if not errors and kind.admit is not None:
+            provider = self.kinds.provider_of(kind)
+            config = self.provider_config.get(provider, {}) if provider is not None else {}
+            try:
+                spec = kind.admit(spec, AdmissionContext(config, origin))
+            except InvalidError as exc:
+                errors = list(exc.errors)
+        return spec, [FieldError(f"spec.{e.path}" if e.path else "spec", e.message) for e in errors]

@@ -13,6 +13,7 @@ import datetime
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal, overload
 
 import attrs
@@ -58,11 +59,12 @@ class Client:
         kinds: KindRegistry,
         *,
         clock: Callable[[], float] = time.time,
+        provider_config: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.store = store
         self.kinds = kinds
         self.converter = make_converter()
-        self.admission = Admission(kinds, self.converter)
+        self.admission = Admission(kinds, self.converter, provider_config)
         self._clock = clock
         self._write_observers: list[Callable[[ObjectKey, int], None]] = []
 
@@ -124,26 +126,45 @@ class Client:
 
     # -- writes ------------------------------------------------------------------------
 
+    def admit(self, manifest: Mapping[str, Any] | AnyResource, *, origin: Path | None = None) -> Admitted:
+        """Admission only: the canonical body ``apply`` would store, or InvalidError.
+        Nothing is written (how a caller checks a batch before applying any of it)."""
+        return self.admission.admit(manifest, origin=origin)
+
     async def apply(
-        self, manifest: Mapping[str, Any] | AnyResource, *, manager: str = DEFAULT_MANAGER
+        self,
+        manifest: Mapping[str, Any] | AnyResource,
+        *,
+        manager: str = DEFAULT_MANAGER,
+        origin: Path | None = None,
     ) -> AnyResource:
         """Declare an object: create it, or bring the stored one to the manifest.
 
         An identical apply appends nothing. A ``metadata.resource_version`` in the
-        manifest is a precondition.
+        manifest is a precondition. ``origin`` is the manifest file it was read from:
+        kinds that resolve relative references (a source file) resolve them against it.
         """
-        return await self._apply(manifest, manager=manager, create_only=False)
+        return await self._apply(manifest, manager=manager, create_only=False, origin=origin)
 
     async def create(
-        self, manifest: Mapping[str, Any] | AnyResource, *, manager: str = DEFAULT_MANAGER
+        self,
+        manifest: Mapping[str, Any] | AnyResource,
+        *,
+        manager: str = DEFAULT_MANAGER,
+        origin: Path | None = None,
     ) -> AnyResource:
         """Create an object; :class:`AlreadyExistsError` when it exists."""
-        return await self._apply(manifest, manager=manager, create_only=True)
+        return await self._apply(manifest, manager=manager, create_only=True, origin=origin)
 
     async def _apply(
-        self, manifest: Mapping[str, Any] | AnyResource, *, manager: str, create_only: bool
+        self,
+        manifest: Mapping[str, Any] | AnyResource,
+        *,
+        manager: str,
+        create_only: bool,
+        origin: Path | None,
     ) -> AnyResource:
-        admitted = self.admission.admit(manifest)
+        admitted = self.admission.admit(manifest, origin=origin)
         key = self._key_of(admitted)
         mutation = mutations.apply(
             key,

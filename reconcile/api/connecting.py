@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +21,18 @@ async def connect(
     *,
     kinds: KindRegistry | None = None,
     clock: Callable[[], float] = time.time,
+    provider_config: Mapping[str, Mapping[str, Any]] | None = None,
     **store_options: Any,
 ) -> AsyncIterator[Client]:
     """Open the store at ``url`` and yield a :class:`Client`; close it on exit.
 
     ``kinds`` defaults to every kind the installed providers declare (the
-    ``reconcile.providers`` entry points).
+    ``reconcile.providers`` entry points). ``provider_config`` (by provider name) is what
+    kinds' admission hooks check against, e.g. the roots the files provider may write.
     """
+    registry = KindRegistry.from_entry_points() if kinds is None else kinds
     store = await open_store(url, clock=clock, **store_options)
     try:
-        yield Client(store, KindRegistry.from_entry_points() if kinds is None else kinds, clock=clock)
+        yield Client(store, registry, clock=clock, provider_config=provider_config)
     finally:
         await store.close()

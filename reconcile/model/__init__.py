@@ -2,7 +2,7 @@
 
 from reconcile.model.conditions import Condition, ConditionStatus, Status
 from reconcile.model.events import Bookmark, Event, EventType, FieldChange, diff_objects
-from reconcile.model.kinds import ENTRY_POINT_GROUP, Kind, KindRegistry
+from reconcile.model.kinds import ENTRY_POINT_GROUP, AdmissionContext, Kind, KindRegistry
 from reconcile.model.manifests import Document, load_manifests, read_manifests
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey, ObjectMeta, OwnerReference
 from reconcile.model.resource import Resource, api_group_of
@@ -12,6 +12,7 @@ from reconcile.model.serde import format_timestamp, make_converter, parse_timest
 __all__ = [
     "DEFAULT_NAMESPACE",
     "ENTRY_POINT_GROUP",
+    "AdmissionContext",
     "Bookmark",
     "Condition",
     "ConditionStatus",

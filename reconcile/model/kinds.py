@@ -3,13 +3,18 @@
 Providers declare their kinds; a registry is built per client (no global state), by hand
 or from the ``reconcile.providers`` entry-point group that built-in and third-party
 providers share. A kind may add a ``validate`` hook for checks that span fields; it
-returns field errors with paths relative to ``spec``.
+returns field errors with paths relative to ``spec``. A kind may also add an ``admit``
+hook, the equivalent of a Kubernetes mutating admission webhook: it sees the provider's
+configuration and the manifest's origin (the file it was read from), may default and
+normalise the spec (resolve a relative path against a configured root), and rejects what
+the configuration forbids. It runs at admission, so a rejected manifest stores nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import metadata as importlib_metadata
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -18,9 +23,19 @@ from reconcile.errors import FieldError, InvalidError
 from reconcile.model.conditions import Status
 from reconcile.model.resource import api_group_of
 
-__all__ = ["ENTRY_POINT_GROUP", "Kind", "KindRegistry"]
+__all__ = ["ENTRY_POINT_GROUP", "AdmissionContext", "Kind", "KindRegistry"]
 
 ENTRY_POINT_GROUP = "reconcile.providers"
+
+
+@attrs.frozen
+class AdmissionContext:
+    """What a kind's ``admit`` hook knows beyond the spec."""
+
+    #: The configuration of the provider that declares the kind (``{}`` when none).
+    config: Mapping[str, Any] = attrs.Factory(dict)
+    #: The manifest file the object was read from; None when it did not come from a file.
+    origin: Path | None = None
 
 
 @attrs.frozen
@@ -32,6 +47,9 @@ class Kind:
     spec_type: type[Any]
     status_type: type[Any] = Status
     validate: Callable[[Any], Iterable[FieldError]] | None = None
+    #: Defaulting and checks that need the provider's configuration or the outside world:
+    #: returns the spec to store, or raises :class:`InvalidError` (paths relative to spec).
+    admit: Callable[[Any, AdmissionContext], Any] | None = None
     #: True when the external name follows from the spec alone (a path, a DNS name), so a
     #: create interrupted by a crash can be retried without risk of a duplicate.
     deterministic_identity: bool = False
@@ -64,15 +82,23 @@ class KindRegistry:
 
     def __init__(self, kinds: Iterable[Kind] = ()) -> None:
         self._kinds: dict[tuple[str, str], Kind] = {}
+        self._providers: dict[tuple[str, str], str] = {}
         for kind in kinds:
             self.register(kind)
 
-    def register(self, kind: Kind) -> None:
-        """Add a kind; registering a different kind under the same names is an error."""
+    def register(self, kind: Kind, *, provider: str | None = None) -> None:
+        """Add a kind, declared by the named provider; registering a different kind under
+        the same names is an error."""
         existing = self._kinds.get((kind.api_version, kind.kind))
         if existing is not None and existing != kind:
             raise ValueError(f"kind {kind.kind} of {kind.api_version} is already registered")
         self._kinds[kind.api_version, kind.kind] = kind
+        if provider is not None:
+            self._providers[kind.api_version, kind.kind] = provider
+
+    def provider_of(self, kind: Kind) -> str | None:
+        """The name of the provider that declared the kind, when known."""
+        return self._providers.get((kind.api_version, kind.kind))
 
     def __iter__(self) -> Iterator[Kind]:
         return iter(sorted(self._kinds.values(), key=lambda k: (k.api_group, k.kind)))
@@ -112,7 +138,9 @@ class KindRegistry:
         """Build a registry from every installed provider's ``kinds``."""
         registry = cls()
         for entry_point in importlib_metadata.entry_points(group=group):
-            provider = entry_point.load()
+            loaded = entry_point.load()
+            provider = loaded() if isinstance(loaded, type) else loaded
+            name = getattr(provider, "name", entry_point.name)
             for kind in getattr(provider, "kinds", ()):
-                registry.register(kind)
+                registry.register(kind, provider=name)
         return registry

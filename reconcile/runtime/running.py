@@ -118,9 +118,9 @@ class Runtime:
         registry = KindRegistry(self._extra_kinds or ())
         for provider in providers:
             for kind in provider.kinds:
-                registry.register(kind)
+                registry.register(kind, provider=provider.name)
         store = await open_store(self.store_url, clock=self.wall_clock, **self.store_options)
-        self._client = Client(store, registry, clock=self.wall_clock)
+        self._client = Client(store, registry, clock=self.wall_clock, provider_config=self._provider_config)
         try:
             for provider in providers:
                 for kind in provider.kinds:
@@ -220,10 +220,14 @@ class Runtime:
     # -- conveniences ----------------------------------------------------------------------------
 
     async def apply(
-        self, manifest: Mapping[str, Any] | AnyResource, *, manager: str = "reconcile"
+        self,
+        manifest: Mapping[str, Any] | AnyResource,
+        *,
+        manager: str = "reconcile",
+        origin: Path | None = None,
     ) -> AnyResource:
         """Declare an object (``Client.apply``)."""
-        return await self.client.apply(manifest, manager=manager)
+        return await self.client.apply(manifest, manager=manager, origin=origin)
 
     async def wait_synced(self) -> None:
         """Wait until every controller's cache holds its first list."""

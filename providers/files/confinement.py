@@ -1,0 +1,103 @@
+"""Confinement: the files provider writes only inside the root directories it was given.
+
+Two checks, with the same rule:
+
+* at **admission** (:func:`confine`), before anything is stored: a relative ``path``
+  resolves against the first root, an absolute one must lie inside some root; ``..``
+  that climbs out, and a symlink on the way that points out, are refused with the field
+  path and the reason. The admitted spec carries the absolute path and the root that
+  contains it, so the stored object means the same thing to every process.
+* before **every write** (:func:`check_still_confined`): a symlink planted after
+  admission must not carry a write outside the root. This one fails the reconcile with
+  a PermanentError (Synced=False says why), since retrying will not help.
+
+Paths are compared after ``os.path.realpath`` of the root, so a root reached through a
+symlink (``/tmp`` on some systems) still works.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from reconcile.errors import FieldError, InvalidError, PermanentError
+
+__all__ = ["check_still_confined", "confine", "inside", "real_roots"]
+
+
+def inside(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or lies under it (both absolute and normalised)."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def real_roots(roots: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """The roots as absolute, symlink-free paths."""
+    return [os.path.realpath(os.fspath(root)) for root in roots]
+
+
+def _escaping_link(path: str, root: str) -> str | None:
+    """The first symlink between ``root`` and ``path`` that leads outside ``root``."""
+    relative = os.path.relpath(path, root)
+    current = root
+    for part in Path(relative).parts:
+        current = os.path.join(current, part)
+        if os.path.islink(current) and not inside(os.path.realpath(current), root):
+            return current
+        if not os.path.lexists(current):
+            return None
+    return None
+
+
+def confine(path: str, root: str | None, allowed: Sequence[str] | None) -> tuple[str, str]:
+    """Resolve a spec's ``path`` (and optional ``root``) against the allowed roots.
+
+    Returns the absolute path and the root that contains it. ``allowed`` None means no
+    configured roots: then the spec must name its root itself (an object admitted
+    before, read back by a process that was given no roots).
+    """
+    if root is not None:
+        chosen = os.path.realpath(root)
+        if allowed is not None and not any(inside(chosen, a) for a in allowed):
+            roots = ", ".join(allowed)
+            raise InvalidError([FieldError("root", f"{chosen} is outside the allowed roots ({roots})")])
+        candidates = [chosen]
+    elif allowed:
+        candidates = list(allowed)
+    else:
+        message = (
+            "no root directory to confine this path to: give the files provider its roots "
+            "(reconcile --root DIR, or the provider config files.roots)"
+        )
+        raise InvalidError([FieldError("path", message)])
+    if os.path.isabs(path):
+        resolved = os.path.normpath(path)
+        chosen = next((c for c in candidates if inside(resolved, c)), "")
+        if not chosen:
+            roots = ", ".join(candidates)
+            raise InvalidError([FieldError("path", f"{resolved} is outside the allowed roots ({roots})")])
+    else:
+        chosen = candidates[0]
+        resolved = os.path.normpath(os.path.join(chosen, path))
+        if not inside(resolved, chosen):
+            raise InvalidError([FieldError("path", f"{path} escapes the root {chosen} (through ..)")])
+    if resolved == chosen:
+        raise InvalidError([FieldError("path", f"must name an entry inside the root {chosen}, not the root")])
+    link = _escaping_link(resolved, chosen)
+    if link is not None:
+        target = os.path.realpath(link)
+        message = f"leads outside the root {chosen} through the symlink {link} -> {target}"
+        raise InvalidError([FieldError("path", message)])
+    return resolved, chosen
+
+
+def check_still_confined(path: str, root: str, allowed: Sequence[str] | None) -> None:
+    """Refuse (PermanentError) a write that would leave the root, whatever changed on
+    disk since admission; and a root outside the roots this process was given."""
+    if allowed is not None and not any(inside(root, a) for a in allowed):
+        raise PermanentError(f"{path}: its root {root} is outside the roots this runner may write")
+    if not inside(os.path.normpath(path), root) or path == root:
+        raise PermanentError(f"{path} is outside its root {root}")
+    link = _escaping_link(path, root)
+    if link is not None:
+        raise PermanentError(f"{path} leads outside the root {root} through the symlink {link}")

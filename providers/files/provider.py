@@ -1,0 +1,36 @@
+"""The files provider: its name, its kinds, and ``connect(config)``.
+
+Config (``provider_config["files"]``, or ``reconcile --root DIR`` on the command line):
+
+``roots``
+    The folders this provider may write under (a list, or one path). At admission, a
+    relative ``path`` resolves against the first; an absolute one must lie inside one.
+    Without roots, admission uses the folder of the manifest file. A runner given roots
+    also refuses (Synced=False) objects admitted under a root outside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import reconcile
+from providers.files.client import FilesClient
+from providers.files.kinds import KINDS, allowed_roots
+
+__all__ = ["FilesProvider"]
+
+
+class FilesProvider:
+    """Local files and directories (``files.reconcile.dev/v1``)."""
+
+    name = "files"
+
+    @property
+    def kinds(self) -> Sequence[reconcile.Kind]:
+        """``Directory`` and ``File``."""
+        return KINDS
+
+    async def connect(self, config: Mapping[str, Any]) -> reconcile.ExternalClient:
+        """A client confined to ``config["roots"]`` when given."""
+        return FilesClient(allowed_roots(config))
