@@ -3,13 +3,14 @@ diff, confinement to the roots at admission and at write time."""
 
 from __future__ import annotations
 
-import os
+import asyncio
 import stat
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import DEADLINE
 
 from providers.files import FilesProvider
 from providers.files.marking import PARENT, read_mark, write_mark
@@ -32,7 +33,12 @@ def file_manifest(name: str, path: str | None = None, **spec: Any) -> dict[str, 
 
 def directory_manifest(name: str, path: str | None = None, **spec: Any) -> dict[str, Any]:
     """A Directory manifest; the path defaults to the name."""
-    return {"api_version": API, "kind": "Directory", "metadata": {"name": name}, "spec": {"path": path or name, **spec}}
+    return {
+        "api_version": API,
+        "kind": "Directory",
+        "metadata": {"name": name},
+        "spec": {"path": path or name, **spec},
+    }
 
 
 class FileOutside:
@@ -107,5 +113,247 @@ async def test_file_conformance(check: Any, root: Path, tmp_path: Path) -> None:
 async def test_directory_conformance(check: Any, root: Path, tmp_path: Path) -> None:
     """Directory passes every conformance check."""
     config = {"roots": [str(root)]}
-    harness = Harness(FilesProvider(), DirectoryOutside(root), directory_manifest, tmp_path / "state.db", config)
+    harness = Harness(
+        FilesProvider(), DirectoryOutside(root), directory_manifest, tmp_path / "state.db", config
+    )
     await check(harness)
+
+
+async def admit(root: Path, tmp_path: Path, manifest: dict[str, Any], origin: Path | None = None) -> Any:
+    """Apply through a client whose files provider may write under ``root``."""
+    async with connect(tmp_path / "state.db", provider_config={"files": {"roots": [str(root)]}}) as client:
+        return await client.apply(manifest, origin=origin)
+
+
+async def rejected(root: Path, tmp_path: Path, manifest: dict[str, Any], origin: Path | None = None) -> str:
+    """The one-line reason admission refused ``manifest``, after checking nothing was stored."""
+    db = tmp_path / "state.db"
+    async with connect(db, provider_config={"files": {"roots": [str(root)]}}) as client:
+        with pytest.raises(InvalidError) as caught:
+            await client.apply(manifest, origin=origin)
+        assert await client.revision() == 0
+    assert not any(root.iterdir()), "admission wrote into the root"
+    return str(caught.value)
+
+
+class TestAdmission:
+    """What admission stores and what it refuses."""
+
+    async def test_relative_path_resolves_against_the_root(self, root: Path, tmp_path: Path) -> None:
+        """A relative path is stored absolute, with its root and the canonical mode."""
+        obj = await admit(root, tmp_path, file_manifest("a", "site/a.txt", mode="644"))
+        assert obj.spec.path == str(root / "site" / "a.txt")
+        assert obj.spec.root == str(root)
+        assert obj.spec.mode == "0644"
+
+    async def test_dot_dot_escaping_is_refused(self, root: Path, tmp_path: Path) -> None:
+        """``..`` out of the root: field path and reason."""
+        message = await rejected(root, tmp_path, file_manifest("a", "../outside.txt"))
+        assert "spec.path" in message
+        assert "escapes the root" in message
+
+    async def test_absolute_path_elsewhere_is_refused(self, root: Path, tmp_path: Path) -> None:
+        """An absolute path outside every root."""
+        message = await rejected(root, tmp_path, file_manifest("a", "/etc/reconcile-test.txt"))
+        assert "spec.path: /etc/reconcile-test.txt is outside the allowed roots" in message
+
+    async def test_symlink_out_is_refused(self, root: Path, tmp_path: Path) -> None:
+        """A symlink inside the root that points out of it."""
+        outside = tmp_path / "elsewhere"
+        outside.mkdir()
+        (root / "link").symlink_to(outside)
+        db = tmp_path / "state.db"
+        async with connect(db, provider_config={"files": {"roots": [str(root)]}}) as client:
+            with pytest.raises(InvalidError) as caught:
+                await client.apply(file_manifest("a", "link/a.txt"))
+            assert await client.revision() == 0
+        assert "through the symlink" in str(caught.value)
+        assert not any(outside.iterdir())
+
+    async def test_root_outside_the_allowed_is_refused(self, root: Path, tmp_path: Path) -> None:
+        """A manifest cannot widen its own confinement by naming a root."""
+        message = await rejected(root, tmp_path, file_manifest("a", "a.txt", root="/"))
+        assert "spec.root: / is outside the allowed roots" in message
+
+    @pytest.mark.parametrize("mode", ["0999", "rwxr-xr-x", "12345", ""])
+    async def test_mode_must_be_octal(self, root: Path, tmp_path: Path, mode: str) -> None:
+        """A mode that is not an octal permission."""
+        message = await rejected(root, tmp_path, file_manifest("a", mode=mode))
+        assert "spec.mode" in message
+        assert "not an octal permission" in message
+
+    async def test_numeric_mode_is_refused(self, root: Path, tmp_path: Path) -> None:
+        """YAML's ``mode: 0644`` arrives as the number 420: refused, not misread."""
+        message = await rejected(root, tmp_path, file_manifest("a", mode=420))
+        assert "spec.mode" in message
+
+    async def test_content_and_source_together_are_refused(self, root: Path, tmp_path: Path) -> None:
+        """At most one of content, content_base64, source."""
+        source = tmp_path / "page.html"
+        source.write_text("<p>hi</p>")
+        message = await rejected(root, tmp_path, file_manifest("a", source=str(source)))
+        assert "spec.source: content and source are mutually exclusive" in message
+
+    async def test_missing_source_is_refused(self, root: Path, tmp_path: Path) -> None:
+        """A source file that does not exist, named relative to the manifest."""
+        manifest = file_manifest("a")
+        del manifest["spec"]["content"]
+        manifest["spec"]["source"] = "missing.html"
+        message = await rejected(root, tmp_path, manifest, origin=tmp_path / "site.yaml")
+        assert f"spec.source: {tmp_path / 'missing.html'} does not exist" in message
+
+    async def test_source_resolves_against_the_manifest(self, root: Path, tmp_path: Path) -> None:
+        """A relative source is stored as the absolute path next to the manifest."""
+        (tmp_path / "page.html").write_text("<p>hi</p>")
+        manifest = file_manifest("a")
+        del manifest["spec"]["content"]
+        manifest["spec"]["source"] = "page.html"
+        obj = await admit(root, tmp_path, manifest, origin=tmp_path / "site.yaml")
+        assert obj.spec.source == str(tmp_path / "page.html")
+
+    async def test_bad_base64_is_refused(self, root: Path, tmp_path: Path) -> None:
+        """content_base64 must decode."""
+        manifest = file_manifest("a")
+        del manifest["spec"]["content"]
+        manifest["spec"]["content_base64"] = "not base64!"
+        message = await rejected(root, tmp_path, manifest)
+        assert "spec.content_base64: not valid base64" in message
+
+    async def test_without_roots_the_manifest_folder_is_the_root(self, tmp_path: Path) -> None:
+        """No configured roots: the folder of the manifest confines the path."""
+        async with connect(tmp_path / "state.db") as client:
+            obj = await client.apply(file_manifest("a", "out/a.txt"), origin=tmp_path / "m.yaml")
+            assert obj.spec.root == str(tmp_path)
+            with pytest.raises(InvalidError, match=r"spec\.path: no root directory"):
+                await client.apply(file_manifest("b"))
+
+
+async def until_async(clock: FakeClock, predicate: Callable[[], Awaitable[bool]]) -> None:
+    """Let the runtime work, a fake second at a time, until ``predicate`` holds."""
+    async with asyncio.timeout(DEADLINE):
+        while not await predicate():
+            clock.advance(1)
+            for _ in range(50):
+                await asyncio.sleep(0)
+
+
+async def until(clock: FakeClock, predicate: Callable[[], bool]) -> None:
+    """:func:`until_async` for a plain predicate."""
+
+    async def holds() -> bool:
+        return predicate()
+
+    await until_async(clock, holds)
+
+
+@pytest.fixture
+async def running(root: Path, tmp_path: Path) -> Any:
+    """A Runtime with the files provider on a fake clock."""
+    clock = FakeClock()
+    runtime = Runtime(
+        tmp_path / "state.db",
+        providers=[FilesProvider()],
+        provider_config={"files": {"roots": [str(root)]}},
+        clock=clock,
+        wall_clock=clock,
+        poll_interval=60.0,
+        resync_period=None,
+    )
+    async with runtime:
+        yield runtime, clock
+
+
+class TestConverging:
+    """Files written, repaired, removed."""
+
+    async def test_atomic_write_with_mode_and_mark(self, running: Any, root: Path) -> None:
+        """The file has its content and mode, carries our mark, and no temporary is left."""
+        runtime, _ = running
+        await runtime.apply(file_manifest("a", "deep/er/a.txt", mode="0600"))
+        obj = await runtime.wait_ready("File", "a", timeout=20)
+        target = root / "deep" / "er" / "a.txt"
+        assert target.read_text() == "hello\n"
+        assert stat.S_IMODE(target.stat().st_mode) == 0o600
+        assert read_mark(str(target)) == obj.metadata.uid
+        assert read_mark(str(root / "deep")) == PARENT
+        assert sorted(p.name for p in target.parent.iterdir()) == ["a.txt"]
+        assert obj.status.at_provider["size"] == 6
+
+    async def test_drift_is_recorded_with_a_diff(self, running: Any, root: Path) -> None:
+        """A hand edit is repaired on the next poll; DriftDetected says what changed."""
+        runtime, clock = running
+        await runtime.apply(file_manifest("a", content="one\ntwo\n"))
+        await runtime.wait_ready("File", "a", timeout=20)
+        (root / "a.txt").write_text("one\nTWO\n")
+        clock.advance(90)
+        await until(clock, lambda: (root / "a.txt").read_text() == "one\ntwo\n")
+        history = await runtime.client.history("File", "a")
+        drift = [e for e in history if e.type == "DriftDetected"]
+        assert drift
+        assert drift[0].data is not None
+        assert drift[0].data["message"].splitlines() == [
+            "content: +1 -1 lines (- on disk, + declared)",
+            "-TWO",
+            "+two",
+        ]
+
+    async def test_directory_adopts_a_parent_made_for_a_file(self, running: Any, root: Path) -> None:
+        """A File applied before its Directory: the folder made as a parent is adopted."""
+        runtime, _ = running
+        await runtime.apply(file_manifest("page", "site/index.html"))
+        await runtime.wait_ready("File", "page", timeout=20)
+        await runtime.apply(directory_manifest("site", mode="0750"))
+        obj = await runtime.wait_ready("Directory", "site", timeout=20)
+        assert read_mark(str(root / "site")) == obj.metadata.uid
+        assert stat.S_IMODE((root / "site").stat().st_mode) == 0o750
+
+    async def test_ensure_absent_removes_the_file(self, running: Any, root: Path) -> None:
+        """ensure: absent deletes a file that is there, whoever wrote it."""
+        runtime, _ = running
+        (root / "stale.txt").write_text("old")
+        manifest = file_manifest("stale", "stale.txt", ensure="absent")
+        del manifest["spec"]["content"]
+        await runtime.apply(manifest)
+        await runtime.wait_ready("File", "stale", timeout=20)
+        assert not (root / "stale.txt").exists()
+
+    async def test_symlink_planted_after_admission_stops_the_write(
+        self, running: Any, root: Path, tmp_path: Path
+    ) -> None:
+        """A folder swapped for a symlink out of the root: Synced=False, nothing written outside."""
+        runtime, clock = running
+        outside = tmp_path / "elsewhere"
+        outside.mkdir()
+        manifest = file_manifest("a", "sub/a.txt")
+        manifest["metadata"]["annotations"] = {"reconcile.dev/paused": "true"}
+        await runtime.apply(manifest)
+        (root / "sub").symlink_to(outside)
+        await runtime.client.patch("File", "a", {"metadata": {"annotations": {"reconcile.dev/paused": None}}})
+        synced = None
+
+        async def refused() -> bool:
+            nonlocal synced
+            synced = (await runtime.client.get("File", "a")).status.condition("Synced")
+            return synced is not None and synced.reason == "ReconcileError"
+
+        await until_async(clock, refused)
+        assert synced is not None
+        assert "through the symlink" in synced.message
+        assert not any(outside.iterdir())
+
+
+def test_marks_survive_on_this_filesystem(tmp_path: Path) -> None:
+    """The owner mark round-trips (the provider's precondition on this machine)."""
+    target = tmp_path / "f"
+    target.write_text("x")
+    write_mark(str(target), "uid-1")
+    assert read_mark(str(target)) == "uid-1"
+    assert read_mark(str(tmp_path / "missing")) is None
+
+
+def test_registry_knows_the_files_provider() -> None:
+    """The entry point registers File and Directory under the provider name ``files``."""
+    registry = KindRegistry.from_entry_points()
+    file_kind = registry.resolve("file")
+    assert registry.provider_of(file_kind) == "files"
+    assert registry.resolve("dir").kind == "Directory"
