@@ -192,6 +192,11 @@ class Runtime:
         """Ask :meth:`run_until_stopped` to return (what SIGINT and SIGTERM do)."""
         self._stop.set()
 
+    @property
+    def stop_requested(self) -> bool:
+        """Whether :meth:`request_stop` was called (or a handled signal arrived)."""
+        return self._stop.is_set()
+
     async def run_until_stopped(self) -> None:
         """Serve until :meth:`request_stop` (or a signal, with ``handle_signals``)."""
         await self._stop.wait()

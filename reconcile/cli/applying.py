@@ -1,0 +1,267 @@
+"""``apply``, ``diff`` and ``delete``: declaring and withdrawing desired state.
+
+``apply`` is all or nothing for bad input: every document is read and admitted before
+the first write, and one refused document means none is stored (each problem is one line
+naming the file, the document and the field path). Admission is pure, so checking first
+costs a second pass over memory, not a second write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+
+from reconcile.api import Client
+from reconcile.api.admission import Admitted
+from reconcile.cli.failing import BadInput, Failure, invalid_lines
+from reconcile.cli.main import cli, run_async
+from reconcile.cli.rendering import as_yaml
+from reconcile.cli.settings import Settings
+from reconcile.errors import InvalidError, NotFoundError
+from reconcile.model import Document, Event, EventType, Resource, load_manifests, read_manifests
+
+__all__ = ["Declared", "admit_all", "read_documents"]
+
+STDIN = "-"
+
+
+@attrs.frozen
+class Declared:
+    """One admitted document: where it came from and what it declares."""
+
+    document: Document
+    admitted: Admitted
+
+    @property
+    def name(self) -> str:
+        """``file.files.reconcile.dev/index`` (kubectl's way of naming an object)."""
+        kind = self.admitted.kind
+        return f"{kind.kind.lower()}.{kind.api_group}/{self.admitted.metadata['name']}"
+
+
+def read_documents(filenames: Sequence[str]) -> list[Document]:
+    """Every document of every ``-f`` argument (a file, a folder, or ``-`` for stdin)."""
+    documents: list[Document] = []
+    problems: list[str] = []
+    for filename in filenames:
+        try:
+            if filename == STDIN:
+                documents.extend(load_manifests(sys.stdin.buffer.read(), source="<stdin>"))
+            else:
+                documents.extend(read_manifests(filename))
+        except InvalidError as exc:
+            problems.extend(invalid_lines(exc))
+    if problems:
+        raise BadInput(*problems)
+    if not documents:
+        raise BadInput(f"no objects in {', '.join(filenames)}")
+    return documents
+
+
+def origin(document: Document) -> Path | None:
+    """The manifest file a document came from (None for stdin)."""
+    return None if document.source == "<stdin>" else Path(document.source)
+
+
+def admit_all(client: Client, documents: Sequence[Document]) -> list[Declared]:
+    """Admit every document; BadInput listing every problem if any is refused."""
+    declared: list[Declared] = []
+    problems: list[str] = []
+    for document in documents:
+        try:
+            declared.append(Declared(document, client.admit(document.data, origin=origin(document))))  # type: ignore[arg-type]
+        except InvalidError as exc:
+            problems.extend(invalid_lines(exc.with_source(document.location)))
+    if problems:
+        raise BadInput(*problems)
+    return declared
+
+
+async def _current(client: Client, declared: Declared) -> Resource[Any, Any] | None:
+    meta = declared.admitted.metadata
+    try:
+        return await client.get(declared.admitted.kind, meta["name"], namespace=meta["namespace"])
+    except NotFoundError:
+        return None
+
+
+_FILENAMES = click.option(
+    "-f",
+    "--filename",
+    "filenames",
+    multiple=True,
+    required=True,
+    help="A manifest file, a folder (read recursively), or - for stdin. Repeatable.",
+)
+
+
+@cli.command()
+@_FILENAMES
+@click.pass_obj
+def apply(settings: Settings, filenames: tuple[str, ...]) -> None:
+    """Declare the objects in manifests (YAML or JSON, multi-document)."""
+    run_async(_apply(settings, filenames))
+
+
+async def _apply(settings: Settings, filenames: Sequence[str]) -> None:
+    documents = read_documents(filenames)
+    async with settings.client(create=True) as client:
+        for declared in admit_all(client, documents):
+            before = await _current(client, declared)
+            after = await client.apply(declared.document.data, origin=origin(declared.document))  # type: ignore[arg-type]
+            if before is None:
+                verb = "created"
+            elif before.metadata.resource_version == after.metadata.resource_version:
+                verb = "unchanged"
+            else:
+                verb = "configured"
+            click.echo(f"{declared.name} {verb}")
+
+
+def _comparable(body: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any]:
+    """The parts of an object a manifest decides: spec, and its own labels/annotations."""
+    meta = body.get("metadata", {})
+    wanted = declared.get("metadata", {})
+    result: dict[str, Any] = {}
+    for field in ("labels", "annotations"):
+        keys = set(wanted.get(field) or {})
+        values = {k: v for k, v in (meta.get(field) or {}).items() if k in keys}
+        if values:
+            result.setdefault("metadata", {})[field] = values
+    result["spec"] = body.get("spec", {})
+    return result
+
+
+@cli.command()
+@_FILENAMES
+@click.option("--exit-code", is_flag=True, help="Exit 1 when there are differences (like git diff).")
+@click.pass_obj
+def diff(settings: Settings, filenames: tuple[str, ...], exit_code: bool) -> None:
+    """Show what apply would change, without writing anything."""
+    if run_async(_diff(settings, filenames)) and exit_code:
+        raise Failure
+
+
+async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
+    documents = read_documents(filenames)
+    changed = False
+    async with settings.client(create=not settings.database_path().exists()) as client:
+        for declared in admit_all(client, documents):
+            current = await _current(client, declared)
+            new = _comparable(declared.admitted.body, declared.admitted.body)
+            old = {} if current is None else _comparable(client.converter.unstructure(current), new)
+            if old == new:
+                continue
+            changed = True
+            lines = difflib.unified_diff(
+                as_yaml(old).splitlines() if old else [],
+                as_yaml(new).splitlines(),
+                fromfile=f"{declared.name} (stored)" if current else "/dev/null",
+                tofile=f"{declared.name} (declared)",
+                lineterm="",
+            )
+            for line in lines:
+                click.echo(line)
+    return changed
+
+
+@cli.command()
+@click.argument("kind", required=False)
+@click.argument("names", nargs=-1)
+@click.option(
+    "-f", "--filename", "filenames", multiple=True, help="Delete the objects these manifests declare."
+)
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("--ignore-not-found", is_flag=True, help="An object that does not exist is not an error.")
+@click.option("--wait", is_flag=True, help="Wait until each object is gone (a runner must be cleaning up).")
+@click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds --wait waits.")
+@click.pass_obj
+def delete(
+    settings: Settings,
+    *,
+    kind: str | None,
+    names: tuple[str, ...],
+    filenames: tuple[str, ...],
+    namespace: str,
+    ignore_not_found: bool,
+    wait: bool,
+    timeout: float,
+) -> None:
+    """Delete objects: KIND NAME..., or -f FILE. The runner then deletes what they manage."""
+    if bool(filenames) == bool(kind):
+        raise BadInput("give either KIND NAME... or -f FILE")
+    if kind and not names:
+        raise BadInput(f"which {kind}? give at least one NAME")
+    run_async(
+        _delete(
+            settings,
+            kind=kind,
+            names=names,
+            filenames=filenames,
+            namespace=namespace,
+            ignore_not_found=ignore_not_found,
+            wait=wait,
+            timeout=timeout,
+        )
+    )
+
+
+async def _delete(
+    settings: Settings,
+    *,
+    kind: str | None,
+    names: Sequence[str],
+    filenames: Sequence[str],
+    namespace: str,
+    ignore_not_found: bool,
+    wait: bool,
+    timeout: float,
+) -> None:
+    async with settings.client() as client:
+        targets: list[tuple[Any, str, str]] = []
+        if filenames:
+            for declared in admit_all(client, read_documents(filenames)):
+                meta = declared.admitted.metadata
+                targets.append((declared.admitted.kind, meta["name"], meta["namespace"]))
+        else:
+            assert kind is not None
+            found = client.kinds.resolve(kind)
+            targets = [(found, name, namespace) for name in names]
+        missing: list[str] = []
+        for target_kind, name, target_namespace in targets:
+            label = f"{target_kind.kind.lower()}.{target_kind.api_group}/{name}"
+            try:
+                await client.delete(target_kind, name, namespace=target_namespace)
+            except NotFoundError:
+                if not ignore_not_found:
+                    missing.append(f'{label} not found in namespace "{target_namespace}"')
+                continue
+            click.echo(f"{label} deleted")
+            if wait:
+                await _wait_gone(client, target_kind, name, target_namespace, timeout)
+        if missing:
+            raise Failure(*missing)
+
+
+async def _wait_gone(client: Client, kind: Any, name: str, namespace: str, timeout: float) -> None:
+    try:
+        async with asyncio.timeout(timeout):
+            since = 0
+            try:
+                since = (await client.get(kind, name, namespace=namespace)).metadata.resource_version or 0
+            except NotFoundError:
+                return
+            async for event in client.watch(kind, namespace=namespace, since=since):
+                if isinstance(event, Event) and event.key.name == name and event.type == EventType.DELETED:
+                    return
+    except TimeoutError:
+        raise Failure(
+            f"{kind.kind} {namespace}/{name} still exists after {timeout:g} s (is a runner up?)"
+        ) from None

@@ -1,0 +1,136 @@
+"""The ``reconcile`` command: kubectl's conventions over the event log and the runtime.
+
+``main()`` owns failure: every command raises (:class:`Failure`, :class:`BadInput`, or
+one of reconcile's errors) and ``main`` turns that into lines on stderr and an exit code
+(see :mod:`reconcile.cli.failing`); a traceback only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import traceback
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, EXIT_INTERRUPTED, BadInput, Failure, invalid_lines
+from reconcile.cli.settings import Settings
+from reconcile.errors import InvalidError, NotFoundError, ReconcileError, StoreError
+
+__all__ = ["cli", "main", "run_async"]
+
+
+def run_async(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run a command's coroutine in a fresh event loop."""
+    return asyncio.run(coroutine)
+
+
+def _provider_config(path: Path | None, roots: Sequence[str]) -> dict[str, dict[str, Any]]:
+    config: dict[str, dict[str, Any]] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except OSError as exc:
+            raise BadInput(f"--provider-config: {path}: cannot read ({exc.strerror})") from None
+        except yaml.YAMLError as exc:
+            raise BadInput(
+                f"--provider-config: {path}: invalid YAML ({' '.join(str(exc).split())})"
+            ) from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict) or not all(isinstance(v, dict) for v in loaded.values()):
+            raise BadInput(f"--provider-config: {path}: expected a mapping of provider name to its config")
+        config = {str(name): dict(value) for name, value in loaded.items()}
+    if roots:
+        config.setdefault("files", {})["roots"] = [str(Path(root).absolute()) for root in roots]
+    return config
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--db",
+    envvar="RECONCILE_DB",
+    default="reconcile.db",
+    show_default=True,
+    help="The store: a SQLite path or URL (sqlite:///relative.db). Env: RECONCILE_DB.",
+)
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="A folder the files provider may write under (repeatable). Default: each manifest's folder.",
+)
+@click.option(
+    "--provider-config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A YAML file mapping provider names to their config.",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.version_option(package_name="reconcile-engine", prog_name="reconcile")
+@click.pass_context
+def cli(
+    context: click.Context, db: str, roots: tuple[str, ...], provider_config: Path | None, debug: bool
+) -> None:
+    """Keep files, buckets, DNS records ... at their declared state.
+
+    Declare resources with `apply`, converge them with `run`, and read what happened
+    with `get`, `describe` and `history`.
+    """
+    context.obj = Settings(db=db, provider_config=_provider_config(provider_config, roots), debug=debug)
+
+
+def _report(lines: Sequence[str]) -> None:
+    for line in lines:
+        click.echo(f"error: {line}", err=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script: run one command, return its exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        cli.main(args=args, prog_name="reconcile", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        return EXIT_INTERRUPTED
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except (Failure, InvalidError, ReconcileError, OSError, TimeoutError) as exc:
+        if debug:
+            traceback.print_exc()
+        if isinstance(exc, Failure):
+            _report(exc.lines)
+            return exc.exit_code
+        if isinstance(exc, InvalidError):
+            _report(invalid_lines(exc))
+            return EXIT_INPUT
+        if isinstance(exc, NotFoundError | StoreError | ReconcileError):
+            _report([str(exc)])
+            return EXIT_FAILURE
+        if isinstance(exc, TimeoutError):
+            _report([str(exc) or "timed out"])
+            return EXIT_FAILURE
+        _report([f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)])
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def entry() -> None:  # pragma: no cover - the console script
+    """``reconcile`` on the command line."""
+    sys.exit(main())
+
+
+def isatty() -> bool:
+    """Whether stdout is a terminal (progress bars and colour), unless NO_COLOR/CI say no."""
+    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"

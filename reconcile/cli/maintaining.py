@@ -1,0 +1,83 @@
+"""``providers``, ``verify`` and ``compact``: what is installed, and care of the log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from reconcile.cli.failing import BadInput, Failure
+from reconcile.cli.main import cli, run_async
+from reconcile.cli.rendering import as_json, table
+from reconcile.cli.settings import Settings
+from reconcile.model import KindRegistry
+
+__all__: list[str] = []
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Choice(("table", "json")), default="table", show_default=True)
+def providers(output: str) -> None:
+    """The installed providers and the kinds they declare."""
+    registry = KindRegistry.from_entry_points()
+    rows: list[dict[str, Any]] = [
+        {
+            "provider": registry.provider_of(kind) or "",
+            "kind": kind.kind,
+            "api_version": kind.api_version,
+            "names": sorted(
+                kind.names() - {f"{n}.{kind.api_group}" for n in (kind.kind.lower(), kind.plural)}
+            ),
+            "deterministic_identity": kind.deterministic_identity,
+        }
+        for kind in registry
+    ]
+    if output == "json":
+        click.echo(as_json(rows))
+        return
+    header = ("PROVIDER", "KIND", "API VERSION", "NAMES", "IDENTITY")
+    cells = [
+        (
+            r["provider"],
+            r["kind"],
+            r["api_version"],
+            ",".join(r["names"]),
+            "deterministic" if r["deterministic_identity"] else "assigned",
+        )
+        for r in rows
+    ]
+    click.echo(table(header, cells))
+
+
+@cli.command()
+@click.pass_obj
+def verify(settings: Settings) -> None:
+    """Rebuild the current state from the log and compare it with the stored projection."""
+    run_async(_verify(settings))
+
+
+async def _verify(settings: Settings) -> None:
+    async with settings.client() as client:
+        report = await client.verify()
+    click.echo(f"{report.events} events, {report.objects} objects")
+    if not report.ok:
+        raise Failure(*(f"mismatch: {difference}" for difference in report.differences))
+    click.echo("ok: the projection matches the log")
+
+
+@cli.command()
+@click.option("--before", type=int, help="Drop history before this revision (default: all history).")
+@click.pass_obj
+def compact(settings: Settings, before: int | None) -> None:
+    """Drop old history; every object's latest state is kept."""
+    if before is not None and before < 1:
+        raise BadInput("--before: must be >= 1")
+    run_async(_compact(settings, before))
+
+
+async def _compact(settings: Settings, before: int | None) -> None:
+    async with settings.client() as client:
+        revision = await client.revision()
+        horizon = revision + 1 if before is None else min(before, revision + 1)
+        dropped = await client.compact(horizon)
+    click.echo(f"dropped {dropped} events before revision {horizon}")

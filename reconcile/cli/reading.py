@@ -1,0 +1,299 @@
+"""``get``, ``describe``, ``history`` and ``watch``: reading the store, never writing it."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from reconcile.api import Client
+from reconcile.cli.failing import BadInput
+from reconcile.cli.main import cli, run_async
+from reconcile.cli.rendering import (
+    age,
+    as_json,
+    as_json_line,
+    as_yaml,
+    event_data,
+    event_detail,
+    labels_text,
+    object_data,
+    readiness,
+    table,
+)
+from reconcile.cli.settings import Settings
+from reconcile.model import Event, Kind, Resource
+
+__all__ = ["OUTPUTS"]
+
+AnyResource = Resource[Any, Any]
+OUTPUTS = ("table", "yaml", "json", "name")
+_OUTPUT = click.option(
+    "-o", "--output", type=click.Choice(OUTPUTS), default="table", show_default=True, help="Output format."
+)
+
+
+def _now(client: Client) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(client.clock(), datetime.UTC)
+
+
+def _qualified(obj: AnyResource, kinds: Kind | None = None) -> str:
+    kind = kinds.kind if kinds else obj.kind
+    group = obj.api_version.partition("/")[0]
+    return f"{kind.lower()}.{group}/{obj.metadata.name}"
+
+
+def render_objects(
+    client: Client, objects: Sequence[AnyResource], output: str, *, namespaces: bool, kinds: bool
+) -> str:
+    """Objects as a table (READY, SYNCED, REASON, AGE), YAML, JSON or names."""
+    if output == "json":
+        return as_json(
+            {"api_version": "v1", "kind": "List", "items": [object_data(client, o) for o in objects]}
+        )
+    if output == "yaml":
+        return as_yaml([object_data(client, o) for o in objects], many=True).rstrip()
+    if output == "name":
+        return "\n".join(_qualified(o) for o in objects)
+    now = _now(client)
+    header = [*(["NAMESPACE"] if namespaces else []), *(["KIND"] if kinds else []), "NAME", "READY", "SYNCED"]
+    header += ["REASON", "AGE"]
+    rows = []
+    for obj in objects:
+        ready, synced, reason = readiness(obj)
+        row = [*([obj.metadata.namespace] if namespaces else []), *([obj.kind] if kinds else [])]
+        row += [obj.metadata.name, ready, synced, reason, age(obj.metadata.creation_timestamp, now)]
+        rows.append(row)
+    return table(header, rows)
+
+
+async def list_all(
+    client: Client, kinds: Sequence[Kind], namespace: str | None, selector: str | None
+) -> list[AnyResource]:
+    """Every object of these kinds, page by page."""
+    found: list[AnyResource] = []
+    for kind in kinds:
+        token = None
+        while True:
+            page = await client.list(
+                kind, namespace=namespace, label_selector=selector, limit=1000, continue_=token
+            )
+            found.extend(page.items)
+            token = page.continue_
+            if not token:
+                break
+    return found
+
+
+@cli.command()
+@click.argument("kind", required=False)
+@click.argument("name", required=False)
+@_OUTPUT
+@click.option("-l", "--selector", help="Label selector (app=web,tier!=db).")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace.")
+@click.pass_obj
+def get(
+    settings: Settings,
+    *,
+    kind: str | None,
+    name: str | None,
+    output: str,
+    selector: str | None,
+    namespace: str,
+    all_namespaces: bool,
+) -> None:
+    """List objects (every kind when KIND is omitted), or show one."""
+    namespace_or_all = None if all_namespaces else namespace
+    run_async(
+        _get(settings, kind=kind, name=name, output=output, selector=selector, namespace=namespace_or_all)
+    )
+
+
+async def _get(
+    settings: Settings,
+    *,
+    kind: str | None,
+    name: str | None,
+    output: str,
+    selector: str | None,
+    namespace: str | None,
+) -> None:
+    async with settings.client() as client:
+        if name is not None:
+            assert kind is not None
+            obj = await client.get(kind, name, namespace=namespace or "default")
+            if output == "json":
+                click.echo(as_json(object_data(client, obj)))
+            elif output == "yaml":
+                click.echo(as_yaml(object_data(client, obj)).rstrip())
+            else:
+                click.echo(render_objects(client, [obj], output, namespaces=False, kinds=False))
+            return
+        kinds = list(client.kinds) if kind is None else [client.kinds.resolve(kind)]
+        objects = await list_all(client, kinds, namespace, selector)
+        if not objects and output == "table":
+            where = "any namespace" if namespace is None else f'namespace "{namespace}"'
+            click.echo(f"No resources found in {where}.", err=True)
+            return
+        click.echo(render_objects(client, objects, output, namespaces=namespace is None, kinds=kind is None))
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("--events", "event_count", type=int, default=10, show_default=True, help="Recent events shown.")
+@click.pass_obj
+def describe(settings: Settings, kind: str, name: str, namespace: str, event_count: int) -> None:
+    """Spec, status, conditions and recent events of one object."""
+    run_async(_describe(settings, kind, name, namespace, event_count))
+
+
+def _indent(text: str, by: int = 2) -> str:
+    return "\n".join(" " * by + line for line in text.splitlines())
+
+
+async def _describe(settings: Settings, kind: str, name: str, namespace: str, event_count: int) -> None:
+    async with settings.client() as client:
+        obj = await client.get(kind, name, namespace=namespace)
+        history = await client.history(kind, name, namespace=namespace)
+        meta, data = obj.metadata, object_data(client, obj)
+        now = _now(client)
+        lines = [
+            f"Name:              {meta.name}",
+            f"Namespace:         {meta.namespace}",
+            f"Kind:              {obj.kind}",
+            f"API Version:       {obj.api_version}",
+            f"UID:               {meta.uid}",
+            f"Generation:        {meta.generation}",
+            f"Resource Version:  {meta.resource_version}",
+            f"Created:           {data['metadata']['creation_timestamp']}",
+        ]
+        if meta.deletion_timestamp is not None:
+            lines.append(f"Deleting since:    {data['metadata']['deletion_timestamp']}")
+        lines += [
+            f"Labels:            {labels_text(meta.labels)}",
+            f"Finalizers:        {', '.join(meta.finalizers) or '<none>'}",
+            "Annotations:" + ("       <none>" if not meta.annotations else ""),
+            *(f"  {k}: {v}" for k, v in sorted(meta.annotations.items())),
+            "Spec:",
+            _indent(as_yaml(data["spec"]).rstrip()),
+            "Status:",
+            f"  Observed Generation:  {obj.status.observed_generation}",
+        ]
+        extra = {k: v for k, v in data["status"].items() if k not in ("observed_generation", "conditions")}
+        if any(extra.values()):
+            lines.append(_indent(as_yaml(extra).rstrip()))
+        conditions = getattr(obj.status, "conditions", ())
+        lines.append("Conditions:" + ("  <none>" if not conditions else ""))
+        if conditions:
+            rows = [
+                (
+                    c.type,
+                    c.status.value,
+                    c.reason,
+                    age(c.last_transition_time, now),
+                    c.message.splitlines()[0] if c.message else "",
+                )
+                for c in conditions
+            ]
+            lines.append(_indent(table(("TYPE", "STATUS", "REASON", "AGE", "MESSAGE"), rows)))
+        lines.append("Events:" + ("  <none>" if not history else ""))
+        recent = history[-event_count:] if event_count > 0 else []
+        rows = [
+            (str(e.revision), age(e.time, now), e.type, e.actor, _first_line(event_detail(e))) for e in recent
+        ]
+        if rows:
+            lines.append(_indent(table(("REVISION", "AGE", "TYPE", "ACTOR", "DETAIL"), rows)))
+        click.echo("\n".join(lines))
+
+
+def _first_line(text: str, width: int = 100) -> str:
+    first = text.splitlines()[0] if text else ""
+    more = "  (...)" if "\n" in text else ""
+    return (first if len(first) <= width else first[: width - 3] + "...") + more
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option(
+    "-o", "--output", type=click.Choice(("table", "yaml", "json")), default="table", show_default=True
+)
+@click.pass_obj
+def history(settings: Settings, kind: str, name: str, namespace: str, output: str) -> None:
+    """The event log of one object: who changed what, when, and what was done about it."""
+    run_async(_history(settings, kind, name, namespace, output))
+
+
+def render_history(events: Sequence[Event]) -> str:
+    """One row per event; a multi-line detail (a diff) continues, indented, below."""
+    header = ("REVISION", "TIME", "TYPE", "ACTOR", "DETAIL")
+    rows = []
+    continuation: dict[int, list[str]] = {}
+    for index, event in enumerate(events):
+        detail = event_detail(event).splitlines() or [""]
+        time = event.time.strftime("%Y-%m-%d %H:%M:%S")
+        rows.append((str(event.revision), time, event.type, event.actor, detail[0]))
+        if len(detail) > 1:
+            continuation[index] = detail[1:]
+    lines = table(header, rows).splitlines()
+    out = [lines[0]]
+    if rows:
+        offset = lines[0].index("DETAIL")
+        for index, line in enumerate(lines[1:]):
+            out.append(line)
+            out.extend(" " * offset + extra for extra in continuation.get(index, ()))
+    return "\n".join(out)
+
+
+async def _history(settings: Settings, kind: str, name: str, namespace: str, output: str) -> None:
+    async with settings.client() as client:
+        events = await client.history(kind, name, namespace=namespace)
+        if output == "json":
+            click.echo(as_json([event_data(e) for e in events]))
+        elif output == "yaml":
+            click.echo(as_yaml([event_data(e) for e in events]).rstrip())
+        else:
+            click.echo(render_history(events))
+
+
+@cli.command()
+@click.argument("kind", required=False)
+@click.option("-n", "--namespace", help="Only this namespace (default: all).")
+@click.option("--since", type=int, default=None, help="Replay from this revision (default: only new events).")
+@click.option("-o", "--output", type=click.Choice(("table", "json")), default="table", show_default=True)
+@click.pass_obj
+def watch(
+    settings: Settings, kind: str | None, namespace: str | None, since: int | None, output: str
+) -> None:
+    """Print events as they are appended, until interrupted (JSON lines with -o json)."""
+    if since is not None and since < 0:
+        raise BadInput("--since: must be >= 0")
+    try:
+        run_async(_watch(settings, kind, namespace, since, output))
+    except KeyboardInterrupt:
+        return
+
+
+async def _watch(
+    settings: Settings, kind: str | None, namespace: str | None, since: int | None, output: str
+) -> None:
+    async with settings.client() as client:
+        start = await client.revision() if since is None else since
+        async for event in client.watch(kind, namespace=namespace, since=start):
+            if not isinstance(event, Event):
+                continue
+            if output == "json":
+                click.echo(as_json_line(event_data(event)))
+            else:
+                key = event.key
+                detail = _first_line(event_detail(event))
+                when = event.time.strftime("%H:%M:%S")
+                where = f"{key.kind}/{key.namespace}/{key.name}"
+                line = f"{event.revision:>8}  {when}  {where}  {event.type}  {event.actor}  {detail}"
+                click.echo(line.rstrip())

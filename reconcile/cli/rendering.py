@@ -1,0 +1,150 @@
+"""Output: tables for people, YAML and JSON for scripts.
+
+``-o json`` is the stable, documented form: an object is its stored body (``api_version``,
+``kind``, ``metadata``, ``spec``, ``status``, snake_case keys, RFC 3339 UTC times); a list
+is ``{"api_version": "v1", "kind": "List", "items": [...]}``; ``history`` and ``watch``
+give events as ``{"revision", "time", "type", "actor", "kind", "namespace", "name",
+"uid", "data", "changes"}``. Fields are only ever added, never renamed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from reconcile.api import Client
+from reconcile.model import Event, Resource
+from reconcile.model.conditions import ConditionStatus
+
+__all__ = [
+    "age",
+    "as_json",
+    "as_json_line",
+    "as_yaml",
+    "event_data",
+    "event_detail",
+    "object_data",
+    "readiness",
+    "table",
+]
+
+AnyResource = Resource[Any, Any]
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Columns aligned with two spaces, kubectl style."""
+    rows = [list(header), *(list(r) for r in rows)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join(
+        "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def age(since: datetime.datetime | None, now: datetime.datetime) -> str:
+    """``42s``, ``5m``, ``3h``, ``12d``: how long ago."""
+    if since is None:
+        return "<unknown>"
+    seconds = max(0, int((now - since).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * 2 or (unit == "m" and seconds >= size):
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def readiness(obj: AnyResource) -> tuple[str, str, str]:
+    """READY, SYNCED and the reason worth reading (the first condition not True)."""
+    conditions = {c.type: c for c in getattr(obj.status, "conditions", ())}
+    ready, synced = conditions.get("Ready"), conditions.get("Synced")
+    current = obj.status.observed_generation == obj.metadata.generation
+    ready_text = "Unknown" if ready is None else ready.status.value
+    if ready is not None and ready.status == ConditionStatus.TRUE and not current:
+        ready_text = "Updating"
+    reason = ""
+    for condition in (synced, ready):
+        if condition is not None and condition.status != ConditionStatus.TRUE:
+            reason = condition.reason
+            break
+    if obj.metadata.deletion_timestamp is not None:
+        reason = "Deleting"
+    return ready_text, "Unknown" if synced is None else synced.status.value, reason
+
+
+def object_data(client: Client, obj: AnyResource) -> dict[str, Any]:
+    """The object as plain data (its stored body)."""
+    data: dict[str, Any] = client.converter.unstructure(obj)
+    return data
+
+
+def event_data(event: Event) -> dict[str, Any]:
+    """An event as plain data."""
+    return {
+        "revision": event.revision,
+        "time": event.time.isoformat().replace("+00:00", "Z"),
+        "type": event.type,
+        "actor": event.actor,
+        "kind": event.key.kind,
+        "namespace": event.key.namespace,
+        "name": event.key.name,
+        "uid": event.uid,
+        "data": dict(event.data) if event.data else None,
+        "changes": [{"path": c.path, "old": c.old, "new": c.new} for c in event.changes],
+    }
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."  # noqa: PLR2004
+
+
+def event_detail(event: Event) -> str:
+    """What an event says, for a person: its message, or the fields it changed."""
+    if event.data and event.data.get("message"):
+        return str(event.data["message"])
+    interesting = [
+        c for c in event.changes if not c.path.startswith(("metadata.managed_fields", "status.conditions"))
+    ]
+    conditions = [c for c in event.changes if c.path.startswith("status.conditions")]
+    parts = [f"{c.path}: {_short(c.old)} -> {_short(c.new)}" for c in interesting[:6]]
+    if len(interesting) > 6:  # noqa: PLR2004
+        parts.append(f"... {len(interesting) - 6} more")
+    if conditions:
+        parts.append("conditions changed")
+    return "; ".join(parts)
+
+
+def as_json(data: object) -> str:
+    """Indented, key-sorted JSON."""
+    return json.dumps(data, indent=2, sort_keys=True, default=str)
+
+
+def as_json_line(data: object) -> str:
+    """Compact, key-sorted JSON on one line (JSON lines for streams)."""
+    return json.dumps(data, sort_keys=True, default=str, separators=(",", ":"))
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _multiline(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _multiline)
+
+
+def as_yaml(data: object, *, many: bool = False) -> str:
+    """Block-style YAML (``---``-separated documents with ``many``)."""
+    if many and isinstance(data, Sequence):
+        return yaml.dump_all(data, Dumper=_Dumper, sort_keys=False, explicit_start=True)
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False)
+
+
+def labels_text(labels: Mapping[str, str]) -> str:
+    """``a=1,b=2`` or ``<none>``."""
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>"

@@ -1,0 +1,243 @@
+"""``run``: the supervisor on the command line.
+
+``reconcile run`` serves until SIGINT or SIGTERM, printing what the engine does; the
+store's watch picks up what ``apply`` and ``delete`` in other terminals write within
+milliseconds. ``reconcile run --once`` converges and exits: 0 only when every object is
+Ready for its current generation and nothing is left deleting, 1 when ``--timeout``
+passes first (naming what is not Ready and why). Either way a signal starts a graceful
+shutdown: in-flight reconciles get ``--shutdown-deadline`` seconds to finish, and what is
+abandoned is safe (the log and the create markers make a restart resume).
+
+Progress is a rich progress bar on a terminal and a plain line per change otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import click
+
+from reconcile.cli.failing import BadInput, Failure
+from reconcile.cli.main import cli, isatty, run_async
+from reconcile.cli.reading import render_objects
+from reconcile.cli.rendering import event_detail, readiness
+from reconcile.cli.settings import Settings
+from reconcile.errors import StoreError
+from reconcile.model import Event, EventType, Resource
+from reconcile.runtime import Runtime
+
+__all__ = ["converged", "idle", "pending"]
+
+AnyResource = Resource[Any, Any]
+_CHECK_EVERY = 0.05  # seconds between convergence checks; reads only the caches
+_QUIET_TYPES = frozenset({EventType.STATUS_CHANGED})
+
+
+def pending(runtime: Runtime) -> tuple[list[AnyResource], int]:
+    """The cached objects not Ready yet (or still deleting), and how many objects there are."""
+    waiting: list[AnyResource] = []
+    total = 0
+    for controller in runtime.controllers.values():
+        for obj in controller.informer.list():
+            total += 1
+            ready, _, _ = readiness(obj)
+            if ready != "True" or obj.metadata.deletion_timestamp is not None:
+                waiting.append(obj)
+    return waiting, total
+
+
+def idle(runtime: Runtime) -> bool:
+    """No controller has a key queued or in flight (delayed polls and retries aside): the
+    first pass over what the caches listed at start has finished."""
+    for controller in runtime.controllers.values():
+        stats = controller.queue.statistics()
+        if stats.depth or stats.processing:
+            return False
+    return True
+
+
+def converged(runtime: Runtime) -> bool:
+    """Every object observed in this run and Ready for its generation, none deleting."""
+    return idle(runtime) and not pending(runtime)[0]
+
+
+class _Progress:
+    """A rich bar on a terminal; a plain ``ready N/M`` line per change otherwise."""
+
+    def __init__(self, rich: bool) -> None:
+        self.rich = rich
+        self.shown: tuple[int, int] | None = None
+        self._bar: Any = None
+        self._task: Any = None
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[_Progress]:
+        if not self.rich:
+            yield self
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
+
+        with Progress(
+            TextColumn("converging"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("Ready"),
+            TimeElapsedColumn(),
+        ) as bar:
+            self._bar = bar
+            self._task = bar.add_task("converging", total=None)
+            yield self
+
+    def update(self, ready: int, total: int) -> None:
+        if (ready, total) == self.shown:
+            return
+        self.shown = (ready, total)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=ready, total=total)
+        else:
+            click.echo(f"ready {ready}/{total}")
+
+
+async def _converge(runtime: Runtime, timeout: float, progress: _Progress) -> bool:
+    deadline = time.monotonic() + timeout
+    await runtime.wait_synced()
+    while not runtime.stop_requested:
+        waiting, total = pending(runtime)
+        progress.update(total - len(waiting), total)
+        if not waiting and idle(runtime):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(_CHECK_EVERY)
+    return False
+
+
+async def _print_actions(runtime: Runtime, echo: Callable[[str], None]) -> None:
+    client = runtime.client
+    async for event in client.watch(since=await client.revision()):
+        if not isinstance(event, Event) or event.type in _QUIET_TYPES:
+            continue
+        key = event.key
+        detail = event_detail(event).splitlines()
+        summary = f" {detail[0]}" if detail else ""
+        when = event.time.strftime("%H:%M:%S")
+        echo(f"{when} {key.kind} {key.namespace}/{key.name} {event.type} ({event.actor}){summary}")
+
+
+@cli.command()
+@click.option("--once", is_flag=True, help="Converge, print the result and exit (0 only when all is Ready).")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds --once waits.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=16,
+    show_default=True,
+    help="Reconciles in flight per kind.",
+)
+@click.option(
+    "--poll-interval", type=click.FloatRange(min=0.1), help="Seconds between drift checks of a Ready object."
+)
+@click.option(
+    "--shutdown-deadline",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds in-flight work gets on stop.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Do not print the engine's actions.")
+@click.pass_obj
+def run(
+    settings: Settings,
+    *,
+    once: bool,
+    timeout: float,
+    workers: int,
+    poll_interval: float | None,
+    shutdown_deadline: float,
+    quiet: bool,
+) -> None:
+    """Run the controllers: observe, create, update, delete until actual equals declared."""
+    ok = run_async(
+        _run(
+            settings,
+            once=once,
+            timeout=timeout,
+            workers=workers,
+            poll_interval=poll_interval,
+            shutdown_deadline=shutdown_deadline,
+            quiet=quiet,
+        )
+    )
+    if not ok:
+        raise Failure
+
+
+async def _run(
+    settings: Settings,
+    *,
+    once: bool,
+    timeout: float,
+    workers: int,
+    poll_interval: float | None,
+    shutdown_deadline: float,
+    quiet: bool,
+) -> bool:
+    options: dict[str, Any] = {} if poll_interval is None else {"poll_interval": poll_interval}
+    path = settings.database_path()
+    runtime = Runtime(
+        settings.db,
+        provider_config=settings.provider_config,
+        workers=workers,
+        shutdown_deadline=shutdown_deadline,
+        handle_signals=True,
+        **options,
+    )
+    try:
+        await runtime.start()
+    except StoreError as exc:
+        raise BadInput(f"--db: {exc}") from exc
+    printer: asyncio.Task[None] | None = None
+    ok = True
+    try:
+        if not quiet and not (once and isatty()):
+            printer = asyncio.create_task(_print_actions(runtime, click.echo))
+        if once:
+            progress = _Progress(rich=isatty())
+            with progress.running():
+                ok = await _converge(runtime, timeout, progress)
+            waiting, _ = pending(runtime)
+            objects = [o for c in runtime.controllers.values() for o in c.informer.list()]
+            if objects:
+                click.echo(render_objects(runtime.client, objects, "table", namespaces=True, kinds=True))
+            if not ok:
+                reasons = [_why(o) for o in waiting[:20]]
+                more = [f"... and {len(waiting) - 20} more"] if len(waiting) > 20 else []  # noqa: PLR2004
+                what = "interrupted" if runtime.stop_requested else f"not converged after {timeout:g} s"
+                raise Failure(f"{what}: {len(waiting)} not Ready", *reasons, *more)
+        else:
+            click.echo(f"reconcile: running on {path} (Ctrl-C to stop)", err=True)
+            await runtime.run_until_stopped()
+            click.echo("reconcile: stopping", err=True)
+    finally:
+        if printer is not None:
+            printer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await printer
+        clean = await runtime.close()
+        if not clean:
+            click.echo(
+                "reconcile: some reconciles were abandoned at the deadline; a restart resumes them", err=True
+            )
+    return ok
+
+
+def _why(obj: AnyResource) -> str:
+    ready, synced, reason = readiness(obj)
+    condition = obj.status.condition("Synced") if hasattr(obj.status, "condition") else None
+    message = condition.message.splitlines()[0] if condition is not None and condition.message else ""
+    detail = f": {message}" if message and synced != "True" else ""
+    return f"{obj.kind} {obj.metadata.namespace}/{obj.metadata.name}: Ready={ready} {reason}{detail}".rstrip()

@@ -1,0 +1,57 @@
+"""What every command shares: the database, the provider configuration, ``--debug``,
+and opening a client on them.
+
+The database comes from ``--db``, else ``RECONCILE_DB``, else ``./reconcile.db``.
+Provider configuration comes from ``--provider-config FILE`` (a YAML mapping of provider
+name to its config) and ``--root DIR`` (the files provider's roots; without any, each
+manifest's own folder). Commands that only read refuse a database that does not exist
+rather than create an empty one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from reconcile.api import Client, connect
+from reconcile.cli.failing import BadInput, Failure
+from reconcile.errors import StoreError
+from reconcile.store.urls import parse_sqlite_url
+
+__all__ = ["Settings"]
+
+
+@attrs.frozen
+class Settings:
+    """The global options of one invocation."""
+
+    db: str = "reconcile.db"
+    provider_config: Mapping[str, Mapping[str, Any]] = attrs.Factory(dict)
+    debug: bool = False
+
+    def database_path(self) -> Path:
+        """The database file the ``--db`` URL or path names."""
+        try:
+            path, _ = parse_sqlite_url(self.db)
+        except StoreError as exc:
+            raise BadInput(f"--db: {exc}") from exc
+        return path
+
+    @contextlib.asynccontextmanager
+    async def client(self, *, create: bool = False) -> AsyncIterator[Client]:
+        """A client on the database; ``create`` allows making a new one."""
+        path = self.database_path()
+        if not create and not path.exists():
+            raise Failure(f"no database at {path} (apply something first, or give --db / RECONCILE_DB)")
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                client = await stack.enter_async_context(
+                    connect(self.db, provider_config=self.provider_config)
+                )
+            except StoreError as exc:
+                raise BadInput(f"--db: {exc}") from exc
+            yield client
