@@ -9,6 +9,7 @@ costs a second pass over memory, not a second write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import sys
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ import attrs
 import click
 
 from reconcile.api import Client
-from reconcile.api.admission import Admitted
+from reconcile.api.admission import Admission, Admitted
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.rendering import as_yaml
@@ -70,13 +71,14 @@ def origin(document: Document) -> Path | None:
     return None if document.source == "<stdin>" else Path(document.source)
 
 
-def admit_all(client: Client, documents: Sequence[Document]) -> list[Declared]:
+def admit_all(admission: Admission, documents: Sequence[Document]) -> list[Declared]:
     """Admit every document; BadInput listing every problem if any is refused."""
     declared: list[Declared] = []
     problems: list[str] = []
     for document in documents:
         try:
-            declared.append(Declared(document, client.admit(document.data, origin=origin(document))))  # type: ignore[arg-type]
+            admitted = admission.admit(document.data, origin=origin(document))  # type: ignore[arg-type]
+            declared.append(Declared(document, admitted))
         except InvalidError as exc:
             problems.extend(invalid_lines(exc.with_source(document.location)))
     if problems:
@@ -111,9 +113,9 @@ def apply(settings: Settings, filenames: tuple[str, ...]) -> None:
 
 
 async def _apply(settings: Settings, filenames: Sequence[str]) -> None:
-    documents = read_documents(filenames)
+    declared_all = admit_all(settings.admission(), read_documents(filenames))
     async with settings.client(create=True) as client:
-        for declared in admit_all(client, documents):
+        for declared in declared_all:
             before = await _current(client, declared)
             after = await client.apply(declared.document.data, origin=origin(declared.document))  # type: ignore[arg-type]
             if before is None:
@@ -150,13 +152,18 @@ def diff(settings: Settings, filenames: tuple[str, ...], exit_code: bool) -> Non
 
 
 async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
-    documents = read_documents(filenames)
+    admission = settings.admission()
+    declared_all = admit_all(admission, read_documents(filenames))
     changed = False
-    async with settings.client(create=not settings.database_path().exists()) as client:
-        for declared in admit_all(client, documents):
-            current = await _current(client, declared)
+    async with contextlib.AsyncExitStack() as stack:
+        # No database yet: everything is new, and diff must not create one.
+        client = (
+            await stack.enter_async_context(settings.client()) if settings.database_path().exists() else None
+        )
+        for declared in declared_all:
+            current = None if client is None else await _current(client, declared)
             new = _comparable(declared.admitted.body, declared.admitted.body)
-            old = {} if current is None else _comparable(client.converter.unstructure(current), new)
+            old = {} if current is None else _comparable(admission.converter.unstructure(current), new)
             if old == new:
                 continue
             changed = True
@@ -227,7 +234,7 @@ async def _delete(
     async with settings.client() as client:
         targets: list[tuple[Any, str, str]] = []
         if filenames:
-            for declared in admit_all(client, read_documents(filenames)):
+            for declared in admit_all(settings.admission(), read_documents(filenames)):
                 meta = declared.admitted.metadata
                 targets.append((declared.admitted.kind, meta["name"], meta["namespace"]))
         else:

@@ -100,19 +100,26 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."  # noqa: PLR2004
 
 
+_BOOKKEEPING = (
+    "metadata.managed_fields",
+    "metadata.annotations.reconcile.dev/external-create",
+    "status.conditions",
+)
+
+
 def event_detail(event: Event) -> str:
-    """What an event says, for a person: its message, or the fields it changed."""
+    """What an event says, for a person: its message, or the fields it changed (the
+    engine's own bookkeeping left out), and the conditions when they changed."""
     if event.data and event.data.get("message"):
         return str(event.data["message"])
-    interesting = [
-        c for c in event.changes if not c.path.startswith(("metadata.managed_fields", "status.conditions"))
-    ]
-    conditions = [c for c in event.changes if c.path.startswith("status.conditions")]
+    interesting = [c for c in event.changes if not c.path.startswith(_BOOKKEEPING)]
     parts = [f"{c.path}: {_short(c.old)} -> {_short(c.new)}" for c in interesting[:6]]
     if len(interesting) > 6:  # noqa: PLR2004
         parts.append(f"... {len(interesting) - 6} more")
-    if conditions:
-        parts.append("conditions changed")
+    conditions_changed = any(c.path.startswith("status.conditions") for c in event.changes)
+    if conditions_changed and event.object is not None:
+        conditions = getattr(event.object.status, "conditions", ())
+        parts.insert(0, ", ".join(f"{c.type}={c.status.value} {c.reason}".rstrip() for c in conditions))
     return "; ".join(parts)
 
 

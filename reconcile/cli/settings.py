@@ -18,8 +18,10 @@ from typing import Any
 import attrs
 
 from reconcile.api import Client, connect
+from reconcile.api.admission import Admission
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.errors import StoreError
+from reconcile.model import KindRegistry, make_converter
 from reconcile.store.urls import parse_sqlite_url
 
 __all__ = ["Settings"]
@@ -40,6 +42,11 @@ class Settings:
         except StoreError as exc:
             raise BadInput(f"--db: {exc}") from exc
         return path
+
+    def admission(self) -> Admission:
+        """Admission for the installed kinds, without opening the store (so bad input is
+        refused before the database is even created)."""
+        return Admission(KindRegistry.from_entry_points(), make_converter(), self.provider_config)
 
     @contextlib.asynccontextmanager
     async def client(self, *, create: bool = False) -> AsyncIterator[Client]:

@@ -1,0 +1,5 @@
+"""``python -m reconcile``: the command line."""
+
+from reconcile.cli import entry
+
+entry()
