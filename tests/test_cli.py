@@ -1,0 +1,348 @@
+"""The ``reconcile`` command line, in process: every command, every listed bad input
+(the message, the exit code, and no change to the database or the filesystem)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from reconcile.cli import main
+
+HEAD = "api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {name: x}\n"
+SITE = """\
+api_version: files.reconcile.dev/v1
+kind: Directory
+metadata: {name: public}
+spec: {path: out}
+---
+api_version: files.reconcile.dev/v1
+kind: File
+metadata: {name: index, labels: {app: site}}
+spec:
+  path: out/index.html
+  content: "<h1>Hello</h1>\\n"
+"""
+
+
+class Cli:
+    """Runs ``reconcile`` with a database and a manifest folder under a temporary path."""
+
+    def __init__(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        self.tmp = tmp_path
+        self.db = tmp_path / "state.db"
+        self.manifests = tmp_path / "manifests"
+        self.manifests.mkdir()
+        self.capsys = capsys
+
+    def __call__(self, *args: str) -> tuple[int, str, str]:
+        """Exit code, stdout, stderr."""
+        self.capsys.readouterr()
+        code = main(["--db", str(self.db), *args])
+        captured = self.capsys.readouterr()
+        return code, captured.out, captured.err
+
+    def write(self, name: str, text: str) -> Path:
+        """A manifest file."""
+        path = self.manifests / name
+        path.write_text(text)
+        return path
+
+    def revision(self) -> int:
+        """The store's revision (0 when there is no database)."""
+        if not self.db.exists():
+            return 0
+        with sqlite3.connect(self.db) as conn:
+            return int(conn.execute("SELECT max(revision) FROM events").fetchone()[0] or 0)
+
+    def written(self) -> list[str]:
+        """Every entry under the manifest folder but the manifests themselves."""
+        return sorted(
+            str(p.relative_to(self.manifests)) for p in self.manifests.rglob("*") if p.suffix != ".yaml"
+        )
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
+    """The command line on a fresh database."""
+    return Cli(tmp_path, capsys)
+
+
+class TestApplyAndRead:
+    """apply, get, describe, history, diff, delete, on the files provider."""
+
+    def test_apply_then_reapply(self, cli: Cli) -> None:
+        """apply creates, a second apply changes nothing, both exit 0."""
+        cli.write("site.yaml", SITE)
+        code, out, _ = cli("apply", "-f", str(cli.manifests))
+        assert code == 0
+        assert out.splitlines() == [
+            "directory.files.reconcile.dev/public created",
+            "file.files.reconcile.dev/index created",
+        ]
+        revision = cli.revision()
+        code, out, _ = cli("apply", "-f", str(cli.manifests))
+        assert code == 0
+        assert "file.files.reconcile.dev/index unchanged" in out
+        assert cli.revision() == revision
+
+    def test_apply_from_stdin_needs_a_root(self, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+        """stdin has no folder: without --root the path cannot be confined; with it, fine."""
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(SITE.encode())))
+        code, _, err = cli("apply", "-f", "-")
+        assert code == 2
+        assert '<stdin>, document 1: Directory "public": spec.path: no root directory' in err
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(SITE.encode())))
+        assert main(["--db", str(cli.db), "--root", str(cli.tmp / "www"), "apply", "-f", "-"]) == 0
+        assert (cli.tmp / "www").exists() is False, "apply wrote into the root (only run may)"
+
+    def test_get_outputs(self, cli: Cli) -> None:
+        """get: table, json (a List of stored bodies), yaml, name, selector, single object."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        code, out, _ = cli("get")
+        assert code == 0
+        assert out.splitlines()[0].split() == ["KIND", "NAME", "READY", "SYNCED", "REASON", "AGE"]
+        code, out, _ = cli("get", "files", "-o", "json")
+        data = json.loads(out)
+        assert data["kind"] == "List"
+        assert [item["metadata"]["name"] for item in data["items"]] == ["index"]
+        assert data["items"][0]["spec"]["path"] == str(cli.manifests / "out" / "index.html")
+        code, out, _ = cli("get", "file", "index", "-o", "yaml")
+        assert "content: |\n    <h1>Hello</h1>" in out
+        code, out, _ = cli("get", "-o", "name", "-l", "app=site")
+        assert out.split() == ["file.files.reconcile.dev/index"]
+        code, out, _ = cli("get", "-A")
+        assert out.splitlines()[1].split()[:2] == ["default", "Directory"]
+        code, _, err = cli("get", "file", "missing")
+        assert code == 1
+        assert "not found" in err
+
+    def test_describe_and_history(self, cli: Cli) -> None:
+        """describe shows spec, status and events; history the object's log."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        code, out, _ = cli("describe", "file", "index")
+        assert code == 0
+        assert "Name:              index" in out
+        assert "ensure: present" in out
+        assert "Created" in out
+        code, out, _ = cli("history", "file", "index", "-o", "json")
+        events = json.loads(out)
+        assert [e["type"] for e in events] == ["Created"]
+        assert set(events[0]) == {
+            "revision",
+            "time",
+            "type",
+            "actor",
+            "kind",
+            "namespace",
+            "name",
+            "uid",
+            "data",
+            "changes",
+        }
+
+    def test_diff_writes_nothing(self, cli: Cli) -> None:
+        """diff shows the change and writes nothing; --exit-code makes a difference exit 1."""
+        path = cli.write("site.yaml", SITE)
+        code, out, _ = cli("diff", "-f", str(path))
+        assert code == 0
+        assert "+++ file.files.reconcile.dev/index (declared)" in out
+        assert not cli.db.exists(), "diff created the database"
+        cli("apply", "-f", str(path))
+        code, out, _ = cli("diff", "-f", str(path), "--exit-code")
+        assert (code, out) == (0, "")
+        path.write_text(SITE.replace("Hello", "Bye"))
+        revision = cli.revision()
+        code, out, _ = cli("diff", "-f", str(path), "--exit-code")
+        assert code == 1
+        assert "   content: |\n-    <h1>Hello</h1>\n+    <h1>Bye</h1>\n" in out
+        assert cli.revision() == revision
+
+    def test_delete(self, cli: Cli) -> None:
+        """delete by name and by file; a missing one is an error unless ignored."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        code, out, _ = cli("delete", "file", "index")
+        assert (code, out) == (0, "file.files.reconcile.dev/index deleted\n")
+        code, _, err = cli("delete", "file", "index")
+        assert code == 1
+        assert "not found" in err
+        assert cli("delete", "file", "index", "--ignore-not-found")[0] == 0
+        code, out, _ = cli("delete", "-f", str(cli.manifests), "--ignore-not-found")
+        assert "directory.files.reconcile.dev/public deleted" in out
+        assert cli("delete")[0] == 2
+
+    def test_providers_verify_compact(self, cli: Cli) -> None:
+        """providers lists File and Directory; verify passes; compact drops history."""
+        code, out, _ = cli("providers", "-o", "json")
+        kinds = {(row["provider"], row["kind"]) for row in json.loads(out)}
+        assert {("files", "File"), ("files", "Directory")} <= kinds
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        code, out, _ = cli("verify")
+        assert code == 0
+        assert "ok" in out
+        code, out, _ = cli("compact")
+        assert code == 0
+        assert out.startswith("dropped ")
+        assert cli("verify")[0] == 0
+
+    def test_run_once_converges(self, cli: Cli) -> None:
+        """run --once writes the files and exits 0 with everything Ready."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        code, out, _ = cli("run", "--once", "--timeout", "60")
+        assert code == 0, out
+        assert (cli.manifests / "out" / "index.html").read_text() == "<h1>Hello</h1>\n"
+        assert "ready 2/2" in out
+        rows = [line.split() for line in out.splitlines() if line.startswith("default")]
+        assert [row[3:5] for row in rows] == [["True", "True"], ["True", "True"]]
+
+    def test_run_once_fails_when_not_ready(self, cli: Cli) -> None:
+        """A file that cannot be written: run --once names it and exits 1."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        (cli.manifests / "out").mkdir()
+        (cli.manifests / "out" / "index.html").mkdir()  # a folder where the file should be
+        code, _, err = cli("run", "--once", "--timeout", "3", "-q")
+        assert code == 1
+        assert "File default/index: Ready=" in err
+        assert "is a directory" in err
+
+
+class TestBadInput:
+    """Each bad input: one clear line, exit 2, nothing written anywhere."""
+
+    def refused(self, cli: Cli, *args: str) -> str:
+        """Run, expect exit 2 and no change; return stderr."""
+        before = cli.revision(), cli.written()
+        code, out, err = cli(*args)
+        assert code == 2, (out, err)
+        assert "Traceback" not in err
+        assert (cli.revision(), cli.written()) == before
+        return err
+
+    def test_invalid_yaml(self, cli: Cli) -> None:
+        """A YAML syntax error names the file and the line."""
+        path = cli.write("bad.yaml", "kind: File\nspec: [unclosed\n")
+        err = self.refused(cli, "apply", "-f", str(path))
+        assert f"error: {path}: invalid YAML" in err
+        assert "line" in err
+
+    def test_unknown_kind(self, cli: Cli) -> None:
+        """An unknown kind names the file and the document index."""
+        path = cli.write(
+            "bad.yaml", SITE + "---\napi_version: files.reconcile.dev/v1\nkind: Fiel\nmetadata: {name: x}\n"
+        )
+        err = self.refused(cli, "apply", "-f", str(path))
+        assert f"{path}, document 3" in err
+        assert 'kind: unknown kind "Fiel"' in err
+        assert not cli.db.exists()
+
+    def test_invalid_field_is_all_or_nothing(self, cli: Cli) -> None:
+        """One invalid document among valid ones: none is stored, even into an existing store."""
+        cli.write("a.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        path = cli.write(
+            "b.yaml",
+            SITE.replace("public}", "public2}")
+            .replace("index", "index2")
+            .replace("spec:\n  path", "spec:\n  colour: red\n  path"),
+        )
+        err = self.refused(cli, "apply", "-f", str(cli.manifests))
+        assert f'{path}, document 2: File "index2": spec.colour' in err
+
+    @pytest.mark.parametrize(
+        ("path", "reason"),
+        [
+            ("../outside.txt", "escapes the root"),
+            ("/etc/reconcile-test.txt", "is outside the allowed roots"),
+            ("link/x.txt", "through the symlink"),
+        ],
+    )
+    def test_path_escaping_the_roots(self, cli: Cli, tmp_path: Path, path: str, reason: str) -> None:
+        """.., an absolute path elsewhere, a symlink out: refused with the field path."""
+        (cli.manifests / "link").symlink_to(tmp_path)
+        manifest = cli.write(
+            "bad.yaml",
+            HEAD + f"spec: {{path: '{path}'}}\n",
+        )
+        err = self.refused(cli, "apply", "-f", str(manifest))
+        assert "spec.path" in err
+        assert reason in err
+        assert not (tmp_path / "outside.txt").exists()
+        assert not (tmp_path / "x.txt").exists()
+
+    def test_mode_not_octal(self, cli: Cli) -> None:
+        """mode 0999 is not a permission."""
+        path = cli.write(
+            "bad.yaml",
+            HEAD + "spec: {path: x, mode: '0999'}\n",
+        )
+        assert "spec.mode: '0999' is not an octal permission" in self.refused(cli, "apply", "-f", str(path))
+
+    def test_content_and_source(self, cli: Cli) -> None:
+        """content and source together."""
+        cli.write("page.html", "<p>")
+        path = cli.write(
+            "bad.yaml",
+            HEAD + "spec: {path: x, content: a, source: page.html}\n",
+        )
+        assert "spec.source: content and source are mutually exclusive" in self.refused(
+            cli, "apply", "-f", str(path)
+        )
+
+    def test_missing_source(self, cli: Cli) -> None:
+        """A source file that is not there."""
+        path = cli.write(
+            "bad.yaml",
+            HEAD + "spec: {path: x, source: nope.html}\n",
+        )
+        assert f"spec.source: {cli.manifests / 'nope.html'} does not exist" in self.refused(
+            cli, "apply", "-f", str(path)
+        )
+
+    def test_database_not_sqlite(self, cli: Cli) -> None:
+        """--db naming a file that is not SQLite: refused, the file untouched."""
+        cli.write("site.yaml", SITE)
+        cli.db.write_text("not a database\n")
+        code, _, err = cli("apply", "-f", str(cli.manifests))
+        assert code == 2
+        assert "not a SQLite database" in err
+        assert cli.db.read_text() == "not a database\n"
+        assert cli.written() == []
+        assert cli("get")[0] == 2
+
+    def test_unreadable_manifest_path(self, cli: Cli) -> None:
+        """A manifest path that cannot be read."""
+        err = self.refused(cli, "apply", "-f", str(cli.manifests / "missing.yaml"))
+        assert "cannot read: No such file or directory" in err
+        blocker = cli.write("file.yaml", SITE)
+        err = self.refused(cli, "apply", "-f", str(blocker / "inside.yaml"))
+        assert "cannot read: Not a directory" in err
+
+    def test_unknown_option_and_output(self, cli: Cli) -> None:
+        """Usage errors exit 2 too."""
+        assert cli("get", "-o", "xml")[0] == 2
+        assert cli("frobnicate")[0] == 2
+
+    def test_no_database_for_reads(self, cli: Cli) -> None:
+        """Reading commands do not create a database."""
+        code, _, err = cli("get")
+        assert code == 1
+        assert "no database at" in err
+        assert not cli.db.exists()
+
+    def test_debug_shows_the_traceback(self, cli: Cli) -> None:
+        """--debug adds the traceback; without it there is none."""
+        code, _, err = cli("get")
+        assert "Traceback" not in err
+        code, _, err = cli("--debug", "get")
+        assert code == 1
+        assert "Traceback" in err
