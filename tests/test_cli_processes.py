@@ -1,0 +1,124 @@
+"""``reconcile run`` as a real process: it picks up what another process applies or
+deletes, without a restart, and stops cleanly on SIGTERM and SIGINT."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from reconcile.cli import main
+
+ROOT = Path(__file__).parents[1]
+DEADLINE = 30.0
+
+SITE = """\
+api_version: files.reconcile.dev/v1
+kind: File
+metadata: {name: index}
+spec: {path: www/index.html, content: "hello\\n"}
+"""
+
+
+class Lines:
+    """A process's output, read line by line on a thread, waited on with a deadline."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        self.stream = stream
+        self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """After the process ended: let the reader reach the end, then close the pipe."""
+        self.thread.join(timeout=DEADLINE)
+        self.stream.close()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_for(self, text: str, timeout: float = DEADLINE) -> str:
+        """The first line (from now) containing ``text``; fails after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"no line with {text!r} within {timeout} s; saw {self.seen[-10:]}")
+            if line is None:
+                pytest.fail(f"the stream ended before a line with {text!r}; saw {self.seen[-10:]}")
+            self.seen.append(line)
+            if text in line:
+                return line
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Lines, Lines, Path]]:
+    """``reconcile run`` on a fresh database, up and waiting."""
+    db = tmp_path / "state.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reconcile", "--db", str(db), "run", "--poll-interval", "3600"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    out, err = Lines(process.stdout), Lines(process.stderr)
+    err.wait_for("reconcile: running on")
+    yield process, out, err, db
+    if process.poll() is None:
+        process.kill()
+    process.wait(timeout=DEADLINE)
+    out.close()
+    err.close()
+
+
+def test_run_picks_up_apply_and_delete_from_another_process(
+    runner: tuple[subprocess.Popen[str], Lines, Lines, Path], tmp_path: Path
+) -> None:
+    """apply and delete in "another terminal" reach the running runner without a restart."""
+    process, out, _, db = runner
+    manifest = tmp_path / "site.yaml"
+    manifest.write_text(SITE)
+    target = tmp_path / "www" / "index.html"
+
+    assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
+    out.wait_for("File default/index CreateSucceeded")
+    assert target.read_text() == "hello\n"
+
+    assert main(["--db", str(db), "delete", "file", "index"]) == 0
+    out.wait_for("File default/index Deleted")
+    assert not target.exists()
+    assert process.poll() is None
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_run_stops_cleanly_on_signals(
+    runner: tuple[subprocess.Popen[str], Lines, Lines, Path], tmp_path: Path, signum: signal.Signals
+) -> None:
+    """SIGTERM and SIGINT: exit 0, no traceback, a consistent database."""
+    process, out, err, db = runner
+    manifest = tmp_path / "site.yaml"
+    manifest.write_text(SITE)
+    assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
+    out.wait_for("CreateSucceeded")
+    process.send_signal(signum)
+    assert process.wait(timeout=DEADLINE) == 0
+    err.wait_for("reconcile: stopping")
+    assert not any("Traceback" in line for line in err.seen)
+    assert main(["--db", str(db), "verify"]) == 0
