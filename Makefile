@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck imports unit bench clean
+.PHONY: demo clean-demo test lint typecheck imports unit bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,8 +12,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The main job: declare a small static site (examples/files/) and converge it into
+# demo-output/site with the embedded SQLite store at demo-output/state.db.
+DEMO := $(BIN)/reconcile --db demo-output/state.db --root demo-output/site
+
 demo: $(STAMP)
-	$(BIN)/python examples/demo.py --db demo-output/state.db
+	mkdir -p demo-output
+	$(DEMO) apply -f examples/files/
+	$(DEMO) run --once --timeout 120
+
+clean-demo:
+	rm -rf demo-output
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -32,6 +41,8 @@ test: lint typecheck imports unit
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/store.py --json benchmarks/results/store.json
+	$(BIN)/python benchmarks/reconcile.py --json benchmarks/results/reconcile.json
+	$(BIN)/python benchmarks/files.py --json benchmarks/results/files.json
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .mypy_cache .ruff_cache .coverage

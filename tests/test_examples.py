@@ -22,9 +22,9 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 class TestExamples:
     """Scripts users run."""
 
-    def test_demo(self, tmp_path: Path) -> None:
-        """The demo applies the example manifests, tells the history and verifies."""
-        result = run(str(ROOT / "examples" / "demo.py"), "--db", str(tmp_path / "demo.db"))
+    def test_api_tour(self, tmp_path: Path) -> None:
+        """The API tour applies the example manifests, tells the history and verifies."""
+        result = run(str(ROOT / "examples" / "api_tour.py"), "--db", str(tmp_path / "demo.db"))
         assert result.returncode == 0, result.stderr
         assert "applied RecordSet/dns/shop-example-org" in result.stdout
         assert "DeletionRequested  bob" in result.stdout

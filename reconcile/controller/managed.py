@@ -169,10 +169,16 @@ class ManagedReconciler:
             return await self._update(obj, external, observation)
         ready, synced = (TRUE, "Available", ""), (TRUE, "ReconcileSuccess", "")
         if ANNOTATION_CREATE_SUCCEEDED not in annotations:
-            # A create whose success was not recorded (a crash came between): record it now.
+            # A create whose success was not recorded (a crash came between), or an
+            # external resource the provider reports as ours already: record it now.
+            how = (
+                "found after an interrupted create"
+                if ANNOTATION_CREATE_PENDING in annotations
+                else "found in place, marked as this resource's"
+            )
             await self._act(
                 obj,
-                [("CreateSucceeded", "found after an interrupted create")],
+                [("CreateSucceeded", how)],
                 annotations={ANNOTATION_CREATE_SUCCEEDED: self._now(), ANNOTATION_CREATE_PENDING: None},
                 status=self._new_status(obj, observation, synced=synced, ready=ready),
             )

@@ -1,10 +1,10 @@
-"""The main job on the embedded SQLite default, until the CLI lands.
+"""A tour of the resource API (Client) on the embedded SQLite default.
 
 Applies the manifests in ``examples/manifests/`` to a SQLite database, shows the stored
 objects, changes one, records a controller's status, deletes one behind a finalizer, and
 prints the history the event log kept, then checks the log against the projection.
 
-    python examples/demo.py [--db PATH]
+    python examples/api_tour.py [--db PATH]
 """
 
 from __future__ import annotations

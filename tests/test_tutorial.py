@@ -1,0 +1,70 @@
+"""Every command of the tutorial runs, in order, and prints what the page shows."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+TUTORIAL = ROOT / "docs" / "tutorial" / "static-site.md"
+#: Lines the test does itself: a fresh folder stands for `make clean-demo`, and the
+#: interpreter's bin folder on PATH for activating the virtual environment.
+SET_UP = {"make clean-demo", ". .venv/bin/activate"}
+BASH = shutil.which("bash") or "/bin/bash"
+_AGE = re.compile(r"\s+\d+[smhd]$")
+
+
+def steps(text: str) -> list[tuple[str, list[str]]]:
+    """(command, expected output lines) for every ``$`` line of the console blocks."""
+    found: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"```console\n(.*?)```", text, flags=re.DOTALL):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                found.append((line[2:], []))
+            elif found:
+                found[-1][1].append(line)
+    return found
+
+
+def normal(line: str) -> str:
+    """Whitespace collapsed, a trailing AGE column dropped (it depends on the clock)."""
+    return " ".join(_AGE.sub("", line).split())
+
+
+def test_every_tutorial_command(tmp_path: Path) -> None:
+    """Run the tutorial's commands in a copy of the examples; each exits 0 and shows
+    every output line the page shows (``...`` stands for lines left out)."""
+    shutil.copytree(ROOT / "examples" / "files", tmp_path / "examples" / "files")
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ["PATH"]]), "PYTHONPATH": str(ROOT)}
+    env.pop("RECONCILE_DB", None)
+    ran = 0
+    for command, expected in steps(TUTORIAL.read_text()):
+        if command in SET_UP:
+            continue
+        if command.startswith("export "):
+            name, _, value = command.removeprefix("export ").partition("=")
+            env[name] = value
+            continue
+        result = subprocess.run(
+            [BASH, "-c", command],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, f"{command!r} exited {result.returncode}: {result.stderr}"
+        shown = {normal(line) for line in result.stdout.splitlines()}
+        for line in expected:
+            if line.strip() and line.strip() != "...":
+                assert normal(line) in shown, (
+                    f"{command!r} did not print {line!r}; it printed:\n{result.stdout}"
+                )
+        ran += 1
+    assert ran >= 15, "the tutorial lost its commands"
