@@ -40,3 +40,15 @@ class TestExamples:
         assert ("store.write, 100 writers", "FULL") in cases
         assert data["cross_process_watch_latency"]["count"] >= 20
         assert "events/s" in result.stdout
+
+    def test_files_benchmark_smoke(self, tmp_path: Path) -> None:
+        """benchmarks/files.py converges a few files, makes a no-change pass that appends
+        nothing, and writes its JSON."""
+        out = tmp_path / "files.json"
+        result = run(str(ROOT / "benchmarks" / "files.py"), "--size", "50", "--json", str(out))
+        assert result.returncode == 0, result.stderr
+        data = json.loads(out.read_text())
+        assert data["size"] == 50
+        assert data["noop_events_appended"] == 0
+        assert data["converge_s"] > 0
+        assert "no change: reconcile run pass" in result.stdout

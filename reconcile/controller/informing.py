@@ -120,6 +120,8 @@ class Informer:
     def list(self, label_selector: str | LabelSelector | None = None) -> list[AnyResource]:
         """Cached objects matching a label selector (equality clauses use the index)."""
         selector = LabelSelector.parse(label_selector)
+        if not selector.requirements:
+            return builtins.list(self._objects.values())
         candidates: Iterable[ObjectKey] = self._objects
         for requirement in selector.requirements:
             if requirement.operator == "=":

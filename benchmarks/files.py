@@ -1,0 +1,198 @@
+"""The files provider end to end, beside plain Python writing the same files.
+
+1. Cold convergence: apply --size File resources (100 per folder) and run the Runtime
+   until every one is Ready; beside it, a plain loop writing the same files atomically
+   (temporary file, fsync, rename, fsync of the folder) one after another, and the same
+   loop on 16 threads (what 16 workers could at best overlap).
+2. A no-change pass: a fresh Runtime over the converged store (what ``reconcile run
+   --once`` does the next time) observes every file and writes nothing; beside it, a
+   plain loop reading and comparing every file.
+
+    python benchmarks/files.py [--size N] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import json
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from providers.files import FilesProvider  # noqa: E402
+from reconcile import Runtime  # noqa: E402
+
+PER_FOLDER = 100
+WORKERS = 16
+
+
+def content(index: int) -> bytes:
+    """What file ``index`` holds (a small page)."""
+    return f"<h1>page {index}</h1>\n<p>{'lorem ipsum ' * 20}</p>\n".encode()
+
+
+def relative(index: int) -> str:
+    """Where file ``index`` goes, under the root."""
+    return f"d{index // PER_FOLDER:04d}/f{index:06d}.html"
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """The limit's write: the same steps the provider takes, nothing else."""
+    directory = str(Path(path).parent)
+    temporary = f"{path}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    Path(temporary).replace(path)
+    folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def plain_loop(root: Path, size: int, threads: int) -> float:
+    """Seconds to write every file atomically (folders made first, as needed)."""
+    start = time.perf_counter()
+    for folder in range((size + PER_FOLDER - 1) // PER_FOLDER):
+        (root / f"d{folder:04d}").mkdir(parents=True, exist_ok=True)
+    jobs = [(str(root / relative(i)), content(i)) for i in range(size)]
+    if threads == 1:
+        for path, data in jobs:
+            write_atomically(path, data)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda job: write_atomically(*job), jobs))
+    return time.perf_counter() - start
+
+
+def plain_check(root: Path, size: int) -> float:
+    """Seconds to read every file and compare it with what it should hold."""
+    start = time.perf_counter()
+    for index in range(size):
+        with open(root / relative(index), "rb") as handle:  # noqa: PTH123
+            assert handle.read() == content(index)
+        (root / relative(index)).stat()
+    return time.perf_counter() - start
+
+
+def manifest(index: int) -> dict[str, Any]:
+    """File ``index`` as a manifest."""
+    return {
+        "api_version": "files.reconcile.dev/v1",
+        "kind": "File",
+        "metadata": {"name": f"page-{index:06d}"},
+        "spec": {"path": relative(index), "content": content(index).decode()},
+    }
+
+
+def _ready_count(runtime: Runtime) -> tuple[int, int]:
+    ready = total = 0
+    for controller in runtime.controllers.values():
+        for obj in controller.informer.list():
+            total += 1
+            condition = obj.status.condition("Ready")
+            if condition is not None and condition.status.value == "True":
+                ready += 1
+    return ready, total
+
+
+def _idle(runtime: Runtime) -> bool:
+    return all(
+        not (s.depth or s.processing) for s in (c.queue.statistics() for c in runtime.controllers.values())
+    )
+
+
+async def engine(db: Path, root: Path, size: int) -> dict[str, Any]:
+    """Apply everything, converge, then a fresh runner's no-change pass."""
+    config = {"files": {"roots": [str(root)]}}
+    start = time.perf_counter()
+    async with Runtime(db, providers=[FilesProvider()], provider_config=config, workers=WORKERS) as runtime:
+        await runtime.wait_synced()
+        applied = time.perf_counter()
+        batch = 500
+        for first in range(0, size, batch):
+            await asyncio.gather(
+                *(runtime.apply(manifest(i)) for i in range(first, min(size, first + batch)))
+            )
+        apply_s = time.perf_counter() - applied
+        while _ready_count(runtime) != (size, size):
+            await asyncio.sleep(0.1)
+        converge_s = time.perf_counter() - start
+        revision = await runtime.client.revision()
+    second = time.perf_counter()
+    async with Runtime(db, providers=[FilesProvider()], provider_config=config, workers=WORKERS) as runtime:
+        await runtime.wait_synced()
+        while not _idle(runtime):
+            await asyncio.sleep(0.005)
+        noop_s = time.perf_counter() - second
+        appended = await runtime.client.revision() - revision
+    return {
+        "apply_s": apply_s,
+        "converge_s": converge_s,
+        "noop_pass_s": noop_s,
+        "noop_events_appended": appended,
+    }
+
+
+def main() -> None:
+    """Run both cases, print the table, write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=10000, help="how many files")
+    parser.add_argument("--json", type=Path, help="write results here")
+    args = parser.parse_args()
+    size = args.size
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
+        base = Path(folder)
+        sequential = plain_loop(base / "plain", size, 1)
+        threaded = plain_loop(base / "threaded", size, WORKERS)
+        check = plain_check(base / "plain", size)
+        ours = asyncio.run(engine(base / "state.db", base / "site", size))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result = {
+        "benchmark": "files",
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "size": size,
+        "plain_sequential_s": sequential,
+        "plain_threads_s": threaded,
+        "plain_check_s": check,
+        **ours,
+        "converge_ratio_vs_sequential": ours["converge_s"] / sequential,
+        "converge_ratio_vs_threads": ours["converge_s"] / threaded,
+        "noop_ratio": ours["noop_pass_s"] / check,
+        "peak_rss_mib": peak,
+    }
+    rows = [
+        ("cold: plain loop, 1 thread", sequential, 1.0),
+        (f"cold: plain loop, {WORKERS} threads", threaded, threaded / sequential),
+        ("cold: reconcile (apply + converge)", ours["converge_s"], ours["converge_s"] / sequential),
+        ("  of which apply", ours["apply_s"], ours["apply_s"] / sequential),
+        ("no change: plain read + compare", check, 1.0),
+        ("no change: reconcile run pass", ours["noop_pass_s"], ours["noop_pass_s"] / check),
+    ]
+    print(f"{size} files, {PER_FOLDER} per folder")
+    print(f"{'case':<40} {'seconds':>9} {'x limit':>8}")
+    for name, seconds, ratio in rows:
+        print(f"{name:<40} {seconds:>9.2f} {ratio:>8.2f}")
+    print(f"no-change pass appended {ours['noop_events_appended']} events; peak RSS {peak:.0f} MiB")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
