@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from reconcile.testing import let_run
+
 #: Real seconds a test waits for something that should happen almost at once.
 DEADLINE = 20.0
 
@@ -12,12 +14,14 @@ DEADLINE = 20.0
 async def settle(predicate: Callable[[], bool]) -> None:
     """Let the event loop run until ``predicate()`` holds, failing after a real deadline.
 
-    This yields to the loop; it does not sleep: every wake-up is a scheduled callback,
-    and any time that must pass is fake time the test advances.
+    This yields to the loop (and, after many turns, lets other threads run): any time
+    that must pass is fake time the test advances.
     """
     async with asyncio.timeout(DEADLINE):
-        while not predicate():  # noqa: ASYNC110 - yields to the loop; time is fake
-            await asyncio.sleep(0)
+        turn = 0
+        while not predicate():
+            await let_run(turn)
+            turn += 1
 
 
 def widget(name: str, size: int = 1, **metadata: object) -> dict[str, object]:

@@ -15,7 +15,7 @@ from helpers import DEADLINE
 from providers.files import FilesProvider
 from providers.files.marking import PARENT, read_mark, write_mark
 from reconcile import InvalidError, KindRegistry, Resource, Runtime, connect
-from reconcile.testing import FakeClock
+from reconcile.testing import FakeClock, let_run
 from reconcile.testing.conformance import CHECKS, Harness
 
 API = "files.reconcile.dev/v1"
@@ -233,8 +233,8 @@ async def until_async(clock: FakeClock, predicate: Callable[[], Awaitable[bool]]
     async with asyncio.timeout(DEADLINE):
         while not await predicate():
             clock.advance(1)
-            for _ in range(50):
-                await asyncio.sleep(0)
+            for turn in range(50):
+                await let_run(turn)
 
 
 async def until(clock: FakeClock, predicate: Callable[[], bool]) -> None:

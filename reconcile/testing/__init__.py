@@ -7,7 +7,7 @@
 * :mod:`reconcile.testing.conformance` -- the checks every provider must pass.
 """
 
-from reconcile.testing.clocks import FakeClock
+from reconcile.testing.clocks import FakeClock, let_run
 from reconcile.testing.kinds import RECORD_SET, WIDGET, Record, RecordSetSpec, WidgetSpec, example_kinds
 from reconcile.testing.memory import BUCKET, NOTE, BucketSpec, MemoryCloud, MemoryProvider, NoteSpec
 
@@ -25,4 +25,5 @@ __all__ = [
     "RecordSetSpec",
     "WidgetSpec",
     "example_kinds",
+    "let_run",
 ]

@@ -56,3 +56,18 @@ class FakeClock:
         """When the earliest pending sleep ends, or None."""
         pending = [deadline for deadline, _, f in self._sleepers if not f.done()]
         return min(pending, default=None)
+
+
+#: Turns of a wait that only yield to the loop before :func:`let_run` starts sleeping.
+SPIN_TURNS = 64
+
+
+async def let_run(turn: int) -> None:
+    """One turn of waiting on a condition in a fake-time test.
+
+    The first :data:`SPIN_TURNS` turns only yield to the event loop, so no real time
+    passes; later turns sleep a millisecond, so work on other threads (a provider's
+    blocking I/O in ``asyncio.to_thread``, aiosqlite) gets the GIL instead of competing
+    with a spinning loop.
+    """
+    await asyncio.sleep(0 if turn < SPIN_TURNS else 0.001)

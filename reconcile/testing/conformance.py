@@ -42,7 +42,7 @@ from reconcile.model.external import (
 from reconcile.model.kinds import Kind
 from reconcile.model.resource import Resource
 from reconcile.runtime.running import Runtime
-from reconcile.testing.clocks import FakeClock
+from reconcile.testing.clocks import FakeClock, let_run
 
 __all__ = ["CHECKS", "CountingClient", "Harness", "Outside"]
 
@@ -182,8 +182,10 @@ class Harness:
             for _ in range(3):
                 for controller in self.runtime.controllers.values():
                     stats = controller.queue.statistics
-                    while stats().depth or stats().processing:  # noqa: ASYNC110 - yields; time is fake
-                        await asyncio.sleep(0)
+                    turn = 0
+                    while stats().depth or stats().processing:
+                        await let_run(turn)
+                        turn += 1
                 for _ in range(20):
                     await asyncio.sleep(0)
 
