@@ -3,8 +3,12 @@ deletes, without a restart, and stops cleanly on SIGTERM and SIGINT."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import pty
 import queue
+import select
 import signal
 import subprocess
 import sys
@@ -122,3 +126,67 @@ def test_run_stops_cleanly_on_signals(
     err.wait_for("reconcile: stopping")
     assert not any("Traceback" in line for line in err.seen)
     assert main(["--db", str(db), "verify"]) == 0
+
+
+def test_watch_streams_json_lines(tmp_path: Path) -> None:
+    """watch -o json replays from --since as JSON lines, then stops on SIGINT with 0."""
+    db = tmp_path / "state.db"
+    manifest = tmp_path / "site.yaml"
+    manifest.write_text(SITE)
+    assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reconcile", "--db", str(db), "watch", "-o", "json", "--since", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    out, err = Lines(process.stdout), Lines(process.stderr)
+    line = out.wait_for('"type":"Created"')
+    event = json.loads(line)
+    assert (event["kind"], event["name"], event["revision"]) == ("File", "index", 1)
+    assert main(["--db", str(db), "delete", "file", "index"]) == 0
+    out.wait_for('"type":"Deleted"')
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=DEADLINE) == 0
+    out.close()
+    err.close()
+    assert not any("Traceback" in line for line in err.seen)
+
+
+def test_run_once_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    """On a terminal, run --once draws rich's progress bar instead of action lines."""
+    db = tmp_path / "state.db"
+    manifest = tmp_path / "site.yaml"
+    manifest.write_text(SITE)
+    assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
+    leader, follower = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm", "COLUMNS": "100"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reconcile", "--db", str(db), "run", "--once"],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    with contextlib.suppress(OSError):  # EIO once the process has closed the terminal
+        while True:
+            readable, _, _ = select.select([leader], [], [], DEADLINE)
+            if not readable:
+                process.kill()
+                pytest.fail("run --once went silent on the terminal")
+            chunk = os.read(leader, 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(timeout=DEADLINE) == 0
+    screen = b"".join(chunks).decode(errors="replace")
+    assert "converging" in screen
+    assert "1/1" in screen
+    assert "CreateRequested" not in screen
