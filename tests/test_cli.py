@@ -100,6 +100,21 @@ class TestApplyAndRead:
         assert main(["--db", str(cli.db), "--root", str(cli.tmp / "www"), "apply", "-f", "-"]) == 0
         assert (cli.tmp / "www").exists() is False, "apply wrote into the root (only run may)"
 
+    def test_apply_conflict_is_a_runtime_failure(self, cli: Cli) -> None:
+        """A stale resource_version precondition: exit 1 with the conflict, nothing changed."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        revision = cli.revision()
+        stale = SITE.replace(
+            "metadata: {name: index, labels: {app: site}}", "metadata: {name: index, resource_version: 1}"
+        )
+        path = cli.write("site.yaml", stale.replace("Hello", "Bye"))
+        code, out, err = cli("apply", "-f", str(path))
+        assert code == 1
+        assert "resource_version" in err
+        assert "file.files.reconcile.dev/index" not in out
+        assert cli.revision() == revision
+
     def test_get_outputs(self, cli: Cli) -> None:
         """get: table, json (a List of stored bodies), yaml, name, selector, single object."""
         cli.write("site.yaml", SITE)

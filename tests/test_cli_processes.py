@@ -105,9 +105,9 @@ def test_run_picks_up_apply_and_delete_from_another_process(
     out.wait_for("File default/index CreateSucceeded")
     assert target.read_text() == "hello\n"
 
-    assert main(["--db", str(db), "delete", "file", "index"]) == 0
+    assert main(["--db", str(db), "delete", "file", "index", "--wait", "--timeout", str(DEADLINE)]) == 0
+    assert not target.exists(), "delete --wait returned before the file was removed"
     out.wait_for("File default/index Deleted")
-    assert not target.exists()
     assert process.poll() is None
 
 

@@ -112,19 +112,51 @@ def apply(settings: Settings, filenames: tuple[str, ...]) -> None:
     run_async(_apply(settings, filenames))
 
 
+async def _apply_one(client: Client, declared: Declared) -> str:
+    before = await _current(client, declared)
+    after = await client.apply(declared.document.data, origin=origin(declared.document))  # type: ignore[arg-type]
+    if before is None:
+        return "created"
+    if before.metadata.resource_version == after.metadata.resource_version:
+        return "unchanged"
+    return "configured"
+
+
+def _batches(declared_all: Sequence[Declared], size: int = 256) -> list[list[Declared]]:
+    """Runs of documents to apply concurrently (one group commit each): at most ``size``,
+    and never the same object twice in a run, so later documents still win."""
+    batches: list[list[Declared]] = [[]]
+    keys: set[tuple[str, str, str, str]] = set()
+    for declared in declared_all:
+        meta = declared.admitted.metadata
+        key = (
+            declared.admitted.kind.api_version,
+            declared.admitted.kind.kind,
+            meta["namespace"],
+            meta["name"],
+        )
+        if len(batches[-1]) >= size or key in keys:
+            batches.append([])
+            keys.clear()
+        batches[-1].append(declared)
+        keys.add(key)
+    return batches
+
+
 async def _apply(settings: Settings, filenames: Sequence[str]) -> None:
     declared_all = admit_all(settings.admission(), read_documents(filenames))
     async with settings.client(create=True) as client:
-        for declared in declared_all:
-            before = await _current(client, declared)
-            after = await client.apply(declared.document.data, origin=origin(declared.document))  # type: ignore[arg-type]
-            if before is None:
-                verb = "created"
-            elif before.metadata.resource_version == after.metadata.resource_version:
-                verb = "unchanged"
-            else:
-                verb = "configured"
-            click.echo(f"{declared.name} {verb}")
+        for batch in _batches(declared_all):
+            outcomes = await asyncio.gather(
+                *(_apply_one(client, declared) for declared in batch), return_exceptions=True
+            )
+            failures = [o for o in outcomes if isinstance(o, BaseException)]
+            for declared, outcome in zip(batch, outcomes, strict=True):
+                if not isinstance(outcome, BaseException):
+                    click.echo(f"{declared.name} {outcome}")
+            if failures:
+                # What was applied stays applied (and was printed); the first failure says why.
+                raise failures[0]
 
 
 def _comparable(body: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any]:
