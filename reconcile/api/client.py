@@ -44,6 +44,7 @@ __all__ = ["DEFAULT_MANAGER", "Client", "ResourceList"]
 
 DEFAULT_MANAGER = "reconcile"
 _PATCH_ATTEMPTS = 16
+_DECODED_MEMORY = 4096
 
 
 AnyResource = Resource[Any, Any]
@@ -67,6 +68,10 @@ class Client:
         self.admission = Admission(kinds, self.converter, provider_config)
         self._clock = clock
         self._write_observers: list[Callable[[ObjectKey, int], None]] = []
+        # Bodies this client decoded last, by identity: a write's result and the watch
+        # event of the same write share one body in memory (the store's recent window),
+        # so an informer reading its own process's writes decodes each body once.
+        self._decoded: dict[int, tuple[Mapping[str, Any], AnyResource]] = {}
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -111,6 +116,16 @@ class Client:
         """Structure a stored body into a Resource (spec and status as the kind's classes;
         plain mappings when the kind is not registered here). ``spec``, when given, is the
         already structured spec of this body."""
+        remembered = self._decoded.get(id(body))
+        if remembered is not None and remembered[0] is body:
+            return remembered[1]
+        decoded = self._decode(body, spec)
+        if len(self._decoded) >= _DECODED_MEMORY:
+            del self._decoded[next(iter(self._decoded))]
+        self._decoded[id(body)] = (body, decoded)
+        return decoded
+
+    def _decode(self, body: Mapping[str, Any], spec: Any) -> AnyResource:
         kind = self.kinds.get(body["api_version"], body["kind"])
         meta = structure_stored_meta(body["metadata"])
         if kind is None:

@@ -36,6 +36,7 @@ from reconcile.store.contract import (
     WriteResult,
 )
 from reconcile.store.encoding import loads
+from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.committing import PendingWrite, commit_batch
 from reconcile.store.sqlite.maintenance import compact, verify
@@ -64,6 +65,15 @@ def _event(row: tuple[Any, ...]) -> RawEvent:
         actor=actor,
         body=None if body is None else loads(body),
         data=None if data is None else loads(data),
+    )
+
+
+def _matches(event: RawEvent, api_group: str | None, kind: str | None, namespace: str | None) -> bool:
+    key = event.key
+    return (
+        (api_group is None or key.api_group == api_group)
+        and (kind is None or key.kind == kind)
+        and (namespace is None or key.namespace == namespace)
     )
 
 
@@ -102,6 +112,7 @@ class SQLiteStore:
         self._writer_task: asyncio.Task[None] | None = None
         self._writer_failure: BaseException | None = None
         self._tail = Tail(self.revision, fast=poll_interval[0], slow=poll_interval[1])
+        self._recent = RecentEvents()
         self._closing = False
 
     @property
@@ -208,13 +219,14 @@ class SQLiteStore:
         assert self._writer is not None
         batch = [write for write, _ in taken]
         try:
-            head, results = await _in_thread(self._writer, commit_batch, batch, self._clock())
+            head, results, appended = await _in_thread(self._writer, commit_batch, batch, self._clock())
         except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets it
             error = self._translate(exc)
             for _, future in taken:
                 if not future.done():
                     future.set_exception(error)
             return
+        self._recent.extend(appended)
         for (_, future), result in zip(taken, results, strict=True):
             if future.done():
                 continue
@@ -341,6 +353,18 @@ class SQLiteStore:
         cursor = since
         await self._check_horizon(cursor)
         while True:
+            recent = self._recent.after(cursor)
+            if recent is not None:
+                # Served from memory: this process's own latest commits, contiguous.
+                for event in recent:
+                    if _matches(event, api_group, kind, namespace):
+                        yield event
+                cursor = max(cursor, self._recent.last)
+                if self._tail.head <= cursor:
+                    yield Bookmark(cursor)
+                    if not await self._tail.wait_beyond(cursor):
+                        return
+                    continue
             head = await self.revision()
             rows = await self._fetch(
                 f"SELECT {_EVENT_COLUMNS} FROM events e JOIN objects o ON o.id = e.object_id "

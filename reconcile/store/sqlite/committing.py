@@ -26,6 +26,7 @@ from reconcile.store.contract import (
     Mutation,
     Note,
     Put,
+    RawEvent,
     Remove,
     StoredObject,
     WriteResult,
@@ -100,14 +101,16 @@ def _stamp(body: Body, revision: int) -> str:
 
 def commit_batch(
     conn: sqlite3.Connection, batch: Sequence[PendingWrite], now: float
-) -> tuple[int, list[WriteResult | BaseException]]:
-    """Apply ``batch`` in one transaction; return the new head and one result per write."""
+) -> tuple[int, list[WriteResult | BaseException], list[RawEvent]]:
+    """Apply ``batch`` in one transaction; return the new head, one result per write, and
+    the events appended (bodies shared with the results: treat them as immutable)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
         slots = _load_slots(conn, list({w.key: None for w in batch}))
         next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM objects").fetchone()[0]
         events: list[tuple[Any, ...]] = []
+        raw: list[RawEvent] = []
         results: list[WriteResult | BaseException] = []
         for write in batch:
             slot = slots.get(write.key)
@@ -115,7 +118,7 @@ def commit_batch(
                 slot = slots[write.key] = _Slot(next_id)
                 next_id += 1
             try:
-                results.append(_run_one(write, slot, head + 1, now, events))
+                results.append(_run_one(write, slot, head + 1, now, events=events, raw=raw))
             except Exception as exc:  # noqa: BLE001 - delivered to that write's caller
                 results.append(exc)
             if events:
@@ -138,11 +141,17 @@ def commit_batch(
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    return head, results
+    return head, results, raw
 
 
 def _run_one(
-    write: PendingWrite, slot: _Slot, revision: int, now: float, events: list[tuple[Any, ...]]
+    write: PendingWrite,
+    slot: _Slot,
+    revision: int,
+    now: float,
+    *,
+    events: list[tuple[Any, ...]],
+    raw: list[RawEvent],
 ) -> WriteResult:
     current = slot.current(write.key)
     outcome = write.mutation(current)
@@ -155,6 +164,7 @@ def _run_one(
     # a write is all or nothing, whatever number of events it appends.
     uid, text, stamped, body = slot.uid, slot.text, slot.revision, None
     pending: list[tuple[Any, ...]] = []
+    appended: list[RawEvent] = []
     for offset, change in enumerate(changes):
         at = revision + offset
         data = None if change.data is None else dumps(change.data)
@@ -162,14 +172,19 @@ def _run_one(
             if not uid:
                 raise NotFoundError(f"{write.key} not found")
             pending.append((at, now, slot.id, uid, change.event_type, write.actor, None, data))
+            appended.append(
+                RawEvent(at, now, change.event_type, write.key, uid, write.actor, None, change.data)
+            )
             continue
         body = change.body
         snapshot = _stamp(body, at)
         uid = str(body.get("metadata", {}).get("uid") or "")
         pending.append((at, now, slot.id, uid, change.event_type, write.actor, snapshot, data))
+        appended.append(RawEvent(at, now, change.event_type, write.key, uid, write.actor, body, change.data))
         stamped = at
         text = None if isinstance(change, Remove) else snapshot
     events.extend(pending)
+    raw.extend(appended)
     last = pending[-1][0]
     if stamped != slot.revision or text != slot.text:
         slot.dirty, slot.uid, slot.revision, slot.text = True, uid, stamped, text

@@ -1,0 +1,65 @@
+"""The recent tail of the log, kept in memory by the process that wrote it.
+
+A watch that is nearly caught up (every controller's informer, most of the time) would
+otherwise read each new event back from the database: a query on the reader thread and
+a JSON parse per event, for bodies this process had in memory a moment before. The
+writer appends each committed batch here, and watches serve themselves from it when it
+covers their cursor.
+
+The window is always *contiguous*: when a batch does not follow the last one (another
+process committed in between), the window restarts at that batch, so a watch served from
+it can never skip a revision. What is not in the window is read from the database as
+before. Bodies here are shared with the writers' results: everyone treats them as
+immutable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reconcile.store.contract import RawEvent
+
+__all__ = ["RecentEvents"]
+
+
+class RecentEvents:
+    """A contiguous window of the latest events this process committed."""
+
+    def __init__(self, capacity: int = 16384) -> None:
+        self.capacity = capacity
+        self._events: list[RawEvent] = []
+
+    @property
+    def first(self) -> int:
+        """The oldest revision in the window (0 when empty)."""
+        return self._events[0].revision if self._events else 0
+
+    @property
+    def last(self) -> int:
+        """The newest revision in the window (0 when empty)."""
+        return self._events[-1].revision if self._events else 0
+
+    def extend(self, events: Sequence[RawEvent]) -> None:
+        """Append a committed batch (in revision order)."""
+        if not events:
+            return
+        if self._events and events[0].revision != self._events[-1].revision + 1:
+            self._events.clear()  # somebody else committed in between: restart the window
+        self._events.extend(events)
+        if len(self._events) > 2 * self.capacity:
+            del self._events[: len(self._events) - self.capacity]
+
+    def after(self, cursor: int) -> list[RawEvent] | None:
+        """Every event after ``cursor`` up to :attr:`last`, or None when the window does
+        not start at or before ``cursor + 1`` (or ends before it): read the database."""
+        events = self._events
+        if not events:
+            return None
+        first = events[0].revision
+        if not first <= cursor + 1 <= events[-1].revision + 1:
+            return None
+        return events[cursor + 1 - first :]
+
+    def clear(self) -> None:
+        """Forget everything (after a compaction or a failure)."""
+        self._events.clear()

@@ -1,0 +1,59 @@
+"""The store's in-memory window of recent events: always contiguous, never a gap."""
+
+from __future__ import annotations
+
+from reconcile.model import ObjectKey
+from reconcile.store.contract import RawEvent
+from reconcile.store.recent import RecentEvents
+
+KEY = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
+
+
+def events(first: int, last: int) -> list[RawEvent]:
+    """Notes with revisions first..last."""
+    return [RawEvent(r, 0.0, "Noted", KEY, "uid", "test", None, None) for r in range(first, last + 1)]
+
+
+class TestRecentEvents:
+    """What a watch may take from memory."""
+
+    def test_serves_after_a_cursor_inside_the_window(self) -> None:
+        """Every event after the cursor, in order."""
+        recent = RecentEvents()
+        recent.extend(events(5, 9))
+        served = recent.after(6)
+        assert served is not None
+        assert [e.revision for e in served] == [7, 8, 9]
+        assert recent.after(9) == []
+
+    def test_refuses_what_it_does_not_cover(self) -> None:
+        """A cursor before the window, or beyond it: the database answers."""
+        recent = RecentEvents()
+        assert recent.after(0) is None
+        recent.extend(events(5, 9))
+        assert recent.after(3) is None
+        assert recent.after(10) is None
+
+    def test_a_gap_restarts_the_window(self) -> None:
+        """Another process committed 10..11: what came before can no longer be served."""
+        recent = RecentEvents()
+        recent.extend(events(5, 9))
+        recent.extend(events(12, 13))
+        assert recent.after(8) is None
+        assert (recent.first, recent.last) == (12, 13)
+        served = recent.after(11)
+        assert served is not None
+        assert [e.revision for e in served] == [12, 13]
+
+    def test_capacity_keeps_the_newest(self) -> None:
+        """Past twice the capacity the oldest are dropped; the rest stays contiguous."""
+        recent = RecentEvents(capacity=4)
+        for revision in range(1, 20):
+            recent.extend(events(revision, revision))
+        assert recent.last == 19
+        assert 19 - recent.first + 1 <= 8
+        served = recent.after(recent.first - 1)
+        assert served is not None
+        assert [e.revision for e in served] == list(range(recent.first, 20))
+        recent.clear()
+        assert recent.after(18) is None
