@@ -327,26 +327,31 @@ class TestTelemetry:
 class TestGarbageCollection:
     """Opt-in gc.freeze() keeps a large cache out of the cyclic collector's way."""
 
-    async def test_freeze_when_the_cache_doubles(
+    async def test_freeze_after_the_list_and_every_tenth_new(
         self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """With freeze_gc, gc.freeze() runs when the cache passes the threshold and each
-        time it doubles; without it, never."""
+        """With freeze_gc: after the initial list once the cache is past the threshold,
+        then after every ``max(_FREEZE_EVERY, a tenth of the cache)`` updates, each time
+        collecting what is not frozen first; without freeze_gc, never."""
         frozen: list[int] = []
+        collected: list[int] = []
         monkeypatch.setattr(informing, "_FREEZE_FROM", 4)
+        monkeypatch.setattr(informing, "_FREEZE_EVERY", 3)
         monkeypatch.setattr(informing.gc, "freeze", lambda: frozen.append(1))
-        for i in range(3):
+        monkeypatch.setattr(informing.gc, "collect", lambda *_: collected.append(1) or 0)
+        for i in range(5):
             await client.apply(widget(f"w{i}"))
         plain = Informer(client, WIDGET, clock=clock)
         freezing = Informer(client, WIDGET, clock=clock, freeze_gc=True)
         tasks = [asyncio.create_task(plain.run()), asyncio.create_task(freezing.run())]
         await asyncio.wait_for(freezing.synced.wait(), DEADLINE)
-        assert frozen == []
-        for i in range(3, 9):
+        assert frozen == [1], "after listing 5 objects (threshold 4)"
+        for i in range(5, 10):
             await client.apply(widget(f"w{i}"))
         revision = await client.revision()
         await asyncio.wait_for(freezing.wait_for_revision(revision), DEADLINE)
-        assert len(frozen) == 2, "at 4 and at 8 cached objects"
+        assert len(frozen) == 2, "5 updates since: one more freeze after the 3rd"
+        assert collected == frozen, "each freeze collects what is not frozen first"
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -9,9 +9,9 @@ from reconcile.store.recent import RecentEvents
 KEY = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
 
 
-def events(first: int, last: int) -> list[RawEvent]:
-    """Notes with revisions first..last."""
-    return [RawEvent(r, 0.0, "Noted", KEY, "uid", "test", None, None) for r in range(first, last + 1)]
+def events(first: int, last: int) -> list[tuple[object, ...]]:
+    """Committed events (as the writer hands them over) with revisions first..last."""
+    return [(r, 0.0, "Noted", KEY, "uid", "test", None, f'{{"n": {r}}}') for r in range(first, last + 1)]
 
 
 class TestRecentEvents:
@@ -24,6 +24,7 @@ class TestRecentEvents:
         served = recent.after(6)
         assert served is not None
         assert [e.revision for e in served] == [7, 8, 9]
+        assert served[0] == RawEvent(7, 0.0, "Noted", KEY, "uid", "test", None, {"n": 7})
         assert recent.after(9) == []
 
     def test_refuses_what_it_does_not_cover(self) -> None:

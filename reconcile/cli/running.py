@@ -196,6 +196,7 @@ async def _run(
         workers=workers,
         shutdown_deadline=shutdown_deadline,
         handle_signals=True,
+        freeze_gc=True,  # the CLI owns its process: keep the collector off the cache
         **options,
     )
     try:

@@ -36,6 +36,7 @@ __all__ = ["Informer", "InformerEvent", "InformerStatistics"]
 
 LOG = logging.getLogger("reconcile.informer")
 _FREEZE_FROM = 10_000  # cached objects before the first gc.freeze()
+_FREEZE_EVERY = 4096  # at least this many cache updates between two
 
 AnyResource = Resource[Any, Any]
 Change = Literal["added", "modified", "deleted"]
@@ -95,7 +96,7 @@ class Informer:
         self._lists = 0
         self._failures = 0
         self._freeze_gc = freeze_gc
-        self._frozen_at = _FREEZE_FROM // 2
+        self._puts_since_freeze = 0
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -188,16 +189,23 @@ class Informer:
             self._put(key, obj)
         self._advance(page.resource_version)
         self.synced.set()
-        self._maybe_freeze()
+        if self._freeze_gc:
+            self._maybe_freeze(force=True)
 
-    def _maybe_freeze(self) -> None:
+    def _maybe_freeze(self, *, force: bool = False) -> None:
         # With 100,000 cached objects CPython's cyclic collector spends most of its time,
         # and pauses for up to a second, re-scanning the cache (acyclic values: only
         # reference counting ever frees them). gc.freeze() moves everything alive to the
-        # permanent generation, which the collector skips. It is process-wide, so it is
-        # opt-in (Runtime(freeze_gc=True)); done each time the cache has doubled.
-        if self._freeze_gc and len(self._objects) >= 2 * self._frozen_at:
-            self._frozen_at = len(self._objects)
+        # permanent generation, which the collector skips; it is cheap (a list splice), so
+        # it is done after the initial list and whenever a tenth of the cache is new since
+        # the last time. What is not frozen yet is collected first, so no cyclic garbage
+        # is frozen with the cache.
+        # It is process-wide, so it is opt-in (Runtime(freeze_gc=True)).
+        self._puts_since_freeze += 1
+        size = len(self._objects)
+        if size >= _FREEZE_FROM and (force or self._puts_since_freeze >= max(_FREEZE_EVERY, size // 10)):
+            self._puts_since_freeze = 0
+            gc.collect()  # only what is not frozen yet: at most about a tenth of the cache
             gc.freeze()
 
     def _apply(self, event: Event) -> None:
@@ -217,7 +225,7 @@ class Informer:
             self._unindex(key, old)
         self._objects[key] = obj
         self._index(key, obj)
-        if old is None and self._freeze_gc:
+        if self._freeze_gc and self.synced.is_set():  # the initial list freezes once, at its end
             self._maybe_freeze()
         self._notify(InformerEvent("added" if old is None else "modified", key, old, obj, actor))
 

@@ -9,15 +9,21 @@ covers their cursor.
 The window is always *contiguous*: when a batch does not follow the last one (another
 process committed in between), the window restarts at that batch, so a watch served from
 it can never skip a revision. What is not in the window is read from the database as
-before. Bodies here are shared with the writers' results: everyone treats them as
-immutable.
+before.
+
+Events are kept as the committed JSON text, not as parsed bodies: strings (and tuples of
+them) are invisible to the cyclic garbage collector, so a window of thousands of events
+costs it nothing; each watch parses what it takes, as it would from the database, minus
+the query.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from reconcile.store.contract import RawEvent
+from reconcile.store.encoding import loads
 
 __all__ = ["RecentEvents"]
 
@@ -25,25 +31,27 @@ __all__ = ["RecentEvents"]
 class RecentEvents:
     """A contiguous window of the latest events this process committed."""
 
-    def __init__(self, capacity: int = 16384) -> None:
+    def __init__(self, capacity: int = 4096) -> None:
         self.capacity = capacity
-        self._events: list[RawEvent] = []
+        #: (revision, time, type, key, uid, actor, body text, data text)
+        self._events: list[tuple[Any, ...]] = []
 
     @property
     def first(self) -> int:
         """The oldest revision in the window (0 when empty)."""
-        return self._events[0].revision if self._events else 0
+        return int(self._events[0][0]) if self._events else 0
 
     @property
     def last(self) -> int:
         """The newest revision in the window (0 when empty)."""
-        return self._events[-1].revision if self._events else 0
+        return int(self._events[-1][0]) if self._events else 0
 
-    def extend(self, events: Sequence[RawEvent]) -> None:
-        """Append a committed batch (in revision order)."""
+    def extend(self, events: Sequence[tuple[Any, ...]]) -> None:
+        """Append a committed batch (in revision order), each event as
+        ``(revision, time, type, key, uid, actor, body text or None, data text or None)``."""
         if not events:
             return
-        if self._events and events[0].revision != self._events[-1].revision + 1:
+        if self._events and events[0][0] != self._events[-1][0] + 1:
             self._events.clear()  # somebody else committed in between: restart the window
         self._events.extend(events)
         if len(self._events) > 2 * self.capacity:
@@ -55,10 +63,22 @@ class RecentEvents:
         events = self._events
         if not events:
             return None
-        first = events[0].revision
-        if not first <= cursor + 1 <= events[-1].revision + 1:
+        first = events[0][0]
+        if not first <= cursor + 1 <= events[-1][0] + 1:
             return None
-        return events[cursor + 1 - first :]
+        return [
+            RawEvent(
+                revision,
+                at,
+                type_,
+                key,
+                uid,
+                actor,
+                None if body is None else loads(body),
+                None if data is None else loads(data),
+            )
+            for revision, at, type_, key, uid, actor, body, data in events[cursor + 1 - first :]
+        ]
 
     def clear(self) -> None:
         """Forget everything (after a compaction or a failure)."""

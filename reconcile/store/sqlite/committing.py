@@ -26,7 +26,6 @@ from reconcile.store.contract import (
     Mutation,
     Note,
     Put,
-    RawEvent,
     Remove,
     StoredObject,
     WriteResult,
@@ -101,16 +100,17 @@ def _stamp(body: Body, revision: int) -> str:
 
 def commit_batch(
     conn: sqlite3.Connection, batch: Sequence[PendingWrite], now: float
-) -> tuple[int, list[WriteResult | BaseException], list[RawEvent]]:
+) -> tuple[int, list[WriteResult | BaseException], list[tuple[Any, ...]]]:
     """Apply ``batch`` in one transaction; return the new head, one result per write, and
-    the events appended (bodies shared with the results: treat them as immutable)."""
+    the events appended as ``(revision, time, type, key, uid, actor, body text, data
+    text)`` (what :class:`~reconcile.store.recent.RecentEvents` keeps)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
         slots = _load_slots(conn, list({w.key: None for w in batch}))
         next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM objects").fetchone()[0]
         events: list[tuple[Any, ...]] = []
-        raw: list[RawEvent] = []
+        raw: list[tuple[Any, ...]] = []
         results: list[WriteResult | BaseException] = []
         for write in batch:
             slot = slots.get(write.key)
@@ -151,7 +151,7 @@ def _run_one(
     now: float,
     *,
     events: list[tuple[Any, ...]],
-    raw: list[RawEvent],
+    raw: list[tuple[Any, ...]],
 ) -> WriteResult:
     current = slot.current(write.key)
     outcome = write.mutation(current)
@@ -164,7 +164,7 @@ def _run_one(
     # a write is all or nothing, whatever number of events it appends.
     uid, text, stamped, body = slot.uid, slot.text, slot.revision, None
     pending: list[tuple[Any, ...]] = []
-    appended: list[RawEvent] = []
+    appended: list[tuple[Any, ...]] = []
     for offset, change in enumerate(changes):
         at = revision + offset
         data = None if change.data is None else dumps(change.data)
@@ -172,15 +172,13 @@ def _run_one(
             if not uid:
                 raise NotFoundError(f"{write.key} not found")
             pending.append((at, now, slot.id, uid, change.event_type, write.actor, None, data))
-            appended.append(
-                RawEvent(at, now, change.event_type, write.key, uid, write.actor, None, change.data)
-            )
+            appended.append((at, now, change.event_type, write.key, uid, write.actor, None, data))
             continue
         body = change.body
         snapshot = _stamp(body, at)
         uid = str(body.get("metadata", {}).get("uid") or "")
         pending.append((at, now, slot.id, uid, change.event_type, write.actor, snapshot, data))
-        appended.append(RawEvent(at, now, change.event_type, write.key, uid, write.actor, body, change.data))
+        appended.append((at, now, change.event_type, write.key, uid, write.actor, snapshot, data))
         stamped = at
         text = None if isinstance(change, Remove) else snapshot
     events.extend(pending)
