@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reconcile.controller.queueing import Priority, QueueShutDown, WorkQueue
 from reconcile.testing import FakeClock
@@ -227,3 +229,31 @@ class TestShutdown:
         await take(queue)
         stats = queue.statistics()
         assert (stats.depth, stats.processing, stats.waiting, stats.retries) == (1, 1, 1, 1)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=30),  # key
+            st.sampled_from(list(Priority)),
+            st.floats(min_value=0, max_value=5, allow_nan=False),  # time passing first
+        ),
+        max_size=200,
+    )
+)
+def test_keys_come_out_in_order_of_priority_and_arrival(adds: list[tuple[int, Priority, float]]) -> None:
+    """Whatever mix of adds, re-adds and priorities: each key once, in the order of its
+    best (earliest aged) add, ties by arrival; the same as a plain sort."""
+    clock = FakeClock()
+    queue: WorkQueue[int] = WorkQueue(clock=clock)
+    best: dict[int, tuple[float, int]] = {}
+    for arrival, (key, priority, wait) in enumerate(adds):
+        clock.advance(wait)
+        order = clock.now() + queue._aging.get(priority, 0.0)
+        if key not in best or order < best[key][0]:
+            best[key] = (order, arrival)
+        queue.add(key, priority)
+    taken = []
+    while (key := queue.get_nowait()) is not None:
+        taken.append(key)
+    assert taken == sorted(best, key=lambda k: best[k])

@@ -104,6 +104,11 @@ class WorkQueue(Generic[K]):
         self._counter = itertools.count()
         # Ready keys: heap of (order, seq, key); _queued[key] is the live entry's seq
         # (older entries for the same key are skipped when popped).
+        # Ready keys by (order, seq). Orders mostly arrive in increasing order (now plus a
+        # per-priority constant), so those go to a FIFO that pops in O(1); one that would
+        # break its order (a change overtaking a resync backlog) goes to a heap; the
+        # smaller head of the two is next. Stale entries are skipped against _queued.
+        self._fifo: collections.deque[tuple[float, int, K]] = collections.deque()
         self._heap: list[tuple[float, int, K]] = []
         self._queued: dict[K, tuple[float, int]] = {}
         # Keys added while being processed: requeued at done() with this order.
@@ -142,7 +147,11 @@ class WorkQueue(Generic[K]):
             return
         seq = next(self._counter)
         self._queued[key] = (order, seq)
-        heapq.heappush(self._heap, (order, seq, key))
+        fifo = self._fifo
+        if not fifo or order >= fifo[-1][0]:
+            fifo.append((order, seq, key))
+        else:
+            heapq.heappush(self._heap, (order, seq, key))
         self._idle.clear()
         self._wake_one()
 
@@ -223,8 +232,12 @@ class WorkQueue(Generic[K]):
 
     def get_nowait(self) -> K | None:
         """The next key, marked as processing, or None when nothing is ready."""
-        while self._heap:
-            order, seq, key = heapq.heappop(self._heap)
+        fifo, heap = self._fifo, self._heap
+        while fifo or heap:
+            if heap and (not fifo or heap[0] < fifo[0]):
+                order, seq, key = heapq.heappop(heap)
+            else:
+                order, seq, key = fifo.popleft()
             if self._queued.get(key) != (order, seq):
                 continue
             del self._queued[key]
