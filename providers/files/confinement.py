@@ -17,6 +17,7 @@ symlink (``/tmp`` on some systems) still works.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,8 +33,15 @@ def inside(path: str, root: str) -> bool:
 
 
 def real_roots(roots: Sequence[str | os.PathLike[str]]) -> list[str]:
-    """The roots as absolute, symlink-free paths."""
-    return [os.path.realpath(os.fspath(root)) for root in roots]
+    """The roots as absolute, symlink-free paths (resolved once per process and root:
+    admission of a thousand manifests should not resolve the same root a thousand times;
+    every write checks the real path again anyway)."""
+    return [_real(os.path.abspath(os.fspath(root))) for root in roots]
+
+
+@functools.lru_cache(maxsize=256)
+def _real(path: str) -> str:
+    return os.path.realpath(path)
 
 
 def _escaping_link(path: str, root: str) -> str | None:
