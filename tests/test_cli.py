@@ -193,6 +193,19 @@ class TestApplyAndRead:
         assert "directory.files.reconcile.dev/public deleted" in out
         assert cli("delete")[0] == 2
 
+    def test_delete_by_selector_and_all(self, cli: Cli) -> None:
+        """-l deletes the matching objects of a kind, --all every one; NAME and --all conflict."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        assert cli("delete", "file", "index", "--all")[0] == 2
+        code, out, _ = cli("delete", "file", "-l", "app=other")
+        assert (code, out) == (0, "")
+        code, out, _ = cli("delete", "file", "-l", "app=site")
+        assert out == "file.files.reconcile.dev/index deleted\n"
+        code, out, _ = cli("delete", "dir", "--all")
+        assert out == "directory.files.reconcile.dev/public deleted\n"
+        assert cli("get", "-o", "name")[1] == ""
+
     def test_providers_verify_compact(self, cli: Cli) -> None:
         """providers lists File and Directory; verify passes; compact drops history."""
         code, out, _ = cli("providers", "-o", "json")

@@ -297,6 +297,33 @@ class TestConverging:
             "+two",
         ]
 
+    async def test_sensitive_content_stays_out_of_the_log(
+        self, running: Any, root: Path, tmp_path: Path
+    ) -> None:
+        """sensitive: drift is summarised by sizes, no digest, nothing of either content."""
+        runtime, clock = running
+        secret = tmp_path / "secret.env"
+        secret.write_text("PASSWORD=hunter2\n")
+        manifest = file_manifest("env", "app.env", sensitive=True)
+        del manifest["spec"]["content"]
+        manifest["spec"]["source"] = str(secret)
+        await runtime.apply(manifest)
+        obj = await runtime.wait_ready("File", "env", timeout=20)
+        assert "sha256" not in obj.status.at_provider
+        (root / "app.env").write_text("PASSWORD=changed-by-hand\n")
+        clock.advance(90)
+        await until(clock, lambda: (root / "app.env").read_text() == "PASSWORD=hunter2\n")
+        history = await runtime.client.history("File", "env")
+        drift = [e for e in history if e.type == "DriftDetected"]
+        assert drift
+        assert drift[0].data is not None
+        assert (
+            drift[0].data["message"] == "content: 25 bytes on disk, 17 bytes declared (sensitive: not shown)"
+        )
+        log = repr([(e.data, e.object) for e in history])
+        assert "hunter2" not in log
+        assert "changed-by-hand" not in log
+
     async def test_directory_adopts_a_parent_made_for_a_file(self, running: Any, root: Path) -> None:
         """A File applied before its Directory: the folder made as a parent is adopted."""
         runtime, _ = running

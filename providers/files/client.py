@@ -144,7 +144,7 @@ class FilesClient:
             if spec.ensure == "absent":
                 await self._remove(spec.path)
                 return
-            if observation.observed.get("sha256") == digest(self._declared(spec)):
+            if not any(line.startswith("content") for line in observation.diff.splitlines()):
                 mode = parse_mode(spec.mode)
                 assert mode is not None
                 await self._run(spec.path, os.chmod, spec.path, mode)
@@ -250,10 +250,12 @@ class FilesClient:
         changes = []
         same_content = on_disk == declared
         if not same_content:
-            changes.append(describe_content(on_disk, declared))
+            changes.append(describe_content(on_disk, declared, sensitive=spec.sensitive))
         if mode != wanted:
             changes.append(describe_mode(mode, wanted))
-        observed = {"sha256": digest(on_disk), "size": len(on_disk), "mode": f"{mode:04o}"}
+        observed = {"size": len(on_disk), "mode": f"{mode:04o}"}
+        if not spec.sensitive:  # a digest of a short secret can be brute-forced
+            observed["sha256"] = digest(on_disk)
         return reconcile.Observation(
             exists=True, up_to_date=not changes, observed=observed, diff="\n".join(changes), owner=owner
         )

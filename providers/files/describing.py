@@ -36,8 +36,11 @@ def _clip(line: str) -> str:
     return line if len(line) <= MAX_WIDTH else line[: MAX_WIDTH - 1] + "…"
 
 
-def describe_content(on_disk: bytes, declared: bytes) -> str:
-    """``content: +2 -1 lines`` and the first changed lines, or a digest summary."""
+def describe_content(on_disk: bytes, declared: bytes, *, sensitive: bool = False) -> str:
+    """``content: +2 -1 lines`` and the first changed lines, or a digest summary; for a
+    sensitive file only the sizes (nothing of the content reaches the event log)."""
+    if sensitive:
+        return f"content: {len(on_disk)} bytes on disk, {len(declared)} bytes declared (sensitive: not shown)"
     old, new = _text(on_disk), _text(declared)
     if old is None or new is None:
         return (

@@ -32,7 +32,8 @@ _MODE = re.compile(r"^(?:0o|0)?([0-7]{3,4})$")
 class FileSpec:
     """A regular file: where, what it holds (at most one of ``content``,
     ``content_base64``, ``source``; none means empty), its permissions, and whether it
-    should exist. ``root`` is filled in at admission: the root the path was confined to."""
+    should exist. ``sensitive`` keeps the content out of the event log. ``root`` is filled
+    in at admission: the root the path was confined to."""
 
     path: str
     content: str | None = None
@@ -40,6 +41,10 @@ class FileSpec:
     source: str | None = None
     mode: str = "0644"
     ensure: str = "present"
+    #: Keep the content out of the event log: drift is summarised by sizes only, and no
+    #: digest is reported. (Give the content as ``source``: inline content is part of the
+    #: declared spec, which the log keeps.)
+    sensitive: bool = False
     root: str | None = None
 
     def data(self) -> bytes:

@@ -23,6 +23,7 @@ from reconcile.api import Client
 from reconcile.api.admission import Admission, Admitted
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
+from reconcile.cli.reading import list_all
 from reconcile.cli.rendering import as_yaml
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError, NotFoundError
@@ -218,6 +219,8 @@ async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
     "-f", "--filename", "filenames", multiple=True, help="Delete the objects these manifests declare."
 )
 @click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("--all", "everything", is_flag=True, help="Every object of KIND in the namespace.")
+@click.option("-l", "--selector", help="The objects of KIND whose labels match (app=web,tier!=db).")
 @click.option("--ignore-not-found", is_flag=True, help="An object that does not exist is not an error.")
 @click.option("--wait", is_flag=True, help="Wait until each object is gone (a runner must be cleaning up).")
 @click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds --wait waits.")
@@ -229,20 +232,25 @@ def delete(
     names: tuple[str, ...],
     filenames: tuple[str, ...],
     namespace: str,
+    everything: bool,
+    selector: str | None,
     ignore_not_found: bool,
     wait: bool,
     timeout: float,
 ) -> None:
-    """Delete objects: KIND NAME..., or -f FILE. The runner then deletes what they manage."""
+    """Delete objects: KIND NAME..., KIND --all, KIND -l SELECTOR, or -f FILE. The runner
+    then deletes what they manage."""
     if bool(filenames) == bool(kind):
-        raise BadInput("give either KIND NAME... or -f FILE")
-    if kind and not names:
-        raise BadInput(f"which {kind}? give at least one NAME")
+        raise BadInput("give either KIND NAME... (or KIND --all, KIND -l SELECTOR) or -f FILE")
+    choices = sum((bool(names), everything, selector is not None))
+    if kind and choices != 1:
+        raise BadInput(f"which {kind}? give NAME..., --all or -l SELECTOR (one of them)")
     run_async(
         _delete(
             settings,
             kind=kind,
             names=names,
+            selector="" if everything else selector,
             filenames=filenames,
             namespace=namespace,
             ignore_not_found=ignore_not_found,
@@ -257,6 +265,7 @@ async def _delete(
     *,
     kind: str | None,
     names: Sequence[str],
+    selector: str | None,
     filenames: Sequence[str],
     namespace: str,
     ignore_not_found: bool,
@@ -272,6 +281,9 @@ async def _delete(
         else:
             assert kind is not None
             found = client.kinds.resolve(kind)
+            if selector is not None:  # --all is the empty selector
+                listed = await list_all(client, [found], namespace, selector)
+                names = [obj.metadata.name for obj in listed]
             targets = [(found, name, namespace) for name in names]
         missing: list[str] = []
         for target_kind, name, target_namespace in targets:

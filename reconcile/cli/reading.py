@@ -134,7 +134,7 @@ async def _get(
             return
         kinds = list(client.kinds) if kind is None else [client.kinds.resolve(kind)]
         objects = await list_all(client, kinds, namespace, selector)
-        if not objects and output == "table":
+        if not objects and output in ("table", "name"):
             where = "any namespace" if namespace is None else f'namespace "{namespace}"'
             click.echo(f"No resources found in {where}.", err=True)
             return
