@@ -206,6 +206,22 @@ class TestApplyAndRead:
         assert out == "directory.files.reconcile.dev/public deleted\n"
         assert cli("get", "-o", "name")[1] == ""
 
+    def test_explain(self, cli: Cli) -> None:
+        """explain lists a kind's spec fields with types and defaults; an unknown kind is bad input."""
+        code, out, _ = cli("explain", "file")
+        assert code == 0
+        assert "VERSION:   files.reconcile.dev/v1" in out
+        fields = {
+            line.split()[0]: line.split()[1:]
+            for line in out.split("SPEC FIELDS:")[1].splitlines()[2:]
+            if line.strip()
+        }
+        assert fields["path"] == ["str", "required"]
+        assert fields["mode"] == ["str", "default:", '"0644"']
+        code, _, err = cli("explain", "fiel")
+        assert code == 2
+        assert 'unknown kind "fiel"' in err
+
     def test_providers_verify_compact(self, cli: Cli) -> None:
         """providers lists File and Directory; verify passes; compact drops history."""
         code, out, _ = cli("providers", "-o", "json")

@@ -1,15 +1,20 @@
-"""``providers``, ``verify`` and ``compact``: what is installed, and care of the log."""
+"""``providers``, ``explain``, ``verify`` and ``compact``: what is installed, what its
+kinds' fields are, and care of the log."""
 
 from __future__ import annotations
 
+import inspect
+import json
 from typing import Any
 
+import attrs
 import click
 
-from reconcile.cli.failing import BadInput, Failure
+from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.rendering import as_json, table
 from reconcile.cli.settings import Settings
+from reconcile.errors import InvalidError
 from reconcile.model import KindRegistry
 
 __all__: list[str] = []
@@ -81,3 +86,48 @@ async def _compact(settings: Settings, before: int | None) -> None:
         horizon = revision + 1 if before is None else min(before, revision + 1)
         dropped = await client.compact(horizon)
     click.echo(f"dropped {dropped} events before revision {horizon}")
+
+
+def _type_name(annotation: object) -> str:
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
+    return str(text).replace("typing.", "")
+
+
+def _default(field: attrs.Attribute[Any]) -> str:
+    if field.default is attrs.NOTHING:
+        return "required"
+    if isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
+        return "default: empty"
+    return f"default: {json.dumps(field.default)}"
+
+
+@cli.command()
+@click.argument("kind")
+def explain(kind: str) -> None:
+    """The fields of a kind's spec and status (like kubectl explain)."""
+    registry = KindRegistry.from_entry_points()
+    try:
+        found = registry.resolve(kind)
+    except InvalidError as exc:
+        raise BadInput(*invalid_lines(exc)) from None
+    lines = [
+        f"KIND:      {found.kind}",
+        f"VERSION:   {found.api_version}",
+        f"PROVIDER:  {registry.provider_of(found) or '-'}",
+        f"NAMES:     {', '.join(sorted(found.names()))}",
+        f"IDENTITY:  {'deterministic' if found.deterministic_identity else 'assigned externally'}",
+        "",
+        "DESCRIPTION:",
+        *(f"  {line.strip()}" for line in (inspect.getdoc(found.spec_type) or "").splitlines()),
+    ]
+    for title, cls in (("SPEC", found.spec_type), ("STATUS", found.status_type)):
+        if not attrs.has(cls):
+            continue
+        fields = attrs.fields(cls)
+        rows = [(f.name, _type_name(f.type), _default(f)) for f in fields]
+        lines += [
+            "",
+            f"{title} FIELDS:",
+            *(f"  {line}" for line in table(("FIELD", "TYPE", ""), rows).splitlines()),
+        ]
+    click.echo("\n".join(lines))
