@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import sqlite3
 import sys
 from pathlib import Path
@@ -382,6 +383,13 @@ class TestBadInput:
         assert code == 1
         assert "no database at" in err
         assert not cli.db.exists()
+
+    def test_logging_is_put_back(self, cli: Cli) -> None:
+        """main() configures the library's logger for the terminal and restores it after."""
+        logger = logging.getLogger("reconcile")
+        before = logger.handlers[:], logger.level, logger.propagate
+        cli("get")
+        assert (logger.handlers[:], logger.level, logger.propagate) == before
 
     def test_debug_shows_the_traceback(self, cli: Cli) -> None:
         """--debug adds the traceback; without it there is none."""

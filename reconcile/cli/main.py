@@ -8,10 +8,12 @@ one of reconcile's errors) and ``main`` turns that into lines on stderr and an e
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import sys
 import traceback
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,25 @@ def cli(
     context.obj = Settings(db=db, provider_config=_provider_config(provider_config, roots), debug=debug)
 
 
+@contextlib.contextmanager
+def _logging(debug: bool) -> Iterator[None]:
+    """The library logs through ``logging``; on the command line its warnings are one
+    plain line each on stderr (everything, with the logger's name, under --debug). The
+    logger is put back as it was afterwards (main() may run inside another program)."""
+    handler = logging.StreamHandler()
+    fmt = "%(levelname)s %(name)s: %(message)s" if debug else "warning: %(message)s"
+    handler.setFormatter(logging.Formatter(fmt))
+    logger = logging.getLogger("reconcile")
+    saved = logger.handlers[:], logger.level, logger.propagate
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.DEBUG if debug else logging.WARNING)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+
+
 def _report(lines: Sequence[str]) -> None:
     for line in lines:
         click.echo(f"error: {line}", err=True)
@@ -95,7 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
-        cli.main(args=args, prog_name="reconcile", standalone_mode=False)
+        with _logging(debug):
+            cli.main(args=args, prog_name="reconcile", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:
