@@ -324,6 +324,14 @@ class TestBadInput:
         assert not (tmp_path / "outside.txt").exists()
         assert not (tmp_path / "x.txt").exists()
 
+    def test_changing_an_immutable_path(self, cli: Cli) -> None:
+        """Moving a file by changing its path: refused for the whole apply, naming the field."""
+        path = cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(path))
+        path.write_text(SITE.replace("Hello", "Bye").replace("path: out/index.html", "path: out/home.html"))
+        err = self.refused(cli, "apply", "-f", str(path))
+        assert f'{path}, document 2: File "index": spec.path: is immutable once created' in err
+
     def test_mode_not_octal(self, cli: Cli) -> None:
         """mode 0999 is not a permission."""
         path = cli.write(

@@ -132,6 +132,22 @@ class TestReads:
         with pytest.raises(InvalidError, match="unknown kind"):
             await client.get("gadget", "w1")
 
+    @pytest.mark.parametrize(
+        ("kind", "plural"),
+        [
+            ("File", "files"),
+            ("Directory", "directories"),
+            ("Gateway", "gateways"),
+            ("Box", "boxes"),
+            ("Policy", "policies"),
+            ("Address", "addresses"),
+            ("Mesh", "meshes"),
+        ],
+    )
+    def test_plurals(self, kind: str, plural: str) -> None:
+        """Kinds' plural names follow English for the common endings."""
+        assert Kind("x.reconcile.dev/v1", kind, dict).plural == plural
+
     async def test_list_namespaces_and_order(self, client: Client) -> None:
         """list is ordered by namespace then name, across namespaces unless one is given."""
         for ns, name in (("b", "x"), ("a", "y"), ("a", "x")):

@@ -219,6 +219,19 @@ class TestAdmission:
         message = await rejected(root, tmp_path, manifest)
         assert "spec.content_base64: not valid base64" in message
 
+    async def test_path_is_immutable(self, root: Path, tmp_path: Path) -> None:
+        """Moving a File is refused (the old file would be left behind): delete, re-apply."""
+        async with connect(
+            tmp_path / "state.db", provider_config={"files": {"roots": [str(root)]}}
+        ) as client:
+            await client.apply(file_manifest("a", "a.txt"))
+            revision = await client.revision()
+            with pytest.raises(InvalidError, match=r"spec\.path: is immutable once created"):
+                await client.apply(file_manifest("a", "b.txt"))
+            assert await client.revision() == revision
+            changed = await client.apply(file_manifest("a", "a.txt", content="new\n"))
+            assert changed.spec.content == "new\n"
+
     async def test_without_roots_the_manifest_folder_is_the_root(self, tmp_path: Path) -> None:
         """No configured roots: the folder of the manifest confines the path."""
         async with connect(tmp_path / "state.db") as client:

@@ -164,6 +164,7 @@ FILE = reconcile.Kind(
     validate=validate_file,
     admit=admit_file,
     deterministic_identity=True,
+    immutable=("path", "root"),
 )
 DIRECTORY = reconcile.Kind(
     API_VERSION,
@@ -173,6 +174,7 @@ DIRECTORY = reconcile.Kind(
     validate=validate_directory,
     admit=admit_directory,
     deterministic_identity=True,
+    immutable=("path", "root"),
     short_names=("dir",),
 )
 KINDS: Sequence[reconcile.Kind] = (DIRECTORY, FILE)

@@ -193,6 +193,7 @@ class Client:
             uid=str(uuid.uuid4()),
             now=self._now(),
             create_only=create_only,
+            immutable=admitted.kind.immutable,
         )
         stored = (await self._write(key, mutation, actor=manager)).object
         assert stored is not None
@@ -207,7 +208,8 @@ class Client:
         """
         admitted = self.admission.admit(obj)
         key = self._key_of(admitted)
-        result = await self._write(key, mutations.replace(key, admitted.body), actor=manager)
+        mutation = mutations.replace(key, admitted.body, admitted.kind.immutable)
+        result = await self._write(key, mutation, actor=manager)
         return None if result.object is None else self.decode(result.object.body)
 
     async def patch(
@@ -261,7 +263,8 @@ class Client:
             }
             admitted = self.admission.admit(manifest)
             try:
-                result = await self._write(key, mutations.replace(key, admitted.body), actor=manager)
+                mutation = mutations.replace(key, admitted.body, admitted.kind.immutable)
+                result = await self._write(key, mutation, actor=manager)
             except ConflictError:
                 if resource_version is not None:
                     raise

@@ -136,8 +136,10 @@ def apply(
     uid: str,
     now: str,
     create_only: bool = False,
+    immutable: tuple[str, ...] = (),
 ) -> Mutation:
-    """Create the object from ``desired``, or bring the stored one to it."""
+    """Create the object from ``desired``, or bring the stored one to it; the
+    ``immutable`` spec fields may not change."""
     expected = desired["metadata"].get("resource_version")
 
     def mutate(current: StoredObject | None) -> Change | None:
@@ -152,6 +154,7 @@ def apply(
             raise AlreadyExistsError(f"{key} already exists")
         _check_version(key, current, expected)
         old = current.body
+        check_immutable(key, old["spec"], desired["spec"], immutable)
         new = dict(old)
         new["api_version"] = desired["api_version"]
         new["spec"] = _clone(desired["spec"])
@@ -164,8 +167,24 @@ def apply(
     return mutate
 
 
-def replace(key: ObjectKey, desired: Body) -> Mutation:
-    """``update``: replace spec and user metadata, guarded by the given resource_version."""
+def check_immutable(key: ObjectKey, old: Body, new: Body, fields: tuple[str, ...]) -> None:
+    """InvalidError naming each immutable spec field whose value would change."""
+    errors = [
+        FieldError(
+            f"spec.{field}",
+            f"is immutable once created ({old.get(field)!r} -> {new.get(field)!r}): "
+            "delete the object and apply it again",
+        )
+        for field in fields
+        if old.get(field) != new.get(field)
+    ]
+    if errors:
+        raise InvalidError(errors, subject=str(key))
+
+
+def replace(key: ObjectKey, desired: Body, immutable: tuple[str, ...] = ()) -> Mutation:
+    """``update``: replace spec and user metadata, guarded by the given resource_version;
+    the ``immutable`` spec fields may not change."""
     expected = desired["metadata"].get("resource_version")
     if expected is None:
         reason = "required for update (the version this change was based on)"
@@ -175,6 +194,7 @@ def replace(key: ObjectKey, desired: Body) -> Mutation:
         current = _require(key, current)
         _check_version(key, current, expected)
         old = current.body
+        check_immutable(key, old["spec"], desired["spec"], immutable)
         new = dict(old)
         new["spec"] = _clone(desired["spec"])
         meta = dict(old["metadata"])

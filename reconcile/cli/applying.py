@@ -144,9 +144,35 @@ def _batches(declared_all: Sequence[Declared], size: int = 256) -> list[list[Dec
     return batches
 
 
+def _immutable_problems(declared: Declared, current: Resource[Any, Any] | None) -> list[str]:
+    """Lines for each immutable spec field the document would change."""
+    if current is None:
+        return []
+    subject = f'{declared.admitted.kind.kind} "{declared.admitted.metadata["name"]}"'
+    return [
+        f"{declared.document.location}: {subject}: spec.{field}: is immutable once created "
+        f"({getattr(current.spec, field)!r} -> {getattr(declared.admitted.spec, field)!r}): "
+        "delete the object and apply it again"
+        for field in declared.admitted.kind.immutable
+        if getattr(current.spec, field, None) != getattr(declared.admitted.spec, field, None)
+    ]
+
+
+async def _check_immutable(client: Client, declared_all: Sequence[Declared]) -> None:
+    """BadInput, before anything is written, when a document changes an immutable field."""
+    problems: list[str] = []
+    for batch in _batches([d for d in declared_all if d.admitted.kind.immutable]):
+        currents = await asyncio.gather(*(_current(client, declared) for declared in batch))
+        for declared, current in zip(batch, currents, strict=True):
+            problems.extend(_immutable_problems(declared, current))
+    if problems:
+        raise BadInput(*problems)
+
+
 async def _apply(settings: Settings, filenames: Sequence[str]) -> None:
     declared_all = admit_all(settings.admission(), read_documents(filenames))
     async with settings.client(create=True) as client:
+        await _check_immutable(client, declared_all)
         for batch in _batches(declared_all):
             outcomes = await asyncio.gather(
                 *(_apply_one(client, declared) for declared in batch), return_exceptions=True

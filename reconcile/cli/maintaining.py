@@ -116,6 +116,7 @@ def explain(kind: str) -> None:
         f"PROVIDER:  {registry.provider_of(found) or '-'}",
         f"NAMES:     {', '.join(sorted(found.names()))}",
         f"IDENTITY:  {'deterministic' if found.deterministic_identity else 'assigned externally'}",
+        f"IMMUTABLE: {', '.join(f'spec.{f}' for f in found.immutable) or '-'}",
         "",
         "DESCRIPTION:",
         *(f"  {line.strip()}" for line in (inspect.getdoc(found.spec_type) or "").splitlines()),

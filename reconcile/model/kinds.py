@@ -54,6 +54,9 @@ class Kind:
     #: create interrupted by a crash can be retried without risk of a duplicate.
     deterministic_identity: bool = False
     short_names: tuple[str, ...] = ()
+    #: Spec fields fixed once the object exists (its identity: a path, a bucket name).
+    #: Changing one is refused at apply, with the field path; delete and apply again.
+    immutable: tuple[str, ...] = ()
     #: How often a Ready resource of this kind is observed again for drift; None: the
     #: Runtime's default. (A Runtime's ``poll_intervals`` overrides both.)
     poll_interval: float | None = None
@@ -65,8 +68,10 @@ class Kind:
 
     @property
     def plural(self) -> str:
-        """The lower-case plural name (``File`` -> ``files``)."""
+        """The lower-case plural name (``File`` -> ``files``, ``Directory`` -> ``directories``)."""
         lower = self.kind.lower()
+        if lower.endswith("y") and lower[-2:-1] not in ("a", "e", "i", "o", "u", ""):
+            return lower[:-1] + "ies"  # Directory -> directories, Policy -> policies
         return lower + ("es" if lower.endswith(("s", "x", "ch", "sh")) else "s")
 
     def names(self) -> set[str]:
