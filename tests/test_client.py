@@ -18,6 +18,7 @@ from reconcile import (
     EventType,
     ExpiredError,
     InvalidError,
+    Kind,
     NotFoundError,
     Status,
 )
