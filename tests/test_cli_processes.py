@@ -190,3 +190,41 @@ def test_run_once_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert "converging" in screen
     assert "1/1" in screen
     assert "CreateRequested" not in screen
+
+
+def test_sigterm_mid_convergence_then_resume(tmp_path: Path) -> None:
+    """SIGTERM while hundreds of files are being written: exit 0 within the deadline, a
+    database that verifies, and a second run finishes the job."""
+    db = tmp_path / "state.db"
+    manifest = tmp_path / "many.yaml"
+    manifest.write_text(
+        "---\n".join(
+            f"api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {{name: f{i}}}\n"
+            f"spec: {{path: 'www/d{i % 10}/f{i}.txt', content: 'file {i}'}}\n"
+            for i in range(400)
+        )
+    )
+    assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reconcile", "--db", str(db), "run", "--shutdown-deadline", "10"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    out, err = Lines(process.stdout), Lines(process.stderr)
+    out.wait_for("CreateSucceeded")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=DEADLINE) == 0
+    out.close()
+    err.close()
+    assert not any("Traceback" in line for line in err.seen)
+    assert main(["--db", str(db), "verify"]) == 0
+    assert main(["--db", str(db), "run", "--once", "--timeout", str(DEADLINE), "-q"]) == 0
+    written = sorted((tmp_path / "www").rglob("*"))
+    files = [p for p in written if p.is_file()]
+    assert len(files) == 400, "every file once, no temporaries left behind"
+    assert all(p.read_text() == f"file {p.stem[1:]}" for p in files)
