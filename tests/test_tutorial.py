@@ -68,3 +68,25 @@ def test_every_tutorial_command(tmp_path: Path) -> None:
                 )
         ran += 1
     assert ran >= 15, "the tutorial lost its commands"
+
+
+def test_readme_example(tmp_path: Path) -> None:
+    """The README's Python example runs as written and tells the file's story."""
+    readme = (ROOT / "README.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)[0]
+    (tmp_path / "example.py").write_text(code)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "example.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "site" / "motd.txt").read_text() == "hello\n"
+    types = [line.split()[1] for line in result.stdout.splitlines()]
+    assert types[0] == "Created"
+    assert "CreateSucceeded" in types
