@@ -44,7 +44,6 @@ __all__ = ["DEFAULT_MANAGER", "Client", "ResourceList"]
 
 DEFAULT_MANAGER = "reconcile"
 _PATCH_ATTEMPTS = 16
-_DECODED_MEMORY = 1024
 
 
 AnyResource = Resource[Any, Any]
@@ -68,10 +67,7 @@ class Client:
         self.admission = Admission(kinds, self.converter, provider_config)
         self._clock = clock
         self._write_observers: list[Callable[[ObjectKey, int], None]] = []
-        # Snapshots this client decoded last, by object and revision (a revision names
-        # one snapshot): a write's result and the watch event of the same write are the
-        # same snapshot, so an informer reading its own process's writes reuses it.
-        self._decoded: dict[tuple[str, str, str, str, int], AnyResource] = {}
+
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -116,20 +112,6 @@ class Client:
         """Structure a stored body into a Resource (spec and status as the kind's classes;
         plain mappings when the kind is not registered here). ``spec``, when given, is the
         already structured spec of this body."""
-        meta = body["metadata"]
-        revision = meta.get("resource_version")
-        if not revision:
-            return self._decode(body, spec)
-        memo = (body["api_version"], body["kind"], meta["namespace"], meta["name"], revision)
-        decoded = self._decoded.get(memo)
-        if decoded is None:
-            decoded = self._decode(body, spec)
-            if len(self._decoded) >= _DECODED_MEMORY:
-                del self._decoded[next(iter(self._decoded))]
-            self._decoded[memo] = decoded
-        return decoded
-
-    def _decode(self, body: Mapping[str, Any], spec: Any) -> AnyResource:
         kind = self.kinds.get(body["api_version"], body["kind"])
         meta = structure_stored_meta(body["metadata"])
         if kind is None:
