@@ -257,3 +257,53 @@ def test_keys_come_out_in_order_of_priority_and_arrival(adds: list[tuple[int, Pr
     while (key := queue.get_nowait()) is not None:
         taken.append(key)
     assert taken == sorted(best, key=lambda k: best[k])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=8),  # keys
+            st.sampled_from(list(Priority)),
+            st.floats(min_value=0, max_value=5, allow_nan=False),
+            st.booleans(),  # add_many rather than one add per key
+        ),
+        max_size=60,
+    )
+)
+def test_add_many_is_many_adds(steps: list[tuple[list[int], Priority, float, bool]]) -> None:
+    """add_many(keys) leaves the queue exactly as adding each key in turn would."""
+    clock_one, clock_many = FakeClock(), FakeClock()
+    one: WorkQueue[int] = WorkQueue(clock=clock_one)
+    many: WorkQueue[int] = WorkQueue(clock=clock_many)
+    for keys, priority, wait, bulk in steps:
+        clock_one.advance(wait)
+        clock_many.advance(wait)
+        for key in keys:
+            one.add(key, priority)
+        if bulk:
+            many.add_many(keys, priority)
+        else:
+            for key in keys:
+                many.add(key, priority)
+    assert one.statistics() == many.statistics()
+    drained = []
+    for queue in (one, many):
+        taken = []
+        while (key := queue.get_nowait()) is not None:
+            taken.append(key)
+        drained.append(taken)
+    assert drained[0] == drained[1]
+
+
+async def test_add_many_defers_keys_in_flight(clock: FakeClock) -> None:
+    """A key being processed is deferred to one follow-up, as with add; idle workers wake."""
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    queue.add("a")
+    assert queue.get_nowait() == "a"
+    waiter = asyncio.ensure_future(queue.get())
+    await asyncio.sleep(0)
+    queue.add_many(["a", "b"])
+    assert await asyncio.wait_for(waiter, DEADLINE) == "b"
+    assert queue.get_nowait() is None, "a is still in flight"
+    queue.done("a")
+    assert queue.get_nowait() == "a"

@@ -68,7 +68,6 @@ class Client:
         self._clock = clock
         self._write_observers: list[Callable[[ObjectKey, int], None]] = []
 
-
     @property
     def clock(self) -> Callable[[], float]:
         """The wall clock this client stamps times with (``time.time`` by default)."""

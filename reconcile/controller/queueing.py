@@ -24,7 +24,7 @@ import collections
 import enum
 import heapq
 import itertools
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Generic, TypeVar
 
 import attrs
@@ -140,6 +140,38 @@ class WorkQueue(Generic[K]):
             self._deferred[key] = order if previous is None else min(previous, order)
             return
         self._push(key, order)
+
+    def add_many(self, keys: Iterable[K], priority: Priority = Priority.RESYNC) -> None:
+        """:meth:`add` for many keys at once (a resync): one clock reading, one wake-up
+        per idle worker rather than per key."""
+        if self._shutting_down:
+            return
+        order = self._clock.now() + self._aging.get(priority, 0.0)
+        processing, deferred, queued = self._processing, self._deferred, self._queued
+        fifo, counter = self._fifo, self._counter
+        in_order = not fifo or order >= fifo[-1][0]
+        count = pushed = 0
+        for key in keys:
+            count += 1
+            if key in processing:
+                previous = deferred.get(key)
+                deferred[key] = order if previous is None else min(previous, order)
+                continue
+            current = queued.get(key)
+            if current is not None and current[0] <= order:
+                continue
+            seq = next(counter)
+            queued[key] = (order, seq)
+            if in_order:
+                fifo.append((order, seq, key))
+            else:
+                heapq.heappush(self._heap, (order, seq, key))
+            pushed += 1
+        self._adds += count
+        if pushed:
+            self._idle.clear()
+            for _ in range(min(pushed, len(self._getters))):
+                self._wake_one()
 
     def _push(self, key: K, order: float) -> None:
         current = self._queued.get(key)
