@@ -28,6 +28,7 @@ marker while we have no record of creating it, is never touched (``NotOwned``).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import random
@@ -64,6 +65,7 @@ from reconcile.model.serde import format_timestamp, parse_timestamp
 __all__ = ["ENGINE_MANAGER", "ManagedReconciler"]
 
 LOG = logging.getLogger("reconcile.managed")
+_NO_SPAN = contextlib.nullcontext()
 
 ENGINE_MANAGER = "reconcile-engine"
 AnyResource = Resource[Any, Any]
@@ -141,7 +143,7 @@ class ManagedReconciler:
             raise TerminalError(message)
         if obj.metadata.deletion_timestamp is not None:
             return await self._finalize(obj, deletion, management)
-        external = await self._external()
+        external = self._client if self._client is not None else await self._external()
         observation = await self._observe(obj, external)
         if management == "ObserveOnly":
             ready = (TRUE, "Available", "") if observation.exists else (FALSE, "NotFound", "does not exist")
@@ -343,7 +345,12 @@ class ManagedReconciler:
     async def _call(self, operation: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """Call the provider in a span, retrying transient errors a few times (tenacity);
         the controller's queue backs off across reconciles after that."""
-        with self.telemetry.span(f"provider.{operation}", {"provider.kind": self.kind.kind}):
+        span = (
+            self.telemetry.span(f"provider.{operation}", {"provider.kind": self.kind.kind})
+            if self.telemetry.recording
+            else _NO_SPAN  # no name or attributes to build for nobody
+        )
+        with span:
             try:
                 return await function(*args)
             except Exception as exc:
