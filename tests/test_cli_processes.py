@@ -68,28 +68,47 @@ class Lines:
                 return line
 
 
+class Cli:
+    """``python -m reconcile ARGS`` as a process, its output read line by line."""
+
+    def __init__(self, db: Path, *args: str) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "reconcile", "--db", str(db), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.process.stdout is not None
+        assert self.process.stderr is not None
+        self.out, self.err = Lines(self.process.stdout), Lines(self.process.stderr)
+
+    def stop(self, signum: signal.Signals) -> int:
+        """Send ``signum``; the exit code; the pipes read to the end and closed."""
+        self.process.send_signal(signum)
+        code = self.process.wait(timeout=DEADLINE)
+        self.close()
+        return code
+
+    def close(self) -> None:
+        """Kill it if it still runs; close the pipes."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=DEADLINE)
+        self.out.close()
+        self.err.close()
+        assert not any("Traceback" in line for line in self.err.seen)
+
+
 @pytest.fixture
 def runner(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Lines, Lines, Path]]:
     """``reconcile run`` on a fresh database, up and waiting."""
     db = tmp_path / "state.db"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reconcile", "--db", str(db), "run", "--poll-interval", "3600"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    assert process.stderr is not None
-    out, err = Lines(process.stdout), Lines(process.stderr)
-    err.wait_for("reconcile: running on")
-    yield process, out, err, db
-    if process.poll() is None:
-        process.kill()
-    process.wait(timeout=DEADLINE)
-    out.close()
-    err.close()
+    run = Cli(db, "run", "--poll-interval", "3600")
+    run.err.wait_for("reconcile: running on")
+    yield run.process, run.out, run.err, db
+    run.close()
 
 
 def test_run_picks_up_apply_and_delete_from_another_process(
@@ -134,27 +153,14 @@ def test_watch_streams_json_lines(tmp_path: Path) -> None:
     manifest = tmp_path / "site.yaml"
     manifest.write_text(SITE)
     assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reconcile", "--db", str(db), "watch", "-o", "json", "--since", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    assert process.stderr is not None
-    out, err = Lines(process.stdout), Lines(process.stderr)
+    watch = Cli(db, "watch", "-o", "json", "--since", "0")
+    out = watch.out
     line = out.wait_for('"type":"Created"')
     event = json.loads(line)
     assert (event["kind"], event["name"], event["revision"]) == ("File", "index", 1)
     assert main(["--db", str(db), "delete", "file", "index"]) == 0
     out.wait_for('"type":"Deleted"')
-    process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=DEADLINE) == 0
-    out.close()
-    err.close()
-    assert not any("Traceback" in line for line in err.seen)
+    assert watch.stop(signal.SIGINT) == 0
 
 
 def test_run_once_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
@@ -205,23 +211,9 @@ def test_sigterm_mid_convergence_then_resume(tmp_path: Path) -> None:
         )
     )
     assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reconcile", "--db", str(db), "run", "--shutdown-deadline", "10"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    assert process.stderr is not None
-    out, err = Lines(process.stdout), Lines(process.stderr)
-    out.wait_for("CreateSucceeded")
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=DEADLINE) == 0
-    out.close()
-    err.close()
-    assert not any("Traceback" in line for line in err.seen)
+    run = Cli(db, "run", "--shutdown-deadline", "10")
+    run.out.wait_for("CreateSucceeded")
+    assert run.stop(signal.SIGTERM) == 0
     assert main(["--db", str(db), "verify"]) == 0
     assert main(["--db", str(db), "run", "--once", "--timeout", str(DEADLINE), "-q"]) == 0
     written = sorted((tmp_path / "www").rglob("*"))

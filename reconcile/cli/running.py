@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import click
 
 from reconcile.cli.failing import BadInput, Failure
@@ -30,7 +31,7 @@ from reconcile.errors import StoreError
 from reconcile.model import Event, EventType, Resource
 from reconcile.runtime import Runtime
 
-__all__ = ["converged", "idle", "pending"]
+__all__ = ["RunOptions", "converged", "idle", "pending"]
 
 AnyResource = Resource[Any, Any]
 _CHECK_EVERY = 0.05  # seconds between convergence checks; reads only the caches
@@ -152,49 +153,34 @@ async def _print_actions(runtime: Runtime, echo: Callable[[str], None]) -> None:
 )
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the engine's actions.")
 @click.pass_obj
-def run(
-    settings: Settings,
-    *,
-    once: bool,
-    timeout: float,
-    workers: int,
-    poll_interval: float | None,
-    shutdown_deadline: float,
-    quiet: bool,
-) -> None:
+def run(settings: Settings, /, **options: Any) -> None:
     """Run the controllers: observe, create, update, delete until actual equals declared."""
-    ok = run_async(
-        _run(
-            settings,
-            once=once,
-            timeout=timeout,
-            workers=workers,
-            poll_interval=poll_interval,
-            shutdown_deadline=shutdown_deadline,
-            quiet=quiet,
-        )
-    )
-    if not ok:
+    if not run_async(_run(settings, RunOptions(**options))):
         raise Failure
 
 
-async def _run(
-    settings: Settings,
-    *,
-    once: bool,
-    timeout: float,
-    workers: int,
-    poll_interval: float | None,
-    shutdown_deadline: float,
-    quiet: bool,
-) -> bool:
+@attrs.frozen
+class RunOptions:
+    """The options of ``reconcile run``."""
+
+    once: bool = False
+    timeout: float = 300.0
+    workers: int = 16
+    poll_interval: float | None = None
+    shutdown_deadline: float = 10.0
+    quiet: bool = False
+
+
+async def _run(settings: Settings, run_options: RunOptions) -> bool:
+    once, timeout, quiet = run_options.once, run_options.timeout, run_options.quiet
+    poll_interval = run_options.poll_interval
     options: dict[str, Any] = {} if poll_interval is None else {"poll_interval": poll_interval}
     path = settings.database_path()
     runtime = Runtime(
         settings.db,
         provider_config=settings.provider_config,
-        workers=workers,
-        shutdown_deadline=shutdown_deadline,
+        workers=run_options.workers,
+        shutdown_deadline=run_options.shutdown_deadline,
         handle_signals=True,
         freeze_gc=True,  # the CLI owns its process: keep the collector off the cache
         **options,
