@@ -58,3 +58,15 @@ class TestRecentEvents:
         assert [e.revision for e in served] == list(range(recent.first, 20))
         recent.clear()
         assert recent.after(18) is None
+
+    def test_a_byte_budget_bounds_large_bodies(self) -> None:
+        """Large bodies: the window keeps under its byte budget, newest first, contiguous."""
+        recent = RecentEvents(capacity=100, max_bytes=1000)
+        big = "x" * 300
+        for revision in range(1, 30):
+            recent.extend([(revision, 0.0, "Noted", KEY, "uid", "test", f'"{big}"', None)])
+        assert recent.last == 29
+        served = recent.after(recent.first - 1)
+        assert served is not None
+        assert len(served) * 302 <= 1000
+        assert [e.revision for e in served] == list(range(recent.first, 30))

@@ -31,10 +31,14 @@ __all__ = ["RecentEvents"]
 class RecentEvents:
     """A contiguous window of the latest events this process committed."""
 
-    def __init__(self, capacity: int = 4096) -> None:
+    def __init__(self, capacity: int = 4096, max_bytes: int = 32 * 1024 * 1024) -> None:
         self.capacity = capacity
+        #: Bodies may be large (up to 1.5 MiB each): the window also keeps under this many
+        #: bytes of text, dropping its oldest events first.
+        self.max_bytes = max_bytes
         #: (revision, time, type, key, uid, actor, body text, data text)
         self._events: list[tuple[Any, ...]] = []
+        self._bytes = 0
 
     @property
     def first(self) -> int:
@@ -52,10 +56,15 @@ class RecentEvents:
         if not events:
             return
         if self._events and events[0][0] != self._events[-1][0] + 1:
-            self._events.clear()  # somebody else committed in between: restart the window
+            self.clear()  # somebody else committed in between: restart the window
         self._events.extend(events)
-        if len(self._events) > 2 * self.capacity:
-            del self._events[: len(self._events) - self.capacity]
+        self._bytes += sum(_size(event) for event in events)
+        if len(self._events) > 2 * self.capacity or self._bytes > self.max_bytes:
+            keep = min(len(self._events), self.capacity)
+            while keep > 1 and sum(_size(e) for e in self._events[-keep:]) > self.max_bytes // 2:
+                keep //= 2
+            del self._events[: len(self._events) - keep]
+            self._bytes = sum(_size(event) for event in self._events)
 
     def after(self, cursor: int) -> list[RawEvent] | None:
         """Every event after ``cursor`` up to :attr:`last`, or None when the window does
@@ -83,3 +92,9 @@ class RecentEvents:
     def clear(self) -> None:
         """Forget everything (after a compaction or a failure)."""
         self._events.clear()
+        self._bytes = 0
+
+
+def _size(event: tuple[Any, ...]) -> int:
+    body, data = event[6], event[7]
+    return (len(body) if body else 0) + (len(data) if data else 0)
