@@ -102,9 +102,8 @@ class WorkQueue(Generic[K]):
         self._bucket = None if qps is None else _TokenBucket(qps, burst, self._clock)
         self._aging = dict(aging)
         self._counter = itertools.count()
-        # Ready keys: heap of (order, seq, key); _queued[key] is the live entry's seq
-        # (older entries for the same key are skipped when popped).
-        # Ready keys by (order, seq). Orders mostly arrive in increasing order (now plus a
+        # Ready keys by (order, seq); _queued[key] is the live entry (older entries for the
+        # same key are skipped when popped). Orders mostly arrive in increasing order (now plus a
         # per-priority constant), so those go to a FIFO that pops in O(1); one that would
         # break its order (a change overtaking a resync backlog) goes to a heap; the
         # smaller head of the two is next. Stale entries are skipped against _queued.
@@ -135,11 +134,8 @@ class WorkQueue(Generic[K]):
             return
         self._adds += 1
         order = self._clock.now() + self._aging.get(priority, 0.0)
-        if key in self._processing:
-            previous = self._deferred.get(key)
-            self._deferred[key] = order if previous is None else min(previous, order)
-            return
-        self._push(key, order)
+        if self._place(key, order):
+            self._became_ready(1)
 
     def add_many(self, keys: Iterable[K], priority: Priority = Priority.RESYNC) -> None:
         """:meth:`add` for many keys at once (a resync): one clock reading, one wake-up
@@ -147,36 +143,33 @@ class WorkQueue(Generic[K]):
         if self._shutting_down:
             return
         order = self._clock.now() + self._aging.get(priority, 0.0)
-        processing, deferred, queued = self._processing, self._deferred, self._queued
-        fifo, counter = self._fifo, self._counter
-        in_order = not fifo or order >= fifo[-1][0]
         count = pushed = 0
         for key in keys:
             count += 1
-            if key in processing:
-                previous = deferred.get(key)
-                deferred[key] = order if previous is None else min(previous, order)
-                continue
-            current = queued.get(key)
-            if current is not None and current[0] <= order:
-                continue
-            seq = next(counter)
-            queued[key] = (order, seq)
-            if in_order:
-                fifo.append((order, seq, key))
-            else:
-                heapq.heappush(self._heap, (order, seq, key))
-            pushed += 1
+            pushed += self._place(key, order)
         self._adds += count
-        if pushed:
+        self._became_ready(pushed)
+
+    def _became_ready(self, ready: int) -> None:
+        """``ready`` new keys are ready: the queue is not idle; wake as many workers."""
+        if ready:
             self._idle.clear()
-            for _ in range(min(pushed, len(self._getters))):
+            for _ in range(min(ready, len(self._getters))):
                 self._wake_one()
 
-    def _push(self, key: K, order: float) -> None:
+    def _place(self, key: K, order: float) -> bool:
+        """Queue ``key`` at ``order`` (deferred while it is processed); True when a new
+        entry became ready, so a worker should be woken."""
+        if key in self._processing:
+            previous = self._deferred.get(key)
+            self._deferred[key] = order if previous is None else min(previous, order)
+            return False
+        return self._push(key, order)
+
+    def _push(self, key: K, order: float) -> bool:
         current = self._queued.get(key)
         if current is not None and current[0] <= order:
-            return
+            return False
         seq = next(self._counter)
         self._queued[key] = (order, seq)
         fifo = self._fifo
@@ -184,8 +177,7 @@ class WorkQueue(Generic[K]):
             fifo.append((order, seq, key))
         else:
             heapq.heappush(self._heap, (order, seq, key))
-        self._idle.clear()
-        self._wake_one()
+        return True
 
     def add_after(self, key: K, delay: float, priority: Priority = Priority.RETRY) -> None:
         """Queue ``key`` after ``delay`` seconds; an earlier pending deadline wins."""
@@ -300,7 +292,7 @@ class WorkQueue(Generic[K]):
         self._processing.discard(key)
         order = self._deferred.pop(key, None)
         if order is not None and not self._shutting_down:
-            self._push(key, order)
+            self._became_ready(self._push(key, order))
         self._check_idle()
 
     # -- lifecycle -------------------------------------------------------------------------
