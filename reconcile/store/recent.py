@@ -60,11 +60,15 @@ class RecentEvents:
         self._events.extend(events)
         self._bytes += sum(_size(event) for event in events)
         if len(self._events) > 2 * self.capacity or self._bytes > self.max_bytes:
-            keep = min(len(self._events), self.capacity)
-            while keep > 1 and sum(_size(e) for e in self._events[-keep:]) > self.max_bytes // 2:
-                keep //= 2
-            del self._events[: len(self._events) - keep]
-            self._bytes = sum(_size(event) for event in self._events)
+            # Drop the oldest down to the capacity and half the byte budget, so trimming
+            # happens once in many batches.
+            start = max(0, len(self._events) - self.capacity)
+            kept = sum(_size(event) for event in self._events[start:])
+            while kept > self.max_bytes // 2 and start < len(self._events) - 1:
+                kept -= _size(self._events[start])
+                start += 1
+            del self._events[:start]
+            self._bytes = kept
 
     def after(self, cursor: int) -> list[RawEvent] | None:
         """Every event after ``cursor`` up to :attr:`last`, or None when the window does

@@ -110,7 +110,6 @@ def commit_batch(
         slots = _load_slots(conn, list({w.key: None for w in batch}))
         next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM objects").fetchone()[0]
         events: list[tuple[Any, ...]] = []
-        raw: list[tuple[Any, ...]] = []
         results: list[WriteResult | BaseException] = []
         for write in batch:
             slot = slots.get(write.key)
@@ -118,7 +117,7 @@ def commit_batch(
                 slot = slots[write.key] = _Slot(next_id)
                 next_id += 1
             try:
-                results.append(_run_one(write, slot, head + 1, now, events=events, raw=raw))
+                results.append(_run_one(write, slot, head + 1, now, events))
             except Exception as exc:  # noqa: BLE001 - delivered to that write's caller
                 results.append(exc)
             if events:
@@ -141,17 +140,16 @@ def commit_batch(
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    return head, results, raw
+    keys = {slot.id: key for key, slot in slots.items()}
+    appended = [
+        (revision, at, type_, keys[object_id], uid, actor, body, data)
+        for revision, at, object_id, uid, type_, actor, body, data in events
+    ]
+    return head, results, appended
 
 
 def _run_one(
-    write: PendingWrite,
-    slot: _Slot,
-    revision: int,
-    now: float,
-    *,
-    events: list[tuple[Any, ...]],
-    raw: list[tuple[Any, ...]],
+    write: PendingWrite, slot: _Slot, revision: int, now: float, events: list[tuple[Any, ...]]
 ) -> WriteResult:
     current = slot.current(write.key)
     outcome = write.mutation(current)
@@ -164,7 +162,6 @@ def _run_one(
     # a write is all or nothing, whatever number of events it appends.
     uid, text, stamped, body = slot.uid, slot.text, slot.revision, None
     pending: list[tuple[Any, ...]] = []
-    appended: list[tuple[Any, ...]] = []
     for offset, change in enumerate(changes):
         at = revision + offset
         data = None if change.data is None else dumps(change.data)
@@ -172,17 +169,14 @@ def _run_one(
             if not uid:
                 raise NotFoundError(f"{write.key} not found")
             pending.append((at, now, slot.id, uid, change.event_type, write.actor, None, data))
-            appended.append((at, now, change.event_type, write.key, uid, write.actor, None, data))
             continue
         body = change.body
         snapshot = _stamp(body, at)
         uid = str(body.get("metadata", {}).get("uid") or "")
         pending.append((at, now, slot.id, uid, change.event_type, write.actor, snapshot, data))
-        appended.append((at, now, change.event_type, write.key, uid, write.actor, snapshot, data))
         stamped = at
         text = None if isinstance(change, Remove) else snapshot
     events.extend(pending)
-    raw.extend(appended)
     last = pending[-1][0]
     if stamped != slot.revision or text != slot.text:
         slot.dirty, slot.uid, slot.revision, slot.text = True, uid, stamped, text
