@@ -126,11 +126,6 @@ class Client:
 
     # -- writes ------------------------------------------------------------------------
 
-    def admit(self, manifest: Mapping[str, Any] | AnyResource, *, origin: Path | None = None) -> Admitted:
-        """Admission only: the canonical body ``apply`` would store, or InvalidError.
-        Nothing is written (how a caller checks a batch before applying any of it)."""
-        return self.admission.admit(manifest, origin=origin)
-
     async def apply(
         self,
         manifest: Mapping[str, Any] | AnyResource,

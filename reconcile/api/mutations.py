@@ -167,9 +167,11 @@ def apply(
     return mutate
 
 
-def check_immutable(key: ObjectKey, old: Body, new: Body, fields: tuple[str, ...]) -> None:
-    """InvalidError naming each immutable spec field whose value would change."""
-    errors = [
+def immutable_errors(
+    old: Mapping[str, Any], new: Mapping[str, Any], fields: Sequence[str]
+) -> list[FieldError]:
+    """A field error for each immutable spec field whose value would change."""
+    return [
         FieldError(
             f"spec.{field}",
             f"is immutable once created ({old.get(field)!r} -> {new.get(field)!r}): "
@@ -178,6 +180,11 @@ def check_immutable(key: ObjectKey, old: Body, new: Body, fields: tuple[str, ...
         for field in fields
         if old.get(field) != new.get(field)
     ]
+
+
+def check_immutable(key: ObjectKey, old: Body, new: Body, fields: tuple[str, ...]) -> None:
+    """InvalidError naming each immutable spec field whose value would change."""
+    errors = immutable_errors(old, new, fields)
     if errors:
         raise InvalidError(errors, subject=str(key))
 

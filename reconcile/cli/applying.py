@@ -21,10 +21,11 @@ import click
 
 from reconcile.api import Client
 from reconcile.api.admission import Admission, Admitted
+from reconcile.api.mutations import immutable_errors
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.reading import list_all
-from reconcile.cli.rendering import as_yaml
+from reconcile.cli.rendering import as_yaml, qualified
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError, NotFoundError
 from reconcile.model import Document, Event, EventType, Resource, load_manifests, read_manifests
@@ -45,7 +46,7 @@ class Declared:
     def name(self) -> str:
         """``file.files.reconcile.dev/index`` (kubectl's way of naming an object)."""
         kind = self.admitted.kind
-        return f"{kind.kind.lower()}.{kind.api_group}/{self.admitted.metadata['name']}"
+        return qualified(kind.kind, kind.api_group, self.admitted.metadata["name"])
 
 
 def read_documents(filenames: Sequence[str]) -> list[Document]:
@@ -113,8 +114,7 @@ def apply(settings: Settings, filenames: tuple[str, ...]) -> None:
     run_async(_apply(settings, filenames))
 
 
-async def _apply_one(client: Client, declared: Declared) -> str:
-    before = await _current(client, declared)
+async def _apply_one(client: Client, declared: Declared, before: Resource[Any, Any] | None) -> str:
     after = await client.apply(declared.document.data, origin=origin(declared.document))  # type: ignore[arg-type]
     if before is None:
         return "created"
@@ -144,38 +144,39 @@ def _batches(declared_all: Sequence[Declared], size: int = 256) -> list[list[Dec
     return batches
 
 
-def _immutable_problems(declared: Declared, current: Resource[Any, Any] | None) -> list[str]:
+def _immutable_problems(client: Client, declared: Declared, current: Resource[Any, Any] | None) -> list[str]:
     """Lines for each immutable spec field the document would change."""
-    if current is None:
+    kind = declared.admitted.kind
+    if current is None or not kind.immutable:
         return []
-    subject = f'{declared.admitted.kind.kind} "{declared.admitted.metadata["name"]}"'
-    return [
-        f"{declared.document.location}: {subject}: spec.{field}: is immutable once created "
-        f"({getattr(current.spec, field)!r} -> {getattr(declared.admitted.spec, field)!r}): "
-        "delete the object and apply it again"
-        for field in declared.admitted.kind.immutable
-        if getattr(current.spec, field, None) != getattr(declared.admitted.spec, field, None)
-    ]
-
-
-async def _check_immutable(client: Client, declared_all: Sequence[Declared]) -> None:
-    """BadInput, before anything is written, when a document changes an immutable field."""
-    problems: list[str] = []
-    for batch in _batches([d for d in declared_all if d.admitted.kind.immutable]):
-        currents = await asyncio.gather(*(_current(client, declared) for declared in batch))
-        for declared, current in zip(batch, currents, strict=True):
-            problems.extend(_immutable_problems(declared, current))
-    if problems:
-        raise BadInput(*problems)
+    stored = client.converter.unstructure(current.spec, kind.spec_type)
+    errors = immutable_errors(stored, declared.admitted.body["spec"], kind.immutable)
+    if not errors:
+        return []
+    subject = f'{kind.kind} "{declared.admitted.metadata["name"]}"'
+    return invalid_lines(InvalidError(errors, subject=subject, source=declared.document.location))
 
 
 async def _apply(settings: Settings, filenames: Sequence[str]) -> None:
     declared_all = admit_all(settings.admission(), read_documents(filenames))
     async with settings.client(create=True) as client:
-        await _check_immutable(client, declared_all)
-        for batch in _batches(declared_all):
+        batches = _batches(declared_all)
+        # Read what is stored once: it decides both whether a document may be applied
+        # (immutable fields, checked for every document before anything is written) and
+        # what applying it did (created, configured, unchanged).
+        currents = [await asyncio.gather(*(_current(client, d) for d in batch)) for batch in batches]
+        problems = [
+            line
+            for batch, stored in zip(batches, currents, strict=True)
+            for declared, current in zip(batch, stored, strict=True)
+            for line in _immutable_problems(client, declared, current)
+        ]
+        if problems:
+            raise BadInput(*problems)
+        for batch, stored in zip(batches, currents, strict=True):
             outcomes = await asyncio.gather(
-                *(_apply_one(client, declared) for declared in batch), return_exceptions=True
+                *(_apply_one(client, d, before) for d, before in zip(batch, stored, strict=True)),
+                return_exceptions=True,
             )
             failures = [o for o in outcomes if isinstance(o, BaseException)]
             for declared, outcome in zip(batch, outcomes, strict=True):
@@ -313,7 +314,7 @@ async def _delete(
             targets = [(found, name, namespace) for name in names]
         missing: list[str] = []
         for target_kind, name, target_namespace in targets:
-            label = f"{target_kind.kind.lower()}.{target_kind.api_group}/{name}"
+            label = qualified(target_kind.kind, target_kind.api_group, name)
             try:
                 await client.delete(target_kind, name, namespace=target_namespace)
             except NotFoundError:

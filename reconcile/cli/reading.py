@@ -20,11 +20,12 @@ from reconcile.cli.rendering import (
     event_detail,
     labels_text,
     object_data,
+    qualified,
     readiness,
     table,
 )
 from reconcile.cli.settings import Settings
-from reconcile.model import Event, Kind, Resource
+from reconcile.model import Event, Kind, Resource, api_group_of
 
 __all__ = ["OUTPUTS"]
 
@@ -39,12 +40,6 @@ def _now(client: Client) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(client.clock(), datetime.UTC)
 
 
-def _qualified(obj: AnyResource, kinds: Kind | None = None) -> str:
-    kind = kinds.kind if kinds else obj.kind
-    group = obj.api_version.partition("/")[0]
-    return f"{kind.lower()}.{group}/{obj.metadata.name}"
-
-
 def render_objects(
     client: Client, objects: Sequence[AnyResource], output: str, *, namespaces: bool, kinds: bool
 ) -> str:
@@ -56,7 +51,7 @@ def render_objects(
     if output == "yaml":
         return as_yaml([object_data(client, o) for o in objects], many=True).rstrip()
     if output == "name":
-        return "\n".join(_qualified(o) for o in objects)
+        return "\n".join(qualified(o.kind, api_group_of(o.api_version), o.metadata.name) for o in objects)
     now = _now(client)
     header = [*(["NAMESPACE"] if namespaces else []), *(["KIND"] if kinds else []), "NAME", "READY", "SYNCED"]
     header += ["REASON", "AGE"]

@@ -28,6 +28,7 @@ __all__ = [
     "event_data",
     "event_detail",
     "object_data",
+    "qualified",
     "readiness",
     "table",
 ]
@@ -71,6 +72,11 @@ def readiness(obj: AnyResource) -> tuple[str, str, str]:
     if obj.metadata.deletion_timestamp is not None:
         reason = "Deleting"
     return ready_text, "Unknown" if synced is None else synced.status.value, reason
+
+
+def qualified(kind: str, api_group: str, name: str) -> str:
+    """``file.files.reconcile.dev/index``: how kubectl names an object in its output."""
+    return f"{kind.lower()}.{api_group}/{name}"
 
 
 def object_data(client: Client, obj: AnyResource) -> dict[str, Any]:

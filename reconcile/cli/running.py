@@ -31,7 +31,7 @@ from reconcile.errors import StoreError
 from reconcile.model import Event, EventType, Resource
 from reconcile.runtime import Runtime
 
-__all__ = ["RunOptions", "converged", "idle", "pending"]
+__all__ = ["RunOptions", "idle", "pending"]
 
 AnyResource = Resource[Any, Any]
 _CHECK_EVERY = 0.05  # seconds between convergence checks; reads only the caches
@@ -59,11 +59,6 @@ def idle(runtime: Runtime) -> bool:
         if stats.depth or stats.processing:
             return False
     return True
-
-
-def converged(runtime: Runtime) -> bool:
-    """Every object observed in this run and Ready for its generation, none deleting."""
-    return idle(runtime) and not pending(runtime)[0]
 
 
 class _Progress:

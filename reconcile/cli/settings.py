@@ -27,13 +27,21 @@ from reconcile.store.urls import parse_sqlite_url
 __all__ = ["Settings"]
 
 
-@attrs.frozen
+@attrs.define
 class Settings:
     """The global options of one invocation."""
 
     db: str = "reconcile.db"
     provider_config: Mapping[str, Mapping[str, Any]] = attrs.Factory(dict)
     debug: bool = False
+    _kinds: KindRegistry | None = None
+
+    @property
+    def kinds(self) -> KindRegistry:
+        """The installed kinds (entry points read once per invocation)."""
+        if self._kinds is None:
+            self._kinds = KindRegistry.from_entry_points()
+        return self._kinds
 
     def database_path(self) -> Path:
         """The database file the ``--db`` URL or path names."""
@@ -46,7 +54,7 @@ class Settings:
     def admission(self) -> Admission:
         """Admission for the installed kinds, without opening the store (so bad input is
         refused before the database is even created)."""
-        return Admission(KindRegistry.from_entry_points(), make_converter(), self.provider_config)
+        return Admission(self.kinds, make_converter(), self.provider_config)
 
     @contextlib.asynccontextmanager
     async def client(self, *, create: bool = False) -> AsyncIterator[Client]:
@@ -57,7 +65,7 @@ class Settings:
         async with contextlib.AsyncExitStack() as stack:
             try:
                 client = await stack.enter_async_context(
-                    connect(self.db, provider_config=self.provider_config)
+                    connect(self.db, kinds=self.kinds, provider_config=self.provider_config)
                 )
             except StoreError as exc:
                 raise BadInput(f"--db: {exc}") from exc
