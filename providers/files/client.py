@@ -136,7 +136,11 @@ class FilesClient:
         await self._write(resource)
         return None
 
-    async def update(self, resource: AnyResource, observation: reconcile.Observation) -> None:
+    async def update(
+        self,
+        resource: AnyResource,
+        observation: reconcile.Observation,  # noqa: ARG002 - a summary for people; the file is re-read
+    ) -> None:
         """Bring it to the spec: rewrite the content, or only change the mode."""
         spec = resource.spec
         self._confined(spec)
@@ -144,7 +148,7 @@ class FilesClient:
             if spec.ensure == "absent":
                 await self._remove(spec.path)
                 return
-            if not any(line.startswith("content") for line in observation.diff.splitlines()):
+            if self._holds(spec):  # only the mode differs: no rewrite
                 mode = parse_mode(spec.mode)
                 assert mode is not None
                 await self._run(spec.path, os.chmod, spec.path, mode)
@@ -184,6 +188,16 @@ class FilesClient:
         if spec.root is None:
             raise PermanentError(f"{spec.path}: no root recorded; apply the resource again")
         check_still_confined(spec.path, spec.root, self.allowed)
+
+    def _holds(self, spec: FileSpec) -> bool:
+        """Whether the file on disk holds the declared bytes."""
+        try:
+            with open(spec.path, "rb") as handle:
+                return handle.read() == self._declared(spec)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise _translate(spec.path, exc) from exc
 
     @staticmethod
     def _declared(spec: FileSpec) -> bytes:

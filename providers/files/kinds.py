@@ -13,7 +13,7 @@ import binascii
 import os
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -143,17 +143,26 @@ def _source(source: str, origin: os.PathLike[str] | None) -> str:
     return source
 
 
-def admit_file(spec: FileSpec, context: reconcile.AdmissionContext) -> FileSpec:
-    """Confine the path, canonicalise the mode, resolve the source."""
+_Spec = TypeVar("_Spec", FileSpec, DirectorySpec)
+
+
+def _locate(spec: _Spec, context: reconcile.AdmissionContext) -> _Spec:
+    """Confine the path to a root, canonicalise the mode."""
     path, root = confine(spec.path, spec.root, allowed_roots(context.config, context.origin))
-    source = None if spec.source is None else _source(spec.source, context.origin)
-    return attrs.evolve(spec, path=path, root=root, mode=_canonical_mode(spec.mode), source=source)
+    return attrs.evolve(spec, path=path, root=root, mode=_canonical_mode(spec.mode))
 
 
 def admit_directory(spec: DirectorySpec, context: reconcile.AdmissionContext) -> DirectorySpec:
     """Confine the path, canonicalise the mode."""
-    path, root = confine(spec.path, spec.root, allowed_roots(context.config, context.origin))
-    return attrs.evolve(spec, path=path, root=root, mode=_canonical_mode(spec.mode))
+    return _locate(spec, context)
+
+
+def admit_file(spec: FileSpec, context: reconcile.AdmissionContext) -> FileSpec:
+    """Confine the path, canonicalise the mode, resolve the source."""
+    spec = _locate(spec, context)
+    if spec.source is None:
+        return spec
+    return attrs.evolve(spec, source=_source(spec.source, context.origin))
 
 
 FILE = reconcile.Kind(
