@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from providers.files import FilesProvider  # noqa: E402
 from reconcile import Runtime  # noqa: E402
+from reconcile.cli.running import idle, pending  # noqa: E402
 
 PER_FOLDER = 100
 WORKERS = 16
@@ -99,23 +100,6 @@ def manifest(index: int) -> dict[str, Any]:
     }
 
 
-def _ready_count(runtime: Runtime) -> tuple[int, int]:
-    ready = total = 0
-    for controller in runtime.controllers.values():
-        for obj in controller.informer.list():
-            total += 1
-            condition = obj.status.condition("Ready")
-            if condition is not None and condition.status.value == "True":
-                ready += 1
-    return ready, total
-
-
-def _idle(runtime: Runtime) -> bool:
-    return all(
-        not (s.depth or s.processing) for s in (c.queue.statistics() for c in runtime.controllers.values())
-    )
-
-
 async def engine(db: Path, root: Path, size: int) -> dict[str, Any]:
     """Apply everything, converge, then a fresh runner's no-change pass."""
     config = {"files": {"roots": [str(root)]}}
@@ -129,14 +113,14 @@ async def engine(db: Path, root: Path, size: int) -> dict[str, Any]:
                 *(runtime.apply(manifest(i)) for i in range(first, min(size, first + batch)))
             )
         apply_s = time.perf_counter() - applied
-        while _ready_count(runtime) != (size, size):
+        while pending(runtime) != ([], size):  # every File cached and Ready
             await asyncio.sleep(0.1)
         converge_s = time.perf_counter() - start
         revision = await runtime.client.revision()
     second = time.perf_counter()
     async with Runtime(db, providers=[FilesProvider()], provider_config=config, workers=WORKERS) as runtime:
         await runtime.wait_synced()
-        while not _idle(runtime):
+        while not idle(runtime):
             await asyncio.sleep(0.005)
         noop_s = time.perf_counter() - second
         appended = await runtime.client.revision() - revision
