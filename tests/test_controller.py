@@ -280,6 +280,149 @@ class TestInformer:
             await task
 
 
+def hold_watch(client: Client, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """Make the client's watches wait before each item until the returned gate opens."""
+    gate = asyncio.Event()
+    original = client.watch
+
+    async def held(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async for item in original(*args, **kwargs):
+            await gate.wait()
+            yield item
+
+    monkeypatch.setattr(client, "watch", held)
+    return gate
+
+
+class TestRemember:
+    """The mutation cache: a process's own writes enter the cache at once, once."""
+
+    async def test_own_write_is_cached_at_once_and_not_decoded_again(
+        self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """remember() puts the written object in the cache and tells the handlers; its
+        watch event then advances the revision without decoding or a second notice."""
+        await client.apply(widget("w1"))
+        gate = hold_watch(client, monkeypatch)
+        informer = Informer(client, WIDGET, clock=clock)
+        heard: list[tuple[str, int]] = []
+        informer.add_handler(lambda e: heard.append((e.key.name, e.new.metadata.resource_version or 0)))
+        task = asyncio.create_task(informer.run())
+        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
+        cached = informer.get(widget_key("w1"))
+        assert cached is not None
+        decoded: list[int] = []
+        original = client.decode
+
+        def counting(body: Any, **kwargs: Any) -> Any:
+            decoded.append(body["metadata"]["resource_version"])
+            return original(body, **kwargs)
+
+        monkeypatch.setattr(client, "decode", counting)
+        written = await client.record_actions(
+            "widget", "w1", [("Noted", None)], annotations={"a": "1"}, based_on=cached
+        )
+        revision = written.metadata.resource_version
+        assert revision is not None
+        decoded.clear()
+        informer.remember(written, "engine")
+        assert informer.get(widget_key("w1")) is written
+        assert informer.revision < revision  # the cache's revision moves with the watch only
+        assert heard[-1] == ("w1", revision)
+        gate.set()
+        await asyncio.wait_for(informer.wait_for_revision(revision), DEADLINE)
+        assert decoded == []
+        assert [h for h in heard if h == ("w1", revision)] == [("w1", revision)]
+        # A change by someone else after it is decoded and heard as usual.
+        await client.apply(widget("w1", 5))
+        await settle(lambda: informer.get(widget_key("w1")).spec.size == 5)  # type: ignore[union-attr]
+        assert decoded
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def test_a_change_inside_our_write_is_still_heard(
+        self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Somebody changes the object between our read and our write: the remembered
+        object contains their change, and its watch event still tells the handlers who
+        made it (a controller ignoring its own writes must not miss it)."""
+        read = await client.apply(widget("w1"))
+        gate = hold_watch(client, monkeypatch)
+        informer = Informer(client, WIDGET, clock=clock)
+        heard: list[tuple[str, str | None]] = []
+        informer.add_handler(lambda e: heard.append((e.type, e.actor)))
+        task = asyncio.create_task(informer.run())
+        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
+        await client.patch("widget", "w1", {"metadata": {"labels": {"by": "them"}}}, manager="someone")
+        written = await client.record_actions(
+            "widget", "w1", [], annotations={"a": "1"}, manager="engine", based_on=read
+        )
+        assert written.metadata.labels == {"by": "them"}
+        informer.remember(written, "engine")
+        gate.set()
+        await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
+        assert heard == [("added", None), ("modified", "engine"), ("modified", "someone")]
+        assert informer.get(widget_key("w1")) is written
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def test_stale_or_foreign_objects_are_ignored(self, client: Client, clock: FakeClock) -> None:
+        """An object the watch has passed already, of another kind or without a version,
+        changes nothing: a deleted object is not brought back."""
+        first = await client.apply(widget("w1"))
+        informer = Informer(client, WIDGET, clock=clock)
+        heard: list[str] = []
+        informer.add_handler(lambda e: heard.append(e.type))
+        task = asyncio.create_task(informer.run())
+        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
+        await client.delete("widget", "w1")
+        await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
+        assert heard == ["added", "deleted"]
+        informer.remember(first, "engine")
+        informer.remember(attrs.evolve(first, kind="Gadget"), "engine")
+        informer.remember(attrs.evolve(first, metadata=attrs.evolve(first.metadata, resource_version=None)))
+        assert informer.get(widget_key("w1")) is None
+        assert heard == ["added", "deleted"]
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def test_an_older_delete_does_not_remove_a_newer_object(
+        self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Deleted and created again, then written by us: the watch's older delete
+        event leaves the remembered newer object in place."""
+        await client.apply(widget("w1"))
+        gate = hold_watch(client, monkeypatch)
+        informer = Informer(client, WIDGET, clock=clock)
+        heard: list[tuple[str, str | None]] = []
+        informer.add_handler(lambda e: heard.append((e.type, e.actor)))
+        task = asyncio.create_task(informer.run())
+        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
+        await client.delete("widget", "w1")
+        again = await client.apply(widget("w1", 2))
+        written = await client.record_actions("widget", "w1", [], annotations={"a": "1"}, based_on=again)
+        assert written.spec is again.spec  # the generation did not move: the spec is reused
+        informer.remember(written, "engine")
+        gate.set()
+        await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
+        cached = informer.get(widget_key("w1"))
+        assert cached is written
+        # From the list, then ours; the delete and the create are heard as changes by
+        # their author, but the cache never goes back to "deleted".
+        assert heard == [
+            ("added", None),
+            ("modified", "engine"),
+            ("modified", "reconcile"),
+            ("modified", "reconcile"),
+        ]
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def widget_key(name: str) -> ObjectKey:
     """The ObjectKey of a Widget in the default namespace."""
     return ObjectKey("example.reconcile.dev", "Widget", "default", name)

@@ -196,6 +196,27 @@ class TestStoreContract:
             seen.append(item.key.name)
         assert seen == ["later"]
 
+    async def test_watch_leaves_known_bodies_out(self, store: EventStore) -> None:
+        """Events the watcher says it holds come without their body; the rest with it."""
+        for size in (1, 2, 3):
+            await store.write(KEY, put(size=size), actor="t")
+        asked: list[tuple[str, int]] = []
+
+        def known(key: ObjectKey, revision: int) -> bool:
+            asked.append((key.name, revision))
+            return revision == 2
+
+        bodies = {}
+        async for item in store.watch(kind=KEY.kind, known=known):
+            if isinstance(item, Bookmark):
+                break
+            bodies[item.revision] = item.body
+        assert bodies[2] is None
+        assert bodies[1] is not None
+        assert bodies[3] is not None
+        assert bodies[3]["spec"] == {"size": 3}
+        assert ("w", 2) in asked
+
     async def test_watch_ends_when_store_closes(self, store: EventStore) -> None:
         """A waiting watch ends (no hang) when the store is closed."""
         items = []

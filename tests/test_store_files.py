@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reconcile import SchemaVersionError, StoreError, connect, open_store
-from reconcile.store import SQLiteStore
+from reconcile import Bookmark, ObjectKey, SchemaVersionError, StoreError, connect, open_store
+from reconcile.store import Put, SQLiteStore
 from reconcile.store.sqlite import schema
 from reconcile.testing import example_kinds
 
@@ -177,3 +177,24 @@ class TestMigration:
         assert conn.execute("SELECT version FROM reconcile_schema").fetchone()[0] == schema.SCHEMA_VERSION - 1
         assert "note" not in [row[1] for row in conn.execute("PRAGMA table_info(objects)")]
         conn.close()
+
+
+async def test_watch_from_the_database_leaves_known_bodies_out(tmp_path: Path) -> None:
+    """Another process's store reads the events from the file (not its memory window):
+    ``known`` events still come without their body."""
+    path = tmp_path / "shared.db"
+    key = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
+    async with SQLiteStore(path) as writer:
+        for size in (1, 2):
+            body = {"api_version": "example.reconcile.dev/v1", "kind": "Widget"}
+            body |= {"metadata": {"name": "w", "uid": "u1"}, "spec": {"size": size}}
+            await writer.write(key, lambda _current, body=body: Put("Created", body), actor="t")
+    async with SQLiteStore(path) as reader:
+        bodies = {}
+        async for item in reader.watch(known=lambda _key, revision: revision == 1):
+            if isinstance(item, Bookmark):
+                break
+            bodies[item.revision] = item.body
+    assert bodies[1] is None
+    assert bodies[2] is not None
+    assert bodies[2]["spec"] == {"size": 2}

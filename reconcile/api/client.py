@@ -107,18 +107,31 @@ class Client:
         meta = admitted.metadata
         return ObjectKey(admitted.kind.api_group, admitted.kind.kind, meta["namespace"], meta["name"])
 
-    def decode(self, body: Mapping[str, Any], *, spec: Any = None) -> AnyResource:
+    def decode(self, body: Mapping[str, Any], *, spec: Any = None, status: Any = None) -> AnyResource:
         """Structure a stored body into a Resource (spec and status as the kind's classes;
-        plain mappings when the kind is not registered here). ``spec``, when given, is the
-        already structured spec of this body."""
+        plain mappings when the kind is not registered here). ``spec`` and ``status``,
+        when given, are the already structured spec and status of this body."""
         kind = self.kinds.get(body["api_version"], body["kind"])
         meta = structure_stored_meta(body["metadata"])
         if kind is None:
             return Resource(body["api_version"], body["kind"], meta, body.get("spec"), body.get("status"))
         if spec is None:
             spec = self.converter.structure(body["spec"], kind.spec_type)
-        status = self.converter.structure(body.get("status") or {}, kind.status_type)
+        if status is None:
+            status = self.converter.structure(body.get("status") or {}, kind.status_type)
         return Resource(body["api_version"], body["kind"], meta, spec, status)
+
+    def _decode_after(
+        self, stored: StoredObject | None, based_on: AnyResource | None, status: Any = None
+    ) -> AnyResource:
+        """Decode a write's result, reusing what the write cannot have changed: the spec
+        of ``based_on`` when the generation is still its generation (every spec change
+        bumps it), and the status it wrote."""
+        assert stored is not None
+        spec = None
+        if based_on is not None and stored.body["metadata"].get("generation") == based_on.metadata.generation:
+            spec = based_on.spec
+        return self.decode(stored.body, spec=spec, status=status)
 
     def _result(self, stored: StoredObject | None) -> AnyResource:
         assert stored is not None
@@ -266,7 +279,8 @@ class Client:
         key = obj.key
         expected = None if force else obj.metadata.resource_version
         result = await self._write(key, mutations.update_status(key, body, expected), actor=manager)
-        return self._result(result.object)
+        # The stored status is now the one given (written or already equal to it).
+        return self._decode_after(result.object, None, status)
 
     async def delete(
         self,
@@ -343,11 +357,17 @@ class Client:
         add_finalizer: str | None = None,
         status: Any = None,
         manager: str = DEFAULT_MANAGER,
+        based_on: AnyResource | None = None,
     ) -> AnyResource:
         """Record action events (``(type, data)``) and, atomically with them, merge
         annotations (None removes one), add a finalizer and replace the status (an
         instance of the kind's status class). One write, one transaction: a crash keeps
-        all of it or none. Returns the object after it."""
+        all of it or none. Returns the object after it.
+
+        ``based_on`` is the object the caller acted on, exactly as it was read (from the
+        store or an informer, not a modified copy): when the write finds its generation
+        unchanged, the result reuses its structured spec instead of decoding the stored
+        one again."""
         found, key = self._key(kind, name, namespace)
         for event_type, data in events:
             check_action(event_type, data)
@@ -363,7 +383,10 @@ class Client:
             finalizer=add_finalizer,
             status=status_body,
         )
-        return self._result((await self._write(key, mutation, actor=manager)).object)
+        result = await self._write(key, mutation, actor=manager)
+        if based_on is not None and not isinstance(based_on.spec, found.spec_type):
+            based_on = None
+        return self._decode_after(result.object, based_on, status)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -444,6 +467,7 @@ class Client:
         namespace: str | None = None,
         since: int = 0,
         bookmarks: Literal[False] = False,
+        known: Callable[[ObjectKey, int], bool] | None = None,
     ) -> AsyncIterator[Event]: ...
 
     @overload
@@ -454,6 +478,7 @@ class Client:
         namespace: str | None = None,
         since: int = 0,
         bookmarks: Literal[True],
+        known: Callable[[ObjectKey, int], bool] | None = None,
     ) -> AsyncIterator[Event | Bookmark]: ...
 
     async def watch(
@@ -463,16 +488,23 @@ class Client:
         namespace: str | None = None,
         since: int = 0,
         bookmarks: bool = False,
+        known: Callable[[ObjectKey, int], bool] | None = None,
     ) -> AsyncIterator[Event | Bookmark]:
         """Every event after revision ``since``, in order and without gaps, then live
         ones as they commit. With ``bookmarks``, a :class:`Bookmark` whenever caught up.
-        :class:`ExpiredError` when ``since`` is before the compaction horizon."""
+        :class:`ExpiredError` when ``since`` is before the compaction horizon.
+
+        ``known(key, revision)`` says the watcher holds that object at that revision
+        already (a write of its own, see :meth:`Informer.remember
+        <reconcile.controller.Informer.remember>`): such events come with
+        ``object=None``, neither parsed nor decoded."""
         found = None if kind is None else self._kind(kind)
         stream = self.store.watch(
             since=since,
             api_group=None if found is None else found.api_group,
             kind=None if found is None else found.kind,
             namespace=namespace,
+            known=known,
         )
         async for item in stream:
             if isinstance(item, Bookmark):

@@ -97,6 +97,8 @@ class Informer:
         self._failures = 0
         self._freeze_gc = freeze_gc
         self._puts_since_freeze = 0
+        #: key -> revision of an object put by remember(), whose watch event is not due yet
+        self._remembered: dict[ObjectKey, int] = {}
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -136,6 +138,41 @@ class Informer:
         """Cached objects with an owner reference to ``uid``."""
         return [self._objects[k] for k in self._by_owner.get(uid, ())]
 
+    def remember(self, obj: AnyResource, actor: str | None = None) -> None:
+        """Cache an object this process has just written (the result of its write), as
+        client-go's mutation cache does: readers see it at once, handlers hear of it now
+        (with ``actor``), and when its watch event comes it is recognized by its revision
+        and not parsed or decoded a second time.
+
+        Only the exact object a write returned belongs here. A version older than the
+        one cached is ignored, as the watch would ignore it; the cache's revision (what
+        :meth:`wait_for_revision` waits on) still moves only with the watch."""
+        key = obj.key
+        revision = obj.metadata.resource_version
+        if (
+            revision is None
+            or key.kind != self.kind.kind
+            or key.api_group != self.kind.api_group
+            or (self.namespace is not None and key.namespace != self.namespace)
+        ):
+            return
+        cached = self._objects.get(key)
+        if revision <= self.revision or (
+            cached is not None and (cached.metadata.resource_version or 0) >= revision
+        ):
+            return  # the watch delivered it, or something newer, already
+        # Its event is still to come; anything the watch delivers before it is older.
+        self._remembered[key] = revision
+        self._put(key, obj, actor)
+
+    def _known(self, key: ObjectKey, revision: int) -> bool:
+        # Asked by the watch as it reads events (possibly a batch ahead of applying them):
+        # is this the very object a remember() put in the cache?
+        if self._remembered.get(key) != revision:
+            return False
+        cached = self._objects.get(key)
+        return cached is not None and cached.metadata.resource_version == revision
+
     async def wait_for_revision(self, revision: int) -> None:
         """Wait until the cache has caught up to ``revision`` (bound it with
         ``asyncio.timeout``)."""
@@ -156,7 +193,11 @@ class Informer:
                 await self._list()
                 backoff = 0.1
                 async for item in self.client.watch(
-                    self.kind, namespace=self.namespace, since=self.revision, bookmarks=True
+                    self.kind,
+                    namespace=self.namespace,
+                    since=self.revision,
+                    bookmarks=True,
+                    known=self._known,
                 ):
                     if isinstance(item, Bookmark):
                         self._advance(item.revision)
@@ -182,6 +223,7 @@ class Informer:
     async def _list(self) -> None:
         page = await self.client.list(self.kind, namespace=self.namespace)
         self._lists += 1
+        self._remembered.clear()  # the list supersedes every remembered write
         fresh = {item.key: item for item in page.items}
         for key in [k for k in self._objects if k not in fresh]:
             self._delete(key)
@@ -211,9 +253,16 @@ class Informer:
     def _apply(self, event: Event) -> None:
         key = event.key
         if event.type == EventType.DELETED:
-            self._delete(key, event.actor)
+            cached = self._objects.get(key)
+            if cached is None or (cached.metadata.resource_version or 0) < event.revision:
+                self._delete(key, event.actor)
+            else:
+                self._superseded(key, cached, event.actor)  # by a remembered, newer object
         elif event.object is not None:
             self._put(key, event.object, event.actor)
+        remembered = self._remembered.get(key)
+        if remembered is not None and event.revision >= remembered:
+            del self._remembered[key]  # the watch has caught up with our write
         self._advance(event.revision)
 
     def _put(self, key: ObjectKey, obj: AnyResource, actor: str | None = None) -> None:
@@ -221,6 +270,7 @@ class Informer:
         if old is not None:
             new_version = obj.metadata.resource_version or 0
             if new_version <= (old.metadata.resource_version or 0) and old.metadata.uid == obj.metadata.uid:
+                self._superseded(key, old, actor)
                 return  # a replay of what the cache already holds
             self._unindex(key, old)
         self._objects[key] = obj
@@ -228,6 +278,14 @@ class Informer:
         if self._freeze_gc and self.synced.is_set():  # the initial list freezes once, at its end
             self._maybe_freeze()
         self._notify(InformerEvent("added" if old is None else "modified", key, old, obj, actor))
+
+    def _superseded(self, key: ObjectKey, cached: AnyResource, actor: str | None) -> None:
+        # A change the watch delivers after a remembered write of ours that contains it
+        # (somebody wrote between our read and our write): the handlers heard of the
+        # newer object as ours, so they hear now who else changed it, or a controller
+        # that ignores its own writes would miss this one.
+        if actor is not None and key in self._remembered:
+            self._notify(InformerEvent("modified", key, cached, cached, actor))
 
     def _delete(self, key: ObjectKey, actor: str | None = None) -> None:
         old = self._objects.pop(key, None)

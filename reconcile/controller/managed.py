@@ -167,6 +167,7 @@ class ManagedReconciler:
                 namespace=obj.metadata.namespace,
                 manager=ENGINE_MANAGER,
             )
+            self._remember(obj)
         if not observation.up_to_date:
             return await self._update(obj, external, observation)
         ready, synced = (TRUE, "Available", ""), (TRUE, "ReconcileSuccess", "")
@@ -383,7 +384,7 @@ class ManagedReconciler:
         """Record action events with their bookkeeping (markers, finalizer, status) in one
         atomic write."""
         with self.telemetry.span("store.record_actions", {"event.types": ",".join(t for t, _ in events)}):
-            return await self.client.record_actions(
+            written = await self.client.record_actions(
                 self.kind,
                 obj.metadata.name,
                 [
@@ -395,7 +396,10 @@ class ManagedReconciler:
                 add_finalizer=finalizer,
                 status=status,
                 manager=ENGINE_MANAGER,
+                based_on=obj,
             )
+        self._remember(written)
+        return written
 
     async def _status(
         self,
@@ -409,7 +413,16 @@ class ManagedReconciler:
         if new is None:
             return
         with self.telemetry.span("store.update_status"):
-            await self.client.update_status(attrs.evolve(obj, status=new), manager=ENGINE_MANAGER, force=True)
+            written = await self.client.update_status(
+                attrs.evolve(obj, status=new), manager=ENGINE_MANAGER, force=True
+            )
+        self._remember(written)
+
+    def _remember(self, written: AnyResource) -> None:
+        # Into the cache at once (read-your-writes without waiting for the watch, and the
+        # watch event then needs no decoding).
+        if self.informer is not None:
+            self.informer.remember(written, ENGINE_MANAGER)
 
     def _new_status(
         self,

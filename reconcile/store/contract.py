@@ -175,9 +175,12 @@ class EventStore(Protocol):
         api_group: str | None = None,
         kind: str | None = None,
         namespace: str | None = None,
+        known: Callable[[ObjectKey, int], bool] | None = None,
     ) -> AsyncIterator[RawEvent | Bookmark]:
         """Events with revision > ``since`` in order, then live; a bookmark whenever
-        caught up. Raises ExpiredError when ``since`` is before the compaction horizon."""
+        caught up. Raises ExpiredError when ``since`` is before the compaction horizon.
+        An event for which ``known(key, revision)`` is true (the watcher holds that
+        object at that revision already) may come with ``body=None``, unparsed."""
 
     async def compact(self, before: int) -> int:
         """Drop history before ``before`` (keeping each live object's latest snapshot);

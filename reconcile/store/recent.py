@@ -19,9 +19,10 @@ the query.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import RawEvent
 from reconcile.store.encoding import loads
 
@@ -70,28 +71,41 @@ class RecentEvents:
             del self._events[:start]
             self._bytes = kept
 
-    def after(self, cursor: int) -> list[RawEvent] | None:
-        """Every event after ``cursor`` up to :attr:`last`, or None when the window does
-        not start at or before ``cursor + 1`` (or ends before it): read the database."""
+    def after(
+        self,
+        cursor: int,
+        *,
+        matches: Callable[[ObjectKey], bool] | None = None,
+        known: Callable[[ObjectKey, int], bool] | None = None,
+    ) -> list[RawEvent] | None:
+        """Every event after ``cursor`` up to :attr:`last` whose key ``matches``, or None
+        when the window does not start at or before ``cursor + 1`` (or ends before it):
+        read the database. Events ``known`` to the watcher come without their body, which
+        is then not parsed at all."""
         events = self._events
         if not events:
             return None
         first = events[0][0]
         if not first <= cursor + 1 <= events[-1][0] + 1:
             return None
-        return [
-            RawEvent(
-                revision,
-                at,
-                type_,
-                key,
-                uid,
-                actor,
-                None if body is None else loads(body),
-                None if data is None else loads(data),
+        served = []
+        for revision, at, type_, key, uid, actor, text, data in events[cursor + 1 - first :]:
+            if matches is not None and not matches(key):
+                continue
+            body = None if text is None or (known is not None and known(key, revision)) else loads(text)
+            served.append(
+                RawEvent(
+                    revision,
+                    at,
+                    type_,
+                    key,
+                    uid,
+                    actor,
+                    body,
+                    None if data is None else loads(data),
+                )
             )
-            for revision, at, type_, key, uid, actor, body, data in events[cursor + 1 - first :]
-        ]
+        return served
 
     def clear(self) -> None:
         """Forget everything (after a compaction or a failure)."""

@@ -54,26 +54,20 @@ _EVENT_COLUMNS = (
 )
 
 
-def _event(row: tuple[Any, ...]) -> RawEvent:
+def _event(row: tuple[Any, ...], known: Callable[[ObjectKey, int], bool] | None = None) -> RawEvent:
     revision, at, type_, uid, actor, body, data, group, kind, namespace, name = row
+    key = ObjectKey(group, kind, namespace, name)
+    if body is not None and known is not None and known(key, revision):
+        body = None
     return RawEvent(
         revision=revision,
         time=at,
         type=type_,
-        key=ObjectKey(group, kind, namespace, name),
+        key=key,
         uid=uid,
         actor=actor,
         body=None if body is None else loads(body),
         data=None if data is None else loads(data),
-    )
-
-
-def _matches(event: RawEvent, api_group: str | None, kind: str | None, namespace: str | None) -> bool:
-    key = event.key
-    return (
-        (api_group is None or key.api_group == api_group)
-        and (kind is None or key.kind == kind)
-        and (namespace is None or key.namespace == namespace)
     )
 
 
@@ -342,23 +336,32 @@ class SQLiteStore:
         api_group: str | None = None,
         kind: str | None = None,
         namespace: str | None = None,
+        known: Callable[[ObjectKey, int], bool] | None = None,
     ) -> AsyncIterator[RawEvent | Bookmark]:
         """Events with revision > ``since`` in order, then live; a bookmark whenever
-        caught up. Ends when the store closes."""
+        caught up. Ends when the store closes. Events ``known`` to the watcher come
+        without their body, unparsed."""
         where, params = "", []
         for column, value in (("o.api_group", api_group), ("o.kind", kind), ("o.namespace", namespace)):
             if value is not None:
                 where += f" AND {column} = ?"
                 params.append(value)
+
+        def matches(key: ObjectKey) -> bool:
+            return (
+                (api_group is None or key.api_group == api_group)
+                and (kind is None or key.kind == kind)
+                and (namespace is None or key.namespace == namespace)
+            )
+
         cursor = since
         await self._check_horizon(cursor)
         while True:
-            recent = self._recent.after(cursor)
+            recent = self._recent.after(cursor, matches=matches, known=known)
             if recent is not None:
                 # Served from memory: this process's own latest commits, contiguous.
                 for event in recent:
-                    if _matches(event, api_group, kind, namespace):
-                        yield event
+                    yield event
                 cursor = max(cursor, self._recent.last)
                 if self._tail.head <= cursor:
                     yield Bookmark(cursor)
@@ -375,7 +378,7 @@ class SQLiteStore:
             # checking after the read catches it, so a watch never silently skips.
             await self._check_horizon(cursor)
             for row in rows:
-                yield _event(row)
+                yield _event(row, known)
             if len(rows) == _WATCH_PAGE:
                 cursor = rows[-1][0]
                 continue
