@@ -4,6 +4,7 @@ finalizers, status, history, watch, compaction and verify."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 
 import attrs
 import pytest
@@ -374,6 +375,28 @@ class TestStatus:
         same = await client.update_status(updated)
         assert same.metadata.resource_version == revision
         assert await client.revision() == revision
+
+    async def test_stored_status_reads_back_equal(self, client: Client) -> None:
+        """Conditions read back through the stored-body path equal what was written,
+        timestamps and enum included; a stored body with an unknown field still fails."""
+        obj = await client.apply(widget("w1"))
+        at = datetime.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=datetime.UTC)
+        conditions = (
+            Condition("Ready", ConditionStatus.FALSE, "Creating", "wait", at, 1),
+            Condition("Synced", ConditionStatus.TRUE, "ReconcileSuccess", "", None, 1),
+        )
+        status = Status(observed_generation=1, conditions=conditions)
+        await client.update_status(attrs.evolve(obj, status=status))
+        read = await client.get("widget", "w1")
+        assert read.status == status
+        ready = read.status.condition("Ready")
+        assert ready is not None
+        assert ready.status is ConditionStatus.FALSE
+        assert ready.last_transition_time == at
+        stored = (await client.store.read(read.key)).body  # type: ignore[union-attr]
+        stored["status"]["conditions"][0]["colour"] = "red"
+        with pytest.raises(Exception, match="colour"):
+            client.decode(stored)
 
     async def test_status_precondition(self, client: Client) -> None:
         """A status write from a stale read conflicts, unless forced."""

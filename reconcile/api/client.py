@@ -29,7 +29,13 @@ from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import Resource
 from reconcile.model.selectors import LabelSelector
-from reconcile.model.serde import format_timestamp, make_converter, structure_errors, structure_stored_meta
+from reconcile.model.serde import (
+    format_timestamp,
+    make_converter,
+    make_stored_converter,
+    structure_errors,
+    structure_stored_meta,
+)
 from reconcile.store.contract import (
     EventStore,
     Mutation,
@@ -64,6 +70,8 @@ class Client:
         self.store = store
         self.kinds = kinds
         self.converter = make_converter()
+        #: Reads back what the store wrote (admitted through ``converter`` before).
+        self.stored_converter = make_stored_converter()
         self.admission = Admission(kinds, self.converter, provider_config)
         self._clock = clock
         self._write_observers: list[Callable[[ObjectKey, int], None]] = []
@@ -116,9 +124,9 @@ class Client:
         if kind is None:
             return Resource(body["api_version"], body["kind"], meta, body.get("spec"), body.get("status"))
         if spec is None:
-            spec = self.converter.structure(body["spec"], kind.spec_type)
+            spec = self.stored_converter.structure(body["spec"], kind.spec_type)
         if status is None:
-            status = self.converter.structure(body.get("status") or {}, kind.status_type)
+            status = self.stored_converter.structure(body.get("status") or {}, kind.status_type)
         return Resource(body["api_version"], body["kind"], meta, spec, status)
 
     def _decode_after(

@@ -17,6 +17,7 @@ import re
 import typing
 from typing import Any
 
+import attrs
 import cattrs
 from cattrs.errors import (
     ClassValidationError,
@@ -25,11 +26,13 @@ from cattrs.errors import (
 )
 
 from reconcile.errors import FieldError
+from reconcile.model.conditions import Condition, ConditionStatus
 from reconcile.model.meta import ObjectMeta, OwnerReference
 
 __all__ = [
     "format_timestamp",
     "make_converter",
+    "make_stored_converter",
     "parse_timestamp",
     "structure_errors",
     "structure_stored_meta",
@@ -133,6 +136,43 @@ def make_converter() -> cattrs.Converter:
     # a handler per element, which was the largest cost of unstructuring a spec.
     converter.register_unstructure_hook_func(_is_plain_sequence, list)
     return converter
+
+
+def make_stored_converter() -> cattrs.Converter:
+    """The converter for bodies the store wrote: admitted (strictly, with every field's
+    path) before they were written, so reading them back skips collecting per-field
+    detail, and conditions, in every status, are built directly. Unknown fields and wrong
+    types still fail; they just fail without a list of field paths."""
+    converter = make_converter().copy(detailed_validation=False)
+    converter.register_structure_hook(Condition, _stored_condition)
+    converter.register_structure_hook_func(_is_conditions, _stored_conditions)
+    return converter
+
+
+_CONDITION_FIELDS = frozenset(a.name for a in attrs.fields(Condition))
+
+
+def _stored_condition(value: dict[str, Any], _: object = None) -> Condition:
+    if not value.keys() <= _CONDITION_FIELDS:
+        extra = ", ".join(sorted(value.keys() - _CONDITION_FIELDS))
+        raise ValueError(f"a stored condition has unknown fields: {extra}")
+    at = value.get("last_transition_time")
+    return Condition(
+        value["type"],
+        ConditionStatus(value["status"]),
+        value.get("reason", ""),
+        value.get("message", ""),
+        None if at is None else parse_timestamp(at),
+        value.get("observed_generation", 0),
+    )
+
+
+def _stored_conditions(value: list[dict[str, Any]], _: object = None) -> tuple[Condition, ...]:
+    return tuple([_stored_condition(item) for item in value])
+
+
+def _is_conditions(type_: Any) -> bool:
+    return typing.get_origin(type_) is tuple and typing.get_args(type_) == (Condition, Ellipsis)
 
 
 def _is_plain_sequence(type_: Any) -> bool:
