@@ -80,6 +80,8 @@ class TestRefusedFiles:
             ("sqlite://host/x.db", "no host"),
             ("sqlite:///x.db?fsync=1", "unknown option 'fsync'"),
             ("sqlite:///x.db?busy_timeout=soon", "invalid value"),
+            ("sqlite:///x.db?cache_mib=lots", "invalid value"),
+            ("sqlite:///x.db?cache_mib=0", "cache_mib must be a whole number of MiB, at least 1"),
         ],
     )
     async def test_bad_urls(self, url: str, message: str) -> None:
@@ -95,6 +97,20 @@ class TestRefusedFiles:
 
 class TestOpening:
     """Opening and reopening."""
+
+    async def test_cache_size_from_the_url(self, tmp_path: Path) -> None:
+        """cache_mib sets SQLite's page cache of both connections (64 MiB by default)."""
+        store = await open_store(f"sqlite:///{tmp_path}/c.db?cache_mib=16")
+        try:
+            assert isinstance(store, SQLiteStore)
+            for conn in (store._writer, store._reader):
+                assert conn is not None
+                rows = await conn.execute_fetchall("PRAGMA cache_size")
+                assert list(rows) == [(-16 * 1024,)]
+        finally:
+            await store.close()
+        async with SQLiteStore(tmp_path / "d.db") as default:
+            assert default.cache_mib == 64
 
     async def test_reopen_keeps_everything(self, tmp_path: Path) -> None:
         """Objects and history survive closing and reopening the file."""

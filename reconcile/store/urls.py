@@ -1,6 +1,7 @@
 """Store URLs: ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or a plain path.
 
-Options ride in the query string: ``sqlite:///state.db?synchronous=NORMAL&busy_timeout=10``.
+Options ride in the query string: ``sqlite:///state.db?synchronous=NORMAL&busy_timeout=10``
+(also ``cache_mib``, SQLite's page cache per connection, 64 by default).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from reconcile.store.sqlite.backend import SQLiteStore
 
 __all__ = ["open_store", "parse_sqlite_url"]
 
-_SQLITE_OPTIONS = {"synchronous": str, "busy_timeout": float}
+_SQLITE_OPTIONS = {"synchronous": str, "busy_timeout": float, "cache_mib": int}
 
 
 def parse_sqlite_url(url: str) -> tuple[Path, dict[str, Any]]:

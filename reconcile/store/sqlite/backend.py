@@ -88,11 +88,17 @@ class SQLiteStore:
         *,
         synchronous: str = "FULL",
         busy_timeout: float = 30.0,
+        cache_mib: int = 64,
         clock: Callable[[], float] = time.time,
         poll_interval: tuple[float, float] = (0.0005, 0.01),
     ) -> None:
         if synchronous.upper() not in _SYNCHRONOUS:
             raise StoreError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}")
+        if isinstance(cache_mib, bool) or not isinstance(cache_mib, int) or cache_mib < 1:
+            raise StoreError(f"cache_mib must be a whole number of MiB, at least 1, not {cache_mib!r}")
+        #: SQLite's page cache per connection (its default is 2 MiB): past some tens of
+        #: thousands of objects, a small cache sends every batch's lookups to the OS.
+        self.cache_mib = cache_mib
         self.path = Path(path)
         self.synchronous = synchronous.upper()
         self._busy_timeout = busy_timeout
@@ -132,6 +138,8 @@ class SQLiteStore:
                 self.path, timeout=self._busy_timeout, isolation_level=None
             )
             await self._reader.execute("PRAGMA query_only = ON")
+            for conn in (self._writer, self._reader):
+                await conn.execute(f"PRAGMA cache_size = -{self.cache_mib * 1024}")
             self._tail.head = await self.revision()
         except sqlite3.Error as exc:
             await self._close_connections()
