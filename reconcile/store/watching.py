@@ -7,13 +7,18 @@ the head revision: every ``fast`` seconds while changes keep coming (until ``lin
 seconds have passed without one), then backing off to ``slow``, and only while somebody is
 waiting. Polling is the price of several processes on
 one SQLite file; PostgreSQL replaces it with LISTEN/NOTIFY.
+
+A head read while this process's own commit was in flight says nothing about other
+processes (the writer is about to advance the head itself, with the events in memory):
+it is set aside, so a busy writer neither keeps the poll fast nor sends watches to the
+database for events the recent window is about to serve.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 __all__ = ["Tail"]
 
@@ -38,6 +43,18 @@ class Tail:
         self._waiters = 0
         self._poller: asyncio.Task[None] | None = None
         self.closed = False
+        self._local_started = 0
+        self._local_in_flight = 0
+
+    @contextlib.contextmanager
+    def local_commit(self) -> Iterator[None]:
+        """Wrap this process's own commit (which ends by advancing the head)."""
+        self._local_started += 1
+        self._local_in_flight += 1
+        try:
+            yield
+        finally:
+            self._local_in_flight -= 1
 
     def advance(self, revision: int) -> None:
         """The head is now at least ``revision``; wake everyone behind it."""
@@ -66,11 +83,14 @@ class Tail:
         interval, last_change = self._fast, loop.time()
         while self._waiters > 0 and not self.closed:
             await asyncio.sleep(interval)
+            started = self._local_started
+            busy = self._local_in_flight > 0
             try:
                 head = await self._read_head()
             except Exception:  # noqa: BLE001 - the next poll retries; close() ends us
                 head = self.head
-            if head > self.head:
+            ours = busy or self._local_in_flight > 0 or self._local_started != started
+            if head > self.head and not ours:  # (ours: the writer advances the head itself)
                 self.advance(head)
                 interval, last_change = self._fast, loop.time()
             elif loop.time() - last_change > self._linger:

@@ -220,15 +220,17 @@ class SQLiteStore:
     async def _commit(self, taken: list[tuple[PendingWrite, asyncio.Future[WriteResult]]]) -> None:
         assert self._writer is not None
         batch = [write for write, _ in taken]
-        try:
-            head, results, appended = await _in_thread(self._writer, commit_batch, batch, self._clock())
-        except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets it
-            error = self._translate(exc)
-            for _, future in taken:
-                if not future.done():
-                    future.set_exception(error)
-            return
-        self._recent.extend(appended)
+        with self._tail.local_commit():
+            try:
+                head, results, appended = await _in_thread(self._writer, commit_batch, batch, self._clock())
+            except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets it
+                error = self._translate(exc)
+                for _, future in taken:
+                    if not future.done():
+                        future.set_exception(error)
+                return
+            self._recent.extend(appended)
+            self._tail.advance(head)
         for (_, future), result in zip(taken, results, strict=True):
             if future.done():
                 continue
@@ -236,7 +238,6 @@ class SQLiteStore:
                 future.set_exception(result)
             else:
                 future.set_result(result)
-        self._tail.advance(head)
 
     def _translate(self, exc: Exception) -> Exception:
         if isinstance(exc, sqlite3.Error):
