@@ -14,7 +14,8 @@ import pytest
 from helpers import settle
 
 from reconcile import Runtime
-from reconcile.errors import PermanentError, TransientError
+from reconcile.errors import PermanentError, ReconcileError, TransientError
+from reconcile.model import Condition, ConditionStatus, Status
 from reconcile.model.external import (
     ANNOTATION_CREATE_PENDING,
     ANNOTATION_DELETION_POLICY,
@@ -22,7 +23,7 @@ from reconcile.model.external import (
     ANNOTATION_PAUSED,
     FINALIZER,
 )
-from reconcile.testing import BUCKET, FakeClock, MemoryCloud, MemoryProvider
+from reconcile.testing import BUCKET, WIDGET, FakeClock, MemoryCloud, MemoryProvider, example_kinds
 
 DEADLINE = 20.0
 POLL = 60.0
@@ -408,6 +409,75 @@ class TestPollIntervals:
             clock.advance(5 * 1.11)
             await settle(lambda: cloud.items["b"].value == "good")
             assert runtime._poll_interval(runtime.client.kinds.resolve("note")) == POLL
+
+
+class TestWaitReady:
+    """Runtime.wait_ready: answered from the informers, without a watch per waiter."""
+
+    async def test_many_waiters_before_and_after_apply(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Waiters registered before their object exists, and after it is Ready, all get
+        the Ready object; none of them opens a watch of its own."""
+        async with started(db_path, cloud, clock) as runtime:
+            watches: list[Any] = []
+            original = runtime.client.watch
+
+            def counting(*args: Any, **kwargs: Any) -> Any:
+                watches.append(args)
+                return original(*args, **kwargs)
+
+            monkeypatch.setattr(runtime.client, "watch", counting)
+            early = [asyncio.create_task(ready(runtime, f"b{i}")) for i in range(20)]
+            twice = asyncio.create_task(ready(runtime, "b0"))
+            for i in range(20):
+                await runtime.apply(bucket(f"b{i}"))
+            done = await asyncio.wait_for(asyncio.gather(*early, twice), DEADLINE)
+            assert [o.metadata.name for o in done] == [f"b{i}" for i in range(20)] + ["b0"]
+            assert all(o.status.condition("Ready").status.value == "True" for o in done)
+            late = await ready(runtime, "b3")
+            assert late.metadata.name == "b3"
+            assert watches == []
+            assert runtime._ready_waiters == {}
+
+    async def test_timeout_names_the_reason(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """A waiter that times out says why the object is not Ready (its Synced condition)."""
+        cloud.break_item("bad", PermanentError("quota exceeded"))
+        async with started(db_path, cloud, clock, resync_period=None) as runtime:
+            await runtime.apply(bucket("bad"))
+            await idle(runtime)
+            with pytest.raises(
+                TimeoutError, match="was not Ready in time: Synced=False ReconcileError quota"
+            ):
+                await runtime.wait_ready("bucket", "bad", timeout=0.2)
+
+    async def test_a_kind_no_controller_manages(self, db_path: Path, clock: FakeClock) -> None:
+        """A registered kind this runtime does not reconcile is waited for from the store."""
+        runtime = Runtime(db_path, providers=[], kinds=example_kinds(), clock=clock, wall_clock=clock)
+        async with runtime:
+            obj = await runtime.apply(
+                {
+                    "api_version": WIDGET.api_version,
+                    "kind": "Widget",
+                    "metadata": {"name": "w"},
+                    "spec": {"size": 1},
+                }
+            )
+            waiter = asyncio.create_task(runtime.wait_ready("widget", "w", timeout=DEADLINE))
+            ready_now = Condition("Ready", ConditionStatus.TRUE, "Available")
+            status = Status(observed_generation=1, conditions=(ready_now,))
+            await runtime.client.update_status(attrs.evolve(obj, status=status))
+            assert (await waiter).status == status
+
+    async def test_closing_ends_the_wait(self, db_path: Path, cloud: MemoryCloud, clock: FakeClock) -> None:
+        """A waiter does not outlive the runtime: closing fails it with a clear error."""
+        async with started(db_path, cloud, clock) as runtime:
+            waiter = asyncio.create_task(runtime.wait_ready("bucket", "never"))
+            await settle(lambda: bool(runtime._ready_waiters))
+        with pytest.raises(ReconcileError, match="closed while waiting"):
+            await asyncio.wait_for(waiter, DEADLINE)
 
 
 class TestRuntimeLifecycle:

@@ -25,6 +25,7 @@ from typing import Any, Self
 from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.controlling import Controller
+from reconcile.controller.informing import InformerEvent
 from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
 from reconcile.controller.telemetry import Telemetry
 from reconcile.errors import NotFoundError, ReconcileError
@@ -32,7 +33,7 @@ from reconcile.model.conditions import ConditionStatus
 from reconcile.model.events import Event
 from reconcile.model.external import ExternalClient, Provider
 from reconcile.model.kinds import Kind, KindRegistry
-from reconcile.model.meta import DEFAULT_NAMESPACE
+from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import Resource
 from reconcile.runtime.discovery import discover_providers
 from reconcile.runtime.supervising import Supervisor
@@ -89,6 +90,9 @@ class Runtime:
         self.freeze_gc = freeze_gc
         self.store_options = store_options
         self.controllers: dict[str, Controller] = {}
+        self._by_kind: dict[tuple[str, str], Controller] = {}
+        #: wait_ready() callers by key, resolved from the informers' notifications
+        self._ready_waiters: dict[ObjectKey, list[asyncio.Future[AnyResource]]] = {}
         self.supervisor = Supervisor(self.clock)
         self._connections: dict[str, ExternalClient] = {}
         self._connect_lock = asyncio.Lock()
@@ -168,7 +172,9 @@ class Runtime:
             freeze_gc=self.freeze_gc,
         )
         reconciler.bind(controller.informer)
+        controller.informer.add_handler(self._on_change)
         self.controllers[name] = controller
+        self._by_kind[kind.api_group, kind.kind] = controller
         self.supervisor.start(name, controller.run)
 
     def _poll_interval(self, kind: Kind) -> float:
@@ -213,6 +219,11 @@ class Runtime:
             *(c.shutdown(self.shutdown_deadline) for c in self.controllers.values())
         )
         await self.supervisor.stop()
+        waiters, self._ready_waiters = self._ready_waiters, {}
+        for waiting in waiters.values():
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_exception(ReconcileError("the runtime closed while waiting"))
         for connection in self._connections.values():
             with contextlib.suppress(Exception):
                 await connection.close()
@@ -257,8 +268,48 @@ class Runtime:
                     detail = f": Synced={synced.status.value} {synced.reason} {synced.message}".rstrip()
             raise TimeoutError(f"{kind} {namespace}/{name} was not Ready in time{detail}") from None
 
+    def _on_change(self, event: InformerEvent) -> None:
+        waiters = self._ready_waiters.get(event.key)
+        if waiters is None or event.new is None or not _is_ready(event.new):
+            return
+        del self._ready_waiters[event.key]
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(event.new)
+
     async def _ready(
         self, kind: str | Kind, name: str, namespace: str, last: list[AnyResource]
+    ) -> AnyResource:
+        found = kind if isinstance(kind, Kind) else self.client.kinds.resolve(kind)
+        controller = self._by_kind.get((found.api_group, found.kind))
+        if controller is None:
+            return await self._ready_from_store(found, name, namespace, last)
+        # A kind this runtime manages: its informer already decodes every change, so a
+        # waiter costs a dictionary entry, not a watch of the whole kind of its own.
+        informer = controller.informer
+        key = ObjectKey(found.api_group, found.kind, namespace, name)
+        try:
+            await informer.synced.wait()
+            cached = informer.get(key)
+            if cached is not None and _is_ready(cached):
+                return cached
+            waiter: asyncio.Future[AnyResource] = asyncio.get_running_loop().create_future()
+            self._ready_waiters.setdefault(key, []).append(waiter)
+            try:
+                return await waiter
+            finally:
+                waiters = self._ready_waiters.get(key)
+                if waiters is not None and waiter in waiters:
+                    waiters.remove(waiter)
+                    if not waiters:
+                        del self._ready_waiters[key]
+        finally:
+            seen = informer.get(key)
+            if seen is not None:
+                last.append(seen)
+
+    async def _ready_from_store(
+        self, kind: Kind, name: str, namespace: str, last: list[AnyResource]
     ) -> AnyResource:
         since = 0
         with contextlib.suppress(NotFoundError):
