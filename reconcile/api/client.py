@@ -20,6 +20,7 @@ import attrs
 
 from reconcile.api import mutations
 from reconcile.api.admission import MAX_ANNOTATIONS_BYTES, Admission, Admitted
+from reconcile.api.decoding import Decoder
 from reconcile.api.merging import merge_patch
 from reconcile.api.paging import ResourceList, decode_continue, encode_continue
 from reconcile.api.requests import PATCHABLE_METADATA, check_action, check_patch
@@ -29,13 +30,7 @@ from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import Resource
 from reconcile.model.selectors import LabelSelector
-from reconcile.model.serde import (
-    format_timestamp,
-    make_converter,
-    make_stored_converter,
-    structure_errors,
-    structure_stored_meta,
-)
+from reconcile.model.serde import format_timestamp, make_converter, structure_errors
 from reconcile.store.contract import (
     EventStore,
     Mutation,
@@ -70,8 +65,7 @@ class Client:
         self.store = store
         self.kinds = kinds
         self.converter = make_converter()
-        #: Reads back what the store wrote (admitted through ``converter`` before).
-        self.stored_converter = make_stored_converter()
+        self.decoder = Decoder(kinds)
         self.admission = Admission(kinds, self.converter, provider_config)
         self._clock = clock
         self._write_observers: list[Callable[[ObjectKey, int], None]] = []
@@ -119,27 +113,7 @@ class Client:
         """Structure a stored body into a Resource (spec and status as the kind's classes;
         plain mappings when the kind is not registered here). ``spec`` and ``status``,
         when given, are the already structured spec and status of this body."""
-        kind = self.kinds.get(body["api_version"], body["kind"])
-        meta = structure_stored_meta(body["metadata"])
-        if kind is None:
-            return Resource(body["api_version"], body["kind"], meta, body.get("spec"), body.get("status"))
-        if spec is None:
-            spec = self.stored_converter.structure(body["spec"], kind.spec_type)
-        if status is None:
-            status = self.stored_converter.structure(body.get("status") or {}, kind.status_type)
-        return Resource(body["api_version"], body["kind"], meta, spec, status)
-
-    def _decode_after(
-        self, stored: StoredObject | None, based_on: AnyResource | None, status: Any = None
-    ) -> AnyResource:
-        """Decode a write's result, reusing what the write cannot have changed: the spec
-        of ``based_on`` when the generation is still its generation (every spec change
-        bumps it), and the status it wrote."""
-        assert stored is not None
-        spec = None
-        if based_on is not None and stored.body["metadata"].get("generation") == based_on.metadata.generation:
-            spec = based_on.spec
-        return self.decode(stored.body, spec=spec, status=status)
+        return self.decoder.resource(body, spec=spec, status=status)
 
     def _result(self, stored: StoredObject | None) -> AnyResource:
         assert stored is not None
@@ -288,7 +262,7 @@ class Client:
         expected = None if force else obj.metadata.resource_version
         result = await self._write(key, mutations.update_status(key, body, expected), actor=manager)
         # The stored status is now the one given (written or already equal to it).
-        return self._decode_after(result.object, None, status)
+        return self.decoder.written(result.object, None, status)
 
     async def delete(
         self,
@@ -394,7 +368,7 @@ class Client:
         result = await self._write(key, mutation, actor=manager)
         if based_on is not None and not isinstance(based_on.spec, found.spec_type):
             based_on = None
-        return self._decode_after(result.object, based_on, status)
+        return self.decoder.written(result.object, based_on, status)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -456,16 +430,7 @@ class Client:
         return events
 
     def _event(self, raw: RawEvent) -> Event:
-        return Event(
-            revision=raw.revision,
-            time=datetime.datetime.fromtimestamp(raw.time, datetime.UTC),
-            type=raw.type,
-            key=raw.key,
-            uid=raw.uid,
-            actor=raw.actor,
-            object=None if raw.body is None else self.decode(raw.body),
-            data=raw.data,
-        )
+        return self.decoder.event(raw)
 
     @overload
     def watch(
