@@ -401,6 +401,7 @@ class TestRemember:
         informer.add_handler(lambda e: heard.append((e.type, e.actor)))
         task = asyncio.create_task(informer.run())
         await asyncio.wait_for(informer.synced.wait(), DEADLINE)
+        await client.apply(widget("w1", 9))  # the first incarnation changes, then goes
         await client.delete("widget", "w1")
         again = await client.apply(widget("w1", 2))
         written = await client.record_actions("widget", "w1", [], annotations={"a": "1"}, based_on=again)
@@ -417,7 +418,9 @@ class TestRemember:
             ("modified", "engine"),
             ("modified", "reconcile"),
             ("modified", "reconcile"),
+            ("modified", "reconcile"),
         ]
+        # The first incarnation's later change (size 9) never replaced our newer object.
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task

@@ -269,9 +269,13 @@ class Informer:
         old = self._objects.get(key)
         if old is not None:
             new_version = obj.metadata.resource_version or 0
-            if new_version <= (old.metadata.resource_version or 0) and old.metadata.uid == obj.metadata.uid:
+            if new_version <= (old.metadata.resource_version or 0) and (
+                old.metadata.uid == obj.metadata.uid or key in self._remembered
+            ):
+                # A replay of what the cache holds, or older than a remembered write of
+                # ours (even of an earlier incarnation: the cache never goes back).
                 self._superseded(key, old, actor)
-                return  # a replay of what the cache already holds
+                return
             self._unindex(key, old)
         self._objects[key] = obj
         self._index(key, obj)
