@@ -41,6 +41,22 @@ class TestExamples:
         assert data["cross_process_watch_latency"]["count"] >= 20
         assert "events/s" in result.stdout
 
+    def test_reconcile_benchmark_smoke(self, tmp_path: Path) -> None:
+        """benchmarks/reconcile.py converges a few hundred Things beside its limits, and
+        the resync after it appends nothing."""
+        out = tmp_path / "reconcile.json"
+        result = run(str(ROOT / "benchmarks" / "reconcile.py"), "--size", "200", "--json", str(out))
+        assert result.returncode == 0, result.stderr
+        data = json.loads(out.read_text())
+        assert data["noop"]["ratio"] > 0
+        [row] = data["convergence"]
+        assert row["size"] == 200
+        assert row["created"] == 200
+        assert row["resync_events_appended"] == 0
+        assert row["limit_s"] > 0
+        assert row["per_event_commit_s"] > 0
+        assert "x per-event" in result.stdout
+
     def test_files_benchmark_smoke(self, tmp_path: Path) -> None:
         """benchmarks/files.py converges a few files, makes a no-change pass that appends
         nothing, and writes its JSON."""
