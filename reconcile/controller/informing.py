@@ -37,6 +37,18 @@ __all__ = ["Informer", "InformerEvent", "InformerStatistics"]
 LOG = logging.getLogger("reconcile.informer")
 _FREEZE_FROM = 10_000  # cached objects before the first gc.freeze()
 _FREEZE_EVERY = 4096  # at least this many cache updates between two
+#: Event types that change the object (the others are notes: actions recorded about it)
+_OBJECT_CHANGES = frozenset(
+    {
+        EventType.CREATED,
+        EventType.SPEC_CHANGED,
+        EventType.METADATA_CHANGED,
+        EventType.STATUS_CHANGED,
+        EventType.FINALIZER_ADDED,
+        EventType.FINALIZER_REMOVED,
+        EventType.DELETION_REQUESTED,
+    }
+)
 
 AnyResource = Resource[Any, Any]
 Change = Literal["added", "modified", "deleted"]
@@ -97,8 +109,9 @@ class Informer:
         self._failures = 0
         self._freeze_gc = freeze_gc
         self._puts_since_freeze = 0
-        #: key -> revision of an object put by remember(), whose watch event is not due yet
-        self._remembered: dict[ObjectKey, int] = {}
+        #: key -> (revision, actor) of an object put by remember(), whose watch event is
+        #: not due yet
+        self._remembered: dict[ObjectKey, tuple[int, str | None]] = {}
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -162,16 +175,19 @@ class Informer:
         ):
             return  # the watch delivered it, or something newer, already
         # Its event is still to come; anything the watch delivers before it is older.
-        self._remembered[key] = revision
+        self._remembered[key] = (revision, actor)
         self._put(key, obj, actor)
 
     def _known(self, key: ObjectKey, revision: int) -> bool:
         # Asked by the watch as it reads events (possibly a batch ahead of applying them):
-        # is this the very object a remember() put in the cache?
-        if self._remembered.get(key) != revision:
+        # does the cache hold a remembered object at least this new? Then the event's body
+        # is not needed: it is that object, or older than it (our own earlier write, or a
+        # change by someone else that our write contains and that _superseded announces).
+        remembered = self._remembered.get(key)
+        if remembered is None or revision > remembered[0]:
             return False
         cached = self._objects.get(key)
-        return cached is not None and cached.metadata.resource_version == revision
+        return cached is not None and (cached.metadata.resource_version or 0) >= revision
 
     async def wait_for_revision(self, revision: int) -> None:
         """Wait until the cache has caught up to ``revision`` (bound it with
@@ -257,11 +273,13 @@ class Informer:
             if cached is None or (cached.metadata.resource_version or 0) < event.revision:
                 self._delete(key, event.actor)
             else:
-                self._superseded(key, cached, event.actor)  # by a remembered, newer object
+                self._superseded(key, cached, event.actor, event.revision)  # remembered, newer
         elif event.object is not None:
             self._put(key, event.object, event.actor)
+        elif event.type in _OBJECT_CHANGES and (cached := self._objects.get(key)) is not None:
+            self._superseded(key, cached, event.actor, event.revision)  # its body was left out
         remembered = self._remembered.get(key)
-        if remembered is not None and event.revision >= remembered:
+        if remembered is not None and event.revision >= remembered[0]:
             del self._remembered[key]  # the watch has caught up with our write
         self._advance(event.revision)
 
@@ -274,7 +292,7 @@ class Informer:
             ):
                 # A replay of what the cache holds, or older than a remembered write of
                 # ours (even of an earlier incarnation: the cache never goes back).
-                self._superseded(key, old, actor)
+                self._superseded(key, old, actor, new_version)
                 return
             self._unindex(key, old)
         self._objects[key] = obj
@@ -283,13 +301,16 @@ class Informer:
             self._maybe_freeze()
         self._notify(InformerEvent("added" if old is None else "modified", key, old, obj, actor))
 
-    def _superseded(self, key: ObjectKey, cached: AnyResource, actor: str | None) -> None:
+    def _superseded(self, key: ObjectKey, cached: AnyResource, actor: str | None, revision: int) -> None:
         # A change the watch delivers after a remembered write of ours that contains it
         # (somebody wrote between our read and our write): the handlers heard of the
         # newer object as ours, so they hear now who else changed it, or a controller
-        # that ignores its own writes would miss this one.
-        if actor is not None and key in self._remembered:
-            self._notify(InformerEvent("modified", key, cached, cached, actor))
+        # that ignores its own writes would miss this one. Earlier writes by the same
+        # actor as the remembered one are its own: nothing new to tell.
+        remembered = self._remembered.get(key)
+        if actor is None or remembered is None or revision >= remembered[0] or actor == remembered[1]:
+            return
+        self._notify(InformerEvent("modified", key, cached, cached, actor))
 
     def _delete(self, key: ObjectKey, actor: str | None = None) -> None:
         old = self._objects.pop(key, None)

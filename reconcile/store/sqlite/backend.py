@@ -230,14 +230,17 @@ class SQLiteStore:
                         future.set_exception(error)
                 return
             self._recent.extend(appended)
+            # Writers hear first, watches next: a controller that puts its write's result
+            # in its cache (Informer.remember) does so before its watch reads the event,
+            # which then needs no decoding.
+            for (_, future), result in zip(taken, results, strict=True):
+                if future.done():
+                    continue
+                if isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
             self._tail.advance(head)
-        for (_, future), result in zip(taken, results, strict=True):
-            if future.done():
-                continue
-            if isinstance(result, BaseException):
-                future.set_exception(result)
-            else:
-                future.set_result(result)
 
     def _translate(self, exc: Exception) -> Exception:
         if isinstance(exc, sqlite3.Error):
