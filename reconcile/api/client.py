@@ -467,8 +467,8 @@ class Client:
         ones as they commit. With ``bookmarks``, a :class:`Bookmark` whenever caught up.
         :class:`ExpiredError` when ``since`` is before the compaction horizon.
 
-        ``known(key, revision)`` says the watcher holds that object at that revision
-        already (a write of its own, see :meth:`Informer.remember
+        ``known(key, revision)`` says the watcher holds that object at that revision,
+        or a newer one, already (a write of its own, see :meth:`Informer.remember
         <reconcile.controller.Informer.remember>`): such events come with
         ``object=None``, neither parsed nor decoded."""
         found = None if kind is None else self._kind(kind)

@@ -155,7 +155,8 @@ class Informer:
         """Cache an object this process has just written (the result of its write), as
         client-go's mutation cache does: readers see it at once, handlers hear of it now
         (with ``actor``), and when its watch event comes it is recognized by its revision
-        and not parsed or decoded a second time.
+        and not parsed or decoded a second time (nor are older events of the key that
+        arrive meanwhile: the cached object is newer than they are).
 
         Only the exact object a write returned belongs here. A version older than the
         one cached is ignored, as the watch would ignore it; the cache's revision (what

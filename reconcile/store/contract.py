@@ -180,7 +180,8 @@ class EventStore(Protocol):
         """Events with revision > ``since`` in order, then live; a bookmark whenever
         caught up. Raises ExpiredError when ``since`` is before the compaction horizon.
         An event for which ``known(key, revision)`` is true (the watcher holds that
-        object at that revision already) may come with ``body=None``, unparsed."""
+        object at that revision, or a newer one, already) may come with ``body=None``,
+        unparsed."""
 
     async def compact(self, before: int) -> int:
         """Drop history before ``before`` (keeping each live object's latest snapshot);
