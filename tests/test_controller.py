@@ -294,6 +294,19 @@ def hold_watch(client: Client, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event
     return gate
 
 
+@contextlib.asynccontextmanager
+async def running_informer(informer: Informer) -> AsyncIterator[Informer]:
+    """Run an informer (its first list done) for the duration of the block."""
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
+        yield informer
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 class TestRemember:
     """The mutation cache: a process's own writes enter the cache at once, once."""
 
@@ -307,39 +320,37 @@ class TestRemember:
         informer = Informer(client, WIDGET, clock=clock)
         heard: list[tuple[str, int]] = []
         informer.add_handler(lambda e: heard.append((e.key.name, e.new.metadata.resource_version or 0)))
-        task = asyncio.create_task(informer.run())
-        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
-        cached = informer.get(widget_key("w1"))
-        assert cached is not None
-        decoded: list[int] = []
-        original = client.decode
+        async with running_informer(informer):
+            cached = informer.get(widget_key("w1"))
+            assert cached is not None
+            decoded: list[int] = []
+            original = client.decoder.resource
 
-        def counting(body: Any, **kwargs: Any) -> Any:
-            decoded.append(body["metadata"]["resource_version"])
-            return original(body, **kwargs)
+            def counting(body: Any, **kwargs: Any) -> Any:
+                decoded.append(body["metadata"]["resource_version"])
+                return original(body, **kwargs)
 
-        monkeypatch.setattr(client, "decode", counting)
-        written = await client.record_actions(
-            "widget", "w1", [("Noted", None)], annotations={"a": "1"}, based_on=cached
-        )
-        revision = written.metadata.resource_version
-        assert revision is not None
-        decoded.clear()
-        informer.remember(written, "engine")
-        assert informer.get(widget_key("w1")) is written
-        assert informer.revision < revision  # the cache's revision moves with the watch only
-        assert heard[-1] == ("w1", revision)
-        gate.set()
-        await asyncio.wait_for(informer.wait_for_revision(revision), DEADLINE)
-        assert decoded == []
-        assert [h for h in heard if h == ("w1", revision)] == [("w1", revision)]
-        # A change by someone else after it is decoded and heard as usual.
-        await client.apply(widget("w1", 5))
-        await settle(lambda: informer.get(widget_key("w1")).spec.size == 5)  # type: ignore[union-attr]
-        assert decoded
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+            monkeypatch.setattr(client.decoder, "resource", counting)
+            written = await client.record_actions(
+                "widget", "w1", [("Noted", None)], annotations={"a": "1"}, based_on=cached
+            )
+            revision = written.metadata.resource_version
+            assert revision is not None
+            decoded.clear()
+            informer.remember(written, "engine")
+            assert informer.get(widget_key("w1")) is written
+            assert informer.revision < revision  # the cache's revision moves with the watch only
+            assert heard[-1] == ("w1", revision)
+            gate.set()
+            await asyncio.wait_for(informer.wait_for_revision(revision), DEADLINE)
+            assert decoded == []
+            assert [h for h in heard if h == ("w1", revision)] == [("w1", revision)]
+            # A change by someone else after it is decoded (by the watch, besides the
+            # apply's own result) and heard as usual.
+            theirs = (await client.apply(widget("w1", 5))).metadata.resource_version
+            await settle(lambda: informer.get(widget_key("w1")).spec.size == 5)  # type: ignore[union-attr]
+            assert decoded == [theirs, theirs]
+            assert heard[-1] == ("w1", theirs)
 
     async def test_a_change_inside_our_write_is_still_heard(
         self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
@@ -352,21 +363,17 @@ class TestRemember:
         informer = Informer(client, WIDGET, clock=clock)
         heard: list[tuple[str, str | None]] = []
         informer.add_handler(lambda e: heard.append((e.type, e.actor)))
-        task = asyncio.create_task(informer.run())
-        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
-        await client.patch("widget", "w1", {"metadata": {"labels": {"by": "them"}}}, manager="someone")
-        written = await client.record_actions(
-            "widget", "w1", [], annotations={"a": "1"}, manager="engine", based_on=read
-        )
-        assert written.metadata.labels == {"by": "them"}
-        informer.remember(written, "engine")
-        gate.set()
-        await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
-        assert heard == [("added", None), ("modified", "engine"), ("modified", "someone")]
-        assert informer.get(widget_key("w1")) is written
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        async with running_informer(informer):
+            await client.patch("widget", "w1", {"metadata": {"labels": {"by": "them"}}}, manager="someone")
+            written = await client.record_actions(
+                "widget", "w1", [], annotations={"a": "1"}, manager="engine", based_on=read
+            )
+            assert written.metadata.labels == {"by": "them"}
+            informer.remember(written, "engine")
+            gate.set()
+            await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
+            assert heard == [("added", None), ("modified", "engine"), ("modified", "someone")]
+            assert informer.get(widget_key("w1")) is written
 
     async def test_stale_or_foreign_objects_are_ignored(self, client: Client, clock: FakeClock) -> None:
         """An object the watch has passed already, of another kind or without a version,
@@ -375,19 +382,17 @@ class TestRemember:
         informer = Informer(client, WIDGET, clock=clock)
         heard: list[str] = []
         informer.add_handler(lambda e: heard.append(e.type))
-        task = asyncio.create_task(informer.run())
-        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
-        await client.delete("widget", "w1")
-        await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
-        assert heard == ["added", "deleted"]
-        informer.remember(first, "engine")
-        informer.remember(attrs.evolve(first, kind="Gadget"), "engine")
-        informer.remember(attrs.evolve(first, metadata=attrs.evolve(first.metadata, resource_version=None)))
-        assert informer.get(widget_key("w1")) is None
-        assert heard == ["added", "deleted"]
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        async with running_informer(informer):
+            await client.delete("widget", "w1")
+            await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
+            assert heard == ["added", "deleted"]
+            informer.remember(first, "engine")
+            informer.remember(attrs.evolve(first, kind="Gadget"), "engine")
+            informer.remember(
+                attrs.evolve(first, metadata=attrs.evolve(first.metadata, resource_version=None))
+            )
+            assert informer.get(widget_key("w1")) is None
+            assert heard == ["added", "deleted"]
 
     async def test_an_older_delete_does_not_remove_a_newer_object(
         self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
@@ -399,31 +404,27 @@ class TestRemember:
         informer = Informer(client, WIDGET, clock=clock)
         heard: list[tuple[str, str | None]] = []
         informer.add_handler(lambda e: heard.append((e.type, e.actor)))
-        task = asyncio.create_task(informer.run())
-        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
-        await client.apply(widget("w1", 9))  # the first incarnation changes, then goes
-        await client.delete("widget", "w1")
-        again = await client.apply(widget("w1", 2))
-        written = await client.record_actions("widget", "w1", [], annotations={"a": "1"}, based_on=again)
-        assert written.spec is again.spec  # the generation did not move: the spec is reused
-        informer.remember(written, "engine")
-        gate.set()
-        await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
-        cached = informer.get(widget_key("w1"))
-        assert cached is written
-        # From the list, then ours; the delete and the create are heard as changes by
-        # their author, but the cache never goes back to "deleted".
-        assert heard == [
-            ("added", None),
-            ("modified", "engine"),
-            ("modified", "reconcile"),
-            ("modified", "reconcile"),
-            ("modified", "reconcile"),
-        ]
-        # The first incarnation's later change (size 9) never replaced our newer object.
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        async with running_informer(informer):
+            await client.apply(widget("w1", 9))  # the first incarnation changes, then goes
+            await client.delete("widget", "w1")
+            again = await client.apply(widget("w1", 2))
+            written = await client.record_actions("widget", "w1", [], annotations={"a": "1"}, based_on=again)
+            assert written.spec is again.spec  # the generation did not move: the spec is reused
+            informer.remember(written, "engine")
+            gate.set()
+            await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
+            cached = informer.get(widget_key("w1"))
+            assert cached is written
+            # From the list, then ours; the delete and the create are heard as changes by
+            # their author, but the cache never goes back to "deleted".
+            assert heard == [
+                ("added", None),
+                ("modified", "engine"),
+                ("modified", "reconcile"),
+                ("modified", "reconcile"),
+                ("modified", "reconcile"),
+            ]
+            # The first incarnation's later change (size 9) never replaced our newer object.
 
 
 def widget_key(name: str) -> ObjectKey:
