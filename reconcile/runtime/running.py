@@ -90,7 +90,6 @@ class Runtime:
         self.freeze_gc = freeze_gc
         self.store_options = store_options
         self.controllers: dict[str, Controller] = {}
-        self._by_kind: dict[tuple[str, str], Controller] = {}
         #: wait_ready() callers by key, resolved from the informers' notifications
         self._ready_waiters: dict[ObjectKey, list[asyncio.Future[AnyResource]]] = {}
         self.supervisor = Supervisor(self.clock)
@@ -174,7 +173,6 @@ class Runtime:
         reconciler.bind(controller.informer)
         controller.informer.add_handler(self._on_change)
         self.controllers[name] = controller
-        self._by_kind[kind.api_group, kind.kind] = controller
         self.supervisor.start(name, controller.run)
 
     def _poll_interval(self, kind: Kind) -> float:
@@ -281,7 +279,14 @@ class Runtime:
         self, kind: str | Kind, name: str, namespace: str, last: list[AnyResource]
     ) -> AnyResource:
         found = kind if isinstance(kind, Kind) else self.client.kinds.resolve(kind)
-        controller = self._by_kind.get((found.api_group, found.kind))
+        controller = next(
+            (
+                c
+                for c in self.controllers.values()
+                if (c.kind.api_group, c.kind.kind) == (found.api_group, found.kind)
+            ),
+            None,
+        )
         if controller is None:
             return await self._ready_from_store(found, name, namespace, last)
         # A kind this runtime manages: its informer already decodes every change, so a
