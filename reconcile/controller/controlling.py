@@ -137,7 +137,7 @@ class Controller:
     async def _process(self, key: ObjectKey) -> None:
         trigger = self._triggers.pop(key, "change")
         written = self._written.pop(key, 0)
-        if written > self.informer.revision and not self._cached_at(key, written):
+        if written > self.informer.revision and not self.informer.holds(key, written):
             try:
                 async with asyncio.timeout(self.read_your_writes_timeout):
                     await self.informer.wait_for_revision(written)
@@ -162,11 +162,6 @@ class Controller:
                 span.set_attribute("reconcile.result", outcome)
         self.telemetry.reconcile_total.add(1, self._outcomes[outcome])
         self.telemetry.reconcile_time.record(time.perf_counter() - started, self._attributes)
-
-    def _cached_at(self, key: ObjectKey, revision: int) -> bool:
-        # A write remembered by the informer is in the cache before its watch event.
-        cached = self.informer.get(key)
-        return cached is not None and (cached.metadata.resource_version or 0) >= revision
 
     async def _call(self, key: ObjectKey, span: trace.Span) -> str:
         try:

@@ -26,7 +26,7 @@ import attrs
 from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.errors import ExpiredError
-from reconcile.model.events import Bookmark, Event, EventType
+from reconcile.model.events import OBJECT_CHANGES, Bookmark, Event, EventType
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import Resource
@@ -37,7 +37,6 @@ __all__ = ["Informer", "InformerEvent", "InformerStatistics"]
 LOG = logging.getLogger("reconcile.informer")
 _FREEZE_FROM = 10_000  # cached objects before the first gc.freeze()
 _FREEZE_EVERY = 4096  # at least this many cache updates between two
-#: Event types that change the object (the others are notes: actions recorded about it)
 _OBJECT_CHANGES = frozenset(
     {
         EventType.CREATED,
@@ -170,10 +169,7 @@ class Informer:
             or (self.namespace is not None and key.namespace != self.namespace)
         ):
             return
-        cached = self._objects.get(key)
-        if revision <= self.revision or (
-            cached is not None and (cached.metadata.resource_version or 0) >= revision
-        ):
+        if revision <= self.revision or self.holds(key, revision):
             return  # the watch delivered it, or something newer, already
         # Its event is still to come; anything the watch delivers before it is older.
         self._remembered[key] = (revision, actor)
@@ -185,8 +181,11 @@ class Informer:
         # is not needed: it is that object, or older than it (our own earlier write, or a
         # change by someone else that our write contains and that _superseded announces).
         remembered = self._remembered.get(key)
-        if remembered is None or revision > remembered[0]:
-            return False
+        return remembered is not None and revision <= remembered[0] and self.holds(key, revision)
+
+    def holds(self, key: ObjectKey, revision: int) -> bool:
+        """Whether the cache holds ``key`` at ``revision`` or newer (a remembered write is
+        there before the watch brings it)."""
         cached = self._objects.get(key)
         return cached is not None and (cached.metadata.resource_version or 0) >= revision
 
@@ -270,14 +269,13 @@ class Informer:
     def _apply(self, event: Event) -> None:
         key = event.key
         if event.type == EventType.DELETED:
-            cached = self._objects.get(key)
-            if cached is None or (cached.metadata.resource_version or 0) < event.revision:
+            if not self.holds(key, event.revision):
                 self._delete(key, event.actor)
-            else:
-                self._superseded(key, cached, event.actor, event.revision)  # remembered, newer
+            else:  # a remembered, newer object
+                self._superseded(key, self._objects[key], event.actor, event.revision)
         elif event.object is not None:
             self._put(key, event.object, event.actor)
-        elif event.type in _OBJECT_CHANGES and (cached := self._objects.get(key)) is not None:
+        elif event.type in OBJECT_CHANGES and (cached := self._objects.get(key)) is not None:
             self._superseded(key, cached, event.actor, event.revision)  # its body was left out
         remembered = self._remembered.get(key)
         if remembered is not None and event.revision >= remembered[0]:

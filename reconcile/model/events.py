@@ -18,7 +18,7 @@ import attrs
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import Resource
 
-__all__ = ["Bookmark", "Event", "EventType", "FieldChange", "diff_objects"]
+__all__ = ["OBJECT_CHANGES", "Bookmark", "Event", "EventType", "FieldChange", "diff_objects"]
 
 
 class EventType:
@@ -32,6 +32,13 @@ class EventType:
     FINALIZER_REMOVED = "FinalizerRemoved"
     DELETION_REQUESTED = "DeletionRequested"
     DELETED = "Deleted"
+
+
+#: The types whose event leaves a new version of the object (every other type but
+#: ``Deleted`` is a note: an action recorded about the object).
+OBJECT_CHANGES = frozenset(
+    value for name, value in vars(EventType).items() if name.isupper() and value != EventType.DELETED
+)
 
 
 @attrs.frozen
