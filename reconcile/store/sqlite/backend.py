@@ -211,6 +211,12 @@ class SQLiteStore:
             await self._wake.wait()
             self._wake.clear()
             while self._pending:
+                # One turn of the loop first: the writers the last commit released are
+                # ready to run and most write again at once (a reconcile's next step,
+                # the next document of an apply). Taking only the stragglers that came
+                # during the commit would spend a whole commit (an fsync) on a few writes
+                # and make everyone else wait for the next one.
+                await asyncio.sleep(0)
                 count = min(len(self._pending), _MAX_BATCH)
                 taken = [self._pending.popleft() for _ in range(count)]
                 await self._commit(taken)
