@@ -45,12 +45,15 @@ class TestExamples:
         """benchmarks/reconcile.py converges a few hundred Things beside its limits, and
         the resync after it appends nothing."""
         out = tmp_path / "reconcile.json"
-        result = run(str(ROOT / "benchmarks" / "reconcile.py"), "--size", "200", "--json", str(out))
+        result = run(
+            str(ROOT / "benchmarks" / "reconcile.py"), "--size", "200", "--workers", "4", "--json", str(out)
+        )
         assert result.returncode == 0, result.stderr
         data = json.loads(out.read_text())
         assert data["noop"]["ratio"] > 0
         [row] = data["convergence"]
         assert row["size"] == 200
+        assert row["workers"] == 4
         assert row["created"] == 200
         assert row["resync_events_appended"] == 0
         assert row["limit_s"] > 0
