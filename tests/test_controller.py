@@ -479,9 +479,13 @@ class TestGarbageCollection:
     ) -> None:
         """With freeze_gc: after the initial list once the cache is past the threshold,
         then after every ``max(_FREEZE_EVERY, a tenth of the cache)`` updates, each time
-        collecting what is not frozen first; without freeze_gc, never."""
+        collecting what is not frozen first, and with the young generation collected less
+        often (never more often than it was); without freeze_gc, never."""
         frozen: list[int] = []
         collected: list[int] = []
+        thresholds = [(700, 10, 10)]
+        monkeypatch.setattr(informing.gc, "get_threshold", lambda: thresholds[-1])
+        monkeypatch.setattr(informing.gc, "set_threshold", lambda *t: thresholds.append(t))
         monkeypatch.setattr(informing, "_FREEZE_FROM", 4)
         monkeypatch.setattr(informing, "_FREEZE_EVERY", 3)
         monkeypatch.setattr(informing.gc, "freeze", lambda: frozen.append(1))
@@ -493,12 +497,14 @@ class TestGarbageCollection:
         tasks = [asyncio.create_task(plain.run()), asyncio.create_task(freezing.run())]
         await asyncio.wait_for(freezing.synced.wait(), DEADLINE)
         assert frozen == [1], "after listing 5 objects (threshold 4)"
+        assert thresholds == [(700, 10, 10), (informing._YOUNG_THRESHOLD, 10, 10)]
         for i in range(5, 10):
             await client.apply(widget(f"w{i}"))
         revision = await client.revision()
         await asyncio.wait_for(freezing.wait_for_revision(revision), DEADLINE)
         assert len(frozen) == 2, "5 updates since: one more freeze after the 3rd"
         assert collected == frozen, "each freeze collects what is not frozen first"
+        assert len(thresholds) == 2, "a raised threshold is left as it is"
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
