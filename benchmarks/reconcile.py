@@ -6,8 +6,11 @@
 2. Cold convergence of 1,000 .. --size resources with a no-op provider (apply all, run
    until all Ready) beside a minimal hand-written loop with sqlite3 that appends the
    declarations, rebuilds a dict cache and writes one durable status event per resource,
-   committed 1,000 at a time (the limit); beside it, as a reference, the same loop
-   committing (and fsyncing) each status event on its own.
+   committed 1,000 at a time (the limit); beside it, as references, the same loop
+   committing (and fsyncing) each status event on its own, and the contract floor: only
+   the per-resource work the engine's contract requires (typed admission, three durable
+   events, a typed cache entry, asyncio workers), as cheaply as Python allows. The
+   references are in ``limits.py``.
 3. A full resync of every converged resource: events appended (must be 0) and seconds.
 
 Garbage-collector pauses are recorded through gc.callbacks.
@@ -28,7 +31,6 @@ import json
 import os
 import platform
 import resource
-import sqlite3
 import sys
 import tempfile
 import time
@@ -36,17 +38,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-import attrs
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "benchmarks"))
+
+from limits import THING, contract_floor, minimal_loop  # noqa: E402
 
 from reconcile import (  # noqa: E402
     Controller,
     ExternalClient,
     Kind,
     KindRegistry,
-    ManagedStatus,
     Observation,
     Request,
     Result,
@@ -55,18 +57,8 @@ from reconcile import (  # noqa: E402
 )
 from reconcile.controller import InformerEvent, Priority  # noqa: E402
 from reconcile.model import ObjectKey  # noqa: E402
-from reconcile.store.encoding import dumps  # noqa: E402
-
-
-@attrs.frozen
-class ThingSpec:
-    """A no-op resource."""
-
-    size: int = 0
-
 
 FREEZE_GC = os.environ.get("RECONCILE_BENCH_FREEZE_GC", "1") == "1"
-THING = Kind("bench.reconcile.dev/v1", "Thing", ThingSpec, ManagedStatus, deterministic_identity=True)
 
 
 class NoopClient:
@@ -218,47 +210,6 @@ async def controller_loop(db: Path, keys: int, rounds: int) -> float:
 # -- 2. cold convergence ------------------------------------------------------------------------
 
 
-def minimal_loop(path: Path, count: int, *, batch: int = 1000) -> float:
-    """The limit: declarations appended, a dict cache rebuilt, one durable status event per
-    resource (committed ``batch`` at a time: 1,000 for the limit; 1 for the reference
-    where each status event is durable on its own), with stdlib sqlite3."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute("CREATE TABLE events (revision INTEGER PRIMARY KEY, name TEXT, type TEXT, body TEXT)")
-    started = time.perf_counter()
-    declarations = [
-        {
-            "api_version": THING.api_version,
-            "kind": "Thing",
-            "metadata": {"name": f"t{i}"},
-            "spec": {"size": i},
-        }
-        for i in range(count)
-    ]
-    for start in range(0, count, 1000):
-        conn.execute("BEGIN")
-        conn.executemany(
-            "INSERT INTO events (name, type, body) VALUES (?, 'Created', ?)",
-            [(d["metadata"]["name"], dumps(d)) for d in declarations[start : start + 1000]],
-        )
-        conn.execute("COMMIT")
-    cache = {row[0]: json.loads(row[1]) for row in conn.execute("SELECT name, body FROM events")}
-    names = list(cache)
-    for start in range(0, count, batch):
-        conn.execute("BEGIN")
-        rows = []
-        for name in names[start : start + batch]:
-            status = {"observed_generation": 1, "conditions": [{"type": "Ready", "status": "True"}]}
-            cache[name]["status"] = status
-            rows.append((name, dumps(cache[name])))
-        conn.executemany("INSERT INTO events (name, type, body) VALUES (?, 'StatusChanged', ?)", rows)
-        conn.execute("COMMIT")
-    elapsed = time.perf_counter() - started
-    conn.close()
-    return elapsed
-
-
 async def cold_convergence(db: Path, count: int, workers: int = 16) -> dict[str, Any]:
     """Apply ``count`` Things and run until every one is Ready; then a full resync."""
     provider = NoopProvider()
@@ -367,6 +318,8 @@ def main() -> None:
             "x limit",
             "per-event s",
             "x per-event",
+            "floor s",
+            "x floor",
             "resync s",
             "resync events",
             "gc max ms",
@@ -378,11 +331,14 @@ def main() -> None:
             # A reference, not the limit: the same loop with each status event committed
             # (and fsynced) on its own, as the engine's writes are acknowledged one by one.
             per_event = minimal_loop(base / f"per-event{index}.db", size, batch=1)
+            floor = asyncio.run(contract_floor(base / f"floor{index}.db", size, args.workers))
             row = asyncio.run(cold_convergence(base / f"cold{index}.db", size, args.workers))
             row["limit_s"] = baseline
             row["ratio"] = row["converge_s"] / baseline
             row["per_event_commit_s"] = per_event
             row["per_event_ratio"] = row["converge_s"] / per_event
+            row["floor_s"] = floor
+            row["floor_ratio"] = row["converge_s"] / floor
             result["convergence"].append(row)
             cells = (
                 f"{size}",
@@ -391,6 +347,8 @@ def main() -> None:
                 f"{row['ratio']:.1f}",
                 f"{per_event:.2f}",
                 f"{row['per_event_ratio']:.1f}",
+                f"{floor:.2f}",
+                f"{row['floor_ratio']:.1f}",
                 f"{row['resync_s']:.2f}",
                 f"{row['resync_events_appended']}",
                 f"{row['gc']['max_ms']:.1f}",

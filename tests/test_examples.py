@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[1]
 
 
@@ -58,7 +60,10 @@ class TestExamples:
         assert row["resync_events_appended"] == 0
         assert row["limit_s"] > 0
         assert row["per_event_commit_s"] > 0
+        assert row["floor_s"] > 0
+        assert row["floor_ratio"] == pytest.approx(row["converge_s"] / row["floor_s"])
         assert "x per-event" in result.stdout
+        assert "x floor" in result.stdout
 
     def test_files_benchmark_smoke(self, tmp_path: Path) -> None:
         """benchmarks/files.py converges a few files, makes a no-change pass that appends
