@@ -240,8 +240,20 @@ class Runtime:
         manager: str = "reconcile",
         origin: Path | None = None,
     ) -> AnyResource:
-        """Declare an object (``Client.apply``)."""
-        return await self.client.apply(manifest, manager=manager, origin=origin)
+        """Declare an object (``Client.apply``). When a controller of this runtime manages
+        its kind, the applied object enters that controller's cache at once (its watch
+        event is then not decoded again) and the controller hears of it now."""
+        applied = await self.client.apply(manifest, manager=manager, origin=origin)
+        controller = self._controller_for(applied.key.api_group, applied.key.kind)
+        if controller is not None:
+            controller.informer.remember(applied, manager)
+        return applied
+
+    def _controller_for(self, api_group: str, kind: str) -> Controller | None:
+        return next(
+            (c for c in self.controllers.values() if (c.kind.api_group, c.kind.kind) == (api_group, kind)),
+            None,
+        )
 
     async def wait_synced(self) -> None:
         """Wait until every controller's cache holds its first list."""
@@ -279,14 +291,7 @@ class Runtime:
         self, kind: str | Kind, name: str, namespace: str, last: list[AnyResource]
     ) -> AnyResource:
         found = kind if isinstance(kind, Kind) else self.client.kinds.resolve(kind)
-        controller = next(
-            (
-                c
-                for c in self.controllers.values()
-                if (c.kind.api_group, c.kind.kind) == (found.api_group, found.kind)
-            ),
-            None,
-        )
+        controller = self._controller_for(found.api_group, found.kind)
         if controller is None:
             return await self._ready_from_store(found, name, namespace, last)
         # A kind this runtime manages: its informer already decodes every change, so a
