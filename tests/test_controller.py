@@ -32,6 +32,8 @@ class StatusWriter:
         self.calls: dict[str, int] = {}
         self.fail: dict[str, BaseException] = {}
         self.seen_versions: dict[str, list[int]] = {}
+        #: Results to return, in order, per name (None once they run out).
+        self.results: dict[str, list[Result]] = {}
 
     async def reconcile(self, request: Request) -> Result | None:
         """Observe the cached object and record its generation in status."""
@@ -45,7 +47,8 @@ class StatusWriter:
         if obj.status.observed_generation != obj.metadata.generation:
             status = Status(observed_generation=obj.metadata.generation)
             await self.client.update_status(attrs.evolve(obj, status=status))
-        return None
+        queued = self.results.get(request.name)
+        return queued.pop(0) if queued else None
 
 
 @contextlib.asynccontextmanager
@@ -120,6 +123,40 @@ class TestConvergence:
         versions = reconciler.seen_versions["w1"]
         assert versions[0] == 1
         assert versions[1] >= 2, "the second reconcile saw the status write"
+
+
+class TestResults:
+    """What the controller does with a reconcile's Result."""
+
+    async def test_requeue_follows_the_backoff_and_success_forgets(
+        self, client: Client, clock: FakeClock
+    ) -> None:
+        """``Result(requeue=True)`` comes back after the rate-limited delay (5 ms of fake
+        time, then 10 ms), never at once; a plain ``Result()`` is a success that resets
+        the key's backoff."""
+        applied = await client.apply(widget("w1"))
+        # Already converged: the reconciler writes nothing, so only the results decide.
+        await client.update_status(attrs.evolve(applied, status=Status(observed_generation=1)))
+        controller, reconciler = make(client, clock)
+        key = ObjectKey(WIDGET.api_group, WIDGET.kind, "default", "w1")
+        reconciler.results["w1"] = [Result(requeue=True), Result(requeue=True), Result()]
+        async with running(controller):
+            await settle(lambda: controller.queue.num_requeues(key) == 1)
+            for _ in range(50):
+                await asyncio.sleep(0)
+            assert reconciler.calls["w1"] == 1, "no requeue before the backoff elapses"
+            clock.advance(0.005)
+            await settle(lambda: controller.queue.num_requeues(key) == 2)
+            assert reconciler.calls["w1"] == 2
+            clock.advance(0.005)
+            for _ in range(50):
+                await asyncio.sleep(0)
+            assert reconciler.calls["w1"] == 2, "the second requeue waits 10 ms"
+            clock.advance(0.005)
+            await settle(lambda: reconciler.calls.get("w1") == 3)
+            await asyncio.wait_for(controller.queue.wait_idle(), DEADLINE)
+            assert controller.queue.num_requeues(key) == 0, "the success forgot the failures"
+            assert reconciler.results["w1"] == []
 
 
 class TestFailures:

@@ -37,6 +37,7 @@ __all__ = ["Controller"]
 LOG = logging.getLogger("reconcile.controller")
 
 _TRIGGERS = {Priority.CHANGE: "change", Priority.RETRY: "retry", Priority.RESYNC: "resync"}
+_NOT_RECORDING = contextlib.nullcontext(trace.INVALID_SPAN)
 
 
 class Controller:
@@ -124,15 +125,20 @@ class Controller:
     # -- working -------------------------------------------------------------------------------
 
     async def _worker(self) -> None:
+        queue = self.queue
         while True:
             try:
-                key = await self.queue.get()
+                # A ready key is taken without a coroutine of its own (a no-op reconcile
+                # costs about as much as the queue's await would).
+                key = queue.get_nowait()
+                if key is None:
+                    key = await queue.get()
             except QueueShutDown:
                 return
             try:
                 await self._process(key)
             finally:
-                self.queue.done(key)
+                queue.done(key)
 
     async def _process(self, key: ObjectKey) -> None:
         trigger = self._triggers.pop(key, "change")
@@ -144,11 +150,7 @@ class Controller:
             except TimeoutError:
                 LOG.warning("%s: cache did not reach revision %d for %s in time", self.name, written, key)
         started = time.perf_counter()
-        if not self.telemetry.recording:
-            # Nothing records spans: skip building attributes and entering a no-op span
-            # (a resync of 100,000 objects is made of this path).
-            outcome = await self._call(key, trace.INVALID_SPAN)
-        else:
+        if self.telemetry.recording:
             cached = self.informer.get(key)
             attributes = {
                 "reconcile.controller": self.name,
@@ -157,28 +159,39 @@ class Controller:
                 "reconcile.generation": cached.metadata.generation if cached is not None else 0,
                 "reconcile.trigger": trigger,
             }
-            with self.telemetry.span("reconcile", attributes) as span:
-                outcome = await self._call(key, span)
+            span_context = self.telemetry.span("reconcile", attributes)
+        else:
+            # Nothing records spans: no attributes built, a shared no-op span (a resync of
+            # 100,000 objects is made of this path).
+            span_context = _NOT_RECORDING
+        with span_context as span:
+            try:
+                result = await self.reconciler.reconcile(Request(key))
+            except asyncio.CancelledError:
+                raise
+            except TerminalError as exc:
+                self.queue.forget(key)
+                span.set_status(trace.StatusCode.ERROR, str(exc))
+                LOG.warning("%s: %s: terminal: %s", self.name, key, exc)
+                outcome = "terminal"
+            except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
+                self._retry(key, exc)
+                span.record_exception(exc)
+                span.set_status(trace.StatusCode.ERROR, str(exc))
+                self.telemetry.reconcile_errors.add(1, self._attributes)
+                outcome = "error"
+            else:
+                outcome = self._follow(key, result)
+            if span is not trace.INVALID_SPAN:
                 span.set_attribute("reconcile.result", outcome)
         self.telemetry.reconcile_total.add(1, self._outcomes[outcome])
         self.telemetry.reconcile_time.record(time.perf_counter() - started, self._attributes)
 
-    async def _call(self, key: ObjectKey, span: trace.Span) -> str:
-        try:
-            result = await self.reconciler.reconcile(Request(key)) or Result()
-        except asyncio.CancelledError:
-            raise
-        except TerminalError as exc:
+    def _follow(self, key: ObjectKey, result: Result | None) -> str:
+        """Act on a reconcile's result; return the outcome's name."""
+        if result is None:
             self.queue.forget(key)
-            span.set_status(trace.StatusCode.ERROR, str(exc))
-            LOG.warning("%s: %s: terminal: %s", self.name, key, exc)
-            return "terminal"
-        except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
-            self._retry(key, exc)
-            span.record_exception(exc)
-            span.set_status(trace.StatusCode.ERROR, str(exc))
-            self.telemetry.reconcile_errors.add(1, self._attributes)
-            return "error"
+            return "success"
         if result.requeue_after is not None:
             self.queue.forget(key)
             self._triggers.setdefault(key, "requeue")
