@@ -37,8 +37,9 @@ __all__ = ["Informer", "InformerEvent", "InformerStatistics"]
 LOG = logging.getLogger("reconcile.informer")
 _FREEZE_FROM = 10_000  # cached objects before the first gc.freeze()
 _FREEZE_EVERY = 4096  # at least this many cache updates between two
-#: Allocations between two young-generation collections once a cache is frozen (CPython's
-#: default is 700): the cache is acyclic, so the frequent collections find nothing.
+#: Allocations between two young-generation collections with freeze_gc, from the initial
+#: list on (CPython's default is 700): what a reconcile allocates is acyclic, so the
+#: frequent collections found almost nothing.
 _YOUNG_THRESHOLD = 20_000
 
 AnyResource = Resource[Any, Any]
