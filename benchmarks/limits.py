@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import cattrs
 
 from reconcile import Kind, ManagedStatus
 from reconcile.model import Condition, ConditionStatus, ObjectMeta, Resource, make_converter
@@ -36,14 +37,20 @@ class ThingSpec:
 THING = Kind("bench.reconcile.dev/v1", "Thing", ThingSpec, ManagedStatus, deterministic_identity=True)
 
 
-def minimal_loop(path: Path, count: int, *, batch: int = 1000) -> float:
-    """The limit: declarations appended, a dict cache rebuilt, one durable status event per
-    resource (committed ``batch`` at a time: 1,000 for the limit; 1 for the reference
-    where each status event is durable on its own), with stdlib sqlite3."""
+def _events_file(path: Path) -> sqlite3.Connection:
+    """A fresh SQLite file in WAL mode, fsynced on every commit, with an events table."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("CREATE TABLE events (revision INTEGER PRIMARY KEY, name TEXT, type TEXT, body TEXT)")
+    return conn
+
+
+def minimal_loop(path: Path, count: int, *, batch: int = 1000) -> float:
+    """The limit: declarations appended, a dict cache rebuilt, one durable status event per
+    resource (committed ``batch`` at a time: 1,000 for the limit; 1 for the reference
+    where each status event is durable on its own), with stdlib sqlite3."""
+    conn = _events_file(path)
     started = time.perf_counter()
     declarations = [
         {
@@ -81,12 +88,7 @@ class _FloorLog:
     """The contract floor's event log: group commit on the event loop's own thread."""
 
     def __init__(self, path: Path) -> None:
-        self.conn = sqlite3.connect(path, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode = WAL")
-        self.conn.execute("PRAGMA synchronous = FULL")
-        self.conn.execute(
-            "CREATE TABLE events (revision INTEGER PRIMARY KEY, name TEXT, type TEXT, body TEXT)"
-        )
+        self.conn = _events_file(path)
         self.conn.execute("CREATE TABLE objects (name TEXT PRIMARY KEY, revision INTEGER)")
         self.pending: list[tuple[str, str, str, asyncio.Future[int]]] = []
         self.wake = asyncio.Event()
@@ -121,7 +123,7 @@ class _FloorLog:
 
 
 async def _floor_converge(
-    log: _FloorLog, converter: Any, cache: dict[str, Resource[ThingSpec, ManagedStatus]], i: int
+    log: _FloorLog, converter: cattrs.Converter, cache: dict[str, Resource[ThingSpec, ManagedStatus]], i: int
 ) -> None:
     """One resource through the contract's minimum: typed admission, three durable events."""
     meta = converter.structure({"name": f"t{i}"}, ObjectMeta)

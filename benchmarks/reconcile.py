@@ -210,7 +210,7 @@ async def controller_loop(db: Path, keys: int, rounds: int) -> float:
 # -- 2. cold convergence ------------------------------------------------------------------------
 
 
-async def cold_convergence(db: Path, count: int, workers: int = 16) -> dict[str, Any]:
+async def cold_convergence(db: Path, count: int, workers: int) -> dict[str, Any]:
     """Apply ``count`` Things and run until every one is Ready; then a full resync."""
     provider = NoopProvider()
     runtime = Runtime(

@@ -27,7 +27,7 @@ from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.informing import Informer, InformerEvent
 from reconcile.controller.queueing import Priority, QueueShutDown, WorkQueue
 from reconcile.controller.reconciling import Reconciler, Request, Result
-from reconcile.controller.telemetry import Telemetry
+from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
 from reconcile.errors import TerminalError, TransientError
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
@@ -37,7 +37,6 @@ __all__ = ["Controller"]
 LOG = logging.getLogger("reconcile.controller")
 
 _TRIGGERS = {Priority.CHANGE: "change", Priority.RETRY: "retry", Priority.RESYNC: "resync"}
-_NOT_RECORDING = contextlib.nullcontext(trace.INVALID_SPAN)
 
 
 class Controller:
@@ -163,7 +162,7 @@ class Controller:
         else:
             # Nothing records spans: no attributes built, a shared no-op span (a resync of
             # 100,000 objects is made of this path).
-            span_context = _NOT_RECORDING
+            span_context = NOT_RECORDING
         with span_context as span:
             try:
                 result = await self.reconciler.reconcile(Request(key))

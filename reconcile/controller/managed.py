@@ -28,7 +28,6 @@ marker while we have no record of creating it, is never touched (``NotOwned``).
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import logging
 import random
@@ -42,7 +41,7 @@ from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.informing import Informer
 from reconcile.controller.reconciling import Request, Result
-from reconcile.controller.telemetry import Telemetry
+from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
 from reconcile.errors import ConflictError, NotOwnedError, PermanentError, TerminalError
 from reconcile.model.conditions import Condition, ConditionStatus, set_condition
 from reconcile.model.external import (
@@ -65,7 +64,6 @@ from reconcile.model.serde import format_timestamp, parse_timestamp
 __all__ = ["ENGINE_MANAGER", "ManagedReconciler"]
 
 LOG = logging.getLogger("reconcile.managed")
-_NO_SPAN = contextlib.nullcontext()
 
 ENGINE_MANAGER = "reconcile-engine"
 AnyResource = Resource[Any, Any]
@@ -349,7 +347,7 @@ class ManagedReconciler:
         span = (
             self.telemetry.span(f"provider.{operation}", {"provider.kind": self.kind.kind})
             if self.telemetry.recording
-            else _NO_SPAN  # no name or attributes to build for nobody
+            else NOT_RECORDING  # no name or attributes to build for nobody
         )
         with span:
             try:

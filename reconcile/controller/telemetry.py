@@ -17,10 +17,12 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
-__all__ = ["INSTRUMENTATION_NAME", "Telemetry"]
+__all__ = ["INSTRUMENTATION_NAME", "NOT_RECORDING", "Telemetry"]
 
 INSTRUMENTATION_NAME = "reconcile"
-_NOT_RECORDING = contextlib.nullcontext(trace.INVALID_SPAN)
+#: The shared no-op span block: what callers enter instead of a span when nothing records
+#: spans (no name or attributes to build for nobody).
+NOT_RECORDING = contextlib.nullcontext(trace.INVALID_SPAN)
 
 
 class Telemetry:
@@ -75,7 +77,7 @@ class Telemetry:
         """A span made current for the block; a shared no-op when nothing records spans
         (the API's no-op span still costs several microseconds per reconcile)."""
         if not self.recording:
-            return _NOT_RECORDING
+            return NOT_RECORDING
         return self.tracer.start_as_current_span(name, attributes=attributes)
 
     def watch_depth(self, controller: str, depth: Callable[[], int]) -> None:
