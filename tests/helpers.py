@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 
+from reconcile.controller import Controller
 from reconcile.testing import let_run
 
 #: Real seconds a test waits for something that should happen almost at once.
@@ -32,3 +34,17 @@ def widget(name: str, size: int = 1, **metadata: object) -> dict[str, object]:
         "metadata": {"name": name, **metadata},
         "spec": {"size": size},
     }
+
+
+@contextlib.asynccontextmanager
+async def running(controller: Controller) -> AsyncIterator[Controller]:
+    """Run a controller for the duration of the block."""
+    task = asyncio.create_task(controller.run())
+    try:
+        await asyncio.wait_for(controller.wait_synced(), DEADLINE)
+        yield controller
+    finally:
+        await controller.shutdown(deadline=DEADLINE)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import settle, widget
+from helpers import running, settle, widget
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -49,20 +49,6 @@ class StatusWriter:
             await self.client.update_status(attrs.evolve(obj, status=status))
         queued = self.results.get(request.name)
         return queued.pop(0) if queued else None
-
-
-@contextlib.asynccontextmanager
-async def running(controller: Controller) -> AsyncIterator[Controller]:
-    """Run a controller for the duration of the block."""
-    task = asyncio.create_task(controller.run())
-    try:
-        await asyncio.wait_for(controller.wait_synced(), DEADLINE)
-        yield controller
-    finally:
-        await controller.shutdown(deadline=DEADLINE)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def make(client: Client, clock: FakeClock, **options: Any) -> tuple[Controller, StatusWriter]:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import random
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from opentelemetry import trace
 
@@ -28,14 +30,17 @@ from reconcile.controller.informing import Informer, InformerEvent
 from reconcile.controller.queueing import Priority, QueueShutDown, WorkQueue
 from reconcile.controller.reconciling import Reconciler, Request, Result
 from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
-from reconcile.errors import TerminalError, TransientError
+from reconcile.controller.terminal import CONTROLLER_MANAGER, cleared, records_terminal, with_terminal
+from reconcile.errors import ConflictError, NotFoundError, TerminalError, TransientError
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
+from reconcile.model.resource import Resource
 
 __all__ = ["Controller"]
 
 LOG = logging.getLogger("reconcile.controller")
 
+AnyResource = Resource[Any, Any]
 _TRIGGERS = {Priority.CHANGE: "change", Priority.RETRY: "retry", Priority.RESYNC: "resync"}
 
 
@@ -77,6 +82,9 @@ class Controller:
         self.ignore_actors = ignore_actors
         self._written: dict[ObjectKey, int] = {}
         self._triggers: dict[ObjectKey, str] = {}
+        #: Keys whose status holds a terminal error this controller recorded (any process's
+        #: controller: the informer tells): a success clears it.
+        self._terminal: set[ObjectKey] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._attributes = {"controller": self.name}
         self._outcomes = {
@@ -105,7 +113,16 @@ class Controller:
         self.queue.add_many(keys, priority)
 
     def _on_change(self, event: InformerEvent) -> None:
-        if event.actor is not None and event.actor in self.ignore_actors and event.type != "deleted":
+        if event.new is not None and records_terminal(event.new):
+            self._terminal.add(event.key)
+        elif self._terminal:
+            self._terminal.discard(event.key)
+        actor = event.actor
+        if (
+            actor is not None
+            and (actor in self.ignore_actors or actor == CONTROLLER_MANAGER)
+            and event.type != "deleted"
+        ):
             return
         self.enqueue(event.key, Priority.CHANGE)
 
@@ -173,6 +190,8 @@ class Controller:
                 span.set_status(trace.StatusCode.ERROR, str(exc))
                 LOG.warning("%s: %s: terminal: %s", self.name, key, exc)
                 outcome = "terminal"
+                message = str(exc) or type(exc).__name__
+                await self._amend_status(key, lambda obj: with_terminal(obj, message, self._now()))
             except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
                 self._retry(key, exc)
                 span.record_exception(exc)
@@ -181,6 +200,8 @@ class Controller:
                 outcome = "error"
             else:
                 outcome = self._follow(key, result)
+                if self._terminal and key in self._terminal:
+                    await self._amend_status(key, lambda obj: cleared(obj, self._now()))
             if span is not trace.INVALID_SPAN:
                 span.set_attribute("reconcile.result", outcome)
         self.telemetry.reconcile_total.add(1, self._outcomes[outcome])
@@ -203,6 +224,32 @@ class Controller:
             return "requeue"
         self.queue.forget(key)
         return "success"
+
+    async def _amend_status(self, key: ObjectKey, amend: Callable[[AnyResource], AnyResource | None]) -> None:
+        """Write the status ``amend`` makes of the object (nothing when it returns None),
+        guarded by the object's version: on a conflict, read the object again and retry.
+        Bookkeeping: a failure is logged, never raised into the worker."""
+        obj = self.informer.get(key)
+        try:
+            for _ in range(3):
+                new = None if obj is None else amend(obj)
+                if new is None:
+                    return
+                try:
+                    written = await self.client.update_status(new, manager=CONTROLLER_MANAGER)
+                except ConflictError:
+                    obj = await self.client.get(self.kind, key.name, namespace=key.namespace)
+                    continue
+                self.informer.remember(written, CONTROLLER_MANAGER)
+                return
+            LOG.warning("%s: %s: status kept changing; terminal error not recorded in it", self.name, key)
+        except NotFoundError:
+            return  # deleted meanwhile: nothing to record it on
+        except Exception:
+            LOG.exception("%s: %s: could not write the terminal error's record in status", self.name, key)
+
+    def _now(self) -> datetime.datetime:
+        return datetime.datetime.fromtimestamp(self.client.clock(), datetime.UTC)
 
     def _retry(self, key: ObjectKey, exc: Exception) -> None:
         self._triggers.setdefault(key, "retry")
