@@ -223,6 +223,35 @@ class TestFailures:
             await runtime.apply(bucket("bad", "new"))
             await ready(runtime, "bad")
 
+    async def test_permanent_failure_waits_for_a_change_not_a_resync(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """A resync does not call the provider again for the same spec and annotations;
+        an annotation the user changes does, and so does a new process."""
+        cloud.break_item("bad", PermanentError("quota exceeded"))
+        async with started(db_path, cloud, clock, resync_period=600) as runtime:
+            await runtime.apply(bucket("bad"))
+            await idle(runtime)
+            attempts = cloud.calls["create"]
+            assert attempts >= 1
+            revision = await runtime.client.revision()
+            controller = runtime.controllers["bucket.memory.reconcile.dev"]
+            reconciled = controller.queue.statistics().adds
+            clock.advance(660)  # past the resync, jitter included
+            await settle(lambda: controller.queue.statistics().adds > reconciled)
+            await idle(runtime)
+            assert cloud.calls["create"] == attempts, "the resync did not try again"
+            assert await runtime.client.revision() == revision, "nor wrote anything"
+            await runtime.client.patch("bucket", "bad", {"metadata": {"annotations": {"retry": "1"}}})
+            await settle(lambda: cloud.calls["create"] > attempts)
+            await idle(runtime)
+            attempts = cloud.calls["create"]
+        async with started(db_path, cloud, clock, resync_period=600) as runtime:
+            await settle(lambda: cloud.calls["create"] > attempts)
+            del cloud.broken["bad"]
+            await runtime.client.patch("bucket", "bad", {"metadata": {"annotations": {"retry": "2"}}})
+            await ready(runtime, "bad")
+
     async def test_transient_failures_back_off(
         self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
     ) -> None:
@@ -313,6 +342,26 @@ class TestOwnership:
                 lambda: not runtime.controllers["bucket.memory.reconcile.dev"].informer.cached_keys()
             )
         assert cloud.items["b"].value == "theirs"
+        assert cloud.writes == 0
+
+    async def test_not_owned_is_recorded_once(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """Later resyncs look again (read only) but append nothing: a finding is not an
+        action, and a resync of unchanged objects writes no event."""
+        cloud.plant("b", "theirs", owner="someone-else")
+        async with started(db_path, cloud, clock, resync_period=600) as runtime:
+            await runtime.apply(bucket("b", "mine"))
+            await settle(lambda: cloud.calls["observe"] >= 1)
+            await idle(runtime)
+            revision = await runtime.client.revision()
+            observed = cloud.calls["observe"]
+            for _ in range(2):
+                clock.advance(660)  # past the resync, jitter (10 %) included
+                await settle(lambda observed=observed: cloud.calls["observe"] > observed)
+                await idle(runtime)
+                observed = cloud.calls["observe"]
+            assert await runtime.client.revision() == revision
         assert cloud.writes == 0
 
     async def test_unmarked_pre_existing_is_not_adopted(

@@ -58,6 +58,7 @@ from reconcile.model.external import (
     Observation,
 )
 from reconcile.model.kinds import Kind
+from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import Resource
 from reconcile.model.serde import format_timestamp, parse_timestamp
 
@@ -105,6 +106,10 @@ class ManagedReconciler:
         self.telemetry = telemetry or Telemetry()
         self._random = random_source
         self.informer: Informer | None = None
+        #: key -> (uid, generation, annotations) of objects whose last attempt failed
+        #: permanently: not attempted again (by a resync) until one of those changes, or
+        #: the process restarts.
+        self._gave_up: dict[ObjectKey, tuple[str | None, int, dict[str, str]]] = {}
 
     async def _external(self) -> ExternalClient:
         # Connect once; the Runtime shares one client per provider between its kinds.
@@ -123,6 +128,7 @@ class ManagedReconciler:
         assert self.informer is not None, "bind() the reconciler to its controller's informer"
         obj = self.informer.get(request.key)
         if obj is None:
+            self._gave_up.pop(request.key, None)
             return None
         annotations = obj.metadata.annotations
         if annotations.get(ANNOTATION_PAUSED) == "true":
@@ -141,6 +147,8 @@ class ManagedReconciler:
             raise TerminalError(message)
         if obj.metadata.deletion_timestamp is not None:
             return await self._finalize(obj, deletion, management)
+        if self._gave_up:
+            self._still_given_up(obj)
         external = self._client if self._client is not None else await self._external()
         observation = await self._observe(obj, external)
         if management == "ObserveOnly":
@@ -151,8 +159,10 @@ class ManagedReconciler:
             return self._poll()
         if observation.exists and not self._owned(obj, observation):
             message = "the external resource exists but was not created by this object; it is left alone"
-            await self._act(obj, [("NotOwned", message)])
-            await self._status(obj, observation, synced=(FALSE, "NotOwned", message))
+            if self._new_status(obj, observation, synced=(FALSE, "NotOwned", message)) is not None:
+                # A finding, not an action: recorded once, not at every resync or poll.
+                await self._act(obj, [("NotOwned", message)])
+                await self._status(obj, observation, synced=(FALSE, "NotOwned", message))
             raise TerminalError(message)
         if not observation.exists:
             return await self._create(obj, external)
@@ -186,6 +196,20 @@ class ManagedReconciler:
             return self._poll()
         await self._status(obj, observation, ready=ready, synced=synced)
         return self._poll()
+
+    def _still_given_up(self, obj: AnyResource) -> None:
+        """Raise TerminalError again, without calling the provider, when the last attempt
+        failed permanently and neither the spec (its generation) nor the annotations
+        changed since: "no retry until the spec changes", resyncs included."""
+        meta = obj.metadata
+        gave_up = self._gave_up.get(obj.key)
+        if gave_up is None:
+            return
+        if gave_up != (meta.uid, meta.generation, meta.annotations):
+            del self._gave_up[obj.key]
+            return
+        synced = obj.status.condition("Synced")
+        raise TerminalError(synced.message if synced is not None else "failed permanently")
 
     def _poll(self) -> Result:
         spread = self.poll_interval * self.poll_jitter
@@ -327,6 +351,8 @@ class ManagedReconciler:
         except Exception:
             LOG.exception("%s: could not record the failure in status", obj.key)
         if permanent:
+            meta = obj.metadata
+            self._gave_up[obj.key] = (meta.uid, meta.generation, dict(meta.annotations))
             raise TerminalError(str(exc)) from exc
         raise exc
 
