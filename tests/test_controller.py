@@ -473,6 +473,8 @@ class TestTelemetry:
         async with running(controller):
             await client.apply(widget("w2"))
             await settle(lambda: reconciler.calls.get("w1", 0) >= 2 and reconciler.calls.get("w2", 0) >= 1)
+            # Nothing in flight or ready (w2 waits for its backoff on the fake clock).
+            await settle(lambda: (stats := controller.queue.statistics()).depth + stats.processing == 0)
             data = reader.get_metrics_data()
         spans = [s for s in exporter.get_finished_spans() if s.name == "reconcile"]
         first = next(s for s in spans if s.attributes["reconcile.key"] == "default/w1")
@@ -488,10 +490,18 @@ class TestTelemetry:
             "reconcile_time_seconds",
             "workqueue_depth",
             "workqueue_retries_total",
+            "workqueue_unfinished_work_seconds",
+            "workqueue_longest_running_processor_seconds",
+            "controller_runtime_active_workers",
         } <= set(metrics)
         results = {p.attributes["result"]: p.value for p in metrics["reconcile_total"].data.data_points}
         assert results["success"] >= 2
         assert results["error"] >= 1
+        (waited,) = metrics["workqueue_queue_duration_seconds"].data.data_points
+        assert waited.attributes == {"controller": "widget"}
+        assert waited.count == sum(results.values()), "one wait per key handed out"
+        (workers,) = metrics["controller_runtime_max_concurrent_reconciles"].data.data_points
+        assert workers.value == 4
 
 
 class TestGarbageCollection:

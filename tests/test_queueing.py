@@ -307,3 +307,39 @@ async def test_add_many_defers_keys_in_flight(clock: FakeClock) -> None:
     assert queue.get_nowait() is None, "a is still in flight"
     queue.done("a")
     assert queue.get_nowait() == "a"
+
+
+class TestTiming:
+    """What the queue reports for client-go's queue metrics."""
+
+    async def test_wait_counts_from_the_first_add(self, queue: WorkQueue[str], clock: FakeClock) -> None:
+        """A key added, added again, then moved up by a change waited since its first add;
+        a key re-added while processed waits from when it was queued again."""
+        waits: list[float] = []
+        queue.wait_observer = waits.append
+        queue.add("a", Priority.RESYNC)
+        clock.advance(2)
+        queue.add("a", Priority.RESYNC)
+        queue.add("a", Priority.CHANGE)  # a better order: same wait, counted from the first add
+        clock.advance(1)
+        assert queue.get_nowait() == "a"
+        assert waits == [3.0]
+        queue.add("a")  # deferred while processing
+        clock.advance(4)
+        queue.done("a")
+        clock.advance(0.5)
+        assert queue.get_nowait() == "a"
+        assert waits == [3.0, 0.5]
+
+    async def test_processing_times(self, queue: WorkQueue[str], clock: FakeClock) -> None:
+        """How long each key in flight has been processed; done keys drop out."""
+        queue.add("a")
+        queue.add("b")
+        assert queue.get_nowait() == "a"
+        clock.advance(2)
+        assert queue.get_nowait() == "b"
+        clock.advance(1)
+        assert sorted(queue.processing_times()) == [1.0, 3.0]
+        queue.done("a")
+        assert queue.processing_times() == [1.0]
+        assert queue.statistics().processing == 1

@@ -262,7 +262,10 @@ class Controller:
 
     async def run(self) -> None:
         """Run the informer, the workers and the resync until cancelled or shut down."""
-        self.telemetry.watch_depth(self.name, lambda: len(self.queue))
+        self.telemetry.watch_queue(self.name, self.queue, self.workers)
+        attributes = self._attributes
+        record_wait = self.telemetry.queue_wait.record
+        self.queue.wait_observer = lambda waited: record_wait(waited, attributes)
         loop = asyncio.get_running_loop()
         informer = loop.create_task(self.informer.run(), name=f"{self.name}-informer")
         extras = [informer]
@@ -287,7 +290,8 @@ class Controller:
             for task in self._tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-            self.telemetry.forget_depth(self.name)
+            self.telemetry.forget_queue(self.name)
+            self.queue.wait_observer = None
 
     async def wait_synced(self) -> None:
         """Wait until the informer's first list is in the cache."""

@@ -15,6 +15,9 @@ reconcile.
   offset ago, yet a resync never waits behind changes for longer than that offset.
 * **Shutdown**: :meth:`shut_down` stops accepting keys; getters still receive what is
   queued, then :class:`QueueShutDown`; :meth:`drain` waits for in-flight work.
+* **Timing** (client-go's queue metrics): how long each key waited from its first add to
+  being handed out (to :attr:`WorkQueue.wait_observer`), and how long the keys in
+  flight have been processed (:meth:`WorkQueue.processing_times`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import collections
 import enum
 import heapq
 import itertools
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Generic, TypeVar
 
 import attrs
@@ -98,21 +101,26 @@ class WorkQueue(Generic[K]):
         aging: Mapping[Priority, float] = DEFAULT_AGING,
     ) -> None:
         self._clock = clock or LoopClock()
+        self._now = self._clock.now
         self._base_delay, self._max_delay = base_delay, max_delay
         self._bucket = None if qps is None else _TokenBucket(qps, burst, self._clock)
         self._aging = dict(aging)
         self._counter = itertools.count()
-        # Ready keys by (order, seq); _queued[key] is the live entry (older entries for the
+        # Ready keys by (order, seq); _queued[key] is the live entry's (order, seq, time of
+        # the key's first add since it was last handed out) (older entries for the
         # same key are skipped when popped). Orders mostly arrive in increasing order (now plus a
         # per-priority constant), so those go to a FIFO that pops in O(1); one that would
         # break its order (a change overtaking a resync backlog) goes to a heap; the
         # smaller head of the two is next. Stale entries are skipped against _queued.
         self._fifo: collections.deque[tuple[float, int, K]] = collections.deque()
         self._heap: list[tuple[float, int, K]] = []
-        self._queued: dict[K, tuple[float, int]] = {}
+        self._queued: dict[K, tuple[float, int, float]] = {}
         # Keys added while being processed: requeued at done() with this order.
         self._deferred: dict[K, float] = {}
-        self._processing: set[K] = set()
+        # Keys handed out, with when.
+        self._processing: dict[K, float] = {}
+        #: Called with the seconds each key waited between its first add and being handed out.
+        self.wait_observer: Callable[[float], None] | None = None
         # Delayed keys: heap of (ready_at, seq, key, priority); _waiting[key] = ready_at.
         self._delayed: list[tuple[float, int, K, Priority]] = []
         self._waiting: dict[K, float] = {}
@@ -133,8 +141,8 @@ class WorkQueue(Generic[K]):
         if self._shutting_down:
             return
         self._adds += 1
-        order = self._clock.now() + self._aging.get(priority, 0.0)
-        if self._place(key, order):
+        now = self._now()
+        if self._place(key, now + self._aging.get(priority, 0.0), now):
             self._became_ready(1)
 
     def add_many(self, keys: Iterable[K], priority: Priority = Priority.RESYNC) -> None:
@@ -142,11 +150,12 @@ class WorkQueue(Generic[K]):
         per idle worker rather than per key."""
         if self._shutting_down:
             return
-        order = self._clock.now() + self._aging.get(priority, 0.0)
+        now = self._now()
+        order = now + self._aging.get(priority, 0.0)
         count = pushed = 0
         for key in keys:
             count += 1
-            pushed += self._place(key, order)
+            pushed += self._place(key, order, now)
         self._adds += count
         self._became_ready(pushed)
 
@@ -157,21 +166,23 @@ class WorkQueue(Generic[K]):
             for _ in range(min(ready, len(self._getters))):
                 self._wake_one()
 
-    def _place(self, key: K, order: float) -> bool:
+    def _place(self, key: K, order: float, now: float) -> bool:
         """Queue ``key`` at ``order`` (deferred while it is processed); True when a new
         entry became ready, so a worker should be woken."""
         if key in self._processing:
             previous = self._deferred.get(key)
             self._deferred[key] = order if previous is None else min(previous, order)
             return False
-        return self._push(key, order)
+        return self._push(key, order, now)
 
-    def _push(self, key: K, order: float) -> bool:
+    def _push(self, key: K, order: float, now: float) -> bool:
         current = self._queued.get(key)
-        if current is not None and current[0] <= order:
-            return False
+        if current is not None:
+            if current[0] <= order:
+                return False
+            now = current[2]  # moved up: it has waited since its first add
         seq = next(self._counter)
-        self._queued[key] = (order, seq)
+        self._queued[key] = (order, seq, now)
         fifo = self._fifo
         if not fifo or order >= fifo[-1][0]:
             fifo.append((order, seq, key))
@@ -259,13 +270,17 @@ class WorkQueue(Generic[K]):
         fifo, heap = self._fifo, self._heap
         while fifo or heap:
             if heap and (not fifo or heap[0] < fifo[0]):
-                order, seq, key = heapq.heappop(heap)
+                _, seq, key = heapq.heappop(heap)
             else:
-                order, seq, key = fifo.popleft()
-            if self._queued.get(key) != (order, seq):
-                continue
+                _, seq, key = fifo.popleft()
+            entry = self._queued.get(key)
+            if entry is None or entry[1] != seq:
+                continue  # stale: the key was taken, or moved up, since
             del self._queued[key]
-            self._processing.add(key)
+            now = self._now()
+            self._processing[key] = now
+            if self.wait_observer is not None:
+                self.wait_observer(now - entry[2])
             return key
         if self._shutting_down:
             raise QueueShutDown
@@ -289,10 +304,10 @@ class WorkQueue(Generic[K]):
 
     def done(self, key: K) -> None:
         """Processing of ``key`` finished; a deferred add of it is queued now."""
-        self._processing.discard(key)
+        self._processing.pop(key, None)
         order = self._deferred.pop(key, None)
         if order is not None and not self._shutting_down:
-            self._became_ready(self._push(key, order))
+            self._became_ready(self._push(key, order, self._now()))
         self._check_idle()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -329,6 +344,11 @@ class WorkQueue(Generic[K]):
         """Shut down, then wait until the queued and in-flight keys are done."""
         self.shut_down()
         await self.wait_idle()
+
+    def processing_times(self) -> list[float]:
+        """Seconds each key in flight has been processed so far."""
+        now = self._clock.now()
+        return [now - started for started in self._processing.values()]
 
     def __len__(self) -> int:
         """The number of keys ready to be taken (the depth)."""

@@ -5,7 +5,10 @@ One span per reconcile (``reconcile``, with the kind, key, generation, trigger a
 result) and child spans for provider calls and store writes. Metrics are named like
 controller-runtime's, with a ``controller`` attribute: ``reconcile_total{result}``,
 ``reconcile_errors_total``, ``reconcile_time_seconds``, ``workqueue_depth``,
-``workqueue_adds_total``, ``workqueue_retries_total``.
+``workqueue_adds_total``, ``workqueue_retries_total``, ``workqueue_queue_duration_seconds``,
+``workqueue_unfinished_work_seconds``, ``workqueue_longest_running_processor_seconds``,
+``controller_runtime_active_workers`` and ``controller_runtime_max_concurrent_reconciles``.
+The gauges are read only when a metric reader collects.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry import metrics, trace
 
@@ -23,6 +26,14 @@ INSTRUMENTATION_NAME = "reconcile"
 #: The shared no-op span block: what callers enter instead of a span when nothing records
 #: spans (no name or attributes to build for nobody).
 NOT_RECORDING = contextlib.nullcontext(trace.INVALID_SPAN)
+
+
+class WatchedQueue(Protocol):
+    """What the gauges read from a controller's work queue."""
+
+    def __len__(self) -> int: ...
+
+    def processing_times(self) -> list[float]: ...
 
 
 class Telemetry:
@@ -54,10 +65,33 @@ class Telemetry:
         self.queue_retries = self.meter.create_counter(
             "workqueue_retries_total", description="Rate-limited re-adds"
         )
-        self._depths: dict[str, Callable[[], int]] = {}
-        self.meter.create_observable_gauge(
-            "workqueue_depth", callbacks=[self._observe_depths], description="Keys ready in the queue"
+        self.queue_wait = self.meter.create_histogram(
+            "workqueue_queue_duration_seconds",
+            unit="s",
+            description="How long a key waited in the queue, from its first add to a worker taking it",
         )
+        self._queues: dict[str, tuple[WatchedQueue, int]] = {}
+        gauges: list[tuple[str, str, Callable[[WatchedQueue, int], float]]] = [
+            ("workqueue_depth", "Keys ready in the queue", lambda q, _: len(q)),
+            (
+                "workqueue_unfinished_work_seconds",
+                "Seconds of work in flight not yet done (large values: stuck reconciles)",
+                lambda q, _: sum(q.processing_times()),
+            ),
+            (
+                "workqueue_longest_running_processor_seconds",
+                "How long the longest reconcile in flight has been running",
+                lambda q, _: max(q.processing_times(), default=0.0),
+            ),
+            (
+                "controller_runtime_active_workers",
+                "Workers reconciling now",
+                lambda q, _: len(q.processing_times()),
+            ),
+            ("controller_runtime_max_concurrent_reconciles", "Workers of the controller", lambda _, w: w),
+        ]
+        for name, description, read in gauges:
+            self.meter.create_observable_gauge(name, callbacks=[self._reader(read)], description=description)
 
     @property
     def recording(self) -> bool:
@@ -80,15 +114,21 @@ class Telemetry:
             return NOT_RECORDING
         return self.tracer.start_as_current_span(name, attributes=attributes)
 
-    def watch_depth(self, controller: str, depth: Callable[[], int]) -> None:
-        """Report ``depth()`` as ``workqueue_depth{controller}``."""
-        self._depths[controller] = depth
+    def watch_queue(self, controller: str, queue: WatchedQueue, workers: int) -> None:
+        """Report the gauges of ``controller``'s queue and workers."""
+        self._queues[controller] = (queue, workers)
 
-    def forget_depth(self, controller: str) -> None:
-        """Stop reporting a controller's depth."""
-        self._depths.pop(controller, None)
+    def forget_queue(self, controller: str) -> None:
+        """Stop reporting a controller's gauges."""
+        self._queues.pop(controller, None)
 
-    def _observe_depths(self, _options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
-        return [
-            metrics.Observation(depth(), {"controller": name}) for name, depth in list(self._depths.items())
-        ]
+    def _reader(
+        self, read: Callable[[WatchedQueue, int], float]
+    ) -> Callable[[metrics.CallbackOptions], Iterable[metrics.Observation]]:
+        def observe(_options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+            return [
+                metrics.Observation(read(queue, workers), {"controller": name})
+                for name, (queue, workers) in list(self._queues.items())
+            ]
+
+        return observe
