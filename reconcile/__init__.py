@@ -13,6 +13,7 @@ from reconcile.controller import Controller, Priority, Reconciler, Request, Resu
 from reconcile.errors import (
     AlreadyExistsError,
     ConflictError,
+    DeadlineExceededError,
     ExpiredError,
     FieldError,
     InvalidError,
@@ -57,6 +58,7 @@ __all__ = [
     "ConditionStatus",
     "ConflictError",
     "Controller",
+    "DeadlineExceededError",
     "Event",
     "EventType",
     "ExpiredError",

@@ -11,6 +11,8 @@ What reconcilers and providers raise, by what the engine does next:
 
 * :class:`TransientError` -- retry (after ``retry_after`` when given); anything not
   listed here counts as transient too.
+* :class:`DeadlineExceededError` -- (raised by the engine) a provider call did not answer
+  in time and was cut short: transient, and whether it took effect is unknown.
 * :class:`PermanentError` -- retrying will not help until the spec changes.
 * :class:`NotOwnedError` -- the external resource exists but is not ours: never touch it.
 * :class:`TerminalError` -- a reconciler's "stop": no retry, recorded in status.
@@ -26,6 +28,7 @@ import attrs
 __all__ = [
     "AlreadyExistsError",
     "ConflictError",
+    "DeadlineExceededError",
     "ExpiredError",
     "FieldError",
     "InvalidError",
@@ -128,6 +131,12 @@ class TransientError(ReconcileError):
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class DeadlineExceededError(TransientError):
+    """A provider call did not answer within its deadline and was cut short. Like gRPC's
+    DEADLINE_EXCEEDED, it may or may not have taken effect: after a create cut short the
+    engine keeps its pending marker, so the next reconcile finds out before creating again."""
 
 
 class PermanentError(ReconcileError):

@@ -8,20 +8,33 @@ through a :class:`Clock`, so tests drive time by hand with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Protocol
 
-__all__ = ["Clock", "LoopClock"]
+__all__ = ["Clock", "Expiry", "LoopClock"]
+
+
+class Expiry(Protocol):
+    """What a clock's timeout block yields: whether its deadline cut the block short."""
+
+    def expired(self) -> bool:
+        """True once the deadline passed and the block was cancelled for it."""
 
 
 class Clock(Protocol):
-    """Monotonic time in seconds and a way to wait for it to pass."""
+    """Monotonic time in seconds, a way to wait for it to pass, and a deadline for a
+    block of work."""
 
     def now(self) -> float:
         """The current monotonic time."""
 
     async def sleep(self, seconds: float) -> None:
         """Return once ``seconds`` have passed."""
+
+    def timeout(self, seconds: float) -> contextlib.AbstractAsyncContextManager[Expiry]:
+        """``async with clock.timeout(s):`` cancels the block after ``s`` seconds and
+        raises :class:`TimeoutError` in its place (``asyncio.timeout`` on this clock)."""
 
 
 class LoopClock:
@@ -34,3 +47,7 @@ class LoopClock:
     async def sleep(self, seconds: float) -> None:
         """``asyncio.sleep``."""
         await asyncio.sleep(max(seconds, 0.0))
+
+    def timeout(self, seconds: float) -> contextlib.AbstractAsyncContextManager[Expiry]:
+        """``asyncio.timeout``, relative to now."""
+        return asyncio.timeout(seconds)

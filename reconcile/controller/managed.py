@@ -42,7 +42,13 @@ from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.informing import Informer
 from reconcile.controller.reconciling import Request, Result
 from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
-from reconcile.errors import ConflictError, NotOwnedError, PermanentError, TerminalError
+from reconcile.errors import (
+    ConflictError,
+    DeadlineExceededError,
+    NotOwnedError,
+    PermanentError,
+    TerminalError,
+)
 from reconcile.model.conditions import Condition, ConditionStatus, set_condition
 from reconcile.model.external import (
     ANNOTATION_CREATE_PENDING,
@@ -91,6 +97,7 @@ class ManagedReconciler:
         poll_jitter: float = 0.1,
         creation_grace: float = 0.0,
         attempts: int = 3,
+        call_timeout: float | None = 60.0,
         telemetry: Telemetry | None = None,
         random_source: Callable[[], float] = random.random,
     ) -> None:
@@ -103,6 +110,8 @@ class ManagedReconciler:
         self.poll_jitter = poll_jitter
         self.creation_grace = creation_grace
         self.attempts = attempts
+        #: Seconds each provider call may take before it counts as a transient failure.
+        self.call_timeout = call_timeout
         self.telemetry = telemetry or Telemetry()
         self._random = random_source
         self.informer: Informer | None = None
@@ -256,8 +265,14 @@ class ManagedReconciler:
         try:
             external_name = await self._call("create", external.create, obj)
         except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
+            # A create that answered with an error did not happen: the marker goes. One cut
+            # short by its deadline may have: the marker stays, as after a crash, and the
+            # next reconcile looks before it creates again.
+            unknown = isinstance(exc, DeadlineExceededError)
             obj = await self._act(
-                obj, [("CreateFailed", str(exc))], annotations={ANNOTATION_CREATE_PENDING: None}
+                obj,
+                [("CreateFailed", str(exc))],
+                annotations=None if unknown else {ANNOTATION_CREATE_PENDING: None},
             )
             return await self._failed(obj, exc)
         done: dict[str, str | None] = {
@@ -377,7 +392,7 @@ class ManagedReconciler:
         )
         with span:
             try:
-                return await function(*args)
+                return await self._attempt(operation, function, args)
             except Exception as exc:
                 if self.attempts <= 1 or not _retryable(exc):
                     raise
@@ -393,8 +408,27 @@ class ManagedReconciler:
             await self.clock.sleep(0.01)
             async for attempt in retrying:
                 with attempt:
-                    return await function(*args)
+                    return await self._attempt(operation, function, args)
         raise AssertionError  # pragma: no cover - reraise=True always returns or raises
+
+    async def _attempt(
+        self, operation: str, function: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
+    ) -> Any:
+        """One provider call, cut short after ``call_timeout`` seconds: a call that hangs
+        (a dead connection, a server that never answers) is a transient failure, not a
+        worker lost for good. A create cut short may or may not have happened: the pending
+        marker written before it tells the next reconcile (see the module docstring)."""
+        if self.call_timeout is None:
+            return await function(*args)
+        expiry = None
+        try:
+            async with self.clock.timeout(self.call_timeout) as expiry:
+                return await function(*args)
+        except TimeoutError:
+            if expiry is not None and expiry.expired():
+                message = f"provider {operation} did not answer within {self.call_timeout:g} s"
+                raise DeadlineExceededError(message) from None
+            raise  # the provider's own timeout: transient like any other error
 
     async def _act(
         self,

@@ -64,6 +64,7 @@ class Runtime:
         poll_jitter: float = 0.1,
         creation_grace: float = 0.0,
         provider_attempts: int = 3,
+        provider_timeout: float | None = 60.0,
         resync_period: float | None = 600.0,
         shutdown_deadline: float = 30.0,
         telemetry: Telemetry | None = None,
@@ -83,6 +84,7 @@ class Runtime:
         self.poll_jitter = poll_jitter
         self.creation_grace = creation_grace
         self.provider_attempts = provider_attempts
+        self.provider_timeout = provider_timeout
         self.resync_period = resync_period
         self.shutdown_deadline = shutdown_deadline
         self.telemetry = telemetry or Telemetry()
@@ -152,6 +154,7 @@ class Runtime:
             poll_jitter=self.poll_jitter,
             creation_grace=self.creation_grace,
             attempts=self.provider_attempts,
+            call_timeout=self.provider_timeout,
             telemetry=self.telemetry,
         )
         name = f"{kind.kind.lower()}.{kind.api_group}"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
+from collections.abc import AsyncIterator
 
 __all__ = ["FakeClock"]
 
@@ -39,6 +41,32 @@ class FakeClock:
         heapq.heappush(self._sleepers, (self._now + seconds, next(self._counter), future))
         await future
 
+    @contextlib.asynccontextmanager
+    async def timeout(self, seconds: float) -> AsyncIterator[_Expiry]:
+        """Cancel the block once the clock has been advanced past ``seconds`` from now and
+        raise :class:`TimeoutError` instead (``asyncio.timeout``'s semantics, fake time)."""
+        task = asyncio.current_task()
+        assert task is not None, "clock.timeout() outside a task"
+        expiry = _Expiry()
+        deadline: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self._now + seconds, next(self._counter), deadline))
+
+        def fire(done: asyncio.Future[None]) -> None:
+            if expiry.active and not done.cancelled():
+                expiry.fired = True
+                task.cancel()
+
+        deadline.add_done_callback(fire)
+        try:
+            yield expiry
+        except asyncio.CancelledError:
+            if expiry.fired and task.uncancel() == 0:
+                raise TimeoutError from None
+            raise
+        finally:
+            expiry.active = False
+            deadline.cancel()
+
     def advance(self, seconds: float) -> None:
         """Move time forward, waking every sleeper whose time has come."""
         self._now += seconds
@@ -71,3 +99,15 @@ async def let_run(turn: int) -> None:
     with a spinning loop.
     """
     await asyncio.sleep(0 if turn < SPIN_TURNS else 0.001)
+
+
+class _Expiry:
+    """A FakeClock timeout's state."""
+
+    def __init__(self) -> None:
+        self.active = True
+        self.fired = False
+
+    def expired(self) -> bool:
+        """Whether the deadline cut the block short."""
+        return self.fired
