@@ -36,6 +36,13 @@ class TestEmbeddedService:
             assert bad.status == 422
             assert "metadata.name" in (await bad.json())["error"]
             runtime = app[RUNTIME]
+            await runtime.wait_synced()
+            for probe in ("/readyz", "/healthz"):
+                answer = await http.get(probe)
+                assert answer.status == 200
+                report = await answer.json()
+                assert report["ready"] is True
+                assert report["problems"] == []
         with pytest.raises(ReconcileError, match="not started"):
             _ = runtime.client  # shutdown drained and closed the runtime
 

@@ -2,9 +2,11 @@
 
 Startup opens the Runtime (store, controllers, providers) inside the service's loop; a
 request applies a resource and waits until it is Ready; shutdown drains the controllers.
+``/readyz`` and ``/healthz`` answer the orchestrator's probes from ``Runtime.health()``.
 
     python examples/service/app.py            # serves on http://127.0.0.1:8080
     curl -X PUT localhost:8080/buckets/photos -d '{"value": "v1"}'
+    curl localhost:8080/readyz
 """
 
 from __future__ import annotations
@@ -34,7 +36,22 @@ def create_app(
     app.cleanup_ctx.append(runtime_context)
     app.router.add_put("/buckets/{name}", put_bucket)
     app.router.add_get("/buckets/{name}", get_bucket)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/healthz", healthz)
     return app
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """200 once every controller's cache is synced and watching; 503 with the reasons."""
+    health = request.app[RUNTIME].health()
+    return web.json_response(health.as_dict(), status=200 if health.ready else 503)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """200 unless a controller or a watch waits to be restarted (restart the process if
+    this stays 503)."""
+    health = request.app[RUNTIME].health()
+    return web.json_response(health.as_dict(), status=200 if health.healthy else 503)
 
 
 def describe(obj: reconcile.Resource[Any, Any]) -> dict[str, Any]:

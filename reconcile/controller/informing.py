@@ -99,6 +99,8 @@ class Informer:
         self.synced = asyncio.Event()
         self._lists = 0
         self._failures = 0
+        #: True from a list or watch failure until the next list succeeds.
+        self.failing = False
         self._freeze_gc = freeze_gc
         self._puts_since_freeze = 0
         #: key -> (revision, actor) of an object put by remember(), whose watch event is
@@ -200,6 +202,7 @@ class Informer:
         while True:
             try:
                 await self._list()
+                self.failing = False
                 backoff = 0.1
                 async for item in self.client.watch(
                     self.kind,
@@ -219,6 +222,7 @@ class Informer:
                 raise
             except Exception as exc:
                 self._failures += 1
+                self.failing = True
                 LOG.exception("%s informer: watch failed; restarting in %.1fs", self.kind.kind, backoff)
                 for handler in self._error_handlers:
                     with contextlib.suppress(Exception):

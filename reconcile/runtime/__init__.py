@@ -2,7 +2,8 @@
 and provider discovery."""
 
 from reconcile.runtime.discovery import discover_providers
+from reconcile.runtime.health import ControllerHealth, Health
 from reconcile.runtime.running import Runtime
 from reconcile.runtime.supervising import Supervisor
 
-__all__ = ["Runtime", "Supervisor", "discover_providers"]
+__all__ = ["ControllerHealth", "Health", "Runtime", "Supervisor", "discover_providers"]

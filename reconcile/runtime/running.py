@@ -36,6 +36,7 @@ from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import Resource
 from reconcile.runtime.discovery import discover_providers
+from reconcile.runtime.health import ControllerHealth, Health
 from reconcile.runtime.supervising import Supervisor
 from reconcile.store.urls import open_store
 
@@ -257,6 +258,30 @@ class Runtime:
             (c for c in self.controllers.values() if (c.kind.api_group, c.kind.kind) == (api_group, kind)),
             None,
         )
+
+    def health(self) -> Health:
+        """Readiness and health, for a service's probes: every controller synced, watching
+        and running (see :mod:`reconcile.runtime.health`). Cheap: no store query."""
+        controllers = []
+        for name, controller in self.controllers.items():
+            informer, queue = controller.informer, controller.queue
+            stats, cache = queue.statistics(), informer.statistics()
+            controllers.append(
+                ControllerHealth(
+                    name=name,
+                    synced=informer.synced.is_set(),
+                    watching=not informer.failing,
+                    running=name not in self.supervisor.down,
+                    crashes=self.supervisor.crashes[name],
+                    watch_failures=cache.watch_failures,
+                    cached=cache.objects,
+                    depth=stats.depth,
+                    processing=stats.processing,
+                    waiting=stats.waiting,
+                    longest_running=max(queue.processing_times(), default=0.0),
+                )
+            )
+        return Health.of(tuple(controllers), started=self._client is not None)
 
     async def wait_synced(self) -> None:
         """Wait until every controller's cache holds its first list."""

@@ -25,6 +25,8 @@ class Supervisor:
         self.max_backoff = max_backoff
         self.crashes: collections.Counter[str] = collections.Counter()
         self.crash_handlers: list[Callable[[str, BaseException], None]] = []
+        #: Names waiting to be restarted after a crash.
+        self.down: set[str] = set()
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.stopping = False
 
@@ -37,6 +39,7 @@ class Supervisor:
     async def _keep(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
         backoff = self.initial_backoff
         while not self.stopping:
+            self.down.discard(name)
             try:
                 await run()
             except asyncio.CancelledError:
@@ -52,6 +55,7 @@ class Supervisor:
 
     def _report(self, name: str, exc: BaseException) -> None:
         self.crashes[name] += 1
+        self.down.add(name)
         LOG.error("%s crashed (%d so far); restarting", name, self.crashes[name], exc_info=exc)
         for handler in self.crash_handlers:
             try:
