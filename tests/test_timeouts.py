@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import settle
+from helpers import running, settle, widget
 
-from reconcile import ObjectKey, Runtime
-from reconcile.controller import LoopClock
+from reconcile import Client, ObjectKey, Runtime
+from reconcile.controller import Controller, LoopClock, Request, Result
+from reconcile.controller.deadlines import Deadlines
+from reconcile.errors import DeadlineExceededError
 from reconcile.model.external import ANNOTATION_CREATE_PENDING
-from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
+from reconcile.testing import WIDGET, FakeClock, MemoryCloud, MemoryProvider
 from reconcile.testing.memory import MemoryClient
 
 DEADLINE = 20.0
@@ -218,3 +221,102 @@ class TestProviderTimeout:
             await settle(lambda: synced(runtime, "Bucket", "b") == ("ReconcileError", "connect timed out"))
             clock.advance(1)
             await runtime.wait_ready("Bucket", "b", timeout=DEADLINE)
+
+
+class TestReconcileTimeout:
+    """``Controller(reconcile_timeout=...)``: a reconcile that hangs is cut short and retried."""
+
+    async def test_a_hung_reconcile_is_retried_with_backoff(self, client: Client, clock: FakeClock) -> None:
+        """Cancelled after the timeout (on the controller's clock), counted as an error,
+        retried after the key's backoff; other keys go on meanwhile."""
+        await client.apply(widget("slow"))
+        await client.apply(widget("fast"))
+        calls: dict[str, int] = {}
+        cancelled: list[str] = []
+
+        class Hanging:
+            async def reconcile(self, request: Request) -> Result | None:
+                calls[request.name] = calls.get(request.name, 0) + 1
+                if request.name == "slow" and calls["slow"] == 1:
+                    try:
+                        await clock.sleep(3600)
+                    except asyncio.CancelledError:
+                        cancelled.append(request.name)
+                        raise
+                return None
+
+        controller = Controller(
+            client, WIDGET, Hanging(), clock=clock, workers=2, resync_period=None, reconcile_timeout=5
+        )
+        key = ObjectKey(WIDGET.api_group, WIDGET.kind, "default", "slow")
+        async with running(controller):
+            await settle(lambda: calls.get("slow") == 1 and calls.get("fast") == 1)
+            clock.advance(5)
+            await settle(lambda: controller.queue.num_requeues(key) == 1)
+            assert cancelled == ["slow"]
+            assert calls["slow"] == 1, "not retried before its backoff"
+            clock.advance(0.005)
+            await settle(lambda: calls["slow"] == 2)
+            await asyncio.wait_for(controller.queue.wait_idle(), DEADLINE)
+            assert controller.queue.num_requeues(key) == 0, "the retry succeeded"
+
+
+class TestDeadlines:
+    """One watchdog for many calls."""
+
+    async def test_only_the_late_call_is_cut_and_the_watchdog_ends(self, clock: FakeClock) -> None:
+        """Two calls in flight, one finishes: the other is cancelled at its deadline with
+        DeadlineExceededError naming it; then the watchdog ends (no sleeper left)."""
+        deadlines = Deadlines(clock, 5, "provider")
+        release = asyncio.Event()
+
+        async def quick() -> str:
+            await release.wait()
+            return "done"
+
+        hung = asyncio.create_task(deadlines.call("create", clock.sleep, 3600))
+        fast = asyncio.create_task(deadlines.call("observe", quick))
+        await settle(lambda: clock.sleepers == 2)  # the hung call and the watchdog
+        release.set()
+        assert await asyncio.wait_for(fast, DEADLINE) == "done"
+        clock.advance(5)
+        with pytest.raises(DeadlineExceededError, match="provider create did not answer within 5 s"):
+            await asyncio.wait_for(hung, DEADLINE)
+        await settle(lambda: clock.sleepers == 0)
+        assert await deadlines.call("observe", quick) == "done"  # a new watchdog when needed
+        await deadlines.close()
+
+    async def test_a_swallowed_cancellation_leaves_no_debt(self, clock: FakeClock) -> None:
+        """A call that catches the cancellation and returns: its result stands, and the
+        task is not left cancelling (a later await is not interrupted)."""
+        deadlines = Deadlines(clock, 5)
+
+        async def stubborn() -> str:
+            with contextlib.suppress(asyncio.CancelledError):
+                await clock.sleep(3600)
+            return "kept"
+
+        async def caller() -> str:
+            result = await deadlines.call("x", stubborn)
+            task = asyncio.current_task()
+            assert task is not None
+            assert task.cancelling() == 0
+            await asyncio.sleep(0)
+            return result
+
+        task = asyncio.create_task(caller())
+        await settle(lambda: clock.sleepers == 2)
+        clock.advance(5)
+        assert await asyncio.wait_for(task, DEADLINE) == "kept"
+        await deadlines.close()
+
+    async def test_an_outside_cancellation_stays_a_cancellation(self, clock: FakeClock) -> None:
+        """Cancelling the caller is not turned into a deadline error."""
+        deadlines = Deadlines(clock, 5)
+        task = asyncio.create_task(deadlines.call("x", clock.sleep, 3600))
+        await settle(lambda: clock.sleepers == 2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await deadlines.close()
+        assert clock.sleepers == 0

@@ -31,7 +31,13 @@ from reconcile.controller.queueing import Priority, QueueShutDown, WorkQueue
 from reconcile.controller.reconciling import Reconciler, Request, Result
 from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
 from reconcile.controller.terminal import CONTROLLER_MANAGER, cleared, records_terminal, with_terminal
-from reconcile.errors import ConflictError, NotFoundError, TerminalError, TransientError
+from reconcile.errors import (
+    ConflictError,
+    DeadlineExceededError,
+    NotFoundError,
+    TerminalError,
+    TransientError,
+)
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import Resource
@@ -65,6 +71,7 @@ class Controller:
         random_source: Callable[[], float] = random.random,
         ignore_actors: frozenset[str] = frozenset(),
         freeze_gc: bool = False,
+        reconcile_timeout: float | None = None,
     ) -> None:
         self.client = client
         self.kind = kind
@@ -80,6 +87,8 @@ class Controller:
         self.telemetry = telemetry or Telemetry()
         self._random = random_source
         self.ignore_actors = ignore_actors
+        #: Seconds a reconcile may take before it is cancelled and retried (None: no limit).
+        self.reconcile_timeout = reconcile_timeout
         self._written: dict[ObjectKey, int] = {}
         self._triggers: dict[ObjectKey, str] = {}
         #: Keys whose status holds a terminal error this controller recorded (any process's
@@ -182,7 +191,10 @@ class Controller:
             span_context = NOT_RECORDING
         with span_context as span:
             try:
-                result = await self.reconciler.reconcile(Request(key))
+                if self.reconcile_timeout is None:
+                    result = await self.reconciler.reconcile(Request(key))
+                else:
+                    result = await self._bounded(key, self.reconcile_timeout)
             except asyncio.CancelledError:
                 raise
             except TerminalError as exc:
@@ -206,6 +218,18 @@ class Controller:
                 span.set_attribute("reconcile.result", outcome)
         self.telemetry.reconcile_total.add(1, self._outcomes[outcome])
         self.telemetry.reconcile_time.record(time.perf_counter() - started, self._attributes)
+
+    async def _bounded(self, key: ObjectKey, seconds: float) -> Result | None:
+        """The reconcile, cancelled after ``seconds`` (controller-runtime's
+        ReconciliationTimeout): a reconcile that hangs costs a retry, not a worker."""
+        expiry = None
+        try:
+            async with self.clock.timeout(seconds) as expiry:
+                return await self.reconciler.reconcile(Request(key))
+        except TimeoutError:
+            if expiry is not None and expiry.expired():
+                raise DeadlineExceededError(f"the reconcile did not finish within {seconds:g} s") from None
+            raise
 
     def _follow(self, key: ObjectKey, result: Result | None) -> str:
         """Act on a reconcile's result; return the outcome's name."""

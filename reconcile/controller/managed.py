@@ -28,6 +28,7 @@ marker while we have no record of creating it, is never touched (``NotOwned``).
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import random
@@ -39,6 +40,7 @@ import tenacity
 
 from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock, LoopClock
+from reconcile.controller.deadlines import Deadlines
 from reconcile.controller.informing import Informer
 from reconcile.controller.reconciling import Request, Result
 from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
@@ -112,6 +114,7 @@ class ManagedReconciler:
         self.attempts = attempts
         #: Seconds each provider call may take before it counts as a transient failure.
         self.call_timeout = call_timeout
+        self._deadlines = None if call_timeout is None else Deadlines(self.clock, call_timeout, "provider")
         self.telemetry = telemetry or Telemetry()
         self._random = random_source
         self.informer: Informer | None = None
@@ -391,8 +394,19 @@ class ManagedReconciler:
             else NOT_RECORDING  # no name or attributes to build for nobody
         )
         with span:
+            deadlines = self._deadlines
             try:
-                return await self._attempt(operation, function, args)
+                if deadlines is None:
+                    return await function(*args)
+                # Deadlines.call written out: a resync makes one provider call per object.
+                task = deadlines.enter()
+                try:
+                    return await function(*args)
+                except asyncio.CancelledError:
+                    deadlines.cut(task, operation)
+                    raise
+                finally:
+                    deadlines.leave(task)
             except Exception as exc:
                 if self.attempts <= 1 or not _retryable(exc):
                     raise
@@ -411,24 +425,20 @@ class ManagedReconciler:
                     return await self._attempt(operation, function, args)
         raise AssertionError  # pragma: no cover - reraise=True always returns or raises
 
-    async def _attempt(
+    def _attempt(
         self, operation: str, function: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
-    ) -> Any:
+    ) -> Awaitable[Any]:
         """One provider call, cut short after ``call_timeout`` seconds: a call that hangs
-        (a dead connection, a server that never answers) is a transient failure, not a
-        worker lost for good. A create cut short may or may not have happened: the pending
-        marker written before it tells the next reconcile (see the module docstring)."""
-        if self.call_timeout is None:
-            return await function(*args)
-        expiry = None
-        try:
-            async with self.clock.timeout(self.call_timeout) as expiry:
-                return await function(*args)
-        except TimeoutError:
-            if expiry is not None and expiry.expired():
-                message = f"provider {operation} did not answer within {self.call_timeout:g} s"
-                raise DeadlineExceededError(message) from None
-            raise  # the provider's own timeout: transient like any other error
+        (a dead connection, a server that never answers) raises DeadlineExceededError, a
+        transient failure, instead of holding a worker for good. A create cut short may or
+        may not have happened: its pending marker stays (see :meth:`_create`)."""
+        deadlines = self._deadlines
+        return function(*args) if deadlines is None else deadlines.call(operation, function, *args)
+
+    async def close(self) -> None:
+        """Release what the reconciler holds beyond its calls (the deadline watchdog)."""
+        if self._deadlines is not None:
+            await self._deadlines.close()
 
     async def _act(
         self,

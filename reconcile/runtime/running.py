@@ -221,6 +221,9 @@ class Runtime:
             *(c.shutdown(self.shutdown_deadline) for c in self.controllers.values())
         )
         await self.supervisor.stop()
+        for controller in self.controllers.values():
+            if isinstance(controller.reconciler, ManagedReconciler):
+                await controller.reconciler.close()
         waiters, self._ready_waiters = self._ready_waiters, {}
         for waiting in waiters.values():
             for waiter in waiting:
