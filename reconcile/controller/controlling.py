@@ -266,11 +266,13 @@ class Controller:
                     continue
                 self.informer.remember(written, CONTROLLER_MANAGER)
                 return
-            LOG.warning("%s: %s: status kept changing; terminal error not recorded in it", self.name, key)
+            LOG.warning(
+                "%s: %s: status kept changing; the terminal error record was not updated", self.name, key
+            )
         except NotFoundError:
             return  # deleted meanwhile: nothing to record it on
         except Exception:
-            LOG.exception("%s: %s: could not write the terminal error's record in status", self.name, key)
+            LOG.exception("%s: %s: could not update the terminal error record in status", self.name, key)
 
     def _now(self) -> datetime.datetime:
         return datetime.datetime.fromtimestamp(self.client.clock(), datetime.UTC)
