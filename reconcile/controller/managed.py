@@ -162,7 +162,11 @@ class ManagedReconciler:
         if self._gave_up:
             self._still_given_up(obj)
         external = self._client if self._client is not None else await self._external()
-        observation = await self._observe(obj, external)
+        try:
+            observation: Observation = await self._call("observe", external.observe, obj)
+        except Exception as exc:
+            await self._observe_failed(obj, exc)
+            raise  # pragma: no cover - _observe_failed always raises
         if management == "ObserveOnly":
             ready = (TRUE, "Available", "") if observation.exists else (FALSE, "NotFound", "does not exist")
             await self._status(
@@ -206,7 +210,10 @@ class ManagedReconciler:
                 status=self._new_status(obj, observation, synced=synced, ready=ready),
             )
             return self._poll()
-        await self._status(obj, observation, ready=ready, synced=synced)
+        # The common case of a poll or a resync: nothing changed, nothing to await.
+        new = self._new_status(obj, observation, synced=synced, ready=ready)
+        if new is not None:
+            await self._write_status(obj, new)
         return self._poll()
 
     def _still_given_up(self, obj: AnyResource) -> None:
@@ -380,10 +387,14 @@ class ManagedReconciler:
         try:
             observation: Observation = await self._call("observe", external.observe, obj)
         except Exception as exc:
-            await self._act(obj, [("ObserveFailed", str(exc))])
-            await self._failed(obj, exc)
-            raise  # pragma: no cover - _failed always raises
+            await self._observe_failed(obj, exc)
+            raise  # pragma: no cover - _observe_failed always raises
         return observation
+
+    async def _observe_failed(self, obj: AnyResource, exc: Exception) -> None:
+        """Record ObserveFailed, say why in status, raise (see :meth:`_failed`)."""
+        await self._act(obj, [("ObserveFailed", str(exc))])
+        await self._failed(obj, exc)
 
     async def _call(self, operation: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """Call the provider in a span, retrying transient errors a few times (tenacity);
@@ -478,8 +489,10 @@ class ManagedReconciler:
         ready: tuple[ConditionStatus, str, str] | None = None,
     ) -> None:
         new = self._new_status(obj, observation, synced=synced, ready=ready)
-        if new is None:
-            return
+        if new is not None:
+            await self._write_status(obj, new)
+
+    async def _write_status(self, obj: AnyResource, new: Any) -> None:
         with self.telemetry.span("store.update_status"):
             written = await self.client.update_status(
                 attrs.evolve(obj, status=new), manager=ENGINE_MANAGER, force=True
