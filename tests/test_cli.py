@@ -9,10 +9,12 @@ import logging
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from reconcile.cli import main
+from reconcile import Runtime
+from reconcile.cli import main, running
 
 HEAD = "api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {name: x}\n"
 SITE = """\
@@ -249,6 +251,22 @@ class TestApplyAndRead:
         rows = [line.split() for line in out.splitlines() if line.startswith("default")]
         assert [row[3:5] for row in rows] == [["True", "True"], ["True", "True"]]
 
+    def test_run_passes_the_provider_timeout(self, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+        """--provider-timeout reaches the Runtime; 0 means no limit."""
+        seen: list[float | None] = []
+        real = running.Runtime
+
+        def recording(*args: object, **kwargs: Any) -> Runtime:
+            seen.append(kwargs["provider_timeout"])
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(running, "Runtime", recording)
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        assert cli("run", "--once", "--timeout", "60", "-q", "--provider-timeout", "5")[0] == 0
+        assert cli("run", "--once", "--timeout", "60", "-q", "--provider-timeout", "0")[0] == 0
+        assert seen == [5.0, None]
+
     def test_run_once_fails_when_not_ready(self, cli: Cli) -> None:
         """A file that cannot be written: run --once names it and exits 1."""
         cli.write("site.yaml", SITE)
@@ -384,6 +402,8 @@ class TestBadInput:
         """Usage errors exit 2 too."""
         assert cli("get", "-o", "xml")[0] == 2
         assert cli("frobnicate")[0] == 2
+        err = self.refused(cli, "run", "--once", "--provider-timeout", "-1")
+        assert "--provider-timeout" in err
 
     def test_no_database_for_reads(self, cli: Cli) -> None:
         """Reading commands do not create a database."""

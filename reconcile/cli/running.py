@@ -146,6 +146,13 @@ async def _print_actions(runtime: Runtime, echo: Callable[[str], None]) -> None:
     show_default=True,
     help="Seconds in-flight work gets on stop.",
 )
+@click.option(
+    "--provider-timeout",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds one provider call may take before it counts as a transient failure (0: no limit).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the engine's actions.")
 @click.pass_obj
 def run(settings: Settings, /, **options: Any) -> None:
@@ -163,6 +170,7 @@ class RunOptions:
     workers: int = 16
     poll_interval: float | None = None
     shutdown_deadline: float = 10.0
+    provider_timeout: float = 60.0
     quiet: bool = False
 
 
@@ -176,6 +184,7 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
         provider_config=settings.provider_config,
         workers=run_options.workers,
         shutdown_deadline=run_options.shutdown_deadline,
+        provider_timeout=run_options.provider_timeout or None,
         handle_signals=True,
         freeze_gc=True,  # the CLI owns its process: keep the collector off the cache
         **options,
