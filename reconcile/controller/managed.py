@@ -28,7 +28,6 @@ marker while we have no record of creating it, is never touched (``NotOwned``).
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 import random
@@ -36,22 +35,21 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
-import tenacity
 
 from reconcile.api.client import Client
+from reconcile.controller.calling import ProviderCalls
 from reconcile.controller.clocks import Clock, LoopClock
-from reconcile.controller.deadlines import Deadlines
 from reconcile.controller.informing import Informer
 from reconcile.controller.reconciling import Request, Result
-from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
+from reconcile.controller.statuses import Verdict, new_status
+from reconcile.controller.telemetry import Telemetry
 from reconcile.errors import (
-    ConflictError,
     DeadlineExceededError,
     NotOwnedError,
     PermanentError,
     TerminalError,
 )
-from reconcile.model.conditions import Condition, ConditionStatus, set_condition
+from reconcile.model.conditions import ConditionStatus
 from reconcile.model.external import (
     ANNOTATION_CREATE_PENDING,
     ANNOTATION_CREATE_SUCCEEDED,
@@ -81,10 +79,6 @@ TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
 _SETTLE_POLL = 1.0
 
 
-def _retryable(exc: BaseException) -> bool:
-    return not isinstance(exc, PermanentError | ConflictError | TerminalError)
-
-
 class ManagedReconciler:
     """Drives one provider kind through observe / create / update / delete."""
 
@@ -111,11 +105,12 @@ class ManagedReconciler:
         self.poll_interval = poll_interval
         self.poll_jitter = poll_jitter
         self.creation_grace = creation_grace
-        self.attempts = attempts
-        #: Seconds each provider call may take before it counts as a transient failure.
-        self.call_timeout = call_timeout
-        self._deadlines = None if call_timeout is None else Deadlines(self.clock, call_timeout, "provider")
         self.telemetry = telemetry or Telemetry()
+        self._calls = ProviderCalls(
+            kind.kind, self.clock, self.telemetry, attempts=attempts, timeout=call_timeout
+        )
+        self._call = self._calls.call
+        self._wall = client.clock
         self._random = random_source
         self.informer: Informer | None = None
         #: key -> (uid, generation, annotations) of objects whose last attempt failed
@@ -211,7 +206,7 @@ class ManagedReconciler:
             )
             return self._poll()
         # The common case of a poll or a resync: nothing changed, nothing to await.
-        new = self._new_status(obj, observation, synced=synced, ready=ready)
+        new = new_status(obj, observation, self._wall, synced=synced, ready=ready)
         if new is not None:
             await self._write_status(obj, new)
         return self._poll()
@@ -396,60 +391,9 @@ class ManagedReconciler:
         await self._act(obj, [("ObserveFailed", str(exc))])
         await self._failed(obj, exc)
 
-    async def _call(self, operation: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        """Call the provider in a span, retrying transient errors a few times (tenacity);
-        the controller's queue backs off across reconciles after that."""
-        span = (
-            self.telemetry.span(f"provider.{operation}", {"provider.kind": self.kind.kind})
-            if self.telemetry.recording
-            else NOT_RECORDING  # no name or attributes to build for nobody
-        )
-        with span:
-            deadlines = self._deadlines
-            try:
-                if deadlines is None:
-                    return await function(*args)
-                # Deadlines.call written out: a resync makes one provider call per object.
-                task = deadlines.enter()
-                try:
-                    return await function(*args)
-                except asyncio.CancelledError:
-                    deadlines.cut(task, operation)
-                    raise
-                finally:
-                    deadlines.leave(task)
-            except Exception as exc:
-                if self.attempts <= 1 or not _retryable(exc):
-                    raise
-            # The first attempt failed transiently: tenacity takes over for the rest (the
-            # common, successful call does not pay for building a retrier).
-            retrying = tenacity.AsyncRetrying(
-                stop=tenacity.stop_after_attempt(self.attempts - 1),
-                wait=tenacity.wait_exponential(multiplier=0.01, max=1.0),
-                retry=tenacity.retry_if_exception(_retryable),
-                sleep=self.clock.sleep,
-                reraise=True,
-            )
-            await self.clock.sleep(0.01)
-            async for attempt in retrying:
-                with attempt:
-                    return await self._attempt(operation, function, args)
-        raise AssertionError  # pragma: no cover - reraise=True always returns or raises
-
-    def _attempt(
-        self, operation: str, function: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
-    ) -> Awaitable[Any]:
-        """One provider call, cut short after ``call_timeout`` seconds: a call that hangs
-        (a dead connection, a server that never answers) raises DeadlineExceededError, a
-        transient failure, instead of holding a worker for good. A create cut short may or
-        may not have happened: its pending marker stays (see :meth:`_create`)."""
-        deadlines = self._deadlines
-        return function(*args) if deadlines is None else deadlines.call(operation, function, *args)
-
     async def close(self) -> None:
         """Release what the reconciler holds beyond its calls (the deadline watchdog)."""
-        if self._deadlines is not None:
-            await self._deadlines.close()
+        await self._calls.close()
 
     async def _act(
         self,
@@ -510,53 +454,11 @@ class ManagedReconciler:
         obj: AnyResource,
         observation: Observation | None,
         *,
-        synced: tuple[ConditionStatus, str, str],
-        ready: tuple[ConditionStatus, str, str] | None = None,
+        synced: Verdict,
+        ready: Verdict | None = None,
     ) -> Any:
         """The status these conditions make, or None when it equals the current one."""
-        generation = obj.metadata.generation
-        status = obj.status
-        if self._unchanged(status, generation, observation, synced, ready):
-            return None  # the common case of a poll or resync: build nothing, write nothing
-        now = datetime.datetime.fromtimestamp(self._wall(), datetime.UTC)
-        conditions = status.conditions
-        for type_, value in (("Synced", synced), ("Ready", ready)):
-            if value is not None:
-                condition = Condition(type_, value[0], value[1], value[2], now, generation)
-                conditions = set_condition(conditions, condition)
-        changes: dict[str, Any] = {"conditions": conditions, "observed_generation": generation}
-        if observation is not None and hasattr(status, "at_provider"):
-            changes["at_provider"] = dict(observation.observed)
-        new = attrs.evolve(status, **changes)
-        return None if new == status else new
-
-    @staticmethod
-    def _unchanged(
-        status: Any,
-        generation: int,
-        observation: Observation | None,
-        synced: tuple[ConditionStatus, str, str],
-        ready: tuple[ConditionStatus, str, str] | None,
-    ) -> bool:
-        if status.observed_generation != generation:
-            return False
-        if observation is not None and getattr(status, "at_provider", None) not in (
-            None,
-            observation.observed,
-        ):
-            return False
-        for type_, value in (("Synced", synced), ("Ready", ready)):
-            if value is None:
-                continue
-            current = status.condition(type_)
-            if current is None or (current.status, current.reason, current.message) != value:
-                return False
-            if current.observed_generation != generation:
-                return False
-        return True
-
-    def _wall(self) -> float:
-        return self.client.clock()
+        return new_status(obj, observation, self._wall, synced=synced, ready=ready)
 
     def _now(self) -> str:
         return format_timestamp(datetime.datetime.fromtimestamp(self._wall(), datetime.UTC))

@@ -1,0 +1,93 @@
+"""How the managed reconciler calls a provider: in a span, within a deadline, and with a
+few quick retries of transient failures (tenacity) before the work queue's backoff takes
+over across reconciles."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import tenacity
+
+from reconcile.controller.clocks import Clock
+from reconcile.controller.deadlines import Deadlines
+from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
+from reconcile.errors import ConflictError, PermanentError, TerminalError
+
+__all__ = ["ProviderCalls"]
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether retrying within the reconcile may help (not a permanent or a conflict)."""
+    return not isinstance(exc, PermanentError | ConflictError | TerminalError)
+
+
+class ProviderCalls:
+    """Calls one kind's provider: ``await calls.call("create", client.create, obj)``."""
+
+    def __init__(
+        self, kind: str, clock: Clock, telemetry: Telemetry, *, attempts: int, timeout: float | None
+    ) -> None:
+        self.kind = kind
+        self.clock = clock
+        self.telemetry = telemetry
+        #: Tries of a call that fails transiently, within one reconcile.
+        self.attempts = attempts
+        #: Seconds one call may take before it counts as a transient failure (None: no limit).
+        self.timeout = timeout
+        self._deadlines = None if timeout is None else Deadlines(clock, timeout, "provider")
+
+    async def call(self, operation: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """``await function(*args)`` in a ``provider.<operation>`` span, cut short after the
+        timeout (DeadlineExceededError), a transient failure retried a few times."""
+        span = (
+            self.telemetry.span(f"provider.{operation}", {"provider.kind": self.kind})
+            if self.telemetry.recording
+            else NOT_RECORDING  # no name or attributes to build for nobody
+        )
+        with span:
+            deadlines = self._deadlines
+            try:
+                if deadlines is None:
+                    return await function(*args)
+                # Deadlines.call written out: a resync makes one provider call per object.
+                task = deadlines.enter()
+                try:
+                    return await function(*args)
+                except asyncio.CancelledError:
+                    deadlines.cut(task, operation)
+                    raise
+                finally:
+                    deadlines.leave(task)
+            except Exception as exc:
+                if self.attempts <= 1 or not retryable(exc):
+                    raise
+            # The first attempt failed transiently: tenacity takes over for the rest (the
+            # common, successful call does not pay for building a retrier).
+            retrying = tenacity.AsyncRetrying(
+                stop=tenacity.stop_after_attempt(self.attempts - 1),
+                wait=tenacity.wait_exponential(multiplier=0.01, max=1.0),
+                retry=tenacity.retry_if_exception(retryable),
+                sleep=self.clock.sleep,
+                reraise=True,
+            )
+            await self.clock.sleep(0.01)
+            async for attempt in retrying:
+                with attempt:
+                    return await self._attempt(operation, function, args)
+        raise AssertionError  # pragma: no cover - reraise=True always returns or raises
+
+    def _attempt(
+        self, operation: str, function: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
+    ) -> Awaitable[Any]:
+        # A call that hangs (a dead connection, a server that never answers) raises
+        # DeadlineExceededError instead of holding a worker for good. A create cut short
+        # may or may not have happened: the managed reconciler keeps its pending marker.
+        deadlines = self._deadlines
+        return function(*args) if deadlines is None else deadlines.call(operation, function, *args)
+
+    async def close(self) -> None:
+        """Stop the deadline watchdog."""
+        if self._deadlines is not None:
+            await self._deadlines.close()
