@@ -6,6 +6,7 @@
   the call assumed.
 * :class:`ExpiredError` -- a watch asked for history that compaction removed: relist.
 * :class:`StoreError` -- the database cannot be used (not SQLite, corrupt, too new).
+* :class:`LockedError` -- another runner reconciles this store (``holder`` says who).
 
 What reconcilers and providers raise, by what the engine does next:
 
@@ -32,6 +33,7 @@ __all__ = [
     "ExpiredError",
     "FieldError",
     "InvalidError",
+    "LockedError",
     "NotFoundError",
     "NotOwnedError",
     "PermanentError",
@@ -123,6 +125,15 @@ class StoreError(ReconcileError):
 
 class SchemaVersionError(StoreError):
     """The database was written by a newer version of reconcile; it is left untouched."""
+
+
+class LockedError(ReconcileError):
+    """Another process holds an exclusive claim on the store (one runner at a time);
+    ``holder`` says who: its pid, host and since when."""
+
+    def __init__(self, message: str, *, holder: str) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class TransientError(ReconcileError):

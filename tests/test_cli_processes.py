@@ -10,6 +10,7 @@ import pty
 import queue
 import select
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -220,3 +221,31 @@ def test_sigterm_mid_convergence_then_resume(tmp_path: Path) -> None:
     files = [p for p in written if p.is_file()]
     assert len(files) == 400, "every file once, no temporaries left behind"
     assert all(p.read_text() == f"file {p.stem[1:]}" for p in files)
+
+
+def test_one_runner_per_database(
+    runner: tuple[subprocess.Popen[str], Lines, Lines, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second runner on the same database fails at once, naming the first (exit 1,
+    nothing written); with --standby it waits, and takes over when the first stops."""
+    process, _, _, db = runner
+    with sqlite3.connect(db) as conn:
+        before = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    capsys.readouterr()
+    assert main(["--db", str(db), "run", "--once", "--timeout", "5"]) == 1
+    err = capsys.readouterr().err
+    assert f"another runner is reconciling {db}: pid {process.pid} on " in err
+    assert "--standby" in err
+    assert "Traceback" not in err
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == before
+    standby = Cli(db, "run", "--standby", "--poll-interval", "3600")
+    try:
+        standby.err.wait_for("standing by until it stops")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=DEADLINE) == 0
+        standby.err.wait_for("reconcile: running on")
+        assert standby.stop(signal.SIGTERM) == 0
+    finally:
+        if standby.process.poll() is None:
+            standby.close()

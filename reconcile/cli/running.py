@@ -27,7 +27,7 @@ from reconcile.cli.main import cli, isatty, run_async
 from reconcile.cli.reading import render_objects
 from reconcile.cli.rendering import event_detail, readiness
 from reconcile.cli.settings import Settings
-from reconcile.errors import StoreError
+from reconcile.errors import LockedError, StoreError
 from reconcile.model import Event, EventType, Resource
 from reconcile.runtime import Runtime
 
@@ -153,6 +153,11 @@ async def _print_actions(runtime: Runtime, echo: Callable[[str], None]) -> None:
     show_default=True,
     help="Seconds one provider call may take before it counts as a transient failure (0: no limit).",
 )
+@click.option(
+    "--standby",
+    is_flag=True,
+    help="If another runner holds this database, wait and take over when it stops (instead of failing).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the engine's actions.")
 @click.pass_obj
 def run(settings: Settings, /, **options: Any) -> None:
@@ -171,6 +176,7 @@ class RunOptions:
     poll_interval: float | None = None
     shutdown_deadline: float = 10.0
     provider_timeout: float = 60.0
+    standby: bool = False
     quiet: bool = False
 
 
@@ -185,6 +191,7 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
         workers=run_options.workers,
         shutdown_deadline=run_options.shutdown_deadline,
         provider_timeout=run_options.provider_timeout or None,
+        runner_lock="wait" if run_options.standby else "fail",
         handle_signals=True,
         freeze_gc=True,  # the CLI owns its process: keep the collector off the cache
         **options,
@@ -193,6 +200,11 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
         await runtime.start()
     except StoreError as exc:
         raise BadInput(f"--db: {exc}") from exc
+    except LockedError as exc:
+        raise Failure(
+            f"another runner is reconciling {path}: {exc.holder}",
+            "stop it first, or use --standby to take over when it stops",
+        ) from exc
     printer: asyncio.Task[None] | None = None
     ok = True
     try:

@@ -20,7 +20,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock, LoopClock
@@ -28,7 +28,7 @@ from reconcile.controller.controlling import Controller
 from reconcile.controller.informing import InformerEvent
 from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
 from reconcile.controller.telemetry import Telemetry
-from reconcile.errors import NotFoundError, ReconcileError
+from reconcile.errors import LockedError, NotFoundError, ReconcileError
 from reconcile.model.conditions import ConditionStatus
 from reconcile.model.events import Event
 from reconcile.model.external import ExternalClient, Provider
@@ -38,6 +38,7 @@ from reconcile.model.resource import Resource
 from reconcile.runtime.discovery import discover_providers
 from reconcile.runtime.health import ControllerHealth, Health
 from reconcile.runtime.supervising import Supervisor
+from reconcile.store.contract import Claim, EventStore
 from reconcile.store.urls import open_store
 
 __all__ = ["Runtime"]
@@ -45,6 +46,10 @@ __all__ = ["Runtime"]
 LOG = logging.getLogger("reconcile.runtime")
 
 AnyResource = Resource[Any, Any]
+#: The claim a Runtime holds on its store while it runs.
+RUNNER_CLAIM = "runner"
+#: Seconds between two tries of a standby runtime (``runner_lock="wait"``).
+_STANDBY_POLL = 0.5
 
 
 class Runtime:
@@ -71,6 +76,7 @@ class Runtime:
         telemetry: Telemetry | None = None,
         handle_signals: bool = False,
         freeze_gc: bool = False,
+        runner_lock: Literal["fail", "wait", "off"] = "fail",
         **store_options: Any,
     ) -> None:
         self.store_url = store
@@ -91,6 +97,14 @@ class Runtime:
         self.telemetry = telemetry or Telemetry()
         self.handle_signals = handle_signals
         self.freeze_gc = freeze_gc
+        if runner_lock not in ("fail", "wait", "off"):
+            msg = f"runner_lock must be 'fail', 'wait' or 'off', not {runner_lock!r}"
+            raise ValueError(msg)
+        #: One Runtime reconciles a store at a time: a second one fails to start
+        #: (``"fail"``), waits until the first stops (``"wait"``, a standby), or does not
+        #: check (``"off"``).
+        self.runner_lock = runner_lock
+        self._claim: Claim | None = None
         self.store_options = store_options
         self.controllers: dict[str, Controller] = {}
         #: wait_ready() callers by key, resolved from the informers' notifications
@@ -128,6 +142,7 @@ class Runtime:
         store = await open_store(self.store_url, clock=self.wall_clock, **self.store_options)
         self._client = Client(store, registry, clock=self.wall_clock, provider_config=self._provider_config)
         try:
+            await self._claim_runner(store)
             for provider in providers:
                 for kind in provider.kinds:
                     self._add_controller(provider, kind)
@@ -139,6 +154,27 @@ class Runtime:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, self.request_stop)
                 self._signals.append(sig)
+
+    async def _claim_runner(self, store: EventStore) -> None:
+        """Become the store's one runner: two would both create what one object declares,
+        and an external resource whose identity the system chooses would be made twice."""
+        if self.runner_lock == "off":
+            return
+        waiting = False
+        while True:
+            try:
+                self._claim = await store.claim(RUNNER_CLAIM)
+            except LockedError as exc:
+                if self.runner_lock == "fail":
+                    raise
+                if not waiting:
+                    LOG.warning("%s; standing by until it stops", exc)
+                    waiting = True
+                await self.clock.sleep(_STANDBY_POLL)
+                continue
+            if waiting:
+                LOG.warning("%s: the runner lock is ours; starting", store.url)
+            return
 
     def _add_controller(self, provider: Provider, kind: Kind) -> None:
         assert self._client is not None
@@ -233,6 +269,9 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await connection.close()
         self._connections.clear()
+        if self._claim is not None:
+            self._claim.release()  # after the last reconcile: the next runner may start
+            self._claim = None
         if self._client is not None:
             await self._client.store.close()
             self._client = None

@@ -24,6 +24,7 @@ from reconcile.model.meta import ObjectKey
 __all__ = [
     "MAX_OBJECT_BYTES",
     "Change",
+    "Claim",
     "EventStore",
     "ListPage",
     "Mutation",
@@ -131,6 +132,13 @@ class VerifyReport:
         return not self.differences
 
 
+class Claim(Protocol):
+    """An exclusive claim on a store, held until released or until the process ends."""
+
+    def release(self) -> None:
+        """Give the claim up (idempotent)."""
+
+
 class EventStore(Protocol):
     """An append-only event log with a projection of current objects, and a watch."""
 
@@ -189,3 +197,10 @@ class EventStore(Protocol):
 
     async def verify(self) -> VerifyReport:
         """Rebuild the projection from the log and report every difference."""
+
+    async def claim(self, name: str) -> Claim:
+        """Claim ``name`` on this store for this process alone (the Runtime claims
+        ``runner``: one process reconciles a store at a time). Raises LockedError, naming
+        the holder, when another process (or another claim in this one) has it. A claim
+        dies with its process, however that ends, so a killed runner never blocks the
+        next one."""

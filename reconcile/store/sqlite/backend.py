@@ -38,6 +38,7 @@ from reconcile.store.contract import (
 from reconcile.store.encoding import loads
 from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import schema
+from reconcile.store.sqlite.claims import FileClaim, claim_file
 from reconcile.store.sqlite.committing import PendingWrite, commit_batch
 from reconcile.store.sqlite.maintenance import compact, verify
 from reconcile.store.watching import Tail
@@ -405,6 +406,11 @@ class SQLiteStore:
             self._tail.advance(head)
             if not await self._tail.wait_beyond(cursor):
                 return
+
+    async def claim(self, name: str) -> FileClaim:
+        """An exclusive claim on this database (a ``flock`` on ``<database>.<name>.lock``);
+        LockedError naming the holder when it is taken."""
+        return claim_file(self.path, name)
 
     # -- maintenance -------------------------------------------------------------------
 

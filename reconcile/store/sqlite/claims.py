@@ -1,0 +1,62 @@
+"""Exclusive claims on a SQLite store: an advisory lock (``flock``) on a file beside the
+database, ``<database>.<name>.lock``. The kernel drops the lock when its process ends,
+however it ends (a SIGKILL included), so a dead holder never blocks the next one. The
+file says who holds it (pid, host, since when) for the error the next claimant gets; it
+stays behind when released, as lock files do.
+
+Same machine only, like SQLite's own locking: not over NFS.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import os
+import socket
+from pathlib import Path
+
+from reconcile.errors import LockedError, StoreError
+
+__all__ = ["FileClaim", "claim_file"]
+
+
+class FileClaim:
+    """A held claim: the open, locked file."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    @property
+    def held(self) -> bool:
+        """Whether it has not been released."""
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Unlock and close (the kernel's lock goes with the descriptor)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def claim_file(database: Path, name: str) -> FileClaim:
+    """Claim ``name`` beside ``database``; LockedError naming the holder if taken."""
+    path = database.with_name(f"{database.name}.{name}.lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot open the {name} lock ({exc.strerror})") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "another process"
+        os.close(fd)
+        message = f"{database}: {holder} holds the {name} lock ({path.name})"
+        raise LockedError(message, holder=holder) from None
+    except OSError as exc:
+        os.close(fd)
+        raise StoreError(f"{path}: cannot lock ({exc.strerror})") from exc
+    since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}\n".encode(), 0)
+    return FileClaim(path, fd)

@@ -1,0 +1,78 @@
+"""One Runtime reconciles a store at a time (the runner lock)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from helpers import settle
+
+from reconcile import LockedError, Runtime
+from reconcile.store.sqlite.claims import claim_file
+from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
+
+
+def runtime(db: Path, clock: FakeClock, **options: object) -> Runtime:
+    """A Runtime over the memory provider on the fake clock."""
+    return Runtime(
+        db,
+        providers=[MemoryProvider(MemoryCloud(clock=clock))],
+        clock=clock,
+        wall_clock=clock,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+class TestRunnerLock:
+    """fail, wait, off."""
+
+    async def test_a_second_runtime_fails_naming_the_first(self, db_path: Path, clock: FakeClock) -> None:
+        """LockedError with the holder's pid; it leaves nothing open; once the first
+        closes, a new one starts."""
+        async with runtime(db_path, clock):
+            second = runtime(db_path, clock)
+            with pytest.raises(LockedError, match=r"pid \d+ on .* holds the runner lock") as caught:
+                await second.start()
+            assert caught.value.holder.startswith("pid ")
+            assert not second.health().ready
+        async with runtime(db_path, clock) as third:
+            assert third.controllers
+
+    async def test_a_standby_takes_over_when_the_first_stops(self, db_path: Path, clock: FakeClock) -> None:
+        """runner_lock="wait": start() returns only after the holder closed."""
+        first = runtime(db_path, clock)
+        await first.start()
+        standby = runtime(db_path, clock, runner_lock="wait")
+        starting = asyncio.create_task(standby.start())
+        await settle(lambda: clock.sleepers >= 1)
+        clock.advance(0.5)
+        await settle(lambda: clock.sleepers >= 1)
+        assert not starting.done(), "still standing by"
+        await first.close()
+        clock.advance(0.5)
+        await asyncio.wait_for(starting, 20)
+        assert standby.controllers
+        await standby.close()
+
+    async def test_off_does_not_check(self, db_path: Path, clock: FakeClock) -> None:
+        """runner_lock="off": for setups that coordinate otherwise."""
+        async with runtime(db_path, clock), runtime(db_path, clock, runner_lock="off") as second:
+            assert second.controllers
+
+    def test_a_bad_setting_is_refused(self, db_path: Path, clock: FakeClock) -> None:
+        """A typo fails at construction, not silently unlocked."""
+        with pytest.raises(ValueError, match="runner_lock must be"):
+            runtime(db_path, clock, runner_lock="maybe")
+
+
+def test_the_lock_file_names_its_holder_and_dies_with_it(tmp_path: Path) -> None:
+    """The holder line is readable by the next claimant; releasing frees it at once."""
+    db = tmp_path / "state.db"
+    held = claim_file(db, "runner")
+    with pytest.raises(LockedError) as caught:
+        claim_file(db, "runner")
+    assert caught.value.holder == (tmp_path / "state.db.runner.lock").read_text().strip()
+    held.release()
+    held.release()  # idempotent
+    claim_file(db, "runner").release()
