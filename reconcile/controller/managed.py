@@ -157,7 +157,7 @@ class ManagedReconciler:
         if self._gave_up:
             self._still_given_up(obj)
         external = self._client if self._client is not None else await self._external()
-        try:
+        try:  # _observe written out: every poll and resync comes this way
             observation: Observation = await self._call("observe", external.observe, obj)
         except Exception as exc:
             await self._observe_failed(obj, exc)
@@ -170,10 +170,11 @@ class ManagedReconciler:
             return self._poll()
         if observation.exists and not self._owned(obj, observation):
             message = "the external resource exists but was not created by this object; it is left alone"
-            if self._new_status(obj, observation, synced=(FALSE, "NotOwned", message)) is not None:
-                # A finding, not an action: recorded once, not at every resync or poll.
-                await self._act(obj, [("NotOwned", message)])
-                await self._status(obj, observation, synced=(FALSE, "NotOwned", message))
+            status = self._new_status(obj, observation, synced=(FALSE, "NotOwned", message))
+            if status is not None:
+                # A finding, not an action: recorded once (with the status that says it, in
+                # one write), not again at every resync or poll.
+                await self._act(obj, [("NotOwned", message)], status=status)
             raise TerminalError(message)
         if not observation.exists:
             return await self._create(obj, external)
