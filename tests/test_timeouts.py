@@ -103,6 +103,19 @@ def manifest(kind: str, name: str) -> dict[str, object]:
     return {"api_version": "memory.reconcile.dev/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
+def hurried(db: Path, cloud: MemoryCloud, clock: FakeClock, provider_timeout: float = 5) -> Runtime:
+    """A Runtime over ``cloud`` on the fake clock: one attempt per provider call, cut
+    short after ``provider_timeout`` fake seconds."""
+    return Runtime(
+        db,
+        providers=[MemoryProvider(cloud)],
+        clock=clock,
+        wall_clock=clock,
+        provider_timeout=provider_timeout,
+        provider_attempts=1,
+    )
+
+
 def synced(runtime: Runtime, kind: str, name: str) -> tuple[str, str]:
     """The Synced condition's reason and message, as the kind's controller caches them."""
     controller = runtime.controllers[f"{kind.lower()}.memory.reconcile.dev"]
@@ -119,14 +132,7 @@ class TestProviderTimeout:
         status says why, the next attempt creates it, once."""
         cloud = MemoryCloud(clock=clock)
         hanging = hang_on(cloud, clock, "create")
-        runtime = Runtime(
-            db_path,
-            providers=[MemoryProvider(cloud)],
-            clock=clock,
-            wall_clock=clock,
-            provider_timeout=5,
-            provider_attempts=1,
-        )
+        runtime = hurried(db_path, cloud, clock)
         async with runtime:
             await runtime.apply(manifest("Bucket", "b"))
             await settle(lambda: cloud.calls["create"] == 1 and clock.sleepers >= 2)
@@ -157,14 +163,7 @@ class TestProviderTimeout:
             return made
 
         monkeypatch.setattr(MemoryClient, "create", create_then_hang)
-        runtime = Runtime(
-            db_path,
-            providers=[MemoryProvider(cloud)],
-            clock=clock,
-            wall_clock=clock,
-            provider_timeout=5,
-            provider_attempts=1,
-        )
+        runtime = hurried(db_path, cloud, clock)
         async with runtime:
             await runtime.apply(manifest("Bucket", "b"))
             await settle(lambda: "b" in cloud.items and clock.sleepers >= 2)
@@ -191,14 +190,7 @@ class TestProviderTimeout:
         engine stops with CreatePendingUnknown instead of risking a duplicate."""
         cloud = MemoryCloud(clock=clock)
         hang_on(cloud, clock, "create")
-        runtime = Runtime(
-            db_path,
-            providers=[MemoryProvider(cloud)],
-            clock=clock,
-            wall_clock=clock,
-            provider_timeout=5,
-            provider_attempts=1,
-        )
+        runtime = hurried(db_path, cloud, clock)
         async with runtime:
             await runtime.apply(manifest("Note", "n"))
             await settle(lambda: cloud.calls["create"] == 1 and clock.sleepers >= 2)
@@ -213,9 +205,7 @@ class TestProviderTimeout:
         words, not reported as the engine's deadline."""
         cloud = MemoryCloud(clock=clock)
         cloud.fail_next("observe", TimeoutError("connect timed out"))
-        runtime = Runtime(
-            db_path, providers=[MemoryProvider(cloud)], clock=clock, wall_clock=clock, provider_attempts=1
-        )
+        runtime = hurried(db_path, cloud, clock, provider_timeout=60)
         async with runtime:
             await runtime.apply(manifest("Bucket", "b"))
             await settle(lambda: synced(runtime, "Bucket", "b") == ("ReconcileError", "connect timed out"))
