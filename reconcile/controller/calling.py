@@ -4,7 +4,7 @@ over across reconciles."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,6 +16,8 @@ from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
 from reconcile.errors import ConflictError, PermanentError, TerminalError
 
 __all__ = ["ProviderCalls"]
+
+_UNBOUNDED = contextlib.nullcontext()
 
 
 def retryable(exc: BaseException) -> bool:
@@ -47,19 +49,9 @@ class ProviderCalls:
             else NOT_RECORDING  # no name or attributes to build for nobody
         )
         with span:
-            deadlines = self._deadlines
             try:
-                if deadlines is None:
+                with self._guard(operation):
                     return await function(*args)
-                # Deadlines.call written out: a resync makes one provider call per object.
-                task = deadlines.enter()
-                try:
-                    return await function(*args)
-                except asyncio.CancelledError:
-                    deadlines.cut(task, operation)
-                    raise
-                finally:
-                    deadlines.leave(task)
             except Exception as exc:
                 if self.attempts <= 1 or not retryable(exc):
                     raise
@@ -74,18 +66,16 @@ class ProviderCalls:
             )
             await self.clock.sleep(0.01)
             async for attempt in retrying:
-                with attempt:
-                    return await self._attempt(operation, function, args)
+                with attempt, self._guard(operation):
+                    return await function(*args)
         raise AssertionError  # pragma: no cover - reraise=True always returns or raises
 
-    def _attempt(
-        self, operation: str, function: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
-    ) -> Awaitable[Any]:
+    def _guard(self, operation: str) -> contextlib.AbstractContextManager[None]:
         # A call that hangs (a dead connection, a server that never answers) raises
         # DeadlineExceededError instead of holding a worker for good. A create cut short
         # may or may not have happened: the managed reconciler keeps its pending marker.
         deadlines = self._deadlines
-        return function(*args) if deadlines is None else deadlines.call(operation, function, *args)
+        return _UNBOUNDED if deadlines is None else deadlines.guard(operation)
 
     async def close(self) -> None:
         """Stop the deadline watchdog."""

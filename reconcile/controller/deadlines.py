@@ -31,22 +31,18 @@ class Deadlines:
         self._watchdog: asyncio.Task[None] | None = None
 
     async def call(self, name: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        """``await function(*args)``, cancelled after the deadline: then
-        :class:`DeadlineExceededError` ("provider create did not answer within 60 s").
-
-        The same as ``enter``, ``await``, ``cut`` on CancelledError, ``leave``, which a
-        caller on a hot path writes out to save this coroutine's frame."""
-        task = self.enter()
-        try:
+        """``await function(*args)`` within the deadline (see :meth:`guard`)."""
+        with self.guard(name):
             return await function(*args)
-        except asyncio.CancelledError:
-            self.cut(task, name)
-            raise
-        finally:
-            self.leave(task)
 
-    def enter(self) -> asyncio.Task[Any]:
-        """A call of the current task starts now; returns the task."""
+    def guard(self, name: str) -> _Guard:
+        """``with deadlines.guard("create"): await ...``: the block is cancelled after the
+        deadline and raises :class:`DeadlineExceededError` ("provider create did not answer
+        within 60 s") instead. A plain context manager: no coroutine frame of its own, for
+        a call made once per object at every resync."""
+        return _Guard(self, name)
+
+    def _enter(self) -> asyncio.Task[Any]:
         task = asyncio.current_task()
         assert task is not None, "a deadline outside a task"
         self._inflight[task] = self.clock.now() + self.seconds
@@ -54,23 +50,17 @@ class Deadlines:
             self._watchdog = asyncio.get_running_loop().create_task(self._watch(), name="reconcile-deadlines")
         return task
 
-    def cut(self, task: asyncio.Task[Any], name: str) -> None:
-        """On CancelledError: raise DeadlineExceededError instead when the deadline was the
-        cause (and nothing else asked to cancel the task); otherwise return, and the caller
-        re-raises the cancellation."""
-        if task in self._expired:
-            self._expired.discard(task)
-            if task.uncancel() == 0:
-                message = f"{self.what} {name} did not answer within {self.seconds:g} s"
-                raise DeadlineExceededError(message) from None
-
-    def leave(self, task: asyncio.Task[Any]) -> None:
-        """The call of ``task`` ended (however)."""
+    def _leave(self, task: asyncio.Task[Any], name: str, cancelled: bool) -> None:
         del self._inflight[task]
-        if self._expired and task in self._expired:
-            # Cancelled for its deadline, but the call swallowed the cancellation.
-            self._expired.discard(task)
-            task.uncancel()
+        if not self._expired or task not in self._expired:
+            return
+        self._expired.discard(task)
+        # Cancelled for its deadline: take that cancellation back; unless something else
+        # asked to cancel the task too, the block raises DeadlineExceededError instead (if
+        # the call swallowed the cancellation and returned, its result stands).
+        if task.uncancel() == 0 and cancelled:
+            message = f"{self.what} {name} did not answer within {self.seconds:g} s"
+            raise DeadlineExceededError(message) from None
 
     async def _watch(self) -> None:
         try:
@@ -96,3 +86,19 @@ class Deadlines:
             watchdog.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watchdog
+
+
+class _Guard:
+    """One guarded block (see :meth:`Deadlines.guard`)."""
+
+    __slots__ = ("_deadlines", "_name", "_task")
+
+    def __init__(self, deadlines: Deadlines, name: str) -> None:
+        self._deadlines = deadlines
+        self._name = name
+
+    def __enter__(self) -> None:
+        self._task = self._deadlines._enter()  # noqa: SLF001 - the guard is part of Deadlines
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        self._deadlines._leave(self._task, self._name, kind is asyncio.CancelledError)  # noqa: SLF001
