@@ -266,7 +266,7 @@ async def running(root: Path, tmp_path: Path) -> Any:
     runtime = Runtime(
         tmp_path / "state.db",
         providers=[FilesProvider()],
-        provider_config={"files": {"roots": [str(root)]}},
+        provider_config={"files": {"roots": [str(root)], "source_roots": [str(tmp_path)]}},
         clock=clock,
         wall_clock=clock,
         poll_interval=60.0,

@@ -1,14 +1,16 @@
 """The files provider's client: observe, create, update and delete files and
 directories on the local filesystem, each idempotent.
 
-* ``observe`` only reads (``lstat``, the owner mark, the content) and never writes.
-* Writes are atomic: a temporary file in the same folder, written, marked, fsynced and
-  renamed over the target, then the folder fsynced; a reader sees the old file or the new
-  one, never half of either, and a crash leaves at most a ``.name.*.tmp`` behind.
-* Missing parent folders are created (mode 0755) and marked ``parent`` so a ``Directory``
-  resource for one of them adopts it.
-* Every write first checks the path is still inside its root (a symlink planted after
-  admission does not carry a write outside).
+* ``observe`` only reads (the entry's stat, its owner mark, a file's content) and never
+  writes.
+* Every step is confined to the object's root by directory descriptors, following no
+  symlink (:mod:`providers.files.operations`): a folder swapped for a symlink, before or
+  during a write, stops the write or the read with a PermanentError that names it, and
+  nothing outside the root is read or written.
+* Writes are atomic, and missing parent folders are made marked ``parent`` in one step,
+  so a ``Directory`` resource for one of them adopts it.
+* A ``source`` is read confined to its source root and must still match the fingerprint
+  recorded at admission (:mod:`providers.files.sourcing`).
 
 Blocking calls that may wait on the disk (fsync) run in a worker thread; the short reads
 of ``observe`` run inline, which is cheaper than a thread hop for small files.
@@ -17,94 +19,51 @@ of ``observe`` run inline, which is cheaper than a thread hop for small files.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import os
 import stat
-import tempfile
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import reconcile
-from providers.files.confinement import check_still_confined
+from providers.files.confinement import check_still_confined, inside
 from providers.files.describing import describe_content, describe_mode, digest
-from providers.files.kinds import DirectorySpec, FileSpec, parse_mode
-from providers.files.marking import PARENT, read_mark, write_mark
-from reconcile.errors import NotOwnedError, PermanentError, TransientError
+from providers.files.kinds import DirectorySpec, FileSpec, allowed_roots, parse_mode, special_mode_error
+from providers.files.marking import PARENT
+from providers.files.operations import (
+    chmod,
+    lstat_entry,
+    read_directory,
+    read_file,
+    remove_directory,
+    remove_file,
+    write_directory,
+    write_file,
+)
+from providers.files.sourcing import SourceError, fingerprint, read_source
+from providers.files.sweeping import sweep
+from reconcile.errors import PermanentError, TransientError
 
 __all__ = ["FilesClient"]
 
 AnyResource = reconcile.Resource[Any, Any]
 _SPEC_ERRORS = {errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP}
+_Result = TypeVar("_Result")
 
 
 def _translate(path: str, exc: OSError) -> Exception:
     reason = exc.strerror or str(exc)
     if exc.errno in _SPEC_ERRORS:
         return PermanentError(f"{path}: {reason}")
+    if exc.errno == errno.ENOSPC:
+        return TransientError(f"{path}: disk full ({reason})")
     return TransientError(f"{path}: {reason}")
 
 
-def _fsync_directory(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+def _confined_call(path: str, function: Callable[..., _Result], *args: Any) -> _Result:
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _make_parents(directory: str, root: str) -> None:
-    """Create the missing folders from ``root`` down to ``directory``, marked ``parent``."""
-    missing: list[str] = []
-    current = directory
-    while not os.path.isdir(current):
-        missing.append(current)
-        parent = os.path.dirname(current)
-        if parent == current or len(current) < len(root):
-            break
-        current = parent
-    for folder in reversed(missing):
-        try:
-            os.mkdir(folder, 0o755)
-        except FileExistsError:
-            continue
-        write_mark(folder, PARENT)
-        _fsync_directory(os.path.dirname(folder))
-
-
-def _write_file(path: str, root: str, data: bytes, mode: int, mark: str) -> None:
-    directory, name = os.path.split(path)
-    _make_parents(directory, root)
-    fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fchmod(fd, mode)
-            write_mark(fd, mark)
-            os.fsync(fd)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    _fsync_directory(directory)
-
-
-def _make_directory(path: str, root: str, mode: int, mark: str) -> None:
-    _make_parents(os.path.dirname(path), root)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, mode)
-    os.chmod(path, mode)  # mkdir's mode passes through the umask
-    write_mark(path, mark)
-    _fsync_directory(os.path.dirname(path))
-
-
-def _lstat(path: str) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except FileNotFoundError:
-        return None
+        return function(*args)
     except OSError as exc:
         raise _translate(path, exc) from exc
 
@@ -112,27 +71,30 @@ def _lstat(path: str) -> os.stat_result | None:
 class FilesClient:
     """observe / create / update / delete for ``File`` and ``Directory``."""
 
-    def __init__(self, allowed: Sequence[str] | None) -> None:
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        config = config or {}
         #: The roots this process may write under; None: each object's own root only.
-        self.allowed = allowed
+        self.allowed: Sequence[str] | None = allowed_roots(config)
+        #: The source roots this process may read sources under; None: each object's own.
+        self.source_roots: Sequence[str] | None = allowed_roots(config, key="source_roots")
+        self._config = config
+        # Folders (device, inode) already swept of leftover temporaries by this client.
+        self._swept: set[tuple[int, int]] = set()
+        self._swept_lock = threading.Lock()
 
     # -- the contract ----------------------------------------------------------------------
 
     async def observe(self, resource: AnyResource) -> reconcile.Observation:
         """Read the file or directory; never write."""
-        if isinstance(resource.spec, DirectorySpec):
+        spec = resource.spec
+        self._confined(spec)
+        if isinstance(spec, DirectorySpec):
             return self._observe_directory(resource)
         return self._observe_file(resource)
 
     async def create(self, resource: AnyResource) -> str | None:
         """Create it, marked as ours; one that exists and is ours is brought to the spec."""
-        spec = resource.spec
-        self._confined(spec)
-        info = _lstat(spec.path)
-        if info is not None:
-            mark = read_mark(spec.path)
-            if mark not in (resource.metadata.uid, PARENT if stat.S_ISDIR(info.st_mode) else None):
-                raise NotOwnedError(f"{spec.path} exists and was not created by this resource")
+        self._confined(resource.spec)
         await self._write(resource)
         return None
 
@@ -146,38 +108,26 @@ class FilesClient:
         self._confined(spec)
         if isinstance(spec, FileSpec):
             if spec.ensure == "absent":
-                await self._remove(spec.path)
+                await self._thread(spec.path, remove_file, spec.root, spec.path, None)
                 return
             if self._holds(spec):  # only the mode differs: no rewrite
-                mode = parse_mode(spec.mode)
-                assert mode is not None
-                await self._run(spec.path, os.chmod, spec.path, mode)
+                mode = self._mode(spec)
+                await self._thread(spec.path, chmod, spec.root, spec.path, mode, resource.metadata.uid)
                 return
         await self._write(resource)
 
     async def delete(self, resource: AnyResource) -> None:
         """Remove it (a missing one is already deleted); an absent-file resource deletes
-        nothing; a folder is removed only once empty."""
+        nothing; a folder is removed only once empty (our leftovers in it swept first)."""
         spec = resource.spec
         if isinstance(spec, FileSpec) and spec.ensure == "absent":
             return
-        info = _lstat(spec.path)
-        if info is None:
-            return
         self._confined(spec)
-        if read_mark(spec.path) != resource.metadata.uid:
-            raise NotOwnedError(f"{spec.path} was not created by this resource; leaving it")
+        uid = resource.metadata.uid
         if isinstance(spec, DirectorySpec):
-            try:
-                await asyncio.to_thread(os.rmdir, spec.path)
-            except OSError as exc:
-                if exc.errno != errno.ENOTEMPTY:
-                    raise _translate(spec.path, exc) from exc
-                entries = sorted(os.listdir(spec.path))
-                shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")  # noqa: PLR2004
-                raise TransientError(f"{spec.path} is not empty yet ({shown})") from None
-            return
-        await self._remove(spec.path)
+            await self._thread(spec.path, remove_directory, spec.root, spec.path, uid)
+        else:
+            await self._thread(spec.path, remove_file, spec.root, spec.path, uid)
 
     async def close(self) -> None:
         """Nothing to release."""
@@ -189,81 +139,88 @@ class FilesClient:
             raise PermanentError(f"{spec.path}: no root recorded; apply the resource again")
         check_still_confined(spec.path, spec.root, self.allowed)
 
+    def _mode(self, spec: FileSpec | DirectorySpec) -> int:
+        mode = parse_mode(spec.mode)
+        if mode is None:
+            raise PermanentError(f"{spec.path}: mode {spec.mode!r} is not an octal permission")
+        refused = special_mode_error(mode, self._config)
+        if refused is not None:
+            raise PermanentError(f"{spec.path}: mode {refused} (of the runner)")
+        return mode
+
+    def _sweep_once(self, folder: int) -> None:
+        """Sweep a folder's leftover temporaries the first time this client writes into it."""
+        info = os.fstat(folder)
+        key = (info.st_dev, info.st_ino)
+        with self._swept_lock:
+            if key in self._swept:
+                return
+            self._swept.add(key)
+        sweep(folder)
+
     def _holds(self, spec: FileSpec) -> bool:
         """Whether the file on disk holds the declared bytes."""
+        found = _confined_call(spec.path, read_file, spec.root, spec.path)
+        return found is not None and found.data == self._declared(spec)
+
+    def _declared(self, spec: FileSpec) -> bytes:
+        """The bytes the file should hold: inline, or the source read confined and checked
+        against the fingerprint admission recorded."""
+        if spec.source is None:
+            return spec.inline()
+        if spec.source_root is None or spec.source_digest is None:
+            message = f"source {spec.source}: admitted before sources were confined; apply it again"
+            raise PermanentError(message)
+        if self.source_roots is not None and not any(inside(spec.source_root, r) for r in self.source_roots):
+            message = (
+                f"source {spec.source}: its source root {spec.source_root} is outside "
+                "the source roots this runner may read"
+            )
+            raise PermanentError(message)
         try:
-            with open(spec.path, "rb") as handle:
-                return handle.read() == self._declared(spec)
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            raise _translate(spec.path, exc) from exc
+            data, info = read_source(spec.source, spec.source_root)
+        except SourceError as exc:
+            raise PermanentError(f"source {exc}") from None
+        if fingerprint(data, info, sensitive=spec.sensitive) != spec.source_digest:
+            message = f"source {spec.source} changed since it was applied; apply again to publish it"
+            raise PermanentError(message)
+        return data
 
     @staticmethod
-    def _declared(spec: FileSpec) -> bytes:
-        try:
-            return spec.data()
-        except OSError as exc:
-            raise PermanentError(f"source {spec.source}: {exc.strerror}") from exc
-
-    @staticmethod
-    async def _run(path: str, function: Any, *args: Any) -> None:
-        try:
-            await asyncio.to_thread(function, *args)
-        except OSError as exc:
-            raise _translate(path, exc) from exc
+    async def _thread(path: str, function: Callable[..., None], *args: Any) -> None:
+        await asyncio.to_thread(_confined_call, path, function, *args)
 
     async def _write(self, resource: AnyResource) -> None:
         spec = resource.spec
         uid = resource.metadata.uid
-        assert spec.root is not None
-        mode = parse_mode(spec.mode)
-        assert mode is not None
+        mode = self._mode(spec)
         if isinstance(spec, DirectorySpec):
-            await self._run(spec.path, _make_directory, spec.path, spec.root, mode, uid)
+            await self._thread(spec.path, write_directory, spec.root, spec.path, mode, uid, self._sweep_once)
         elif spec.ensure == "present":
-            await self._run(spec.path, _write_file, spec.path, spec.root, self._declared(spec), mode, uid)
-
-    async def _remove(self, path: str) -> None:
-        def remove() -> None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-                _fsync_directory(os.path.dirname(path))
-
-        await self._run(path, remove)
+            data = self._declared(spec)
+            writing = (mode, uid)
+            await self._thread(spec.path, write_file, spec.root, spec.path, data, writing, self._sweep_once)
 
     def _observe_file(self, resource: AnyResource) -> reconcile.Observation:
         spec: FileSpec = resource.spec
-        info = _lstat(spec.path)
         if spec.ensure == "absent":
             # Declared absent: the resource "exists" as a rule; it is up to date when the
             # file is gone. Removing what the user declared absent is the point, so the
-            # engine may act whoever wrote the file.
-            present = info is not None
+            # engine may act whoever wrote the file. Only its presence is looked at.
+            present = _confined_call(spec.path, lstat_entry, spec.root, spec.path) is not None
             diff = f"{spec.path} exists; declared absent" if present else ""
             observed: dict[str, Any] = {"present": present}
             return reconcile.Observation(
                 exists=True, up_to_date=not present, observed=observed, diff=diff, owner=resource.metadata.uid
             )
-        if info is None:
+        found = _confined_call(spec.path, read_file, spec.root, spec.path)
+        if found is None:
             return reconcile.Observation(exists=False)
-        if not stat.S_ISREG(info.st_mode):
-            what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise PermanentError(f"{spec.path} is {what}")
-        try:
-            with open(spec.path, "rb") as handle:
-                on_disk = handle.read()
-            owner = read_mark(spec.path)
-        except FileNotFoundError:
-            return reconcile.Observation(exists=False)
-        except OSError as exc:
-            raise _translate(spec.path, exc) from exc
+        on_disk = found.data
         declared = self._declared(spec)
-        mode, wanted = stat.S_IMODE(info.st_mode), parse_mode(spec.mode)
-        assert wanted is not None
+        mode, wanted = stat.S_IMODE(found.info.st_mode), self._mode(spec)
         changes = []
-        same_content = on_disk == declared
-        if not same_content:
+        if on_disk != declared:
             changes.append(describe_content(on_disk, declared, sensitive=spec.sensitive))
         if mode != wanted:
             changes.append(describe_mode(mode, wanted))
@@ -271,19 +228,16 @@ class FilesClient:
         if not spec.sensitive:  # a digest of a short secret can be brute-forced
             observed["sha256"] = digest(on_disk)
         return reconcile.Observation(
-            exists=True, up_to_date=not changes, observed=observed, diff="\n".join(changes), owner=owner
+            exists=True, up_to_date=not changes, observed=observed, diff="\n".join(changes), owner=found.mark
         )
 
     def _observe_directory(self, resource: AnyResource) -> reconcile.Observation:
         spec: DirectorySpec = resource.spec
-        info = _lstat(spec.path)
-        if info is None:
+        found = _confined_call(spec.path, read_directory, spec.root, spec.path)
+        if found is None:
             return reconcile.Observation(exists=False)
-        if not stat.S_ISDIR(info.st_mode):
-            raise PermanentError(f"{spec.path} exists and is not a directory")
-        owner = read_mark(spec.path)
-        mode, wanted = stat.S_IMODE(info.st_mode), parse_mode(spec.mode)
-        assert wanted is not None
+        owner = found.mark
+        mode, wanted = stat.S_IMODE(found.info.st_mode), self._mode(spec)
         diff = "" if mode == wanted else describe_mode(mode, wanted)
         if owner == PARENT:
             # Made by this provider as some file's parent: adopt it (update marks it ours).

@@ -1,6 +1,7 @@
 """The ``File`` and ``Directory`` kinds of ``files.reconcile.dev/v1``: their specs, the
 checks that need only the spec (``validate``), and admission (``admit``): confinement to
-the roots, the canonical mode, the source file resolved against the manifest's folder.
+the roots, the canonical mode, the source file confined to the source roots (by default
+the manifest's folder) and fingerprinted.
 
 A path is its own identity (deterministic): a create interrupted by a crash is simply
 retried, and finds the file it wrote by the owner mark.
@@ -18,22 +19,37 @@ from typing import Any, TypeVar
 import attrs
 
 import reconcile
-from providers.files.confinement import confine, real_roots
+from providers.files.confinement import confine, inside, real_roots
+from providers.files.sourcing import SourceError, fingerprint, read_source
 from reconcile.errors import FieldError, InvalidError
 
-__all__ = ["API_VERSION", "DIRECTORY", "FILE", "DirectorySpec", "FileSpec", "allowed_roots", "parse_mode"]
+__all__ = [
+    "API_VERSION",
+    "DIRECTORY",
+    "FILE",
+    "SPECIAL_BITS",
+    "DirectorySpec",
+    "FileSpec",
+    "allowed_roots",
+    "parse_mode",
+    "special_mode_error",
+]
 
 API_VERSION = "files.reconcile.dev/v1"
 ENSURE_VALUES = ("present", "absent")
-_MODE = re.compile(r"^(?:0o|0)?([0-7]{3,4})$")
+_MODE = re.compile(r"(?:0o|0)?([0-7]{3,4})")
+#: setuid, setgid and sticky: refused unless the provider config sets ``special_modes``.
+SPECIAL_BITS = 0o7000
 
 
 @attrs.frozen
 class FileSpec:
     """A regular file: where, what it holds (at most one of ``content``,
     ``content_base64``, ``source``; none means empty), its permissions, and whether it
-    should exist. ``sensitive`` keeps the content out of the event log. ``root`` is filled
-    in at admission: the root the path was confined to."""
+    should exist. ``sensitive`` keeps the content out of the event log. ``root``,
+    ``source_root`` and ``source_digest`` are filled in at admission: the root the path
+    was confined to, the source root the source was read from, and what the source held
+    then (see :mod:`providers.files.sourcing`)."""
 
     path: str
     content: str | None = None
@@ -46,14 +62,13 @@ class FileSpec:
     #: declared spec, which the log keeps.)
     sensitive: bool = False
     root: str | None = None
+    source_root: str | None = None
+    source_digest: str | None = None
 
-    def data(self) -> bytes:
-        """The bytes the file should hold (reads ``source``; OSError when it is gone)."""
+    def inline(self) -> bytes:
+        """The bytes declared in the spec itself (``content`` or ``content_base64``)."""
         if self.content_base64 is not None:
             return base64.b64decode(self.content_base64)
-        if self.source is not None:
-            with open(self.source, "rb") as handle:
-                return handle.read()
         return (self.content or "").encode()
 
 
@@ -68,7 +83,7 @@ class DirectorySpec:
 
 def parse_mode(mode: str) -> int | None:
     """``"0644"``, ``"644"`` or ``"0o644"`` as an int; None when it is not octal permissions."""
-    match = _MODE.match(mode)
+    match = _MODE.fullmatch(mode)
     return int(match.group(1), 8) if match else None
 
 
@@ -82,6 +97,17 @@ def _path_errors(path: str) -> Iterator[FieldError]:
 def _mode_errors(mode: str) -> Iterator[FieldError]:
     if parse_mode(mode) is None:
         yield FieldError("mode", f'{mode!r} is not an octal permission such as "0644"')
+
+
+def special_mode_error(mode: int, config: Any) -> str | None:
+    """Why ``mode`` may not be used: setuid, setgid or sticky without ``special_modes``."""
+    if not mode & SPECIAL_BITS or (config and config.get("special_modes") is True):
+        return None
+    bits = [name for bit, name in ((0o4000, "setuid"), (0o2000, "setgid"), (0o1000, "sticky")) if mode & bit]
+    return (
+        f"{mode:04o} sets the {' and '.join(bits)} bit{'s' if len(bits) > 1 else ''}; "
+        "allow it with special_modes: true in the files provider config"
+    )
 
 
 def validate_file(spec: FileSpec) -> Iterator[FieldError]:
@@ -108,10 +134,13 @@ def validate_directory(spec: DirectorySpec) -> Iterator[FieldError]:
     yield from _mode_errors(spec.mode)
 
 
-def allowed_roots(config: Any, origin: os.PathLike[str] | None = None) -> list[str] | None:
-    """The roots a config allows (``roots``: a list of folders, or one folder); without
-    any, the folder of the manifest; None when neither is known."""
-    roots = config.get("roots") if config else None
+def allowed_roots(
+    config: Any, origin: os.PathLike[str] | None = None, key: str = "roots"
+) -> list[str] | None:
+    """The roots a config allows (``roots``: a list of folders, or one folder; or the
+    ``source_roots``); without any, the folder of the manifest; None when neither is
+    known."""
+    roots = config.get(key) if config else None
     if isinstance(roots, str | os.PathLike):
         roots = [roots]
     if roots:
@@ -121,26 +150,43 @@ def allowed_roots(config: Any, origin: os.PathLike[str] | None = None) -> list[s
     return None
 
 
-def _canonical_mode(mode: str) -> str:
+def _canonical_mode(mode: str, config: Any) -> str:
     value = parse_mode(mode)
     assert value is not None  # validate ran first
+    refused = special_mode_error(value, config)
+    if refused is not None:
+        raise InvalidError([FieldError("mode", refused)])
     return f"{value:04o}"
 
 
-def _source(source: str, origin: os.PathLike[str] | None) -> str:
+def _source(spec: FileSpec, context: reconcile.AdmissionContext) -> FileSpec:
+    """Confine the source to a source root, read it there, record its fingerprint."""
+    assert spec.source is not None
+    source, origin = spec.source, context.origin
     if not os.path.isabs(source):
         if origin is None:
             reason = "a relative source needs a manifest file to be relative to: give an absolute path"
             raise InvalidError([FieldError("source", reason)])
-        source = os.path.join(os.path.dirname(os.path.abspath(origin)), source)
+        source = os.path.join(real_roots([os.path.dirname(os.path.abspath(origin))])[0], source)
     source = os.path.normpath(source)
-    if not os.path.exists(source):
-        raise InvalidError([FieldError("source", f"{source} does not exist")])
-    if not os.path.isfile(source):
-        raise InvalidError([FieldError("source", f"{source} is not a regular file")])
-    if not os.access(source, os.R_OK):
-        raise InvalidError([FieldError("source", f"{source} is not readable")])
-    return source
+    roots = allowed_roots(context.config, origin, key="source_roots")
+    if not roots:
+        reason = (
+            "no folder to read sources from: apply from a manifest file (its folder is the "
+            "default), or give the files provider its source roots (reconcile --source-root "
+            "DIR, or the provider config files.source_roots)"
+        )
+        raise InvalidError([FieldError("source", reason)])
+    root = next((r for r in roots if inside(source, r) and source != r), None)
+    if root is None:
+        reason = f"{source} is outside the source roots ({', '.join(roots)})"
+        raise InvalidError([FieldError("source", reason)])
+    try:
+        data, info = read_source(source, root)
+    except SourceError as exc:
+        raise InvalidError([FieldError("source", str(exc))]) from None
+    digest = fingerprint(data, info, sensitive=spec.sensitive)
+    return attrs.evolve(spec, source=source, source_root=root, source_digest=digest)
 
 
 _Spec = TypeVar("_Spec", FileSpec, DirectorySpec)
@@ -149,7 +195,7 @@ _Spec = TypeVar("_Spec", FileSpec, DirectorySpec)
 def _locate(spec: _Spec, context: reconcile.AdmissionContext) -> _Spec:
     """Confine the path to a root, canonicalise the mode."""
     path, root = confine(spec.path, spec.root, allowed_roots(context.config, context.origin))
-    return attrs.evolve(spec, path=path, root=root, mode=_canonical_mode(spec.mode))
+    return attrs.evolve(spec, path=path, root=root, mode=_canonical_mode(spec.mode, context.config))
 
 
 def admit_directory(spec: DirectorySpec, context: reconcile.AdmissionContext) -> DirectorySpec:
@@ -158,11 +204,11 @@ def admit_directory(spec: DirectorySpec, context: reconcile.AdmissionContext) ->
 
 
 def admit_file(spec: FileSpec, context: reconcile.AdmissionContext) -> FileSpec:
-    """Confine the path, canonicalise the mode, resolve the source."""
+    """Confine the path, canonicalise the mode, confine and fingerprint the source."""
     spec = _locate(spec, context)
     if spec.source is None:
-        return spec
-    return attrs.evolve(spec, source=_source(spec.source, context.origin))
+        return attrs.evolve(spec, source_root=None, source_digest=None)
+    return _source(spec, context)
 
 
 FILE = reconcile.Kind(

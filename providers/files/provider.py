@@ -16,7 +16,7 @@ from typing import Any
 
 import reconcile
 from providers.files.client import FilesClient
-from providers.files.kinds import KINDS, allowed_roots
+from providers.files.kinds import KINDS
 
 __all__ = ["FilesProvider"]
 
@@ -33,4 +33,4 @@ class FilesProvider:
 
     async def connect(self, config: Mapping[str, Any]) -> reconcile.ExternalClient:
         """A client confined to ``config["roots"]`` when given."""
-        return FilesClient(allowed_roots(config))
+        return FilesClient(config)

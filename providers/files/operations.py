@@ -1,0 +1,246 @@
+"""The files provider's filesystem operations, each confined to its root.
+
+Every function takes the object's root and absolute path and works through
+:func:`~providers.files.walking.descend`: the folder that holds the entry is reached from
+the root by descriptors, and the entry itself is named relative to that folder, so no
+path is resolved twice and no symlink is followed (see :mod:`providers.files.walking`).
+Writes are atomic: a temporary in the same folder, marked and locked first, written,
+fsynced and renamed over the target, then the folder fsynced; a reader sees the old entry
+or the new one, never half of either, and a crash leaves at most a marked temporary that
+the next write into the folder sweeps (:mod:`providers.files.sweeping`).
+
+These functions block (fsync); the client runs writes in a worker thread and the short
+reads of ``observe`` inline. They raise PermanentError for what retrying cannot fix (a
+symlink on the way, a folder where a file should be), NotOwnedError for an entry that is
+not ours, and plain OSError for the rest, which the client translates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Callable
+
+import attrs
+
+from providers.files.marking import PARENT, read_mark, write_mark
+from providers.files.sweeping import sweep
+from providers.files.walking import (
+    DIRECTORY_FLAGS,
+    FILE_FLAGS,
+    RENAME_NOREPLACE,
+    descend,
+    entry_stat,
+    make_temporary_file,
+    make_temporary_folder,
+    open_entry,
+    rename_at,
+)
+from reconcile.errors import NotOwnedError, PermanentError, TransientError
+
+__all__ = [
+    "Found",
+    "Sweeper",
+    "chmod",
+    "lstat_entry",
+    "read_directory",
+    "read_file",
+    "remove_directory",
+    "remove_file",
+    "write_directory",
+    "write_file",
+]
+
+#: Called with an open folder before the first write into it (sweeps leftovers once).
+Sweeper = Callable[[int], None]
+
+
+@attrs.frozen
+class Found:
+    """What observing found at a path: its stat, its owner mark, a file's bytes."""
+
+    info: os.stat_result
+    mark: str | None
+    data: bytes = b""
+
+
+def _kind_of(info: os.stat_result) -> str:
+    if stat.S_ISDIR(info.st_mode):
+        return "a directory"
+    if stat.S_ISLNK(info.st_mode):
+        return "a symlink (not followed)"
+    return "not a regular file"
+
+
+def lstat_entry(root: str, path: str) -> os.stat_result | None:
+    """The entry's own stat (a symlink is not followed); None when it is missing."""
+    with descend(root, path) as found:
+        return None if found is None else entry_stat(*found)
+
+
+def read_file(root: str, path: str) -> Found | None:
+    """The file's bytes, stat and mark; None when it is missing. Anything but a regular
+    file there is a PermanentError."""
+    with descend(root, path) as found:
+        if found is None:
+            return None
+        folder, name = found
+        info = entry_stat(folder, name)
+        if info is None:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            raise PermanentError(f"{path} is {_kind_of(info)}")
+        try:
+            handle = open_entry(folder, name, FILE_FLAGS, path)
+        except FileNotFoundError:
+            return None
+    try:
+        opened = os.fstat(handle)
+        if not stat.S_ISREG(opened.st_mode):
+            raise PermanentError(f"{path} is {_kind_of(opened)}")
+        with os.fdopen(os.dup(handle), "rb") as reader:
+            data = reader.read()
+        return Found(opened, read_mark(handle), data)
+    finally:
+        os.close(handle)
+
+
+def read_directory(root: str, path: str) -> Found | None:
+    """The folder's stat and mark; None when it is missing."""
+    with descend(root, path) as found:
+        if found is None:
+            return None
+        folder, name = found
+        info = entry_stat(folder, name)
+        if info is None:
+            return None
+        if not stat.S_ISDIR(info.st_mode):
+            raise PermanentError(f"{path} exists and is not a directory")
+        try:
+            handle = open_entry(folder, name, DIRECTORY_FLAGS, path)
+        except FileNotFoundError:
+            return None
+    try:
+        return Found(os.fstat(handle), read_mark(handle))
+    finally:
+        os.close(handle)
+
+
+def _check_owner(folder: int, name: str, path: str, owners: tuple[str | None, ...]) -> os.stat_result | None:
+    """The entry's stat, after checking it is missing or carries one of ``owners``."""
+    info = entry_stat(folder, name)
+    if info is None:
+        return None
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        raise NotOwnedError(f"{path} is {_kind_of(info)}, not created by this resource")
+    flags = DIRECTORY_FLAGS if stat.S_ISDIR(info.st_mode) else FILE_FLAGS
+    try:
+        handle = open_entry(folder, name, flags, path)
+    except FileNotFoundError:
+        return None
+    try:
+        mark = read_mark(handle)
+    finally:
+        os.close(handle)
+    if mark not in owners:
+        raise NotOwnedError(f"{path} exists and was not created by this resource")
+    return info
+
+
+def write_file(root: str, path: str, data: bytes, mode_and_mark: tuple[int, str], sweeper: Sweeper) -> None:
+    """Write the file atomically with its mode and mark, making missing folders. An
+    existing entry must be ours (``mark``)."""
+    mode, mark = mode_and_mark
+    with descend(root, path, create=True) as found:
+        assert found is not None  # create=True makes the folders
+        folder, name = found
+        sweeper(folder)
+        _check_owner(folder, name, path, (mark,))
+        with make_temporary_file(folder, name, mark) as (handle, temporary):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(handle, view) :]
+            os.fchmod(handle, mode)
+            os.fsync(handle)
+            os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+        os.fsync(folder)
+
+
+def write_directory(root: str, path: str, mode: int, mark: str, sweeper: Sweeper) -> None:
+    """Make the folder with its mode and mark in one step, or bring an existing one
+    (ours, or made as a parent) to the mode and mark."""
+    with descend(root, path, create=True) as found:
+        assert found is not None
+        folder, name = found
+        sweeper(folder)
+        if _check_owner(folder, name, path, (mark, PARENT)) is None:
+            with make_temporary_folder(folder, name, mode, mark) as temporary:
+                try:
+                    rename_at(folder, temporary, name, RENAME_NOREPLACE)
+                except FileExistsError:
+                    os.rmdir(temporary, dir_fd=folder)
+                    raise TransientError(f"{path} appeared while it was being made") from None
+            os.fsync(folder)
+            return
+        handle = open_entry(folder, name, DIRECTORY_FLAGS, path)
+        try:
+            os.fchmod(handle, mode)
+            write_mark(handle, mark)
+        finally:
+            os.close(handle)
+        os.fsync(folder)
+
+
+def chmod(root: str, path: str, mode: int, mark: str) -> None:
+    """Change only the mode of our file."""
+    with descend(root, path) as found:
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        folder, name = found
+        _check_owner(folder, name, path, (mark,))
+        os.chmod(name, mode, dir_fd=folder, follow_symlinks=False)
+
+
+def remove_file(root: str, path: str, mark: str | None) -> None:
+    """Remove the file (a missing one is removed already); with ``mark``, only ours."""
+    with descend(root, path) as found:
+        if found is None:
+            return
+        folder, name = found
+        info = entry_stat(folder, name)
+        if info is None:
+            return
+        if mark is not None:
+            _check_owner(folder, name, path, (mark,))
+        elif stat.S_ISDIR(info.st_mode):
+            raise PermanentError(f"{path} is a directory; a File declared absent removes only files")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=folder)
+            os.fsync(folder)
+
+
+def remove_directory(root: str, path: str, mark: str) -> None:
+    """Remove our folder once empty, sweeping our leftovers in it first; TransientError
+    naming what is still inside."""
+    with descend(root, path) as found:
+        if found is None:
+            return
+        folder, name = found
+        if _check_owner(folder, name, path, (mark,)) is None:
+            return
+        inner = open_entry(folder, name, DIRECTORY_FLAGS, path)
+        try:
+            sweep(inner)
+            try:
+                os.rmdir(name, dir_fd=folder)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                entries = sorted(os.listdir(inner))
+                shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")  # noqa: PLR2004
+                raise TransientError(f"{path} is not empty yet ({shown})") from None
+        finally:
+            os.close(inner)
+        os.fsync(folder)

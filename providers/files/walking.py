@@ -1,0 +1,228 @@
+"""Walking from a root down by directory file descriptors: how the files provider reads
+and writes without ever resolving a path twice.
+
+A check on a path ("is it still inside the root?") followed by an operation on the same
+path is a race: between the two, a folder can be swapped for a symlink to somewhere else
+(``renameat2`` with ``RENAME_EXCHANGE`` makes the swap atomic) and the operation lands
+outside the root. So nothing here operates on a path. :func:`descend` opens the root,
+then each folder below it one component at a time with ``O_NOFOLLOW | O_DIRECTORY``
+relative to the descriptor of the one above; every later step (stat, open, mkdir,
+rename, unlink, chmod) names one entry relative to the last descriptor and follows no
+symlink. A symlink anywhere on the way is refused, whether it points in or out: the
+files provider follows no symlinks under its roots (``openat2``'s ``RESOLVE_BENEATH``
+would allow the inward ones, but Python does not offer it).
+
+Folders the provider makes for a file are created with their ``parent`` mark in one
+step: made under a temporary name, marked, then renamed into place with
+``RENAME_NOREPLACE``. A ``Directory`` observing the folder meanwhile sees either nothing
+or a marked folder, never an unmarked one it would take for somebody else's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+
+from providers.files.marking import PARENT, write_mark
+from reconcile.errors import PermanentError
+
+__all__ = [
+    "DIRECTORY_FLAGS",
+    "FILE_FLAGS",
+    "RENAME_EXCHANGE",
+    "RENAME_NOREPLACE",
+    "components",
+    "descend",
+    "entry_stat",
+    "make_temporary_file",
+    "make_temporary_folder",
+    "open_entry",
+    "rename_at",
+    "temporary_name",
+]
+
+#: Open a folder: never through a symlink, never a non-folder.
+DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: Open a file to read it: never through a symlink; O_NONBLOCK so a FIFO planted where
+#: a file was expected cannot hang the reader (it is refused by its type anyway).
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_renameat2 = getattr(_libc, "renameat2", None)
+
+
+def components(path: str, root: str) -> list[str]:
+    """The entries from ``root`` down to ``path`` (both absolute and normalised); a path
+    that is not strictly below the root is refused."""
+    if path == root or not path.startswith(root.rstrip(os.sep) + os.sep):
+        raise PermanentError(f"{path} is outside its root {root}")
+    parts = path[len(root.rstrip(os.sep)) + 1 :].split(os.sep)
+    if any(part in ("", ".", "..") for part in parts):
+        raise PermanentError(f"{path} is not a normalised path below {root}")
+    return parts
+
+
+def temporary_name(name: str) -> str:
+    """``.name.<random>.tmp``: the name a write is prepared under before its rename."""
+    return f".{name}.{secrets.token_hex(4)}.tmp"
+
+
+def rename_at(folder: int, source: str, target: str, flags: int, target_folder: int | None = None) -> None:
+    """``renameat2(2)`` relative to folder descriptors (``RENAME_NOREPLACE`` fails with
+    FileExistsError instead of replacing; ``RENAME_EXCHANGE`` swaps two entries)."""
+    destination = folder if target_folder is None else target_folder
+    if _renameat2 is not None:
+        result = _renameat2(folder, os.fsencode(source), destination, os.fsencode(target), flags)
+        if result == 0:
+            return
+        error = ctypes.get_errno()
+        if error not in (errno.EINVAL, errno.ENOSYS) or flags != RENAME_NOREPLACE:
+            raise OSError(error, os.strerror(error), target)
+    # No renameat2 (or a filesystem without it): check, then rename. The window is a
+    # folder made by somebody else in the same instant, which this then replaces only
+    # when it is empty.
+    if entry_stat(destination, target) is not None:
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), target)
+    os.rename(source, target, src_dir_fd=folder, dst_dir_fd=destination)
+
+
+def entry_stat(folder: int, name: str) -> os.stat_result | None:
+    """``lstat`` of one entry of a folder; None when there is none."""
+    try:
+        return os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def open_entry(folder: int, name: str, flags: int, shown: str) -> int:
+    """Open one entry of a folder without following a symlink; ``shown`` names it in
+    errors. A symlink is a PermanentError; FileNotFoundError passes through."""
+    try:
+        return os.open(name, flags, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(folder, name)):
+            raise PermanentError(f"{shown} is a symlink; the files provider follows no symlinks") from None
+        raise
+
+
+def _is_link(folder: int, name: str) -> bool:
+    info = entry_stat(folder, name)
+    return info is not None and stat.S_ISLNK(info.st_mode)
+
+
+def _make_parent(folder: int, name: str) -> None:
+    """Make the folder ``name`` in ``folder``, marked ``parent``, in one step."""
+    with make_temporary_folder(folder, name, 0o755, PARENT) as temporary:
+        try:
+            rename_at(folder, temporary, name, RENAME_NOREPLACE)
+        except FileExistsError:
+            os.rmdir(temporary, dir_fd=folder)  # somebody made it first: use theirs
+            return
+    os.fsync(folder)
+
+
+@contextlib.contextmanager
+def make_temporary_folder(folder: int, name: str, mode: int, mark: str) -> Iterator[str]:
+    """A new folder under a temporary name for ``name``, with its mode and mark, locked
+    (``flock``) until the block ends so a sweep leaves it alone; removed if the block
+    fails. The block renames it into place."""
+    temporary = temporary_name(name)
+    os.mkdir(temporary, 0o700, dir_fd=folder)
+    made = os.open(temporary, DIRECTORY_FLAGS, dir_fd=folder)
+    try:
+        fcntl.flock(made, fcntl.LOCK_EX)
+        write_mark(made, mark)
+        os.fchmod(made, mode)  # mkdir's mode passes through the umask
+        yield temporary
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.rmdir(temporary, dir_fd=folder)
+        raise
+    finally:
+        os.close(made)
+
+
+@contextlib.contextmanager
+def make_temporary_file(folder: int, name: str, mark: str) -> Iterator[tuple[int, str]]:
+    """A new, empty file under a temporary name for ``name``, marked and locked like
+    :func:`make_temporary_folder`; the block writes it and renames it into place."""
+    temporary = temporary_name(name)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    handle = os.open(temporary, flags, 0o600, dir_fd=folder)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        write_mark(handle, mark)
+        yield handle, temporary
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=folder)
+        raise
+    finally:
+        os.close(handle)
+
+
+@contextlib.contextmanager
+def descend(root: str, path: str, *, create: bool = False) -> Iterator[tuple[int, str] | None]:
+    """The open folder that holds ``path`` and the entry's name in it; None when a folder
+    on the way is missing (and ``create`` is false). With ``create``, missing folders are
+    made, marked ``parent``. A symlink or a non-folder on the way is a PermanentError
+    naming it; the descriptor is closed when the block ends."""
+    parts = components(path, root)
+    try:
+        current = _open_root(root, create=create)
+    except FileNotFoundError:
+        yield None
+        return
+    except OSError as exc:
+        raise PermanentError(f"{path}: cannot open its root {root}: {exc.strerror}") from None
+    try:
+        walked = root.rstrip(os.sep)
+        for part in parts[:-1]:
+            walked = f"{walked}{os.sep}{part}"
+            opened = _open_folder(current, part, walked, path, create=create)
+            if opened is None:
+                yield None
+                return
+            os.close(current)
+            current = opened
+        yield current, parts[-1]
+    finally:
+        os.close(current)
+
+
+def _open_root(root: str, *, create: bool) -> int:
+    """The root, made (with its own parents) when missing and ``create``: the root is the
+    operator's choice, not a resource's, so it is trusted up to itself."""
+    try:
+        return os.open(root, DIRECTORY_FLAGS)
+    except FileNotFoundError:
+        if not create:
+            raise
+    os.makedirs(root, 0o755, exist_ok=True)
+    return os.open(root, DIRECTORY_FLAGS)
+
+
+def _open_folder(folder: int, name: str, walked: str, path: str, *, create: bool) -> int | None:
+    for _ in range(2):
+        try:
+            return os.open(name, DIRECTORY_FLAGS, dir_fd=folder)
+        except FileNotFoundError:
+            if not create:
+                return None
+            _make_parent(folder, name)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP or _is_link(folder, name):
+                message = f"{path} leads through the symlink {walked}; the files provider follows no symlinks"
+                raise PermanentError(message) from None
+            if exc.errno == errno.ENOTDIR:
+                raise PermanentError(f"{path}: {walked} is not a directory") from None
+            raise
+    raise PermanentError(f"{path}: {walked} keeps disappearing")
