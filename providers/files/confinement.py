@@ -4,15 +4,17 @@ Two checks, with the same rule:
 
 * at **admission** (:func:`confine`), before anything is stored: a relative ``path``
   resolves against the first root, an absolute one must lie inside some root; ``..``
-  that climbs out, and a symlink on the way that points out, are refused with the field
-  path and the reason. The admitted spec carries the absolute path and the root that
-  contains it, so the stored object means the same thing to every process.
-* before **every write** (:func:`check_still_confined`): a symlink planted after
-  admission must not carry a write outside the root. This one fails the reconcile with
-  a PermanentError (Synced=False says why), since retrying will not help.
+  that climbs out, and a symlink on the way, are refused with the field path and the
+  reason. The admitted spec carries the absolute path and the root that contains it, so
+  the stored object means the same thing to every process.
+* at **every read and write** (:func:`check_still_confined`, then
+  :mod:`providers.files.walking`): the root must be one this process may use, and the
+  entry is reached from the root by directory descriptors following no symlink, so a
+  symlink planted after admission (even mid-write) carries nothing in or out. These
+  fail the reconcile with a PermanentError (Synced=False says why).
 
-Paths are compared after ``os.path.realpath`` of the root, so a root reached through a
-symlink (``/tmp`` on some systems) still works.
+Roots are compared after ``os.path.realpath``, so a root reached through a symlink
+(``/tmp`` on some systems) still works; below a root, no symlink is followed.
 """
 
 from __future__ import annotations
@@ -44,13 +46,13 @@ def _real(path: str) -> str:
     return os.path.realpath(path)
 
 
-def _escaping_link(path: str, root: str) -> str | None:
-    """The first symlink between ``root`` and ``path`` that leads outside ``root``."""
+def _first_link(path: str, root: str) -> str | None:
+    """The first symlink between ``root`` and ``path`` (none are followed below a root)."""
     relative = os.path.relpath(path, root)
     current = root
     for part in Path(relative).parts:
         current = os.path.join(current, part)
-        if os.path.islink(current) and not inside(os.path.realpath(current), root):
+        if os.path.islink(current):
             return current
         if not os.path.lexists(current):
             return None
@@ -91,21 +93,20 @@ def confine(path: str, root: str | None, allowed: Sequence[str] | None) -> tuple
             raise InvalidError([FieldError("path", f"{path} escapes the root {chosen} (through ..)")])
     if resolved == chosen:
         raise InvalidError([FieldError("path", f"must name an entry inside the root {chosen}, not the root")])
-    link = _escaping_link(resolved, chosen)
+    link = _first_link(resolved, chosen)
     if link is not None:
-        target = os.path.realpath(link)
-        message = f"leads outside the root {chosen} through the symlink {link} -> {target}"
+        message = (
+            f"leads through the symlink {link} -> {os.readlink(link)}; the files provider follows no symlinks"
+        )
         raise InvalidError([FieldError("path", message)])
     return resolved, chosen
 
 
 def check_still_confined(path: str, root: str, allowed: Sequence[str] | None) -> None:
-    """Refuse (PermanentError) a write that would leave the root, whatever changed on
-    disk since admission; and a root outside the roots this process was given."""
+    """Refuse (PermanentError) a stored path outside its root, and a root outside the
+    roots this process was given; what changed on disk since admission is the walk's
+    business (:mod:`providers.files.walking`)."""
     if allowed is not None and not any(inside(root, a) for a in allowed):
         raise PermanentError(f"{path}: its root {root} is outside the roots this runner may write")
     if not inside(os.path.normpath(path), root) or path == root:
         raise PermanentError(f"{path} is outside its root {root}")
-    link = _escaping_link(path, root)
-    if link is not None:
-        raise PermanentError(f"{path} leads outside the root {root} through the symlink {link}")
