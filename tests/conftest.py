@@ -1,13 +1,16 @@
-"""Fixtures: real SQLite files in a temporary folder, one store per backend."""
+"""Fixtures: real SQLite files in a temporary folder, one store per backend; a Runtime
+with the files provider on a fake clock."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from reconcile import Client, KindRegistry
+from providers.files import FilesProvider
+from reconcile import Client, KindRegistry, Runtime
 from reconcile.store import EventStore, SQLiteStore
 from reconcile.testing import FakeClock, example_kinds
 
@@ -44,3 +47,28 @@ async def store(request: pytest.FixtureRequest, db_path: Path, clock: FakeClock)
 def client(store: EventStore, kinds: KindRegistry, clock: FakeClock) -> Client:
     """A client over the store, with the example kinds and the fake clock."""
     return Client(store, kinds, clock=clock)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """The folder the provider may write under."""
+    folder = tmp_path / "root"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+async def running(root: Path, tmp_path: Path) -> Any:
+    """A Runtime with the files provider on a fake clock."""
+    clock = FakeClock()
+    runtime = Runtime(
+        tmp_path / "state.db",
+        providers=[FilesProvider()],
+        provider_config={"files": {"roots": [str(root)], "source_roots": [str(tmp_path)]}},
+        clock=clock,
+        wall_clock=clock,
+        poll_interval=60.0,
+        resync_period=None,
+    )
+    async with runtime:
+        yield runtime, clock

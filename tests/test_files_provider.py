@@ -14,7 +14,7 @@ from helpers import DEADLINE
 
 from providers.files import FilesProvider
 from providers.files.marking import PARENT, read_mark, write_mark
-from reconcile import InvalidError, KindRegistry, Resource, Runtime, connect
+from reconcile import InvalidError, KindRegistry, Resource, connect
 from reconcile.testing import FakeClock, let_run
 from reconcile.testing.conformance import CHECKS, Harness
 
@@ -92,14 +92,6 @@ class DirectoryOutside(FileOutside):
     async def count(self) -> int:
         """Folders under the root."""
         return sum(1 for p in self.root.rglob("*") if p.is_dir())
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    """The folder the provider may write under."""
-    folder = tmp_path / "root"
-    folder.mkdir()
-    return folder
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
@@ -257,23 +249,6 @@ async def until(clock: FakeClock, predicate: Callable[[], bool]) -> None:
         return predicate()
 
     await until_async(clock, holds)
-
-
-@pytest.fixture
-async def running(root: Path, tmp_path: Path) -> Any:
-    """A Runtime with the files provider on a fake clock."""
-    clock = FakeClock()
-    runtime = Runtime(
-        tmp_path / "state.db",
-        providers=[FilesProvider()],
-        provider_config={"files": {"roots": [str(root)], "source_roots": [str(tmp_path)]}},
-        clock=clock,
-        wall_clock=clock,
-        poll_interval=60.0,
-        resync_period=None,
-    )
-    async with runtime:
-        yield runtime, clock
 
 
 class TestConverging:

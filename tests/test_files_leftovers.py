@@ -1,0 +1,116 @@
+"""The files provider after a crash and beside concurrent work: temporaries left by a
+killed writer are swept (and nothing else is), and a folder made as a file's parent is
+never seen without its mark."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_files_provider import directory_manifest, until_async
+
+from providers.files import walking
+from providers.files.marking import PARENT, read_mark, write_mark
+from providers.files.operations import write_file
+from providers.files.sweeping import sweep
+from reconcile import NotFoundError
+
+CRASHING_WRITER = """
+import os, sys
+from providers.files.walking import make_temporary_file
+folder = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+with make_temporary_file(folder, "f.bin", sys.argv[2]) as (handle, temporary):
+    os.write(handle, b"half")
+    print(temporary, flush=True)
+    os.kill(os.getpid(), 9)
+"""
+
+
+def crash_while_writing(folder: Path, mark: str) -> str:
+    """Kill a process in the middle of a write into ``folder``; the temporary's name."""
+    result = subprocess.run(
+        [sys.executable, "-c", CRASHING_WRITER, str(folder), mark],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).parent.parent,
+        timeout=60,
+    )
+    assert result.returncode == -9, result.stderr
+    return result.stdout.strip()
+
+
+class TestSweeping:
+    """Our marked, unlocked temporaries go; nothing else does."""
+
+    async def test_a_directory_with_a_crashed_write_in_it_can_be_deleted(
+        self, running: Any, root: Path
+    ) -> None:
+        """A writer killed mid-write into a Directory's folder: deleting the Directory
+        sweeps the temporary and succeeds."""
+        runtime, clock = running
+        await runtime.apply(directory_manifest("d10"))
+        obj = await runtime.wait_ready("Directory", "d10", timeout=20)
+        leftover = crash_while_writing(root / "d10", obj.metadata.uid)
+        assert (root / "d10" / leftover).exists()
+        await runtime.client.delete("Directory", "d10")
+
+        async def gone() -> bool:
+            try:
+                await runtime.client.get("Directory", "d10")
+            except NotFoundError:
+                return True
+            return False
+
+        await until_async(clock, gone)
+        assert not (root / "d10").exists()
+
+    def test_only_marked_and_abandoned_temporaries_go(self, tmp_path: Path) -> None:
+        """Swept: our crashed write. Kept: an unmarked file of the same shape, a marked one
+        whose writer still holds its lock, and ordinary files."""
+        crashed = crash_while_writing(tmp_path, "uid-1")
+        foreign = tmp_path / ".notes.txt.abcdefgh.tmp"
+        foreign.write_text("somebody else's")
+        busy = tmp_path / ".g.bin.12345678.tmp"
+        busy.write_text("in progress")
+        write_mark(str(busy), "uid-2")
+        plain = tmp_path / "page.html"
+        plain.write_text("x")
+        write_mark(str(plain), "uid-3")
+        holder = os.open(busy, os.O_RDONLY)
+        folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(holder, fcntl.LOCK_EX)
+            assert sweep(folder) == [crashed]
+        finally:
+            os.close(folder)
+            os.close(holder)
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([foreign.name, busy.name, "page.html"])
+
+
+def test_parents_are_never_seen_unmarked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whenever a folder made as a file's parent is being marked, every folder visible
+    in the root already carries its ``parent`` mark (a Directory observing it in that
+    instant would otherwise call it somebody else's): the mark goes on under a
+    temporary name, before the folder appears."""
+    root = tmp_path / "root"
+    root.mkdir()
+    unmarked: list[str] = []
+
+    def look_then_mark(target: str | int, mark: str) -> None:
+        for entry in os.scandir(root):
+            visible = entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")
+            if visible and read_mark(entry.path) != PARENT:
+                unmarked.append(entry.name)
+        write_mark(target, mark)
+
+    monkeypatch.setattr(walking, "write_mark", look_then_mark)
+    for i in range(3):
+        write_file(str(root), str(root / f"d{i}" / "f.txt"), b"x", (0o644, "uid"), lambda _: None)
+    assert sorted(p.name for p in root.iterdir()) == ["d0", "d1", "d2"]
+    assert unmarked == []
