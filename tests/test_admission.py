@@ -22,6 +22,14 @@ def record_set(**spec: Any) -> dict[str, Any]:
     }
 
 
+def _deep(levels: int) -> list[Any]:
+    """A list nested ``levels`` deep, built without recursion."""
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
 BAD = {
     "not a mapping": (["a", "list"], "expected a mapping"),
     "unknown kind": ({**widget("w"), "kind": "Gadget"}, 'kind: unknown kind "Gadget"'),
@@ -65,6 +73,7 @@ BAD = {
         "spec.records[1]: duplicate A record 'a'",
     ),
     "list expected": (record_set(records=5), "spec.records: expected a list"),
+    "nested 990 deep": (widget("w", annotations={"a": _deep(990)}), "nested deeper than 64 levels"),
 }
 
 

@@ -298,6 +298,24 @@ class TestBadInput:
         assert f"error: {path}: invalid YAML" in err
         assert "line" in err
 
+    @pytest.mark.parametrize(
+        ("text", "reason"),
+        [
+            ("[" * 100_000 + "]" * 100_000, "invalid JSON: nested deeper than 64 levels"),
+            ("a: " + "[" * 100_000, "invalid YAML: nested deeper than 64 levels"),
+            (
+                HEAD + "spec:\n  path: x\n  content: " + "[" * 990 + "]" * 990,
+                "invalid YAML: nested deeper than 64 levels",
+            ),
+        ],
+        ids=["json-100000", "yaml-100000", "yaml-990-in-a-manifest"],
+    )
+    def test_deep_nesting(self, cli: Cli, text: str, reason: str) -> None:
+        """Nesting deep enough to overflow a recursive parser or encoder: a clear error, exit 2."""
+        path = cli.write("deep.yaml", text)
+        err = self.refused(cli, "apply", "-f", str(path))
+        assert f"error: {path}: {reason}" in err
+
     def test_unknown_kind(self, cli: Cli) -> None:
         """An unknown kind names the file and the document index."""
         path = cli.write(

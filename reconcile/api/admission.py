@@ -22,6 +22,7 @@ import cattrs
 
 from reconcile.errors import FieldError, InvalidError
 from reconcile.model.kinds import AdmissionContext, Kind, KindRegistry
+from reconcile.model.manifests import check_depth
 from reconcile.model.meta import ObjectMeta
 from reconcile.model.resource import Resource
 from reconcile.model.serde import structure_errors
@@ -92,6 +93,10 @@ class Admission:
         if not isinstance(manifest, Mapping):
             reason = "expected a mapping with api_version, kind, metadata and spec"
             raise InvalidError([FieldError("", reason)])
+        try:
+            check_depth(dict(manifest))
+        except ValueError as exc:
+            raise InvalidError([FieldError("", str(exc))], subject=self._subject(manifest)) from None
         errors = self._envelope_errors(manifest)
         api_version, kind_name = manifest.get("api_version"), manifest.get("kind")
         if not isinstance(api_version, str) or not api_version:

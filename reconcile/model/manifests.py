@@ -4,7 +4,10 @@ YAML is read with the safe loader only, so a tag that asks to construct a Python
 (``!!python/object`` and friends) is an error, never executed. Aliases are legal YAML, but
 a "billion laughs" document expands them exponentially: before constructing a document we
 walk its node graph, counting every alias expansion, and refuse it past a budget, so the
-bomb is rejected after a bounded amount of work and memory.
+bomb is rejected after a bounded amount of work and memory. The same walk refuses
+nesting deeper than :data:`MAX_DEPTH` (JSON is checked after parsing, and a document too
+deep for the parser's own recursion is refused with the same message), so no later
+recursive step (structuring, encoding) can overflow the stack on hostile input.
 """
 
 from __future__ import annotations
@@ -18,7 +21,18 @@ import yaml
 
 from reconcile.errors import FieldError, InvalidError
 
-__all__ = ["MAX_DOCUMENT_NODES", "MAX_INPUT_BYTES", "Document", "load_manifests", "read_manifests"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_DOCUMENT_NODES",
+    "MAX_INPUT_BYTES",
+    "Document",
+    "check_depth",
+    "load_manifests",
+    "read_manifests",
+]
+
+#: Levels of nesting one document may have (a manifest needs about ten).
+MAX_DEPTH = 64
 
 #: Expanded YAML nodes one document may have (a 1.5 MiB object has far fewer).
 MAX_DOCUMENT_NODES = 1_000_000
@@ -49,22 +63,42 @@ def _invalid(source: str, message: str) -> InvalidError:
 def _check_nodes(root: yaml.Node, budget: int) -> None:
     """Count expanded nodes against the budget; refuse duplicate keys in a mapping (a
     silent "last one wins" hides typos, and Kubernetes' strict decoding refuses them)."""
-    stack, seen = [root], 0
+    stack, seen = [(root, 1)], 0
     checked: set[int] = set()
     while stack:
-        node = stack.pop()
+        node, depth = stack.pop()
         seen += 1
         if seen > budget:
             raise ValueError(f"document expands to more than {budget} nodes (alias bomb?)")
+        if depth > MAX_DEPTH and isinstance(node, yaml.CollectionNode):
+            mark = node.start_mark
+            raise ValueError(f"{_too_deep()} (line {mark.line + 1}, column {mark.column + 1})")
         if isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
+            stack.extend((item, depth + 1) for item in node.value)
         elif isinstance(node, yaml.MappingNode):
             if id(node) not in checked:
                 checked.add(id(node))
                 _check_duplicates(node)
             for key, value in node.value:
-                stack.append(key)
-                stack.append(value)
+                stack.append((key, depth + 1))
+                stack.append((value, depth + 1))
+
+
+def _too_deep() -> str:
+    return f"nested deeper than {MAX_DEPTH} levels"
+
+
+def check_depth(data: object) -> None:
+    """Refuse (ValueError) data nested deeper than MAX_DEPTH, without recursing: for
+    manifests that did not come through :func:`load_manifests` (the Python API)."""
+    stack = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                raise ValueError(_too_deep())
+            values = item.values() if isinstance(item, dict) else item
+            stack.extend((value, depth + 1) for value in values)
 
 
 def _check_duplicates(node: yaml.MappingNode) -> None:
@@ -91,7 +125,10 @@ def _yaml_documents(text: str, source: str) -> Iterator[object]:
         message = f"{_describe(exc)} (only plain data is allowed)"
         raise _invalid(source, f"invalid YAML: {message}") from None
     except yaml.YAMLError as exc:
-        raise _invalid(source, f"invalid YAML: {_describe(exc)}") from None
+        message = _describe(exc).replace("exceeded maximum nesting depth", _too_deep())
+        raise _invalid(source, f"invalid YAML: {message}") from None
+    except RecursionError:
+        raise _invalid(source, f"invalid YAML: {_too_deep()}") from None
     except ValueError as exc:
         raise _invalid(source, f"invalid YAML: {exc}") from None
     finally:
@@ -139,10 +176,13 @@ def load_manifests(text: str | bytes, *, source: str = "<stdin>") -> list[Docume
     if text.lstrip()[:1] in ("{", "["):
         try:
             raw = [json.loads(text, object_pairs_hook=_unique_pairs)]
+            check_depth(raw[0])
         except json.JSONDecodeError as exc:
             raise _invalid(source, f"invalid JSON: {exc}") from None
         except ValueError as exc:
             raise _invalid(source, f"invalid JSON: {exc}") from None
+        except RecursionError:
+            raise _invalid(source, f"invalid JSON: {_too_deep()}") from None
     else:
         raw = list(_yaml_documents(text, source))
     items = [item for data in raw for item in _flatten(data)]
