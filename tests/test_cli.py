@@ -196,6 +196,23 @@ class TestApplyAndRead:
         assert "directory.files.reconcile.dev/public deleted" in out
         assert cli("delete")[0] == 2
 
+    def test_no_zombie_after_releasing_a_finalizer(self, cli: Cli) -> None:
+        """apply with ``finalizers: [x]``, delete, apply with ``finalizers: []``: the object
+        goes, and ``run --once`` has nothing left to wait for."""
+        held = HEAD.replace("metadata: {name: x}", "metadata: {name: x, finalizers: [example.dev/x]}")
+        path = cli.write("x.yaml", held + "spec: {path: x.txt}\n")
+        assert cli("apply", "-f", str(path))[0] == 0
+        assert cli("delete", "file", "x")[0] == 0
+        changed = cli.write("x.yaml", held + "spec: {path: x.txt, content: new}\n")
+        err = TestBadInput().refused(cli, "apply", "-f", str(changed))
+        assert "metadata.deletion_timestamp: the object is being deleted" in err
+        cli.write("x.yaml", held.replace("[example.dev/x]", "[]") + "spec: {path: x.txt}\n")
+        assert cli("apply", "-f", str(path))[0] == 0
+        code, _, err = cli("get", "file", "x")
+        assert code == 1
+        assert "not found" in err
+        assert cli("run", "--once", "--timeout", "20")[0] == 0
+
     def test_delete_by_selector_and_all(self, cli: Cli) -> None:
         """-l deletes the matching objects of a kind, --all every one; NAME and --all conflict."""
         cli.write("site.yaml", SITE)

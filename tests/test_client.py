@@ -575,3 +575,53 @@ class TestRecord:
             await client.record("widget", "ghost", "CreateRequested")
         with pytest.raises(InvalidError, match="must be JSON data"):
             await client.record("widget", "w1", "CreateRequested", data={"when": object()})
+
+
+class TestDeletingObjects:
+    """Applying to an object whose deletion has begun."""
+
+    async def test_releasing_the_last_finalizer_by_apply_completes_the_deletion(self, client: Client) -> None:
+        """apply with ``finalizers: [x]``, delete, apply with ``finalizers: []``: the
+        object goes (it used to stay forever with its deletion_timestamp)."""
+        await client.apply(widget("w", finalizers=["example.dev/x"]))
+        await client.delete("widget", "w")
+        assert (await client.get("widget", "w")).metadata.deletion_timestamp is not None
+        await client.apply(widget("w", finalizers=[]))
+        with pytest.raises(NotFoundError):
+            await client.get("widget", "w")
+        assert (await client.verify()).ok
+
+    async def test_a_spec_change_to_a_deleting_object_is_refused(self, client: Client) -> None:
+        """A new spec for an object on its way out: refused, saying why; nothing stored."""
+        await client.apply(widget("w", finalizers=["example.dev/x"]))
+        await client.delete("widget", "w")
+        revision = await client.revision()
+        with pytest.raises(InvalidError, match=r"being deleted .*waiting on finalizers: example.dev/x"):
+            await client.apply(widget("w", 2, finalizers=["example.dev/x"]))
+        assert await client.revision() == revision
+        await client.apply(widget("w", finalizers=["example.dev/x"]))  # the same: a no-op
+        assert await client.revision() == revision
+
+    @pytest.mark.parametrize(
+        ("annotation", "value", "reason"),
+        [
+            (
+                "reconcile.dev/deletion-policy",
+                "orphan",
+                r"must be one of Delete, Orphan, not 'orphan' \(did you mean \"Orphan\"\?\)",
+            ),
+            ("reconcile.dev/management-policy", "observe", "must be one of Full, ObserveOnly"),
+            ("reconcile.dev/paused", "yes", "must be one of true, false"),
+        ],
+    )
+    async def test_a_policy_the_runner_would_refuse_is_refused_at_apply(
+        self, client: Client, annotation: str, value: str, reason: str
+    ) -> None:
+        """A policy annotation the engine does not understand: refused at apply (and by
+        patch), with the field path."""
+        with pytest.raises(InvalidError, match=rf"metadata.annotations\['{annotation}'\]: {reason}"):
+            await client.apply(widget("w", annotations={annotation: value}))
+        assert await client.revision() == 0
+        await client.apply(widget("w"))
+        with pytest.raises(InvalidError, match=reason):
+            await client.patch("widget", "w", {"metadata": {"annotations": {annotation: value}}})

@@ -21,6 +21,13 @@ import attrs
 import cattrs
 
 from reconcile.errors import FieldError, InvalidError
+from reconcile.model.external import (
+    ANNOTATION_DELETION_POLICY,
+    ANNOTATION_MANAGEMENT_POLICY,
+    ANNOTATION_PAUSED,
+    DELETION_POLICIES,
+    MANAGEMENT_POLICIES,
+)
 from reconcile.model.kinds import AdmissionContext, Kind, KindRegistry
 from reconcile.model.manifests import check_depth
 from reconcile.model.meta import ObjectMeta
@@ -52,14 +59,35 @@ class Admitted:
         return result
 
 
+#: The engine's annotations whose values it acts on, and the values it understands.
+_POLICY_VALUES = {
+    ANNOTATION_DELETION_POLICY: DELETION_POLICIES,
+    ANNOTATION_MANAGEMENT_POLICY: MANAGEMENT_POLICIES,
+    ANNOTATION_PAUSED: ("true", "false"),
+}
+
+
+def policy_value(key: str, value: str) -> list[str]:
+    """Why ``value`` is not one the engine understands for its annotation ``key`` (a
+    policy the runner would refuse is refused at apply instead: ``orphan`` for
+    ``Orphan``)."""
+    allowed = _POLICY_VALUES.get(key)
+    if allowed is None or value in allowed:
+        return []
+    hint = next((a for a in allowed if a.lower() == value.lower()), None)
+    suffix = f' (did you mean "{hint}"?)' if hint else ""
+    return [f"must be one of {', '.join(allowed)}, not {value!r}{suffix}"]
+
+
 def _meta_errors(meta: ObjectMeta) -> list[FieldError]:
     errors = [FieldError("metadata.name", r) for r in dns1123_subdomain(meta.name)]
     errors += [FieldError("metadata.namespace", r) for r in dns1123_label(meta.namespace)]
     for key, value in meta.labels.items():
         errors += [FieldError(f"metadata.labels[{key!r}]", f"key {r}") for r in qualified_name(key)]
         errors += [FieldError(f"metadata.labels[{key!r}]", r) for r in label_value(value)]
-    for key in meta.annotations:
+    for key, value in meta.annotations.items():
         errors += [FieldError(f"metadata.annotations[{key!r}]", f"key {r}") for r in qualified_name(key)]
+        errors += [FieldError(f"metadata.annotations[{key!r}]", r) for r in policy_value(key, value)]
     size = sum(len(k) + len(v) for k, v in meta.annotations.items())
     if size > MAX_ANNOTATIONS_BYTES:
         errors.append(FieldError("metadata.annotations", f"must have at most {MAX_ANNOTATIONS_BYTES} bytes"))
@@ -146,6 +174,8 @@ class Admission:
                     errors.append(FieldError(path, f"expected string, got {type(value).__name__}"))
                 elif field == "labels":
                     errors += [FieldError(path, r) for r in label_value(value)]
+                else:
+                    errors += [FieldError(path, r) for r in policy_value(key, value)]
         return errors
 
     def default_status(self, kind: Kind) -> dict[str, Any]:

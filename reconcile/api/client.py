@@ -166,10 +166,15 @@ class Client:
             create_only=create_only,
             immutable=admitted.kind.immutable,
         )
-        stored = (await self._write(key, mutation, actor=manager)).object
-        assert stored is not None
+        result = await self._write(key, mutation, actor=manager)
+        if result.object is None:
+            # The apply released the last finalizer of an object being deleted, which
+            # completed its deletion: what is returned is its last state.
+            last = await self.history(admitted.kind, key.name, namespace=key.namespace)
+            assert last[-1].object is not None
+            return last[-1].object
         # apply stores the admitted spec as it is: reuse its structured form.
-        return self.decode(stored.body, spec=admitted.spec)
+        return self.decode(result.object.body, spec=admitted.spec)
 
     async def update(self, obj: AnyResource, *, manager: str = DEFAULT_MANAGER) -> AnyResource | None:
         """Replace spec, labels, annotations, finalizers and owner references, on the

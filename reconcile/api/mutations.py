@@ -33,6 +33,7 @@ __all__ = [
     "add_finalizer",
     "apply",
     "delete",
+    "deletion_errors",
     "patch_metadata",
     "record_actions",
     "remove_finalizer",
@@ -120,6 +121,27 @@ def _check_new_finalizers(key: ObjectKey, old: Mapping[str, Any], new: Mapping[s
         raise InvalidError([FieldError("metadata.finalizers", reason)], subject=str(key))
 
 
+def deletion_errors(meta: Mapping[str, Any]) -> list[FieldError]:
+    """Why the spec of an object being deleted may not change (none when it is not being
+    deleted): its external resource is on its way out, and Kubernetes likewise refuses
+    what would resurrect it."""
+    since = meta.get("deletion_timestamp")
+    if since is None:
+        return []
+    waiting = ", ".join(meta.get("finalizers") or ()) or "nothing"
+    reason = (
+        f"the object is being deleted (since {since}, waiting on finalizers: {waiting}); "
+        "wait until it is gone, then apply it again"
+    )
+    return [FieldError("metadata.deletion_timestamp", reason)]
+
+
+def _check_not_deleting(key: ObjectKey, meta: Mapping[str, Any]) -> None:
+    errors = deletion_errors(meta)
+    if errors:
+        raise InvalidError(errors, subject=str(key))
+
+
 def _finish_if_released(body: Body, event_type: str) -> Change:
     meta = body["metadata"]
     if meta.get("deletion_timestamp") is not None and not meta.get("finalizers"):
@@ -161,8 +183,12 @@ def apply(
         new["metadata"] = _merge_metadata(old["metadata"], desired["metadata"], manager)
         _check_new_finalizers(key, old["metadata"], new["metadata"])
         if new["spec"] != old["spec"]:
+            _check_not_deleting(key, old["metadata"])
             new["metadata"]["generation"] = old["metadata"]["generation"] + 1
-        return _changed(current, new, EventType.SPEC_CHANGED)
+        change = _changed(current, new, EventType.SPEC_CHANGED)
+        if change is not None and isinstance(change, Put):
+            return _finish_if_released(change.body, change.event_type)
+        return change
 
     return mutate
 

@@ -21,7 +21,7 @@ import click
 
 from reconcile.api import Client
 from reconcile.api.admission import Admission, Admitted
-from reconcile.api.mutations import immutable_errors
+from reconcile.api.mutations import deletion_errors, immutable_errors
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.reading import list_all
@@ -145,12 +145,15 @@ def _batches(declared_all: Sequence[Declared], size: int = 256) -> list[list[Dec
 
 
 def _immutable_problems(client: Client, declared: Declared, current: Resource[Any, Any] | None) -> list[str]:
-    """Lines for each immutable spec field the document would change."""
+    """Lines for each immutable spec field the document would change, and for a spec
+    change to an object being deleted."""
     kind = declared.admitted.kind
-    if current is None or not kind.immutable:
+    if current is None:
         return []
     stored = client.converter.unstructure(current.spec, kind.spec_type)
     errors = immutable_errors(stored, declared.admitted.body["spec"], kind.immutable)
+    if stored != declared.admitted.body["spec"]:
+        errors += deletion_errors(client.converter.unstructure(current.metadata))
     if not errors:
         return []
     subject = f'{kind.kind} "{declared.admitted.metadata["name"]}"'
