@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import attrs
 import pytest
 from helpers import widget
 
-from reconcile import Client, InvalidError
-from reconcile.store import MAX_OBJECT_BYTES
+from reconcile import Client, InvalidError, NotFoundError
+from reconcile.model import Condition, ConditionStatus
+from reconcile.store import ADMISSION_HEADROOM, MAX_OBJECT_BYTES
+from reconcile.store.encoding import dumps
 
 
 def record_set(**spec: Any) -> dict[str, Any]:
@@ -102,9 +105,40 @@ class TestAdmission:
         """An object over 1.5 MiB is refused and nothing is stored."""
         huge = widget("big", annotations={})
         huge["spec"] = {"size": 1, "tags": ["x" * 1024] * (MAX_OBJECT_BYTES // 1024 + 1)}
-        with pytest.raises(InvalidError, match="larger than"):
+        with pytest.raises(InvalidError, match="bytes serialized"):
             await client.apply(huge)
         assert await client.revision() == 0
+
+    async def test_object_just_under_the_store_limit_is_refused(self, client: Client) -> None:
+        """An object that fits the store but not its status as well: refused at admission,
+        saying how big it is and what may be applied."""
+        tags = ["x" * 1024] * (MAX_OBJECT_BYTES // 1024 - 8)
+        with pytest.raises(InvalidError, match=r"bytes serialized; at most \d+ may be applied"):
+            await client.apply({**widget("big"), "spec": {"size": 1, "tags": tags}})
+        assert await client.revision() == 0
+
+    async def test_an_object_at_the_limit_can_always_be_deleted(self, client: Client) -> None:
+        """The largest admissible object takes a status that fills the store's limit to
+        the last bytes; deleting it (which adds a deletion timestamp) still succeeds."""
+        tags = ["x" * 1024] * ((MAX_OBJECT_BYTES - ADMISSION_HEADROOM) // 1030)
+        await client.apply({**widget("big", finalizers=["example.dev/x"]), "spec": {"size": 1, "tags": tags}})
+        obj = await client.get("widget", "big")
+
+        async def with_message(message: str) -> Any:
+            condition = Condition("Ready", ConditionStatus.FALSE, "Filling", message)
+            status = attrs.evolve(obj.status, conditions=(condition,))
+            return await client.update_status(attrs.evolve(obj, status=status), force=True)
+
+        def size(resource: Any) -> int:
+            return len(dumps(client.converter.unstructure(resource)).encode())
+
+        small = await with_message("m")
+        obj = await with_message("m" * (MAX_OBJECT_BYTES - size(small) - 9))
+        assert MAX_OBJECT_BYTES - len(dumps(client.converter.unstructure(obj)).encode()) <= 10
+        await client.delete("widget", "big")
+        await client.remove_finalizer("widget", "big", "example.dev/x")
+        with pytest.raises(NotFoundError):
+            await client.get("widget", "big")
 
     async def test_too_large_update_keeps_old_state(self, client: Client) -> None:
         """A too-large change to an existing object leaves it as it was."""

@@ -333,6 +333,22 @@ class TestBadInput:
         err = self.refused(cli, "apply", "-f", str(path))
         assert f"error: {path}: {reason}" in err
 
+    def test_too_large_object_is_all_or_nothing(self, cli: Cli) -> None:
+        """Three small manifests and a 2 MB one in a folder: nothing is stored, and the
+        error names the file and the document."""
+        for name in ("a", "b", "c"):
+            cli.write(
+                f"{name}.yaml", HEAD.replace("name: x", f"name: {name}") + f"spec: {{path: {name}.txt}}\n"
+            )
+        big = cli.write(
+            "d.yaml",
+            HEAD.replace("name: x", "name: d") + f"spec: {{path: d.txt, content: {'x' * 2_000_000}}}\n",
+        )
+        err = self.refused(cli, "apply", "-f", str(cli.manifests))
+        assert f'{big}, document 1: File "d": object is 20' in err
+        assert "at most 1507328 may be applied" in err
+        assert cli.revision() == 0
+
     def test_unknown_kind(self, cli: Cli) -> None:
         """An unknown kind names the file and the document index."""
         path = cli.write(

@@ -34,6 +34,7 @@ from reconcile.model.meta import ObjectMeta
 from reconcile.model.resource import Resource
 from reconcile.model.serde import structure_errors
 from reconcile.model.validation import dns1123_label, dns1123_subdomain, label_value, qualified_name
+from reconcile.store import ADMISSION_HEADROOM, MAX_OBJECT_BYTES
 from reconcile.store.encoding import dumps, loads
 
 __all__ = ["MAX_ANNOTATIONS_BYTES", "Admission", "Admitted"]
@@ -96,6 +97,20 @@ def _meta_errors(meta: ObjectMeta) -> list[FieldError]:
     return errors
 
 
+def _check_size(body: Mapping[str, Any], subject: str) -> None:
+    """Refuse an object that would leave less than ADMISSION_HEADROOM of the store's
+    object size limit for its status: it could be stored, then neither converge nor be
+    deleted. Checked here, before anything of a batch is written."""
+    text = dumps(body)
+    limit = MAX_OBJECT_BYTES - ADMISSION_HEADROOM
+    if len(text) > limit // 4 and (size := len(text.encode("utf-8"))) > limit:
+        reason = (
+            f"object is {size} bytes serialized; at most {limit} may be applied "
+            f"(the {MAX_OBJECT_BYTES}-byte object limit less {ADMISSION_HEADROOM} kept for its status)"
+        )
+        raise InvalidError([FieldError("", reason)], subject=subject)
+
+
 class Admission:
     """Turns manifests (mappings or resources) into admitted bodies."""
 
@@ -152,6 +167,7 @@ class Admission:
             "metadata": self.converter.unstructure(meta),
             "spec": self.converter.unstructure(spec, kind.spec_type),
         }
+        _check_size(body, self._subject(manifest))
         return Admitted(kind, body, spec)
 
     @staticmethod

@@ -5,6 +5,7 @@ picks one from a URL. SQLite is the embedded default.
 """
 
 from reconcile.store.contract import (
+    ADMISSION_HEADROOM,
     MAX_OBJECT_BYTES,
     EventStore,
     ListPage,
@@ -21,6 +22,7 @@ from reconcile.store.sqlite.backend import SQLiteStore
 from reconcile.store.urls import open_store
 
 __all__ = [
+    "ADMISSION_HEADROOM",
     "MAX_OBJECT_BYTES",
     "EventStore",
     "ListPage",

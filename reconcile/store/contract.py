@@ -22,6 +22,7 @@ from reconcile.model.events import Bookmark
 from reconcile.model.meta import ObjectKey
 
 __all__ = [
+    "ADMISSION_HEADROOM",
     "MAX_OBJECT_BYTES",
     "Change",
     "Claim",
@@ -39,6 +40,10 @@ __all__ = [
 
 #: The largest serialized object the store accepts (etcd's default request limit).
 MAX_OBJECT_BYTES = 1536 * 1024
+#: Of MAX_OBJECT_BYTES, what admission keeps free for what the engine adds later
+#: (status, finalizers, annotations, managed fields), so an admitted object can always
+#: converge and be deleted.
+ADMISSION_HEADROOM = 64 * 1024
 
 Body = dict[str, Any]
 
