@@ -5,7 +5,8 @@
 * :class:`NotFoundError` / :class:`AlreadyExistsError` -- the object is not in the state
   the call assumed.
 * :class:`ExpiredError` -- a watch asked for history that compaction removed: relist.
-* :class:`StoreError` -- the database cannot be used (not SQLite, corrupt, too new).
+* :class:`StoreError` -- the database cannot be used (not SQLite, corrupt, too new);
+  :class:`CorruptError` names the event whose body cannot be decoded.
 * :class:`LockedError` -- another runner reconciles this store (``holder`` says who).
 
 What reconcilers and providers raise, by what the engine does next:
@@ -29,6 +30,7 @@ import attrs
 __all__ = [
     "AlreadyExistsError",
     "ConflictError",
+    "CorruptError",
     "DeadlineExceededError",
     "ExpiredError",
     "FieldError",
@@ -121,6 +123,18 @@ def _rebuild_invalid(
 
 class StoreError(ReconcileError):
     """The database cannot be opened or used; the message names the file."""
+
+
+class CorruptError(StoreError):
+    """A stored body cannot be decoded (a flipped byte on disk, a hand edit): the event's
+    ``revision`` and object ``key`` say which. Retrying will not help; ``reconcile verify
+    --deep`` lists every such event."""
+
+    def __init__(self, revision: int, key: object, reason: str) -> None:
+        self.revision = revision
+        self.key = key
+        self.reason = reason
+        super().__init__(f"the store is corrupt: event {revision} ({key}) cannot be decoded: {reason}")
 
 
 class SchemaVersionError(StoreError):

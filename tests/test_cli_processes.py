@@ -54,6 +54,16 @@ class Lines:
             self.lines.put(line.rstrip("\n"))
         self.lines.put(None)
 
+    def rest(self) -> list[str]:
+        """After :meth:`close`: every line, the ones not waited for included."""
+        while True:
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                return self.seen
+            if line is not None:
+                self.seen.append(line)
+
     def wait_for(self, text: str, timeout: float = DEADLINE) -> str:
         """The first line (from now) containing ``text``; fails after ``timeout``."""
         deadline = time.monotonic() + timeout
@@ -99,7 +109,7 @@ class Cli:
         self.process.wait(timeout=DEADLINE)
         self.out.close()
         self.err.close()
-        assert not any("Traceback" in line for line in self.err.seen)
+        assert not any("Traceback" in line for line in self.err.rest())
 
 
 @pytest.fixture
@@ -249,3 +259,66 @@ def test_one_runner_per_database(
     finally:
         if standby.process.poll() is None:
             standby.close()
+
+
+def flip_byte(db: Path, needle: bytes, occurrence: int = -1) -> None:
+    """Corrupt the database file as a failing disk would: one byte inside a stored body
+    (``"kind":"File"`` becomes ``"kind"?"File"``), behind SQLite's back."""
+    data = bytearray(db.read_bytes())
+    found = [i for i in range(len(data)) if data.startswith(needle, i)]
+    where = found[occurrence] + needle.index(b":")
+    data[where] = ord("?")
+    db.write_bytes(bytes(data))
+
+
+@pytest.fixture
+def corrupt_store(tmp_path: Path) -> Path:
+    """A store of two Files whose current body of the second no longer parses."""
+    db = tmp_path / "state.db"
+    manifest = tmp_path / "site.yaml"
+    manifest.write_text(SITE + "---\n" + SITE.replace("index", "about"))
+    assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
+    flip_byte(db, b'"kind":"File"')
+    return db
+
+
+class TestCorruptStore:
+    """A body that cannot be decoded: reported once, by revision; no hang, no tracebacks."""
+
+    def test_run_once_fails_at_once_naming_the_event(self, corrupt_store: Path) -> None:
+        """run --once exits 1 long before its timeout, naming the event and pointing at
+        verify --deep; the report is one line, not a traceback per retry."""
+        started = time.monotonic()
+        run = Cli(corrupt_store, "run", "--once", "--timeout", "600")
+        assert run.process.wait(timeout=DEADLINE) == 1
+        run.close()
+        assert time.monotonic() - started < DEADLINE
+        lines = run.err.rest()
+        errors = [line for line in lines if "cannot be decoded" in line]
+        assert errors, lines
+        assert "error: the store is corrupt: event 1 (File.files.reconcile.dev default/index)" in errors[-2]
+        assert any("verify --deep" in line for line in lines)
+        assert len(lines) <= 4, lines
+        assert not any("Traceback" in line for line in lines)
+
+    @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+    def test_run_stops_on_signals(self, corrupt_store: Path, signum: signal.Signals) -> None:
+        """A runner whose informer cannot list still stops on a signal, having said so once."""
+        run = Cli(corrupt_store, "run")
+        run.err.wait_for("cannot be decoded")
+        code = run.stop(signum)
+        assert code == 0
+        assert sum("cannot be decoded" in line for line in run.err.rest()) == 1
+
+    def test_verify_finds_it_and_deep_finds_old_ones(self, corrupt_store: Path, tmp_path: Path) -> None:
+        """verify decodes every current object; an old event's corrupt body only --deep finds."""
+        assert main(["--db", str(corrupt_store), "verify"]) == 1
+        db = tmp_path / "history.db"
+        manifest = tmp_path / "one.yaml"
+        manifest.write_text(SITE)
+        assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
+        manifest.write_text(SITE.replace("hello", "changed"))
+        assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
+        flip_byte(db, b'"kind":"File"', occurrence=-1)  # the older event: SQLite fills pages from the end
+        assert main(["--db", str(db), "verify"]) == 0
+        assert main(["--db", str(db), "verify", "--deep"]) == 1

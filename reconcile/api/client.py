@@ -501,6 +501,8 @@ class Client:
         """Drop history before revision ``before``; each object's latest state stays."""
         return await self.store.compact(before)
 
-    async def verify(self) -> VerifyReport:
-        """Rebuild the projection from the log, compare, and report the differences."""
-        return await self.store.verify()
+    async def verify(self, *, deep: bool = False) -> VerifyReport:
+        """Rebuild the projection from the log, compare, and report the differences;
+        decode every current object (with ``deep``: every event's body too) and report
+        each that cannot be decoded, by revision."""
+        return await self.store.verify(deep=deep, check=self.decoder.resource)

@@ -12,6 +12,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+from reconcile.errors import CorruptError
 from reconcile.model.events import Event
 from reconcile.model.kinds import KindRegistry
 from reconcile.model.resource import Resource
@@ -21,6 +22,16 @@ from reconcile.store.contract import RawEvent, StoredObject
 __all__ = ["Decoder"]
 
 AnyResource = Resource[Any, Any]
+
+
+def _corrupt(body: Any, exc: Exception) -> CorruptError:
+    meta = body.get("metadata") if isinstance(body, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    revision = meta.get("resource_version")
+    kind = body.get("kind") if isinstance(body, Mapping) else None
+    key = f"{kind} {meta.get('namespace')}/{meta.get('name')}"
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    return CorruptError(revision if isinstance(revision, int) else 0, key, f"does not structure: {reason}")
 
 
 class Decoder:
@@ -34,7 +45,14 @@ class Decoder:
     def resource(self, body: Mapping[str, Any], *, spec: Any = None, status: Any = None) -> AnyResource:
         """A stored body as a Resource (spec and status as the kind's classes; plain
         mappings when the kind is not registered). ``spec`` and ``status``, when given,
-        are the already structured spec and status of this body."""
+        are the already structured spec and status of this body. A body that does not
+        structure (it was admitted, so the disk changed under it) is a CorruptError."""
+        try:
+            return self._resource(body, spec, status)
+        except Exception as exc:
+            raise _corrupt(body, exc) from exc
+
+    def _resource(self, body: Mapping[str, Any], spec: Any, status: Any) -> AnyResource:
         kind = self.kinds.get(body["api_version"], body["kind"])
         meta = structure_stored_meta(body["metadata"])
         if kind is None:

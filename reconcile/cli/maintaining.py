@@ -55,19 +55,24 @@ def providers(output: str) -> None:
 
 
 @cli.command()
+@click.option(
+    "--deep", is_flag=True, help="Also decode every event's body, not only each object's current one."
+)
 @click.pass_obj
-def verify(settings: Settings) -> None:
-    """Rebuild the current state from the log and compare it with the stored projection."""
-    run_async(_verify(settings))
+def verify(settings: Settings, deep: bool) -> None:
+    """Rebuild the current state from the log, compare it with the stored projection, and
+    decode every current object (with --deep, every event)."""
+    run_async(_verify(settings, deep=deep))
 
 
-async def _verify(settings: Settings) -> None:
+async def _verify(settings: Settings, *, deep: bool) -> None:
     async with settings.client() as client:
-        report = await client.verify()
+        report = await client.verify(deep=deep)
     click.echo(f"{report.events} events, {report.objects} objects")
     if not report.ok:
         raise Failure(*(f"mismatch: {difference}" for difference in report.differences))
-    click.echo("ok: the projection matches the log")
+    what = "every event decodes" if deep else "every object decodes"
+    click.echo(f"ok: the projection matches the log; {what}")
 
 
 @cli.command()

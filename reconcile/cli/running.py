@@ -27,7 +27,7 @@ from reconcile.cli.main import cli, isatty, run_async
 from reconcile.cli.reading import render_objects
 from reconcile.cli.rendering import event_detail, readiness
 from reconcile.cli.settings import Settings
-from reconcile.errors import LockedError, StoreError
+from reconcile.errors import CorruptError, LockedError, StoreError
 from reconcile.model import Event, EventType, Resource
 from reconcile.runtime import Runtime
 
@@ -98,15 +98,31 @@ class _Progress:
             click.echo(f"ready {ready}/{total}")
 
 
+def _corruption(runtime: Runtime) -> CorruptError | None:
+    """The first corrupt body an informer met: retrying will not help, so --once stops."""
+    return next((c.informer.corrupt for c in runtime.controllers.values() if c.informer.corrupt), None)
+
+
+def _unsynced(runtime: Runtime) -> list[str]:
+    """The kinds whose cache has not loaded yet."""
+    return [c.informer.kind.kind for c in runtime.controllers.values() if not c.informer.synced.is_set()]
+
+
 async def _converge(runtime: Runtime, timeout: float, progress: _Progress) -> bool:
+    """Wait until everything is Ready, the deadline passes or a signal asks to stop; the
+    caches loading is part of the wait (a store that cannot be listed must not make it
+    endless), and a corrupt body ends it at once."""
     deadline = time.monotonic() + timeout
-    await runtime.wait_synced()
     while not runtime.stop_requested:
         started = time.monotonic()
-        waiting, total = pending(runtime)
-        progress.update(total - len(waiting), total)
-        if not waiting and idle(runtime):
-            return True
+        corrupt = _corruption(runtime)
+        if corrupt is not None:
+            raise Failure(str(corrupt), "reconcile verify --deep lists every event that cannot be decoded")
+        if not _unsynced(runtime):
+            waiting, total = pending(runtime)
+            progress.update(total - len(waiting), total)
+            if not waiting and idle(runtime):
+                return True
         if started >= deadline:
             return False
         # A scan of a large cache costs milliseconds: keep it under ~5% of the time.
@@ -218,6 +234,9 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
             objects = [o for c in runtime.controllers.values() for o in c.informer.list()]
             if objects:
                 click.echo(render_objects(runtime.client, objects, "table", namespaces=True, kinds=True))
+            if not ok and _unsynced(runtime) and not runtime.stop_requested:
+                kinds = ", ".join(_unsynced(runtime))
+                raise Failure(f"not converged after {timeout:g} s: the store could not be listed for {kinds}")
             if not ok:
                 reasons = [_why(o) for o in waiting[:20]]
                 more = [f"... and {len(waiting) - 20} more"] if len(waiting) > 20 else []  # noqa: PLR2004

@@ -25,7 +25,7 @@ import attrs
 
 from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock, LoopClock
-from reconcile.errors import ExpiredError
+from reconcile.errors import CorruptError, ExpiredError
 from reconcile.model.events import OBJECT_CHANGES, Bookmark, Event, EventType
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
@@ -101,6 +101,10 @@ class Informer:
         self._failures = 0
         #: True from a list or watch failure until the next list succeeds.
         self.failing = False
+        #: The CorruptError that broke the last list or watch, until a list succeeds:
+        #: retrying will not help, so a one-shot caller may give up at once.
+        self.corrupt: CorruptError | None = None
+        self._reported: str | None = None
         self._freeze_gc = freeze_gc
         self._puts_since_freeze = 0
         #: key -> (revision, actor) of an object put by remember(), whose watch event is
@@ -202,7 +206,7 @@ class Informer:
         while True:
             try:
                 await self._list()
-                self.failing = False
+                self.failing, self.corrupt, self._reported = False, None, None
                 backoff = 0.1
                 async for item in self.client.watch(
                     self.kind,
@@ -220,10 +224,10 @@ class Informer:
                 continue
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - reported once, and retried with backoff
                 self._failures += 1
                 self.failing = True
-                LOG.exception("%s informer: watch failed; restarting in %.1fs", self.kind.kind, backoff)
+                self._report(exc, backoff)
                 for handler in self._error_handlers:
                     with contextlib.suppress(Exception):
                         handler(exc)
@@ -232,6 +236,17 @@ class Informer:
                 continue
             LOG.warning("%s informer: the store closed; informer stopped", self.kind.kind)
             return
+
+    def _report(self, exc: Exception, backoff: float) -> None:
+        """Say what broke the watch once per streak of the same failure (a corrupt body
+        once per revision, naming it), not at every retry; the traceback only at DEBUG."""
+        if isinstance(exc, CorruptError):
+            self.corrupt = exc
+        message = str(exc) or type(exc).__name__
+        if message != self._reported:
+            self._reported = message
+            LOG.error("%s informer: %s; retrying with backoff", self.kind.kind, message)
+        LOG.debug("%s informer: watch failed; restarting in %.1fs", self.kind.kind, backoff, exc_info=exc)
 
     async def _list(self) -> None:
         page = await self.client.list(self.kind, namespace=self.namespace)

@@ -200,8 +200,13 @@ class EventStore(Protocol):
         """Drop history before ``before`` (keeping each live object's latest snapshot);
         return how many events were dropped."""
 
-    async def verify(self) -> VerifyReport:
-        """Rebuild the projection from the log and report every difference."""
+    async def verify(
+        self, *, deep: bool = False, check: Callable[[Any], object] | None = None
+    ) -> VerifyReport:
+        """Rebuild the projection from the log and report every difference, and every
+        current body that cannot be decoded (with ``deep``: every event's body);
+        ``check`` is called with each decoded body and raises CorruptError for one that
+        does not structure."""
 
     async def claim(self, name: str) -> Claim:
         """Claim ``name`` on this store for this process alone (the Runtime claims

@@ -11,7 +11,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "loads"]
+from reconcile.errors import CorruptError
+
+__all__ = ["dumps", "load_body", "loads"]
 
 
 def dumps(value: Any) -> str:
@@ -22,3 +24,12 @@ def dumps(value: Any) -> str:
 def loads(text: str | bytes) -> Any:
     """Parse JSON text written by :func:`dumps`."""
     return orjson.loads(text)
+
+
+def load_body(text: str | bytes, revision: int, key: object) -> Any:
+    """Parse a stored body; CorruptError naming the event when it is not JSON (a flipped
+    byte on disk), instead of the parser's own error."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptError(revision, key, str(exc)) from exc

@@ -24,7 +24,7 @@ from typing import Any
 
 from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import RawEvent
-from reconcile.store.encoding import loads
+from reconcile.store.encoding import load_body
 
 __all__ = ["RecentEvents"]
 
@@ -92,7 +92,11 @@ class RecentEvents:
         for revision, at, type_, key, uid, actor, text, data in events[cursor + 1 - first :]:
             if matches is not None and not matches(key):
                 continue
-            body = None if text is None or (known is not None and known(key, revision)) else loads(text)
+            body = (
+                None
+                if text is None or (known is not None and known(key, revision))
+                else load_body(text, revision, key)
+            )
             served.append(
                 RawEvent(
                     revision,
@@ -102,7 +106,7 @@ class RecentEvents:
                     uid,
                     actor,
                     body,
-                    None if data is None else loads(data),
+                    None if data is None else load_body(data, revision, key),
                 )
             )
         return served

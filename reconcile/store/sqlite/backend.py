@@ -35,7 +35,7 @@ from reconcile.store.contract import (
     VerifyReport,
     WriteResult,
 )
-from reconcile.store.encoding import loads
+from reconcile.store.encoding import load_body
 from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
@@ -67,8 +67,8 @@ def _event(row: tuple[Any, ...], known: Callable[[ObjectKey, int], bool] | None 
         key=key,
         uid=uid,
         actor=actor,
-        body=None if body is None else loads(body),
-        data=None if data is None else loads(data),
+        body=None if body is None else load_body(body, revision, key),
+        data=None if data is None else load_body(data, revision, key),
     )
 
 
@@ -284,7 +284,7 @@ class SQLiteStore:
         if not rows:
             return None
         uid, revision, body = rows[0]
-        return StoredObject(key, uid, revision, loads(body))
+        return StoredObject(key, uid, revision, load_body(body, revision, key))
 
     async def list(
         self,
@@ -318,7 +318,8 @@ class SQLiteStore:
         items: builtins.list[StoredObject] = []
         next_after = None
         for _, ns, name, uid, resource_version, body in rows:
-            item = StoredObject(ObjectKey(api_group, kind, ns, name), uid, resource_version, loads(body))
+            key = ObjectKey(api_group, kind, ns, name)
+            item = StoredObject(key, uid, resource_version, load_body(body, resource_version, key))
             if predicate is not None and not predicate(item):
                 continue
             if limit is not None and len(items) == limit:
@@ -419,10 +420,13 @@ class SQLiteStore:
         assert self._writer is not None
         return await self._guarded(_in_thread(self._writer, compact, before))
 
-    async def verify(self) -> VerifyReport:
-        """Replay the log into a projection and compare it with the stored one."""
+    async def verify(
+        self, *, deep: bool = False, check: Callable[[Any], object] | None = None
+    ) -> VerifyReport:
+        """Replay the log into a projection and compare it with the stored one; decode
+        the current bodies (all of them with ``deep``), structuring each with ``check``."""
         assert self._reader is not None
-        return await self._guarded(_in_thread(self._reader, verify))
+        return await self._guarded(_in_thread(self._reader, verify, deep, check))
 
     async def _guarded(self, call: Awaitable[T]) -> T:
         """Await ``call``, translating sqlite3 errors into StoreError (cause kept)."""

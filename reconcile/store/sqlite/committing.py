@@ -30,7 +30,7 @@ from reconcile.store.contract import (
     StoredObject,
     WriteResult,
 )
-from reconcile.store.encoding import dumps, loads
+from reconcile.store.encoding import dumps, load_body
 
 __all__ = ["PendingWrite", "commit_batch"]
 
@@ -61,7 +61,7 @@ class _Slot:
         # and a failed one must leave nothing behind for the next write of this key.
         if self.text is None:
             return None
-        return StoredObject(key, self.uid, self.revision, loads(self.text))
+        return StoredObject(key, self.uid, self.revision, load_body(self.text, self.revision, key))
 
 
 def _load_slots(conn: sqlite3.Connection, keys: list[ObjectKey]) -> dict[ObjectKey, _Slot]:

@@ -3,15 +3,20 @@
 Compaction keeps what the projection points at (each live object's latest snapshot), so
 the log can always rebuild the projection; verification does exactly that rebuild and
 reports every difference: a revision out of order, a head behind the log, an object the
-log and the projection disagree about (revision, uid, live or deleted).
+log and the projection disagree about (revision, uid, live or deleted), and a body that
+cannot be decoded (every current object's always; with ``deep``, every event's).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator
+from typing import Any
 
+from reconcile.errors import CorruptError
 from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import VerifyReport
+from reconcile.store.encoding import load_body
 
 __all__ = ["compact", "verify"]
 
@@ -40,8 +45,36 @@ def compact(conn: sqlite3.Connection, before: int) -> int:
     return int(dropped)
 
 
-def verify(conn: sqlite3.Connection) -> VerifyReport:
-    """Replay the log into the projection it implies and compare with the stored one."""
+def _undecodable(
+    conn: sqlite3.Connection, *, deep: bool, check: Callable[[Any], object] | None
+) -> Iterator[str]:
+    """A line per body that does not parse (or, given ``check``, does not structure):
+    the current objects', or with ``deep`` every event's."""
+    columns = "e.revision, o.api_group, o.kind, o.namespace, o.name, e.body, e.data"
+    query = (
+        f"SELECT {columns} FROM events e JOIN objects o ON o.id = e.object_id ORDER BY e.revision"
+        if deep
+        else f"SELECT {columns} FROM objects o JOIN events e ON e.revision = o.resource_version WHERE o.live"
+    )
+    for revision, group, kind, namespace, name, body, data in conn.execute(query):
+        key = ObjectKey(group, kind, namespace, name)
+        try:
+            if data is not None:
+                load_body(data, revision, key)
+            if body is not None:
+                parsed = load_body(body, revision, key)
+                if check is not None:
+                    check(parsed)
+        except CorruptError as exc:
+            yield f"event {exc.revision} ({key}): cannot be decoded: {exc.reason}"
+
+
+def verify(
+    conn: sqlite3.Connection, deep: bool = False, check: Callable[[Any], object] | None = None
+) -> VerifyReport:
+    """Replay the log into the projection it implies and compare with the stored one;
+    decode the current bodies (every body with ``deep``), structuring each with
+    ``check`` when given."""
     conn.execute("BEGIN")
     try:
         expected: dict[int, tuple[int, bool, str]] = {}
@@ -77,6 +110,7 @@ def verify(conn: sqlite3.Connection) -> VerifyReport:
             if want[2] != uid:
                 differences.append(f"{key}: projection uid {uid}, log {want[2]}")
         differences.extend(f"object id {i}: in the log but not in the projection" for i in expected)
+        differences.extend(_undecodable(conn, deep=deep, check=check))
     finally:
         conn.execute("COMMIT")
     return VerifyReport(count, objects, tuple(differences))
