@@ -39,6 +39,7 @@ from reconcile.runtime.discovery import discover_providers
 from reconcile.runtime.health import ControllerHealth, Health
 from reconcile.runtime.supervising import Supervisor
 from reconcile.store.contract import Claim, EventStore
+from reconcile.store.finishing import finish
 from reconcile.store.urls import open_store
 
 __all__ = ["Runtime"]
@@ -115,6 +116,7 @@ class Runtime:
         self._stop = asyncio.Event()
         self._client: Client | None = None
         self._signals: list[signal.Signals] = []
+        self._closing: asyncio.Task[bool] | None = None
 
     @property
     def client(self) -> Client:
@@ -134,6 +136,7 @@ class Runtime:
 
     async def start(self) -> None:
         """Open the store and start every controller."""
+        self._closing = None
         providers = list(discover_providers() if self._providers is None else self._providers)
         registry = KindRegistry(self._extra_kinds or ())
         for provider in providers:
@@ -247,15 +250,40 @@ class Runtime:
 
     async def close(self) -> bool:
         """Drain and stop. Returns False if in-flight reconciles had to be abandoned at the
-        deadline (the log and the external markers keep that safe: a restart resumes)."""
+        deadline (the log and the external markers keep that safe: a restart resumes).
+
+        Idempotent, and shielded: a cancelled ``close()`` still finishes in the
+        background (no store thread is left to keep the process alive), and a second
+        ``close()`` waits for the first to end."""
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_task(self._close(), name="runtime close")
+        return await finish(self._closing)
+
+    async def _close(self) -> bool:
         loop = asyncio.get_running_loop()
         for sig in self._signals:
             loop.remove_signal_handler(sig)
         self._signals.clear()
         self.supervisor.stopping = True
-        results = await asyncio.gather(
-            *(c.shutdown(self.shutdown_deadline) for c in self.controllers.values())
-        )
+        results = [False]
+        try:
+            results = await asyncio.gather(
+                *(c.shutdown(self.shutdown_deadline) for c in self.controllers.values())
+            )
+        finally:
+            # Cancelled or not, what holds threads, files and locks is released.
+            try:
+                await self._release_controllers()
+            finally:
+                if self._claim is not None:
+                    self._claim.release()  # after the last reconcile: the next runner may start
+                    self._claim = None
+                if self._client is not None:
+                    client, self._client = self._client, None
+                    await client.store.close()
+        return all(results)
+
+    async def _release_controllers(self) -> None:
         await self.supervisor.stop()
         for controller in self.controllers.values():
             if isinstance(controller.reconciler, ManagedReconciler):
@@ -269,13 +297,6 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await connection.close()
         self._connections.clear()
-        if self._claim is not None:
-            self._claim.release()  # after the last reconcile: the next runner may start
-            self._claim = None
-        if self._client is not None:
-            await self._client.store.close()
-            self._client = None
-        return all(results)
 
     # -- conveniences ----------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from reconcile.store.contract import (
     WriteResult,
 )
 from reconcile.store.encoding import load_body
+from reconcile.store.finishing import finish
 from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
@@ -115,6 +116,7 @@ class SQLiteStore:
         self._tail = Tail(self.revision, fast=poll_interval[0], slow=poll_interval[1])
         self._recent = RecentEvents()
         self._closing = False
+        self._close_task: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -128,16 +130,12 @@ class SQLiteStore:
         """Check the file, create or migrate the schema, and start the writer."""
         schema.check_file(self.path)
         try:
-            self._writer = await aiosqlite.connect(
-                self.path, timeout=self._busy_timeout, isolation_level=None
-            )
+            self._writer = await self._connect()
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open ({exc})") from exc
         try:
             await _in_thread(self._writer, schema.prepare, str(self.path), self.synchronous)
-            self._reader = await aiosqlite.connect(
-                self.path, timeout=self._busy_timeout, isolation_level=None
-            )
+            self._reader = await self._connect()
             await self._reader.execute("PRAGMA query_only = ON")
             for conn in (self._writer, self._reader):
                 await conn.execute(f"PRAGMA cache_size = -{self.cache_mib * 1024}")
@@ -153,6 +151,26 @@ class SQLiteStore:
         )
         return self
 
+    async def _connect(self) -> aiosqlite.Connection:
+        """An aiosqlite connection whose thread never keeps the process alive (a caller
+        that never closes the store, or whose close never got to run, must not hang the
+        interpreter at exit: SQLite's commits are atomic, so ending the thread is a
+        crash at worst, and nothing acknowledged is lost); a connection that fails to
+        open has its thread ended before the error is raised, so no thread outlives the
+        event loop to report into a closed one."""
+        connecting = aiosqlite.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
+        thread = getattr(connecting, "_thread", None)
+        if thread is not None:
+            thread.daemon = True
+        try:
+            return await connecting
+        except BaseException:
+            stopped = connecting.stop()
+            if stopped is not None:
+                with contextlib.suppress(Exception):
+                    await stopped
+            raise
+
     async def __aenter__(self) -> Self:
         return await self.open()
 
@@ -160,24 +178,39 @@ class SQLiteStore:
         await self.close()
 
     async def close(self) -> None:
-        """Commit what is queued, end every watch, and close the connections."""
-        if self._closing:
-            return
-        self._closing = True
-        if self._writer_task is not None:
-            self._wake.set()
-            # A writer that died already failed every waiting write; closing still closes.
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await self._writer_task
-        await self._tail.close()
-        await self._close_connections()
+        """Commit what is queued, end every watch, and close the connections: once, to
+        the end even if the caller is cancelled (a second call waits for the first)."""
+        if self._close_task is None:
+            self._closing = True
+            self._close_task = asyncio.get_running_loop().create_task(
+                self._close(), name=f"close {self.path}"
+            )
+        await finish(self._close_task)
+
+    async def _close(self) -> None:
+        # Cancelled anywhere (asyncio.run cancels what is left at its end), the connections
+        # are still closed: their threads would keep the process from exiting.
+        try:
+            if self._writer_task is not None:
+                self._wake.set()
+                # A writer that died already failed every waiting write; closing still closes.
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await self._writer_task
+            await self._tail.close()
+        finally:
+            await self._close_connections()
 
     async def _close_connections(self) -> None:
-        for conn in (self._reader, self._writer):
-            if conn is not None:
-                with contextlib.suppress(sqlite3.Error, ValueError):
-                    await conn.close()
+        reader, writer = self._reader, self._writer
         self._reader = self._writer = None
+        try:
+            if reader is not None:
+                with contextlib.suppress(sqlite3.Error, ValueError):
+                    await reader.close()
+        finally:
+            if writer is not None:
+                with contextlib.suppress(sqlite3.Error, ValueError):
+                    await writer.close()
 
     # -- writing -----------------------------------------------------------------------
 
