@@ -322,3 +322,17 @@ class TestCorruptStore:
         flip_byte(db, b'"kind":"File"', occurrence=-1)  # the older event: SQLite fills pages from the end
         assert main(["--db", str(db), "verify"]) == 0
         assert main(["--db", str(db), "verify", "--deep"]) == 1
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_standby_runner_stops_on_signals(
+    runner: tuple[subprocess.Popen[str], Lines, Lines, Path], signum: signal.Signals
+) -> None:
+    """A runner standing by stops on SIGTERM or SIGINT: exit 0 and a line saying it
+    stopped while standing by (it used to die with 143 and no word)."""
+    process, _, _, db = runner
+    standby = Cli(db, "run", "--standby")
+    standby.err.wait_for("standing by until it stops")
+    assert standby.stop(signum) == 0
+    assert any("stopped while standing by" in line for line in standby.err.rest())
+    assert process.poll() is None, "the first runner is unaffected"

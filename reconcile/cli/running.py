@@ -221,6 +221,10 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
             f"another runner is reconciling {path}: {exc.holder}",
             "stop it first, or use --standby to take over when it stops",
         ) from exc
+    if runtime.stop_requested:  # a signal while standing by
+        await runtime.close()
+        click.echo(f"reconcile: stopped while standing by; {path} was not reconciled", err=True)
+        return True
     printer: asyncio.Task[None] | None = None
     ok = True
     try:

@@ -144,19 +144,21 @@ class Runtime:
                 registry.register(kind, provider=provider.name)
         store = await open_store(self.store_url, clock=self.wall_clock, **self.store_options)
         self._client = Client(store, registry, clock=self.wall_clock, provider_config=self._provider_config)
+        if self.handle_signals:  # before standing by: a signal must end the wait too
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.request_stop)
+                self._signals.append(sig)
         try:
             await self._claim_runner(store)
+            if self._claim is None and self.runner_lock != "off":
+                return  # stopped while standing by: nothing to run (stop_requested says so)
             for provider in providers:
                 for kind in provider.kinds:
                     self._add_controller(provider, kind)
         except BaseException:
             await self.close()  # a half-started runtime leaves nothing running or open
             raise
-        if self.handle_signals:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, self.request_stop)
-                self._signals.append(sig)
 
     async def _claim_runner(self, store: EventStore) -> None:
         """Become the store's one runner: two would both create what one object declares,
@@ -173,11 +175,24 @@ class Runtime:
                 if not waiting:
                     LOG.warning("%s; standing by until it stops", exc)
                     waiting = True
-                await self.clock.sleep(_STANDBY_POLL)
+                if await self._stopped_within(_STANDBY_POLL):
+                    LOG.warning("%s: stopped while standing by", store.url)
+                    return
                 continue
             if waiting:
                 LOG.warning("%s: the runner lock is ours; starting", store.url)
             return
+
+    async def _stopped_within(self, seconds: float) -> bool:
+        """Sleep ``seconds`` on the clock, or less if a stop is requested meanwhile."""
+        sleeping = asyncio.ensure_future(self.clock.sleep(seconds))
+        stopping = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({sleeping, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeping, stopping):
+                task.cancel()
+        return self._stop.is_set()
 
     def _add_controller(self, provider: Provider, kind: Kind) -> None:
         assert self._client is not None

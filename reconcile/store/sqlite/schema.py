@@ -68,6 +68,9 @@ def check_file(path: Path) -> None:
     """Refuse, without writing, a path that cannot hold our database."""
     if path.is_dir():
         raise StoreError(f"{path}: is a directory, not a SQLite database")
+    if path.exists() and not path.is_file():
+        # /dev/null would get a /dev/null-journal beside it; a FIFO would hang the open.
+        raise StoreError(f"{path}: is not a regular file (a device, FIFO or socket cannot hold a database)")
     if not path.parent.is_dir():
         raise StoreError(f"{path}: directory {path.parent} does not exist")
     if path.exists() and path.stat().st_size > 0:
