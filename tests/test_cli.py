@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -440,6 +441,25 @@ class TestBadInput:
         assert cli.db.read_text() == "not a database\n"
         assert cli.written() == []
         assert cli("get")[0] == 2
+
+    @pytest.mark.parametrize("special", ["fifo", "device"])
+    def test_database_that_is_not_a_regular_file(self, cli: Cli, tmp_path: Path, special: str) -> None:
+        """--db naming a FIFO (which hung) or a device (/dev/null grew a /dev/null-journal):
+        refused with exit 2, nothing created beside it."""
+        cli.write("site.yaml", SITE)
+        if special == "fifo":
+            target = tmp_path / "pipe.db"
+            os.mkfifo(target)
+        else:
+            target = Path("/dev/null")
+        before = sorted(p.name for p in target.parent.iterdir())
+        for args in (["apply", "-f", str(cli.manifests)], ["get", "file"]):
+            cli.capsys.readouterr()
+            code = main(["--db", str(target), *args])
+            err = cli.capsys.readouterr().err
+            assert code == 2, err
+            assert "is not a regular file" in err
+        assert sorted(p.name for p in target.parent.iterdir()) == before
 
     def test_unreadable_manifest_path(self, cli: Cli) -> None:
         """A manifest path that cannot be read."""
