@@ -7,7 +7,9 @@ import io
 import json
 import logging
 import os
+import shutil
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -460,6 +462,36 @@ class TestBadInput:
             assert code == 2, err
             assert "is not a regular file" in err
         assert sorted(p.name for p in target.parent.iterdir()) == before
+
+    def test_read_only_database_can_still_be_read(self, cli: Cli, tmp_path: Path) -> None:
+        """A database in a folder this process may not write (``chattr +i``, which binds
+        root too): get, describe, history, diff and verify read it; a write says why."""
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        db = folder / "state.db"
+        path = cli.write("site.yaml", SITE)
+        assert main(["--db", str(db), "apply", "-f", str(path)]) == 0
+        frozen = subprocess.run(
+            ["chattr", "+i", str(db), str(folder)], capture_output=True, text=True, check=False
+        )
+        if frozen.returncode != 0:
+            pytest.skip(f"chattr +i is not available here: {frozen.stderr.strip()}")
+        try:
+            for args in (
+                ["get", "file"],
+                ["describe", "file", "index"],
+                ["history", "file", "index"],
+                ["verify", "--deep"],
+                ["diff", "-f", str(path)],
+            ):
+                cli.capsys.readouterr()
+                code = main(["--db", str(db), *args])
+                assert code == 0, (args, cli.capsys.readouterr().err)
+            cli.capsys.readouterr()
+            assert main(["--db", str(db), "delete", "file", "index"]) == 2
+            assert "cannot be written (a read-only file, folder or mount?)" in cli.capsys.readouterr().err
+        finally:
+            subprocess.run([chattr, "-i", str(db), str(folder)], check=True)
 
     def test_unreadable_manifest_path(self, cli: Cli) -> None:
         """A manifest path that cannot be read."""

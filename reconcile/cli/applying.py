@@ -221,7 +221,9 @@ async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
     async with contextlib.AsyncExitStack() as stack:
         # No database yet: everything is new, and diff must not create one.
         client = (
-            await stack.enter_async_context(settings.client()) if settings.database_path().exists() else None
+            await stack.enter_async_context(settings.client(read_only=True))
+            if settings.database_path().exists()
+            else None
         )
         for declared in declared_all:
             current = None if client is None else await _current(client, declared)

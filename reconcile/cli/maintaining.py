@@ -66,7 +66,7 @@ def verify(settings: Settings, deep: bool) -> None:
 
 
 async def _verify(settings: Settings, *, deep: bool) -> None:
-    async with settings.client() as client:
+    async with settings.client(read_only=True) as client:
         report = await client.verify(deep=deep)
     click.echo(f"{report.events} events, {report.objects} objects")
     if not report.ok:

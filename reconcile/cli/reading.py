@@ -116,7 +116,7 @@ async def _get(
     selector: str | None,
     namespace: str | None,
 ) -> None:
-    async with settings.client() as client:
+    async with settings.client(read_only=True) as client:
         if name is not None:
             assert kind is not None
             obj = await client.get(kind, name, namespace=namespace or "default")
@@ -152,7 +152,7 @@ def _indent(text: str, by: int = 2) -> str:
 
 
 async def _describe(settings: Settings, kind: str, name: str, namespace: str, event_count: int) -> None:
-    async with settings.client() as client:
+    async with settings.client(read_only=True) as client:
         obj = await client.get(kind, name, namespace=namespace)
         history = await client.history(kind, name, namespace=namespace)
         meta, data = obj.metadata, object_data(client, obj)
@@ -247,7 +247,7 @@ def render_history(events: Sequence[Event]) -> str:
 
 
 async def _history(settings: Settings, kind: str, name: str, namespace: str, output: str) -> None:
-    async with settings.client() as client:
+    async with settings.client(read_only=True) as client:
         events = await client.history(kind, name, namespace=namespace)
         if output == "json":
             click.echo(as_json([event_data(e) for e in events]))
@@ -278,7 +278,7 @@ def watch(
 async def _watch(
     settings: Settings, kind: str | None, namespace: str | None, since: int | None, output: str
 ) -> None:
-    async with settings.client() as client:
+    async with settings.client(read_only=True) as client:
         start = await client.revision() if since is None else since
         async for event in client.watch(kind, namespace=namespace, since=start):
             if not isinstance(event, Event):

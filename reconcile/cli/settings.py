@@ -57,15 +57,19 @@ class Settings:
         return Admission(self.kinds, make_converter(), self.provider_config)
 
     @contextlib.asynccontextmanager
-    async def client(self, *, create: bool = False) -> AsyncIterator[Client]:
-        """A client on the database; ``create`` allows making a new one."""
+    async def client(self, *, create: bool = False, read_only: bool = False) -> AsyncIterator[Client]:
+        """A client on the database; ``create`` allows making a new one; ``read_only``
+        (the commands that only read) opens it so that a database this user may not write
+        can still be read."""
         path = self.database_path()
         if not create and not path.exists():
             raise Failure(f"no database at {path} (apply something first, or give --db / RECONCILE_DB)")
         async with contextlib.AsyncExitStack() as stack:
             try:
                 client = await stack.enter_async_context(
-                    connect(self.db, kinds=self.kinds, provider_config=self.provider_config)
+                    connect(
+                        self.db, kinds=self.kinds, provider_config=self.provider_config, read_only=read_only
+                    )
                 )
             except StoreError as exc:
                 raise BadInput(f"--db: {exc}") from exc

@@ -18,6 +18,7 @@ import collections
 import contextlib
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -93,6 +94,7 @@ class SQLiteStore:
         cache_mib: int = 64,
         clock: Callable[[], float] = time.time,
         poll_interval: tuple[float, float] = (0.0005, 0.01),
+        read_only: bool = False,
     ) -> None:
         if synchronous.upper() not in _SYNCHRONOUS:
             raise StoreError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}")
@@ -103,6 +105,10 @@ class SQLiteStore:
         self.cache_mib = cache_mib
         self.path = Path(path)
         self.synchronous = synchronous.upper()
+        #: Opened for reading only (``get``, ``history``, ``verify``): a database the
+        #: process may not write (a read-only file, folder or mount) can still be read;
+        #: every write raises StoreError.
+        self.read_only = read_only
         self._busy_timeout = busy_timeout
         self._clock = clock
         self._writer: aiosqlite.Connection | None = None
@@ -129,6 +135,8 @@ class SQLiteStore:
     async def open(self) -> Self:
         """Check the file, create or migrate the schema, and start the writer."""
         schema.check_file(self.path)
+        if self.read_only:
+            return await self._open_read_only()
         try:
             self._writer = await self._connect()
         except sqlite3.Error as exc:
@@ -151,14 +159,43 @@ class SQLiteStore:
         )
         return self
 
-    async def _connect(self) -> aiosqlite.Connection:
+    async def _open_read_only(self) -> Self:
+        try:
+            self._reader = await self._connect(read_only=True)
+            try:
+                await self._reader.execute("SELECT count(*) FROM sqlite_master")
+            except sqlite3.OperationalError:
+                # A WAL database whose folder we may not write, with no -shm file (no
+                # writer has it open): SQLite can read it only as immutable, which is
+                # what it is to us while no writer exists.
+                await self._close_connections()
+                self._reader = await self._connect(read_only=True, immutable=True)
+            await _in_thread(self._reader, schema.check_current, str(self.path))
+            await self._reader.execute(f"PRAGMA cache_size = -{self.cache_mib * 1024}")
+            self._tail.head = await self.revision()
+        except sqlite3.Error as exc:
+            await self._close_connections()
+            raise StoreError(f"{self.path}: cannot open for reading ({exc})") from exc
+        except BaseException:
+            await self._close_connections()
+            raise
+        return self
+
+    async def _connect(self, *, read_only: bool = False, immutable: bool = False) -> aiosqlite.Connection:
         """An aiosqlite connection whose thread never keeps the process alive (a caller
         that never closes the store, or whose close never got to run, must not hang the
         interpreter at exit: SQLite's commits are atomic, so ending the thread is a
         crash at worst, and nothing acknowledged is lost); a connection that fails to
         open has its thread ended before the error is raised, so no thread outlives the
         event loop to report into a closed one."""
-        connecting = aiosqlite.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
+        target: str | Path = self.path
+        if read_only:
+            target = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro" + (
+                "&immutable=1" if immutable else ""
+            )
+        connecting = aiosqlite.connect(
+            target, timeout=self._busy_timeout, isolation_level=None, uri=read_only
+        )
         thread = getattr(connecting, "_thread", None)
         if thread is not None:
             thread.daemon = True
@@ -216,6 +253,8 @@ class SQLiteStore:
 
     async def write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
         """Queue a write for the next group commit and wait until it is durable."""
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened read-only")
         if self._closing or self._writer_task is None:
             raise StoreError(f"{self.path}: store is closed")
         if self._writer_task.done():
@@ -450,7 +489,8 @@ class SQLiteStore:
 
     async def compact(self, before: int) -> int:
         """Drop events before ``before`` except each live object's latest snapshot."""
-        assert self._writer is not None
+        if self._writer is None:
+            raise StoreError(f"{self.path}: opened read-only")
         return await self._guarded(_in_thread(self._writer, compact, before))
 
     async def verify(

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from reconcile.errors import SchemaVersionError, StoreError
 
-__all__ = ["SCHEMA_VERSION", "check_file", "prepare"]
+__all__ = ["SCHEMA_VERSION", "check_current", "check_file", "prepare"]
 
 SCHEMA_VERSION = 1
 _MAGIC = b"SQLite format 3\x00"
@@ -83,11 +83,32 @@ def check_file(path: Path) -> None:
             raise StoreError(f"{path}: not a SQLite database")
 
 
+def check_current(conn: sqlite3.Connection, path: str) -> None:
+    """For a read-only open: the database is a reconcile store at this schema version
+    (an older one needs one read-write open to migrate)."""
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: corrupt or not a SQLite database ({exc})") from exc
+    if "reconcile_schema" not in tables:
+        raise StoreError(f"{path}: not a reconcile store")
+    version = _check_version(conn, path)
+    if version < SCHEMA_VERSION:
+        raise StoreError(
+            f"{path}: schema version {version} needs migrating; open it read-write once (run or apply)"
+        )
+
+
 def prepare(conn: sqlite3.Connection, path: str, synchronous: str) -> None:
     """Check the database is ours and current; create or migrate it. Runs in the
     connection's thread, with the connection in autocommit mode."""
     try:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.OperationalError as exc:
+        if "readonly" in str(exc) or "unable to open" in str(exc):
+            reason = "cannot be written (a read-only file, folder or mount?); get and history still read it"
+            raise StoreError(f"{path}: {reason} ({exc})") from exc
+        raise StoreError(f"{path}: corrupt or not a SQLite database ({exc})") from exc
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: corrupt or not a SQLite database ({exc})") from exc
     if tables and "reconcile_schema" not in tables:
