@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
