@@ -4,6 +4,7 @@ never seen without its mark."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import subprocess
@@ -15,10 +16,12 @@ import pytest
 from test_files_provider import directory_manifest, until_async
 
 from providers.files import walking
+from providers.files.client import FilesClient
+from providers.files.kinds import FileSpec
 from providers.files.marking import PARENT, read_mark, write_mark
 from providers.files.operations import write_file
 from providers.files.sweeping import sweep
-from reconcile import NotFoundError
+from reconcile import NotFoundError, ObjectMeta, Resource, TransientError
 
 CRASHING_WRITER = """
 import os, sys
@@ -114,3 +117,21 @@ def test_parents_are_never_seen_unmarked(tmp_path: Path, monkeypatch: pytest.Mon
         write_file(str(root), str(root / f"d{i}" / "f.txt"), b"x", (0o644, "uid"), lambda _: None)
     assert sorted(p.name for p in root.iterdir()) == ["d0", "d1", "d2"]
     assert unmarked == []
+
+
+async def test_a_full_disk_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC while writing: a TransientError that says "disk full" and names the path,
+    and no temporary left behind."""
+    root = tmp_path / "root"
+    root.mkdir()
+    target = root / "a.txt"
+    spec = FileSpec(path=str(target), content="x", root=str(root))
+    obj = Resource("files.reconcile.dev/v1", "File", ObjectMeta(name="a", uid="u"), spec, None)
+
+    def full(*_: object) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(TransientError, match=rf"{target}: disk full"):
+        await FilesClient({"roots": [str(root)]}).create(obj)
+    assert list(root.iterdir()) == []

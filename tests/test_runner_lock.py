@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 from pathlib import Path
 
 import pytest
 from helpers import settle
 
 from reconcile import LockedError, Runtime
+from reconcile.errors import StoreError
 from reconcile.store.sqlite.claims import claim_file
 from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
 
@@ -76,3 +79,16 @@ def test_the_lock_file_names_its_holder_and_dies_with_it(tmp_path: Path) -> None
     held.release()
     held.release()  # idempotent
     claim_file(db, "runner").release()
+
+
+def test_a_full_disk_names_the_lock_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No room to record the holder: a StoreError naming the lock file and the disk full."""
+
+    def full(*_: object) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "pwrite", full)
+    with pytest.raises(
+        StoreError, match=r"state\.db\.runner\.lock: cannot record the runner lock's holder \(disk full\)"
+    ):
+        claim_file(tmp_path / "state.db", "runner")

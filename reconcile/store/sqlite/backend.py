@@ -323,7 +323,8 @@ class SQLiteStore:
 
     def _translate(self, exc: Exception) -> Exception:
         if isinstance(exc, sqlite3.Error):
-            error = StoreError(f"{self.path}: {exc}")
+            full = "disk full: " if "disk is full" in str(exc) else ""
+            error = StoreError(f"{self.path}: {full}{exc}")
             error.__cause__ = exc
             return error
         return exc

@@ -10,6 +10,7 @@ Same machine only, like SQLite's own locking: not over NFS.
 from __future__ import annotations
 
 import datetime
+import errno
 import fcntl
 import os
 import socket
@@ -57,6 +58,11 @@ def claim_file(database: Path, name: str) -> FileClaim:
         os.close(fd)
         raise StoreError(f"{path}: cannot lock ({exc.strerror})") from exc
     since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}\n".encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}\n".encode(), 0)
+    except OSError as exc:
+        os.close(fd)
+        full = " (disk full)" if exc.errno == errno.ENOSPC else ""
+        raise StoreError(f"{path}: cannot record the {name} lock's holder{full}: {exc.strerror}") from exc
     return FileClaim(path, fd)
