@@ -260,6 +260,24 @@ class TestApplyAndRead:
         assert out.startswith("dropped ")
         assert cli("verify")[0] == 0
 
+    def test_compact_vacuum_shrinks_the_file(self, cli: Cli) -> None:
+        """After churn, compact --vacuum gives the space back: the file shrinks, and the
+        store still verifies."""
+        docs = "---\n".join(
+            HEAD.replace("name: x", f"name: f{i}") + f"spec: {{path: f{i}.txt, content: '{'y' * 500}'}}\n"
+            for i in range(100)
+        )
+        path = cli.write("many.yaml", docs)
+        for n in range(5):
+            path.write_text(docs.replace("'y", f"'{n}y"))
+            assert cli("apply", "-f", str(path))[0] == 0
+        code, out, _ = cli("compact", "--vacuum")
+        assert code == 0, out
+        sizes = out.splitlines()[-1].split(": ")[1].removesuffix(" bytes").split(" -> ")
+        before, after = (int(size.replace(",", "")) for size in sizes)
+        assert after < before / 2, out
+        assert cli("verify", "--deep")[0] == 0
+
     def test_run_once_converges(self, cli: Cli) -> None:
         """run --once writes the files and exits 0 with everything Ready."""
         cli.write("site.yaml", SITE)

@@ -501,6 +501,11 @@ class Client:
         """Drop history before revision ``before``; each object's latest state stays."""
         return await self.store.compact(before)
 
+    async def vacuum(self) -> None:
+        """Return the space :meth:`compact` freed to the filesystem (the database file
+        shrinks; without it, freed pages are only reused by later writes)."""
+        await self.store.vacuum()
+
     async def verify(self, *, deep: bool = False) -> VerifyReport:
         """Rebuild the projection from the log, compare, and report the differences;
         decode every current object (with ``deep``: every event's body too) and report

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -77,20 +78,35 @@ async def _verify(settings: Settings, *, deep: bool) -> None:
 
 @cli.command()
 @click.option("--before", type=int, help="Drop history before this revision (default: all history).")
+@click.option(
+    "--vacuum",
+    is_flag=True,
+    help="Then shrink the file: give the freed space back to the filesystem (rewrites the database).",
+)
 @click.pass_obj
-def compact(settings: Settings, before: int | None) -> None:
+def compact(settings: Settings, before: int | None, vacuum: bool) -> None:
     """Drop old history; every object's latest state is kept."""
     if before is not None and before < 1:
         raise BadInput("--before: must be >= 1")
-    run_async(_compact(settings, before))
+    run_async(_compact(settings, before, vacuum=vacuum))
 
 
-async def _compact(settings: Settings, before: int | None) -> None:
+def _file_bytes(path: Path) -> int:
+    """The database with its write-ahead log."""
+    return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+
+
+async def _compact(settings: Settings, before: int | None, *, vacuum: bool) -> None:
+    path = settings.database_path()
     async with settings.client() as client:
         revision = await client.revision()
         horizon = revision + 1 if before is None else min(before, revision + 1)
         dropped = await client.compact(horizon)
-    click.echo(f"dropped {dropped} events before revision {horizon}")
+        click.echo(f"dropped {dropped} events before revision {horizon}")
+        if vacuum:
+            size = _file_bytes(path)
+            await client.vacuum()
+            click.echo(f"vacuumed {path}: {size:,} -> {_file_bytes(path):,} bytes")
 
 
 def _type_name(annotation: object) -> str:

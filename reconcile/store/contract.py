@@ -200,6 +200,9 @@ class EventStore(Protocol):
         """Drop history before ``before`` (keeping each live object's latest snapshot);
         return how many events were dropped."""
 
+    async def vacuum(self) -> None:
+        """Return the space that compaction freed to the filesystem."""
+
     async def verify(
         self, *, deep: bool = False, check: Callable[[Any], object] | None = None
     ) -> VerifyReport:

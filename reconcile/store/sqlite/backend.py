@@ -42,7 +42,7 @@ from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
 from reconcile.store.sqlite.committing import PendingWrite, commit_batch
-from reconcile.store.sqlite.maintenance import compact, verify
+from reconcile.store.sqlite.maintenance import compact, vacuum, verify
 from reconcile.store.watching import Tail
 
 __all__ = ["SQLiteStore"]
@@ -493,6 +493,13 @@ class SQLiteStore:
         if self._writer is None:
             raise StoreError(f"{self.path}: opened read-only")
         return await self._guarded(_in_thread(self._writer, compact, before))
+
+    async def vacuum(self) -> None:
+        """Give the space compaction freed back to the filesystem (rewrites the file: it
+        takes as long as copying the database, and as much free space again)."""
+        if self._writer is None:
+            raise StoreError(f"{self.path}: opened read-only")
+        await self._guarded(_in_thread(self._writer, vacuum))
 
     async def verify(
         self, *, deep: bool = False, check: Callable[[Any], object] | None = None

@@ -18,7 +18,7 @@ from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import VerifyReport
 from reconcile.store.encoding import load_body
 
-__all__ = ["compact", "verify"]
+__all__ = ["compact", "vacuum", "verify"]
 
 
 def compact(conn: sqlite3.Connection, before: int) -> int:
@@ -43,6 +43,14 @@ def compact(conn: sqlite3.Connection, before: int) -> int:
         conn.execute("ROLLBACK")
         raise
     return int(dropped)
+
+
+def vacuum(conn: sqlite3.Connection) -> None:
+    """Rewrite the file without its free pages (what compaction dropped stays in the file
+    as free pages, reused by later writes but never returned to the filesystem), then
+    truncate the write-ahead log."""
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _undecodable(
