@@ -110,6 +110,10 @@ class Informer:
         #: key -> (revision, actor) of an object put by remember(), whose watch event is
         #: not due yet
         self._remembered: dict[ObjectKey, tuple[int, str | None]] = {}
+        #: key -> the revisions the handlers heard of while the key had a remembered
+        #: write: the watch delivering one of them later is not news (a user's apply,
+        #: remembered, then overtaken by the engine's own write before its event came).
+        self._heard: dict[ObjectKey, set[int]] = {}
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -252,6 +256,7 @@ class Informer:
         page = await self.client.list(self.kind, namespace=self.namespace)
         self._lists += 1
         self._remembered.clear()  # the list supersedes every remembered write
+        self._heard.clear()
         fresh = {item.key: item for item in page.items}
         for key in [k for k in self._objects if k not in fresh]:
             self._delete(key)
@@ -300,6 +305,7 @@ class Informer:
         remembered = self._remembered.get(key)
         if remembered is not None and event.revision >= remembered[0]:
             del self._remembered[key]  # the watch has caught up with our write
+            self._heard.pop(key, None)
         self._advance(event.revision)
 
     def _put(self, key: ObjectKey, obj: AnyResource, actor: str | None = None) -> None:
@@ -318,6 +324,8 @@ class Informer:
         self._index(key, obj)
         if self._freeze_gc and self.synced.is_set():  # the initial list freezes once, at its end
             self._maybe_freeze()
+        if key in self._remembered:
+            self._heard.setdefault(key, set()).add(obj.metadata.resource_version or 0)
         self._notify(InformerEvent("added" if old is None else "modified", key, old, obj, actor))
 
     def _superseded(self, key: ObjectKey, cached: AnyResource, actor: str | None, revision: int) -> None:
@@ -329,6 +337,8 @@ class Informer:
         remembered = self._remembered.get(key)
         if actor is None or remembered is None or revision >= remembered[0] or actor == remembered[1]:
             return
+        if revision in self._heard.get(key, ()):
+            return  # the handlers heard of this very revision when it was remembered
         self._notify(InformerEvent("modified", key, cached, cached, actor))
 
     def _delete(self, key: ObjectKey, actor: str | None = None) -> None:
