@@ -106,6 +106,22 @@ class TestApplyAndRead:
         assert main(["--db", str(cli.db), "--root", str(cli.tmp / "www"), "apply", "-f", "-"]) == 0
         assert (cli.tmp / "www").exists() is False, "apply wrote into the root (only run may)"
 
+    def test_sources_from_stdin_need_a_source_root(self, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+        """stdin has no folder to read sources from: without --source-root a source is
+        refused; with it, read there and fingerprinted."""
+        (cli.tmp / "pages").mkdir()
+        (cli.tmp / "pages" / "a.html").write_text("<p>a</p>\n")
+        doc = HEAD + f"spec: {{path: a.html, source: {cli.tmp / 'pages' / 'a.html'}}}\n"
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(doc.encode())))
+        code, _, err = cli("--root", str(cli.tmp / "www"), "apply", "-f", "-")
+        assert code == 2
+        assert "spec.source: no folder to read sources from" in err
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(doc.encode())))
+        args = ["--root", str(cli.tmp / "www"), "--source-root", str(cli.tmp / "pages"), "apply", "-f", "-"]
+        assert cli(*args)[0] == 0
+        code, out, _ = cli("get", "file", "x", "-o", "json")
+        assert json.loads(out)["spec"]["source_digest"].startswith("sha256:")
+
     def test_apply_conflict_is_a_runtime_failure(self, cli: Cli) -> None:
         """A stale resource_version precondition: exit 1 with the conflict, nothing changed."""
         cli.write("site.yaml", SITE)

@@ -32,7 +32,9 @@ def run_async(coroutine: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(coroutine)
 
 
-def _provider_config(path: Path | None, roots: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _provider_config(
+    path: Path | None, roots: Sequence[str], source_roots: Sequence[str] = ()
+) -> dict[str, dict[str, Any]]:
     config: dict[str, dict[str, Any]] = {}
     if path is not None:
         try:
@@ -50,6 +52,8 @@ def _provider_config(path: Path | None, roots: Sequence[str]) -> dict[str, dict[
         config = {str(name): dict(value) for name, value in loaded.items()}
     if roots:
         config.setdefault("files", {})["roots"] = [str(Path(root).absolute()) for root in roots]
+    if source_roots:
+        config.setdefault("files", {})["source_roots"] = [str(Path(root).absolute()) for root in source_roots]
     return config
 
 
@@ -69,6 +73,13 @@ def _provider_config(path: Path | None, roots: Sequence[str]) -> dict[str, dict[
     help="A folder the files provider may write under (repeatable). Default: each manifest's folder.",
 )
 @click.option(
+    "--source-root",
+    "source_roots",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="A folder the files provider may read sources from (repeatable). Default: each manifest's folder.",
+)
+@click.option(
     "--provider-config",
     type=click.Path(dir_okay=False, path_type=Path),
     help="A YAML file mapping provider names to their config.",
@@ -76,15 +87,21 @@ def _provider_config(path: Path | None, roots: Sequence[str]) -> dict[str, dict[
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.version_option(package_name="reconcile-engine", prog_name="reconcile")
 @click.pass_context
-def cli(
-    context: click.Context, db: str, roots: tuple[str, ...], provider_config: Path | None, debug: bool
+def cli(  # noqa: PLR0917 - click passes one parameter per global option
+    context: click.Context,
+    db: str,
+    roots: tuple[str, ...],
+    source_roots: tuple[str, ...],
+    provider_config: Path | None,
+    debug: bool,
 ) -> None:
     """Keep files, buckets, DNS records ... at their declared state.
 
     Declare resources with `apply`, converge them with `run`, and read what happened
     with `get`, `describe` and `history`.
     """
-    context.obj = Settings(db=db, provider_config=_provider_config(provider_config, roots), debug=debug)
+    config = _provider_config(provider_config, roots, source_roots)
+    context.obj = Settings(db=db, provider_config=config, debug=debug)
 
 
 @contextlib.contextmanager
