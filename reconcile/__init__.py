@@ -13,6 +13,7 @@ from reconcile.controller import Controller, Priority, Reconciler, Request, Resu
 from reconcile.errors import (
     AlreadyExistsError,
     ConflictError,
+    CorruptError,
     DeadlineExceededError,
     ExpiredError,
     FieldError,
@@ -59,6 +60,7 @@ __all__ = [
     "ConditionStatus",
     "ConflictError",
     "Controller",
+    "CorruptError",
     "DeadlineExceededError",
     "Event",
     "EventType",
