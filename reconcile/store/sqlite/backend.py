@@ -82,6 +82,10 @@ async def _in_thread(conn: aiosqlite.Connection, fn: Callable[..., T], *args: An
     return result
 
 
+#: How long a failed connection's thread is given to end.
+_THREAD_STOP_SECONDS = 10.0
+
+
 class SQLiteStore:
     """The embedded default store. Open with :meth:`open`; close with :meth:`close`."""
 
@@ -202,10 +206,10 @@ class SQLiteStore:
         try:
             return await connecting
         except BaseException:
-            stopped = connecting.stop()
-            if stopped is not None:
-                with contextlib.suppress(Exception):
-                    await stopped
+            # aiosqlite has asked its thread to stop; wait until it has, so it does not
+            # report into this loop after the loop closed ("Event loop is closed").
+            if thread is not None and thread.is_alive():
+                await asyncio.to_thread(thread.join, _THREAD_STOP_SECONDS)
             raise
 
     async def __aenter__(self) -> Self:
