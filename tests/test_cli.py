@@ -18,6 +18,7 @@ import pytest
 
 from reconcile import Runtime
 from reconcile.cli import main, running
+from reconcile.store.sqlite import backend
 
 HEAD = "api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {name: x}\n"
 SITE = """\
@@ -331,6 +332,24 @@ class TestApplyAndRead:
         assert code == 1
         assert "File default/index: Ready=" in err
         assert "is a directory" in err
+
+    def test_run_once_says_why_when_status_cannot_be_written(
+        self, cli: Cli, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The database's disk is full: no status can say why, so run --once names the
+        last failure (it used to show Ready=Unknown with no reason)."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+
+        def full(*_: object) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        monkeypatch.setattr(backend, "commit_batch", full)
+        code, _, err = cli("run", "--once", "--timeout", "2", "-q")
+        assert code == 1
+        assert "File default/index: Ready=Unknown" in err
+        assert "last reconcile failed:" in err
+        assert "disk full: database or disk is full" in err
 
 
 class TestBadInput:

@@ -242,7 +242,8 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
                 kinds = ", ".join(_unsynced(runtime))
                 raise Failure(f"not converged after {timeout:g} s: the store could not be listed for {kinds}")
             if not ok:
-                reasons = [_why(o) for o in waiting[:20]]
+                failures = {k: v for c in runtime.controllers.values() for k, v in c.failures.items()}
+                reasons = [_why(o, failures.get(o.key)) for o in waiting[:20]]
                 more = [f"... and {len(waiting) - 20} more"] if len(waiting) > 20 else []  # noqa: PLR2004
                 what = "interrupted" if runtime.stop_requested else f"not converged after {timeout:g} s"
                 raise Failure(f"{what}: {len(waiting)} not Ready", *reasons, *more)
@@ -263,9 +264,11 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
     return ok
 
 
-def _why(obj: AnyResource) -> str:
+def _why(obj: AnyResource, failure: str | None = None) -> str:
     ready, synced, reason = readiness(obj)
     condition = obj.status.condition("Synced") if hasattr(obj.status, "condition") else None
     message = condition.message.splitlines()[0] if condition is not None and condition.message else ""
     detail = f": {message}" if message and synced != "True" else ""
+    if not reason and not detail and failure:
+        detail = f": last reconcile failed: {failure}"  # its status could not say so (a full disk)
     return f"{obj.kind} {obj.metadata.namespace}/{obj.metadata.name}: Ready={ready} {reason}{detail}".rstrip()

@@ -94,6 +94,9 @@ class Controller:
         #: Keys whose status holds a terminal error this controller recorded (any process's
         #: controller: the informer tells): a success clears it.
         self._terminal: set[ObjectKey] = set()
+        #: Why each key's last reconcile failed, until one succeeds: what a one-shot
+        #: caller can say of an object whose status could not be written (a full disk).
+        self.failures: dict[ObjectKey, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._attributes = {"controller": self.name}
         self._outcomes = {
@@ -233,6 +236,8 @@ class Controller:
 
     def _follow(self, key: ObjectKey, result: Result | None) -> str:
         """Act on a reconcile's result; return the outcome's name."""
+        if self.failures:
+            self.failures.pop(key, None)
         if result is None:
             self.queue.forget(key)
             return "success"
@@ -282,6 +287,7 @@ class Controller:
         self.telemetry.queue_retries.add(1, self._attributes)
         retry_after = exc.retry_after if isinstance(exc, TransientError) else None
         delay = self.queue.add_rate_limited(key, at_least=retry_after or 0.0)
+        self.failures[key] = " ".join((str(exc) or type(exc).__name__).split())
         LOG.info("%s: %s failed (%s); retry in %.3fs", self.name, key, exc, delay)
 
     # -- lifecycle -----------------------------------------------------------------------------
