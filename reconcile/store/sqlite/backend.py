@@ -18,7 +18,6 @@ import collections
 import contextlib
 import sqlite3
 import time
-import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -42,6 +41,7 @@ from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
 from reconcile.store.sqlite.committing import PendingWrite, commit_batch
+from reconcile.store.sqlite.connections import close_connections, in_thread, open_connection, open_read_only
 from reconcile.store.sqlite.maintenance import compact, vacuum, verify
 from reconcile.store.watching import Tail
 
@@ -72,18 +72,6 @@ def _event(row: tuple[Any, ...], known: Callable[[ObjectKey, int], bool] | None 
         body=None if body is None else load_body(body, revision, key),
         data=None if data is None else load_body(data, revision, key),
     )
-
-
-async def _in_thread(conn: aiosqlite.Connection, fn: Callable[..., T], *args: Any) -> T:
-    # aiosqlite runs every call on its connection's own thread; _execute is how its public
-    # methods do it. Running a whole batch in one call keeps a commit to one thread hop,
-    # and keeps us to aiosqlite's threads (DESIGN: no threads of our own).
-    result: T = await conn._execute(fn, conn._conn, *args)  # type: ignore[no-untyped-call]  # noqa: SLF001
-    return result
-
-
-#: How long a failed connection's thread is given to end.
-_THREAD_STOP_SECONDS = 10.0
 
 
 class SQLiteStore:
@@ -142,12 +130,12 @@ class SQLiteStore:
         if self.read_only:
             return await self._open_read_only()
         try:
-            self._writer = await self._connect()
+            self._writer = await open_connection(self.path, self._busy_timeout)
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open ({exc})") from exc
         try:
-            await _in_thread(self._writer, schema.prepare, str(self.path), self.synchronous)
-            self._reader = await self._connect()
+            await in_thread(self._writer, schema.prepare, str(self.path), self.synchronous)
+            self._reader = await open_connection(self.path, self._busy_timeout)
             await self._reader.execute("PRAGMA query_only = ON")
             for conn in (self._writer, self._reader):
                 await conn.execute(f"PRAGMA cache_size = -{self.cache_mib * 1024}")
@@ -165,16 +153,8 @@ class SQLiteStore:
 
     async def _open_read_only(self) -> Self:
         try:
-            self._reader = await self._connect(read_only=True)
-            try:
-                await self._reader.execute("SELECT count(*) FROM sqlite_master")
-            except sqlite3.OperationalError:
-                # A WAL database whose folder we may not write, with no -shm file (no
-                # writer has it open): SQLite can read it only as immutable, which is
-                # what it is to us while no writer exists.
-                await self._close_connections()
-                self._reader = await self._connect(read_only=True, immutable=True)
-            await _in_thread(self._reader, schema.check_current, str(self.path))
+            self._reader = await open_read_only(self.path, self._busy_timeout)
+            await in_thread(self._reader, schema.check_current, str(self.path))
             await self._reader.execute(f"PRAGMA cache_size = -{self.cache_mib * 1024}")
             self._tail.head = await self.revision()
         except sqlite3.Error as exc:
@@ -184,33 +164,6 @@ class SQLiteStore:
             await self._close_connections()
             raise
         return self
-
-    async def _connect(self, *, read_only: bool = False, immutable: bool = False) -> aiosqlite.Connection:
-        """An aiosqlite connection whose thread never keeps the process alive (a caller
-        that never closes the store, or whose close never got to run, must not hang the
-        interpreter at exit: SQLite's commits are atomic, so ending the thread is a
-        crash at worst, and nothing acknowledged is lost); a connection that fails to
-        open has its thread ended before the error is raised, so no thread outlives the
-        event loop to report into a closed one."""
-        target: str | Path = self.path
-        if read_only:
-            target = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro" + (
-                "&immutable=1" if immutable else ""
-            )
-        connecting = aiosqlite.connect(
-            target, timeout=self._busy_timeout, isolation_level=None, uri=read_only
-        )
-        thread = getattr(connecting, "_thread", None)
-        if thread is not None:
-            thread.daemon = True
-        try:
-            return await connecting
-        except BaseException:
-            # aiosqlite has asked its thread to stop; wait until it has, so it does not
-            # report into this loop after the loop closed ("Event loop is closed").
-            if thread is not None and thread.is_alive():
-                await asyncio.to_thread(thread.join, _THREAD_STOP_SECONDS)
-            raise
 
     async def __aenter__(self) -> Self:
         return await self.open()
@@ -244,14 +197,7 @@ class SQLiteStore:
     async def _close_connections(self) -> None:
         reader, writer = self._reader, self._writer
         self._reader = self._writer = None
-        try:
-            if reader is not None:
-                with contextlib.suppress(sqlite3.Error, ValueError):
-                    await reader.close()
-        finally:
-            if writer is not None:
-                with contextlib.suppress(sqlite3.Error, ValueError):
-                    await writer.close()
+        await close_connections(reader, writer)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -305,7 +251,7 @@ class SQLiteStore:
         batch = [write for write, _ in taken]
         with self._tail.local_commit():
             try:
-                head, results, appended = await _in_thread(self._writer, commit_batch, batch, self._clock())
+                head, results, appended = await in_thread(self._writer, commit_batch, batch, self._clock())
             except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets it
                 error = self._translate(exc)
                 for _, future in taken:
@@ -496,14 +442,14 @@ class SQLiteStore:
         """Drop events before ``before`` except each live object's latest snapshot."""
         if self._writer is None:
             raise StoreError(f"{self.path}: opened read-only")
-        return await self._guarded(_in_thread(self._writer, compact, before))
+        return await self._guarded(in_thread(self._writer, compact, before))
 
     async def vacuum(self) -> None:
         """Give the space compaction freed back to the filesystem (rewrites the file: it
         takes as long as copying the database, and as much free space again)."""
         if self._writer is None:
             raise StoreError(f"{self.path}: opened read-only")
-        await self._guarded(_in_thread(self._writer, vacuum))
+        await self._guarded(in_thread(self._writer, vacuum))
 
     async def verify(
         self, *, deep: bool = False, check: Callable[[Any], object] | None = None
@@ -511,7 +457,7 @@ class SQLiteStore:
         """Replay the log into a projection and compare it with the stored one; decode
         the current bodies (all of them with ``deep``), structuring each with ``check``."""
         assert self._reader is not None
-        return await self._guarded(_in_thread(self._reader, verify, deep, check))
+        return await self._guarded(in_thread(self._reader, verify, deep, check))
 
     async def _guarded(self, call: Awaitable[T]) -> T:
         """Await ``call``, translating sqlite3 errors into StoreError (cause kept)."""
