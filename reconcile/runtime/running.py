@@ -326,6 +326,8 @@ class Runtime:
         its kind, the applied object enters that controller's cache at once (its watch
         event is then not decoded again) and the controller hears of it now."""
         applied = await self.client.apply(manifest, manager=manager, origin=origin)
+        if applied.metadata.deletion_timestamp is not None and not applied.metadata.finalizers:
+            return applied  # the apply completed a deletion: this is the object's last state
         controller = self._controller_for(applied.key.api_group, applied.key.kind)
         if controller is not None:
             controller.informer.remember(applied, manager)
