@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from reconcile import Runtime
 from reconcile.cli import main, running
@@ -159,6 +160,32 @@ class TestApplyAndRead:
         code, _, err = cli("get", "file", "missing")
         assert code == 1
         assert "not found" in err
+
+    def test_every_output_format_after_a_run(self, cli: Cli) -> None:
+        """After run, objects carry conditions: every format of get, describe and history
+        renders them (-o yaml crashed on the conditions' status enum), yaml as json does."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        assert cli("run", "--once", "--timeout", "30", "-q")[0] == 0
+        for args in (
+            ["get"],
+            ["get", "-A"],
+            ["get", "files", "-o", "yaml"],
+            ["get", "file", "index", "-o", "yaml"],
+            ["get", "files", "-o", "json"],
+            ["get", "-o", "name"],
+            ["describe", "file", "index"],
+            ["history", "file", "index"],
+            ["history", "file", "index", "-o", "json"],
+        ):
+            code, out, err = cli(*args)
+            assert (code, err) == (0, ""), args
+            assert out.strip(), args
+        _, as_yaml, _ = cli("get", "file", "index", "-o", "yaml")
+        _, as_json, _ = cli("get", "file", "index", "-o", "json")
+
+        assert yaml.safe_load(as_yaml) == json.loads(as_json)
+        assert json.loads(as_json)["status"]["conditions"][0]["status"] == "True"
 
     def test_describe_and_history(self, cli: Cli) -> None:
         """describe shows spec, status and events; history the object's log."""

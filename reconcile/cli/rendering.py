@@ -10,6 +10,7 @@ give events as ``{"revision", "time", "type", "actor", "kind", "namespace", "nam
 from __future__ import annotations
 
 import datetime
+import enum
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -148,7 +149,14 @@ def _multiline(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
+def _enum(dumper: yaml.SafeDumper, value: enum.Enum) -> yaml.Node:
+    # ConditionStatus and friends are StrEnums: in the stored body (and in -o json) they
+    # are their values; SafeDumper knows only exact built-in types.
+    return _multiline(dumper, str(value.value))
+
+
 _Dumper.add_representer(str, _multiline)
+_Dumper.add_multi_representer(enum.Enum, _enum)
 
 
 def as_yaml(data: object, *, many: bool = False) -> str:
