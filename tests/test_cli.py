@@ -432,6 +432,29 @@ class TestBadInput:
         assert "at most 1507328 may be applied" in err
         assert cli.revision() == 0
 
+    def test_one_object_declared_twice(self, cli: Cli) -> None:
+        """The same File twice in one apply (different paths): refused before anything is
+        written, naming both documents; delete -f of such a file deletes it once."""
+        doc_d = HEAD.replace("name: x", "name: d")
+        text = (
+            doc_d
+            + "spec: {path: d1.txt}\n---\n"
+            + HEAD.replace("name: x", "name: e")
+            + "spec: {path: e.txt}\n---\n"
+            + doc_d
+            + "spec: {path: d2.txt}\n"
+        )
+        path = cli.write("twice.yaml", text)
+        err = self.refused(cli, "apply", "-f", str(path))
+        assert f'{path}, document 3: File "d": declared again (first in {path}, document 1)' in err
+        assert "declared again" in self.refused(cli, "diff", "-f", str(path))
+        cli.write("twice.yaml", text.replace("d2.txt", "d1.txt"))
+        path.with_name("once.yaml").write_text(doc_d + "spec: {path: d1.txt}\n")
+        assert cli("apply", "-f", str(path.with_name("once.yaml")))[0] == 0
+        code, out, _ = cli("delete", "-f", str(path), "--ignore-not-found")
+        assert code == 0
+        assert out.splitlines() == ["file.files.reconcile.dev/d deleted"]
+
     def test_unknown_kind(self, cli: Cli) -> None:
         """An unknown kind names the file and the document index."""
         path = cli.write(

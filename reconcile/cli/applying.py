@@ -73,16 +73,36 @@ def origin(document: Document) -> Path | None:
     return None if document.source == "<stdin>" else Path(document.source)
 
 
-def admit_all(admission: Admission, documents: Sequence[Document]) -> list[Declared]:
-    """Admit every document; BadInput listing every problem if any is refused."""
+def admit_all(admission: Admission, documents: Sequence[Document], *, unique: bool = True) -> list[Declared]:
+    """Admit every document; BadInput listing every problem if any is refused. With
+    ``unique``, an object declared twice (the same kind, namespace and name) is a problem
+    too: which of the two should win is the user's call, not the order of the files."""
     declared: list[Declared] = []
     problems: list[str] = []
+    first: dict[tuple[str, str, str, str], Declared] = {}
     for document in documents:
         try:
             admitted = admission.admit(document.data, origin=origin(document))  # type: ignore[arg-type]
-            declared.append(Declared(document, admitted))
         except InvalidError as exc:
             problems.extend(invalid_lines(exc.with_source(document.location)))
+            continue
+        item = Declared(document, admitted)
+        key = (
+            admitted.kind.api_group,
+            admitted.kind.kind,
+            admitted.metadata["namespace"],
+            admitted.metadata["name"],
+        )
+        earlier = first.setdefault(key, item)
+        if earlier is not item:
+            if unique:
+                subject = f'{admitted.kind.kind} "{admitted.metadata["name"]}"'
+                problems.append(
+                    f"{document.location}: {subject}: declared again (first in {earlier.document.location}); "
+                    "declare each object once"
+                )
+            continue
+        declared.append(item)
     if problems:
         raise BadInput(*problems)
     return declared
@@ -307,7 +327,7 @@ async def _delete(
     async with settings.client() as client:
         targets: list[tuple[Any, str, str]] = []
         if filenames:
-            for declared in admit_all(settings.admission(), read_documents(filenames)):
+            for declared in admit_all(settings.admission(), read_documents(filenames), unique=False):
                 meta = declared.admitted.metadata
                 targets.append((declared.admitted.kind, meta["name"], meta["namespace"]))
         else:
