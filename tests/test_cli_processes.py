@@ -336,3 +336,20 @@ def test_a_standby_runner_stops_on_signals(
     assert standby.stop(signum) == 0
     assert any("stopped while standing by" in line for line in standby.err.rest())
     assert process.poll() is None, "the first runner is unaffected"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_run_once_interrupted_exits_130(tmp_path: Path, signum: signal.Signals) -> None:
+    """A signal before run --once converged: exit 130, as the reference says for an
+    interrupted one-shot command (it was 1), still naming what was not Ready."""
+    db = tmp_path / "state.db"
+    manifest = tmp_path / "site.yaml"
+    manifest.write_text(SITE)
+    (tmp_path / "www" / "index.html").mkdir(parents=True)  # a folder where the file goes
+    assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
+    run = Cli(db, "run", "--once", "--timeout", "600")
+    run.out.wait_for("File default/index")
+    assert run.stop(signum) == 130
+    lines = run.err.rest()
+    assert any("interrupted: 1 not Ready" in line for line in lines), lines
+    assert any("File default/index: Ready=" in line for line in lines), lines

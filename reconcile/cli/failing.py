@@ -24,6 +24,7 @@ __all__ = [
     "EXIT_OK",
     "BadInput",
     "Failure",
+    "Interrupted",
     "invalid_lines",
 ]
 
@@ -47,6 +48,12 @@ class BadInput(Failure):
     """The input was refused; nothing was written."""
 
     exit_code = EXIT_INPUT
+
+
+class Interrupted(Failure):
+    """A one-shot command was stopped by a signal (Ctrl-C, SIGTERM) before it finished."""
+
+    exit_code = EXIT_INTERRUPTED
 
 
 def invalid_lines(error: InvalidError) -> list[str]:

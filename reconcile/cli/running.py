@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 import click
 
-from reconcile.cli.failing import BadInput, Failure
+from reconcile.cli.failing import BadInput, Failure, Interrupted
 from reconcile.cli.main import cli, isatty, run_async
 from reconcile.cli.reading import render_objects
 from reconcile.cli.rendering import event_detail, readiness
@@ -234,19 +234,7 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
             progress = _Progress(rich=isatty())
             with progress.running():
                 ok = await _converge(runtime, timeout, progress)
-            waiting, _ = pending(runtime)
-            objects = [o for c in runtime.controllers.values() for o in c.informer.list()]
-            if objects:
-                click.echo(render_objects(runtime.client, objects, "table", namespaces=True, kinds=True))
-            if not ok and _unsynced(runtime) and not runtime.stop_requested:
-                kinds = ", ".join(_unsynced(runtime))
-                raise Failure(f"not converged after {timeout:g} s: the store could not be listed for {kinds}")
-            if not ok:
-                failures = {k: v for c in runtime.controllers.values() for k, v in c.failures.items()}
-                reasons = [_why(o, failures.get(o.key)) for o in waiting[:20]]
-                more = [f"... and {len(waiting) - 20} more"] if len(waiting) > 20 else []  # noqa: PLR2004
-                what = "interrupted" if runtime.stop_requested else f"not converged after {timeout:g} s"
-                raise Failure(f"{what}: {len(waiting)} not Ready", *reasons, *more)
+            _report_once(runtime, ok, timeout)
         else:
             click.echo(f"reconcile: running on {path} (Ctrl-C to stop)", err=True)
             await runtime.run_until_stopped()
@@ -262,6 +250,26 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
                 "reconcile: some reconciles were abandoned at the deadline; a restart resumes them", err=True
             )
     return ok
+
+
+def _report_once(runtime: Runtime, ok: bool, timeout: float) -> None:
+    """The Ready table, then why --once did not converge: Interrupted (exit 130) after
+    a signal, Failure (exit 1) otherwise."""
+    waiting, _ = pending(runtime)
+    objects = [o for c in runtime.controllers.values() for o in c.informer.list()]
+    if objects:
+        click.echo(render_objects(runtime.client, objects, "table", namespaces=True, kinds=True))
+    if ok:
+        return
+    if _unsynced(runtime) and not runtime.stop_requested:
+        kinds = ", ".join(_unsynced(runtime))
+        raise Failure(f"not converged after {timeout:g} s: the store could not be listed for {kinds}")
+    failures = {k: v for c in runtime.controllers.values() for k, v in c.failures.items()}
+    reasons = [_why(o, failures.get(o.key)) for o in waiting[:20]]
+    more = [f"... and {len(waiting) - 20} more"] if len(waiting) > 20 else []  # noqa: PLR2004
+    if runtime.stop_requested:
+        raise Interrupted(f"interrupted: {len(waiting)} not Ready", *reasons, *more)
+    raise Failure(f"not converged after {timeout:g} s: {len(waiting)} not Ready", *reasons, *more)
 
 
 def _why(obj: AnyResource, failure: str | None = None) -> str:
