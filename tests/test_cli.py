@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -359,6 +360,27 @@ class TestApplyAndRead:
         assert code == 1
         assert "File default/index: Ready=" in err
         assert "is a directory" in err
+
+    @pytest.mark.parametrize("case", ["permanent", "not-owned"])
+    def test_run_once_does_not_wait_for_what_will_not_change(self, cli: Cli, case: str) -> None:
+        """A permanent failure (a folder where the file goes) or a file that is not ours:
+        run --once ends as soon as the rest is settled, far before its timeout, exit 1,
+        naming each with its reason (it waited out the whole --timeout)."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        (cli.manifests / "out").mkdir()
+        if case == "permanent":
+            (cli.manifests / "out" / "index.html").mkdir()
+        else:
+            (cli.manifests / "out" / "index.html").write_text("somebody else's\n")
+        started = time.monotonic()
+        code, _, err = cli("run", "--once", "--timeout", "300", "-q")
+        assert time.monotonic() - started < 60
+        assert code == 1
+        assert "2 not Ready, and no retry is scheduled" in err  # the folder made by hand too
+        reason = "is a directory" if case == "permanent" else "NotOwned"
+        assert "File default/index: Ready=" in err
+        assert reason in err
 
     def test_run_once_says_why_when_status_cannot_be_written(
         self, cli: Cli, monkeypatch: pytest.MonkeyPatch

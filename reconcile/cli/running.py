@@ -103,6 +103,13 @@ def _corruption(runtime: Runtime) -> CorruptError | None:
     return next((c.informer.corrupt for c in runtime.controllers.values() if c.informer.corrupt), None)
 
 
+def _stuck(runtime: Runtime, waiting: list[AnyResource]) -> list[AnyResource]:
+    """The objects the engine gave up on (a terminal error, a permanent failure, not
+    ours) and scheduled no retry for: they change only with a new spec or a fix outside."""
+    gave_up = [c.gave_up for c in runtime.controllers.values() if c.gave_up]
+    return [o for o in waiting if any(o.key in g for g in gave_up)]
+
+
 def _unsynced(runtime: Runtime) -> list[str]:
     """The kinds whose cache has not loaded yet."""
     return [c.informer.kind.kind for c in runtime.controllers.values() if not c.informer.synced.is_set()]
@@ -121,8 +128,8 @@ async def _converge(runtime: Runtime, timeout: float, progress: _Progress) -> bo
         if not _unsynced(runtime):
             waiting, total = pending(runtime)
             progress.update(total - len(waiting), total)
-            if not waiting and idle(runtime):
-                return True
+            if idle(runtime) and (not waiting or len(_stuck(runtime, waiting)) == len(waiting)):
+                return not waiting  # all Ready, or what is not will not change by waiting
         if started >= deadline:
             return False
         # A scan of a large cache costs milliseconds: keep it under ~5% of the time.
@@ -269,6 +276,9 @@ def _report_once(runtime: Runtime, ok: bool, timeout: float) -> None:
     more = [f"... and {len(waiting) - 20} more"] if len(waiting) > 20 else []  # noqa: PLR2004
     if runtime.stop_requested:
         raise Interrupted(f"interrupted: {len(waiting)} not Ready", *reasons, *more)
+    if waiting and len(_stuck(runtime, waiting)) == len(waiting):
+        first = f"{len(waiting)} not Ready, and no retry is scheduled (they need a new spec or a fix outside)"
+        raise Failure(first, *reasons, *more)
     raise Failure(f"not converged after {timeout:g} s: {len(waiting)} not Ready", *reasons, *more)
 
 

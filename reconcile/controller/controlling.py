@@ -97,6 +97,10 @@ class Controller:
         #: Why each key's last reconcile failed, until one succeeds: what a one-shot
         #: caller can say of an object whose status could not be written (a full disk).
         self.failures: dict[ObjectKey, str] = {}
+        #: Keys whose last reconcile ended in a TerminalError (a provider's PermanentError
+        #: or NotOwned among them), until one succeeds or the object goes: no retry is
+        #: scheduled for them, so a one-shot caller need not wait for them.
+        self.gave_up: dict[ObjectKey, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._attributes = {"controller": self.name}
         self._outcomes = {
@@ -129,6 +133,8 @@ class Controller:
             self._terminal.add(event.key)
         elif self._terminal:
             self._terminal.discard(event.key)
+        if event.new is None and self.gave_up:
+            self.gave_up.pop(event.key, None)
         actor = event.actor
         if (
             actor is not None
@@ -202,6 +208,7 @@ class Controller:
                 raise
             except TerminalError as exc:
                 self.queue.forget(key)
+                self.gave_up[key] = str(exc) or type(exc).__name__
                 span.set_status(trace.StatusCode.ERROR, str(exc))
                 LOG.warning("%s: %s: terminal: %s", self.name, key, exc)
                 outcome = "terminal"
@@ -238,6 +245,8 @@ class Controller:
         """Act on a reconcile's result; return the outcome's name."""
         if self.failures:
             self.failures.pop(key, None)
+        if self.gave_up:
+            self.gave_up.pop(key, None)
         if result is None:
             self.queue.forget(key)
             return "success"
