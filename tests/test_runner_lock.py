@@ -92,3 +92,43 @@ def test_a_full_disk_names_the_lock_file(tmp_path: Path, monkeypatch: pytest.Mon
         StoreError, match=r"state\.db\.runner\.lock: cannot record the runner lock's holder \(disk full\)"
     ):
         claim_file(tmp_path / "state.db", "runner")
+
+
+class TestLockFile:
+    """The lock file goes with a clean release, and removing it never lets two hold it."""
+
+    async def test_a_clean_exit_removes_the_lock_file(self, db_path: Path, clock: FakeClock) -> None:
+        """After close(), no ``state.db.runner.lock`` is left beside the database."""
+        lock = db_path.with_name(db_path.name + ".runner.lock")
+        async with runtime(db_path, clock):
+            assert lock.exists()
+        assert not lock.exists()
+
+    def test_a_claim_of_a_file_removed_under_it_tries_again(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A claimant whose open raced the previous holder's removal locks an unlinked
+        file: it notices, lets go and claims the file the path names now, so a third
+        claimant is refused instead of holding the claim beside it."""
+        db = tmp_path / "state.db"
+        lock = db.with_name("state.db.runner.lock")
+        lock.write_text("")
+        stale = os.open(lock, os.O_RDWR)
+        lock.unlink()  # the previous holder's release
+        real_open = os.open
+        opened: list[int] = []
+
+        def racing_open(path: object, flags: int, mode: int = 0o777) -> int:
+            fd = stale if not opened else real_open(path, flags, mode)  # type: ignore[arg-type]
+            opened.append(fd)
+            return fd
+
+        monkeypatch.setattr(os, "open", racing_open)
+        claim = claim_file(db, "runner")
+        monkeypatch.undo()
+        assert opened[0] == stale
+        assert len(opened) == 2, "it tried again"
+        assert lock.exists()
+        with pytest.raises(LockedError):
+            claim_file(db, "runner")
+        claim.release()
