@@ -162,6 +162,22 @@ class TestApplyAndRead:
         assert code == 1
         assert "not found" in err
 
+    def test_messages_say_what_happened(self, cli: Cli) -> None:
+        """An absent-file rule whose file is not there records "nothing to create", not
+        "found in place, marked as this resource's"; run --help shows the poll default;
+        watch --help says --since replays the events after the revision."""
+        cli.write("absent.yaml", HEAD + "spec: {path: gone.txt, ensure: absent}\n")
+        cli("apply", "-f", str(cli.manifests))
+        assert cli("run", "--once", "--timeout", "30", "-q")[0] == 0
+        code, out, _ = cli("history", "file", "x", "-o", "json")
+        created = [e for e in json.loads(out) if e["type"] == "CreateSucceeded"]
+        assert created[0]["data"]["message"].startswith("nothing to create: ")
+        assert "is declared absent and is not there" in created[0]["data"]["message"]
+        _, out, _ = cli("run", "--help")
+        assert "the kind's own, else 60" in " ".join(out.split())
+        _, out, _ = cli("watch", "--help")
+        assert "Replay the events after this revision" in " ".join(out.split())
+
     def test_every_output_format_after_a_run(self, cli: Cli) -> None:
         """After run, objects carry conditions: every format of get, describe and history
         renders them (-o yaml crashed on the conditions' status enum), yaml as json does."""

@@ -211,7 +211,12 @@ class FilesClient:
             diff = f"{spec.path} exists; declared absent" if present else ""
             observed: dict[str, Any] = {"present": present}
             return reconcile.Observation(
-                exists=True, up_to_date=not present, observed=observed, diff=diff, owner=resource.metadata.uid
+                exists=True,
+                up_to_date=not present,
+                observed=observed,
+                diff=diff,
+                owner=resource.metadata.uid,
+                found=f"nothing to create: {spec.path} is declared absent and is not there",
             )
         found = _confined_call(spec.path, read_file, spec.root, spec.path)
         if found is None:

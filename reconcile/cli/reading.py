@@ -260,7 +260,12 @@ async def _history(settings: Settings, kind: str, name: str, namespace: str, out
 @cli.command()
 @click.argument("kind", required=False)
 @click.option("-n", "--namespace", help="Only this namespace (default: all).")
-@click.option("--since", type=int, default=None, help="Replay from this revision (default: only new events).")
+@click.option(
+    "--since",
+    type=int,
+    default=None,
+    help="Replay the events after this revision (0: all of them; default: only new events).",
+)
 @click.option("-o", "--output", type=click.Choice(("table", "json")), default="table", show_default=True)
 @click.pass_obj
 def watch(

@@ -160,7 +160,9 @@ async def _print_actions(runtime: Runtime, echo: Callable[[str], None]) -> None:
     help="Reconciles in flight per kind.",
 )
 @click.option(
-    "--poll-interval", type=click.FloatRange(min=0.1), help="Seconds between drift checks of a Ready object."
+    "--poll-interval",
+    type=click.FloatRange(min=0.1),
+    help="Seconds between drift checks of a Ready object.  [default: the kind's own, else 60]",
 )
 @click.option(
     "--shutdown-deadline",

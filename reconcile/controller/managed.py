@@ -197,7 +197,7 @@ class ManagedReconciler:
             how = (
                 "found after an interrupted create"
                 if ANNOTATION_CREATE_PENDING in annotations
-                else "found in place, marked as this resource's"
+                else observation.found or "found in place, marked as this resource's"
             )
             await self._act(
                 obj,

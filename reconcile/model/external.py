@@ -72,6 +72,10 @@ class Observation:
     observed: Mapping[str, Any] = attrs.Factory(dict)
     diff: str = ""
     owner: str | None = None
+    #: How the provider describes an up-to-date resource it reports as ours when no create
+    #: of it was recorded (the history's CreateSucceeded says it); empty: the engine's
+    #: "found in place, marked as this resource's".
+    found: str = ""
 
 
 @attrs.frozen
