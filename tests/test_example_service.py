@@ -55,3 +55,22 @@ class TestEmbeddedService:
             response = await http.put("/buckets/stuck?timeout=0", json={"value": "v"})
             assert response.status == 504
             assert "was not Ready in time" in (await response.json())["error"]
+
+
+async def test_bad_bodies_are_400s(tmp_path: Path) -> None:
+    """A body that is not JSON, JSON that is not an object, a timeout that is not a
+    number: 400 with a one-line reason (not JSON answered 500 with a traceback)."""
+    app = create_app(f"sqlite:///{tmp_path}/service.db", [MemoryProvider(MemoryCloud())])
+    async with TestClient(TestServer(app)) as http:
+        for body, query, reason in (
+            ("not json", "", "the body is not JSON"),
+            ("[1, 2]", "", "must be a JSON object"),
+            ('{"value": "v"}', "?timeout=soon", "timeout: must be a number"),
+        ):
+            response = await http.put(
+                f"/buckets/photos{query}", data=body, headers={"Content-Type": "application/json"}
+            )
+            assert response.status == 400, await response.text()
+            answer = await response.json()
+            assert reason in answer["error"]
+            assert "\n" not in answer["error"]

@@ -11,6 +11,7 @@ request applies a resource and waits until it is Ready; shutdown drains the cont
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -64,7 +65,18 @@ async def put_bucket(request: web.Request) -> web.Response:
     """Declare a bucket and answer once it is Ready (or 504 when it is not in time)."""
     runtime = request.app[RUNTIME]
     name = request.match_info["name"]
-    body = await request.json()
+    try:
+        body = await request.json()
+    except json.JSONDecodeError as exc:
+        return web.json_response({"error": f"the body is not JSON: {exc}"}, status=400)
+    if not isinstance(body, dict):
+        return web.json_response(
+            {"error": 'the body must be a JSON object, such as {"value": "v1"}'}, status=400
+        )
+    try:
+        timeout = float(request.query.get("timeout", "10"))
+    except ValueError:
+        return web.json_response({"error": "timeout: must be a number of seconds"}, status=400)
     manifest = {
         "api_version": "memory.reconcile.dev/v1",
         "kind": "Bucket",
@@ -76,7 +88,7 @@ async def put_bucket(request: web.Request) -> web.Response:
     except reconcile.InvalidError as exc:
         return web.json_response({"error": str(exc)}, status=422)
     try:
-        obj = await runtime.wait_ready("bucket", name, timeout=float(request.query.get("timeout", "10")))
+        obj = await runtime.wait_ready("bucket", name, timeout=timeout)
     except TimeoutError as exc:
         return web.json_response({"error": str(exc)}, status=504)
     return web.json_response(describe(obj))
