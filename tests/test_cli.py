@@ -169,7 +169,7 @@ class TestApplyAndRead:
         cli.write("absent.yaml", HEAD + "spec: {path: gone.txt, ensure: absent}\n")
         cli("apply", "-f", str(cli.manifests))
         assert cli("run", "--once", "--timeout", "30", "-q")[0] == 0
-        code, out, _ = cli("history", "file", "x", "-o", "json")
+        _, out, _ = cli("history", "file", "x", "-o", "json")
         created = [e for e in json.loads(out) if e["type"] == "CreateSucceeded"]
         assert created[0]["data"]["message"].startswith("nothing to create: ")
         assert "is declared absent and is not there" in created[0]["data"]["message"]
