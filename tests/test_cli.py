@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -17,10 +18,12 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import widget
 
-from reconcile import Runtime
+from reconcile import Runtime, connect
 from reconcile.cli import main, running
 from reconcile.store.sqlite import backend
+from reconcile.testing import example_kinds
 
 HEAD = "api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {name: x}\n"
 SITE = """\
@@ -161,6 +164,22 @@ class TestApplyAndRead:
         code, _, err = cli("get", "file", "missing")
         assert code == 1
         assert "not found" in err
+
+    def test_get_says_which_kinds_it_skipped(self, cli: Cli) -> None:
+        """Objects of a kind whose provider is not installed: get without a kind says it
+        skipped them, and how many, instead of only "No resources found"."""
+
+        async def store_widgets() -> None:
+            async with connect(cli.db, kinds=example_kinds()) as client:
+                for name in ("a", "b"):
+                    await client.apply(widget(name))
+
+        asyncio.run(store_widgets())
+        code, _, err = cli("get")
+        assert code == 0
+        skipped = "skipped objects of kinds no installed provider declares: Widget.example.reconcile.dev (2)"
+        assert skipped in err
+        assert "No resources found" in err
 
     def test_messages_say_what_happened(self, cli: Cli) -> None:
         """An absent-file rule whose file is not there records "nothing to create", not

@@ -501,6 +501,16 @@ class Client:
         """Drop history before revision ``before``; each object's latest state stays."""
         return await self.store.compact(before)
 
+    async def unknown_kinds(self) -> builtins.list[tuple[str, int]]:
+        """The stored kinds this client's registry does not know (their provider is not
+        installed here), as ``Kind.group`` with how many live objects each has."""
+        known = {(kind.api_group, kind.kind) for kind in self.kinds}
+        return [
+            (f"{kind}.{group}", count)
+            for group, kind, count in await self.store.kinds()
+            if (group, kind) not in known
+        ]
+
     async def vacuum(self) -> None:
         """Return the space :meth:`compact` freed to the filesystem (the database file
         shrinks; without it, freed pages are only reused by later writes)."""

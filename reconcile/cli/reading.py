@@ -129,6 +129,11 @@ async def _get(
             return
         kinds = list(client.kinds) if kind is None else [client.kinds.resolve(kind)]
         objects = await list_all(client, kinds, namespace, selector)
+        if kind is None:
+            skipped = await client.unknown_kinds()
+            if skipped:
+                listed = ", ".join(f"{name} ({count})" for name, count in skipped)
+                click.echo(f"skipped objects of kinds no installed provider declares: {listed}", err=True)
         if not objects and output in ("table", "name"):
             where = "any namespace" if namespace is None else f'namespace "{namespace}"'
             click.echo(f"No resources found in {where}.", err=True)

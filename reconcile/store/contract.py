@@ -200,6 +200,9 @@ class EventStore(Protocol):
         """Drop history before ``before`` (keeping each live object's latest snapshot);
         return how many events were dropped."""
 
+    async def kinds(self) -> Sequence[tuple[str, str, int]]:
+        """Every (api_group, kind) that has live objects, with how many."""
+
     async def vacuum(self) -> None:
         """Return the space that compaction freed to the filesystem."""
 

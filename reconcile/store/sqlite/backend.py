@@ -444,6 +444,13 @@ class SQLiteStore:
             raise StoreError(f"{self.path}: opened read-only")
         return await self._guarded(in_thread(self._writer, compact, before))
 
+    async def kinds(self) -> builtins.list[tuple[str, str, int]]:
+        """Every (api_group, kind) that has live objects, with how many."""
+        rows = await self._fetch(
+            "SELECT api_group, kind, count(*) FROM objects WHERE live GROUP BY api_group, kind ORDER BY 1, 2"
+        )
+        return [(group, kind, int(count)) for group, kind, count in rows]
+
     async def vacuum(self) -> None:
         """Give the space compaction freed back to the filesystem (rewrites the file: it
         takes as long as copying the database, and as much free space again)."""
