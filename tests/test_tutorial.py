@@ -35,6 +35,32 @@ def normal(line: str) -> str:
     return " ".join(_AGE.sub("", line).split())
 
 
+def mismatch(expected: list[str], printed: list[str]) -> str | None:
+    """Why ``printed`` is not what the page shows, or None: the page's lines in the same
+    order, next to each other unless ``...`` stands between them (lines left out), and
+    nothing at all when the page shows nothing."""
+    if not expected and printed:
+        return "the page shows no output"
+    position, skipping = 0, True  # before the first line, anything may come
+    for line in expected:
+        if line == "...":
+            skipping = True
+            continue
+        if not line:
+            continue
+        if skipping:
+            found = next((i for i in range(position, len(printed)) if printed[i] == line), None)
+            if found is None:
+                return f"{line!r} is not printed (after line {position})"
+        elif position < len(printed) and printed[position] == line:
+            found = position
+        else:
+            got = printed[position] if position < len(printed) else "the end"
+            return f"{line!r} expected next, got {got!r}"
+        position, skipping = found + 1, False
+    return None
+
+
 def test_every_tutorial_command(tmp_path: Path) -> None:
     """Run the tutorial's commands in a copy of the examples; each exits 0 and shows
     every output line the page shows (``...`` stands for lines left out)."""
@@ -60,12 +86,10 @@ def test_every_tutorial_command(tmp_path: Path) -> None:
             check=False,
         )
         assert result.returncode == 0, f"{command!r} exited {result.returncode}: {result.stderr}"
-        shown = {normal(line) for line in result.stdout.splitlines()}
-        for line in expected:
-            if line.strip() and line.strip() != "...":
-                assert normal(line) in shown, (
-                    f"{command!r} did not print {line!r}; it printed:\n{result.stdout}"
-                )
+        problem = mismatch(
+            [normal(line) for line in expected], [normal(line) for line in result.stdout.splitlines()]
+        )
+        assert problem is None, f"{command!r}: {problem}; it printed:\n{result.stdout}"
         ran += 1
     assert ran >= 15, "the tutorial lost its commands"
 
