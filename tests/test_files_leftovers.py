@@ -4,24 +4,26 @@ never seen without its mark."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_files_provider import directory_manifest, until_async
 
-from providers.files import walking
+from providers.files import operations, walking
 from providers.files.client import FilesClient
 from providers.files.kinds import FileSpec
 from providers.files.marking import PARENT, read_mark, write_mark
 from providers.files.operations import write_file
 from providers.files.sweeping import sweep
-from reconcile import NotFoundError, ObjectMeta, Resource, TransientError
+from reconcile import NotFoundError, NotOwnedError, ObjectMeta, Resource, TransientError
 
 CRASHING_WRITER = """
 import os, sys
@@ -135,3 +137,29 @@ async def test_a_full_disk_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     with pytest.raises(TransientError, match=rf"{target}: disk full"):
         await FilesClient({"roots": [str(root)]}).create(obj)
     assert list(root.iterdir()) == []
+
+
+def test_a_create_racing_another_writer_does_not_replace_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two objects (or somebody by hand) creating one path at once: the one that comes
+    second finds the first's file and is refused (NotOwned), leaving it as it was,
+    instead of replacing it and recording a create it does not own."""
+    root = tmp_path / "root"
+    root.mkdir()
+    target = root / "same.txt"
+    real = walking.make_temporary_file
+
+    @contextlib.contextmanager
+    def raced(folder: int, name: str, mark: str) -> Iterator[tuple[int, str]]:
+        target.write_text("the other's\n")  # the other writer wins while we prepare
+        write_mark(str(target), "uid-other")
+        with real(folder, name, mark) as prepared:
+            yield prepared
+
+    monkeypatch.setattr(operations, "make_temporary_file", raced)
+    with pytest.raises(NotOwnedError, match="not created by this resource"):
+        write_file(str(root), str(target), b"mine\n", (0o644, "uid-mine"), lambda _: None)
+    assert target.read_text() == "the other's\n"
+    assert read_mark(str(target)) == "uid-other"
+    assert sorted(p.name for p in root.iterdir()) == ["same.txt"]

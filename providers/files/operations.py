@@ -151,20 +151,31 @@ def _check_owner(folder: int, name: str, path: str, owners: tuple[str | None, ..
 
 def write_file(root: str, path: str, data: bytes, mode_and_mark: tuple[int, str], sweeper: Sweeper) -> None:
     """Write the file atomically with its mode and mark, making missing folders. An
-    existing entry must be ours (``mark``)."""
+    existing entry must be ours (``mark``). Where there was nothing, the file is put in
+    place only if there still is nothing (``RENAME_NOREPLACE``): of two writers racing
+    for one path (two objects declaring it, or somebody by hand) one wins and the other
+    finds the winner's file, which is not its own (NotOwned), instead of replacing it
+    and recording a create it then does not own."""
     mode, mark = mode_and_mark
     with descend(root, path, create=True) as found:
         assert found is not None  # create=True makes the folders
         folder, name = found
         sweeper(folder)
-        _check_owner(folder, name, path, (mark,))
+        existing = _check_owner(folder, name, path, (mark,))
         with make_temporary_file(folder, name, mark) as (handle, temporary):
             view = memoryview(data)
             while view:
                 view = view[os.write(handle, view) :]
             os.fchmod(handle, mode)
             os.fsync(handle)
-            os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+            if existing is None:
+                try:
+                    rename_at(folder, temporary, name, RENAME_NOREPLACE)
+                except FileExistsError:
+                    _check_owner(folder, name, path, (mark,))  # NotOwned unless it is ours
+                    os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+            else:
+                os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
         os.fsync(folder)
 
 
