@@ -220,6 +220,7 @@ FILE = reconcile.Kind(
     admit=admit_file,
     deterministic_identity=True,
     immutable=("path", "root"),
+    identity=("path",),
 )
 DIRECTORY = reconcile.Kind(
     API_VERSION,
@@ -230,6 +231,7 @@ DIRECTORY = reconcile.Kind(
     admit=admit_directory,
     deterministic_identity=True,
     immutable=("path", "root"),
+    identity=("path",),
     short_names=("dir",),
 )
 KINDS: Sequence[reconcile.Kind] = (DIRECTORY, FILE)

@@ -165,6 +165,7 @@ class Client:
             now=self._now(),
             create_only=create_only,
             immutable=admitted.kind.immutable,
+            identity=admitted.kind.identity_of(admitted.body["spec"]),
         )
         result = await self._write(key, mutation, actor=manager)
         if result.object is None:
@@ -500,6 +501,15 @@ class Client:
     async def compact(self, before: int) -> int:
         """Drop history before revision ``before``; each object's latest state stays."""
         return await self.store.compact(before)
+
+    async def claimant(self, kind: KindRef, spec: Mapping[str, Any]) -> ObjectKey | None:
+        """The live object of the kind that declares the external resource an
+        unstructured ``spec`` names (``Kind.identity``), if any."""
+        found = self._kind(kind)
+        identity = found.identity_of(spec)
+        if identity is None:
+            return None
+        return await self.store.claimant(found.api_group, found.kind, identity)
 
     async def unknown_kinds(self) -> builtins.list[tuple[str, int]]:
         """The stored kinds this client's registry does not know (their provider is not

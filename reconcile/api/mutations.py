@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from reconcile.api.merging import merge_patch
 from reconcile.errors import AlreadyExistsError, ConflictError, FieldError, InvalidError, NotFoundError
 from reconcile.model.events import EventType
@@ -159,9 +161,11 @@ def apply(
     now: str,
     create_only: bool = False,
     immutable: tuple[str, ...] = (),
+    identity: str | None = None,
 ) -> Mutation:
     """Create the object from ``desired``, or bring the stored one to it; the
-    ``immutable`` spec fields may not change."""
+    ``immutable`` spec fields may not change; ``identity`` is the external resource it
+    declares, which no other live object of the kind may declare (the store checks)."""
     expected = desired["metadata"].get("resource_version")
 
     def mutate(current: StoredObject | None) -> Change | None:
@@ -171,7 +175,7 @@ def apply(
             body = _new_object(desired, status, uid, now)
             paths = _managed_paths(desired["metadata"])
             body["metadata"]["managed_fields"] = {manager: sorted(paths)} if paths else {}
-            return Put(EventType.CREATED, body)
+            return Put(EventType.CREATED, body, identity=identity)
         if create_only:
             raise AlreadyExistsError(f"{key} already exists")
         _check_version(key, current, expected)
@@ -187,7 +191,8 @@ def apply(
             new["metadata"]["generation"] = old["metadata"]["generation"] + 1
         change = _changed(current, new, EventType.SPEC_CHANGED)
         if change is not None and isinstance(change, Put):
-            return _finish_if_released(change.body, change.event_type)
+            finished = _finish_if_released(change.body, change.event_type)
+            return attrs.evolve(finished, identity=identity) if isinstance(finished, Put) else finished
         return change
 
     return mutate

@@ -73,13 +73,18 @@ def origin(document: Document) -> Path | None:
     return None if document.source == "<stdin>" else Path(document.source)
 
 
+_ONE_OBJECT = "one external resource is declared by one object"
+
+
 def admit_all(admission: Admission, documents: Sequence[Document], *, unique: bool = True) -> list[Declared]:
     """Admit every document; BadInput listing every problem if any is refused. With
-    ``unique``, an object declared twice (the same kind, namespace and name) is a problem
-    too: which of the two should win is the user's call, not the order of the files."""
+    ``unique``, an object declared twice (the same kind, namespace and name), or two
+    objects declaring one external resource (``Kind.identity``), are problems too: which
+    should win is the user's call, not the order of the files."""
     declared: list[Declared] = []
     problems: list[str] = []
     first: dict[tuple[str, str, str, str], Declared] = {}
+    claimed: dict[tuple[str, str, str], Declared] = {}
     for document in documents:
         try:
             admitted = admission.admit(document.data, origin=origin(document))  # type: ignore[arg-type]
@@ -87,21 +92,24 @@ def admit_all(admission: Admission, documents: Sequence[Document], *, unique: bo
             problems.extend(invalid_lines(exc.with_source(document.location)))
             continue
         item = Declared(document, admitted)
-        key = (
-            admitted.kind.api_group,
-            admitted.kind.kind,
-            admitted.metadata["namespace"],
-            admitted.metadata["name"],
-        )
-        earlier = first.setdefault(key, item)
+        kind, meta = admitted.kind, admitted.metadata
+        subject = f'{kind.kind} "{meta["name"]}"'
+        earlier = first.setdefault((kind.api_group, kind.kind, meta["namespace"], meta["name"]), item)
         if earlier is not item:
             if unique:
-                subject = f'{admitted.kind.kind} "{admitted.metadata["name"]}"'
                 problems.append(
                     f"{document.location}: {subject}: declared again (first in {earlier.document.location}); "
                     "declare each object once"
                 )
             continue
+        identity = kind.identity_of(admitted.body["spec"])
+        if unique and identity is not None:
+            other = claimed.setdefault((kind.api_group, kind.kind, identity), item)
+            if other is not item:
+                problems.append(
+                    f"{document.location}: {subject}: spec: {identity} is also declared by "
+                    f"{other.name} ({other.document.location}); {_ONE_OBJECT}"
+                )
         declared.append(item)
     if problems:
         raise BadInput(*problems)
@@ -180,6 +188,19 @@ def _immutable_problems(client: Client, declared: Declared, current: Resource[An
     return invalid_lines(InvalidError(errors, subject=subject, source=declared.document.location))
 
 
+async def _claimed_problems(client: Client, declared: Declared) -> list[str]:
+    """A line when another stored object already declares the external resource this
+    document names (checked for all before anything is written)."""
+    kind, meta = declared.admitted.kind, declared.admitted.metadata
+    other = await client.claimant(kind, declared.admitted.body["spec"])
+    if other is None or (other.namespace, other.name) == (meta["namespace"], meta["name"]):
+        return []
+    identity = kind.identity_of(declared.admitted.body["spec"])
+    where = f'{declared.document.location}: {kind.kind} "{meta["name"]}"'
+    owner = f"{other.kind} {other.namespace}/{other.name}"
+    return [f"{where}: spec: {identity} is already declared by {owner}; {_ONE_OBJECT}"]
+
+
 async def _apply(settings: Settings, filenames: Sequence[str]) -> None:
     declared_all = admit_all(settings.admission(), read_documents(filenames))
     async with settings.client(create=True) as client:
@@ -194,6 +215,7 @@ async def _apply(settings: Settings, filenames: Sequence[str]) -> None:
             for declared, current in zip(batch, stored, strict=True)
             for line in _immutable_problems(client, declared, current)
         ]
+        problems += [line for declared in declared_all for line in await _claimed_problems(client, declared)]
         if problems:
             raise BadInput(*problems)
         for batch, stored in zip(batches, currents, strict=True):

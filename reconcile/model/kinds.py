@@ -57,9 +57,20 @@ class Kind:
     #: Spec fields fixed once the object exists (its identity: a path, a bucket name).
     #: Changing one is refused at apply, with the field path; delete and apply again.
     immutable: tuple[str, ...] = ()
+    #: Spec fields whose values together name the external resource (a path; a bucket
+    #: name; a zone, name and type). Two objects of the kind may not declare the same
+    #: one: the second is refused at apply, naming the first.
+    identity: tuple[str, ...] = ()
     #: How often a Ready resource of this kind is observed again for drift; None: the
     #: Runtime's default. (A Runtime's ``poll_intervals`` overrides both.)
     poll_interval: float | None = None
+
+    def identity_of(self, spec: Mapping[str, Any]) -> str | None:
+        """The identity an unstructured spec declares (``spec.path=/srv/site/a``), or
+        None when the kind declares no identity fields."""
+        if not self.identity:
+            return None
+        return ", ".join(f"spec.{field}={spec.get(field)}" for field in self.identity)
 
     @property
     def api_group(self) -> str:

@@ -65,6 +65,10 @@ class Put:
     event_type: str
     body: Body
     data: Mapping[str, Any] | None = None
+    #: The external resource the object declares (``Kind.identity_of``): the write is
+    #: refused (InvalidError) when another live object of the kind declares it. None:
+    #: unchanged (a status write), or the kind declares none.
+    identity: str | None = None
 
 
 @attrs.frozen
@@ -202,6 +206,9 @@ class EventStore(Protocol):
 
     async def kinds(self) -> Sequence[tuple[str, str, int]]:
         """Every (api_group, kind) that has live objects, with how many."""
+
+    async def claimant(self, api_group: str, kind: str, identity: str) -> ObjectKey | None:
+        """The live object of the kind that declares ``identity``, if any."""
 
     async def vacuum(self) -> None:
         """Return the space that compaction freed to the filesystem."""

@@ -444,6 +444,15 @@ class SQLiteStore:
             raise StoreError(f"{self.path}: opened read-only")
         return await self._guarded(in_thread(self._writer, compact, before))
 
+    async def claimant(self, api_group: str, kind: str, identity: str) -> ObjectKey | None:
+        """The live object of the kind that declares ``identity``, if any."""
+        rows = await self._fetch(
+            "SELECT namespace, name FROM objects WHERE api_group = ? AND kind = ? AND identity = ? AND live "
+            "LIMIT 1",
+            (api_group, kind, identity),
+        )
+        return ObjectKey(api_group, kind, rows[0][0], rows[0][1]) if rows else None
+
     async def kinds(self) -> builtins.list[tuple[str, str, int]]:
         """Every (api_group, kind) that has live objects, with how many."""
         rows = await self._fetch(

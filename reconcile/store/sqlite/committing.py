@@ -55,6 +55,7 @@ class _Slot:
     revision: int = 0
     text: str | None = None
     dirty: bool = False
+    identity: str | None = None
 
     def current(self, key: ObjectKey) -> StoredObject | None:
         # Each mutation gets its own parsed copy: mutations must not alter their argument,
@@ -76,13 +77,16 @@ def _load_slots(conn: sqlite3.Connection, keys: list[ObjectKey]) -> dict[ObjectK
         for start in range(0, len(names), _NAMES_PER_QUERY):
             chunk = names[start : start + _NAMES_PER_QUERY]
             rows = conn.execute(
-                "SELECT o.name, o.id, o.uid, o.resource_version, CASE WHEN o.live THEN e.body END "
-                "FROM objects o LEFT JOIN events e ON e.revision = o.resource_version WHERE o.api_group = ? "
+                "SELECT o.name, o.id, o.uid, o.resource_version, CASE WHEN o.live THEN e.body END, "
+                "o.identity FROM objects o LEFT JOIN events e ON e.revision = o.resource_version "
+                "WHERE o.api_group = ? "
                 f"AND o.kind = ? AND o.namespace = ? AND o.name IN ({','.join('?' * len(chunk))})",
                 (group, kind, namespace, *chunk),
             )
-            for name, row_id, uid, revision, text in rows:
-                slots[ObjectKey(group, kind, namespace, name)] = _Slot(row_id, uid, revision, text)
+            for name, row_id, uid, revision, text, identity in rows:
+                slots[ObjectKey(group, kind, namespace, name)] = _Slot(
+                    row_id, uid, revision, text, identity=identity
+                )
     return slots
 
 
@@ -120,18 +124,30 @@ def commit_batch(
                 slot = slots[write.key] = _Slot(next_id)
                 next_id += 1
             try:
-                results.append(_run_one(write, slot, head + 1, now, events))
+                results.append(_run_one(write, slot, head + 1, now, events, claims=_Claims(conn, slots)))
             except Exception as exc:  # noqa: BLE001 - delivered to that write's caller
                 results.append(exc)
             if events:
                 head = events[-1][0]
         if events:
             conn.executemany(
-                "INSERT INTO objects (id, api_group, kind, namespace, name, uid, resource_version, live) "
-                "VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
-                "uid = excluded.uid, resource_version = excluded.resource_version, live = excluded.live",
+                "INSERT INTO objects "
+                "(id, api_group, kind, namespace, name, uid, resource_version, live, identity) "
+                "VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
+                "uid = excluded.uid, resource_version = excluded.resource_version, live = excluded.live, "
+                "identity = excluded.identity",
                 [
-                    (s.id, k.api_group, k.kind, k.namespace, k.name, s.uid, s.revision, s.text is not None)
+                    (
+                        s.id,
+                        k.api_group,
+                        k.kind,
+                        k.namespace,
+                        k.name,
+                        s.uid,
+                        s.revision,
+                        s.text is not None,
+                        s.identity,
+                    )
                     for k, s in slots.items()
                     if s.dirty
                 ],
@@ -151,8 +167,55 @@ def commit_batch(
     return head, results, appended
 
 
+@attrs.define(eq=False)
+class _Claims:
+    """Which live object declares an external resource, as the batch has left it: the
+    batch's own slots first, the database for the rest (one indexed seek)."""
+
+    conn: sqlite3.Connection
+    slots: dict[ObjectKey, _Slot]
+
+    def check(self, key: ObjectKey, slot: _Slot, identity: str) -> None:
+        """InvalidError naming the other object when one declares ``identity``."""
+        for other_key, other in self.slots.items():
+            if (
+                other is not slot
+                and other.identity == identity
+                and other.text is not None
+                and _same_kind(key, other_key)
+            ):
+                raise _claimed(key, identity, other_key)
+        rows = self.conn.execute(
+            "SELECT namespace, name FROM objects WHERE api_group = ? AND kind = ? AND identity = ? "
+            "AND live AND id != ?",
+            (key.api_group, key.kind, identity, slot.id),
+        )
+        for namespace, name in rows:
+            other_key = ObjectKey(key.api_group, key.kind, namespace, name)
+            if other_key not in self.slots:  # a slot of this batch says its own, newer state
+                raise _claimed(key, identity, other_key)
+
+
+def _same_kind(first: ObjectKey, second: ObjectKey) -> bool:
+    return (first.api_group, first.kind) == (second.api_group, second.kind)
+
+
+def _claimed(key: ObjectKey, identity: str, other: ObjectKey) -> InvalidError:
+    reason = (
+        f"{identity} is already declared by {other.kind} {other.namespace}/{other.name}: "
+        "one external resource is declared by one object"
+    )
+    return InvalidError([FieldError("spec", reason)], subject=f"{key.kind} {key.namespace}/{key.name}")
+
+
 def _run_one(
-    write: PendingWrite, slot: _Slot, revision: int, now: float, events: list[tuple[Any, ...]]
+    write: PendingWrite,
+    slot: _Slot,
+    revision: int,
+    now: float,
+    events: list[tuple[Any, ...]],
+    *,
+    claims: _Claims,
 ) -> WriteResult:
     current = slot.current(write.key)
     outcome = write.mutation(current)
@@ -164,6 +227,7 @@ def _run_one(
     # Work on copies, so a change that fails (too large, no object) leaves nothing behind:
     # a write is all or nothing, whatever number of events it appends.
     uid, text, stamped, body = slot.uid, slot.text, slot.revision, None
+    identity = slot.identity
     pending: list[tuple[Any, ...]] = []
     for offset, change in enumerate(changes):
         at = revision + offset
@@ -174,6 +238,9 @@ def _run_one(
             pending.append((at, now, slot.id, uid, change.event_type, write.actor, None, data))
             continue
         body = change.body
+        if isinstance(change, Put) and change.identity is not None and change.identity != identity:
+            claims.check(write.key, slot, change.identity)
+            identity = change.identity
         snapshot = _stamp(body, at)
         uid = str(body.get("metadata", {}).get("uid") or "")
         pending.append((at, now, slot.id, uid, change.event_type, write.actor, snapshot, data))
@@ -181,8 +248,9 @@ def _run_one(
         text = None if isinstance(change, Remove) else snapshot
     events.extend(pending)
     last = pending[-1][0]
-    if stamped != slot.revision or text != slot.text:
+    if stamped != slot.revision or text != slot.text or identity != slot.identity:
         slot.dirty, slot.uid, slot.revision, slot.text = True, uid, stamped, text
+        slot.identity = identity
     if text is None:
         return WriteResult(last, None, written=True)
     if body is None:  # notes only: the object is as it was

@@ -27,7 +27,7 @@ from reconcile.errors import SchemaVersionError, StoreError
 
 __all__ = ["SCHEMA_VERSION", "check_current", "check_file", "prepare"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA_V1 = """
@@ -60,8 +60,20 @@ BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 INSERT INTO meta (key, value) VALUES ('revision', 0), ('horizon', 0);
 """
 
-#: MIGRATIONS[n] upgrades a database at version n to n + 1, inside one transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+
+def _add_identity(conn: sqlite3.Connection) -> None:
+    """Version 2: ``objects.identity``, the external resource each object declares
+    (``Kind.identity``), indexed so a second claim on it is found in one seek. Rows
+    written before it have none until they are applied again."""
+    conn.execute("ALTER TABLE objects ADD COLUMN identity TEXT")
+    conn.execute(
+        "CREATE INDEX objects_by_identity ON objects (api_group, kind, identity) WHERE identity IS NOT NULL"
+    )
+
+
+#: MIGRATIONS[n] upgrades a database at version n to n + 1, inside one transaction. A
+#: new database is created at version 1 and migrated like any other.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_identity}
 
 
 def check_file(path: Path) -> None:
@@ -84,19 +96,14 @@ def check_file(path: Path) -> None:
 
 
 def check_current(conn: sqlite3.Connection, path: str) -> None:
-    """For a read-only open: the database is a reconcile store at this schema version
-    (an older one needs one read-write open to migrate)."""
+    """For a read-only open: the database is a reconcile store this version can read."""
     try:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: corrupt or not a SQLite database ({exc})") from exc
     if "reconcile_schema" not in tables:
         raise StoreError(f"{path}: not a reconcile store")
-    version = _check_version(conn, path)
-    if version < SCHEMA_VERSION:
-        raise StoreError(
-            f"{path}: schema version {version} needs migrating; open it read-write once (run or apply)"
-        )
+    _check_version(conn, path)  # an older version reads the same: reads use no later column
 
 
 def prepare(conn: sqlite3.Connection, path: str, synchronous: str) -> None:
@@ -124,18 +131,15 @@ def prepare(conn: sqlite3.Connection, path: str, synchronous: str) -> None:
             for statement in _SCHEMA_V1.split(";\n"):
                 if statement.strip():
                     conn.execute(statement)
-            conn.execute("INSERT INTO reconcile_schema (version) VALUES (?)", (SCHEMA_VERSION,))
-        else:
-            version = _check_version(conn, path)
-            while version < SCHEMA_VERSION:
-                try:
-                    MIGRATIONS[version](conn)
-                except sqlite3.Error as exc:
-                    raise StoreError(
-                        f"{path}: migration to schema version {version + 1} failed ({exc})"
-                    ) from exc
-                version += 1
-            conn.execute("UPDATE reconcile_schema SET version = ?", (version,))
+            conn.execute("INSERT INTO reconcile_schema (version) VALUES (1)")
+        version = _check_version(conn, path)
+        while version < SCHEMA_VERSION:
+            try:
+                MIGRATIONS[version](conn)
+            except sqlite3.Error as exc:
+                raise StoreError(f"{path}: migration to schema version {version + 1} failed ({exc})") from exc
+            version += 1
+        conn.execute("UPDATE reconcile_schema SET version = ?", (version,))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
