@@ -512,6 +512,27 @@ class TestBadInput:
         assert code == 0
         assert out.splitlines() == ["file.files.reconcile.dev/d deleted"]
 
+    def test_the_root_is_remembered(self, cli: Cli, tmp_path: Path) -> None:
+        """Applied with --root, then diff and apply without it: the stored objects' root is
+        used (and said), nothing moves; with another --root: a warning, and a refusal that
+        names the root to give, never one that says to delete the objects."""
+        path = cli.write("site.yaml", SITE)
+        site = tmp_path / "site"
+        assert main(["--db", str(cli.db), "--root", str(site), "apply", "-f", str(path)]) == 0
+        code, out, err = cli("diff", "-f", str(path), "--exit-code")
+        assert (code, out) == (0, ""), err
+        assert f"using --root {site}, which the stored objects were applied with" in err
+        code, out, _ = cli("apply", "-f", str(path))
+        assert code == 0
+        assert "file.files.reconcile.dev/index unchanged" in out
+        before = cli.revision()
+        code, _, err = cli("--root", str(tmp_path / "other"), "apply", "-f", str(path))
+        assert code == 2
+        assert f"were applied with --root {site}" in err
+        assert f"spec.root: {tmp_path / 'other'} is not the root {site} this object was applied with" in err
+        assert "delete" not in err
+        assert cli.revision() == before
+
     def test_unknown_kind(self, cli: Cli) -> None:
         """An unknown kind names the file and the document index."""
         path = cli.write(

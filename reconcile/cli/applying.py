@@ -25,9 +25,10 @@ from reconcile.api.mutations import deletion_errors, immutable_errors
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.reading import list_all
+from reconcile.cli.remembering import with_remembered_roots
 from reconcile.cli.rendering import as_yaml, qualified
 from reconcile.cli.settings import Settings
-from reconcile.errors import InvalidError, NotFoundError
+from reconcile.errors import FieldError, InvalidError, NotFoundError
 from reconcile.model import Document, Event, EventType, Resource, load_manifests, read_manifests
 
 __all__ = ["Declared", "admit_all", "read_documents"]
@@ -180,6 +181,12 @@ def _immutable_problems(client: Client, declared: Declared, current: Resource[An
         return []
     stored = client.converter.unstructure(current.spec, kind.spec_type)
     errors = immutable_errors(stored, declared.admitted.body["spec"], kind.immutable)
+    old_root, new_root = stored.get("root"), declared.admitted.body["spec"].get("root")
+    if "root" in kind.immutable and old_root and new_root and old_root != new_root:
+        # Another root, not another object: never suggest deleting it (that would delete
+        # the live file); say which root it was applied with.
+        reason = f"{new_root} is not the root {old_root} this object was applied with: give --root {old_root}"
+        errors = [FieldError("spec.root", reason)]
     if stored != declared.admitted.body["spec"]:
         errors += deletion_errors(client.converter.unstructure(current.metadata))
     if not errors:
@@ -202,7 +209,9 @@ async def _claimed_problems(client: Client, declared: Declared) -> list[str]:
 
 
 async def _apply(settings: Settings, filenames: Sequence[str]) -> None:
-    declared_all = admit_all(settings.admission(), read_documents(filenames))
+    documents = read_documents(filenames)
+    settings = await with_remembered_roots(settings)
+    declared_all = admit_all(settings.admission(), documents)
     async with settings.client(create=True) as client:
         batches = _batches(declared_all)
         # Read what is stored once: it decides both whether a document may be applied
@@ -257,8 +266,10 @@ def diff(settings: Settings, filenames: tuple[str, ...], exit_code: bool) -> Non
 
 
 async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
+    documents = read_documents(filenames)
+    settings = await with_remembered_roots(settings)
     admission = settings.admission()
-    declared_all = admit_all(admission, read_documents(filenames))
+    declared_all = admit_all(admission, documents)
     changed = False
     async with contextlib.AsyncExitStack() as stack:
         # No database yet: everything is new, and diff must not create one.
