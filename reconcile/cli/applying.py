@@ -117,7 +117,7 @@ def admit_all(admission: Admission, documents: Sequence[Document], *, unique: bo
     return declared
 
 
-async def _current(client: Client, declared: Declared) -> Resource[Any, Any] | None:
+async def current_of(client: Client, declared: Declared) -> Resource[Any, Any] | None:
     meta = declared.admitted.metadata
     try:
         return await client.get(declared.admitted.kind, meta["name"], namespace=meta["namespace"])
@@ -217,7 +217,7 @@ async def _apply(settings: Settings, filenames: Sequence[str]) -> None:
         # Read what is stored once: it decides both whether a document may be applied
         # (immutable fields, checked for every document before anything is written) and
         # what applying it did (created, configured, unchanged).
-        currents = [await asyncio.gather(*(_current(client, d) for d in batch)) for batch in batches]
+        currents = [await asyncio.gather(*(current_of(client, d) for d in batch)) for batch in batches]
         problems = [
             line
             for batch, stored in zip(batches, currents, strict=True)
@@ -279,7 +279,7 @@ async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
             else None
         )
         for declared in declared_all:
-            current = None if client is None else await _current(client, declared)
+            current = None if client is None else await current_of(client, declared)
             new = _comparable(declared.admitted.body, declared.admitted.body)
             old = {} if current is None else _comparable(admission.converter.unstructure(current), new)
             if old == new:

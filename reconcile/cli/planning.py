@@ -1,0 +1,169 @@
+"""``plan``: what ``run`` would do, found by observing the outside world and acting on
+nothing (Terraform's ``plan``; ``diff`` stays the spec-to-spec comparison).
+
+Without ``-f`` it plans the stored objects; with ``-f`` the manifests as ``apply`` would
+store them (an object not stored yet gets a fresh identity, so a resource that exists
+already is reported as not ours, as a run would find it). The providers are connected
+and asked to ``observe`` only; the database is opened read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from reconcile.api import Client
+from reconcile.api.decoding import Decoder
+from reconcile.cli.applying import admit_all, current_of, read_documents
+from reconcile.cli.failing import Failure
+from reconcile.cli.main import cli, run_async
+from reconcile.cli.reading import list_all
+from reconcile.cli.remembering import with_remembered_roots
+from reconcile.cli.rendering import as_json, table
+from reconcile.cli.settings import Settings
+from reconcile.controller.planning import ACTIONS, CHANGES, Planned, plan
+from reconcile.model import Kind, Resource
+from reconcile.model.external import ExternalClient
+from reconcile.runtime.discovery import discover_providers
+
+__all__: list[str] = []
+
+AnyResource = Resource[Any, Any]
+_NEW_UID = "00000000-0000-0000-0000-000000000000"  # no external resource carries this mark
+
+
+@cli.command(name="plan")
+@click.option(
+    "-f",
+    "--filename",
+    "filenames",
+    multiple=True,
+    help="Plan these manifests as apply would store them (default: the stored objects). Repeatable.",
+)
+@click.option("-o", "--output", type=click.Choice(("table", "json")), default="table", show_default=True)
+@click.option("--exit-code", is_flag=True, help="Exit 1 when the plan changes anything.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=60.0,
+    show_default=True,
+    help="Seconds one observe may take.",
+)
+@click.pass_obj
+def plan_command(
+    settings: Settings, filenames: tuple[str, ...], output: str, exit_code: bool, timeout: float
+) -> None:
+    """Show what run would do (create, update with the diff, delete, adopt), observing only."""
+    planned = run_async(_plan(settings, filenames, timeout))
+    if output == "json":
+        click.echo(as_json([_data(p) for p in planned]))
+    else:
+        _print(planned)
+    errors = [p for p in planned if p.action == "error"]
+    if errors:
+        raise Failure(*(f"{_name(p)}: cannot observe: {p.detail}" for p in errors))
+    if exit_code and any(p.action in CHANGES for p in planned):
+        raise Failure
+
+
+async def _plan(settings: Settings, filenames: Sequence[str], timeout: float) -> list[Planned]:
+    if filenames:
+        documents = read_documents(filenames)
+        settings = await with_remembered_roots(settings)
+        declared = admit_all(settings.admission(), documents)
+    if not settings.database_path().exists():
+        if not filenames:
+            return []
+        objects = [_as_new(settings, d.admitted.body) for d in declared]
+        return await _observe_all(settings, objects, timeout)
+    async with settings.client(read_only=True) as client:
+        if filenames:
+            objects = [await _as_applied(client, d) for d in declared]
+        else:
+            objects = await list_all(client, list(client.kinds), None, None)
+    return await _observe_all(settings, objects, timeout)
+
+
+def _fresh(body: dict[str, Any]) -> dict[str, Any]:
+    return {**body, "metadata": {**body["metadata"], "uid": _NEW_UID, "generation": 1}}
+
+
+def _as_new(settings: Settings, body: dict[str, Any]) -> AnyResource:
+    """A declared object as a create would store it (a uid nothing outside carries)."""
+    return Decoder(settings.kinds).resource(
+        {**body, "metadata": {**body["metadata"], "uid": _NEW_UID, "generation": 1}}
+    )
+
+
+async def _as_applied(client: Client, declared: Any) -> AnyResource:
+    """A declared object as apply would leave it: the stored one with the declared spec."""
+    current = await current_of(client, declared)
+    body = declared.admitted.body
+    if current is None:
+        return client.decode(_fresh(body))
+    stored = client.converter.unstructure(current)
+    return client.decode({**stored, "spec": body["spec"]})
+
+
+async def _observe_all(settings: Settings, objects: Sequence[AnyResource], timeout: float) -> list[Planned]:
+    registry = settings.kinds
+    providers = {p.name: p for p in discover_providers()}
+    clients: dict[str, ExternalClient] = {}
+    planned: list[Planned] = []
+    try:
+        for obj in objects:
+            kind: Kind | None = registry.get(obj.api_version, obj.kind)
+            name = None if kind is None else registry.provider_of(kind)
+            if name is None or name not in providers:
+                continue  # not a managed kind here: nothing a run would do for it
+            if name not in clients:
+                clients[name] = await providers[name].connect(settings.provider_config.get(name, {}))
+            try:
+                async with asyncio.timeout(timeout):
+                    planned.append(await plan(obj, clients[name]))
+            except TimeoutError:
+                planned.append(Planned(obj.key, "error", f"observe did not answer within {timeout:g} s"))
+    finally:
+        for external in clients.values():
+            with contextlib.suppress(Exception):
+                await external.close()
+    return planned
+
+
+def _name(planned: Planned) -> str:
+    key = planned.key
+    return f"{key.kind} {key.namespace}/{key.name}"
+
+
+def _data(planned: Planned) -> dict[str, str]:
+    key = planned.key
+    return {
+        "action": planned.action,
+        "kind": key.kind,
+        "api_group": key.api_group,
+        "namespace": key.namespace,
+        "name": key.name,
+        "detail": planned.detail,
+    }
+
+
+def _print(planned: Sequence[Planned]) -> None:
+    rows = []
+    for item in planned:
+        first, *rest = (item.detail or "").splitlines() or [""]
+        rows.append([item.action, item.key.kind, item.key.namespace, item.key.name, first])
+        rows.extend(["", "", "", "", f"  {line}"] for line in rest)
+    if rows:
+        click.echo(table(["ACTION", "KIND", "NAMESPACE", "NAME", "DETAIL"], rows))
+    counts = {action: sum(1 for p in planned if p.action == action) for action in ACTIONS}
+    summary = (
+        f"Plan: {counts['create']} to create, {counts['update']} to update, {counts['delete']} to delete, "
+        f"{counts['adopt']} to adopt, {counts['orphan']} to orphan; {counts['nothing']} unchanged"
+    )
+    extra = [f"{counts['refuse']} not ours (left alone)"] if counts["refuse"] else []
+    extra += [f"{counts['error']} could not be observed"] if counts["error"] else []
+    click.echo(summary + "".join(f", {e}" for e in extra) + ".")
