@@ -21,7 +21,7 @@ import yaml
 from helpers import widget
 
 from reconcile import Runtime, connect
-from reconcile.cli import main, running
+from reconcile.cli import main, maintaining, running
 from reconcile.store.sqlite import backend
 from reconcile.testing import example_kinds
 
@@ -339,6 +339,28 @@ class TestApplyAndRead:
         assert code == 0
         assert out.startswith("dropped ")
         assert cli("verify")[0] == 0
+
+    def test_compact_asks_on_a_terminal(self, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+        """On a terminal compact says how many events it drops and asks; no: nothing is
+        dropped (exit 130); --yes does not ask; version names the schema and providers."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        cli.write("site.yaml", SITE.replace("Hello", "Hi"))
+        cli("apply", "-f", str(cli.manifests))
+        before = cli.revision()
+        monkeypatch.setattr(maintaining, "isatty", lambda: True)
+        monkeypatch.setattr(sys, "stdin", io.StringIO("n\n"))
+        code, out, _ = cli("compact")
+        assert code == 130
+        assert "drop 1 events before revision 4 for good?" in out
+        with sqlite3.connect(cli.db) as conn:
+            assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == before
+        code, out, _ = cli("compact", "--yes")
+        assert (code, out.strip()) == (0, "dropped 1 events before revision 4")
+        code, out, _ = cli("version")
+        assert code == 0
+        assert "schema 2" in out
+        assert "provider files: Directory, File" in out
 
     def test_compact_vacuum_shrinks_the_file(self, cli: Cli) -> None:
         """After churn, compact --vacuum gives the space back: the file shrinks, and the

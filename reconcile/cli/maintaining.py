@@ -3,8 +3,11 @@ kinds' fields are, and care of the log."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
 import inspect
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +15,12 @@ import attrs
 import click
 
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
-from reconcile.cli.main import cli, run_async
+from reconcile.cli.main import cli, isatty, run_async
 from reconcile.cli.rendering import as_json, table
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError
 from reconcile.model import KindRegistry
+from reconcile.store.sqlite.schema import SCHEMA_VERSION
 
 __all__: list[str] = []
 
@@ -56,6 +60,43 @@ def providers(output: str) -> None:
 
 
 @cli.command()
+@click.option("-o", "--output", type=click.Choice(("text", "json")), default="text", show_default=True)
+@click.pass_obj
+def version(settings: Settings, output: str) -> None:
+    """The version of reconcile, the store's schema version, and the installed providers."""
+    info: dict[str, Any] = {
+        "reconcile": importlib.metadata.version("reconcile-engine"),
+        "schema": SCHEMA_VERSION,
+        "providers": {},
+    }
+    path = settings.database_path()
+    if path.exists():
+        info["database"] = {"path": str(path), "schema": _stored_schema(path)}
+    registry = KindRegistry.from_entry_points()
+    for kind in registry:
+        info["providers"].setdefault(registry.provider_of(kind) or "", []).append(kind.kind)
+    if output == "json":
+        click.echo(as_json(info))
+        return
+    click.echo(
+        f"reconcile {info['reconcile']} (distribution reconcile-engine), store schema {SCHEMA_VERSION}"
+    )
+    if "database" in info:
+        click.echo(f"database {path}: schema {info['database']['schema']}")
+    for name, kinds in sorted(info["providers"].items()):
+        click.echo(f"provider {name}: {', '.join(sorted(kinds))}")
+
+
+def _stored_schema(path: Path) -> int | str:
+    """The schema version a database file holds, read without writing."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            return int(conn.execute("SELECT max(version) FROM reconcile_schema").fetchone()[0])
+    except (sqlite3.Error, TypeError):
+        return "unreadable (not a reconcile store?)"
+
+
+@cli.command()
 @click.option(
     "--deep", is_flag=True, help="Also decode every event's body, not only each object's current one."
 )
@@ -83,12 +124,31 @@ async def _verify(settings: Settings, *, deep: bool) -> None:
     is_flag=True,
     help="Then shrink the file: give the freed space back to the filesystem (rewrites the database).",
 )
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @click.pass_obj
-def compact(settings: Settings, before: int | None, vacuum: bool) -> None:
-    """Drop old history; every object's latest state is kept."""
+def compact(settings: Settings, before: int | None, vacuum: bool, yes: bool) -> None:
+    """Drop old history; every object's latest state is kept. On a terminal it says how
+    many events it will drop and asks first (--yes: do not ask)."""
     if before is not None and before < 1:
         raise BadInput("--before: must be >= 1")
+    path = settings.database_path()
+    if not yes and isatty() and path.exists():
+        horizon, count = _compactable(path, before)
+        click.confirm(f"compact {path}: drop {count} events before revision {horizon} for good?", abort=True)
     run_async(_compact(settings, before, vacuum=vacuum))
+
+
+def _compactable(path: Path, before: int | None) -> tuple[int, int]:
+    """The horizon a compaction would set and how many events it would drop (read only)."""
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        head = int(conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0])
+        horizon = head + 1 if before is None else min(before, head + 1)
+        count = conn.execute(
+            "SELECT count(*) FROM events WHERE revision < ? AND revision NOT IN "
+            "(SELECT resource_version FROM objects WHERE live)",
+            (horizon,),
+        ).fetchone()[0]
+    return horizon, int(count)
 
 
 def _file_bytes(path: Path) -> int:
