@@ -12,8 +12,13 @@ import pytest
 from reconcile import ExternalClient, Observation, Resource
 from reconcile.model.external import ANNOTATION_EXTERNAL_NAME
 from reconcile.testing import MemoryCloud, MemoryProvider
-from reconcile.testing.conformance import CHECKS, Harness, check_converges_and_second_pass_writes_nothing
-from reconcile.testing.memory import MemoryClient
+from reconcile.testing.conformance import (
+    CHECKS,
+    Harness,
+    check_converges_and_second_pass_writes_nothing,
+    check_create_refuses_a_foreign_resource,
+)
+from reconcile.testing.memory import Item, MemoryClient
 
 
 class MemoryOutside:
@@ -76,9 +81,10 @@ def note(name: str) -> dict[str, Any]:
 
 
 # A Note's identity is chosen at create time, so nothing can pre-exist at it: the
-# not-ours check does not apply to that identity model.
+# not-ours checks do not apply to that identity model.
+_FOREIGN = {"check_not_ours_is_never_touched", "check_create_refuses_a_foreign_resource"}
 CASES = [(check, "bucket") for check in CHECKS] + [
-    (check, "note") for check in CHECKS if check.__name__ != "check_not_ours_is_never_touched"
+    (check, "note") for check in CHECKS if check.__name__ not in _FOREIGN
 ]
 
 
@@ -123,3 +129,28 @@ async def test_the_kit_catches_a_faulty_provider(tmp_path: Path) -> None:
     """A provider whose observe is wrong fails the no-write-on-second-pass check."""
     with pytest.raises(AssertionError, match="did not hold within"):
         await check_converges_and_second_pass_writes_nothing(harness("bucket", tmp_path, AlwaysStaleProvider))
+
+
+class OverwritingClient(MemoryClient):
+    """A faulty client: create takes over whatever is at the name, foreign or not."""
+
+    async def create(self, resource: Resource[Any, Any]) -> str | None:
+        """Overwrite and mark as ours."""
+        value, region = self._desired(resource)
+        self.cloud.put(resource.spec.name, Item(value, region, resource.metadata.uid, self.cloud.clock.now()))
+        return None
+
+
+class OverwritingProvider(MemoryProvider):
+    """A provider built on the overwriting client."""
+
+    async def connect(self, config: Mapping[str, Any]) -> ExternalClient:  # noqa: ARG002
+        """The faulty client."""
+        return OverwritingClient(self.cloud)
+
+
+async def test_the_kit_catches_a_create_that_takes_over_a_foreign_resource(tmp_path: Path) -> None:
+    """The engine's observe would protect such a provider; the kit's direct call does not
+    let it pass."""
+    with pytest.raises(AssertionError, match="did not raise NotOwnedError"):
+        await check_create_refuses_a_foreign_resource(harness("bucket", tmp_path, OverwritingProvider))

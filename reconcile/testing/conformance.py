@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from reconcile.errors import NotFoundError
+from reconcile.errors import NotFoundError, NotOwnedError
 from reconcile.model.external import (
     ANNOTATION_CREATE_PENDING,
     ANNOTATION_DELETION_POLICY,
@@ -423,6 +423,35 @@ async def check_not_ours_is_never_touched(h: Harness) -> None:
         assert await h.outside.exists(obj)
 
 
+async def check_create_refuses_a_foreign_resource(h: Harness) -> None:
+    """The provider's own ``create``, called directly for a resource somebody else made
+    (deterministic identities: the same name): NotOwnedError, and nothing is written.
+    The engine's observe would have stopped it first; a provider must not rely on that."""
+    manifest = h.manifest("conf-j")
+    await h.outside.plant_foreign(manifest)
+    async with h.running() as runtime:
+        paused = {**manifest, "metadata": {**manifest.get("metadata", {})}}
+        paused["metadata"]["annotations"] = {
+            **paused["metadata"].get("annotations", {}),
+            ANNOTATION_PAUSED: "true",
+        }
+        obj = await runtime.apply(paused)
+        if not runtime.client.kinds.lookup(obj.api_version, obj.kind).deterministic_identity:
+            return  # the system names each created resource: a create cannot meet another's
+        client = await h.connect()
+        before = await h.outside.count()
+        try:
+            with contextlib.suppress(NotOwnedError):
+                await client.create(obj)
+                raise AssertionError("create of a resource that is not ours did not raise NotOwnedError")
+            assert await h.outside.count() == before, "create of a foreign resource wrote one"
+            assert await h.outside.exists(obj)
+            observation = await client.observe(obj)
+            assert observation.owner != obj.metadata.uid, "create marked a foreign resource as ours"
+        finally:
+            await client.close()
+
+
 CHECKS: tuple[Callable[[Harness], Awaitable[None]], ...] = (
     check_converges_and_second_pass_writes_nothing,
     check_out_of_band_deletion_is_recreated,
@@ -433,4 +462,5 @@ CHECKS: tuple[Callable[[Harness], Awaitable[None]], ...] = (
     check_observe_changes_nothing,
     check_crash_between_create_and_record,
     check_not_ours_is_never_touched,
+    check_create_refuses_a_foreign_resource,
 )
