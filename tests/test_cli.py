@@ -165,6 +165,28 @@ class TestApplyAndRead:
         assert code == 1
         assert "not found" in err
 
+    def test_type_slash_name_and_kind_hints(self, cli: Cli) -> None:
+        """KIND/NAME (the form apply prints) works for get, describe, history and delete;
+        a misspelt kind gets a "did you mean"."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        code, out, _ = cli("get", "file.files.reconcile.dev/index", "-o", "name")
+        assert (code, out.strip()) == (0, "file.files.reconcile.dev/index")
+        assert cli("describe", "file/index")[0] == 0
+        code, out, _ = cli("history", "file/index", "-o", "json")
+        assert code == 0
+        assert json.loads(out)[0]["type"] == "Created"
+        code, _, err = cli("get", "fiel", "index")
+        assert code == 2
+        assert 'unknown kind "fiel" (did you mean "file"?)' in err
+        code, _, err = cli("get", "file/index", "index")
+        assert code == 2
+        assert "not both" in err
+        code, out, _ = cli("delete", "file/index", "directory/public")
+        assert code == 2
+        code, out, _ = cli("delete", "file/index")
+        assert (code, out.strip()) == (0, "file.files.reconcile.dev/index deleted")
+
     def test_get_says_which_kinds_it_skipped(self, cli: Cli) -> None:
         """Objects of a kind whose provider is not installed: get without a kind says it
         skipped them, and how many, instead of only "No resources found"."""

@@ -24,6 +24,7 @@ from reconcile.api.admission import Admission, Admitted
 from reconcile.api.mutations import deletion_errors, immutable_errors
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
+from reconcile.cli.naming import split_names
 from reconcile.cli.reading import list_all
 from reconcile.cli.remembering import with_remembered_roots
 from reconcile.cli.rendering import as_yaml, qualified
@@ -323,8 +324,9 @@ def delete(
     wait: bool,
     timeout: float,
 ) -> None:
-    """Delete objects: KIND NAME..., KIND --all, KIND -l SELECTOR, or -f FILE. The runner
-    then deletes what they manage."""
+    """Delete objects: KIND NAME... (or KIND/NAME...), KIND --all, KIND -l SELECTOR, or
+    -f FILE. The runner then deletes what they manage."""
+    kind, names = split_names(kind, names)
     if bool(filenames) == bool(kind):
         raise BadInput("give either KIND NAME... (or KIND --all, KIND -l SELECTOR) or -f FILE")
     choices = sum((bool(names), everything, selector is not None))

@@ -11,6 +11,7 @@ import click
 from reconcile.api import Client
 from reconcile.cli.failing import BadInput
 from reconcile.cli.main import cli, run_async
+from reconcile.cli.naming import type_and_name
 from reconcile.cli.rendering import (
     age,
     as_json,
@@ -100,7 +101,8 @@ def get(
     namespace: str,
     all_namespaces: bool,
 ) -> None:
-    """List objects (every kind when KIND is omitted), or show one."""
+    """List objects (every kind when KIND is omitted), or show one (KIND NAME or KIND/NAME)."""
+    kind, name = type_and_name(kind, name)
     namespace_or_all = None if all_namespaces else namespace
     run_async(
         _get(settings, kind=kind, name=name, output=output, selector=selector, namespace=namespace_or_all)
@@ -143,13 +145,20 @@ async def _get(
 
 @cli.command()
 @click.argument("kind")
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option("-n", "--namespace", default="default", show_default=True)
 @click.option("--events", "event_count", type=int, default=10, show_default=True, help="Recent events shown.")
 @click.pass_obj
-def describe(settings: Settings, kind: str, name: str, namespace: str, event_count: int) -> None:
-    """Spec, status, conditions and recent events of one object."""
-    run_async(_describe(settings, kind, name, namespace, event_count))
+def describe(settings: Settings, kind: str, name: str | None, namespace: str, event_count: int) -> None:
+    """Spec, status, conditions and recent events of one object (KIND NAME or KIND/NAME)."""
+    run_async(_describe(settings, *_one(kind, name), namespace, event_count))
+
+
+def _one(kind: str, name: str | None) -> tuple[str, str]:
+    found_kind, found_name = type_and_name(kind, name)
+    if found_kind is None or found_name is None:
+        raise BadInput("which object? give KIND NAME or KIND/NAME")
+    return found_kind, found_name
 
 
 def _indent(text: str, by: int = 2) -> str:
@@ -219,15 +228,16 @@ def _first_line(text: str, width: int = 100) -> str:
 
 @cli.command()
 @click.argument("kind")
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option("-n", "--namespace", default="default", show_default=True)
 @click.option(
     "-o", "--output", type=click.Choice(("table", "yaml", "json")), default="table", show_default=True
 )
 @click.pass_obj
-def history(settings: Settings, kind: str, name: str, namespace: str, output: str) -> None:
-    """The event log of one object: who changed what, when, and what was done about it."""
-    run_async(_history(settings, kind, name, namespace, output))
+def history(settings: Settings, kind: str, name: str | None, namespace: str, output: str) -> None:
+    """The event log of one object (KIND NAME or KIND/NAME): who changed what, when, and
+    what was done about it."""
+    run_async(_history(settings, *_one(kind, name), namespace, output))
 
 
 def render_history(events: Sequence[Event]) -> str:

@@ -12,6 +12,7 @@ the configuration forbids. It runs at admission, so a rejected manifest stores n
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -145,7 +146,10 @@ class KindRegistry:
         if len(matches) == 1:
             return matches[0]
         if not matches:
-            raise InvalidError([FieldError("kind", f'unknown kind "{name}"')])
+            known = sorted({n for k in self._kinds.values() for n in k.names()})
+            close = difflib.get_close_matches(wanted, known, n=1)
+            hint = f' (did you mean "{close[0]}"?)' if close else ""
+            raise InvalidError([FieldError("kind", f'unknown kind "{name}"{hint}')])
         groups = ", ".join(sorted(f"{k.kind}.{k.api_group}" for k in matches))
         raise InvalidError([FieldError("kind", f'"{name}" is ambiguous: {groups}')])
 
