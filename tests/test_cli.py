@@ -165,6 +165,35 @@ class TestApplyAndRead:
         assert code == 1
         assert "not found" in err
 
+    def test_get_table_options(self, cli: Cli) -> None:
+        """-o wide adds the generations and the Synced message; --show-labels a LABELS
+        column; --no-headers drops the header; --sort-by orders by a stored field."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        code, out, _ = cli("get", "-o", "wide", "--show-labels")
+        assert code == 0
+        assert out.splitlines()[0].split() == [
+            "KIND",
+            "NAME",
+            "READY",
+            "SYNCED",
+            "REASON",
+            "AGE",
+            "GENERATION",
+            "OBSERVED",
+            "MESSAGE",
+            "LABELS",
+        ]
+        assert "app=site" in out
+        code, out, _ = cli("get", "--no-headers", "--sort-by", ".spec.path", "-o", "wide")
+        rows = [line.split() for line in out.splitlines()]
+        assert [row[1] for row in rows] == ["public", "index"]  # out, then out/index.html
+        code, out, _ = cli("get", "--no-headers", "--sort-by", ".metadata.name")
+        assert [line.split()[1] for line in out.splitlines()] == ["index", "public"]
+        code, _, err = cli("get", "--sort-by", ".")
+        assert code == 2
+        assert "--sort-by" in err
+
     def test_type_slash_name_and_kind_hints(self, cli: Cli) -> None:
         """KIND/NAME (the form apply prints) works for get, describe, history and delete;
         a misspelt kind gets a "did you mean"."""

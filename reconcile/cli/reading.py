@@ -6,6 +6,7 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import click
 
 from reconcile.api import Client
@@ -31,7 +32,7 @@ from reconcile.model import Event, Kind, Resource, api_group_of
 __all__ = ["OUTPUTS"]
 
 AnyResource = Resource[Any, Any]
-OUTPUTS = ("table", "yaml", "json", "name")
+OUTPUTS = ("table", "wide", "yaml", "json", "name")
 _OUTPUT = click.option(
     "-o", "--output", type=click.Choice(OUTPUTS), default="table", show_default=True, help="Output format."
 )
@@ -41,10 +42,26 @@ def _now(client: Client) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(client.clock(), datetime.UTC)
 
 
+@attrs.frozen
+class TableOptions:
+    """How ``get`` draws its table: ``-o wide``, ``--show-labels``, ``--no-headers``."""
+
+    wide: bool = False
+    labels: bool = False
+    headers: bool = True
+
+
 def render_objects(
-    client: Client, objects: Sequence[AnyResource], output: str, *, namespaces: bool, kinds: bool
+    client: Client,
+    objects: Sequence[AnyResource],
+    output: str,
+    *,
+    namespaces: bool,
+    kinds: bool,
+    options: TableOptions = TableOptions(),
 ) -> str:
-    """Objects as a table (READY, SYNCED, REASON, AGE), YAML, JSON or names."""
+    """Objects as a table (READY, SYNCED, REASON, AGE; with ``wide`` the generations and
+    the Synced message too), YAML, JSON or names."""
     if output == "json":
         return as_json(
             {"api_version": "v1", "kind": "List", "items": [object_data(client, o) for o in objects]}
@@ -56,13 +73,48 @@ def render_objects(
     now = _now(client)
     header = [*(["NAMESPACE"] if namespaces else []), *(["KIND"] if kinds else []), "NAME", "READY", "SYNCED"]
     header += ["REASON", "AGE"]
+    header += ["GENERATION", "OBSERVED", "MESSAGE"] if options.wide else []
+    header += ["LABELS"] if options.labels else []
     rows = []
     for obj in objects:
         ready, synced, reason = readiness(obj)
         row = [*([obj.metadata.namespace] if namespaces else []), *([obj.kind] if kinds else [])]
         row += [obj.metadata.name, ready, synced, reason, age(obj.metadata.creation_timestamp, now)]
+        if options.wide:
+            row += [
+                str(obj.metadata.generation),
+                str(getattr(obj.status, "observed_generation", "")),
+                _message(obj),
+            ]
+        if options.labels:
+            row.append(labels_text(obj.metadata.labels))
         rows.append(row)
-    return table(header, rows)
+    drawn = table(header, rows)
+    return drawn if options.headers else "\n".join(drawn.splitlines()[1:])
+
+
+def _message(obj: AnyResource) -> str:
+    condition = obj.status.condition("Synced") if hasattr(obj.status, "condition") else None
+    message = condition.message.splitlines()[0] if condition is not None and condition.message else ""
+    return message if len(message) <= 60 else message[:57] + "..."  # noqa: PLR2004
+
+
+def sort_objects(client: Client, objects: Sequence[AnyResource], field: str) -> list[AnyResource]:
+    """Objects ordered by a field of their stored body, ``.metadata.name`` style (kubectl's
+    ``--sort-by`` without JSONPath's brackets); objects lacking it go last."""
+    path = [part for part in field.strip("{}").split(".") if part]
+    if not path:
+        raise BadInput(f"--sort-by: {field!r} names no field; try .metadata.name")
+
+    def value(obj: AnyResource) -> tuple[bool, str]:
+        current: Any = object_data(client, obj)
+        for part in path:
+            current = current.get(part) if isinstance(current, dict) else None
+        return current is None, "" if current is None else (
+            f"{current:020}" if isinstance(current, int) else str(current)
+        )
+
+    return sorted(objects, key=value)
 
 
 async def list_all(
@@ -90,6 +142,11 @@ async def list_all(
 @click.option("-l", "--selector", help="Label selector (app=web,tier!=db).")
 @click.option("-n", "--namespace", default="default", show_default=True)
 @click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace.")
+@click.option("--no-headers", is_flag=True, help="Leave out the table's header line.")
+@click.option("--show-labels", is_flag=True, help="A LABELS column.")
+@click.option(
+    "--sort-by", help="Order by a field of the stored object, such as .metadata.name or .spec.path."
+)
 @click.pass_obj
 def get(
     settings: Settings,
@@ -100,24 +157,31 @@ def get(
     selector: str | None,
     namespace: str,
     all_namespaces: bool,
+    no_headers: bool,
+    show_labels: bool,
+    sort_by: str | None,
 ) -> None:
     """List objects (every kind when KIND is omitted), or show one (KIND NAME or KIND/NAME)."""
     kind, name = type_and_name(kind, name)
     namespace_or_all = None if all_namespaces else namespace
-    run_async(
-        _get(settings, kind=kind, name=name, output=output, selector=selector, namespace=namespace_or_all)
-    )
+    options = TableOptions(wide=output == "wide", labels=show_labels, headers=not no_headers)
+    listing = Listing("table" if output == "wide" else output, selector, namespace_or_all, sort_by, options)
+    run_async(_get(settings, kind=kind, name=name, listing=listing))
 
 
-async def _get(
-    settings: Settings,
-    *,
-    kind: str | None,
-    name: str | None,
-    output: str,
-    selector: str | None,
-    namespace: str | None,
-) -> None:
+@attrs.frozen
+class Listing:
+    """What ``get`` lists and how it shows it."""
+
+    output: str
+    selector: str | None
+    namespace: str | None
+    sort_by: str | None
+    options: TableOptions
+
+
+async def _get(settings: Settings, *, kind: str | None, name: str | None, listing: Listing) -> None:
+    output, selector, namespace = listing.output, listing.selector, listing.namespace
     async with settings.client(read_only=True) as client:
         if name is not None:
             assert kind is not None
@@ -127,7 +191,11 @@ async def _get(
             elif output == "yaml":
                 click.echo(as_yaml(object_data(client, obj)).rstrip())
             else:
-                click.echo(render_objects(client, [obj], output, namespaces=False, kinds=False))
+                click.echo(
+                    render_objects(
+                        client, [obj], output, namespaces=False, kinds=False, options=listing.options
+                    )
+                )
             return
         kinds = list(client.kinds) if kind is None else [client.kinds.resolve(kind)]
         objects = await list_all(client, kinds, namespace, selector)
@@ -140,7 +208,18 @@ async def _get(
             where = "any namespace" if namespace is None else f'namespace "{namespace}"'
             click.echo(f"No resources found in {where}.", err=True)
             return
-        click.echo(render_objects(client, objects, output, namespaces=namespace is None, kinds=kind is None))
+        if listing.sort_by:
+            objects = sort_objects(client, objects, listing.sort_by)
+        click.echo(
+            render_objects(
+                client,
+                objects,
+                output,
+                namespaces=namespace is None,
+                kinds=kind is None,
+                options=listing.options,
+            )
+        )
 
 
 @cli.command()
