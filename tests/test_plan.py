@@ -16,7 +16,7 @@ API = "files.reconcile.dev/v1"
 
 def manifest(name: str, path: str, content: str = "declared\n") -> str:
     """A File manifest document."""
-    spec = f"{{path: {path}, content: {content!r}}}"
+    spec = f"{{path: {path}, content: {json.dumps(content)}}}"
     return f"api_version: {API}\nkind: File\nmetadata: {{name: {name}}}\nspec: {spec}\n"
 
 
@@ -118,3 +118,33 @@ def test_an_object_that_cannot_be_observed(site: Site, tmp_path: Path) -> None:
     assert code == 1
     assert "File default/sub: cannot observe: " in err
     assert "symlink" in err
+
+
+def test_adopt_takes_over_a_foreign_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A File whose path holds somebody else's file: NotOwned; plan says refuse; after
+    ``adopt file/x`` plan says adopt, and run takes it over (Adopted in the history, our
+    mark, the declared content)."""
+    site = Site(tmp_path, capsys)
+    site.root.mkdir()
+    (site.root / "x.txt").write_text("theirs\n")
+    (tmp_path / "x.yaml").write_text(manifest("x", "x.txt"))
+    assert site("apply", "-f", str(tmp_path / "x.yaml"))[0] == 0
+    code, _, err = site("run", "--once", "--timeout", "30", "-q")
+    assert code == 1
+    assert "NotOwned" in err
+    assert json.loads(site("plan", "-o", "json")[1])[0]["action"] == "refuse"
+    code, out, _ = site("adopt", "file/x")
+    assert code == 0
+    assert (
+        out.strip()
+        == "file.files.reconcile.dev/x marked for adoption: the runner takes over the existing resource"
+    )
+    assert json.loads(site("plan", "-o", "json")[1])[0]["action"] == "adopt"
+    assert site("run", "--once", "--timeout", "30", "-q")[0] == 0
+    assert (site.root / "x.txt").read_text() == "declared\n"
+    code, out, _ = site("history", "file/x", "-o", "json")
+    adopted = [e for e in json.loads(out) if e["type"] == "Adopted"]
+    assert adopted
+    assert "took over the existing external resource (unmarked)" in adopted[0]["data"]["message"]
+    code, out, _ = site("get", "file/x", "-o", "json")
+    assert "reconcile.dev/adopt" not in json.loads(out)["metadata"]["annotations"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import os
 import stat
 import threading
@@ -32,6 +33,7 @@ from providers.files.describing import describe_content, describe_mode, digest
 from providers.files.kinds import DirectorySpec, FileSpec, allowed_roots, parse_mode, special_mode_error
 from providers.files.marking import PARENT
 from providers.files.operations import (
+    adopt,
     chmod,
     lstat_entry,
     read_directory,
@@ -128,6 +130,17 @@ class FilesClient:
             await self._thread(spec.path, remove_directory, spec.root, spec.path, uid)
         else:
             await self._thread(spec.path, remove_file, spec.root, spec.path, uid)
+
+    async def adopt(self, resource: AnyResource) -> None:
+        """Take over an existing file or folder that is not ours (``reconcile adopt``):
+        mark it as this resource's; the next reconcile brings it to the spec."""
+        spec = resource.spec
+        self._confined(spec)
+        if isinstance(spec, FileSpec) and spec.ensure == "absent":
+            return  # a rule about absence owns nothing
+        directory = isinstance(spec, DirectorySpec)
+        marking = functools.partial(adopt, directory=directory)
+        await self._thread(spec.path, marking, spec.root, spec.path, resource.metadata.uid)
 
     async def close(self) -> None:
         """Nothing to release."""

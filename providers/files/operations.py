@@ -43,6 +43,7 @@ from reconcile.errors import NotOwnedError, PermanentError, TransientError
 __all__ = [
     "Found",
     "Sweeper",
+    "adopt",
     "chmod",
     "lstat_entry",
     "read_directory",
@@ -198,6 +199,26 @@ def write_directory(root: str, path: str, mode: int, mark: str, sweeper: Sweeper
         handle = open_entry(folder, name, DIRECTORY_FLAGS, path)
         try:
             os.fchmod(handle, mode)
+            write_mark(handle, mark)
+        finally:
+            os.close(handle)
+        os.fsync(folder)
+
+
+def adopt(root: str, path: str, mark: str, *, directory: bool) -> None:
+    """Mark the existing file (or folder) as ``mark``'s, changing nothing else; a symlink,
+    or an entry of the other type, is refused."""
+    with descend(root, path) as found:
+        info = None if found is None else entry_stat(*found)
+        if found is None or info is None:
+            raise PermanentError(f"{path} does not exist: nothing to adopt")
+        folder, name = found
+        wanted = stat.S_ISDIR if directory else stat.S_ISREG
+        if not wanted(info.st_mode):
+            as_what = "a directory" if directory else "a file"
+            raise PermanentError(f"{path} is {_kind_of(info)}: it cannot be adopted as {as_what}")
+        handle = open_entry(folder, name, DIRECTORY_FLAGS if directory else FILE_FLAGS, path)
+        try:
             write_mark(handle, mark)
         finally:
             os.close(handle)

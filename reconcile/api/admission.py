@@ -22,6 +22,7 @@ import cattrs
 
 from reconcile.errors import FieldError, InvalidError
 from reconcile.model.external import (
+    ANNOTATION_ADOPT,
     ANNOTATION_DELETION_POLICY,
     ANNOTATION_MANAGEMENT_POLICY,
     ANNOTATION_PAUSED,
@@ -65,6 +66,7 @@ _POLICY_VALUES = {
     ANNOTATION_DELETION_POLICY: DELETION_POLICIES,
     ANNOTATION_MANAGEMENT_POLICY: MANAGEMENT_POLICIES,
     ANNOTATION_PAUSED: ("true", "false"),
+    ANNOTATION_ADOPT: ("true", "false"),
 }
 
 

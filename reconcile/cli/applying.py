@@ -24,13 +24,14 @@ from reconcile.api.admission import Admission, Admitted
 from reconcile.api.mutations import deletion_errors, immutable_errors
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
-from reconcile.cli.naming import split_names
+from reconcile.cli.naming import split_names, type_and_name
 from reconcile.cli.reading import list_all
 from reconcile.cli.remembering import with_remembered_roots
 from reconcile.cli.rendering import as_yaml, qualified
 from reconcile.cli.settings import Settings
 from reconcile.errors import FieldError, InvalidError, NotFoundError
 from reconcile.model import Document, Event, EventType, Resource, load_manifests, read_manifests
+from reconcile.model.external import ANNOTATION_ADOPT
 
 __all__ = ["Declared", "admit_all", "read_documents"]
 
@@ -403,3 +404,28 @@ async def _wait_gone(client: Client, kind: Any, name: str, namespace: str, timeo
         raise Failure(
             f"{kind.kind} {namespace}/{name} still exists after {timeout:g} s (is a runner up?)"
         ) from None
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name", required=False)
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.pass_obj
+def adopt(settings: Settings, kind: str, name: str | None, namespace: str) -> None:
+    """Take over an existing external resource that is not ours (KIND NAME or KIND/NAME),
+    as Terraform's import does: the runner marks it this object's, records Adopted, and
+    then keeps it at the spec (and deletes it with the object, unless its deletion policy
+    is Orphan)."""
+    found_kind, found_name = type_and_name(kind, name)
+    if found_name is None:
+        raise BadInput("which object? give KIND NAME or KIND/NAME")
+    run_async(_adopt(settings, found_kind or kind, found_name, namespace))
+
+
+async def _adopt(settings: Settings, kind: str, name: str, namespace: str) -> None:
+    async with settings.client() as client:
+        obj = await client.patch(
+            kind, name, {"metadata": {"annotations": {ANNOTATION_ADOPT: "true"}}}, namespace=namespace
+        )
+    label = qualified(obj.kind, obj.key.api_group, name)
+    click.echo(f"{label} marked for adoption: the runner takes over the existing resource")

@@ -51,6 +51,7 @@ from reconcile.errors import (
 )
 from reconcile.model.conditions import ConditionStatus
 from reconcile.model.external import (
+    ANNOTATION_ADOPT,
     ANNOTATION_CREATE_PENDING,
     ANNOTATION_CREATE_SUCCEEDED,
     ANNOTATION_DELETION_POLICY,
@@ -168,6 +169,12 @@ class ManagedReconciler:
                 obj, observation, ready=ready, synced=(TRUE, "ReconcileSuccess", "observe only")
             )
             return self._poll()
+        if (
+            observation.exists
+            and not self._owned(obj, observation)
+            and annotations.get(ANNOTATION_ADOPT) == "true"
+        ):
+            return await self._adopt(obj, external, observation)
         if observation.exists and not self._owned(obj, observation):
             message = "the external resource exists but was not created by this object; it is left alone"
             status = self._new_status(obj, observation, synced=(FALSE, "NotOwned", message))
@@ -331,6 +338,28 @@ class ManagedReconciler:
         status = self._new_status(obj, observation, synced=synced, ready=ready)
         await self._act(obj, events, annotations=annotations, status=status)
         return result
+
+    async def _adopt(
+        self, obj: AnyResource, external: ExternalClient, observation: Observation
+    ) -> Result | None:
+        """Take over an existing external resource that is not ours, as asked by the
+        ``reconcile.dev/adopt`` annotation (Terraform's import): the provider marks it
+        ours, ``Adopted`` records it (with whose it was), the annotation goes, and the
+        next reconcile brings the resource to the spec like any other."""
+        adopt = getattr(external, "adopt", None)
+        if adopt is None:
+            message = f"the {self.kind.kind} provider cannot adopt an existing resource; it is left alone"
+            await self._status(obj, synced=(FALSE, "NotOwned", message))
+            raise TerminalError(message)
+        await self._call("adopt", adopt, obj)
+        whose = f"marked {observation.owner}" if observation.owner else "unmarked"
+        await self._act(
+            obj,
+            [("Adopted", f"took over the existing external resource ({whose})")],
+            annotations={ANNOTATION_ADOPT: None, ANNOTATION_CREATE_SUCCEEDED: self._now()},
+            finalizer=FINALIZER,
+        )
+        return Result(requeue=True)
 
     async def _finalize(self, obj: AnyResource, deletion: str, management: str) -> Result | None:
         if FINALIZER not in obj.metadata.finalizers:

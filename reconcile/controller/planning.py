@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from reconcile.model.external import (
+    ANNOTATION_ADOPT,
     ANNOTATION_CREATE_PENDING,
     ANNOTATION_CREATE_SUCCEEDED,
     ANNOTATION_DELETION_POLICY,
@@ -82,6 +83,8 @@ async def plan(obj: AnyResource, external: ExternalClient) -> Planned:
             key, "nothing", "observe only: " + ("exists" if observation.exists else "does not exist")
         )
     if observation.exists and not _owned(obj, observation):
+        if annotations.get(ANNOTATION_ADOPT) == "true":
+            return Planned(key, "adopt", "takes over the existing external resource (reconcile.dev/adopt)")
         return Planned(key, "refuse", "exists and was not created by this object (NotOwned): left alone")
     if not observation.exists:
         return Planned(key, "create")

@@ -30,6 +30,7 @@ from reconcile.model.kinds import Kind
 from reconcile.model.resource import Resource
 
 __all__ = [
+    "ANNOTATION_ADOPT",
     "ANNOTATION_CREATE_PENDING",
     "ANNOTATION_CREATE_SUCCEEDED",
     "ANNOTATION_DELETION_POLICY",
@@ -39,6 +40,7 @@ __all__ = [
     "DELETION_POLICIES",
     "FINALIZER",
     "MANAGEMENT_POLICIES",
+    "Adopting",
     "ExternalClient",
     "ManagedStatus",
     "Observation",
@@ -60,6 +62,10 @@ ANNOTATION_MANAGEMENT_POLICY = "reconcile.dev/management-policy"
 MANAGEMENT_POLICIES = ("Full", "ObserveOnly")
 #: ``"true"``: the engine does nothing for this resource until it is removed.
 ANNOTATION_PAUSED = "reconcile.dev/paused"
+#: ``"true"``: take over an external resource that exists and is not ours (Terraform's
+#: ``import``), through the provider's optional ``adopt``; recorded as ``Adopted`` and
+#: removed once done (``reconcile adopt KIND/NAME`` sets it).
+ANNOTATION_ADOPT = "reconcile.dev/adopt"
 
 
 @attrs.frozen
@@ -103,6 +109,14 @@ class ExternalClient(Protocol):
 
     async def close(self) -> None:
         """Release connections."""
+
+
+class Adopting(Protocol):
+    """An ExternalClient that can also take over an existing resource (optional)."""
+
+    async def adopt(self, resource: Resource[Any, Any]) -> None:
+        """Mark the existing external resource as ``resource``'s (idempotent); change
+        nothing else: the next reconcile brings it to the spec."""
 
 
 class Provider(Protocol):
