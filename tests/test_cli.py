@@ -194,6 +194,21 @@ class TestApplyAndRead:
         assert code == 2
         assert "--sort-by" in err
 
+    def test_get_jsonpath(self, cli: Cli) -> None:
+        """-o jsonpath= as kubectl takes it: over the List, or over one object; filters;
+        a bad expression is a usage error."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        code, out, _ = cli("get", "files", "-o", "jsonpath={.items[*].metadata.name}")
+        assert (code, out.strip()) == (0, "index")
+        code, out, _ = cli("get", "file/index", "-o", "jsonpath={.spec.mode}")
+        assert (code, out.strip()) == (0, "0644")
+        code, out, _ = cli("get", "-o", 'jsonpath={.items[?(@.kind=="Directory")].metadata.name}')
+        assert (code, out.strip()) == (0, "public")
+        code, _, err = cli("get", "files", "-o", "jsonpath={.items[}")
+        assert code == 2
+        assert "jsonpath" in err
+
     def test_type_slash_name_and_kind_hints(self, cli: Cli) -> None:
         """KIND/NAME (the form apply prints) works for get, describe, history and delete;
         a misspelt kind gets a "did you mean"."""

@@ -20,6 +20,7 @@ from reconcile.cli.rendering import (
     as_yaml,
     event_data,
     event_detail,
+    jsonpath,
     labels_text,
     object_data,
     qualified,
@@ -33,8 +34,21 @@ __all__ = ["OUTPUTS"]
 
 AnyResource = Resource[Any, Any]
 OUTPUTS = ("table", "wide", "yaml", "json", "name")
+
+
+def _output(_context: click.Context, _parameter: click.Parameter, value: str) -> str:
+    if value in OUTPUTS or value.startswith("jsonpath="):
+        return value
+    raise click.BadParameter(f"{value!r} is not one of {', '.join(OUTPUTS)}, or jsonpath=EXPRESSION")
+
+
 _OUTPUT = click.option(
-    "-o", "--output", type=click.Choice(OUTPUTS), default="table", show_default=True, help="Output format."
+    "-o",
+    "--output",
+    default="table",
+    show_default=True,
+    callback=_output,
+    help=f"Output format: {', '.join(OUTPUTS)}, or jsonpath={{.items[*].metadata.name}}.",
 )
 
 
@@ -91,6 +105,13 @@ def render_objects(
         rows.append(row)
     drawn = table(header, rows)
     return drawn if options.headers else "\n".join(drawn.splitlines()[1:])
+
+
+def _jsonpath(data: object, output: str) -> str:
+    try:
+        return jsonpath(data, output.removeprefix("jsonpath="))
+    except ValueError as exc:
+        raise BadInput(f"-o {exc}") from None
 
 
 def _message(obj: AnyResource) -> str:
@@ -186,7 +207,9 @@ async def _get(settings: Settings, *, kind: str | None, name: str | None, listin
         if name is not None:
             assert kind is not None
             obj = await client.get(kind, name, namespace=namespace or "default")
-            if output == "json":
+            if output.startswith("jsonpath="):
+                click.echo(_jsonpath(object_data(client, obj), output))
+            elif output == "json":
                 click.echo(as_json(object_data(client, obj)))
             elif output == "yaml":
                 click.echo(as_yaml(object_data(client, obj)).rstrip())
@@ -210,6 +233,10 @@ async def _get(settings: Settings, *, kind: str | None, name: str | None, listin
             return
         if listing.sort_by:
             objects = sort_objects(client, objects, listing.sort_by)
+        if output.startswith("jsonpath="):
+            items = [object_data(client, o) for o in objects]
+            click.echo(_jsonpath({"api_version": "v1", "kind": "List", "items": items}, output))
+            return
         click.echo(
             render_objects(
                 client,

@@ -169,3 +169,24 @@ def as_yaml(data: object, *, many: bool = False) -> str:
 def labels_text(labels: Mapping[str, str]) -> str:
     """``a=1,b=2`` or ``<none>``."""
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>"
+
+
+def jsonpath(data: object, expression: str) -> str:
+    """kubectl's ``-o jsonpath=``: ``{.items[*].metadata.name}`` (braces optional, ``$``
+    implied), through jsonpath-ng; the values found, separated by spaces (a mapping or
+    list found is printed as JSON)."""
+    from jsonpath_ng.ext.parser import parse  # noqa: PLC0415 - only -o jsonpath pays for the parser
+
+    text = expression.strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1]
+    if not text.startswith("$"):
+        text = "$" + (text if text.startswith((".", "[")) else "." + text)
+    try:
+        found = parse(text).find(data)
+    except Exception as exc:  # noqa: BLE001 - jsonpath-ng raises plain Exceptions for syntax errors
+        raise ValueError(f"jsonpath {expression!r}: {' '.join(str(exc).split())}") from None
+    return " ".join(
+        as_json_line(match.value) if isinstance(match.value, dict | list) else str(match.value)
+        for match in found
+    )
