@@ -42,6 +42,14 @@ _MODE = re.compile(r"(?:0o|0)?([0-7]{3,4})")
 SPECIAL_BITS = 0o7000
 
 
+def _field(doc: str, *, default: Any = attrs.NOTHING, values: Sequence[str] = ()) -> Any:
+    """An attrs field with its description (and allowed values) for ``reconcile explain``."""
+    metadata: dict[str, Any] = {"doc": doc}
+    if values:
+        metadata["values"] = tuple(values)
+    return attrs.field(default=default, metadata=metadata)
+
+
 @attrs.frozen
 class FileSpec:
     """A regular file: where, what it holds (at most one of ``content``,
@@ -51,19 +59,19 @@ class FileSpec:
     was confined to, the source root the source was read from, and what the source held
     then (see :mod:`providers.files.sourcing`)."""
 
-    path: str
-    content: str | None = None
-    content_base64: str | None = None
-    source: str | None = None
-    mode: str = "0644"
-    ensure: str = "present"
+    path: str = _field("Where the file goes: relative to the first root, or absolute in one.")
+    content: str | None = _field("The file's text (UTF-8).", default=None)
+    content_base64: str | None = _field("The file's bytes, base64-encoded (for binary files).", default=None)
+    source: str | None = _field("A file whose bytes it holds (relative: to the manifest).", default=None)
+    mode: str = _field('Octal permissions, quoted: "0644" (setuid etc.: special_modes).', default="0644")
+    ensure: str = _field("Whether the file should exist.", default="present", values=ENSURE_VALUES)
     #: Keep the content out of the event log: drift is summarised by sizes only, and no
     #: digest is reported. (Give the content as ``source``: inline content is part of the
     #: declared spec, which the log keeps.)
-    sensitive: bool = False
-    root: str | None = None
-    source_root: str | None = None
-    source_digest: str | None = None
+    sensitive: bool = _field("Keep the content out of the event log (drift: sizes only).", default=False)
+    root: str | None = _field("Set at admission: the root the path was confined to.", default=None)
+    source_root: str | None = _field("Set at admission: the source root it was read from.", default=None)
+    source_digest: str | None = _field("Set at admission: the source's fingerprint.", default=None)
 
     def inline(self) -> bytes:
         """The bytes declared in the spec itself (``content`` or ``content_base64``)."""
@@ -76,9 +84,9 @@ class FileSpec:
 class DirectorySpec:
     """A directory and its permissions; ``root`` is filled in at admission."""
 
-    path: str
-    mode: str = "0755"
-    root: str | None = None
+    path: str = _field("Where the folder goes: relative to the first root, or absolute in one.")
+    mode: str = _field('Octal permissions, quoted: "0755" (setuid etc.: special_modes).', default="0755")
+    root: str | None = _field("Set at admission: the root the path was confined to.", default=None)
 
 
 def parse_mode(mode: str) -> int | None:

@@ -7,6 +7,7 @@ import contextlib
 import importlib.metadata
 import inspect
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from reconcile.cli.main import cli, isatty, run_async
 from reconcile.cli.rendering import as_json, table
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError
-from reconcile.model import KindRegistry
+from reconcile.model import Kind, KindRegistry
 from reconcile.store.sqlite.schema import SCHEMA_VERSION
 
 __all__: list[str] = []
@@ -182,34 +183,79 @@ def _default(field: attrs.Attribute[Any]) -> str:
     return f"default: {json.dumps(field.default)}"
 
 
+_RST = re.compile(r":[a-z]+:`~?([^`]+)`|``([^`]+)``")
+
+
+def _plain(text: str) -> str:
+    """Docstring markup as plain text: ``x`` and :mod:`x` become `x`."""
+    return _RST.sub(lambda m: f"`{m.group(1) or m.group(2)}`", text)
+
+
+def _field_row(field: attrs.Attribute[Any]) -> tuple[str, str, str, str]:
+    values = field.metadata.get("values")
+    doc = str(field.metadata.get("doc", ""))
+    if values:
+        doc = f"{doc} One of: {', '.join(values)}.".strip()
+    return field.name, _type_name(field.type), _default(field), doc
+
+
 @cli.command()
 @click.argument("kind")
 def explain(kind: str) -> None:
-    """The fields of a kind's spec and status (like kubectl explain)."""
+    """The fields of a kind's spec and status (like kubectl explain); KIND.spec.FIELD
+    explains one field."""
     registry = KindRegistry.from_entry_points()
+    name, _, path = kind.partition(".spec.")
     try:
-        found = registry.resolve(kind)
+        found = registry.resolve(name if path else kind)
     except InvalidError as exc:
         raise BadInput(*invalid_lines(exc)) from None
+    if path:
+        click.echo(_explain_field(found, path))
+        return
     lines = [
         f"KIND:      {found.kind}",
         f"VERSION:   {found.api_version}",
         f"PROVIDER:  {registry.provider_of(found) or '-'}",
         f"NAMES:     {', '.join(sorted(found.names()))}",
-        f"IDENTITY:  {'deterministic' if found.deterministic_identity else 'assigned externally'}",
+        f"IDENTITY:  {'deterministic' if found.deterministic_identity else 'assigned externally'}"
+        + (f" ({', '.join(f'spec.{f}' for f in found.identity)})" if found.identity else ""),
         f"IMMUTABLE: {', '.join(f'spec.{f}' for f in found.immutable) or '-'}",
         "",
         "DESCRIPTION:",
-        *(f"  {line.strip()}" for line in (inspect.getdoc(found.spec_type) or "").splitlines()),
+        *(f"  {line.strip()}" for line in _plain(inspect.getdoc(found.spec_type) or "").splitlines()),
     ]
     for title, cls in (("SPEC", found.spec_type), ("STATUS", found.status_type)):
         if not attrs.has(cls):
             continue
-        fields = attrs.fields(cls)
-        rows = [(f.name, _type_name(f.type), _default(f)) for f in fields]
+        rows = [_field_row(f) for f in attrs.fields(cls)]
         lines += [
             "",
             f"{title} FIELDS:",
-            *(f"  {line}" for line in table(("FIELD", "TYPE", ""), rows).splitlines()),
+            *(f"  {line}" for line in table(("FIELD", "TYPE", "", "DESCRIPTION"), rows).splitlines()),
         ]
     click.echo("\n".join(lines))
+
+
+def _explain_field(kind: Kind, path: str) -> str:
+    """``explain File.spec.path``: one field's type, default, values and description."""
+    fields = {f.name: f for f in attrs.fields(kind.spec_type)} if attrs.has(kind.spec_type) else {}
+    field = fields.get(path)
+    if field is None:
+        known = ", ".join(fields) or "none"
+        raise BadInput(f"{kind.kind}.spec has no field {path!r} (its fields: {known})")
+    name, type_, default, doc = _field_row(field)
+    notes = [
+        n for n, on in (("immutable", name in kind.immutable), ("identity", name in kind.identity)) if on
+    ]
+    return "\n".join(
+        [
+            f"KIND:     {kind.kind}",
+            f"FIELD:    spec.{name} <{type_}>",
+            f"DEFAULT:  {default}",
+            *([f"NOTES:    {', '.join(notes)}"] if notes else []),
+            "",
+            "DESCRIPTION:",
+            f"  {doc or '-'}",
+        ]
+    )
