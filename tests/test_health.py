@@ -84,7 +84,15 @@ class TestRuntimeHealth:
 
         monkeypatch.setattr(Client, "watch", flaky)
         async with runtime(db_path, clock) as rt:
-            await settle(lambda: rt.controllers[BUCKETS].informer.statistics().watch_failures == 1)
+            notes = rt.controllers["note.memory.reconcile.dev"].informer
+            # The other kind's cache loads independently: wait for it too, so the one
+            # problem left is the broken watch.
+            await settle(
+                lambda: (
+                    rt.controllers[BUCKETS].informer.statistics().watch_failures == 1
+                    and notes.synced.is_set()
+                )
+            )
             health = rt.health()
             assert (health.ready, health.healthy) == (False, False)
             assert health.problems() == [f"{BUCKETS}: watch broken, restarting (1 failures so far)"]
