@@ -21,7 +21,7 @@ import yaml
 from helpers import widget
 
 from reconcile import Runtime, connect
-from reconcile.cli import main, maintaining, running
+from reconcile.cli import main, maintaining, reading, running
 from reconcile.store.sqlite import backend
 from reconcile.testing import example_kinds
 
@@ -208,6 +208,27 @@ class TestApplyAndRead:
         code, _, err = cli("get", "files", "-o", "jsonpath={.items[}")
         assert code == 2
         assert "jsonpath" in err
+
+    def test_colour_only_on_a_terminal_without_no_color(
+        self, cli: Cli, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """On a terminal READY/SYNCED and "error:" are coloured; under NO_COLOR, or piped
+        (the other tests), they are plain."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        cli("run", "--once", "--timeout", "30", "-q")
+        monkeypatch.setattr(reading, "colour", lambda: True)
+        _, out, _ = cli("get", "files")
+        assert "\x1b[32mTrue\x1b[0m" in out
+        assert out.splitlines()[0].split() == ["NAME", "READY", "SYNCED", "REASON", "AGE"]
+        monkeypatch.setattr(reading, "colour", lambda: False)
+        _, out, _ = cli("get", "files")
+        assert "\x1b[" not in out
+        monkeypatch.setenv("NO_COLOR", "1")
+        monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+        from reconcile.cli.main import colour  # noqa: PLC0415
+
+        assert colour() is False
 
     def test_explain_fields(self, cli: Cli) -> None:
         """explain: a description per field, an enumeration's values, no RST markup;

@@ -124,8 +124,17 @@ def _logging(debug: bool) -> Iterator[None]:
 
 
 def _report(lines: Sequence[str]) -> None:
+    coloured = colour(err=True)
+    prefix = click.style("error:", fg="red", bold=True) if coloured else "error:"
     for line in lines:
-        click.echo(f"error: {line}", err=True)
+        click.echo(f"{prefix} {line}", err=True, color=coloured or None)
+
+
+def colour(*, err: bool = False) -> bool:
+    """Whether to colour what goes to stdout (or stderr): a terminal, and no NO_COLOR
+    (https://no-color.org) in the environment."""
+    stream = sys.stderr if err else sys.stdout
+    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

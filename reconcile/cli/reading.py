@@ -11,7 +11,7 @@ import click
 
 from reconcile.api import Client
 from reconcile.cli.failing import BadInput
-from reconcile.cli.main import cli, run_async
+from reconcile.cli.main import cli, colour, run_async
 from reconcile.cli.naming import type_and_name
 from reconcile.cli.rendering import (
     age,
@@ -63,6 +63,7 @@ class TableOptions:
     wide: bool = False
     labels: bool = False
     headers: bool = True
+    colour: bool = False
 
 
 def render_objects(
@@ -104,7 +105,32 @@ def render_objects(
             row.append(labels_text(obj.metadata.labels))
         rows.append(row)
     drawn = table(header, rows)
+    if options.colour:
+        drawn = _coloured(drawn)
     return drawn if options.headers else "\n".join(drawn.splitlines()[1:])
+
+
+_STATES = {"True": "green", "False": "red", "Unknown": "yellow", "Updating": "yellow"}
+
+
+def _coloured(drawn: str) -> str:
+    """READY and SYNCED values coloured (after alignment, so the columns stay straight)."""
+    lines = drawn.splitlines()
+    if not lines:
+        return drawn
+    header = lines[0]
+    spans = [(header.index(title), len(title)) for title in ("READY", "SYNCED") if title in header]
+    coloured = [header]
+    for row in lines[1:]:
+        text = row
+        for start, _ in sorted(spans, reverse=True):  # right to left: earlier offsets stay valid
+            end = text.find(" ", start)
+            end = len(text) if end < 0 else end
+            word = text[start:end]
+            if word in _STATES:
+                text = text[:start] + click.style(word, fg=_STATES[word]) + text[end:]
+        coloured.append(text)
+    return "\n".join(coloured)
 
 
 def _jsonpath(data: object, output: str) -> str:
@@ -185,7 +211,7 @@ def get(
     """List objects (every kind when KIND is omitted), or show one (KIND NAME or KIND/NAME)."""
     kind, name = type_and_name(kind, name)
     namespace_or_all = None if all_namespaces else namespace
-    options = TableOptions(wide=output == "wide", labels=show_labels, headers=not no_headers)
+    options = TableOptions(wide=output == "wide", labels=show_labels, headers=not no_headers, colour=colour())
     listing = Listing("table" if output == "wide" else output, selector, namespace_or_all, sort_by, options)
     run_async(_get(settings, kind=kind, name=name, listing=listing))
 
@@ -217,7 +243,8 @@ async def _get(settings: Settings, *, kind: str | None, name: str | None, listin
                 click.echo(
                     render_objects(
                         client, [obj], output, namespaces=False, kinds=False, options=listing.options
-                    )
+                    ),
+                    color=listing.options.colour or None,
                 )
             return
         kinds = list(client.kinds) if kind is None else [client.kinds.resolve(kind)]
@@ -245,7 +272,8 @@ async def _get(settings: Settings, *, kind: str | None, name: str | None, listin
                 namespaces=namespace is None,
                 kinds=kind is None,
                 options=listing.options,
-            )
+            ),
+            color=listing.options.colour or None,  # click strips colour off a terminal otherwise
         )
 
 
