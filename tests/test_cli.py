@@ -836,3 +836,35 @@ class TestBadInput:
         code, _, err = cli("--debug", "get")
         assert code == 1
         assert "Traceback" in err
+
+
+def test_shell_completion_of_kinds_and_names(tmp_path: Path) -> None:
+    """Completion offers kind names, and the stored objects' names of the kind typed."""
+    db = tmp_path / "state.db"
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    (manifests / "site.yaml").write_text(SITE)
+    assert main(["--db", str(db), "apply", "-f", str(manifests)]) == 0
+    root = Path(__file__).parents[1]
+
+    def complete(words: str, index: int) -> list[str]:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(root),
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(index),
+            "_RECONCILE_COMPLETE": "bash_complete",
+        }
+        result = subprocess.run(
+            [sys.executable, "-m", "reconcile"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        return [line.split(",", 1)[1] for line in result.stdout.splitlines() if "," in line]
+
+    assert complete("reconcile get fi", 2) == ["file", "files"]
+    assert complete(f"reconcile --db {db} describe file in", 5) == ["index"]
+    assert complete(f"reconcile --db {db} history directory ", 5) == ["public"]

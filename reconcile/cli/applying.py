@@ -22,6 +22,7 @@ import click
 from reconcile.api import Client
 from reconcile.api.admission import Admission, Admitted
 from reconcile.api.mutations import deletion_errors, immutable_errors
+from reconcile.cli.completing import complete_kinds, complete_names
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.naming import split_names, type_and_name
@@ -300,8 +301,8 @@ async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
 
 
 @cli.command()
-@click.argument("kind", required=False)
-@click.argument("names", nargs=-1)
+@click.argument("kind", required=False, shell_complete=complete_kinds)
+@click.argument("names", nargs=-1, shell_complete=complete_names)
 @click.option(
     "-f", "--filename", "filenames", multiple=True, help="Delete the objects these manifests declare."
 )
@@ -407,8 +408,8 @@ async def _wait_gone(client: Client, kind: Any, name: str, namespace: str, timeo
 
 
 @cli.command()
-@click.argument("kind")
-@click.argument("name", required=False)
+@click.argument("kind", shell_complete=complete_kinds)
+@click.argument("name", required=False, shell_complete=complete_names)
 @click.option("-n", "--namespace", default="default", show_default=True)
 @click.pass_obj
 def adopt(settings: Settings, kind: str, name: str | None, namespace: str) -> None:

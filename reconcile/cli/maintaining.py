@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 import click
 
+from reconcile.cli.completing import complete_kinds
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, isatty, run_async
 from reconcile.cli.rendering import as_json, table
@@ -200,7 +201,7 @@ def _field_row(field: attrs.Attribute[Any]) -> tuple[str, str, str, str]:
 
 
 @cli.command()
-@click.argument("kind")
+@click.argument("kind", shell_complete=complete_kinds)
 def explain(kind: str) -> None:
     """The fields of a kind's spec and status (like kubectl explain); KIND.spec.FIELD
     explains one field."""

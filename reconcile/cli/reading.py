@@ -10,6 +10,7 @@ import attrs
 import click
 
 from reconcile.api import Client
+from reconcile.cli.completing import complete_kinds, complete_names
 from reconcile.cli.failing import BadInput
 from reconcile.cli.main import cli, colour, run_async
 from reconcile.cli.naming import type_and_name
@@ -183,8 +184,8 @@ async def list_all(
 
 
 @cli.command()
-@click.argument("kind", required=False)
-@click.argument("name", required=False)
+@click.argument("kind", required=False, shell_complete=complete_kinds)
+@click.argument("name", required=False, shell_complete=complete_names)
 @_OUTPUT
 @click.option("-l", "--selector", help="Label selector (app=web,tier!=db).")
 @click.option("-n", "--namespace", default="default", show_default=True)
@@ -278,8 +279,8 @@ async def _get(settings: Settings, *, kind: str | None, name: str | None, listin
 
 
 @cli.command()
-@click.argument("kind")
-@click.argument("name", required=False)
+@click.argument("kind", shell_complete=complete_kinds)
+@click.argument("name", required=False, shell_complete=complete_names)
 @click.option("-n", "--namespace", default="default", show_default=True)
 @click.option("--events", "event_count", type=int, default=10, show_default=True, help="Recent events shown.")
 @click.pass_obj
@@ -361,8 +362,8 @@ def _first_line(text: str, width: int = 100) -> str:
 
 
 @cli.command()
-@click.argument("kind")
-@click.argument("name", required=False)
+@click.argument("kind", shell_complete=complete_kinds)
+@click.argument("name", required=False, shell_complete=complete_names)
 @click.option("-n", "--namespace", default="default", show_default=True)
 @click.option(
     "-o", "--output", type=click.Choice(("table", "yaml", "json")), default="table", show_default=True

@@ -1,0 +1,62 @@
+"""Shell completion of kind names and object names (click's completion, enabled with
+``eval "$(_RECONCILE_COMPLETE=bash_source reconcile)"``).
+
+Completion runs without the commands' callbacks, so it reads what it needs itself: the
+kinds from the installed providers, the names from the database ``--db`` (or
+``RECONCILE_DB``) names, read-only and without creating it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from pathlib import Path
+
+import click
+from click.shell_completion import CompletionItem
+
+from reconcile.errors import ReconcileError
+from reconcile.model import KindRegistry
+
+__all__ = ["complete_kinds", "complete_names"]
+
+
+def complete_kinds(
+    _context: click.Context, _parameter: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """The names of the installed kinds that start with what was typed."""
+    registry = KindRegistry.from_entry_points()
+    names = sorted(
+        {name for kind in registry for name in (kind.kind.lower(), kind.plural, *kind.short_names)}
+    )
+    return [CompletionItem(name) for name in names if name.startswith(incomplete.lower())]
+
+
+def complete_names(
+    context: click.Context, _parameter: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """The names of the stored objects of the kind typed before, starting with what was typed."""
+    kind_name = context.params.get("kind")
+    if not isinstance(kind_name, str) or "/" in kind_name:
+        return []
+    try:
+        kind = KindRegistry.from_entry_points().resolve(kind_name)
+    except ReconcileError:
+        return []
+    root = context.find_root()
+    db = root.params.get("db") or os.environ.get("RECONCILE_DB") or "reconcile.db"
+    path = Path(str(db).removeprefix("sqlite:///"))
+    if not path.is_file():
+        return []
+    namespace = context.params.get("namespace") or "default"
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path.absolute()}?mode=ro", uri=True)) as conn:
+            rows = conn.execute(
+                "SELECT name FROM objects WHERE api_group = ? AND kind = ? AND namespace = ? AND live "
+                "AND name LIKE ? ORDER BY name LIMIT 200",
+                (kind.api_group, kind.kind, namespace, incomplete.replace("%", "") + "%"),
+            ).fetchall()
+    except sqlite3.Error:
+        return []
+    return [CompletionItem(name) for (name,) in rows]
