@@ -353,3 +353,22 @@ def test_run_once_interrupted_exits_130(tmp_path: Path, signum: signal.Signals) 
     lines = run.err.rest()
     assert any("interrupted: 1 not Ready" in line for line in lines), lines
     assert any("File default/index: Ready=" in line for line in lines), lines
+
+
+def test_get_watch_prints_a_row_per_change(tmp_path: Path) -> None:
+    """get -w: the table, then a row for each change of a matching object, until SIGINT
+    (exit 0); -w of one object is a usage error."""
+    db = tmp_path / "state.db"
+    manifest = tmp_path / "site.yaml"
+    manifest.write_text(SITE)
+    assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
+    watching = Cli(db, "get", "files", "-w")
+    watching.out.wait_for("NAME")
+    watching.out.wait_for("index")
+    other = tmp_path / "about.yaml"
+    other.write_text(SITE.replace("index", "about"))
+    assert main(["--db", str(db), "apply", "-f", str(other)]) == 0
+    row = watching.out.wait_for("about")
+    assert row.split()[:3] == ["about", "Unknown", "Unknown"]
+    assert watching.stop(signal.SIGINT) == 0
+    assert main(["--db", str(db), "get", "file/index", "-w"]) == 2

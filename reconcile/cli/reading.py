@@ -29,7 +29,7 @@ from reconcile.cli.rendering import (
     table,
 )
 from reconcile.cli.settings import Settings
-from reconcile.model import Event, Kind, Resource, api_group_of
+from reconcile.model import Event, Kind, LabelSelector, Resource, api_group_of
 
 __all__ = ["OUTPUTS"]
 
@@ -195,6 +195,7 @@ async def list_all(
 @click.option(
     "--sort-by", help="Order by a field of the stored object, such as .metadata.name or .spec.path."
 )
+@click.option("-w", "--watch", "follow", is_flag=True, help="After the table, a row per change until Ctrl-C.")
 @click.pass_obj
 def get(
     settings: Settings,
@@ -208,13 +209,19 @@ def get(
     no_headers: bool,
     show_labels: bool,
     sort_by: str | None,
+    follow: bool,
 ) -> None:
     """List objects (every kind when KIND is omitted), or show one (KIND NAME or KIND/NAME)."""
     kind, name = type_and_name(kind, name)
     namespace_or_all = None if all_namespaces else namespace
     options = TableOptions(wide=output == "wide", labels=show_labels, headers=not no_headers, colour=colour())
     listing = Listing("table" if output == "wide" else output, selector, namespace_or_all, sort_by, options)
-    run_async(_get(settings, kind=kind, name=name, listing=listing))
+    if follow and (name is not None or listing.output != "table"):
+        raise BadInput("-w: watches a table of a kind (or of every kind), not one object or another output")
+    try:
+        run_async(_get(settings, kind=kind, name=name, listing=listing, follow=follow))
+    except KeyboardInterrupt:
+        return  # -w ends with Ctrl-C
 
 
 @attrs.frozen
@@ -228,54 +235,78 @@ class Listing:
     options: TableOptions
 
 
-async def _get(settings: Settings, *, kind: str | None, name: str | None, listing: Listing) -> None:
-    output, selector, namespace = listing.output, listing.selector, listing.namespace
+async def _get(
+    settings: Settings, *, kind: str | None, name: str | None, listing: Listing, follow: bool = False
+) -> None:
     async with settings.client(read_only=True) as client:
-        if name is not None:
-            assert kind is not None
-            obj = await client.get(kind, name, namespace=namespace or "default")
-            if output.startswith("jsonpath="):
-                click.echo(_jsonpath(object_data(client, obj), output))
-            elif output == "json":
-                click.echo(as_json(object_data(client, obj)))
-            elif output == "yaml":
-                click.echo(as_yaml(object_data(client, obj)).rstrip())
-            else:
-                click.echo(
-                    render_objects(
-                        client, [obj], output, namespaces=False, kinds=False, options=listing.options
-                    ),
-                    color=listing.options.colour or None,
-                )
-            return
-        kinds = list(client.kinds) if kind is None else [client.kinds.resolve(kind)]
-        objects = await list_all(client, kinds, namespace, selector)
-        if kind is None:
-            skipped = await client.unknown_kinds()
-            if skipped:
-                listed = ", ".join(f"{name} ({count})" for name, count in skipped)
-                click.echo(f"skipped objects of kinds no installed provider declares: {listed}", err=True)
-        if not objects and output in ("table", "name"):
-            where = "any namespace" if namespace is None else f'namespace "{namespace}"'
-            click.echo(f"No resources found in {where}.", err=True)
-            return
-        if listing.sort_by:
-            objects = sort_objects(client, objects, listing.sort_by)
-        if output.startswith("jsonpath="):
-            items = [object_data(client, o) for o in objects]
-            click.echo(_jsonpath({"api_version": "v1", "kind": "List", "items": items}, output))
-            return
-        click.echo(
-            render_objects(
-                client,
-                objects,
-                output,
-                namespaces=namespace is None,
-                kinds=kind is None,
-                options=listing.options,
-            ),
-            color=listing.options.colour or None,  # click strips colour off a terminal otherwise
+        since = await client.revision()
+        await _show(client, kind=kind, name=name, listing=listing)
+        if follow:
+            await _follow(client, kind, since, listing)
+
+
+async def _follow(client: Client, kind: str | None, since: int, listing: Listing) -> None:
+    """``get -w``: a row (no header) per change of a matching object, until interrupted."""
+    wanted = LabelSelector.parse(listing.selector)
+    rows = attrs.evolve(listing.options, headers=False)
+    resolved = None if kind is None else client.kinds.resolve(kind)
+    everywhere = listing.namespace is None
+    async for event in client.watch(resolved, namespace=listing.namespace, since=since):
+        if not isinstance(event, Event) or event.object is None:
+            continue
+        if not wanted.matches(event.object.metadata.labels):
+            continue
+        row = render_objects(
+            client, [event.object], "table", namespaces=everywhere, kinds=kind is None, options=rows
         )
+        click.echo(row, color=rows.colour or None)
+
+
+async def _show(client: Client, *, kind: str | None, name: str | None, listing: Listing) -> None:
+    output, selector, namespace = listing.output, listing.selector, listing.namespace
+    if name is not None:
+        assert kind is not None
+        obj = await client.get(kind, name, namespace=namespace or "default")
+        if output.startswith("jsonpath="):
+            click.echo(_jsonpath(object_data(client, obj), output))
+        elif output == "json":
+            click.echo(as_json(object_data(client, obj)))
+        elif output == "yaml":
+            click.echo(as_yaml(object_data(client, obj)).rstrip())
+        else:
+            click.echo(
+                render_objects(client, [obj], output, namespaces=False, kinds=False, options=listing.options),
+                color=listing.options.colour or None,
+            )
+        return
+    kinds = list(client.kinds) if kind is None else [client.kinds.resolve(kind)]
+    objects = await list_all(client, kinds, namespace, selector)
+    if kind is None:
+        skipped = await client.unknown_kinds()
+        if skipped:
+            listed = ", ".join(f"{name} ({count})" for name, count in skipped)
+            click.echo(f"skipped objects of kinds no installed provider declares: {listed}", err=True)
+    if not objects and output in ("table", "name"):
+        where = "any namespace" if namespace is None else f'namespace "{namespace}"'
+        click.echo(f"No resources found in {where}.", err=True)
+        return
+    if listing.sort_by:
+        objects = sort_objects(client, objects, listing.sort_by)
+    if output.startswith("jsonpath="):
+        items = [object_data(client, o) for o in objects]
+        click.echo(_jsonpath({"api_version": "v1", "kind": "List", "items": items}, output))
+        return
+    click.echo(
+        render_objects(
+            client,
+            objects,
+            output,
+            namespaces=namespace is None,
+            kinds=kind is None,
+            options=listing.options,
+        ),
+        color=listing.options.colour or None,  # click strips colour off a terminal otherwise
+    )
 
 
 @cli.command()
