@@ -1,72 +1,23 @@
-"""The provider of docs/how-to/write-a-provider.md passes the conformance kit."""
+"""The example provider project (examples/provider: ledger.py, pyproject.toml, its own
+conformance test) is complete: its test passes here, and its pyproject declares what a
+provider needs."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+import tomllib
 from pathlib import Path
-from typing import Any
 
-import pytest
+PROJECT = Path(__file__).parents[1] / "examples" / "provider"
+sys.path.insert(0, str(PROJECT / "tests"))
 
-from reconcile import Resource
-from reconcile.testing.conformance import CHECKS, Harness
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "examples" / "provider"))
-
-from ledger import Ledger, LedgerProvider
+from test_conformance import test_ledger_provider_conformance  # noqa: E402,F401 - collected here too
 
 
-class LedgerOutside:
-    """Edits the ledger file directly, as a person would."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-
-    async def exists(self, resource: Resource[Any, Any]) -> bool:
-        """Whether the key is in the file."""
-        return resource.spec.key in self.ledger.read()
-
-    async def delete(self, resource: Resource[Any, Any]) -> None:
-        """Remove the key by hand."""
-        entries = self.ledger.read()
-        del entries[resource.spec.key]
-        self.ledger.write(entries)
-
-    async def drift(self, resource: Resource[Any, Any]) -> None:
-        """Edit the value by hand."""
-        entries = self.ledger.read()
-        entries[resource.spec.key]["value"] = "edited by hand"
-        self.ledger.write(entries)
-
-    async def plant_foreign(self, manifest: Mapping[str, Any]) -> None:
-        """Somebody else's entry under the same key."""
-        entries = self.ledger.read()
-        entries[manifest["spec"]["key"]] = {"value": "theirs", "owner": "someone-else"}
-        self.ledger.write(entries)
-
-    async def count(self) -> int:
-        """How many keys there are."""
-        return len(self.ledger.read())
-
-
-def entry(name: str) -> dict[str, Any]:
-    """An Entry manifest."""
-    return {
-        "api_version": "ledger.example.dev/v1",
-        "kind": "Entry",
-        "metadata": {"name": name},
-        "spec": {"key": name, "value": "hello"},
-    }
-
-
-@pytest.mark.parametrize("check", CHECKS, ids=lambda check: check.__name__)
-async def test_ledger_provider_conformance(
-    check: Callable[[Harness], Awaitable[None]], tmp_path: Path
-) -> None:
-    """Every conformance check passes for the example provider."""
-    path = tmp_path / "ledger.json"
-    harness = Harness(
-        LedgerProvider(), LedgerOutside(Ledger(path)), entry, tmp_path / "state.db", {"path": str(path)}
-    )
-    await check(harness)
+def test_the_project_declares_what_a_provider_needs() -> None:
+    """The distribution reconcile-engine (not "reconcile"), the entry point, the kit's
+    asyncio mode."""
+    project = tomllib.loads((PROJECT / "pyproject.toml").read_text())
+    assert project["project"]["dependencies"] == ["reconcile-engine"]
+    assert project["project"]["entry-points"]["reconcile.providers"] == {"ledger": "ledger:provider"}
+    assert project["tool"]["pytest"]["ini_options"]["asyncio_mode"] == "auto"
