@@ -89,6 +89,16 @@ def test_plan_says_what_run_would_do(site: Site, tmp_path: Path) -> None:
     assert (site.revision(), site.outside()) == (revision, outside), "plan wrote something"
 
 
+def test_apply_plan_stores_nothing(site: Site, tmp_path: Path) -> None:
+    """apply --plan shows the plan of the manifests and stores nothing."""
+    revision = site.revision()
+    (tmp_path / "new.yaml").write_text(manifest("new", "new.txt"))
+    code, out, _ = site("apply", "--plan", "-f", str(tmp_path / "new.yaml"))
+    assert code == 0
+    assert out.splitlines()[-1].startswith("Plan: 1 to create")
+    assert site.revision() == revision
+
+
 def test_exit_code_and_a_converged_store(site: Site) -> None:
     """--exit-code: 1 while run would change something, 0 once it would not."""
     assert site("plan", "--exit-code")[0] == 1

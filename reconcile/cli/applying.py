@@ -140,9 +140,17 @@ _FILENAMES = click.option(
 
 @cli.command()
 @_FILENAMES
+@click.option(
+    "--plan", "plan_only", is_flag=True, help="Store nothing: show what run would do (reconcile plan -f)."
+)
 @click.pass_obj
-def apply(settings: Settings, filenames: tuple[str, ...]) -> None:
+def apply(settings: Settings, filenames: tuple[str, ...], plan_only: bool) -> None:
     """Declare the objects in manifests (YAML or JSON, multi-document)."""
+    if plan_only:
+        from reconcile.cli.planning import show_plan  # noqa: PLC0415 - planning builds on this module
+
+        show_plan(settings, filenames)
+        return
     run_async(_apply(settings, filenames))
 
 

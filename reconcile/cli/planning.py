@@ -30,7 +30,7 @@ from reconcile.model import Kind, Resource
 from reconcile.model.external import ExternalClient
 from reconcile.runtime.discovery import discover_providers
 
-__all__: list[str] = []
+__all__ = ["show_plan"]
 
 AnyResource = Resource[Any, Any]
 _NEW_UID = "00000000-0000-0000-0000-000000000000"  # no external resource carries this mark
@@ -58,6 +58,19 @@ def plan_command(
     settings: Settings, filenames: tuple[str, ...], output: str, exit_code: bool, timeout: float
 ) -> None:
     """Show what run would do (create, update with the diff, delete, adopt), observing only."""
+    show_plan(settings, filenames, output=output, exit_code=exit_code, timeout=timeout)
+
+
+def show_plan(
+    settings: Settings,
+    filenames: Sequence[str],
+    *,
+    output: str = "table",
+    exit_code: bool = False,
+    timeout: float = 60.0,
+) -> None:
+    """Plan, print, and fail (exit 1) on an object that cannot be observed, or with
+    ``exit_code`` on a plan that changes something (``plan``, ``apply --plan``)."""
     planned = run_async(_plan(settings, filenames, timeout))
     if output == "json":
         click.echo(as_json([_data(p) for p in planned]))
