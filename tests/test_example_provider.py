@@ -11,7 +11,7 @@ from pathlib import Path
 PROJECT = Path(__file__).parents[1] / "examples" / "provider"
 sys.path.insert(0, str(PROJECT / "tests"))
 
-from test_conformance import test_ledger_provider_conformance  # noqa: E402,F401 - collected here too
+from test_ledger import test_ledger_provider_conformance  # noqa: E402,F401 - collected here too
 
 
 def test_the_project_declares_what_a_provider_needs() -> None:
