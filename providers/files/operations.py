@@ -33,9 +33,11 @@ from providers.files.walking import (
     RENAME_NOREPLACE,
     descend,
     entry_stat,
+    kind_of,
     make_temporary_file,
     make_temporary_folder,
     open_entry,
+    open_existing,
     rename_at,
 )
 from reconcile.errors import NotOwnedError, PermanentError, TransientError
@@ -67,14 +69,6 @@ class Found:
     data: bytes = b""
 
 
-def _kind_of(info: os.stat_result) -> str:
-    if stat.S_ISDIR(info.st_mode):
-        return "a directory"
-    if stat.S_ISLNK(info.st_mode):
-        return "a symlink (not followed)"
-    return "not a regular file"
-
-
 def lstat_entry(root: str, path: str) -> os.stat_result | None:
     """The entry's own stat (a symlink is not followed); None when it is missing."""
     with descend(root, path) as found:
@@ -84,47 +78,26 @@ def lstat_entry(root: str, path: str) -> os.stat_result | None:
 def read_file(root: str, path: str) -> Found | None:
     """The file's bytes, stat and mark; None when it is missing. Anything but a regular
     file there is a PermanentError."""
-    with descend(root, path) as found:
-        if found is None:
-            return None
-        folder, name = found
-        info = entry_stat(folder, name)
-        if info is None:
-            return None
-        if not stat.S_ISREG(info.st_mode):
-            raise PermanentError(f"{path} is {_kind_of(info)}")
-        try:
-            handle = open_entry(folder, name, FILE_FLAGS, path)
-        except FileNotFoundError:
-            return None
+    opened = open_existing(root, path)
+    if opened is None:
+        return None
+    handle, info = opened
     try:
-        opened = os.fstat(handle)
-        if not stat.S_ISREG(opened.st_mode):
-            raise PermanentError(f"{path} is {_kind_of(opened)}")
         with os.fdopen(os.dup(handle), "rb") as reader:
             data = reader.read()
-        return Found(opened, read_mark(handle), data)
+        return Found(info, read_mark(handle), data)
     finally:
         os.close(handle)
 
 
 def read_directory(root: str, path: str) -> Found | None:
     """The folder's stat and mark; None when it is missing."""
-    with descend(root, path) as found:
-        if found is None:
-            return None
-        folder, name = found
-        info = entry_stat(folder, name)
-        if info is None:
-            return None
-        if not stat.S_ISDIR(info.st_mode):
-            raise PermanentError(f"{path} exists and is not a directory")
-        try:
-            handle = open_entry(folder, name, DIRECTORY_FLAGS, path)
-        except FileNotFoundError:
-            return None
+    opened = open_existing(root, path, folder=True)
+    if opened is None:
+        return None
+    handle, info = opened
     try:
-        return Found(os.fstat(handle), read_mark(handle))
+        return Found(info, read_mark(handle))
     finally:
         os.close(handle)
 
@@ -135,7 +108,7 @@ def _check_owner(folder: int, name: str, path: str, owners: tuple[str | None, ..
     if info is None:
         return None
     if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-        raise NotOwnedError(f"{path} is {_kind_of(info)}, not created by this resource")
+        raise NotOwnedError(f"{path} is {kind_of(info)}, not created by this resource")
     flags = DIRECTORY_FLAGS if stat.S_ISDIR(info.st_mode) else FILE_FLAGS
     try:
         handle = open_entry(folder, name, flags, path)
@@ -216,7 +189,7 @@ def adopt(root: str, path: str, mark: str, *, directory: bool) -> None:
         wanted = stat.S_ISDIR if directory else stat.S_ISREG
         if not wanted(info.st_mode):
             as_what = "a directory" if directory else "a file"
-            raise PermanentError(f"{path} is {_kind_of(info)}: it cannot be adopted as {as_what}")
+            raise PermanentError(f"{path} is {kind_of(info)}: it cannot be adopted as {as_what}")
         handle = open_entry(folder, name, DIRECTORY_FLAGS if directory else FILE_FLAGS, path)
         try:
             write_mark(handle, mark)

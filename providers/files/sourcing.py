@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 
-from providers.files.walking import FILE_FLAGS, descend, entry_stat, open_entry
+from providers.files.walking import open_existing
 from reconcile.errors import PermanentError
 
 __all__ = ["PSEUDO_FILESYSTEMS", "SourceError", "fingerprint", "read_source"]
@@ -53,29 +52,19 @@ def read_source(source: str, source_root: str) -> tuple[bytes, os.stat_result]:
     if _pseudo(source):
         raise SourceError(f"{source} is a kernel pseudo-file, not content")
     try:
-        with descend(source_root, source) as found:
-            if found is None:
-                raise SourceError(f"{source} does not exist")
-            folder, name = found
-            info = entry_stat(folder, name)
-            if info is None:
-                raise SourceError(f"{source} does not exist")
-            if not stat.S_ISREG(info.st_mode):
-                kind = "a symlink (not followed)" if stat.S_ISLNK(info.st_mode) else "not a regular file"
-                raise SourceError(f"{source} is {kind}")
-            handle = open_entry(folder, name, FILE_FLAGS, source)
+        opened = open_existing(source_root, source)
     except PermanentError as exc:
         raise SourceError(str(exc)) from None
     except OSError as exc:
         raise SourceError(f"{source}: {exc.strerror}") from None
+    if opened is None:
+        raise SourceError(f"{source} does not exist")
+    handle, info = opened
     try:
-        opened = os.fstat(handle)
-        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
-            raise SourceError(f"{source} changed while it was opened")
         if os.fstatvfs(handle).f_blocks == 0:
             raise SourceError(f"{source} lies on a pseudo filesystem, not a disk")
         with os.fdopen(os.dup(handle), "rb") as reader:
-            return reader.read(), opened
+            return reader.read(), info
     except OSError as exc:
         raise SourceError(f"{source}: {exc.strerror}") from None
     finally:

@@ -27,7 +27,7 @@ import fcntl
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from providers.files.marking import PARENT, write_mark
 from reconcile.errors import PermanentError
@@ -40,9 +40,11 @@ __all__ = [
     "components",
     "descend",
     "entry_stat",
+    "kind_of",
     "make_temporary_file",
     "make_temporary_folder",
     "open_entry",
+    "open_existing",
     "rename_at",
     "temporary_name",
 ]
@@ -137,17 +139,9 @@ def make_temporary_folder(folder: int, name: str, mode: int, mark: str) -> Itera
     temporary = temporary_name(name)
     os.mkdir(temporary, 0o700, dir_fd=folder)
     made = os.open(temporary, DIRECTORY_FLAGS, dir_fd=folder)
-    try:
-        fcntl.flock(made, fcntl.LOCK_EX)
-        write_mark(made, mark)
+    with _locked_and_marked(folder, temporary, made, mark, os.rmdir):
         os.fchmod(made, mode)  # mkdir's mode passes through the umask
         yield temporary
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.rmdir(temporary, dir_fd=folder)
-        raise
-    finally:
-        os.close(made)
 
 
 @contextlib.contextmanager
@@ -157,16 +151,62 @@ def make_temporary_file(folder: int, name: str, mark: str) -> Iterator[tuple[int
     temporary = temporary_name(name)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     handle = os.open(temporary, flags, 0o600, dir_fd=folder)
+    with _locked_and_marked(folder, temporary, handle, mark, os.unlink):
+        yield handle, temporary
+
+
+@contextlib.contextmanager
+def _locked_and_marked(
+    folder: int, temporary: str, handle: int, mark: str, remove: Callable[..., None]
+) -> Iterator[None]:
+    """Lock, then mark, a just-made temporary (a sweep takes only marked ones whose lock
+    it can get); ``remove`` it if the block fails; close its descriptor either way."""
     try:
         fcntl.flock(handle, fcntl.LOCK_EX)
         write_mark(handle, mark)
-        yield handle, temporary
+        yield
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(temporary, dir_fd=folder)
+            remove(temporary, dir_fd=folder)
         raise
     finally:
         os.close(handle)
+
+
+def kind_of(info: os.stat_result) -> str:
+    """What an entry is, for messages: ``a directory``, ``a symlink (not followed)``..."""
+    if stat.S_ISDIR(info.st_mode):
+        return "a directory"
+    if stat.S_ISLNK(info.st_mode):
+        return "a symlink (not followed)"
+    return "not a regular file"
+
+
+def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, os.stat_result] | None:
+    """An open descriptor of the regular file (or the folder) at ``path`` and its
+    ``fstat``, reached by :func:`descend`; None when it is missing. Anything else there
+    is a PermanentError saying what it is; so is an entry replaced while it was opened."""
+    wanted = stat.S_ISDIR if folder else stat.S_ISREG
+    with descend(root, path) as found:
+        if found is None:
+            return None
+        parent, name = found
+        info = entry_stat(parent, name)
+        if info is None:
+            return None
+        if not wanted(info.st_mode):
+            raise PermanentError(
+                f"{path} exists and is not a directory" if folder else f"{path} is {kind_of(info)}"
+            )
+        try:
+            handle = open_entry(parent, name, DIRECTORY_FLAGS if folder else FILE_FLAGS, path)
+        except FileNotFoundError:
+            return None
+    opened = os.fstat(handle)
+    if not wanted(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+        os.close(handle)
+        raise PermanentError(f"{path} changed while it was opened")
+    return handle, opened
 
 
 @contextlib.contextmanager
