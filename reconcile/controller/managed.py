@@ -40,6 +40,7 @@ from reconcile.api.client import Client
 from reconcile.controller.calling import ProviderCalls
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.informing import Informer
+from reconcile.controller.planning import owned
 from reconcile.controller.reconciling import Request, Result
 from reconcile.controller.statuses import Verdict, new_status
 from reconcile.controller.telemetry import Telemetry
@@ -237,12 +238,7 @@ class ManagedReconciler:
         spread = self.poll_interval * self.poll_jitter
         return Result(requeue_after=self.poll_interval + spread * (2 * self._random() - 1))
 
-    @staticmethod
-    def _owned(obj: AnyResource, observation: Observation) -> bool:
-        if observation.owner is not None:
-            return observation.owner == obj.metadata.uid
-        annotations = obj.metadata.annotations
-        return ANNOTATION_CREATE_SUCCEEDED in annotations or ANNOTATION_CREATE_PENDING in annotations
+    _owned = staticmethod(owned)
 
     # -- actions -------------------------------------------------------------------------------
 

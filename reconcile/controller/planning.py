@@ -30,7 +30,7 @@ from reconcile.model.external import (
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import Resource
 
-__all__ = ["ACTIONS", "CHANGES", "Planned", "plan"]
+__all__ = ["ACTIONS", "CHANGES", "Planned", "owned", "plan"]
 
 AnyResource = Resource[Any, Any]
 #: Every action, in the order a summary lists them.
@@ -48,7 +48,10 @@ class Planned:
     detail: str = ""
 
 
-def _owned(obj: AnyResource, observation: Observation) -> bool:
+def owned(obj: AnyResource, observation: Observation) -> bool:
+    """Whether the external resource observed is ``obj``'s: its owner mark says so, or
+    (for a system without marks) a create of it was recorded. The managed reconciler
+    decides by the same rule."""
     if observation.owner is not None:
         return observation.owner == obj.metadata.uid
     annotations = obj.metadata.annotations
@@ -73,7 +76,7 @@ async def plan(obj: AnyResource, external: ExternalClient) -> Planned:
     except Exception as exc:  # noqa: BLE001 - reported as the object's plan, not raised
         return Planned(key, "error", " ".join((str(exc) or type(exc).__name__).split()))
     if deleting:
-        if observation.exists and not _owned(obj, observation):
+        if observation.exists and not owned(obj, observation):
             return Planned(key, "refuse", "not ours: the object goes, the external resource is left alone")
         if observation.exists:
             return Planned(key, "delete")
@@ -82,7 +85,7 @@ async def plan(obj: AnyResource, external: ExternalClient) -> Planned:
         return Planned(
             key, "nothing", "observe only: " + ("exists" if observation.exists else "does not exist")
         )
-    if observation.exists and not _owned(obj, observation):
+    if observation.exists and not owned(obj, observation):
         if annotations.get(ANNOTATION_ADOPT) == "true":
             return Planned(key, "adopt", "takes over the existing external resource (reconcile.dev/adopt)")
         return Planned(key, "refuse", "exists and was not created by this object (NotOwned): left alone")
