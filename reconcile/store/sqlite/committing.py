@@ -115,6 +115,7 @@ def commit_batch(
     try:
         head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
         slots = _load_slots(conn, list({w.key: None for w in batch}))
+        claims = _Claims(conn, slots)
         next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM objects").fetchone()[0]
         events: list[tuple[Any, ...]] = []
         results: list[WriteResult | BaseException] = []
@@ -124,7 +125,7 @@ def commit_batch(
                 slot = slots[write.key] = _Slot(next_id)
                 next_id += 1
             try:
-                results.append(_run_one(write, slot, head + 1, now, events, claims=_Claims(conn, slots)))
+                results.append(_run_one(write, slot, head + 1, now, events, claims=claims))
             except Exception as exc:  # noqa: BLE001 - delivered to that write's caller
                 results.append(exc)
             if events:
@@ -169,35 +170,36 @@ def commit_batch(
 
 @attrs.define(eq=False)
 class _Claims:
-    """Which live object declares an external resource, as the batch has left it: the
-    batch's own slots first, the database for the rest (one indexed seek)."""
+    """Which live object declares an external resource, as the batch has left it: what
+    this batch claimed (an index, kept as its writes succeed), the database for the rest
+    (one indexed seek, made only by a write whose identity is new)."""
 
     conn: sqlite3.Connection
     slots: dict[ObjectKey, _Slot]
+    claimed: dict[tuple[str, str, str], ObjectKey] = attrs.Factory(dict)
 
     def check(self, key: ObjectKey, slot: _Slot, identity: str) -> None:
         """InvalidError naming the other object when one declares ``identity``."""
-        for other_key, other in self.slots.items():
-            if (
-                other is not slot
-                and other.identity == identity
-                and other.text is not None
-                and _same_kind(key, other_key)
-            ):
-                raise _claimed(key, identity, other_key)
+        holder = self.claimed.get((key.api_group, key.kind, identity))
+        if holder is not None and holder != key and self._holds(holder, identity):
+            raise _claimed(key, identity, holder)
         rows = self.conn.execute(
             "SELECT namespace, name FROM objects WHERE api_group = ? AND kind = ? AND identity = ? "
             "AND live AND id != ?",
             (key.api_group, key.kind, identity, slot.id),
         )
         for namespace, name in rows:
-            other_key = ObjectKey(key.api_group, key.kind, namespace, name)
-            if other_key not in self.slots:  # a slot of this batch says its own, newer state
-                raise _claimed(key, identity, other_key)
+            other = ObjectKey(key.api_group, key.kind, namespace, name)
+            if other not in self.slots or self._holds(other, identity):  # a slot of this batch is newer
+                raise _claimed(key, identity, other)
 
+    def record(self, key: ObjectKey, identity: str) -> None:
+        """``key``'s write that declares ``identity`` succeeded."""
+        self.claimed[(key.api_group, key.kind, identity)] = key
 
-def _same_kind(first: ObjectKey, second: ObjectKey) -> bool:
-    return (first.api_group, first.kind) == (second.api_group, second.kind)
+    def _holds(self, key: ObjectKey, identity: str) -> bool:
+        slot = self.slots[key]
+        return slot.text is not None and slot.identity == identity
 
 
 def _claimed(key: ObjectKey, identity: str, other: ObjectKey) -> InvalidError:
@@ -248,6 +250,8 @@ def _run_one(
         text = None if isinstance(change, Remove) else snapshot
     events.extend(pending)
     last = pending[-1][0]
+    if identity is not None and identity != slot.identity:
+        claims.record(write.key, identity)
     if stamped != slot.revision or text != slot.text or identity != slot.identity:
         slot.dirty, slot.uid, slot.revision, slot.text = True, uid, stamped, text
         slot.identity = identity
