@@ -139,7 +139,7 @@ class Admission:
             reason = "expected a mapping with api_version, kind, metadata and spec"
             raise InvalidError([FieldError("", reason)])
         try:
-            check_depth(dict(manifest))
+            check_depth(manifest)
         except ValueError as exc:
             raise InvalidError([FieldError("", str(exc))], subject=self._subject(manifest)) from None
         errors = self._envelope_errors(manifest)

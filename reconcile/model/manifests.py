@@ -13,7 +13,7 @@ recursive step (structuring, encoding) can overflow the stack on hostile input.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -94,10 +94,10 @@ def check_depth(data: object) -> None:
     stack = [(data, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict | list):
+        if isinstance(item, Mapping | list):
             if depth > MAX_DEPTH:
                 raise ValueError(_too_deep())
-            values = item.values() if isinstance(item, dict) else item
+            values = item.values() if isinstance(item, Mapping) else item
             stack.extend((value, depth + 1) for value in values)
 
 
