@@ -521,6 +521,10 @@ class Client:
             if (group, kind) not in known
         ]
 
+    async def compactable(self, before: int) -> int:
+        """How many events :meth:`compact` would drop before ``before``."""
+        return await self.store.compactable(before)
+
     async def vacuum(self) -> None:
         """Return the space :meth:`compact` freed to the filesystem (the database file
         shrinks; without it, freed pages are only reused by later writes)."""

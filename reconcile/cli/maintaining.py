@@ -133,24 +133,7 @@ def compact(settings: Settings, before: int | None, vacuum: bool, yes: bool) -> 
     many events it will drop and asks first (--yes: do not ask)."""
     if before is not None and before < 1:
         raise BadInput("--before: must be >= 1")
-    path = settings.database_path()
-    if not yes and isatty() and path.exists():
-        horizon, count = _compactable(path, before)
-        click.confirm(f"compact {path}: drop {count} events before revision {horizon} for good?", abort=True)
-    run_async(_compact(settings, before, vacuum=vacuum))
-
-
-def _compactable(path: Path, before: int | None) -> tuple[int, int]:
-    """The horizon a compaction would set and how many events it would drop (read only)."""
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-        head = int(conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0])
-        horizon = head + 1 if before is None else min(before, head + 1)
-        count = conn.execute(
-            "SELECT count(*) FROM events WHERE revision < ? AND revision NOT IN "
-            "(SELECT resource_version FROM objects WHERE live)",
-            (horizon,),
-        ).fetchone()[0]
-    return horizon, int(count)
+    run_async(_compact(settings, before, vacuum=vacuum, ask=not yes and isatty()))
 
 
 def _file_bytes(path: Path) -> int:
@@ -158,11 +141,16 @@ def _file_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
 
 
-async def _compact(settings: Settings, before: int | None, *, vacuum: bool) -> None:
+async def _compact(settings: Settings, before: int | None, *, vacuum: bool, ask: bool) -> None:
     path = settings.database_path()
     async with settings.client() as client:
         revision = await client.revision()
         horizon = revision + 1 if before is None else min(before, revision + 1)
+        if ask:
+            count = await client.compactable(horizon)
+            click.confirm(
+                f"compact {path}: drop {count} events before revision {horizon} for good?", abort=True
+            )
         dropped = await client.compact(horizon)
         click.echo(f"dropped {dropped} events before revision {horizon}")
         if vacuum:

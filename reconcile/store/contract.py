@@ -207,6 +207,9 @@ class EventStore(Protocol):
     async def kinds(self) -> Sequence[tuple[str, str, int]]:
         """Every (api_group, kind) that has live objects, with how many."""
 
+    async def compactable(self, before: int) -> int:
+        """How many events ``compact(before)`` would drop."""
+
     async def claimant(self, api_group: str, kind: str, identity: str) -> ObjectKey | None:
         """The live object of the kind that declares ``identity``, if any."""
 

@@ -42,7 +42,7 @@ from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
 from reconcile.store.sqlite.committing import PendingWrite, commit_batch
 from reconcile.store.sqlite.connections import close_connections, in_thread, open_connection, open_read_only
-from reconcile.store.sqlite.maintenance import compact, vacuum, verify
+from reconcile.store.sqlite.maintenance import compact, compactable, vacuum, verify
 from reconcile.store.watching import Tail
 
 __all__ = ["SQLiteStore"]
@@ -459,6 +459,11 @@ class SQLiteStore:
             "SELECT api_group, kind, count(*) FROM objects WHERE live GROUP BY api_group, kind ORDER BY 1, 2"
         )
         return [(group, kind, int(count)) for group, kind, count in rows]
+
+    async def compactable(self, before: int) -> int:
+        """How many events ``compact(before)`` would drop."""
+        assert self._reader is not None
+        return await self._guarded(in_thread(self._reader, compactable, before))
 
     async def vacuum(self) -> None:
         """Give the space compaction freed back to the filesystem (rewrites the file: it

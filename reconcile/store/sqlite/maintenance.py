@@ -18,7 +18,17 @@ from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import VerifyReport
 from reconcile.store.encoding import load_body
 
-__all__ = ["compact", "vacuum", "verify"]
+__all__ = ["compact", "compactable", "vacuum", "verify"]
+
+
+#: The events a compaction before a revision (the parameter) drops: all but each live
+#: object's latest snapshot.
+_DROPPED = "revision < ? AND revision NOT IN (SELECT resource_version FROM objects WHERE live)"
+
+
+def compactable(conn: sqlite3.Connection, before: int) -> int:
+    """How many events :func:`compact` would drop (reads only)."""
+    return int(conn.execute(f"SELECT count(*) FROM events WHERE {_DROPPED}", (before,)).fetchone()[0])
 
 
 def compact(conn: sqlite3.Connection, before: int) -> int:
@@ -28,11 +38,7 @@ def compact(conn: sqlite3.Connection, before: int) -> int:
     try:
         head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
         before = min(before, head + 1)
-        dropped = conn.execute(
-            "DELETE FROM events WHERE revision < ? AND revision NOT IN "
-            "(SELECT resource_version FROM objects WHERE live)",
-            (before,),
-        ).rowcount
+        dropped = conn.execute(f"DELETE FROM events WHERE {_DROPPED}", (before,)).rowcount
         conn.execute(
             "DELETE FROM objects WHERE NOT live AND NOT EXISTS "
             "(SELECT 1 FROM events WHERE events.object_id = objects.id)"
