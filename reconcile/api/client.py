@@ -167,13 +167,18 @@ class Client:
             immutable=admitted.kind.immutable,
             identity=admitted.kind.identity_of(admitted.body["spec"]),
         )
-        result = await self._write(key, mutation, actor=manager)
+        changes: list[Any] = []
+
+        def applying(current: StoredObject | None) -> Any:
+            changes.append(change := mutation(current))
+            return change
+
+        result = await self._write(key, applying, actor=manager)
         if result.object is None:
             # The apply released the last finalizer of an object being deleted, which
-            # completed its deletion: what is returned is its last state.
-            last = await self.history(admitted.kind, key.name, namespace=key.namespace)
-            assert last[-1].object is not None
-            return last[-1].object
+            # completed its deletion: what is returned is its last state, the body the
+            # Remove kept in the log (stamped with its revision by the store).
+            return self.decode(changes[-1].body)
         # apply stores the admitted spec as it is: reuse its structured form.
         return self.decode(result.object.body, spec=admitted.spec)
 
