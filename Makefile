@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/store.py --json benchmarks/results/store.json
 	$(BIN)/python benchmarks/reconcile.py --json benchmarks/results/reconcile.json
 	$(BIN)/python benchmarks/files.py --json benchmarks/results/files.json
+	$(BIN)/python benchmarks/growth.py --json benchmarks/results/growth.json
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .mypy_cache .ruff_cache .coverage

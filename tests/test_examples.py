@@ -78,6 +78,16 @@ class TestExamples:
         assert "no change: reconcile run pass" in result.stdout
 
 
+def test_growth_benchmark_smoke(tmp_path: Path) -> None:
+    """benchmarks/growth.py runs at a tiny size: the file shrinks after compact --vacuum."""
+    out = tmp_path / "growth.json"
+    result = run(str(ROOT / "benchmarks" / "growth.py"), "--size", "50", "--rounds", "2", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert data["events"] == 150
+    assert data["vacuumed_bytes"] < data["grown_bytes"]
+
+
 def test_the_demo_site_converges_every_time(tmp_path: Path) -> None:
     """apply -f examples/files/ then run --once into an existing, empty root, ten times:
     each converges (the Directories beside the files being created used to fail with
