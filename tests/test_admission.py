@@ -49,6 +49,19 @@ BAD = {
     "missing name": ({**widget("w"), "metadata": {}}, "metadata.name: required field missing"),
     "upper-case name": (widget("Web_1"), "metadata.name: must consist of lower case"),
     "long name": (widget("a" * 254), "metadata.name: must be no more than 253"),
+    "name with a trailing newline": (widget("abc\n"), "metadata.name: must consist of lower case"),
+    "namespace with a trailing newline": (
+        widget("w", namespace="prod\n"),
+        "metadata.namespace: must consist",
+    ),
+    "label key with a trailing newline": (
+        widget("w", labels={"app\n": "x"}),
+        "metadata.labels['app\\n']: key name part",
+    ),
+    "label value with a trailing newline": (
+        widget("w", labels={"app": "web\n"}),
+        "metadata.labels['app']: must be empty or",
+    ),
     "bad namespace": (widget("w", namespace="a.b"), "metadata.namespace: must consist"),
     "bad label key": (widget("w", labels={"bad key": "x"}), "metadata.labels['bad key']: key name part"),
     "bad label value": (widget("w", labels={"k": "no spaces"}), "metadata.labels['k']: must be empty or"),

@@ -23,7 +23,7 @@ from reconcile import (
     NotFoundError,
     Status,
 )
-from reconcile.model import Condition, ConditionStatus
+from reconcile.model import Condition, ConditionStatus, LabelSelector
 from reconcile.testing import FakeClock
 
 
@@ -186,6 +186,14 @@ class TestReads:
         await client.apply(widget("w4"))
         found = await client.list("widget", label_selector=selector)
         assert [o.metadata.name for o in found.items] == expected
+
+    def test_selectors_are_canonical(self) -> None:
+        """Requirements are sorted by key, as Kubernetes sorts them: the same selector
+        written in another order prints alike and compares equal."""
+        first, second = LabelSelector.parse("x=a,a=x"), LabelSelector.parse("a=x,x=a")
+        assert first == second
+        assert str(first) == str(second) == "a=x,x=a"
+        assert LabelSelector.parse({"z": "1", "b": "2"}) == LabelSelector.parse("b=2,z=1")
 
     async def test_bad_selector(self, client: Client) -> None:
         """A selector that does not parse is an InvalidError naming the clause."""

@@ -165,6 +165,13 @@ class TestBackoff:
         assert delays[:2] == pytest.approx([0.0001, 0.0001])
         assert delays[2:] == pytest.approx([0.1, 0.2, 0.3])
 
+    async def test_backoff_never_overflows(self, queue: WorkQueue[str]) -> None:
+        """Thousands of failures of one key keep returning the maximum delay
+        (``2.0 ** 1024`` would raise OverflowError on the retry path)."""
+        delays = [queue.add_rate_limited("a") for _ in range(2000)]
+        assert delays[-1] == delays[1500] == 1000.0
+        assert queue.num_requeues("a") == 2000
+
 
 class TestPriorities:
     """Changes overtake resyncs, but resyncs age."""
@@ -220,6 +227,23 @@ class TestShutdown:
         queue.done("a")
         queue.done("b")
         await asyncio.wait_for(drained, DEADLINE)
+
+    async def test_drain_delivers_a_key_readded_while_processing(self, queue: WorkQueue[str]) -> None:
+        """A key re-added while it was processed, before the drain began, is delivered once
+        more during the drain (client-go's TestQueueDrainageUsingShutDownWithDrainWithDirtyItem):
+        the change seen mid-reconcile is reconciled before the queue stops."""
+        queue.add("a")
+        assert await take(queue) == "a"
+        queue.add("a")  # changed while processing: deferred
+        drained = asyncio.create_task(queue.drain())
+        await asyncio.sleep(0)
+        queue.done("a")
+        assert await take(queue) == "a"
+        assert not drained.done()
+        queue.done("a")
+        await asyncio.wait_for(drained, DEADLINE)
+        with pytest.raises(QueueShutDown):
+            queue.get_nowait()
 
     async def test_statistics(self, queue: WorkQueue[str]) -> None:
         """statistics() reports depth, in-flight, waiting, adds and retries."""

@@ -12,12 +12,12 @@ from reconcile.store.encoding import dumps
 __all__ = ["PATCHABLE_METADATA", "check_action", "check_patch"]
 
 PATCHABLE_METADATA = frozenset({"labels", "annotations"})
-_EVENT_TYPE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}$")
+_EVENT_TYPE = re.compile(r"[A-Z][A-Za-z0-9]{0,63}")
 
 
 def check_action(event_type: str, data: Mapping[str, Any] | None) -> None:
     """An action event needs a CamelCase type and JSON data."""
-    if not _EVENT_TYPE.match(event_type):
+    if not _EVENT_TYPE.fullmatch(event_type):
         raise InvalidError([FieldError("event_type", "must be CamelCase, like CreateRequested")])
     try:
         dumps(data)

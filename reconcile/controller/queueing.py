@@ -36,6 +36,8 @@ from reconcile.controller.clocks import Clock, LoopClock
 
 __all__ = ["Priority", "QueueShutDown", "QueueStatistics", "WorkQueue"]
 
+_MAX_EXPONENT = 64
+
 K = TypeVar("K", bound=Hashable)
 
 
@@ -215,7 +217,9 @@ class WorkQueue(Generic[K]):
         failures = self._failures[key]
         self._failures[key] = failures + 1
         self._retries += 1
-        delay = max(min(self._base_delay * 2.0**failures, self._max_delay), at_least)
+        # The exponent is capped: 2.0**1024 overflows, and 2**64 times any base is past
+        # every sensible maximum already.
+        delay = max(min(self._base_delay * 2.0 ** min(failures, _MAX_EXPONENT), self._max_delay), at_least)
         if self._bucket is not None:
             delay = max(delay, self._bucket.reserve())
         self.add_after(key, delay, priority)
@@ -306,7 +310,10 @@ class WorkQueue(Generic[K]):
         """Processing of ``key`` finished; a deferred add of it is queued now."""
         self._processing.pop(key, None)
         order = self._deferred.pop(key, None)
-        if order is not None and not self._shutting_down:
+        if order is not None:
+            # Also while draining, as client-go's ShutDownWithDrain does: the key changed
+            # while it was processed, before the drain began, and that change is still
+            # owed a reconcile.
             self._became_ready(self._push(key, order, self._now()))
         self._check_idle()
 
@@ -324,7 +331,6 @@ class WorkQueue(Generic[K]):
             self._timer, self._timer_deadline = None, None
         self._waiting.clear()
         self._delayed.clear()
-        self._deferred.clear()
         for getter in self._getters:
             if not getter.done():
                 getter.set_result(None)

@@ -16,9 +16,9 @@ from reconcile.model.validation import label_value, qualified_name
 
 __all__ = ["LabelSelector", "Requirement"]
 
-_SET_FORM = re.compile(r"^\s*(?P<key>[^\s!=()]+)\s+(?P<op>in|notin)\s*\((?P<values>[^()]*)\)\s*$")
-_EQUALITY_FORM = re.compile(r"^\s*(?P<key>[^\s!=()]+)\s*(?P<op>==|=|!=)\s*(?P<value>[^\s!=(),]*)\s*$")
-_EXISTS_FORM = re.compile(r"^\s*(?P<neg>!?)\s*(?P<key>[^\s!=(),]+)\s*$")
+_SET_FORM = re.compile(r"\s*(?P<key>[^\s!=()]+)\s+(?P<op>in|notin)\s*\((?P<values>[^()]*)\)\s*")
+_EQUALITY_FORM = re.compile(r"\s*(?P<key>[^\s!=()]+)\s*(?P<op>==|=|!=)\s*(?P<value>[^\s!=(),]*)\s*")
+_EXISTS_FORM = re.compile(r"\s*(?P<neg>!?)\s*(?P<key>[^\s!=(),]+)\s*")
 
 
 @attrs.frozen
@@ -40,6 +40,10 @@ class Requirement:
             return present and labels[self.key] in self.values
         # != and notin also match objects that lack the key, as in Kubernetes.
         return not present or labels[self.key] not in self.values
+
+
+def _order(requirement: Requirement) -> tuple[str, str, tuple[str, ...]]:
+    return requirement.key, requirement.operator, tuple(sorted(requirement.values))
 
 
 def _split(text: str) -> list[str]:
@@ -64,13 +68,13 @@ def _check(key: str, values: frozenset[str], clause: str) -> list[FieldError]:
 
 
 def _parse_clause(clause: str) -> tuple[Requirement | None, list[FieldError]]:
-    if match := _SET_FORM.match(clause):
+    if match := _SET_FORM.fullmatch(clause):
         values = frozenset(v.strip() for v in match["values"].split(","))
         requirement = Requirement(match["key"], match["op"], values)
-    elif match := _EQUALITY_FORM.match(clause):
+    elif match := _EQUALITY_FORM.fullmatch(clause):
         op = "=" if match["op"] == "==" else match["op"]
         requirement = Requirement(match["key"], op, frozenset([match["value"]]))
-    elif match := _EXISTS_FORM.match(clause):
+    elif match := _EXISTS_FORM.fullmatch(clause):
         requirement = Requirement(match["key"], "!" if match["neg"] else "exists")
     else:
         return None, [FieldError("label_selector", f"{clause.strip()!r}: cannot parse")]
@@ -102,7 +106,9 @@ class LabelSelector:
                 requirements.append(requirement)
         if errors:
             raise InvalidError(errors)
-        return cls(tuple(requirements))
+        # Canonical, as Kubernetes sorts them by key: "x=a,a=x" and "a=x,x=a" are one
+        # selector, print alike and compare equal.
+        return cls(tuple(sorted(requirements, key=_order)))
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Whether ``labels`` satisfy every requirement."""

@@ -20,10 +20,10 @@ __all__ = [
 
 _LABEL_MAX = 63
 _SUBDOMAIN_MAX = 253
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -31,7 +31,7 @@ def dns1123_label(value: str) -> tuple[str, ...]:
     """Reasons ``value`` is not a DNS-1123 label (a namespace)."""
     if len(value) > _LABEL_MAX:
         return ("must be no more than 63 characters",)
-    if not _DNS1123_LABEL.match(value):
+    if not _DNS1123_LABEL.fullmatch(value):
         return (
             (
                 "must consist of lower case alphanumeric characters or '-', and must start "
@@ -46,7 +46,7 @@ def dns1123_subdomain(value: str) -> tuple[str, ...]:
     """Reasons ``value`` is not a DNS-1123 subdomain (an object name)."""
     if len(value) > _SUBDOMAIN_MAX:
         return ("must be no more than 253 characters",)
-    if not _DNS1123_SUBDOMAIN.match(value):
+    if not _DNS1123_SUBDOMAIN.fullmatch(value):
         return (
             (
                 "must consist of lower case alphanumeric characters, '-' or '.', and must "
@@ -70,7 +70,7 @@ def qualified_name(value: str) -> tuple[str, ...]:
         reasons.append("name part must be non-empty")
     elif len(name) > _LABEL_MAX:
         reasons.append("name part must be no more than 63 characters")
-    elif not _QUALIFIED_NAME.match(name):
+    elif not _QUALIFIED_NAME.fullmatch(name):
         reasons.append(
             "name part must consist of alphanumeric characters, '-', '_' or '.', and "
             "must start and end with an alphanumeric character"
@@ -83,7 +83,7 @@ def label_value(value: str) -> tuple[str, ...]:
     """Reasons ``value`` is not a valid label value."""
     if len(value) > _LABEL_MAX:
         return ("must be no more than 63 characters",)
-    if not _LABEL_VALUE.match(value):
+    if not _LABEL_VALUE.fullmatch(value):
         return (
             (
                 "must be empty or consist of alphanumeric characters, '-', '_' or '.', and "
