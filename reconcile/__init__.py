@@ -22,6 +22,7 @@ from reconcile.errors import (
     NotFoundError,
     NotOwnedError,
     PermanentError,
+    ProviderLoadError,
     ReconcileError,
     SchemaVersionError,
     StoreError,
@@ -47,6 +48,7 @@ from reconcile.model import (
     load_manifests,
     read_manifests,
 )
+from reconcile.model.discovery import discover_providers
 from reconcile.model.external import ExternalClient, ManagedStatus, Observation, Provider
 from reconcile.runtime import Runtime
 from reconcile.store import SQLiteStore, VerifyReport, open_store
@@ -83,6 +85,7 @@ __all__ = [
     "PermanentError",
     "Priority",
     "Provider",
+    "ProviderLoadError",
     "ReconcileError",
     "Reconciler",
     "Request",
@@ -99,6 +102,7 @@ __all__ = [
     "VerifyReport",
     "WorkQueue",
     "connect",
+    "discover_providers",
     "load_manifests",
     "open_store",
     "read_manifests",

@@ -39,6 +39,7 @@ __all__ = [
     "NotFoundError",
     "NotOwnedError",
     "PermanentError",
+    "ProviderLoadError",
     "ReconcileError",
     "SchemaVersionError",
     "StoreError",
@@ -148,6 +149,12 @@ class LockedError(ReconcileError):
     def __init__(self, message: str, *, holder: str) -> None:
         super().__init__(message)
         self.holder = holder
+
+
+class ProviderLoadError(ReconcileError):
+    """An entry point of the ``reconcile.providers`` group does not give a provider: it
+    fails to import, its factory raises, or what it gives lacks ``name``, ``kinds`` or
+    ``connect``. The message names the entry point."""
 
 
 class TransientError(ReconcileError):

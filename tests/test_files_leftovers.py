@@ -10,6 +10,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from providers.files.client import FilesClient
 from providers.files.kinds import FileSpec
 from providers.files.marking import PARENT, read_mark, write_mark
 from providers.files.operations import write_file
-from providers.files.sweeping import sweep
+from providers.files.sweeping import TEMPORARY, sweep
 from reconcile import NotFoundError, NotOwnedError, ObjectMeta, Resource, TransientError
 
 CRASHING_WRITER = """
@@ -163,3 +164,46 @@ def test_a_create_racing_another_writer_does_not_replace_its_file(
     assert target.read_text() == "the other's\n"
     assert read_mark(str(target)) == "uid-other"
     assert sorted(p.name for p in root.iterdir()) == ["same.txt"]
+
+
+def test_sigkill_mid_convergence_leaves_no_temporary(tmp_path: Path) -> None:
+    """``reconcile run`` SIGKILLed twice while it converges 1,200 files, and a writer
+    killed mid-write besides: the next run converges and no temporary is left anywhere
+    under the root (each folder is swept before this process first writes into it)."""
+    root, db, manifests = tmp_path / "root", tmp_path / "state.db", tmp_path / "manifests"
+    www = root / "www"
+    manifests.mkdir()
+    count = 1200
+    documents = [
+        "api_version: files.reconcile.dev/v1\nkind: File\n"
+        f"metadata: {{name: f{i}}}\nspec: {{path: www/f{i}.txt, content: '{'x' * 512}{i}'}}\n"
+        for i in range(count)
+    ]
+    (manifests / "site.yaml").write_text("---\n".join(documents))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    cli = [sys.executable, "-m", "reconcile", "--db", str(db), "--root", str(root)]
+    applied = subprocess.run([*cli, "apply", "-f", str(manifests)], env=env, capture_output=True, check=False)
+    assert applied.returncode == 0, applied.stderr
+    for wanted in (count // 10, count // 3):
+        runner = subprocess.Popen(
+            [*cli, "run"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not (www.is_dir() and len(list(www.iterdir())) >= wanted):
+                assert time.monotonic() < deadline, f"fewer than {wanted} files written in 120 s"
+                assert runner.poll() is None, "reconcile run exited on its own"
+                time.sleep(0.005)  # polling the folder for progress, not waiting for a result
+        finally:
+            runner.kill()
+            runner.wait(timeout=60)
+    crash_while_writing(www, "3d5ba1c2-0000-4000-8000-000000000000")
+    (www / "f0.txt").unlink()  # drift: the next run writes into www for certain
+    assert [p for p in www.iterdir() if TEMPORARY.fullmatch(p.name)], "a temporary to sweep"
+    again = subprocess.run(
+        [*cli, "run", "--once", "--timeout", "120"], env=env, capture_output=True, check=False
+    )
+    assert again.returncode == 0, again.stderr
+    leftovers = [str(p) for p in root.rglob("*") if TEMPORARY.fullmatch(p.name)]
+    assert leftovers == []
+    assert len(list(www.glob("f*.txt"))) == count

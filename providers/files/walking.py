@@ -149,10 +149,36 @@ def make_temporary_file(folder: int, name: str, mark: str) -> Iterator[tuple[int
     """A new, empty file under a temporary name for ``name``, marked and locked like
     :func:`make_temporary_folder`; the block writes it and renames it into place."""
     temporary = temporary_name(name)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    handle = os.open(temporary, flags, 0o600, dir_fd=folder)
+    handle = _unnamed_file(folder, mark, temporary)
+    if handle is None:  # no O_TMPFILE here: create it named, then lock and mark it
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        handle = os.open(temporary, flags, 0o600, dir_fd=folder)
     with _locked_and_marked(folder, temporary, handle, mark, os.unlink):
         yield handle, temporary
+
+
+def _unnamed_file(folder: int, mark: str, temporary: str) -> int | None:
+    """An ``O_TMPFILE`` file in ``folder``, locked and marked before it gets a name, then
+    linked as ``temporary``: a process killed at any point leaves either nothing (the
+    unnamed inode goes with its last descriptor) or a marked temporary a sweep removes,
+    never an unmarked one. None where the filesystem has no ``O_TMPFILE``."""
+    try:
+        handle = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
+            return None
+        raise
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        write_mark(handle, mark)
+        os.link(f"/proc/self/fd/{handle}", temporary, dst_dir_fd=folder, follow_symlinks=True)
+    except FileNotFoundError:  # no /proc to link through
+        os.close(handle)
+        return None
+    except BaseException:
+        os.close(handle)
+        raise
+    return handle
 
 
 @contextlib.contextmanager

@@ -27,8 +27,8 @@ from reconcile.cli.rendering import as_json, table
 from reconcile.cli.settings import Settings
 from reconcile.controller.planning import ACTIONS, CHANGES, Planned, plan
 from reconcile.model import Kind, Resource
+from reconcile.model.discovery import discover_providers
 from reconcile.model.external import ExternalClient
-from reconcile.runtime.discovery import discover_providers
 
 __all__ = ["show_plan"]
 

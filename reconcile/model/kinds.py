@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
@@ -154,13 +153,18 @@ class KindRegistry:
         raise InvalidError([FieldError("kind", f'"{name}" is ambiguous: {groups}')])
 
     @classmethod
-    def from_entry_points(cls, group: str = ENTRY_POINT_GROUP) -> KindRegistry:
-        """Build a registry from every installed provider's ``kinds``."""
+    def from_providers(cls, providers: Iterable[Any]) -> KindRegistry:
+        """A registry of the kinds ``providers`` declare, each under its provider's name."""
         registry = cls()
-        for entry_point in importlib_metadata.entry_points(group=group):
-            loaded = entry_point.load()
-            provider = loaded() if isinstance(loaded, type) else loaded
-            name = getattr(provider, "name", entry_point.name)
-            for kind in getattr(provider, "kinds", ()):
-                registry.register(kind, provider=name)
+        for provider in providers:
+            for kind in provider.kinds:
+                registry.register(kind, provider=provider.name)
         return registry
+
+    @classmethod
+    def from_entry_points(cls, group: str = ENTRY_POINT_GROUP) -> KindRegistry:
+        """Build a registry from every installed provider's ``kinds`` (found by
+        :func:`reconcile.model.discovery.discover_providers`, the one discovery rule)."""
+        from reconcile.model.discovery import discovered_kinds  # noqa: PLC0415 - it imports this module
+
+        return discovered_kinds(group)

@@ -1,7 +1,7 @@
 """The runtime layer: the Runtime that wires store, controllers and providers, supervision
 and provider discovery."""
 
-from reconcile.runtime.discovery import discover_providers
+from reconcile.model.discovery import discover_providers
 from reconcile.runtime.health import ControllerHealth, Health
 from reconcile.runtime.running import Runtime
 from reconcile.runtime.supervising import Supervisor

@@ -30,12 +30,12 @@ from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
 from reconcile.controller.telemetry import Telemetry
 from reconcile.errors import LockedError, NotFoundError, ReconcileError
 from reconcile.model.conditions import ConditionStatus
+from reconcile.model.discovery import discover_providers
 from reconcile.model.events import Event
 from reconcile.model.external import ExternalClient, Provider
 from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import Resource
-from reconcile.runtime.discovery import discover_providers
 from reconcile.runtime.health import ControllerHealth, Health
 from reconcile.runtime.supervising import Supervisor
 from reconcile.store.contract import Claim, EventStore
