@@ -224,7 +224,7 @@ class TestInformer:
     ) -> None:
         """A watch that raises is counted, reported to handlers, and restarted after backoff."""
         await client.apply(widget("w1"))
-        original = client.watch
+        original = client.raw_watch
         failures = [RuntimeError("network down")]
 
         def flaky(*args: Any, **kwargs: Any) -> Any:
@@ -232,7 +232,7 @@ class TestInformer:
                 raise failures.pop()
             return original(*args, **kwargs)
 
-        monkeypatch.setattr(client, "watch", flaky)
+        monkeypatch.setattr(client, "raw_watch", flaky)
         informer = Informer(client, WIDGET, clock=clock)
         errors: list[BaseException] = []
         informer.add_error_handler(errors.append)
@@ -253,7 +253,7 @@ class TestInformer:
         """ExpiredError relists at once; the relist reports what changed meanwhile."""
         await client.apply(widget("w1"))
         await client.apply(widget("gone"))
-        original = client.watch
+        original = client.raw_watch
         expired = [True]
 
         async def expiring(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
@@ -265,7 +265,7 @@ class TestInformer:
             async for item in original(*args, **kwargs):
                 yield item
 
-        monkeypatch.setattr(client, "watch", expiring)
+        monkeypatch.setattr(client, "raw_watch", expiring)
         informer = Informer(client, WIDGET, clock=clock)
         heard: list[tuple[str, str]] = []
         informer.add_handler(lambda e: heard.append((e.type, e.key.name)))
@@ -306,14 +306,14 @@ class TestInformer:
 def hold_watch(client: Client, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
     """Make the client's watches wait before each item until the returned gate opens."""
     gate = asyncio.Event()
-    original = client.watch
+    original = client.raw_watch
 
     async def held(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         async for item in original(*args, **kwargs):
             await gate.wait()
             yield item
 
-    monkeypatch.setattr(client, "watch", held)
+    monkeypatch.setattr(client, "raw_watch", held)
     return gate
 
 
@@ -330,14 +330,16 @@ async def running_informer(informer: Informer) -> AsyncIterator[Informer]:
             await task
 
 
-class TestRemember:
+class TestWritten:
     """The mutation cache: a process's own writes enter the cache at once, once."""
 
     async def test_own_write_is_cached_at_once_and_not_decoded_again(
         self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """remember() puts the written object in the cache and tells the handlers; its
-        watch event then advances the revision without decoding or a second notice."""
+        """written() puts the written object in the cache and tells the handlers; its
+        watch event then advances the revision without a second notice, and the cache
+        keeps the very object the write returned (the event was dropped, not decoded
+        into a copy)."""
         await client.apply(widget("w1"))
         gate = hold_watch(client, monkeypatch)
         informer = Informer(client, WIDGET, clock=clock)
@@ -346,33 +348,22 @@ class TestRemember:
         async with running_informer(informer):
             cached = informer.get(widget_key("w1"))
             assert cached is not None
-            decoded: list[int] = []
-            original = client.decoder.resource
-
-            def counting(body: Any, **kwargs: Any) -> Any:
-                decoded.append(body["metadata"]["resource_version"])
-                return original(body, **kwargs)
-
-            monkeypatch.setattr(client.decoder, "resource", counting)
             written = await client.record_actions(
                 "widget", "w1", [("Noted", None)], annotations={"a": "1"}, based_on=cached
             )
             revision = written.metadata.resource_version
             assert revision is not None
-            decoded.clear()
-            informer.remember(written, "engine")
+            informer.written(written, "engine")
             assert informer.get(widget_key("w1")) is written
             assert informer.revision < revision  # the cache's revision moves with the watch only
             assert heard[-1] == ("w1", revision)
             gate.set()
             await asyncio.wait_for(informer.wait_for_revision(revision), DEADLINE)
-            assert decoded == []
+            assert informer.get(widget_key("w1")) is written
             assert [h for h in heard if h == ("w1", revision)] == [("w1", revision)]
-            # A change by someone else after it is decoded (by the watch, besides the
-            # apply's own result) and heard as usual.
+            # A change by someone else after it is decoded by the watch and heard as usual.
             theirs = (await client.apply(widget("w1", 5))).metadata.resource_version
             await settle(lambda: informer.get(widget_key("w1")).spec.size == 5)  # type: ignore[union-attr]
-            assert decoded == [theirs, theirs]
             assert heard[-1] == ("w1", theirs)
 
     async def test_a_change_inside_our_write_is_still_heard(
@@ -392,7 +383,7 @@ class TestRemember:
                 "widget", "w1", [], annotations={"a": "1"}, manager="engine", based_on=read
             )
             assert written.metadata.labels == {"by": "them"}
-            informer.remember(written, "engine")
+            informer.written(written, "engine")
             gate.set()
             await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
             assert heard == [("added", None), ("modified", "engine"), ("modified", "someone")]
@@ -409,9 +400,9 @@ class TestRemember:
             await client.delete("widget", "w1")
             await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
             assert heard == ["added", "deleted"]
-            informer.remember(first, "engine")
-            informer.remember(attrs.evolve(first, kind="Gadget"), "engine")
-            informer.remember(
+            informer.written(first, "engine")
+            informer.written(attrs.evolve(first, kind="Gadget"), "engine")
+            informer.written(
                 attrs.evolve(first, metadata=attrs.evolve(first.metadata, resource_version=None))
             )
             assert informer.get(widget_key("w1")) is None
@@ -433,7 +424,7 @@ class TestRemember:
             again = await client.apply(widget("w1", 2))
             written = await client.record_actions("widget", "w1", [], annotations={"a": "1"}, based_on=again)
             assert written.spec is again.spec  # the generation did not move: the spec is reused
-            informer.remember(written, "engine")
+            informer.written(written, "engine")
             gate.set()
             await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
             cached = informer.get(widget_key("w1"))

@@ -186,7 +186,7 @@ class TestObserve:
         )
         async with runtime:
             await runtime.apply(file_manifest("x", "sub/x.txt", content="mine\n"))
-            await runtime.wait_ready("File", "x", timeout=20)
+            await asyncio.wait_for(runtime.wait_ready("File", "x"), 20)
             (root / "sub" / "x.txt").unlink()
             (root / "sub").rmdir()
             (root / "sub").symlink_to(outside)

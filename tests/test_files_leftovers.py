@@ -4,6 +4,7 @@ never seen without its mark."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import fcntl
@@ -61,7 +62,7 @@ class TestSweeping:
         sweeps the temporary and succeeds."""
         runtime, clock = running
         await runtime.apply(directory_manifest("d10"))
-        obj = await runtime.wait_ready("Directory", "d10", timeout=20)
+        obj = await asyncio.wait_for(runtime.wait_ready("Directory", "d10"), 20)
         leftover = crash_while_writing(root / "d10", obj.metadata.uid)
         assert (root / "d10" / leftover).exists()
         await runtime.client.delete("Directory", "d10")

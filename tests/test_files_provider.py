@@ -258,7 +258,7 @@ class TestConverging:
         """The file has its content and mode, carries our mark, and no temporary is left."""
         runtime, _ = running
         await runtime.apply(file_manifest("a", "deep/er/a.txt", mode="0600"))
-        obj = await runtime.wait_ready("File", "a", timeout=20)
+        obj = await asyncio.wait_for(runtime.wait_ready("File", "a"), 20)
         target = root / "deep" / "er" / "a.txt"
         assert target.read_text() == "hello\n"
         assert stat.S_IMODE(target.stat().st_mode) == 0o600
@@ -271,7 +271,7 @@ class TestConverging:
         """A hand edit is repaired on the next poll; DriftDetected says what changed."""
         runtime, clock = running
         await runtime.apply(file_manifest("a", content="one\ntwo\n"))
-        await runtime.wait_ready("File", "a", timeout=20)
+        await asyncio.wait_for(runtime.wait_ready("File", "a"), 20)
         (root / "a.txt").write_text("one\nTWO\n")
         clock.advance(90)
         await until(clock, lambda: (root / "a.txt").read_text() == "one\ntwo\n")
@@ -296,7 +296,7 @@ class TestConverging:
         del manifest["spec"]["content"]
         manifest["spec"]["source"] = str(secret)
         await runtime.apply(manifest)
-        obj = await runtime.wait_ready("File", "env", timeout=20)
+        obj = await asyncio.wait_for(runtime.wait_ready("File", "env"), 20)
         assert "sha256" not in obj.status.at_provider
         (root / "app.env").write_text("PASSWORD=changed-by-hand\n")
         clock.advance(90)
@@ -316,9 +316,9 @@ class TestConverging:
         """A File applied before its Directory: the folder made as a parent is adopted."""
         runtime, _ = running
         await runtime.apply(file_manifest("page", "site/index.html"))
-        await runtime.wait_ready("File", "page", timeout=20)
+        await asyncio.wait_for(runtime.wait_ready("File", "page"), 20)
         await runtime.apply(directory_manifest("site", mode="0750"))
-        obj = await runtime.wait_ready("Directory", "site", timeout=20)
+        obj = await asyncio.wait_for(runtime.wait_ready("Directory", "site"), 20)
         assert read_mark(str(root / "site")) == obj.metadata.uid
         assert stat.S_IMODE((root / "site").stat().st_mode) == 0o750
 
@@ -329,7 +329,7 @@ class TestConverging:
         manifest = file_manifest("stale", "stale.txt", ensure="absent")
         del manifest["spec"]["content"]
         await runtime.apply(manifest)
-        await runtime.wait_ready("File", "stale", timeout=20)
+        await asyncio.wait_for(runtime.wait_ready("File", "stale"), 20)
         assert not (root / "stale.txt").exists()
 
     async def test_symlink_planted_after_admission_stops_the_write(

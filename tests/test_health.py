@@ -72,7 +72,7 @@ class TestRuntimeHealth:
     ) -> None:
         """The list worked, the watch breaks: not healthy, not ready, and the problem says
         which controller; after the informer's backoff the watch is back."""
-        original = Client.watch
+        original = Client.raw_watch
         failures = {BUCKETS: 1}
 
         def flaky(self: Client, kind: Any, *args: Any, **kwargs: Any) -> Any:
@@ -82,7 +82,7 @@ class TestRuntimeHealth:
                 raise RuntimeError("network down")
             return original(self, kind, *args, **kwargs)
 
-        monkeypatch.setattr(Client, "watch", flaky)
+        monkeypatch.setattr(Client, "raw_watch", flaky)
         async with runtime(db_path, clock) as rt:
             notes = rt.controllers["note.memory.reconcile.dev"].informer
             # The other kind's cache loads independently: wait for it too, so the one

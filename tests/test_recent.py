@@ -24,7 +24,8 @@ class TestRecentEvents:
         served = recent.after(6)
         assert served is not None
         assert [e.revision for e in served] == [7, 8, 9]
-        assert served[0] == RawEvent(7, 0.0, "Noted", KEY, "uid", "test", None, {"n": 7})
+        assert served[0] == RawEvent(7, 0.0, "Noted", KEY, "uid", "test", data={"n": 7})
+        assert not served[0].has_body
         assert recent.after(9) == []
 
     def test_refuses_what_it_does_not_cover(self) -> None:

@@ -196,26 +196,23 @@ class TestStoreContract:
             seen.append(item.key.name)
         assert seen == ["later"]
 
-    async def test_watch_leaves_known_bodies_out(self, store: EventStore) -> None:
-        """Events the watcher says it holds come without their body; the rest with it."""
-        for size in (1, 2, 3):
+    async def test_watch_events_say_whether_they_carry_a_body(self, store: EventStore) -> None:
+        """has_body answers without parsing; a note has none; bodies read as written."""
+        for size in (1, 2):
             await store.write(KEY, put(size=size), actor="t")
-        asked: list[tuple[str, int]] = []
-
-        def known(key: ObjectKey, revision: int) -> bool:
-            asked.append((key.name, revision))
-            return revision == 2
-
-        bodies = {}
-        async for item in store.watch(kind=KEY.kind, known=known):
+        await store.write(KEY, lambda _current: Note("Noted", {"n": 1}), actor="t")
+        seen = []
+        async for item in store.watch(kind=KEY.kind):
             if isinstance(item, Bookmark):
                 break
-            bodies[item.revision] = item.body
-        assert bodies[2] is None
-        assert bodies[1] is not None
-        assert bodies[3] is not None
-        assert bodies[3]["spec"] == {"size": 3}
-        assert ("w", 2) in asked
+            seen.append((item.revision, item.has_body))
+            if item.has_body:
+                assert item.body is not None
+                assert item.body["spec"] == {"size": item.revision}
+            else:
+                assert item.body is None
+                assert item.data == {"n": 1}
+        assert seen == [(1, True), (2, True), (3, False)]
 
     async def test_watch_ends_when_store_closes(self, store: EventStore) -> None:
         """A waiting watch ends (no hang) when the store is closed."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from reconcile import Bookmark, ObjectKey, SchemaVersionError, StoreError, connect, open_store
+from reconcile import Bookmark, CorruptError, ObjectKey, SchemaVersionError, StoreError, connect, open_store
 from reconcile.store import Put, SQLiteStore
 from reconcile.store.sqlite import schema
 from reconcile.testing import example_kinds
@@ -195,9 +196,11 @@ class TestMigration:
         conn.close()
 
 
-async def test_watch_from_the_database_leaves_known_bodies_out(tmp_path: Path) -> None:
-    """Another process's store reads the events from the file (not its memory window):
-    ``known`` events still come without their body."""
+async def test_watch_parses_a_body_only_when_it_is_read(tmp_path: Path) -> None:
+    """Another process's store reads the events from the file: a body is parsed when it
+    is read, not before, so a watcher that drops an event it holds already never parses
+    it (here: an event whose stored body was damaged is streamed without an error, and
+    reading its body is the CorruptError naming it)."""
     path = tmp_path / "shared.db"
     key = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
     async with SQLiteStore(path) as writer:
@@ -205,12 +208,18 @@ async def test_watch_from_the_database_leaves_known_bodies_out(tmp_path: Path) -
             body = {"api_version": "example.reconcile.dev/v1", "kind": "Widget"}
             body |= {"metadata": {"name": "w", "uid": "u1"}, "spec": {"size": size}}
             await writer.write(key, lambda _current, body=body: Put("Created", body), actor="t")
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        # Damage on disk, as a flipped byte would do (the log refuses updates otherwise).
+        conn.execute("DROP TRIGGER events_append_only")
+        conn.execute("UPDATE events SET body = '{\"metadata\": ' WHERE revision = 1")
     async with SQLiteStore(path) as reader:
-        bodies = {}
-        async for item in reader.watch(known=lambda _key, revision: revision == 1):
+        events = []
+        async for item in reader.watch():
             if isinstance(item, Bookmark):
                 break
-            bodies[item.revision] = item.body
-    assert bodies[1] is None
-    assert bodies[2] is not None
-    assert bodies[2]["spec"] == {"size": 2}
+            events.append(item)
+    assert [(e.revision, e.has_body) for e in events] == [(1, True), (2, True)]
+    assert events[1].body is not None
+    assert events[1].body["spec"] == {"size": 2}
+    with pytest.raises(CorruptError, match="event 1 "):
+        _ = events[0].body

@@ -28,7 +28,7 @@ from reconcile.errors import ConflictError, FieldError, InvalidError, NotFoundEr
 from reconcile.model.events import Bookmark, Event, FieldChange, diff_objects
 from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
-from reconcile.model.resource import Resource
+from reconcile.model.resource import AnyResource
 from reconcile.model.selectors import LabelSelector
 from reconcile.model.serde import format_timestamp, make_converter, structure_errors
 from reconcile.store.contract import (
@@ -47,7 +47,6 @@ DEFAULT_MANAGER = "reconcile"
 _PATCH_ATTEMPTS = 16
 
 
-AnyResource = Resource[Any, Any]
 KindRef = str | Kind
 
 
@@ -68,31 +67,14 @@ class Client:
         self.decoder = Decoder(kinds)
         self.admission = Admission(kinds, self.converter, provider_config)
         self._clock = clock
-        self._write_observers: list[Callable[[ObjectKey, int], None]] = []
 
     @property
     def clock(self) -> Callable[[], float]:
         """The wall clock this client stamps times with (``time.time`` by default)."""
         return self._clock
 
-    def observe_writes(self, observer: Callable[[ObjectKey, int], None]) -> Callable[[], None]:
-        """Call ``observer(key, revision)`` after every write this client commits (how a
-        controller knows which revision its next read of a key must reflect). Returns a
-        function that unsubscribes."""
-        self._write_observers.append(observer)
-
-        def unsubscribe() -> None:
-            if observer in self._write_observers:
-                self._write_observers.remove(observer)
-
-        return unsubscribe
-
     async def _write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
-        result = await self.store.write(key, mutation, actor=actor)
-        if result.written:
-            for observer in self._write_observers:
-                observer(key, result.revision)
-        return result
+        return await self.store.write(key, mutation, actor=actor)
 
     def _now(self) -> str:
         return format_timestamp(datetime.datetime.fromtimestamp(self._clock(), datetime.UTC))
@@ -451,7 +433,6 @@ class Client:
         namespace: str | None = None,
         since: int = 0,
         bookmarks: Literal[False] = False,
-        known: Callable[[ObjectKey, int], bool] | None = None,
     ) -> AsyncIterator[Event]: ...
 
     @overload
@@ -462,7 +443,6 @@ class Client:
         namespace: str | None = None,
         since: int = 0,
         bookmarks: Literal[True],
-        known: Callable[[ObjectKey, int], bool] | None = None,
     ) -> AsyncIterator[Event | Bookmark]: ...
 
     async def watch(
@@ -472,30 +452,31 @@ class Client:
         namespace: str | None = None,
         since: int = 0,
         bookmarks: bool = False,
-        known: Callable[[ObjectKey, int], bool] | None = None,
     ) -> AsyncIterator[Event | Bookmark]:
         """Every event after revision ``since``, in order and without gaps, then live
         ones as they commit. With ``bookmarks``, a :class:`Bookmark` whenever caught up.
-        :class:`ExpiredError` when ``since`` is before the compaction horizon.
-
-        ``known(key, revision)`` says the watcher holds that object at that revision,
-        or a newer one, already (a write of its own, see :meth:`Informer.remember
-        <reconcile.controller.Informer.remember>`): such events come with
-        ``object=None``, neither parsed nor decoded."""
-        found = None if kind is None else self._kind(kind)
-        stream = self.store.watch(
-            since=since,
-            api_group=None if found is None else found.api_group,
-            kind=None if found is None else found.kind,
-            namespace=namespace,
-            known=known,
-        )
-        async for item in stream:
+        :class:`ExpiredError` when ``since`` is before the compaction horizon."""
+        async for item in self.raw_watch(kind, namespace=namespace, since=since):
             if isinstance(item, Bookmark):
                 if bookmarks:
                     yield item
             else:
                 yield self._event(item)
+
+    def raw_watch(
+        self, kind: KindRef | None = None, *, namespace: str | None = None, since: int = 0
+    ) -> AsyncIterator[RawEvent | Bookmark]:
+        """:meth:`watch` as the store yields it: bookmarks included, each event's body
+        still unparsed until read (``RawEvent.body``; :meth:`decode` makes a Resource of
+        it). For a cache that drops the events it already holds before building
+        anything."""
+        found = None if kind is None else self._kind(kind)
+        return self.store.watch(
+            since=since,
+            api_group=None if found is None else found.api_group,
+            kind=None if found is None else found.kind,
+            namespace=namespace,
+        )
 
     # -- maintenance -------------------------------------------------------------------
 

@@ -29,36 +29,13 @@ from reconcile.cli.rendering import event_detail, readiness
 from reconcile.cli.settings import Settings
 from reconcile.errors import CorruptError, LockedError, StoreError
 from reconcile.model import Event, EventType, Resource
-from reconcile.runtime import Runtime
+from reconcile.runtime import Convergence, Runtime
 
-__all__ = ["RunOptions", "idle", "pending"]
+__all__ = ["RunOptions"]
 
 AnyResource = Resource[Any, Any]
-_CHECK_EVERY = 0.05  # seconds between convergence checks; reads only the caches
+_SHOW_EVERY = 0.1  # seconds between two progress lines (or redraws)
 _QUIET_TYPES = frozenset({EventType.STATUS_CHANGED})
-
-
-def pending(runtime: Runtime) -> tuple[list[AnyResource], int]:
-    """The cached objects not Ready yet (or still deleting), and how many objects there are."""
-    waiting: list[AnyResource] = []
-    total = 0
-    for controller in runtime.controllers.values():
-        for obj in controller.informer.list():
-            total += 1
-            ready, _, _ = readiness(obj)
-            if ready != "True" or obj.metadata.deletion_timestamp is not None:
-                waiting.append(obj)
-    return waiting, total
-
-
-def idle(runtime: Runtime) -> bool:
-    """No controller has a key queued or in flight (delayed polls and retries aside): the
-    first pass over what the caches listed at start has finished."""
-    for controller in runtime.controllers.values():
-        stats = controller.queue.statistics()
-        if stats.depth or stats.processing:
-            return False
-    return True
 
 
 class _Progress:
@@ -69,6 +46,7 @@ class _Progress:
         self.shown: tuple[int, int] | None = None
         self._bar: Any = None
         self._task: Any = None
+        self._at = 0.0
 
     @contextlib.contextmanager
     def running(self) -> Iterator[_Progress]:
@@ -88,53 +66,44 @@ class _Progress:
             self._task = bar.add_task("converging", total=None)
             yield self
 
-    def update(self, ready: int, total: int) -> None:
+    def update(self, ready: int, total: int, *, final: bool = False) -> None:
         if (ready, total) == self.shown:
             return
-        self.shown = (ready, total)
+        now = time.monotonic()
+        if not final and self.shown is not None and now - self._at < _SHOW_EVERY:
+            return  # called at every move of a convergence: a line or a redraw at most this often
+        self.shown, self._at = (ready, total), now
         if self._bar is not None:
             self._bar.update(self._task, completed=ready, total=total)
         else:
             click.echo(f"ready {ready}/{total}")
 
 
-def _corruption(runtime: Runtime) -> CorruptError | None:
-    """The first corrupt body an informer met: retrying will not help, so --once stops."""
-    return next((c.informer.corrupt for c in runtime.controllers.values() if c.informer.corrupt), None)
-
-
-def _stuck(runtime: Runtime, waiting: list[AnyResource]) -> list[AnyResource]:
-    """The objects the engine gave up on (a terminal error, a permanent failure, not
-    ours) and scheduled no retry for: they change only with a new spec or a fix outside."""
-    gave_up = [c.gave_up for c in runtime.controllers.values() if c.gave_up]
-    return [o for o in waiting if any(o.key in g for g in gave_up)]
-
-
-def _unsynced(runtime: Runtime) -> list[str]:
-    """The kinds whose cache has not loaded yet."""
-    return [c.informer.kind.kind for c in runtime.controllers.values() if not c.informer.synced.is_set()]
-
-
-async def _converge(runtime: Runtime, timeout: float, progress: _Progress) -> bool:
-    """Wait until everything is Ready, the deadline passes or a signal asks to stop; the
-    caches loading is part of the wait (a store that cannot be listed must not make it
-    endless), and a corrupt body ends it at once."""
-    deadline = time.monotonic() + timeout
-    while not runtime.stop_requested:
-        started = time.monotonic()
-        corrupt = _corruption(runtime)
-        if corrupt is not None:
-            raise Failure(str(corrupt), "reconcile verify --deep lists every event that cannot be decoded")
-        if not _unsynced(runtime):
-            waiting, total = pending(runtime)
-            progress.update(total - len(waiting), total)
-            if idle(runtime) and (not waiting or len(_stuck(runtime, waiting)) == len(waiting)):
-                return not waiting  # all Ready, or what is not will not change by waiting
-        if started >= deadline:
-            return False
-        # A scan of a large cache costs milliseconds: keep it under ~5% of the time.
-        await asyncio.sleep(max(_CHECK_EVERY, 20 * (time.monotonic() - started)))
-    return False
+async def _converge(runtime: Runtime, timeout: float, progress: _Progress) -> Convergence | None:
+    """Wait until everything is Ready or settled short of it (the Runtime's
+    ``wait_converged``), the deadline passes, or a signal asks to stop (None then); the
+    caches loading is part of the wait, and a corrupt body ends it at once."""
+    converging = asyncio.ensure_future(runtime.wait_converged(timeout=timeout, progress=progress.update))
+    stopping = asyncio.ensure_future(runtime.wait_stop_requested())
+    try:
+        await asyncio.wait({converging, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not converging.done():
+            return None
+        try:
+            state = converging.result()
+        except TimeoutError:
+            return None
+        except CorruptError as exc:
+            raise Failure(
+                str(exc), "reconcile verify --deep lists every event that cannot be decoded"
+            ) from exc
+        progress.update(state.ready, state.total, final=True)
+        return state
+    finally:
+        for task in (converging, stopping):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 async def _print_actions(runtime: Runtime, echo: Callable[[str], None]) -> None:
@@ -242,8 +211,9 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
         if once:
             progress = _Progress(rich=isatty())
             with progress.running():
-                ok = await _converge(runtime, timeout, progress)
-            _report_once(runtime, ok, timeout)
+                state = await _converge(runtime, timeout, progress)
+            ok = state is not None and state.converged
+            _report_once(runtime, state, timeout)
         else:
             click.echo(f"reconcile: running on {path} (Ctrl-C to stop)", err=True)
             await runtime.run_until_stopped()
@@ -261,24 +231,24 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
     return ok
 
 
-def _report_once(runtime: Runtime, ok: bool, timeout: float) -> None:
+def _report_once(runtime: Runtime, state: Convergence | None, timeout: float) -> None:
     """The Ready table, then why --once did not converge: Interrupted (exit 130) after
     a signal, Failure (exit 1) otherwise."""
-    waiting, _ = pending(runtime)
+    now = runtime.convergence() if state is None else state
     objects = [o for c in runtime.controllers.values() for o in c.informer.list()]
     if objects:
         click.echo(render_objects(runtime.client, objects, "table", namespaces=True, kinds=True))
-    if ok:
+    if state is not None and state.converged:
         return
-    if _unsynced(runtime) and not runtime.stop_requested:
-        kinds = ", ".join(_unsynced(runtime))
+    waiting = list(now.waiting)
+    if now.unsynced and not runtime.stop_requested:
+        kinds = ", ".join(now.unsynced)
         raise Failure(f"not converged after {timeout:g} s: the store could not be listed for {kinds}")
-    failures = {k: v for c in runtime.controllers.values() for k, v in c.failures.items()}
-    reasons = [_why(o, failures.get(o.key)) for o in waiting[:20]]
+    reasons = [_why(o, now.failures.get(o.key)) for o in waiting[:20]]
     more = [f"... and {len(waiting) - 20} more"] if len(waiting) > 20 else []  # noqa: PLR2004
     if runtime.stop_requested:
         raise Interrupted(f"interrupted: {len(waiting)} not Ready", *reasons, *more)
-    if waiting and len(_stuck(runtime, waiting)) == len(waiting):
+    if state is not None and state.settled:
         first = f"{len(waiting)} not Ready, and no retry is scheduled (they need a new spec or a fix outside)"
         raise Failure(first, *reasons, *more)
     raise Failure(f"not converged after {timeout:g} s: {len(waiting)} not Ready", *reasons, *more)

@@ -6,9 +6,9 @@ stays level-triggered even if a change were missed; workers take keys one at a t
 key and call the reconciler, then act on its result (see
 :mod:`reconcile.controller.reconciling`).
 
-Read-your-writes: the controller subscribes to its client's writes; before reconciling a
-key it waits (bounded) until the informer has caught up with the last revision written to
-that key, so a reconcile never acts on a cache older than its own previous write.
+Read-your-writes is the :class:`~reconcile.controller.caching.Cache`'s: the controller
+reads and writes through it like any reconciler does, and the cache makes a read wait
+until it holds the key's last write.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from opentelemetry import trace
 
 from reconcile.api.client import Client
+from reconcile.controller.caching import Cache, CachedClient
 from reconcile.controller.clocks import Clock, LoopClock
-from reconcile.controller.informing import Informer, InformerEvent
+from reconcile.controller.informing import InformerEvent
 from reconcile.controller.queueing import Priority, QueueShutDown, WorkQueue
 from reconcile.controller.reconciling import Reconciler, Request, Result
 from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
@@ -40,13 +40,12 @@ from reconcile.errors import (
 )
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
-from reconcile.model.resource import Resource
+from reconcile.model.resource import AnyResource
 
 __all__ = ["Controller"]
 
 LOG = logging.getLogger("reconcile.controller")
 
-AnyResource = Resource[Any, Any]
 _TRIGGERS = {Priority.CHANGE: "change", Priority.RETRY: "retry", Priority.RESYNC: "resync"}
 
 
@@ -59,6 +58,7 @@ class Controller:
         kind: Kind,
         reconciler: Reconciler,
         *,
+        cache: Cache | None = None,
         name: str | None = None,
         workers: int = 16,
         namespace: str | None = None,
@@ -80,16 +80,25 @@ class Controller:
         self.workers = workers
         self.clock = clock or LoopClock()
         self.queue: WorkQueue[ObjectKey] = queue or WorkQueue(clock=self.clock)
-        self.informer = Informer(client, kind, namespace=namespace, clock=self.clock, freeze_gc=freeze_gc)
+        #: The cache this controller reads from (shared with the other controllers of a
+        #: Runtime; a controller made alone has its own).
+        self.cache = cache or Cache(
+            client,
+            clock=self.clock,
+            namespace=namespace,
+            freeze_gc=freeze_gc,
+            read_timeout=read_your_writes_timeout,
+        )
+        self.informer = self.cache.informer(kind)
+        #: How the controller writes its own bookkeeping (the terminal error record).
+        self._writer = CachedClient(client, self.cache, manager=CONTROLLER_MANAGER)
         self.resync_period = resync_period
         self.resync_jitter = resync_jitter
-        self.read_your_writes_timeout = read_your_writes_timeout
         self.telemetry = telemetry or Telemetry()
         self._random = random_source
         self.ignore_actors = ignore_actors
         #: Seconds a reconcile may take before it is cancelled and retried (None: no limit).
         self.reconcile_timeout = reconcile_timeout
-        self._written: dict[ObjectKey, int] = {}
         self._triggers: dict[ObjectKey, str] = {}
         #: Keys whose status holds a terminal error this controller recorded (any process's
         #: controller: the informer tells): a success clears it.
@@ -107,8 +116,8 @@ class Controller:
             outcome: {"controller": self.name, "result": outcome}
             for outcome in ("success", "error", "terminal", "requeue", "requeue_after")
         }
+        self._listeners: list[Callable[[ObjectKey, str], None]] = []
         self.informer.add_handler(self._on_change)
-        self._unsubscribe = client.observe_writes(self._on_write)
 
     # -- feeding the queue -----------------------------------------------------------------
 
@@ -144,9 +153,11 @@ class Controller:
             return
         self.enqueue(event.key, Priority.CHANGE)
 
-    def _on_write(self, key: ObjectKey, revision: int) -> None:
-        if key.kind == self.kind.kind and key.api_group == self.kind.api_group:
-            self._written[key] = max(revision, self._written.get(key, 0))
+    def add_listener(self, listener: Callable[[ObjectKey, str], None]) -> None:
+        """Call ``listener(key, outcome)`` after every reconcile, once the key is done in
+        the queue (``success``, ``error``, ``terminal``, ``requeue``, ``requeue_after``):
+        how a host knows the queue moved."""
+        self._listeners.append(listener)
 
     async def _resync_loop(self) -> None:
         assert self.resync_period is not None
@@ -169,63 +180,75 @@ class Controller:
                     key = await queue.get()
             except QueueShutDown:
                 return
+            outcome = "error"
             try:
-                await self._process(key)
+                outcome = await self._process(key)
             finally:
                 queue.done(key)
+            if self._listeners:  # after done(): a listener sees the queue as it now is
+                for listener in self._listeners:
+                    listener(key, outcome)
 
-    async def _process(self, key: ObjectKey) -> None:
+    async def _process(self, key: ObjectKey) -> str:
+        """One key: open its span, call the reconciler, classify what came back, record it.
+
+        Waiting until the cache reflects the key's last write is the cache's part, done
+        when the reconciler reads."""
         trigger = self._triggers.pop(key, "change")
-        written = self._written.pop(key, 0)
-        if written > self.informer.revision and not self.informer.holds(key, written):
-            try:
-                async with asyncio.timeout(self.read_your_writes_timeout):
-                    await self.informer.wait_for_revision(written)
-            except TimeoutError:
-                LOG.warning("%s: cache did not reach revision %d for %s in time", self.name, written, key)
         started = time.perf_counter()
-        if self.telemetry.recording:
-            cached = self.informer.get(key)
-            attributes = {
-                "reconcile.controller": self.name,
-                "reconcile.kind": self.kind.kind,
-                "reconcile.key": f"{key.namespace}/{key.name}",
-                "reconcile.generation": cached.metadata.generation if cached is not None else 0,
-                "reconcile.trigger": trigger,
-            }
-            span_context = self.telemetry.span("reconcile", attributes)
-        else:
-            # Nothing records spans: no attributes built, a shared no-op span (a resync of
-            # 100,000 objects is made of this path).
-            span_context = NOT_RECORDING
-        with span_context as span:
-            try:
-                if self.reconcile_timeout is None:
-                    result = await self.reconciler.reconcile(Request(key))
-                else:
-                    result = await self._bounded(key, self.reconcile_timeout)
-            except asyncio.CancelledError:
-                raise
-            except TerminalError as exc:
-                self.queue.forget(key)
-                self.gave_up[key] = str(exc) or type(exc).__name__
-                span.set_status(trace.StatusCode.ERROR, str(exc))
-                LOG.warning("%s: %s: terminal: %s", self.name, key, exc)
-                outcome = "terminal"
-                message = str(exc) or type(exc).__name__
-                await self._amend_status(key, lambda obj: with_terminal(obj, message, self._now()))
-            except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
-                self._retry(key, exc)
-                span.record_exception(exc)
-                span.set_status(trace.StatusCode.ERROR, str(exc))
-                self.telemetry.reconcile_errors.add(1, self._attributes)
-                outcome = "error"
-            else:
-                outcome = self._follow(key, result)
-                if self._terminal and key in self._terminal:
-                    await self._amend_status(key, lambda obj: cleared(obj, self._now()))
+        with self._span(key, trigger) as span:
+            outcome = await self._classify(key, span)
             if span is not trace.INVALID_SPAN:
                 span.set_attribute("reconcile.result", outcome)
+        self._record(outcome, started)
+        return outcome
+
+    def _span(self, key: ObjectKey, trigger: str) -> contextlib.AbstractContextManager[trace.Span]:
+        if not self.telemetry.recording:
+            # Nothing records spans: no attributes built, a shared no-op span (a resync of
+            # 100,000 objects is made of this path).
+            return NOT_RECORDING
+        cached = self.informer.get(key)
+        attributes = {
+            "reconcile.controller": self.name,
+            "reconcile.kind": self.kind.kind,
+            "reconcile.key": f"{key.namespace}/{key.name}",
+            "reconcile.generation": cached.metadata.generation if cached is not None else 0,
+            "reconcile.trigger": trigger,
+        }
+        return self.telemetry.span("reconcile", attributes)
+
+    async def _classify(self, key: ObjectKey, span: trace.Span) -> str:
+        """Call the reconciler and act on how it ended; the outcome's name."""
+        try:
+            result = await self._call(key)
+        except asyncio.CancelledError:
+            raise
+        except TerminalError as exc:
+            self.queue.forget(key)
+            message = str(exc) or type(exc).__name__
+            self.gave_up[key] = message
+            span.set_status(trace.StatusCode.ERROR, str(exc))
+            LOG.warning("%s: %s: terminal: %s", self.name, key, exc)
+            await self._amend_status(key, lambda obj: with_terminal(obj, message, self._now()))
+            return "terminal"
+        except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
+            self._retry(key, exc)
+            span.record_exception(exc)
+            span.set_status(trace.StatusCode.ERROR, str(exc))
+            self.telemetry.reconcile_errors.add(1, self._attributes)
+            return "error"
+        outcome = self._follow(key, result)
+        if self._terminal and key in self._terminal:
+            await self._amend_status(key, lambda obj: cleared(obj, self._now()))
+        return outcome
+
+    async def _call(self, key: ObjectKey) -> Result | None:
+        if self.reconcile_timeout is None:
+            return await self.reconciler.reconcile(Request(key))
+        return await self._bounded(key, self.reconcile_timeout)
+
+    def _record(self, outcome: str, started: float) -> None:
         self.telemetry.reconcile_total.add(1, self._outcomes[outcome])
         self.telemetry.reconcile_time.record(time.perf_counter() - started, self._attributes)
 
@@ -267,18 +290,17 @@ class Controller:
         """Write the status ``amend`` makes of the object (nothing when it returns None),
         guarded by the object's version: on a conflict, read the object again and retry.
         Bookkeeping: a failure is logged, never raised into the worker."""
-        obj = self.informer.get(key)
         try:
+            obj = await self.cache.get(key)
             for _ in range(3):
                 new = None if obj is None else amend(obj)
                 if new is None:
                     return
                 try:
-                    written = await self.client.update_status(new, manager=CONTROLLER_MANAGER)
+                    await self._writer.update_status(new)
                 except ConflictError:
                     obj = await self.client.get(self.kind, key.name, namespace=key.namespace)
                     continue
-                self.informer.remember(written, CONTROLLER_MANAGER)
                 return
             LOG.warning(
                 "%s: %s: status kept changing; the terminal error record was not updated", self.name, key
@@ -342,9 +364,8 @@ class Controller:
         """Stop taking keys; let in-flight reconciles finish within ``deadline`` seconds.
         Returns False if the deadline cut them short."""
         self.queue.shut_down()
-        self._unsubscribe()
         try:
-            async with asyncio.timeout(deadline):
+            async with self.clock.timeout(deadline):
                 await self.queue.wait_idle()
         except TimeoutError:
             return False

@@ -26,11 +26,12 @@ import attrs
 from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.errors import CorruptError, ExpiredError
-from reconcile.model.events import OBJECT_CHANGES, Bookmark, Event, EventType
+from reconcile.model.events import Bookmark, EventType
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import Resource
 from reconcile.model.selectors import LabelSelector
+from reconcile.store.contract import RawEvent
 
 __all__ = ["Informer", "InformerEvent", "InformerStatistics"]
 
@@ -106,8 +107,10 @@ class Informer:
         self.corrupt: CorruptError | None = None
         self._reported: str | None = None
         self._freeze_gc = freeze_gc
+        self._runner: asyncio.Task[None] | None = None
+        self._users = 0
         self._puts_since_freeze = 0
-        #: key -> (revision, actor) of an object put by remember(), whose watch event is
+        #: key -> (revision, actor) of an object put by written(), whose watch event is
         #: not due yet
         self._remembered: dict[ObjectKey, tuple[int, str | None]] = {}
         #: key -> the revisions the handlers heard of while the key had a remembered
@@ -153,12 +156,14 @@ class Informer:
         """Cached objects with an owner reference to ``uid``."""
         return [self._objects[k] for k in self._by_owner.get(uid, ())]
 
-    def remember(self, obj: AnyResource, actor: str | None = None) -> None:
+    def written(self, obj: AnyResource, actor: str | None = None) -> None:
         """Cache an object this process has just written (the result of its write), as
-        client-go's mutation cache does: readers see it at once, handlers hear of it now
+        client-go's mutation cache does. Called by the layer's cache
+        (:class:`~reconcile.controller.caching.Cache`) after each write through its
+        client, nowhere else: readers see the object at once, handlers hear of it now
         (with ``actor``), and when its watch event comes it is recognized by its revision
-        and not parsed or decoded a second time (nor are older events of the key that
-        arrive meanwhile: the cached object is newer than they are).
+        and dropped with its body unparsed (as are older events of the key that arrive
+        meanwhile: the cached object is newer than they are).
 
         Only the exact object a write returned belongs here. A version older than the
         one cached is ignored, as the watch would ignore it; the cache's revision (what
@@ -177,14 +182,6 @@ class Informer:
         # Its event is still to come; anything the watch delivers before it is older.
         self._remembered[key] = (revision, actor)
         self._put(key, obj, actor)
-
-    def _known(self, key: ObjectKey, revision: int) -> bool:
-        # Asked by the watch as it reads events (possibly a batch ahead of applying them):
-        # does the cache hold a remembered object at least this new? Then the event's body
-        # is not needed: it is that object, or older than it (our own earlier write, or a
-        # change by someone else that our write contains and that _superseded announces).
-        remembered = self._remembered.get(key)
-        return remembered is not None and revision <= remembered[0] and self.holds(key, revision)
 
     def holds(self, key: ObjectKey, revision: int) -> bool:
         """Whether the cache holds ``key`` at ``revision`` or newer (a remembered write is
@@ -205,19 +202,33 @@ class Informer:
     # -- running -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """List and watch until cancelled or the store closes; restart a broken watch."""
+        """List and watch until cancelled or the store closes; restart a broken watch.
+
+        Several controllers of one kind share its informer: each runs it, it lists and
+        watches once, and it stops when the last of them stops."""
+        runner = self._runner
+        if runner is None or runner.done():
+            runner = asyncio.get_running_loop().create_task(self._run(), name=f"{self.kind.kind}-informer")
+            self._runner = runner
+        self._users += 1
+        try:
+            await asyncio.shield(runner)
+        finally:
+            self._users -= 1
+            if not self._users and not runner.done():
+                runner.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await runner
+
+    async def _run(self) -> None:
         backoff = 0.1
         while True:
             try:
                 await self._list()
                 self.failing, self.corrupt, self._reported = False, None, None
                 backoff = 0.1
-                async for item in self.client.watch(
-                    self.kind,
-                    namespace=self.namespace,
-                    since=self.revision,
-                    bookmarks=True,
-                    known=self._known,
+                async for item in self.client.raw_watch(
+                    self.kind, namespace=self.namespace, since=self.revision
                 ):
                     if isinstance(item, Bookmark):
                         self._advance(item.revision)
@@ -291,22 +302,25 @@ class Informer:
             gc.collect()  # only what is not frozen yet: at most about a tenth of the cache
             gc.freeze()
 
-    def _apply(self, event: Event) -> None:
-        key = event.key
+    def _apply(self, event: RawEvent) -> None:
+        key, revision = event.key, event.revision
         if event.type == EventType.DELETED:
-            if not self.holds(key, event.revision):
+            if not self.holds(key, revision):
                 self._delete(key, event.actor)
-            else:  # a remembered, newer object
-                self._superseded(key, self._objects[key], event.actor, event.revision)
-        elif event.object is not None:
-            self._put(key, event.object, event.actor)
-        elif event.type in OBJECT_CHANGES and (cached := self._objects.get(key)) is not None:
-            self._superseded(key, cached, event.actor, event.revision)  # its body was left out
+            else:  # a written, newer object
+                self._superseded(key, self._objects[key], event.actor, revision)
+        elif event.has_body:
+            if self.holds(key, revision):
+                # The cache holds this revision or a newer one (our own write, put in at
+                # once): the body is never parsed, let alone decoded.
+                self._superseded(key, self._objects[key], event.actor, revision)
+            else:
+                self._put(key, self.client.decode(event.body or {}), event.actor)
         remembered = self._remembered.get(key)
-        if remembered is not None and event.revision >= remembered[0]:
+        if remembered is not None and revision >= remembered[0]:
             del self._remembered[key]  # the watch has caught up with our write
             self._heard.pop(key, None)
-        self._advance(event.revision)
+        self._advance(revision)
 
     def _put(self, key: ObjectKey, obj: AnyResource, actor: str | None = None) -> None:
         old = self._objects.get(key)

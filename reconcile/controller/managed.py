@@ -36,14 +36,11 @@ from typing import Any
 
 import attrs
 
-from reconcile.api.client import Client
 from reconcile.controller.calling import ProviderCalls
-from reconcile.controller.clocks import Clock, LoopClock
-from reconcile.controller.informing import Informer
+from reconcile.controller.context import Context
 from reconcile.controller.planning import owned
 from reconcile.controller.reconciling import Request, Result
 from reconcile.controller.statuses import Verdict, new_status
-from reconcile.controller.telemetry import Telemetry
 from reconcile.errors import (
     DeadlineExceededError,
     NotOwnedError,
@@ -65,9 +62,8 @@ from reconcile.model.external import (
     ExternalClient,
     Observation,
 )
-from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
-from reconcile.model.resource import Resource
+from reconcile.model.resource import AnyResource
 from reconcile.model.serde import format_timestamp, parse_timestamp
 
 __all__ = ["ENGINE_MANAGER", "ManagedReconciler"]
@@ -75,7 +71,6 @@ __all__ = ["ENGINE_MANAGER", "ManagedReconciler"]
 LOG = logging.getLogger("reconcile.managed")
 
 ENGINE_MANAGER = "reconcile-engine"
-AnyResource = Resource[Any, Any]
 TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
 #: How soon to look again when the external system has not yet caught up with an action.
 _SETTLE_POLL = 1.0
@@ -86,35 +81,32 @@ class ManagedReconciler:
 
     def __init__(
         self,
-        client: Client,
-        kind: Kind,
+        context: Context,
         connect: Callable[[], Awaitable[ExternalClient]],
         *,
-        clock: Clock | None = None,
         poll_interval: float = 60.0,
         poll_jitter: float = 0.1,
         creation_grace: float = 0.0,
         attempts: int = 3,
         call_timeout: float | None = 60.0,
-        telemetry: Telemetry | None = None,
         random_source: Callable[[], float] = random.random,
     ) -> None:
-        self.client = client
-        self.kind = kind
+        #: Reads from the cache, writes through the API as the engine (ENGINE_MANAGER).
+        self.client = context.client
+        self.kind = context.kind
         self._connect = connect
         self._client: ExternalClient | None = None
-        self.clock = clock or LoopClock()
+        self.clock = context.clock
         self.poll_interval = poll_interval
         self.poll_jitter = poll_jitter
         self.creation_grace = creation_grace
-        self.telemetry = telemetry or Telemetry()
+        self.telemetry = context.telemetry
         self._calls = ProviderCalls(
-            kind.kind, self.clock, self.telemetry, attempts=attempts, timeout=call_timeout
+            self.kind.kind, self.clock, self.telemetry, attempts=attempts, timeout=call_timeout
         )
         self._call = self._calls.call
-        self._wall = client.clock
+        self._wall = self.client.wall_clock
         self._random = random_source
-        self.informer: Informer | None = None
         #: key -> (uid, generation, annotations) of objects whose last attempt failed
         #: permanently: not attempted again (by a resync) until one of those changes, or
         #: the process restarts.
@@ -126,16 +118,11 @@ class ManagedReconciler:
             self._client = await self._connect()
         return self._client
 
-    def bind(self, informer: Informer) -> None:
-        """Read objects from this informer's cache."""
-        self.informer = informer
-
     # -- the loop --------------------------------------------------------------------------
 
     async def reconcile(self, request: Request) -> Result | None:
         """One pass over one object."""
-        assert self.informer is not None, "bind() the reconciler to its controller's informer"
-        obj = self.informer.get(request.key)
+        obj = await self.client.get(request.key)
         if obj is None:
             self._gave_up.pop(request.key, None)
             return None
@@ -189,13 +176,8 @@ class ManagedReconciler:
         if FINALIZER not in obj.metadata.finalizers:
             # (A create adds it in the same write as its pending marker.)
             obj = await self.client.add_finalizer(
-                self.kind,
-                obj.metadata.name,
-                FINALIZER,
-                namespace=obj.metadata.namespace,
-                manager=ENGINE_MANAGER,
+                self.kind, obj.metadata.name, FINALIZER, namespace=obj.metadata.namespace
             )
-            self._remember(obj)
         if not observation.up_to_date:
             return await self._update(obj, external, observation)
         ready, synced = (TRUE, "Available", ""), (TRUE, "ReconcileSuccess", "")
@@ -384,7 +366,7 @@ class ManagedReconciler:
             policies = f"deletion policy {deletion}, management policy {management}"
             await self._act(obj, [("Orphaned", policies)])
         await self.client.remove_finalizer(
-            self.kind, obj.metadata.name, FINALIZER, namespace=obj.metadata.namespace, manager=ENGINE_MANAGER
+            self.kind, obj.metadata.name, FINALIZER, namespace=obj.metadata.namespace
         )
         return None
 
@@ -433,22 +415,16 @@ class ManagedReconciler:
         """Record action events with their bookkeeping (markers, finalizer, status) in one
         atomic write."""
         with self.telemetry.span("store.record_actions", {"event.types": ",".join(t for t, _ in events)}):
-            written = await self.client.record_actions(
-                self.kind,
-                obj.metadata.name,
+            return await self.client.record_actions(
+                obj,
                 [
                     (t, {"message": m, "generation": obj.metadata.generation} if m else None)
                     for t, m in events
                 ],
-                namespace=obj.metadata.namespace,
                 annotations=annotations,
                 add_finalizer=finalizer,
                 status=status,
-                manager=ENGINE_MANAGER,
-                based_on=obj,
             )
-        self._remember(written)
-        return written
 
     async def _status(
         self,
@@ -464,16 +440,7 @@ class ManagedReconciler:
 
     async def _write_status(self, obj: AnyResource, new: Any) -> None:
         with self.telemetry.span("store.update_status"):
-            written = await self.client.update_status(
-                attrs.evolve(obj, status=new), manager=ENGINE_MANAGER, force=True
-            )
-        self._remember(written)
-
-    def _remember(self, written: AnyResource) -> None:
-        # Into the cache at once (read-your-writes without waiting for the watch, and the
-        # watch event then needs no decoding).
-        if self.informer is not None:
-            self.informer.remember(written, ENGINE_MANAGER)
+            await self.client.update_status(attrs.evolve(obj, status=new), force=True)
 
     def _new_status(
         self,

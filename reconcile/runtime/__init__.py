@@ -2,8 +2,18 @@
 and provider discovery."""
 
 from reconcile.model.discovery import discover_providers
+from reconcile.runtime.converging import Convergence
 from reconcile.runtime.health import ControllerHealth, Health
+from reconcile.runtime.options import RuntimeOptions
 from reconcile.runtime.running import Runtime
 from reconcile.runtime.supervising import Supervisor
 
-__all__ = ["ControllerHealth", "Health", "Runtime", "Supervisor", "discover_providers"]
+__all__ = [
+    "ControllerHealth",
+    "Convergence",
+    "Health",
+    "Runtime",
+    "RuntimeOptions",
+    "Supervisor",
+    "discover_providers",
+]

@@ -17,26 +17,28 @@ import asyncio
 import contextlib
 import logging
 import signal
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from reconcile.api.client import Client
-from reconcile.controller.clocks import Clock, LoopClock
+import attrs
+
+from reconcile.api.client import Client, KindRef
+from reconcile.controller.caching import Cache, CachedClient
+from reconcile.controller.context import Context
 from reconcile.controller.controlling import Controller
-from reconcile.controller.informing import InformerEvent
 from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
-from reconcile.controller.telemetry import Telemetry
+from reconcile.controller.reconciling import Reconciler, Request, Result
 from reconcile.errors import LockedError, NotFoundError, ReconcileError
-from reconcile.model.conditions import ConditionStatus
 from reconcile.model.discovery import discover_providers
 from reconcile.model.events import Event
 from reconcile.model.external import ExternalClient, Provider
 from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
-from reconcile.model.resource import Resource
+from reconcile.model.resource import AnyResource
+from reconcile.runtime.converging import Convergence, Tracker, is_ready
 from reconcile.runtime.health import ControllerHealth, Health
+from reconcile.runtime.options import RuntimeOptions
 from reconcile.runtime.supervising import Supervisor
 from reconcile.store.contract import Claim, EventStore
 from reconcile.store.finishing import finish
@@ -46,15 +48,41 @@ __all__ = ["Runtime"]
 
 LOG = logging.getLogger("reconcile.runtime")
 
-AnyResource = Resource[Any, Any]
 #: The claim a Runtime holds on its store while it runs.
 RUNNER_CLAIM = "runner"
 #: Seconds between two tries of a standby runtime (``runner_lock="wait"``).
 _STANDBY_POLL = 0.5
 
 
+ReconcilerFactory = Callable[[Context], Reconciler]
+ReconcileFunction = Callable[[Request, Context], Awaitable[Result | None]]
+
+
+class _FunctionReconciler:
+    """A reconcile function (the decorator form) as a Reconciler, with its Context."""
+
+    def __init__(self, function: ReconcileFunction, context: Context) -> None:
+        self.function = function
+        self.context = context
+
+    async def reconcile(self, request: Request) -> Result | None:
+        return await self.function(request, self.context)
+
+
+@attrs.frozen
+class _Registration:
+    kind: KindRef
+    factory: ReconcilerFactory
+    name: str | None
+    manager: str | None
+    workers: int | None
+    resync_period: float | Literal["default"] | None
+    ignore_own_writes: bool
+
+
 class Runtime:
-    """Runs a managed controller for every kind of every provider."""
+    """Runs a managed controller for every kind of every provider, and any controller
+    added with :meth:`add_controller` (or the :meth:`controller` decorator)."""
 
     def __init__(
         self,
@@ -63,54 +91,27 @@ class Runtime:
         providers: Sequence[Provider] | None = None,
         provider_config: Mapping[str, Mapping[str, Any]] | None = None,
         kinds: KindRegistry | None = None,
-        clock: Clock | None = None,
-        wall_clock: Callable[[], float] = time.time,
-        workers: int = 16,
-        poll_interval: float = 60.0,
-        poll_intervals: Mapping[str, float] | None = None,
-        poll_jitter: float = 0.1,
-        creation_grace: float = 0.0,
-        provider_attempts: int = 3,
-        provider_timeout: float | None = 60.0,
-        resync_period: float | None = 600.0,
-        shutdown_deadline: float = 30.0,
-        telemetry: Telemetry | None = None,
-        handle_signals: bool = False,
-        freeze_gc: bool = False,
-        runner_lock: Literal["fail", "wait", "off"] = "fail",
-        **store_options: Any,
+        options: RuntimeOptions | None = None,
+        **settings: Any,
     ) -> None:
+        """``settings`` are :class:`RuntimeOptions` fields (overriding ``options``) and,
+        beyond them, options of the store (``synchronous="NORMAL"``...)."""
         self.store_url = store
         self._providers = providers
         self._provider_config = dict(provider_config or {})
         self._extra_kinds = kinds
-        self.clock = clock or LoopClock()
-        self.wall_clock = wall_clock
-        self.workers = workers
-        self.poll_interval = poll_interval
-        self.poll_intervals = dict(poll_intervals or {})
-        self.poll_jitter = poll_jitter
-        self.creation_grace = creation_grace
-        self.provider_attempts = provider_attempts
-        self.provider_timeout = provider_timeout
-        self.resync_period = resync_period
-        self.shutdown_deadline = shutdown_deadline
-        self.telemetry = telemetry or Telemetry()
-        self.handle_signals = handle_signals
-        self.freeze_gc = freeze_gc
-        if runner_lock not in ("fail", "wait", "off"):
-            msg = f"runner_lock must be 'fail', 'wait' or 'off', not {runner_lock!r}"
-            raise ValueError(msg)
-        #: One Runtime reconciles a store at a time: a second one fails to start
-        #: (``"fail"``), waits until the first stops (``"wait"``, a standby), or does not
-        #: check (``"off"``).
-        self.runner_lock = runner_lock
+        overrides = {name: value for name, value in settings.items() if name in RuntimeOptions.names()}
+        self.options = attrs.evolve(options or RuntimeOptions(), **overrides)
+        self.store_options = {n: v for n, v in settings.items() if n not in overrides}
+        self.clock = self.options.clock
+        self.wall_clock = self.options.wall_clock
+        self.telemetry = self.options.telemetry
         self._claim: Claim | None = None
-        self.store_options = store_options
         self.controllers: dict[str, Controller] = {}
-        #: wait_ready() callers by key, resolved from the informers' notifications
-        self._ready_waiters: dict[ObjectKey, list[asyncio.Future[AnyResource]]] = {}
+        self._registrations: list[_Registration] = []
         self.supervisor = Supervisor(self.clock)
+        self.tracker = Tracker(self.clock)
+        self._cache: Cache | None = None
         self._connections: dict[str, ExternalClient] = {}
         self._connect_lock = asyncio.Lock()
         self._stop = asyncio.Event()
@@ -124,6 +125,13 @@ class Runtime:
         if self._client is None:
             raise ReconcileError("the runtime is not started")
         return self._client
+
+    @property
+    def cache(self) -> Cache:
+        """The controllers' shared cache (one informer per kind)."""
+        if self._cache is None:
+            raise ReconcileError("the runtime is not started")
+        return self._cache
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -144,18 +152,26 @@ class Runtime:
                 registry.register(kind, provider=provider.name)
         store = await open_store(self.store_url, clock=self.wall_clock, **self.store_options)
         self._client = Client(store, registry, clock=self.wall_clock, provider_config=self._provider_config)
-        if self.handle_signals:  # before standing by: a signal must end the wait too
+        self._cache = Cache(
+            self._client,
+            clock=self.clock,
+            freeze_gc=self.options.freeze_gc,
+            read_timeout=self.options.read_timeout,
+        )
+        if self.options.handle_signals:  # before standing by: a signal must end the wait too
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, self.request_stop)
                 self._signals.append(sig)
         try:
             await self._claim_runner(store)
-            if self._claim is None and self.runner_lock != "off":
+            if self._claim is None and self.options.runner_lock != "off":
                 return  # stopped while standing by: nothing to run (stop_requested says so)
             for provider in providers:
                 for kind in provider.kinds:
-                    self._add_controller(provider, kind)
+                    self._add_managed(provider, kind)
+            for registration in self._registrations:
+                self._start_controller(registration)
         except BaseException:
             await self.close()  # a half-started runtime leaves nothing running or open
             raise
@@ -163,14 +179,14 @@ class Runtime:
     async def _claim_runner(self, store: EventStore) -> None:
         """Become the store's one runner: two would both create what one object declares,
         and an external resource whose identity the system chooses would be made twice."""
-        if self.runner_lock == "off":
+        if self.options.runner_lock == "off":
             return
         waiting = False
         while True:
             try:
                 self._claim = await store.claim(RUNNER_CLAIM)
             except LockedError as exc:
-                if self.runner_lock == "fail":
+                if self.options.runner_lock == "fail":
                     raise
                 if not waiting:
                     LOG.warning("%s; standing by until it stops", exc)
@@ -194,53 +210,122 @@ class Runtime:
                 task.cancel()
         return self._stop.is_set()
 
-    def _add_controller(self, provider: Provider, kind: Kind) -> None:
-        assert self._client is not None
+    # -- controllers ---------------------------------------------------------------------------
 
+    def add_controller(
+        self,
+        kind: KindRef,
+        reconciler: Reconciler | ReconcilerFactory,
+        *,
+        name: str | None = None,
+        manager: str | None = None,
+        workers: int | None = None,
+        resync_period: float | Literal["default"] | None = "default",
+        ignore_own_writes: bool = True,
+    ) -> None:
+        """Run ``reconciler`` for ``kind`` beside the managed controllers, with the same
+        cache, queue semantics, telemetry, supervision and shutdown.
+
+        ``reconciler`` is a Reconciler, or a factory that makes one from the
+        :class:`~reconcile.controller.Context` this controller gives it (its cached
+        client, clock and telemetry). Its writes through ``context.client`` are recorded
+        under ``manager`` (default: the controller's name) and, with
+        ``ignore_own_writes``, do not trigger it again. Before :meth:`start` it starts
+        with the rest; after, at once."""
+        factory: ReconcilerFactory = (
+            (lambda _context: reconciler) if hasattr(reconciler, "reconcile") else reconciler
+        )
+        registration = _Registration(kind, factory, name, manager, workers, resync_period, ignore_own_writes)
+        self._registrations.append(registration)
+        if self._cache is not None:
+            self._start_controller(registration)
+
+    def controller(self, kind: KindRef, **options: Any) -> Callable[[ReconcileFunction], ReconcileFunction]:
+        """The decorator form of :meth:`add_controller`.
+
+        ::
+
+
+        @runtime.controller("Widget")
+        async def widgets(request: Request, context: Context) -> Result | None:
+            obj = await context.client.get(request.key)
+            ...
+        """
+
+        def register(function: ReconcileFunction) -> ReconcileFunction:
+            self.add_controller(kind, lambda context: _FunctionReconciler(function, context), **options)
+            return function
+
+        return register
+
+    def _start_controller(self, registration: _Registration) -> Controller:
+        cache = self.cache
+        kind = (
+            registration.kind
+            if isinstance(registration.kind, Kind)
+            else self.client.kinds.resolve(registration.kind)
+        )
+        name = registration.name or f"{kind.kind.lower()}.{kind.api_group}"
+        if name in self.controllers:
+            msg = f"a controller named {name!r} already runs; give this one another name"
+            raise ValueError(msg)
+        manager = registration.manager or name
+        context = Context(kind, CachedClient(self.client, cache, manager=manager), self.clock, self.telemetry)
+        reconciler = registration.factory(context)
+        resync = (
+            self.options.resync_period
+            if registration.resync_period == "default"
+            else registration.resync_period
+        )
+        controller = Controller(
+            self.client,
+            kind,
+            reconciler,
+            cache=cache,
+            name=name,
+            workers=registration.workers or self.options.workers,
+            clock=self.clock,
+            resync_period=resync,
+            telemetry=self.telemetry,
+            # A reconciler never needs its own writes (finalizer, markers, status) to
+            # trigger it: each reconcile ends with its own requeue. Reacting to them
+            # would turn every failed attempt into an immediate next attempt.
+            ignore_actors=frozenset({manager}) if registration.ignore_own_writes else frozenset(),
+        )
+        self.controllers[name] = controller
+        self.tracker.follow(controller)
+        self.supervisor.start(name, controller.run)
+        return controller
+
+    def _add_managed(self, provider: Provider, kind: Kind) -> None:
         async def connect() -> ExternalClient:
             return await self._connect(provider)
 
-        reconciler = ManagedReconciler(
-            self._client,
-            kind,
-            connect,
-            clock=self.clock,
-            poll_interval=self._poll_interval(kind),
-            poll_jitter=self.poll_jitter,
-            creation_grace=self.creation_grace,
-            attempts=self.provider_attempts,
-            call_timeout=self.provider_timeout,
-            telemetry=self.telemetry,
+        options = self.options
+
+        def managed(context: Context) -> ManagedReconciler:
+            return ManagedReconciler(
+                context,
+                connect,
+                poll_interval=self._poll_interval(kind),
+                poll_jitter=options.poll_jitter,
+                creation_grace=options.creation_grace,
+                attempts=options.provider_attempts,
+                call_timeout=options.provider_timeout,
+            )
+
+        self._start_controller(
+            _Registration(kind, managed, None, ENGINE_MANAGER, None, "default", ignore_own_writes=True)
         )
-        name = f"{kind.kind.lower()}.{kind.api_group}"
-        controller = Controller(
-            self._client,
-            kind,
-            reconciler,
-            name=name,
-            workers=self.workers,
-            clock=self.clock,
-            resync_period=self.resync_period,
-            telemetry=self.telemetry,
-            # The engine never needs its own writes (finalizer, markers, status) to
-            # trigger it: each reconcile ends with its own requeue. Reacting to them
-            # would turn every failed attempt into an immediate next attempt.
-            ignore_actors=frozenset({ENGINE_MANAGER}),
-            freeze_gc=self.freeze_gc,
-        )
-        reconciler.bind(controller.informer)
-        controller.informer.add_handler(self._on_change)
-        self.controllers[name] = controller
-        self.supervisor.start(name, controller.run)
 
     def _poll_interval(self, kind: Kind) -> float:
         """Drift polling for a kind: the Runtime's per-kind setting (by any of the kind's
         names), else the kind's own default, else the Runtime's default."""
         names = kind.names()
-        for name, interval in self.poll_intervals.items():
+        for name, interval in self.options.poll_intervals.items():
             if name.lower() in names:
                 return interval
-        return kind.poll_interval if kind.poll_interval is not None else self.poll_interval
+        return kind.poll_interval if kind.poll_interval is not None else self.options.poll_interval
 
     async def _connect(self, provider: Provider) -> ExternalClient:
         async with self._connect_lock:
@@ -258,6 +343,10 @@ class Runtime:
     def stop_requested(self) -> bool:
         """Whether :meth:`request_stop` was called (or a handled signal arrived)."""
         return self._stop.is_set()
+
+    async def wait_stop_requested(self) -> None:
+        """Return once :meth:`request_stop` was called (or a handled signal arrived)."""
+        await self._stop.wait()
 
     async def run_until_stopped(self) -> None:
         """Serve until :meth:`request_stop` (or a signal, with ``handle_signals``)."""
@@ -283,7 +372,7 @@ class Runtime:
         results = [False]
         try:
             results = await asyncio.gather(
-                *(c.shutdown(self.shutdown_deadline) for c in self.controllers.values())
+                *(c.shutdown(self.options.shutdown_deadline) for c in self.controllers.values())
             )
         finally:
             # Cancelled or not, what holds threads, files and locks is released.
@@ -301,13 +390,11 @@ class Runtime:
     async def _release_controllers(self) -> None:
         await self.supervisor.stop()
         for controller in self.controllers.values():
-            if isinstance(controller.reconciler, ManagedReconciler):
-                await controller.reconciler.close()
-        waiters, self._ready_waiters = self._ready_waiters, {}
-        for waiting in waiters.values():
-            for waiter in waiting:
-                if not waiter.done():
-                    waiter.set_exception(ReconcileError("the runtime closed while waiting"))
+            close = getattr(controller.reconciler, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
+        self.tracker.close(ReconcileError("the runtime closed while waiting"))
         for connection in self._connections.values():
             with contextlib.suppress(Exception):
                 await connection.close()
@@ -322,16 +409,9 @@ class Runtime:
         manager: str = "reconcile",
         origin: Path | None = None,
     ) -> AnyResource:
-        """Declare an object (``Client.apply``). When a controller of this runtime manages
-        its kind, the applied object enters that controller's cache at once (its watch
-        event is then not decoded again) and the controller hears of it now."""
-        applied = await self.client.apply(manifest, manager=manager, origin=origin)
-        if applied.metadata.deletion_timestamp is not None and not applied.metadata.finalizers:
-            return applied  # the apply completed a deletion: this is the object's last state
-        controller = self._controller_for(applied.key.api_group, applied.key.kind)
-        if controller is not None:
-            controller.informer.remember(applied, manager)
-        return applied
+        """Declare an object (``Client.apply``), through the controllers' cache: the
+        applied object is cached at once and its controller hears of it now."""
+        return await CachedClient(self.client, self.cache, manager=manager).apply(manifest, origin=origin)
 
     def _controller_for(self, api_group: str, kind: str) -> Controller | None:
         return next(
@@ -367,16 +447,38 @@ class Runtime:
         """Wait until every controller's cache holds its first list."""
         await asyncio.gather(*(c.wait_synced() for c in self.controllers.values()))
 
+    def convergence(self, kinds: Iterable[str] | None = None) -> Convergence:
+        """Where convergence stands now (see :class:`Convergence`): what is Ready, what
+        waits, what the engine gave up on; every kind unless some are named."""
+        return self.tracker.convergence(kinds)
+
+    async def wait_converged(
+        self,
+        *,
+        kinds: Iterable[str] | None = None,
+        timeout: float | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Convergence:
+        """Wait until every object (of the kinds named, by any of their names) is Ready
+        for its generation, or settled short of it: every cache loaded, every queue idle,
+        and what is not Ready given up on (a terminal error: waiting will not change it).
+        ``converged`` on the result says which. TimeoutError after ``timeout`` seconds on
+        the runtime's clock; CorruptError at once when a cache met a corrupt body.
+        ``progress(ready, total)`` is called whenever something moved."""
+        return await self.tracker.wait_converged(kinds, timeout, progress)
+
     async def wait_ready(
         self, kind: str | Kind, name: str, *, namespace: str = DEFAULT_NAMESPACE, timeout: float | None = None
     ) -> AnyResource:
         """Wait until the object is Ready for its current generation; return it.
 
-        Raises TimeoutError (with the object's last Synced message) after ``timeout``.
+        Raises TimeoutError (with the object's last Synced message) after ``timeout``
+        seconds on the runtime's clock.
         """
         last: list[AnyResource] = []
+        deadline = contextlib.nullcontext() if timeout is None else self.clock.timeout(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with deadline:
                 return await self._ready(kind, name, namespace, last)
         except TimeoutError:
             detail = ""
@@ -386,15 +488,6 @@ class Runtime:
                     detail = f": Synced={synced.status.value} {synced.reason} {synced.message}".rstrip()
             raise TimeoutError(f"{kind} {namespace}/{name} was not Ready in time{detail}") from None
 
-    def _on_change(self, event: InformerEvent) -> None:
-        waiters = self._ready_waiters.get(event.key)
-        if waiters is None or event.new is None or not _is_ready(event.new):
-            return
-        del self._ready_waiters[event.key]
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(event.new)
-
     async def _ready(
         self, kind: str | Kind, name: str, namespace: str, last: list[AnyResource]
     ) -> AnyResource:
@@ -402,29 +495,10 @@ class Runtime:
         controller = self._controller_for(found.api_group, found.kind)
         if controller is None:
             return await self._ready_from_store(found, name, namespace, last)
-        # A kind this runtime manages: its informer already decodes every change, so a
+        # A kind this runtime runs: its informer already decodes every change, so a
         # waiter costs a dictionary entry, not a watch of the whole kind of its own.
-        informer = controller.informer
         key = ObjectKey(found.api_group, found.kind, namespace, name)
-        try:
-            await informer.synced.wait()
-            cached = informer.get(key)
-            if cached is not None and _is_ready(cached):
-                return cached
-            waiter: asyncio.Future[AnyResource] = asyncio.get_running_loop().create_future()
-            self._ready_waiters.setdefault(key, []).append(waiter)
-            try:
-                return await waiter
-            finally:
-                waiters = self._ready_waiters.get(key)
-                if waiters is not None and waiter in waiters:
-                    waiters.remove(waiter)
-                    if not waiters:
-                        del self._ready_waiters[key]
-        finally:
-            seen = informer.get(key)
-            if seen is not None:
-                last.append(seen)
+        return await self.tracker.wait_ready(controller, key, last)
 
     async def _ready_from_store(
         self, kind: Kind, name: str, namespace: str, last: list[AnyResource]
@@ -433,22 +507,13 @@ class Runtime:
         with contextlib.suppress(NotFoundError):
             obj = await self.client.get(kind, name, namespace=namespace)
             last.append(obj)
-            if _is_ready(obj):
+            if is_ready(obj):
                 return obj
             since = obj.metadata.resource_version or 0
         async for event in self.client.watch(kind, namespace=namespace, since=since):
             if not isinstance(event, Event) or event.key.name != name or event.object is None:
                 continue
             last.append(event.object)
-            if _is_ready(event.object):
+            if is_ready(event.object):
                 return event.object
         raise ReconcileError("the store closed while waiting")
-
-
-def _is_ready(obj: AnyResource) -> bool:
-    ready = obj.status.condition("Ready") if hasattr(obj.status, "condition") else None
-    return (
-        ready is not None
-        and ready.status == ConditionStatus.TRUE
-        and obj.status.observed_generation == obj.metadata.generation
-    )

@@ -20,6 +20,7 @@ import attrs
 
 from reconcile.model.events import Bookmark
 from reconcile.model.meta import ObjectKey
+from reconcile.store.encoding import load_body
 
 __all__ = [
     "ADMISSION_HEADROOM",
@@ -104,18 +105,76 @@ class WriteResult:
     written: bool
 
 
-@attrs.frozen
 class RawEvent:
-    """An event as stored: the snapshot body after it, or None for a note."""
+    """An event as stored: its revision, time, type, key, uid and actor, the snapshot
+    body after it (None for a note) and its data.
 
-    revision: int
-    time: float
-    type: str
-    key: ObjectKey
-    uid: str
-    actor: str
-    body: Body | None
-    data: Mapping[str, Any] | None
+    The body and the data are parsed from their stored JSON text on first access, not
+    before: a watcher that already holds the object at this revision (its own write, put
+    in its cache) drops the event having parsed nothing. :attr:`has_body` says whether
+    there is a body without parsing it."""
+
+    __slots__ = ("_body", "_data", "_data_text", "_text", "actor", "key", "revision", "time", "type", "uid")
+
+    def __init__(  # noqa: PLR0917 - the columns of a stored event, in their order
+        self,
+        revision: int,
+        time: float,
+        type: str,  # noqa: A002 - the event's type, as the store calls it
+        key: ObjectKey,
+        uid: str,
+        actor: str,
+        *,
+        text: str | bytes | None = None,
+        data_text: str | bytes | None = None,
+        body: Body | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.revision, self.time, self.type, self.key, self.uid, self.actor = (
+            revision,
+            time,
+            type,
+            key,
+            uid,
+            actor,
+        )
+        self._text: str | bytes | None = None if body is not None else text
+        self._body: Body | None = body
+        self._data_text: str | bytes | None = None if data is not None else data_text
+        self._data: Mapping[str, Any] | None = data
+
+    @property
+    def has_body(self) -> bool:
+        """Whether the event carries a snapshot (False for a note), without parsing it."""
+        return self._body is not None or self._text is not None
+
+    @property
+    def body(self) -> Body | None:
+        """The snapshot after the event, parsed now if it was not yet (CorruptError when
+        the stored text is not JSON)."""
+        if self._body is None and self._text is not None:
+            self._body, self._text = load_body(self._text, self.revision, self.key), None
+        return self._body
+
+    @property
+    def data(self) -> Mapping[str, Any] | None:
+        """The event's data (an action's message and generation), parsed on first access."""
+        if self._data is None and self._data_text is not None:
+            self._data, self._data_text = load_body(self._data_text, self.revision, self.key), None
+        return self._data
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.revision, self.time, self.type, self.key, self.uid, self.actor, self.body, self.data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RawEvent) and self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"RawEvent(revision={self.revision}, type={self.type!r}, key={self.key!r}, actor={self.actor!r})"
+        )
 
 
 @attrs.frozen
@@ -192,13 +251,10 @@ class EventStore(Protocol):
         api_group: str | None = None,
         kind: str | None = None,
         namespace: str | None = None,
-        known: Callable[[ObjectKey, int], bool] | None = None,
     ) -> AsyncIterator[RawEvent | Bookmark]:
         """Events with revision > ``since`` in order, then live; a bookmark whenever
         caught up. Raises ExpiredError when ``since`` is before the compaction horizon.
-        An event for which ``known(key, revision)`` is true (the watcher holds that
-        object at that revision, or a newer one, already) may come with ``body=None``,
-        unparsed."""
+        Bodies are parsed only when a watcher reads them (see :class:`RawEvent`)."""
 
     async def compact(self, before: int) -> int:
         """Drop history before ``before`` (keeping each live object's latest snapshot);

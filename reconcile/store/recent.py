@@ -24,7 +24,6 @@ from typing import Any
 
 from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import RawEvent
-from reconcile.store.encoding import load_body
 
 __all__ = ["RecentEvents"]
 
@@ -72,44 +71,22 @@ class RecentEvents:
             self._bytes = kept
 
     def after(
-        self,
-        cursor: int,
-        *,
-        matches: Callable[[ObjectKey], bool] | None = None,
-        known: Callable[[ObjectKey, int], bool] | None = None,
+        self, cursor: int, *, matches: Callable[[ObjectKey], bool] | None = None
     ) -> list[RawEvent] | None:
         """Every event after ``cursor`` up to :attr:`last` whose key ``matches``, or None
         when the window does not start at or before ``cursor + 1`` (or ends before it):
-        read the database. Events ``known`` to the watcher come without their body, which
-        is then not parsed at all."""
+        read the database. Bodies stay text until a watcher reads them."""
         events = self._events
         if not events:
             return None
         first = events[0][0]
         if not first <= cursor + 1 <= events[-1][0] + 1:
             return None
-        served = []
-        for revision, at, type_, key, uid, actor, text, data in events[cursor + 1 - first :]:
-            if matches is not None and not matches(key):
-                continue
-            body = (
-                None
-                if text is None or (known is not None and known(key, revision))
-                else load_body(text, revision, key)
-            )
-            served.append(
-                RawEvent(
-                    revision,
-                    at,
-                    type_,
-                    key,
-                    uid,
-                    actor,
-                    body,
-                    None if data is None else load_body(data, revision, key),
-                )
-            )
-        return served
+        return [
+            RawEvent(revision, at, type_, key, uid, actor, text=text, data_text=data)
+            for revision, at, type_, key, uid, actor, text, data in events[cursor + 1 - first :]
+            if matches is None or matches(key)
+        ]
 
     def clear(self) -> None:
         """Forget everything (after a compaction or a failure)."""

@@ -57,21 +57,10 @@ _EVENT_COLUMNS = (
 )
 
 
-def _event(row: tuple[Any, ...], known: Callable[[ObjectKey, int], bool] | None = None) -> RawEvent:
+def _event(row: tuple[Any, ...]) -> RawEvent:
     revision, at, type_, uid, actor, body, data, group, kind, namespace, name = row
     key = ObjectKey(group, kind, namespace, name)
-    if body is not None and known is not None and known(key, revision):
-        body = None
-    return RawEvent(
-        revision=revision,
-        time=at,
-        type=type_,
-        key=key,
-        uid=uid,
-        actor=actor,
-        body=None if body is None else load_body(body, revision, key),
-        data=None if data is None else load_body(data, revision, key),
-    )
+    return RawEvent(revision, at, type_, key, uid, actor, text=body, data_text=data)
 
 
 class SQLiteStore:
@@ -259,9 +248,6 @@ class SQLiteStore:
                         future.set_exception(error)
                 return
             self._recent.extend(appended)
-            # Writers hear first, watches next: a controller that puts its write's result
-            # in its cache (Informer.remember) does so before its watch reads the event,
-            # which then needs no decoding.
             for (_, future), result in zip(taken, results, strict=True):
                 if future.done():
                     continue
@@ -379,11 +365,9 @@ class SQLiteStore:
         api_group: str | None = None,
         kind: str | None = None,
         namespace: str | None = None,
-        known: Callable[[ObjectKey, int], bool] | None = None,
     ) -> AsyncIterator[RawEvent | Bookmark]:
         """Events with revision > ``since`` in order, then live; a bookmark whenever
-        caught up. Ends when the store closes. Events ``known`` to the watcher come
-        without their body, unparsed."""
+        caught up. Ends when the store closes. Bodies are parsed when read."""
         where, params = "", []
         for column, value in (("o.api_group", api_group), ("o.kind", kind), ("o.namespace", namespace)):
             if value is not None:
@@ -400,7 +384,7 @@ class SQLiteStore:
         cursor = since
         await self._check_horizon(cursor)
         while True:
-            recent = self._recent.after(cursor, matches=matches, known=known)
+            recent = self._recent.after(cursor, matches=matches)
             if recent is not None:
                 # Served from memory: this process's own latest commits, contiguous.
                 for event in recent:
@@ -421,7 +405,7 @@ class SQLiteStore:
             # checking after the read catches it, so a watch never silently skips.
             await self._check_horizon(cursor)
             for row in rows:
-                yield _event(row, known)
+                yield _event(row)
             if len(rows) == _WATCH_PAGE:
                 cursor = rows[-1][0]
                 continue

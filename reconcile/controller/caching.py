@@ -1,0 +1,251 @@
+"""The cache of the controller layer, and the client reconcilers read and write through.
+
+As controller-runtime's manager cache does, one :class:`Cache` holds one informer per
+kind, shared by every controller and reader of that kind, and it owns read-your-writes:
+
+* a write through a :class:`CachedClient` goes to the store, and its result goes into the
+  kind's informer at once (client-go's mutation cache), with the key's **minimum
+  revision** recorded;
+* a read of that key waits, on the injected clock and within a bound, until the cache
+  holds the key at that revision or newer (controller-runtime's minimum-resource-version
+  tracking), so a reconcile never acts on a cache older than a write it has seen
+  succeed.
+
+The store knows nothing of this: it commits and it streams events; the cache recognizes
+its own writes when their events arrive (by revision) and drops them unparsed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from reconcile.api.client import DEFAULT_MANAGER, Client, KindRef
+from reconcile.controller.clocks import Clock, LoopClock
+from reconcile.controller.informing import Informer
+from reconcile.errors import NotFoundError
+from reconcile.model.kinds import Kind
+from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
+from reconcile.model.resource import AnyResource
+from reconcile.model.selectors import LabelSelector
+
+__all__ = ["Cache", "CachedClient"]
+
+LOG = logging.getLogger("reconcile.cache")
+
+
+class Cache:
+    """One informer per kind and the minimum revision each written key must be read at."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        clock: Clock | None = None,
+        namespace: str | None = None,
+        freeze_gc: bool = False,
+        read_timeout: float = 5.0,
+    ) -> None:
+        self.client = client
+        self.clock = clock or LoopClock()
+        self.namespace = namespace
+        self.freeze_gc = freeze_gc
+        #: How long a read waits for the cache to reach a write it must reflect; past it,
+        #: the read returns what the cache holds and says so in the log.
+        self.read_timeout = read_timeout
+        self._informers: dict[tuple[str, str], Informer] = {}
+        self._minimum: dict[ObjectKey, int] = {}
+
+    # -- informers -----------------------------------------------------------------------
+
+    def informer(self, kind: KindRef) -> Informer:
+        """The informer of ``kind``, made on first ask (run it with ``Informer.run``;
+        every controller of the kind shares it)."""
+        found = kind if isinstance(kind, Kind) else self.client.kinds.resolve(kind)
+        index = (found.api_group, found.kind)
+        informer = self._informers.get(index)
+        if informer is None:
+            informer = Informer(
+                self.client, found, namespace=self.namespace, clock=self.clock, freeze_gc=self.freeze_gc
+            )
+            self._informers[index] = informer
+        return informer
+
+    def informers(self) -> list[Informer]:
+        """Every informer made so far."""
+        return list(self._informers.values())
+
+    def _informer_of(self, key: ObjectKey) -> Informer | None:
+        return self._informers.get((key.api_group, key.kind))
+
+    # -- read-your-writes ------------------------------------------------------------------
+
+    def written(self, key: ObjectKey, obj: AnyResource | None, revision: int, actor: str) -> None:
+        """A write of ``key`` committed at ``revision``: later reads of the key reflect it.
+        ``obj`` (the write's result, None when the write removed the object) goes into
+        the kind's informer at once."""
+        informer = self._informer_of(key)
+        if informer is None or revision <= 0:
+            return
+        if obj is not None:
+            informer.written(obj, actor)
+        if revision > informer.revision and not informer.holds(key, revision):
+            self._minimum[key] = max(revision, self._minimum.get(key, 0))
+
+    async def fresh(self, key: ObjectKey) -> Informer | None:
+        """The key's informer once it reflects every write of the key seen through this
+        cache (within :attr:`read_timeout`, on the clock); None for a kind not cached."""
+        informer = self._informer_of(key)
+        if informer is None:
+            return None
+        minimum = self._minimum.pop(key, 0)
+        if minimum and informer.revision < minimum and not informer.holds(key, minimum):
+            try:
+                async with self.clock.timeout(self.read_timeout):
+                    await informer.wait_for_revision(minimum)
+            except TimeoutError:
+                LOG.warning("cache did not reach revision %d for %s in time", minimum, key)
+        return informer
+
+    async def get(self, key: ObjectKey) -> AnyResource | None:
+        """The cached object (None when absent), at least as new as this cache's last
+        write of it; a kind without an informer is read from the store."""
+        informer = await self.fresh(key)
+        if informer is None:
+            try:
+                return await self.client.get(f"{key.kind}.{key.api_group}", key.name, namespace=key.namespace)
+            except NotFoundError:
+                return None
+        return informer.get(key)
+
+
+class CachedClient:
+    """What a reconciler reads and writes through: reads from the :class:`Cache`, writes
+    to the store through the :class:`~reconcile.api.Client`, each write's result put in
+    the cache so the next read sees it (read-your-writes)."""
+
+    def __init__(self, client: Client, cache: Cache, *, manager: str = DEFAULT_MANAGER) -> None:
+        self.client = client
+        self.cache = cache
+        #: The field manager writes are recorded under.
+        self.manager = manager
+
+    @property
+    def wall_clock(self) -> Any:
+        """The wall clock the store stamps times with."""
+        return self.client.clock
+
+    def _key(self, kind: KindRef, name: str, namespace: str) -> ObjectKey:
+        found = kind if isinstance(kind, Kind) else self.client.kinds.resolve(kind)
+        return ObjectKey(found.api_group, found.kind, namespace, name)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    async def get(self, key: ObjectKey) -> AnyResource | None:
+        """The object, from the cache (see :meth:`Cache.get`); None when absent."""
+        return await self.cache.get(key)
+
+    async def list(
+        self, kind: KindRef, *, label_selector: str | Mapping[str, str] | LabelSelector | None = None
+    ) -> builtins.list[AnyResource]:
+        """Cached objects of ``kind`` matching a label selector."""
+        return self.cache.informer(kind).list(LabelSelector.parse(label_selector))
+
+    def owned_by(self, kind: KindRef, uid: str) -> builtins.list[AnyResource]:
+        """Cached objects of ``kind`` with an owner reference to ``uid``."""
+        return self.cache.informer(kind).owned_by(uid)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _put(self, obj: AnyResource) -> AnyResource:
+        self.cache.written(obj.key, obj, obj.metadata.resource_version or 0, self.manager)
+        return obj
+
+    async def _gone(self, key: ObjectKey) -> None:
+        # The write removed the object: no result to cache, so reads of the key wait
+        # until the watch has brought the removal (the store's head is past it).
+        self.cache.written(key, None, await self.client.revision(), self.manager)
+
+    async def apply(
+        self, manifest: Mapping[str, Any] | AnyResource, *, origin: Path | None = None
+    ) -> AnyResource:
+        """``Client.apply``, then into the cache."""
+        applied = await self.client.apply(manifest, manager=self.manager, origin=origin)
+        if applied.metadata.deletion_timestamp is not None and not applied.metadata.finalizers:
+            await self._gone(applied.key)  # the apply completed a deletion
+            return applied
+        return self._put(applied)
+
+    async def update_status(self, obj: AnyResource, *, force: bool = False) -> AnyResource:
+        """``Client.update_status``, then into the cache."""
+        return self._put(await self.client.update_status(obj, manager=self.manager, force=force))
+
+    async def add_finalizer(
+        self, kind: KindRef, name: str, finalizer: str, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> AnyResource:
+        """``Client.add_finalizer``, then into the cache."""
+        return self._put(
+            await self.client.add_finalizer(kind, name, finalizer, namespace=namespace, manager=self.manager)
+        )
+
+    async def remove_finalizer(
+        self, kind: KindRef, name: str, finalizer: str, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> AnyResource | None:
+        """``Client.remove_finalizer``, then into the cache (None: the object is gone)."""
+        removed = await self.client.remove_finalizer(
+            kind, name, finalizer, namespace=namespace, manager=self.manager
+        )
+        if removed is None:
+            await self._gone(self._key(kind, name, namespace))
+            return None
+        return self._put(removed)
+
+    async def delete(
+        self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> AnyResource | None:
+        """``Client.delete``, then into the cache (None: the object is gone)."""
+        deleted = await self.client.delete(kind, name, namespace=namespace, manager=self.manager)
+        if deleted is None:
+            await self._gone(self._key(kind, name, namespace))
+            return None
+        return self._put(deleted)
+
+    async def record(
+        self,
+        kind: KindRef,
+        name: str,
+        event_type: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        data: Mapping[str, Any] | None = None,
+    ) -> int:
+        """``Client.record``: an event about the object, which does not change it."""
+        return await self.client.record(
+            kind, name, event_type, namespace=namespace, data=data, manager=self.manager
+        )
+
+    async def record_actions(
+        self,
+        obj: AnyResource,
+        events: Sequence[tuple[str, Mapping[str, Any] | None]],
+        *,
+        annotations: Mapping[str, str | None] | None = None,
+        add_finalizer: str | None = None,
+        status: Any = None,
+    ) -> AnyResource:
+        """``Client.record_actions`` about ``obj`` (as it was read), then into the cache."""
+        written = await self.client.record_actions(
+            self.client.kinds.lookup(obj.api_version, obj.kind),
+            obj.metadata.name,
+            events,
+            namespace=obj.metadata.namespace,
+            annotations=annotations,
+            add_finalizer=add_finalizer,
+            status=status,
+            manager=self.manager,
+            based_on=obj,
+        )
+        return self._put(written)

@@ -1,0 +1,34 @@
+"""What a host gives the reconcilers it runs: a small, explicit bundle, not its internals.
+
+A reconciler needs to read objects (from the cache, at least as new as its own last
+write), to write them and record what it did (through the API), to tell time and to
+trace. :class:`Context` carries exactly that; the Runtime makes one per controller and
+hands it to the reconciler's factory (``Runtime.add_controller``).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from reconcile.controller.caching import CachedClient
+from reconcile.controller.clocks import Clock
+from reconcile.controller.telemetry import Telemetry
+from reconcile.model.kinds import Kind
+
+__all__ = ["Context"]
+
+
+@attrs.frozen
+class Context:
+    """A reconciler's view of its host."""
+
+    #: The kind the controller reconciles.
+    kind: Kind
+    #: Reads from the shared cache, writes through the API under the controller's field
+    #: manager, and records events about objects (``client.record``,
+    #: ``client.record_actions``): the reader, writer and recorder.
+    client: CachedClient
+    #: Monotonic time and sleeps; a FakeClock in tests.
+    clock: Clock
+    #: Spans and metrics (no-op unless the host installs an OpenTelemetry SDK).
+    telemetry: Telemetry

@@ -1,0 +1,249 @@
+"""Is everything Ready? The Runtime's answer, kept up to date as the caches change.
+
+A :class:`Tracker` listens to every controller it is given: each informer change updates
+the set of objects not Ready for their generation (or still being deleted), and each
+finished reconcile wakes whoever waits. So :meth:`Tracker.wait_converged` costs nothing
+while nothing moves, and a check is a look at that set, not a scan of every cache; its
+deadline runs on the Runtime's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable
+
+import attrs
+
+from reconcile.controller.clocks import Clock
+from reconcile.controller.controlling import Controller
+from reconcile.controller.informing import InformerEvent
+from reconcile.errors import CorruptError
+from reconcile.model.conditions import ConditionStatus
+from reconcile.model.meta import ObjectKey
+from reconcile.model.resource import AnyResource
+
+__all__ = ["Convergence", "Tracker", "is_ready"]
+
+
+def is_ready(obj: AnyResource) -> bool:
+    """Ready=True for the object's current generation."""
+    ready = obj.status.condition("Ready") if hasattr(obj.status, "condition") else None
+    return (
+        ready is not None
+        and ready.status == ConditionStatus.TRUE
+        and obj.status.observed_generation == obj.metadata.generation
+    )
+
+
+def _settled(obj: AnyResource) -> bool:
+    return obj.metadata.deletion_timestamp is None and is_ready(obj)
+
+
+@attrs.frozen
+class Convergence:
+    """Where convergence stands for some kinds."""
+
+    #: Objects cached.
+    total: int
+    #: Those not Ready for their generation, or being deleted.
+    waiting: tuple[AnyResource, ...]
+    #: Of ``waiting``, those the engine gave up on: no retry is scheduled, so only a new
+    #: spec or a fix outside will change them.
+    stuck: tuple[AnyResource, ...]
+    #: Kinds whose cache has not loaded yet.
+    unsynced: tuple[str, ...]
+    #: Whether a controller has a key queued or in flight (delayed polls aside).
+    busy: bool
+    #: Why each waiting key's last reconcile failed, when its status could not say it.
+    failures: dict[ObjectKey, str] = attrs.field(factory=dict)
+
+    @property
+    def ready(self) -> int:
+        """How many objects are Ready."""
+        return self.total - len(self.waiting)
+
+    @property
+    def settled(self) -> bool:
+        """Every cache loaded, every queue idle, and whatever is not Ready will not change
+        by waiting."""
+        return not self.unsynced and not self.busy and len(self.stuck) == len(self.waiting)
+
+    @property
+    def converged(self) -> bool:
+        """Settled, with everything Ready."""
+        return self.settled and not self.waiting
+
+
+class Tracker:
+    """Follows controllers' caches and queues; answers and waits for convergence."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.controllers: list[Controller] = []
+        #: (api_group, kind) -> the keys not Ready for their generation (or deleting)
+        self._waiting: dict[tuple[str, str], dict[ObjectKey, None]] = {}
+        self._moved = asyncio.Event()
+        self._ready_waiters: dict[ObjectKey, list[asyncio.Future[AnyResource]]] = {}
+
+    def follow(self, controller: Controller) -> None:
+        """Track this controller's objects and queue."""
+        self.controllers.append(controller)
+        controller.informer.add_handler(self._on_change)
+        controller.informer.add_error_handler(lambda _exc: self._moved.set())
+        controller.add_listener(lambda _key, _outcome: self._moved.set())
+
+    def _on_change(self, event: InformerEvent) -> None:
+        new, key = event.new, event.key
+        if new is None or _settled(new):
+            waiting = self._waiting.get((key.api_group, key.kind))
+            if waiting:
+                waiting.pop(key, None)
+        else:
+            self._waiting.setdefault((key.api_group, key.kind), {})[key] = None
+        self._moved.set()
+        if new is not None and self._ready_waiters and is_ready(new):
+            for waiter in self._ready_waiters.pop(event.key, ()):
+                if not waiter.done():
+                    waiter.set_result(new)
+
+    # -- convergence -----------------------------------------------------------------------
+
+    def _chosen(self, kinds: Iterable[str] | None) -> list[Controller]:
+        if kinds is None:
+            return self.controllers
+        wanted = {name.lower() for name in kinds}
+        return [c for c in self.controllers if c.kind.names() & wanted]
+
+    def convergence(self, kinds: Iterable[str] | None = None) -> Convergence:
+        """Where convergence stands now, for the kinds named (by any of their names;
+        every kind when None)."""
+        controllers = self._chosen(kinds)
+        total, waiting, stuck, failures = 0, [], [], {}
+        for controller in controllers:
+            informer = controller.informer
+            total += len(informer.cached_keys())
+            for key in self._waiting.get((controller.kind.api_group, controller.kind.kind), ()):
+                obj = informer.get(key)
+                if obj is None:
+                    continue
+                waiting.append(obj)
+                if key in controller.gave_up:
+                    stuck.append(obj)
+                if key in controller.failures:
+                    failures[key] = controller.failures[key]
+        unsynced, busy = self._unsynced(controllers), self._busy(controllers)
+        return Convergence(total, tuple(waiting), tuple(stuck), unsynced, busy, failures)
+
+    @staticmethod
+    def _unsynced(controllers: list[Controller]) -> tuple[str, ...]:
+        return tuple(c.kind.kind for c in controllers if not c.informer.synced.is_set())
+
+    @staticmethod
+    def _busy(controllers: list[Controller]) -> bool:
+        return any(c.queue.statistics().depth or c.queue.statistics().processing for c in controllers)
+
+    def counts(self, kinds: Iterable[str] | None = None) -> tuple[int, int]:
+        """(Ready, total) now: cheap, for a progress display."""
+        controllers = self._chosen(kinds)
+        total = sum(len(c.informer.cached_keys()) for c in controllers)
+        waiting = sum(len(self._waiting.get((c.kind.api_group, c.kind.kind), ())) for c in controllers)
+        return total - waiting, total
+
+    def _settled(self, controllers: list[Controller]) -> bool:
+        """:attr:`Convergence.settled` without building it: what a waiter checks at every
+        move, in time independent of how many objects there are (what was given up on is
+        few)."""
+        if self._unsynced(controllers) or self._busy(controllers):
+            return False
+        for controller in controllers:
+            waiting = self._waiting.get((controller.kind.api_group, controller.kind.kind), {})
+            if len(waiting) > len(controller.gave_up):
+                return False
+            if any(key not in controller.gave_up for key in waiting):
+                return False
+        return True
+
+    def corruption(self) -> CorruptError | None:
+        """The first corrupt body a cache met (retrying will not help)."""
+        return next((c.informer.corrupt for c in self.controllers if c.informer.corrupt), None)
+
+    async def wait_converged(
+        self,
+        kinds: Iterable[str] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the deadline runs on the injected clock
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Convergence:
+        """Wait until :attr:`Convergence.settled` for these kinds; return where it stands
+        (``converged`` says whether everything is Ready). TimeoutError after ``timeout``
+        seconds on the clock; CorruptError at once when a cache met a corrupt body.
+        ``progress(ready, total)`` is called at each move."""
+        chosen = None if kinds is None else list(kinds)
+        controllers = self._chosen(chosen)
+        deadline = contextlib.nullcontext() if timeout is None else self.clock.timeout(timeout)
+        try:
+            async with deadline:
+                while True:
+                    self._moved.clear()
+                    corrupt = self.corruption()
+                    if corrupt is not None:
+                        raise corrupt
+                    if progress is not None:
+                        progress(*self.counts(chosen))
+                    if self._settled(controllers):
+                        return self.convergence(chosen)
+                    await self._next_move(controllers)
+        except TimeoutError:
+            state = self.convergence(chosen)
+            msg = f"not converged in {timeout:g} s: {len(state.waiting)} of {state.total} not Ready"
+            raise TimeoutError(msg) from None
+
+    async def _next_move(self, controllers: list[Controller]) -> None:
+        """Wait for a change, a finished reconcile, a watch failure, or a cache loading."""
+        waits = [asyncio.ensure_future(self._moved.wait())]
+        waits += [
+            asyncio.ensure_future(c.informer.synced.wait())
+            for c in controllers
+            if not c.informer.synced.is_set()
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+
+    # -- one object ----------------------------------------------------------------------------
+
+    async def wait_ready(
+        self, controller: Controller, key: ObjectKey, last: list[AnyResource]
+    ) -> AnyResource:
+        """Wait until the cached object is Ready for its generation (``last`` gets the
+        last version seen, for the caller's timeout message)."""
+        informer = controller.informer
+        try:
+            await informer.synced.wait()
+            cached = informer.get(key)
+            if cached is not None and is_ready(cached):
+                return cached
+            waiter: asyncio.Future[AnyResource] = asyncio.get_running_loop().create_future()
+            self._ready_waiters.setdefault(key, []).append(waiter)
+            try:
+                return await waiter
+            finally:
+                waiters = self._ready_waiters.get(key)
+                if waiters is not None and waiter in waiters:
+                    waiters.remove(waiter)
+                    if not waiters:
+                        del self._ready_waiters[key]
+        finally:
+            seen = informer.get(key)
+            if seen is not None:
+                last.append(seen)
+
+    def close(self, error: BaseException) -> None:
+        """Fail every waiter with ``error``."""
+        waiters, self._ready_waiters = self._ready_waiters, {}
+        for waiting in waiters.values():
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_exception(error)
