@@ -31,7 +31,6 @@ sys.path.insert(0, str(ROOT))
 
 from providers.files import FilesProvider  # noqa: E402
 from reconcile import Runtime  # noqa: E402
-from reconcile.cli.running import idle, pending  # noqa: E402
 
 PER_FOLDER = 100
 WORKERS = 16
@@ -113,15 +112,16 @@ async def engine(db: Path, root: Path, size: int) -> dict[str, Any]:
                 *(runtime.apply(manifest(i)) for i in range(first, min(size, first + batch)))
             )
         apply_s = time.perf_counter() - applied
-        while pending(runtime) != ([], size):  # every File cached and Ready
-            await asyncio.sleep(0.1)
+        state = await runtime.wait_converged()
+        if not state.converged or state.total != size:
+            msg = f"did not converge: {state.ready}/{state.total} Ready"
+            raise RuntimeError(msg)
         converge_s = time.perf_counter() - start
         revision = await runtime.client.revision()
     second = time.perf_counter()
     async with Runtime(db, providers=[FilesProvider()], provider_config=config, workers=WORKERS) as runtime:
         await runtime.wait_synced()
-        while not idle(runtime):
-            await asyncio.sleep(0.005)
+        await runtime.wait_converged()  # the first pass over every cached File
         noop_s = time.perf_counter() - second
         appended = await runtime.client.revision() - revision
     return {

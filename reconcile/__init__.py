@@ -9,7 +9,16 @@ log (SQLite by default); reads are typed; history is kept::
 """
 
 from reconcile.api import Client, ResourceList, connect
-from reconcile.controller import Controller, Priority, Reconciler, Request, Result, WorkQueue
+from reconcile.controller import (
+    CachedClient,
+    Context,
+    Controller,
+    Priority,
+    Reconciler,
+    Request,
+    Result,
+    WorkQueue,
+)
 from reconcile.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -50,18 +59,21 @@ from reconcile.model import (
 )
 from reconcile.model.discovery import discover_providers
 from reconcile.model.external import ExternalClient, ManagedStatus, Observation, Provider
-from reconcile.runtime import Runtime
+from reconcile.runtime import Convergence, Runtime, RuntimeOptions
 from reconcile.store import SQLiteStore, VerifyReport, open_store
 
 __all__ = [
     "AdmissionContext",
     "AlreadyExistsError",
     "Bookmark",
+    "CachedClient",
     "Client",
     "Condition",
     "ConditionStatus",
     "ConflictError",
+    "Context",
     "Controller",
+    "Convergence",
     "CorruptError",
     "DeadlineExceededError",
     "Event",
@@ -93,6 +105,7 @@ __all__ = [
     "ResourceList",
     "Result",
     "Runtime",
+    "RuntimeOptions",
     "SQLiteStore",
     "SchemaVersionError",
     "Status",

@@ -552,7 +552,7 @@ class TestApplyAndRead:
             raise sqlite3.OperationalError("database or disk is full")
 
         monkeypatch.setattr(backend, "commit_batch", full)
-        code, _, err = cli("run", "--once", "--timeout", "2", "-q")
+        code, _, err = cli("run", "--once", "--timeout", "0.5", "-q")
         assert code == 1
         assert "File default/index: Ready=Unknown" in err
         assert "last reconcile failed:" in err

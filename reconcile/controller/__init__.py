@@ -1,6 +1,8 @@
 """The controller layer: clocks, the work queue, the informer and the reconcile loop."""
 
+from reconcile.controller.caching import Cache, CachedClient
 from reconcile.controller.clocks import Clock, LoopClock
+from reconcile.controller.context import Context
 from reconcile.controller.controlling import Controller
 from reconcile.controller.informing import Informer, InformerEvent, InformerStatistics
 from reconcile.controller.queueing import Priority, QueueShutDown, QueueStatistics, WorkQueue
@@ -8,7 +10,10 @@ from reconcile.controller.reconciling import Reconciler, Request, Result
 from reconcile.controller.telemetry import Telemetry
 
 __all__ = [
+    "Cache",
+    "CachedClient",
     "Clock",
+    "Context",
     "Controller",
     "Informer",
     "InformerEvent",

@@ -365,7 +365,9 @@ class Controller:
         Returns False if the deadline cut them short."""
         self.queue.shut_down()
         try:
-            async with self.clock.timeout(deadline):
+            # Real time, not the injected clock: a process being stopped has a budget in
+            # seconds of the world, whatever drives the reconciles' own time.
+            async with asyncio.timeout(deadline):
                 await self.queue.wait_idle()
         except TimeoutError:
             return False

@@ -1,0 +1,200 @@
+"""The Runtime hosts any controller: a custom reconciler added with ``add_controller``
+(or the ``controller`` decorator) runs beside the managed ones on the same cache, reads
+its own writes, and counts in ``wait_converged``; the waits run on the runtime's clock."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from helpers import settle, widget
+
+from reconcile import ConflictError, PermanentError, Request, Result, Runtime, TransientError
+from reconcile.controller import Context
+from reconcile.model import Condition, ConditionStatus
+from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider, example_kinds
+
+DEADLINE = 20.0  # real seconds: a guard against a hang, never a wait
+
+
+def bucket(name: str) -> dict[str, Any]:
+    """A Bucket of the memory provider."""
+    return {
+        "api_version": "memory.reconcile.dev/v1",
+        "kind": "Bucket",
+        "metadata": {"name": name},
+        "spec": {"name": name, "value": "v"},
+    }
+
+
+@contextlib.asynccontextmanager
+async def runtime_of(
+    db: Path, clock: FakeClock, cloud: MemoryCloud | None = None, **options: Any
+) -> AsyncIterator[Runtime]:
+    """A Runtime with the example kinds and the memory provider, on the fake clock."""
+    runtime = Runtime(
+        db,
+        providers=[MemoryProvider(cloud or MemoryCloud(clock=clock))],
+        kinds=example_kinds(),
+        clock=clock,
+        wall_clock=clock,
+        resync_period=None,
+        **options,
+    )
+    async with runtime:
+        yield runtime
+
+
+class Counter:
+    """Writes a status that counts its passes, guarded by the version it read: a read
+    older than its own last write would conflict."""
+
+    def __init__(self, context: Context, passes: int) -> None:
+        self.context = context
+        self.passes = passes
+        self.read_versions: list[int] = []
+        self.written_versions: list[int] = []
+        self.conflicts = 0
+
+    async def reconcile(self, request: Request) -> Result | None:
+        """One pass: read, check it is our last write, write the next count."""
+        obj = await self.context.client.get(request.key)
+        if obj is None:
+            return None
+        self.read_versions.append(obj.metadata.resource_version or 0)
+        count = len(self.written_versions) + 1
+        ready = Condition("Ready", ConditionStatus.TRUE, "Counted", f"pass {count}")
+        status = attrs.evolve(obj.status, observed_generation=obj.metadata.generation, conditions=(ready,))
+        try:
+            written = await self.context.client.update_status(attrs.evolve(obj, status=status))
+        except ConflictError:
+            self.conflicts += 1
+            raise
+        self.written_versions.append(written.metadata.resource_version or 0)
+        return Result(requeue_after=0) if count < self.passes else None
+
+
+async def test_a_custom_reconciler_reads_its_own_writes(tmp_path: Path, clock: FakeClock) -> None:
+    """A factory added with add_controller gets a Context; each pass reads exactly the
+    version its previous pass wrote (no stale read, no conflict), its writes are
+    recorded under the controller's name, and they do not trigger it again."""
+    made: list[Counter] = []
+
+    def factory(context: Context) -> Counter:
+        made.append(Counter(context, passes=5))
+        return made[-1]
+
+    async with runtime_of(tmp_path / "c.db", clock) as runtime:
+        runtime.add_controller("widget", factory, name="counter")
+        await runtime.apply(widget("w1"))
+        [counter] = made
+        await asyncio.wait_for(settle(lambda: len(counter.written_versions) == 5), DEADLINE)
+        state = await asyncio.wait_for(runtime.wait_converged(kinds=["widget"]), DEADLINE)
+        assert state.converged
+        assert counter.conflicts == 0
+        assert counter.read_versions[1:] == counter.written_versions[:-1]
+        history = await runtime.client.history("widget", "w1")
+        assert [e.actor for e in history if e.type == "StatusChanged"] == ["counter"] * 5
+        assert len(counter.read_versions) == 5  # its own writes did not start more passes
+
+
+async def test_the_decorator_form_runs_beside_the_managed_controllers(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """@runtime.controller registers a function before start; it runs with the managed
+    Bucket controller on one cache, and wait_converged covers both."""
+    runtime = Runtime(
+        tmp_path / "d.db",
+        providers=[MemoryProvider(MemoryCloud(clock=clock))],
+        kinds=example_kinds(),
+        clock=clock,
+        wall_clock=clock,
+        resync_period=None,
+    )
+    seen: list[str] = []
+
+    @runtime.controller("widget", workers=2)
+    async def widgets(request: Request, context: Context) -> Result | None:
+        obj = await context.client.get(request.key)
+        assert obj is not None
+        seen.append(obj.metadata.name)
+        ready = Condition("Ready", ConditionStatus.TRUE, "Seen", "")
+        status = attrs.evolve(obj.status, observed_generation=obj.metadata.generation, conditions=(ready,))
+        await context.client.update_status(attrs.evolve(obj, status=status))
+        return None
+
+    async with runtime:
+        assert sorted(runtime.controllers) == [
+            "bucket.memory.reconcile.dev",
+            "note.memory.reconcile.dev",
+            "widget.example.reconcile.dev",
+        ]
+        assert runtime.controllers["widget.example.reconcile.dev"].informer is runtime.cache.informer(
+            "widget"
+        )
+        for i in range(3):
+            await runtime.apply(widget(f"w{i}"))
+            await runtime.apply(bucket(f"b{i}"))
+        state = await asyncio.wait_for(runtime.wait_converged(), DEADLINE)
+        assert state.converged
+        assert (state.ready, state.total) == (6, 6)
+        assert sorted(seen) == ["w0", "w1", "w2"]
+
+
+async def test_two_controllers_of_one_kind_share_its_informer(tmp_path: Path, clock: FakeClock) -> None:
+    """A second controller of a kind uses the same informer (one list, one watch)."""
+    calls: list[str] = []
+
+    async def noted(request: Request, _context: Context) -> None:
+        calls.append(request.name)
+
+    async with runtime_of(tmp_path / "s.db", clock) as runtime:
+        runtime.controller("widget", name="first")(noted)
+        runtime.controller("widget", name="second")(noted)
+        await asyncio.wait_for(runtime.wait_synced(), DEADLINE)
+        await runtime.apply(widget("w1"))
+        await asyncio.wait_for(settle(lambda: len(calls) == 2), DEADLINE)
+        assert runtime.controllers["first"].informer is runtime.controllers["second"].informer
+        assert runtime.controllers["first"].informer.statistics().lists == 1
+        with pytest.raises(ValueError, match="already runs"):
+            runtime.controller("widget", name="first")(noted)
+
+
+class TestWaitConverged:
+    """wait_converged answers "is everything Ready for its generation", on the clock."""
+
+    async def test_settled_short_of_ready(self, tmp_path: Path, clock: FakeClock) -> None:
+        """A permanent failure settles: the wait returns at once, not converged, naming
+        what the engine gave up on."""
+        cloud = MemoryCloud(clock=clock)
+        cloud.break_item("bad", PermanentError("quota exceeded"))
+        async with runtime_of(tmp_path / "p.db", clock, cloud) as runtime:
+            await runtime.apply(bucket("good"))
+            await runtime.apply(bucket("bad"))
+            state = await asyncio.wait_for(runtime.wait_converged(kinds=["bucket"]), DEADLINE)
+            assert state.settled
+            assert not state.converged
+            assert [o.metadata.name for o in state.stuck] == ["bad"]
+            assert (state.ready, state.total) == (1, 2)
+
+    async def test_the_deadline_runs_on_the_clock(self, tmp_path: Path, clock: FakeClock) -> None:
+        """A transient failure keeps it waiting; the timeout fires when the runtime's clock
+        passes it (no real time waited), saying how many are not Ready."""
+        cloud = MemoryCloud(clock=clock)
+        cloud.break_item("flaky", TransientError("try later"))
+        # One attempt per reconcile: no retry sleeps on the fake clock inside one, so
+        # closing finds nothing in flight.
+        async with runtime_of(tmp_path / "t.db", clock, cloud, provider_attempts=1) as runtime:
+            await runtime.apply(bucket("flaky"))
+            before = clock.sleepers
+            waiter = asyncio.create_task(runtime.wait_converged(timeout=30))
+            await asyncio.wait_for(settle(lambda: clock.sleepers > before), DEADLINE)
+            assert not waiter.done()
+            clock.advance(30)
+            with pytest.raises(TimeoutError, match="1 of 1 not Ready"):
+                await asyncio.wait_for(waiter, DEADLINE)
