@@ -24,7 +24,6 @@ class Supervisor:
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.crashes: collections.Counter[str] = collections.Counter()
-        self.crash_handlers: list[Callable[[str, BaseException], None]] = []
         #: Names waiting to be restarted after a crash.
         self.down: set[str] = set()
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -57,11 +56,6 @@ class Supervisor:
         self.crashes[name] += 1
         self.down.add(name)
         LOG.error("%s crashed (%d so far); restarting", name, self.crashes[name], exc_info=exc)
-        for handler in self.crash_handlers:
-            try:
-                handler(name, exc)
-            except Exception:
-                LOG.exception("a crash handler failed")
 
     async def stop(self) -> None:
         """Stop restarting; cancel what still runs and wait for it."""
