@@ -106,11 +106,7 @@ async def engine(db: Path, root: Path, size: int) -> dict[str, Any]:
     async with Runtime(db, providers=[FilesProvider()], provider_config=config, workers=WORKERS) as runtime:
         await runtime.wait_synced()
         applied = time.perf_counter()
-        batch = 500
-        for first in range(0, size, batch):
-            await asyncio.gather(
-                *(runtime.apply(manifest(i)) for i in range(first, min(size, first + batch)))
-            )
+        await runtime.apply_many([manifest(i) for i in range(size)])
         apply_s = time.perf_counter() - applied
         state = await runtime.wait_converged()
         if not state.converged or state.total != size:

@@ -17,4 +17,3 @@ from reconcile.model.external import ExternalClient, Provider
 from reconcile.store.contract import EventStore, Mutation
 
 __all__ = ["Clock", "Context", "EventStore", "ExternalClient", "Mutation", "Provider", "Reconciler"]
-

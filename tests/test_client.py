@@ -633,3 +633,39 @@ class TestDeletingObjects:
         await client.apply(widget("w"))
         with pytest.raises(InvalidError, match=reason):
             await client.patch("widget", "w", {"metadata": {"annotations": {annotation: value}}})
+
+
+class TestApplyMany:
+    """Client.apply_many: one admission and one mutation per document, one result each."""
+
+    async def test_one_result_per_document_in_order(self, client: Client) -> None:
+        """Created, configured, unchanged, refused: each document says what it did; a
+        later document declaring the same object wins; a refused one stops nothing else."""
+        await client.apply(widget("old", 1))
+        await client.apply(widget("same", 1))
+        results = await client.apply_many(
+            [widget("new", 1), widget("old", 2), widget("same", 1), {"kind": "Nope"}, widget("new", 7)]
+        )
+        assert [r.outcome for r in results] == ["created", "configured", "unchanged", "refused", "configured"]
+        assert isinstance(results[3].error, InvalidError)
+        assert (await client.get("widget", "new")).spec.size == 7
+        assert results[1].object is not None
+        assert results[1].object.spec.size == 2
+
+    async def test_check_all_first_writes_nothing_when_one_is_refused(self, client: Client) -> None:
+        """With check_all_first, a document the stored state refuses (a stale version)
+        leaves every document unwritten, each saying so."""
+        stale = widget("w1", 5)
+        stale["metadata"]["resource_version"] = 999  # type: ignore[index]
+        await client.apply(widget("w1", 1))
+        revision = await client.revision()
+        results = await client.apply_many([widget("w2", 1), stale], check_all_first=True)
+        assert [r.outcome for r in results] == ["skipped", "refused"]
+        assert isinstance(results[1].error, ConflictError)
+        assert await client.revision() == revision
+
+    async def test_a_thousand_documents(self, client: Client) -> None:
+        """A thousand documents (four concurrent runs of 256): every one created."""
+        results = await client.apply_many([widget(f"w{i}", i) for i in range(1000)])
+        assert {r.outcome for r in results} == {"created"}
+        assert len((await client.list("widget")).items) == 1000

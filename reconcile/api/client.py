@@ -18,13 +18,14 @@ from typing import Any, Literal, overload
 
 import attrs
 
-from reconcile.api import mutations
+from reconcile.api import bulk, mutations
 from reconcile.api.admission import MAX_ANNOTATIONS_BYTES, Admission, Admitted
+from reconcile.api.bulk import Applied, Outcome
 from reconcile.api.decoding import Decoder
 from reconcile.api.merging import merge_patch
 from reconcile.api.paging import ResourceList, decode_continue, encode_continue
 from reconcile.api.requests import PATCHABLE_METADATA, check_action, check_patch
-from reconcile.errors import ConflictError, FieldError, InvalidError, NotFoundError
+from reconcile.errors import ConflictError, FieldError, InvalidError, NotFoundError, ReconcileError
 from reconcile.model.events import Bookmark, Event, FieldChange, diff_objects
 from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
@@ -137,8 +138,19 @@ class Client:
         origin: Path | None,
     ) -> AnyResource:
         admitted = self.admission.admit(manifest, origin=origin)
+        applied = await self.write_admitted(admitted, manager=manager, create_only=create_only)
+        if applied.object is None:  # pragma: no cover - a write that succeeded has its object
+            raise ReconcileError(f"{applied.key}: the apply returned no object")
+        return applied.object
+
+    def apply_mutation(
+        self, admitted: Admitted, *, manager: str = DEFAULT_MANAGER, create_only: bool = False
+    ) -> tuple[ObjectKey, Mutation]:
+        """The key and the store mutation that applying an admitted manifest is: the
+        immutable-field, version and deletion checks run inside it, against the stored
+        object, once (a dry run calls it on what is stored)."""
         key = self._key_of(admitted)
-        mutation = mutations.apply(
+        return key, mutations.apply(
             key,
             admitted.body,
             self.admission.default_status(admitted.kind),
@@ -149,20 +161,54 @@ class Client:
             immutable=admitted.kind.immutable,
             identity=admitted.kind.identity_of(admitted.body["spec"]),
         )
+
+    async def write_admitted(
+        self, admitted: Admitted, *, manager: str = DEFAULT_MANAGER, create_only: bool = False
+    ) -> Applied:
+        """Apply a manifest admission has already passed (``Client.admission.admit``):
+        no second admission. Says what it did (created, configured, unchanged)."""
+        key, mutation = self.apply_mutation(admitted, manager=manager, create_only=create_only)
         changes: list[Any] = []
+        before: list[StoredObject | None] = []
 
         def applying(current: StoredObject | None) -> Any:
+            before.append(current)
             changes.append(change := mutation(current))
             return change
 
         result = await self._write(key, applying, actor=manager)
+        outcome: Outcome = (
+            "created" if before[-1] is None else "configured" if result.written else "unchanged"
+        )
         if result.object is None:
             # The apply released the last finalizer of an object being deleted, which
             # completed its deletion: what is returned is its last state, the body the
             # Remove kept in the log (stamped with its revision by the store).
-            return self.decode(changes[-1].body)
+            return Applied(key, outcome, self.decode(changes[-1].body))
         # apply stores the admitted spec as it is: reuse its structured form.
-        return self.decode(result.object.body, spec=admitted.spec)
+        return Applied(key, outcome, self.decode(result.object.body, spec=admitted.spec))
+
+    async def apply_many(
+        self,
+        manifests: Sequence[Mapping[str, Any] | AnyResource | Admitted],
+        *,
+        manager: str = DEFAULT_MANAGER,
+        origins: Sequence[Path | None] | None = None,
+        check_all_first: bool = False,
+        batch: int = 256,
+        on_applied: Callable[[Applied], None] | None = None,
+    ) -> builtins.list[Applied]:
+        """Apply many manifests, one result per manifest in their order (see
+        :func:`reconcile.api.bulk.apply_many`)."""
+        return await bulk.apply_many(
+            self,
+            manifests,
+            manager=manager,
+            origins=origins,
+            check_all_first=check_all_first,
+            batch=batch,
+            on_applied=on_applied,
+        )
 
     async def update(self, obj: AnyResource, *, manager: str = DEFAULT_MANAGER) -> AnyResource | None:
         """Replace spec, labels, annotations, finalizers and owner references, on the

@@ -21,7 +21,6 @@ import click
 
 from reconcile.api import Client
 from reconcile.api.admission import Admission, Admitted
-from reconcile.api.mutations import deletion_errors, immutable_errors
 from reconcile.cli.completing import complete_kinds, complete_names
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
@@ -154,69 +153,23 @@ def apply(settings: Settings, filenames: tuple[str, ...], plan_only: bool) -> No
     run_async(_apply(settings, filenames))
 
 
-async def _apply_one(client: Client, declared: Declared, before: Resource[Any, Any] | None) -> str:
-    after = await client.apply(declared.document.data, origin=origin(declared.document))  # type: ignore[arg-type]
-    if before is None:
-        return "created"
-    if before.metadata.resource_version == after.metadata.resource_version:
-        return "unchanged"
-    return "configured"
-
-
-def _batches(declared_all: Sequence[Declared], size: int = 256) -> list[list[Declared]]:
-    """Runs of documents to apply concurrently (one group commit each): at most ``size``,
-    and never the same object twice in a run, so later documents still win."""
-    batches: list[list[Declared]] = [[]]
-    keys: set[tuple[str, str, str, str]] = set()
-    for declared in declared_all:
-        meta = declared.admitted.metadata
-        key = (
-            declared.admitted.kind.api_version,
-            declared.admitted.kind.kind,
-            meta["namespace"],
-            meta["name"],
-        )
-        if len(batches[-1]) >= size or key in keys:
-            batches.append([])
-            keys.clear()
-        batches[-1].append(declared)
-        keys.add(key)
-    return batches
-
-
-def _immutable_problems(client: Client, declared: Declared, current: Resource[Any, Any] | None) -> list[str]:
-    """Lines for each immutable spec field the document would change, and for a spec
-    change to an object being deleted."""
-    kind = declared.admitted.kind
-    if current is None:
-        return []
-    stored = client.converter.unstructure(current.spec, kind.spec_type)
-    errors = immutable_errors(stored, declared.admitted.body["spec"], kind.immutable)
-    old_root, new_root = stored.get("root"), declared.admitted.body["spec"].get("root")
-    if "root" in kind.immutable and old_root and new_root and old_root != new_root:
+async def _refusal_lines(client: Client, declared: Declared, error: Exception) -> list[str]:
+    """The lines that say why a document was refused when checked against the store."""
+    if not isinstance(error, InvalidError):
+        return [f"{declared.document.location}: {declared.name}: {error}"]
+    kind, meta = declared.admitted.kind, declared.admitted.metadata
+    errors = error.errors
+    if any(e.path == "spec.root" for e in errors):
         # Another root, not another object: never suggest deleting it (that would delete
         # the live file); say which root it was applied with.
-        reason = f"{new_root} is not the root {old_root} this object was applied with: give --root {old_root}"
-        errors = [FieldError("spec.root", reason)]
-    if stored != declared.admitted.body["spec"]:
-        errors += deletion_errors(client.converter.unstructure(current.metadata))
-    if not errors:
-        return []
-    subject = f'{kind.kind} "{declared.admitted.metadata["name"]}"'
-    return invalid_lines(InvalidError(errors, subject=subject, source=declared.document.location))
-
-
-async def _claimed_problems(client: Client, declared: Declared) -> list[str]:
-    """A line when another stored object already declares the external resource this
-    document names (checked for all before anything is written)."""
-    kind, meta = declared.admitted.kind, declared.admitted.metadata
-    other = await client.claimant(kind, declared.admitted.body["spec"])
-    if other is None or (other.namespace, other.name) == (meta["namespace"], meta["name"]):
-        return []
-    identity = kind.identity_of(declared.admitted.body["spec"])
-    where = f'{declared.document.location}: {kind.kind} "{meta["name"]}"'
-    owner = f"{other.kind} {other.namespace}/{other.name}"
-    return [f"{where}: spec: {identity} is already declared by {owner}; {_ONE_OBJECT}"]
+        stored = await current_of(client, declared)
+        old_root = None if stored is None else getattr(stored.spec, "root", None)
+        new_root = declared.admitted.body["spec"].get("root")
+        if old_root and new_root and old_root != new_root:
+            reason = f"{new_root} is not the root {old_root} this object was applied with"
+            errors = (FieldError("spec.root", f"{reason}: give --root {old_root}"),)
+    subject = f'{kind.kind} "{meta["name"]}"'
+    return invalid_lines(InvalidError(list(errors), subject=subject, source=declared.document.location))
 
 
 async def _apply(settings: Settings, filenames: Sequence[str]) -> None:
@@ -224,32 +177,30 @@ async def _apply(settings: Settings, filenames: Sequence[str]) -> None:
     settings = await with_remembered_roots(settings)
     declared_all = admit_all(settings.admission(), documents)
     async with settings.client(create=True) as client:
-        batches = _batches(declared_all)
-        # Read what is stored once: it decides both whether a document may be applied
-        # (immutable fields, checked for every document before anything is written) and
-        # what applying it did (created, configured, unchanged).
-        currents = [await asyncio.gather(*(current_of(client, d) for d in batch)) for batch in batches]
-        problems = [
-            line
-            for batch, stored in zip(batches, currents, strict=True)
-            for declared, current in zip(batch, stored, strict=True)
-            for line in _immutable_problems(client, declared, current)
-        ]
-        problems += [line for declared in declared_all for line in await _claimed_problems(client, declared)]
-        if problems:
+        # One admission per document (done above, for every document before anything is
+        # written), and one mutation per document: checked against what is stored for
+        # all first (immutable fields, deletions, claims), then written in group commits.
+        results = await client.apply_many([d.admitted for d in declared_all], check_all_first=True)
+        if all(r.outcome in ("refused", "skipped") for r in results) and any(r.error for r in results):
+            # Nothing was written. A document the store's state refuses is bad input (exit
+            # 2); a conflict (a stale resource_version) is a runtime failure (exit 1).
+            errors = [r.error for r in results if r.error is not None]
+            if not all(isinstance(e, InvalidError) for e in errors):
+                raise next(e for e in errors if not isinstance(e, InvalidError))
+            problems = [
+                line
+                for declared, result in zip(declared_all, results, strict=True)
+                if result.error is not None
+                for line in await _refusal_lines(client, declared, result.error)
+            ]
             raise BadInput(*problems)
-        for batch, stored in zip(batches, currents, strict=True):
-            outcomes = await asyncio.gather(
-                *(_apply_one(client, d, before) for d, before in zip(batch, stored, strict=True)),
-                return_exceptions=True,
-            )
-            failures = [o for o in outcomes if isinstance(o, BaseException)]
-            for declared, outcome in zip(batch, outcomes, strict=True):
-                if not isinstance(outcome, BaseException):
-                    click.echo(f"{declared.name} {outcome}")
-            if failures:
-                # What was applied stays applied (and was printed); the first failure says why.
-                raise failures[0]
+        for declared, result in zip(declared_all, results, strict=True):
+            if result.outcome in ("created", "configured", "unchanged"):
+                click.echo(f"{declared.name} {result.outcome}")
+        failed = next((r.error for r in results if r.error is not None), None)
+        if failed is not None:
+            # What was applied stays applied (and was printed); the first failure says why.
+            raise failed
 
 
 def _comparable(body: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from reconcile.api.bulk import Applied
 from reconcile.api.client import DEFAULT_MANAGER, Client, KindRef
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.informing import Informer
@@ -178,6 +179,38 @@ class CachedClient:
             await self._gone(applied.key)  # the apply completed a deletion
             return applied
         return self._put(applied)
+
+    async def apply_many(
+        self,
+        manifests: Sequence[Mapping[str, Any] | AnyResource],
+        *,
+        origins: Sequence[Path | None] | None = None,
+        check_all_first: bool = False,
+    ) -> builtins.list[Applied]:
+        """``Client.apply_many``, each written object into the cache as its write lands."""
+        gone: list[ObjectKey] = []
+
+        def landed(result: Applied) -> None:
+            obj = result.object
+            if obj is None or result.key is None:
+                return
+            if obj.metadata.deletion_timestamp is not None and not obj.metadata.finalizers:
+                gone.append(result.key)  # an apply that completed a deletion
+            else:
+                self._put(obj)
+
+        results = await self.client.apply_many(
+            manifests,
+            manager=self.manager,
+            origins=origins,
+            check_all_first=check_all_first,
+            on_applied=landed,
+        )
+        if gone:
+            revision = await self.client.revision()
+            for key in gone:
+                self.cache.written(key, None, revision, self.manager)
+        return results
 
     async def update_status(self, obj: AnyResource, *, force: bool = False) -> AnyResource:
         """``Client.update_status``, then into the cache."""

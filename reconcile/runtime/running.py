@@ -23,6 +23,7 @@ from typing import Any, Literal, Self
 
 import attrs
 
+from reconcile.api.bulk import Applied
 from reconcile.api.client import Client, KindRef
 from reconcile.controller.caching import Cache, CachedClient
 from reconcile.controller.context import Context
@@ -412,6 +413,19 @@ class Runtime:
         """Declare an object (``Client.apply``), through the controllers' cache: the
         applied object is cached at once and its controller hears of it now."""
         return await CachedClient(self.client, self.cache, manager=manager).apply(manifest, origin=origin)
+
+    async def apply_many(
+        self,
+        manifests: Sequence[Mapping[str, Any] | AnyResource],
+        *,
+        manager: str = "reconcile",
+        origins: Sequence[Path | None] | None = None,
+        check_all_first: bool = False,
+    ) -> list[Applied]:
+        """Declare many objects (``Client.apply_many``: one admission each, writes
+        sharing group commits, one result per manifest), through the controllers' cache."""
+        cached = CachedClient(self.client, self.cache, manager=manager)
+        return await cached.apply_many(manifests, origins=origins, check_all_first=check_all_first)
 
     def _controller_for(self, api_group: str, kind: str) -> Controller | None:
         return next(
