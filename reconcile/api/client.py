@@ -26,7 +26,7 @@ from reconcile.api.merging import merge_patch
 from reconcile.api.paging import ResourceList, decode_continue, encode_continue
 from reconcile.api.requests import PATCHABLE_METADATA, check_action, check_patch
 from reconcile.errors import ConflictError, FieldError, InvalidError, NotFoundError, ReconcileError
-from reconcile.model.events import Bookmark, Event, FieldChange, diff_objects
+from reconcile.model.events import Bookmark, Event, EventType, FieldChange, diff_objects
 from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
@@ -464,7 +464,7 @@ class Client:
             if item.body is not None:
                 # The first snapshot retained is the whole object: no change list.
                 changes = () if previous is None else tuple(diff_objects(previous, item.body))
-                previous = None if item.type == "Deleted" else item.body
+                previous = None if item.type == EventType.DELETED else item.body
             events.append(attrs.evolve(self._event(item), changes=changes))
         return events
 

@@ -15,13 +15,11 @@ from typing import Any
 from reconcile.errors import CorruptError
 from reconcile.model.events import Event
 from reconcile.model.kinds import KindRegistry
-from reconcile.model.resource import Resource
+from reconcile.model.resource import AnyResource, Resource
 from reconcile.model.serde import make_stored_converter, structure_stored_meta
 from reconcile.store.contract import RawEvent, StoredObject
 
 __all__ = ["Decoder"]
-
-AnyResource = Resource[Any, Any]
 
 
 def _corrupt(body: Any, exc: Exception) -> CorruptError:

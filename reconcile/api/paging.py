@@ -10,16 +10,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
 
 import attrs
 
 from reconcile.errors import FieldError, InvalidError
-from reconcile.model.resource import Resource
+from reconcile.model.resource import AnyResource
 
 __all__ = ["ResourceList", "decode_continue", "encode_continue"]
-
-AnyResource = Resource[Any, Any]
 
 
 @attrs.frozen

@@ -26,13 +26,13 @@ from reconcile.cli.remembering import with_remembered_roots
 from reconcile.cli.rendering import as_json, table
 from reconcile.cli.settings import Settings
 from reconcile.controller.planning import ACTIONS, CHANGES, Planned, plan
-from reconcile.model import Kind, Resource
+from reconcile.model import Kind
 from reconcile.model.discovery import discover_providers
 from reconcile.model.external import ExternalClient
+from reconcile.model.resource import AnyResource
 
 __all__ = ["show_plan"]
 
-AnyResource = Resource[Any, Any]
 _NEW_UID = "00000000-0000-0000-0000-000000000000"  # no external resource carries this mark
 
 

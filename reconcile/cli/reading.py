@@ -29,11 +29,11 @@ from reconcile.cli.rendering import (
     table,
 )
 from reconcile.cli.settings import Settings
-from reconcile.model import Event, Kind, LabelSelector, Resource, api_group_of
+from reconcile.model import Event, Kind, LabelSelector, api_group_of
+from reconcile.model.resource import AnyResource
 
 __all__ = ["OUTPUTS"]
 
-AnyResource = Resource[Any, Any]
 OUTPUTS = ("table", "wide", "yaml", "json", "name")
 
 

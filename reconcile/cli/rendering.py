@@ -18,8 +18,9 @@ from typing import Any
 import yaml
 
 from reconcile.api import Client
-from reconcile.model import Event, Resource
+from reconcile.model import Event
 from reconcile.model.conditions import ConditionStatus
+from reconcile.model.resource import AnyResource
 
 __all__ = [
     "age",
@@ -33,8 +34,6 @@ __all__ = [
     "readiness",
     "table",
 ]
-
-AnyResource = Resource[Any, Any]
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:

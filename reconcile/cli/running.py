@@ -28,12 +28,12 @@ from reconcile.cli.reading import render_objects
 from reconcile.cli.rendering import event_detail, readiness
 from reconcile.cli.settings import Settings
 from reconcile.errors import CorruptError, LockedError, StoreError
-from reconcile.model import Event, EventType, Resource
+from reconcile.model import Event, EventType
+from reconcile.model.resource import AnyResource
 from reconcile.runtime import Convergence, Runtime
 
 __all__ = ["RunOptions"]
 
-AnyResource = Resource[Any, Any]
 _SHOW_EVERY = 0.1  # seconds between two progress lines (or redraws)
 _QUIET_TYPES = frozenset({EventType.STATUS_CHANGED})
 

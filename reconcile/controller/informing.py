@@ -19,7 +19,7 @@ import contextlib
 import gc
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 
@@ -29,7 +29,7 @@ from reconcile.errors import CorruptError, ExpiredError
 from reconcile.model.events import Bookmark, EventType
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
-from reconcile.model.resource import Resource
+from reconcile.model.resource import AnyResource
 from reconcile.model.selectors import LabelSelector
 from reconcile.store.contract import RawEvent
 
@@ -43,7 +43,6 @@ _FREEZE_EVERY = 4096  # at least this many cache updates between two
 #: frequent collections found almost nothing.
 _YOUNG_THRESHOLD = 20_000
 
-AnyResource = Resource[Any, Any]
 Change = Literal["added", "modified", "deleted"]
 
 

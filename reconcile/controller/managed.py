@@ -32,7 +32,7 @@ import datetime
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 
@@ -40,7 +40,7 @@ from reconcile.controller.calling import ProviderCalls
 from reconcile.controller.context import Context
 from reconcile.controller.planning import owned
 from reconcile.controller.reconciling import Request, Result
-from reconcile.controller.statuses import Verdict, new_status
+from reconcile.controller.statuses import Action, Verdict, new_status
 from reconcile.errors import (
     DeadlineExceededError,
     NotOwnedError,
@@ -48,6 +48,7 @@ from reconcile.errors import (
     TerminalError,
 )
 from reconcile.model.conditions import ConditionStatus
+from reconcile.model.events import ActionType
 from reconcile.model.external import (
     ANNOTATION_ADOPT,
     ANNOTATION_CREATE_PENDING,
@@ -72,6 +73,8 @@ LOG = logging.getLogger("reconcile.managed")
 
 ENGINE_MANAGER = "reconcile-engine"
 TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
+SUCCESS = Verdict(TRUE, "ReconcileSuccess")
+AVAILABLE = Verdict(TRUE, "Available")
 #: How soon to look again when the external system has not yet caught up with an action.
 _SETTLE_POLL = 1.0
 
@@ -129,7 +132,7 @@ class ManagedReconciler:
         annotations = obj.metadata.annotations
         if annotations.get(ANNOTATION_PAUSED) == "true":
             await self._status(
-                obj, synced=(FALSE, "ReconcilePaused", "reconciliation is paused by annotation")
+                obj, synced=Verdict(FALSE, "ReconcilePaused", "reconciliation is paused by annotation")
             )
             return None
         deletion = annotations.get(ANNOTATION_DELETION_POLICY, "Delete")
@@ -139,7 +142,7 @@ class ManagedReconciler:
                 f"{ANNOTATION_DELETION_POLICY} must be one of {', '.join(DELETION_POLICIES)} and "
                 f"{ANNOTATION_MANAGEMENT_POLICY} one of {', '.join(MANAGEMENT_POLICIES)}"
             )
-            await self._status(obj, synced=(FALSE, "InvalidPolicy", message))
+            await self._status(obj, synced=Verdict(FALSE, "InvalidPolicy", message))
             raise TerminalError(message)
         if obj.metadata.deletion_timestamp is not None:
             return await self._finalize(obj, deletion, management)
@@ -148,13 +151,12 @@ class ManagedReconciler:
         external = self._client if self._client is not None else await self._external()
         try:  # _observe written out: every poll and resync comes this way
             observation: Observation = await self._call("observe", external.observe, obj)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - recorded, then classified and re-raised
             await self._observe_failed(obj, exc)
-            raise  # pragma: no cover - _observe_failed always raises
         if management == "ObserveOnly":
-            ready = (TRUE, "Available", "") if observation.exists else (FALSE, "NotFound", "does not exist")
+            ready = AVAILABLE if observation.exists else Verdict(FALSE, "NotFound", "does not exist")
             await self._status(
-                obj, observation, ready=ready, synced=(TRUE, "ReconcileSuccess", "observe only")
+                obj, observation, ready=ready, synced=Verdict(TRUE, "ReconcileSuccess", "observe only")
             )
             return self._poll()
         if (
@@ -165,11 +167,11 @@ class ManagedReconciler:
             return await self._adopt(obj, external, observation)
         if observation.exists and not self._owned(obj, observation):
             message = "the external resource exists but was not created by this object; it is left alone"
-            status = self._new_status(obj, observation, synced=(FALSE, "NotOwned", message))
+            status = self._new_status(obj, observation, synced=Verdict(FALSE, "NotOwned", message))
             if status is not None:
                 # A finding, not an action: recorded once (with the status that says it, in
                 # one write), not again at every resync or poll.
-                await self._act(obj, [("NotOwned", message)], status=status)
+                await self._act(obj, [Action(ActionType.NOT_OWNED, message)], status=status)
             raise TerminalError(message)
         if not observation.exists:
             return await self._create(obj, external)
@@ -180,7 +182,7 @@ class ManagedReconciler:
             )
         if not observation.up_to_date:
             return await self._update(obj, external, observation)
-        ready, synced = (TRUE, "Available", ""), (TRUE, "ReconcileSuccess", "")
+        ready, synced = AVAILABLE, SUCCESS
         if ANNOTATION_CREATE_SUCCEEDED not in annotations:
             # A create whose success was not recorded (a crash came between), or an
             # external resource the provider reports as ours already: record it now.
@@ -191,7 +193,7 @@ class ManagedReconciler:
             )
             await self._act(
                 obj,
-                [("CreateSucceeded", how)],
+                [Action(ActionType.CREATE_SUCCEEDED, how)],
                 annotations={ANNOTATION_CREATE_SUCCEEDED: self._now(), ANNOTATION_CREATE_PENDING: None},
                 status=self._new_status(obj, observation, synced=synced, ready=ready),
             )
@@ -227,29 +229,33 @@ class ManagedReconciler:
     async def _create(self, obj: AnyResource, external: ExternalClient) -> Result | None:
         annotations = obj.metadata.annotations
         succeeded = annotations.get(ANNOTATION_CREATE_SUCCEEDED)
-        requested: list[tuple[str, str]] = []
+        requested: list[Action] = []
         if succeeded is not None:
             age = self._wall() - parse_timestamp(succeeded).timestamp()
             if age < self.creation_grace:
                 reason = "waiting for the external system to show the created resource"
                 await self._status(
-                    obj, ready=(FALSE, "Creating", reason), synced=(TRUE, "ReconcileSuccess", "")
+                    obj,
+                    ready=Verdict(FALSE, "Creating", reason),
+                    synced=SUCCESS,
                 )
                 return Result(requeue_after=min(_SETTLE_POLL, self.creation_grace - age))
-            requested.append(("DriftDetected", "the external resource was deleted out of band"))
+            requested.append(
+                Action(ActionType.DRIFT_DETECTED, "the external resource was deleted out of band")
+            )
         elif ANNOTATION_CREATE_PENDING in annotations and not self.kind.deterministic_identity:
             message = (
                 "a create was interrupted before its outcome was recorded, and this kind's external "
                 "identity is not deterministic: the resource may or may not exist. Check the external "
                 f"system, then remove the {ANNOTATION_CREATE_PENDING} annotation to create again"
             )
-            await self._status(obj, synced=(FALSE, "CreatePendingUnknown", message))
+            await self._status(obj, synced=Verdict(FALSE, "CreatePendingUnknown", message))
             raise TerminalError(message)
         # One write: the finalizer (so a delete can clean up), the pending marker (so a
         # crash during create is known afterwards) and the CreateRequested event.
         obj = await self._act(
             obj,
-            [*requested, ("CreateRequested", "")],
+            [*requested, Action(ActionType.CREATE_REQUESTED)],
             annotations={ANNOTATION_CREATE_PENDING: self._now(), ANNOTATION_CREATE_SUCCEEDED: None},
             finalizer=FINALIZER,
         )
@@ -262,42 +268,45 @@ class ManagedReconciler:
             unknown = isinstance(exc, DeadlineExceededError)
             obj = await self._act(
                 obj,
-                [("CreateFailed", str(exc))],
+                [Action(ActionType.CREATE_FAILED, str(exc))],
                 annotations=None if unknown else {ANNOTATION_CREATE_PENDING: None},
             )
-            return await self._failed(obj, exc)
+            await self._failed(obj, exc)
         done: dict[str, str | None] = {
             ANNOTATION_CREATE_SUCCEEDED: self._now(),
             ANNOTATION_CREATE_PENDING: None,
         }
         if external_name:
             done[ANNOTATION_EXTERNAL_NAME] = external_name
-        return await self._settle(obj, external, "Creating", [("CreateSucceeded", "")], done)
+        return await self._settle(obj, external, "Creating", [Action(ActionType.CREATE_SUCCEEDED)], done)
 
     async def _update(
         self, obj: AnyResource, external: ExternalClient, observation: Observation
     ) -> Result | None:
-        requested: list[tuple[str, str]] = []
+        requested: list[Action] = []
         if obj.status.observed_generation == obj.metadata.generation:
             # The spec has not changed since we last made it so: the world moved.
             requested.append(
-                ("DriftDetected", observation.diff or "the external resource differs from the spec")
+                Action(
+                    ActionType.DRIFT_DETECTED,
+                    observation.diff or "the external resource differs from the spec",
+                )
             )
-        requested.append(("UpdateRequested", observation.diff))
+        requested.append(Action(ActionType.UPDATE_REQUESTED, observation.diff))
         obj = await self._act(obj, requested)
         try:
             await self._call("update", external.update, obj, observation)
         except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
-            obj = await self._act(obj, [("UpdateFailed", str(exc))])
-            return await self._failed(obj, exc)
-        return await self._settle(obj, external, "Updating", [("UpdateSucceeded", "")], None)
+            obj = await self._act(obj, [Action(ActionType.UPDATE_FAILED, str(exc))])
+            await self._failed(obj, exc)
+        return await self._settle(obj, external, "Updating", [Action(ActionType.UPDATE_SUCCEEDED)], None)
 
     async def _settle(
         self,
         obj: AnyResource,
         external: ExternalClient,
         doing: str,
-        events: list[tuple[str, str]],
+        events: list[Action],
         annotations: dict[str, str | None] | None,
     ) -> Result | None:
         """Observe again after acting, then record the outcome, the markers and the status
@@ -305,13 +314,15 @@ class ManagedReconciler:
         try:
             observation: Observation = await self._call("observe", external.observe, obj)
         except Exception as exc:  # noqa: BLE001 - recorded with the outcome, then classified
-            obj = await self._act(obj, [*events, ("ObserveFailed", str(exc))], annotations=annotations)
-            return await self._failed(obj, exc)
-        synced = (TRUE, "ReconcileSuccess", "")
+            obj = await self._act(
+                obj, [*events, Action(ActionType.OBSERVE_FAILED, str(exc))], annotations=annotations
+            )
+            await self._failed(obj, exc)
+        synced = SUCCESS
         if observation.exists and observation.up_to_date:
-            ready, result = (TRUE, "Available", ""), self._poll()
+            ready, result = AVAILABLE, self._poll()
         else:
-            ready = (FALSE, doing, "waiting for the external system to reflect the change")
+            ready = Verdict(FALSE, doing, "waiting for the external system to reflect the change")
             result = Result(requeue_after=_SETTLE_POLL)
         status = self._new_status(obj, observation, synced=synced, ready=ready)
         await self._act(obj, events, annotations=annotations, status=status)
@@ -327,13 +338,13 @@ class ManagedReconciler:
         adopt = getattr(external, "adopt", None)
         if adopt is None:
             message = f"the {self.kind.kind} provider cannot adopt an existing resource; it is left alone"
-            await self._status(obj, synced=(FALSE, "NotOwned", message))
+            await self._status(obj, synced=Verdict(FALSE, "NotOwned", message))
             raise TerminalError(message)
         await self._call("adopt", adopt, obj)
         whose = f"marked {observation.owner}" if observation.owner else "unmarked"
         await self._act(
             obj,
-            [("Adopted", f"took over the existing external resource ({whose})")],
+            [Action(ActionType.ADOPTED, f"took over the existing external resource ({whose})")],
             annotations={ANNOTATION_ADOPT: None, ANNOTATION_CREATE_SUCCEEDED: self._now()},
             finalizer=FINALIZER,
         )
@@ -347,35 +358,37 @@ class ManagedReconciler:
             observation = await self._observe(obj, external)
             if observation.exists and not self._owned(obj, observation):
                 skipped = "the external resource is not ours; it is left alone"
-                await self._act(obj, [("DeleteSkipped", skipped)])
+                await self._act(obj, [Action(ActionType.DELETE_SKIPPED, skipped)])
             elif observation.exists:
-                await self._act(obj, [("DeleteRequested", "")])
+                await self._act(obj, [Action(ActionType.DELETE_REQUESTED)])
                 try:
                     await self._call("delete", external.delete, obj)
                 except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
-                    await self._act(obj, [("DeleteFailed", str(exc))])
-                    return await self._failed(obj, exc)
-                await self._act(obj, [("DeleteSucceeded", "")])
+                    await self._act(obj, [Action(ActionType.DELETE_FAILED, str(exc))])
+                    await self._failed(obj, exc)
+                await self._act(obj, [Action(ActionType.DELETE_SUCCEEDED)])
                 if (await self._observe(obj, external)).exists:
                     message = "waiting for the external system to finish deleting"
                     await self._status(
-                        obj, ready=(FALSE, "Deleting", message), synced=(TRUE, "ReconcileSuccess", "")
+                        obj,
+                        ready=Verdict(FALSE, "Deleting", message),
+                        synced=SUCCESS,
                     )
                     return Result(requeue=True)
         else:
             policies = f"deletion policy {deletion}, management policy {management}"
-            await self._act(obj, [("Orphaned", policies)])
+            await self._act(obj, [Action(ActionType.ORPHANED, policies)])
         await self.client.remove_finalizer(
             self.kind, obj.metadata.name, FINALIZER, namespace=obj.metadata.namespace
         )
         return None
 
-    async def _failed(self, obj: AnyResource, exc: BaseException) -> Result | None:
+    async def _failed(self, obj: AnyResource, exc: BaseException) -> NoReturn:
         """Say why in Synced, then let the controller retry (or not, for permanent errors)."""
         permanent = isinstance(exc, PermanentError)
-        reason = "NotOwned" if isinstance(exc, NotOwnedError) else "ReconcileError"
+        reason = ActionType.NOT_OWNED if isinstance(exc, NotOwnedError) else "ReconcileError"
         try:
-            await self._status(obj, synced=(FALSE, reason, str(exc) or type(exc).__name__))
+            await self._status(obj, synced=Verdict(FALSE, reason, str(exc) or type(exc).__name__))
         except Exception:
             LOG.exception("%s: could not record the failure in status", obj.key)
         if permanent:
@@ -389,14 +402,13 @@ class ManagedReconciler:
     async def _observe(self, obj: AnyResource, external: ExternalClient) -> Observation:
         try:
             observation: Observation = await self._call("observe", external.observe, obj)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - recorded, then classified and re-raised
             await self._observe_failed(obj, exc)
-            raise  # pragma: no cover - _observe_failed always raises
         return observation
 
-    async def _observe_failed(self, obj: AnyResource, exc: Exception) -> None:
+    async def _observe_failed(self, obj: AnyResource, exc: Exception) -> NoReturn:
         """Record ObserveFailed, say why in status, raise (see :meth:`_failed`)."""
-        await self._act(obj, [("ObserveFailed", str(exc))])
+        await self._act(obj, [Action(ActionType.OBSERVE_FAILED, str(exc))])
         await self._failed(obj, exc)
 
     async def close(self) -> None:
@@ -406,7 +418,7 @@ class ManagedReconciler:
     async def _act(
         self,
         obj: AnyResource,
-        events: list[tuple[str, str]],
+        events: list[Action],
         *,
         annotations: dict[str, str | None] | None = None,
         finalizer: str | None = None,
@@ -414,12 +426,13 @@ class ManagedReconciler:
     ) -> AnyResource:
         """Record action events with their bookkeeping (markers, finalizer, status) in one
         atomic write."""
-        with self.telemetry.span("store.record_actions", {"event.types": ",".join(t for t, _ in events)}):
+        with self.telemetry.span("store.record_actions", {"event.types": ",".join(e.type for e in events)}):
+            generation = obj.metadata.generation
             return await self.client.record_actions(
                 obj,
                 [
-                    (t, {"message": m, "generation": obj.metadata.generation} if m else None)
-                    for t, m in events
+                    (e.type, {"message": e.message, "generation": generation} if e.message else None)
+                    for e in events
                 ],
                 annotations=annotations,
                 add_finalizer=finalizer,
@@ -431,8 +444,8 @@ class ManagedReconciler:
         obj: AnyResource,
         observation: Observation | None = None,
         *,
-        synced: tuple[ConditionStatus, str, str],
-        ready: tuple[ConditionStatus, str, str] | None = None,
+        synced: Verdict,
+        ready: Verdict | None = None,
     ) -> None:
         new = self._new_status(obj, observation, synced=synced, ready=ready)
         if new is not None:

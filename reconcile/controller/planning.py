@@ -12,8 +12,6 @@ ours: it is left alone), ``nothing``, or ``error`` (observing failed).
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
 from reconcile.model.external import (
@@ -28,11 +26,10 @@ from reconcile.model.external import (
     Observation,
 )
 from reconcile.model.meta import ObjectKey
-from reconcile.model.resource import Resource
+from reconcile.model.resource import AnyResource
 
 __all__ = ["ACTIONS", "CHANGES", "Planned", "owned", "plan"]
 
-AnyResource = Resource[Any, Any]
 #: Every action, in the order a summary lists them.
 ACTIONS = ("create", "update", "delete", "adopt", "orphan", "refuse", "nothing", "error")
 #: The actions that change something outside or in the store.

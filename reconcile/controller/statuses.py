@@ -14,10 +14,24 @@ from reconcile.model.conditions import Condition, ConditionStatus, set_condition
 from reconcile.model.external import Observation
 from reconcile.model.resource import Resource
 
-__all__ = ["Verdict", "new_status"]
+__all__ = ["Action", "Verdict", "new_status"]
 
-#: A condition's (status, reason, message).
-Verdict = tuple[ConditionStatus, str, str]
+
+@attrs.frozen
+class Verdict:
+    """What a condition should say: its status, reason and message."""
+
+    status: ConditionStatus
+    reason: str
+    message: str = ""
+
+
+@attrs.frozen
+class Action:
+    """An action event the reconciler records (``ActionType``), with its message."""
+
+    type: str
+    message: str = ""
 
 
 def new_status(
@@ -38,7 +52,7 @@ def new_status(
     conditions = status.conditions
     for type_, value in (("Synced", synced), ("Ready", ready)):
         if value is not None:
-            condition = Condition(type_, value[0], value[1], value[2], stamp, generation)
+            condition = Condition(type_, value.status, value.reason, value.message, stamp, generation)
             conditions = set_condition(conditions, condition)
     changes: dict[str, Any] = {"conditions": conditions, "observed_generation": generation}
     if observation is not None and hasattr(status, "at_provider"):
@@ -58,7 +72,11 @@ def _unchanged(
         if value is None:
             continue
         current = status.condition(type_)
-        if current is None or (current.status, current.reason, current.message) != value:
+        if current is None or (current.status, current.reason, current.message) != (
+            value.status,
+            value.reason,
+            value.message,
+        ):
             return False
         if current.observed_generation != generation:
             return False

@@ -13,12 +13,11 @@ wrote is never cleared by the controller, only the one it recorded itself.
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 import attrs
 
 from reconcile.model.conditions import Condition, ConditionStatus, Status, set_condition
-from reconcile.model.resource import Resource
+from reconcile.model.resource import AnyResource
 
 __all__ = ["CONTROLLER_MANAGER", "TERMINAL_REASON", "cleared", "records_terminal", "with_terminal"]
 
@@ -27,8 +26,6 @@ TERMINAL_REASON = "TerminalError"
 #: The field manager of the controller's own status writes. They never trigger a
 #: reconcile: the record is bookkeeping, not a change to act on.
 CONTROLLER_MANAGER = "reconcile-controller"
-
-AnyResource = Resource[Any, Any]
 
 
 def records_terminal(obj: AnyResource) -> bool:

@@ -18,7 +18,7 @@ import attrs
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import Resource
 
-__all__ = ["OBJECT_CHANGES", "Bookmark", "Event", "EventType", "FieldChange", "diff_objects"]
+__all__ = ["OBJECT_CHANGES", "ActionType", "Bookmark", "Event", "EventType", "FieldChange", "diff_objects"]
 
 
 class EventType:
@@ -32,6 +32,27 @@ class EventType:
     FINALIZER_REMOVED = "FinalizerRemoved"
     DELETION_REQUESTED = "DeletionRequested"
     DELETED = "Deleted"
+
+
+class ActionType:
+    """The events the managed reconciler records about what it did (notes: the object
+    does not change), as Crossplane's managed resources name them."""
+
+    CREATE_REQUESTED = "CreateRequested"
+    CREATE_SUCCEEDED = "CreateSucceeded"
+    CREATE_FAILED = "CreateFailed"
+    UPDATE_REQUESTED = "UpdateRequested"
+    UPDATE_SUCCEEDED = "UpdateSucceeded"
+    UPDATE_FAILED = "UpdateFailed"
+    DELETE_REQUESTED = "DeleteRequested"
+    DELETE_SUCCEEDED = "DeleteSucceeded"
+    DELETE_FAILED = "DeleteFailed"
+    DELETE_SKIPPED = "DeleteSkipped"
+    DRIFT_DETECTED = "DriftDetected"
+    OBSERVE_FAILED = "ObserveFailed"
+    NOT_OWNED = "NotOwned"
+    ADOPTED = "Adopted"
+    ORPHANED = "Orphaned"
 
 
 #: The types whose event leaves a new version of the object (every other type but

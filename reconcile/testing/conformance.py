@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import attrs
 
 from reconcile.errors import NotFoundError, NotOwnedError
+from reconcile.model.events import ActionType
 from reconcile.model.external import (
     ANNOTATION_CREATE_PENDING,
     ANNOTATION_DELETION_POLICY,
@@ -40,13 +41,12 @@ from reconcile.model.external import (
     Provider,
 )
 from reconcile.model.kinds import Kind
-from reconcile.model.resource import Resource
+from reconcile.model.resource import AnyResource
 from reconcile.runtime.running import Runtime
 from reconcile.testing.clocks import FakeClock, let_run
 
 __all__ = ["CHECKS", "CountingClient", "Harness", "Outside"]
 
-AnyResource = Resource[Any, Any]
 POLL = 60.0
 DEADLINE = 60.0  # real seconds: only a hang comes near this
 FAKE_PATIENCE = 200  # fake seconds a check lets the engine take
@@ -287,7 +287,7 @@ async def check_drift_is_repaired(h: Harness) -> None:
 
         async def repaired() -> bool:
             history = await runtime.client.history(kind, "conf-c")
-            return any(e.type == "UpdateSucceeded" for e in history)
+            return any(e.type == ActionType.UPDATE_SUCCEEDED for e in history)
 
         await h.until(repaired)
         types = [e.type for e in await runtime.client.history(kind, "conf-c")]

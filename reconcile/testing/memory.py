@@ -32,11 +32,9 @@ from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.errors import NotOwnedError, PermanentError, TransientError
 from reconcile.model.external import ANNOTATION_EXTERNAL_NAME, ExternalClient, ManagedStatus, Observation
 from reconcile.model.kinds import Kind
-from reconcile.model.resource import Resource
+from reconcile.model.resource import AnyResource
 
 __all__ = ["BUCKET", "NOTE", "BucketSpec", "MemoryCloud", "MemoryProvider", "NoteSpec"]
-
-AnyResource = Resource[Any, Any]
 
 
 @attrs.frozen

@@ -18,7 +18,7 @@ import collections
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -240,12 +240,14 @@ class SQLiteStore:
         batch = [write for write, _ in taken]
         with self._tail.local_commit():
             try:
-                head, results, appended = await in_thread(self._writer, commit_batch, batch, self._clock())
+                with self._store_errors():
+                    head, results, appended = await in_thread(
+                        self._writer, commit_batch, batch, self._clock()
+                    )
             except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets it
-                error = self._translate(exc)
                 for _, future in taken:
                     if not future.done():
-                        future.set_exception(error)
+                        future.set_exception(exc)
                 return
             self._recent.extend(appended)
             for (_, future), result in zip(taken, results, strict=True):
@@ -257,13 +259,16 @@ class SQLiteStore:
                     future.set_result(result)
             self._tail.advance(head)
 
-    def _translate(self, exc: Exception) -> Exception:
-        if isinstance(exc, sqlite3.Error):
+    @contextlib.contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        """Translate sqlite3's errors at the store's boundary, as httpcore's
+        ``map_exceptions`` does: a StoreError naming the database, raised from the
+        original (a full disk says so)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
             full = "disk full: " if "disk is full" in str(exc) else ""
-            error = StoreError(f"{self.path}: {full}{exc}")
-            error.__cause__ = exc
-            return error
-        return exc
+            raise StoreError(f"{self.path}: {full}{exc}") from exc
 
     # -- reading -----------------------------------------------------------------------
 
@@ -466,7 +471,5 @@ class SQLiteStore:
 
     async def _guarded(self, call: Awaitable[T]) -> T:
         """Await ``call``, translating sqlite3 errors into StoreError (cause kept)."""
-        try:
+        with self._store_errors():
             return await call
-        except sqlite3.Error as exc:
-            raise self._translate(exc) from exc

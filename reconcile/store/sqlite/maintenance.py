@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from reconcile.errors import CorruptError
+from reconcile.model.events import EventType
 from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import VerifyReport
 from reconcile.store.encoding import load_body
@@ -101,7 +102,7 @@ def verify(
                 differences.append(f"revision {revision} does not increase")
             last = revision
             if has_body:
-                expected[object_id] = (revision, type_ != "Deleted", uid)
+                expected[object_id] = (revision, type_ != EventType.DELETED, uid)
         head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
         if head < last:
             differences.append(f"head revision {head} is behind the log ({last})")
