@@ -12,33 +12,28 @@ import builtins
 import datetime
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, overload
-
-import attrs
+from typing import Any
 
 from reconcile.api import bulk, mutations
 from reconcile.api.admission import MAX_ANNOTATIONS_BYTES, Admission, Admitted
 from reconcile.api.bulk import Applied, Outcome
 from reconcile.api.decoding import Decoder
 from reconcile.api.merging import merge_patch
-from reconcile.api.paging import ResourceList, decode_continue, encode_continue
+from reconcile.api.paging import ResourceList
+from reconcile.api.reading import KindRef, Reading
 from reconcile.api.requests import PATCHABLE_METADATA, check_action, check_patch
-from reconcile.errors import ConflictError, FieldError, InvalidError, NotFoundError, ReconcileError
-from reconcile.model.events import Bookmark, Event, EventType, FieldChange, diff_objects
-from reconcile.model.kinds import Kind, KindRegistry
+from reconcile.errors import ConflictError, InvalidError, NotFoundError, ReconcileError
+from reconcile.model.kinds import KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
-from reconcile.model.selectors import LabelSelector
 from reconcile.model.serde import format_timestamp, make_converter, structure_errors
 from reconcile.store.contract import (
     EventStore,
     Mutation,
     Note,
-    RawEvent,
     StoredObject,
-    VerifyReport,
     WriteResult,
 )
 
@@ -48,10 +43,7 @@ DEFAULT_MANAGER = "reconcile"
 _PATCH_ATTEMPTS = 16
 
 
-KindRef = str | Kind
-
-
-class Client:
+class Client(Reading):
     """Resource API over an :class:`~reconcile.store.EventStore`."""
 
     def __init__(
@@ -80,23 +72,10 @@ class Client:
     def _now(self) -> str:
         return format_timestamp(datetime.datetime.fromtimestamp(self._clock(), datetime.UTC))
 
-    def _kind(self, kind: KindRef) -> Kind:
-        return kind if isinstance(kind, Kind) else self.kinds.resolve(kind)
-
-    def _key(self, kind: KindRef, name: str, namespace: str) -> tuple[Kind, ObjectKey]:
-        found = self._kind(kind)
-        return found, ObjectKey(found.api_group, found.kind, namespace, name)
-
     @staticmethod
     def _key_of(admitted: Admitted) -> ObjectKey:
         meta = admitted.metadata
         return ObjectKey(admitted.kind.api_group, admitted.kind.kind, meta["namespace"], meta["name"])
-
-    def decode(self, body: Mapping[str, Any], *, spec: Any = None, status: Any = None) -> AnyResource:
-        """Structure a stored body into a Resource (spec and status as the kind's classes;
-        plain mappings when the kind is not registered here). ``spec`` and ``status``,
-        when given, are the already structured spec and status of this body."""
-        return self.decoder.resource(body, spec=spec, status=status)
 
     def _result(self, stored: StoredObject | None) -> AnyResource:
         assert stored is not None
@@ -408,162 +387,3 @@ class Client:
         if based_on is not None and not isinstance(based_on.spec, found.spec_type):
             based_on = None
         return self.decoder.written(result.object, based_on, status)
-
-    # -- reads -------------------------------------------------------------------------
-
-    async def get(self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE) -> AnyResource:
-        """The current object; :class:`NotFoundError` when absent."""
-        _, key = self._key(kind, name, namespace)
-        stored = await self.store.read(key)
-        if stored is None:
-            raise NotFoundError(f"{key} not found")
-        return self.decode(stored.body)
-
-    async def list(
-        self,
-        kind: KindRef,
-        *,
-        namespace: str | None = None,
-        label_selector: str | Mapping[str, str] | LabelSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> ResourceList:
-        """Objects of a kind, in (namespace, name) order, in every namespace unless one
-        is given, filtered by a Kubernetes label selector, a page at a time."""
-        found = self._kind(kind)
-        selector = LabelSelector.parse(label_selector)
-        if limit is not None and limit < 1:
-            raise InvalidError([FieldError("limit", "must be >= 1")])
-
-        def matches(item: StoredObject) -> bool:
-            return selector.matches(item.body["metadata"].get("labels") or {})
-
-        page = await self.store.list(
-            found.api_group,
-            found.kind,
-            namespace=namespace,
-            after=None if continue_ is None else decode_continue(continue_),
-            limit=limit,
-            predicate=matches if selector.requirements else None,
-        )
-        token = None if page.next_after is None else encode_continue(page.next_after)
-        return ResourceList(tuple(self.decode(i.body) for i in page.items), page.revision, token)
-
-    async def history(
-        self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE
-    ) -> builtins.list[Event]:
-        """Every retained event of the object key, oldest first, each with what it changed;
-        earlier incarnations (deleted, then created again) included."""
-        _, key = self._key(kind, name, namespace)
-        raw = await self.store.events(key)
-        if not raw:
-            raise NotFoundError(f"{key} has no history")
-        events, previous = [], None
-        for item in raw:
-            changes: tuple[FieldChange, ...] = ()
-            if item.body is not None:
-                # The first snapshot retained is the whole object: no change list.
-                changes = () if previous is None else tuple(diff_objects(previous, item.body))
-                previous = None if item.type == EventType.DELETED else item.body
-            events.append(attrs.evolve(self._event(item), changes=changes))
-        return events
-
-    def _event(self, raw: RawEvent) -> Event:
-        return self.decoder.event(raw)
-
-    @overload
-    def watch(
-        self,
-        kind: KindRef | None = None,
-        *,
-        namespace: str | None = None,
-        since: int = 0,
-        bookmarks: Literal[False] = False,
-    ) -> AsyncIterator[Event]: ...
-
-    @overload
-    def watch(
-        self,
-        kind: KindRef | None = None,
-        *,
-        namespace: str | None = None,
-        since: int = 0,
-        bookmarks: Literal[True],
-    ) -> AsyncIterator[Event | Bookmark]: ...
-
-    async def watch(
-        self,
-        kind: KindRef | None = None,
-        *,
-        namespace: str | None = None,
-        since: int = 0,
-        bookmarks: bool = False,
-    ) -> AsyncIterator[Event | Bookmark]:
-        """Every event after revision ``since``, in order and without gaps, then live
-        ones as they commit. With ``bookmarks``, a :class:`Bookmark` whenever caught up.
-        :class:`ExpiredError` when ``since`` is before the compaction horizon."""
-        async for item in self.raw_watch(kind, namespace=namespace, since=since):
-            if isinstance(item, Bookmark):
-                if bookmarks:
-                    yield item
-            else:
-                yield self._event(item)
-
-    def raw_watch(
-        self, kind: KindRef | None = None, *, namespace: str | None = None, since: int = 0
-    ) -> AsyncIterator[RawEvent | Bookmark]:
-        """:meth:`watch` as the store yields it: bookmarks included, each event's body
-        still unparsed until read (``RawEvent.body``; :meth:`decode` makes a Resource of
-        it). For a cache that drops the events it already holds before building
-        anything."""
-        found = None if kind is None else self._kind(kind)
-        return self.store.watch(
-            since=since,
-            api_group=None if found is None else found.api_group,
-            kind=None if found is None else found.kind,
-            namespace=namespace,
-        )
-
-    # -- maintenance -------------------------------------------------------------------
-
-    async def revision(self) -> int:
-        """The store's latest revision."""
-        return await self.store.revision()
-
-    async def compact(self, before: int) -> int:
-        """Drop history before revision ``before``; each object's latest state stays."""
-        return await self.store.compact(before)
-
-    async def claimant(self, kind: KindRef, spec: Mapping[str, Any]) -> ObjectKey | None:
-        """The live object of the kind that declares the external resource an
-        unstructured ``spec`` names (``Kind.identity``), if any."""
-        found = self._kind(kind)
-        identity = found.identity_of(spec)
-        if identity is None:
-            return None
-        return await self.store.claimant(found.api_group, found.kind, identity)
-
-    async def unknown_kinds(self) -> builtins.list[tuple[str, int]]:
-        """The stored kinds this client's registry does not know (their provider is not
-        installed here), as ``Kind.group`` with how many live objects each has."""
-        known = {(kind.api_group, kind.kind) for kind in self.kinds}
-        return [
-            (f"{kind}.{group}", count)
-            for group, kind, count in await self.store.kinds()
-            if (group, kind) not in known
-        ]
-
-    async def compactable(self, before: int) -> int:
-        """How many events :meth:`compact` would drop before ``before``."""
-        return await self.store.compactable(before)
-
-    async def vacuum(self) -> None:
-        """Return the space :meth:`compact` freed to the filesystem (the database file
-        shrinks; without it, freed pages are only reused by later writes)."""
-        await self.store.vacuum()
-
-    async def verify(self, *, deep: bool = False) -> VerifyReport:
-        """Rebuild the projection from the log, compare, and report the differences;
-        decode every current object (with ``deep``: every event's body too) and report
-        each that cannot be decoded, by revision."""
-        return await self.store.verify(deep=deep, check=self.decoder.resource)

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from reconcile.api.bulk import Applied
-from reconcile.api.client import DEFAULT_MANAGER, Client, KindRef
+from reconcile.api.client import DEFAULT_MANAGER, Client
+from reconcile.api.reading import KindRef
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.informing import Informer
 from reconcile.errors import NotFoundError

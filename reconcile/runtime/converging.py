@@ -15,15 +15,18 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
+from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock
 from reconcile.controller.controlling import Controller
 from reconcile.controller.informing import InformerEvent
-from reconcile.errors import CorruptError
+from reconcile.errors import CorruptError, NotFoundError, ReconcileError
 from reconcile.model.conditions import ConditionStatus
+from reconcile.model.events import Event
+from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
 
-__all__ = ["Convergence", "Tracker", "is_ready"]
+__all__ = ["Convergence", "Tracker", "is_ready", "ready_from_store"]
 
 
 def is_ready(obj: AnyResource) -> bool:
@@ -247,3 +250,23 @@ class Tracker:
             for waiter in waiting:
                 if not waiter.done():
                     waiter.set_exception(error)
+
+
+async def ready_from_store(
+    client: Client, kind: Kind, name: str, namespace: str, last: list[AnyResource]
+) -> AnyResource:
+    """Wait for an object of a kind no controller here caches: read it, then watch."""
+    since = 0
+    with contextlib.suppress(NotFoundError):
+        obj = await client.get(kind, name, namespace=namespace)
+        last.append(obj)
+        if is_ready(obj):
+            return obj
+        since = obj.metadata.resource_version or 0
+    async for event in client.watch(kind, namespace=namespace, since=since):
+        if not isinstance(event, Event) or event.key.name != name or event.object is None:
+            continue
+        last.append(event.object)
+        if is_ready(event.object):
+            return event.object
+    raise ReconcileError("the store closed while waiting")

@@ -17,28 +17,35 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Self
 
 import attrs
 
 from reconcile.api.bulk import Applied
-from reconcile.api.client import Client, KindRef
+from reconcile.api.client import Client
+from reconcile.api.reading import KindRef
 from reconcile.controller.caching import Cache, CachedClient
 from reconcile.controller.context import Context
 from reconcile.controller.controlling import Controller
 from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
-from reconcile.controller.reconciling import Reconciler, Request, Result
-from reconcile.errors import LockedError, NotFoundError, ReconcileError
+from reconcile.controller.reconciling import Reconciler
+from reconcile.errors import LockedError, ReconcileError
 from reconcile.model.discovery import discover_providers
-from reconcile.model.events import Event
 from reconcile.model.external import ExternalClient, Provider
 from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
-from reconcile.runtime.converging import Convergence, Tracker, is_ready
+from reconcile.runtime.converging import Convergence, Tracker, ready_from_store
 from reconcile.runtime.health import ControllerHealth, Health
+from reconcile.runtime.hosting import (
+    ReconcileFunction,
+    ReconcilerFactory,
+    Registration,
+    factory_of,
+    function_reconciler,
+)
 from reconcile.runtime.options import RuntimeOptions
 from reconcile.runtime.supervising import Supervisor
 from reconcile.store.contract import Claim, EventStore
@@ -53,32 +60,6 @@ LOG = logging.getLogger("reconcile.runtime")
 RUNNER_CLAIM = "runner"
 #: Seconds between two tries of a standby runtime (``runner_lock="wait"``).
 _STANDBY_POLL = 0.5
-
-
-ReconcilerFactory = Callable[[Context], Reconciler]
-ReconcileFunction = Callable[[Request, Context], Awaitable[Result | None]]
-
-
-class _FunctionReconciler:
-    """A reconcile function (the decorator form) as a Reconciler, with its Context."""
-
-    def __init__(self, function: ReconcileFunction, context: Context) -> None:
-        self.function = function
-        self.context = context
-
-    async def reconcile(self, request: Request) -> Result | None:
-        return await self.function(request, self.context)
-
-
-@attrs.frozen
-class _Registration:
-    kind: KindRef
-    factory: ReconcilerFactory
-    name: str | None
-    manager: str | None
-    workers: int | None
-    resync_period: float | Literal["default"] | None
-    ignore_own_writes: bool
 
 
 class Runtime:
@@ -109,7 +90,7 @@ class Runtime:
         self.telemetry = self.options.telemetry
         self._claim: Claim | None = None
         self.controllers: dict[str, Controller] = {}
-        self._registrations: list[_Registration] = []
+        self._registrations: list[Registration] = []
         self.supervisor = Supervisor(self.clock)
         self.tracker = Tracker(self.clock)
         self._cache: Cache | None = None
@@ -233,10 +214,9 @@ class Runtime:
         under ``manager`` (default: the controller's name) and, with
         ``ignore_own_writes``, do not trigger it again. Before :meth:`start` it starts
         with the rest; after, at once."""
-        factory: ReconcilerFactory = (
-            (lambda _context: reconciler) if hasattr(reconciler, "reconcile") else reconciler
+        registration = Registration(
+            kind, factory_of(reconciler), name, manager, workers, resync_period, ignore_own_writes
         )
-        registration = _Registration(kind, factory, name, manager, workers, resync_period, ignore_own_writes)
         self._registrations.append(registration)
         if self._cache is not None:
             self._start_controller(registration)
@@ -254,12 +234,12 @@ class Runtime:
         """
 
         def register(function: ReconcileFunction) -> ReconcileFunction:
-            self.add_controller(kind, lambda context: _FunctionReconciler(function, context), **options)
+            self.add_controller(kind, function_reconciler(function), **options)
             return function
 
         return register
 
-    def _start_controller(self, registration: _Registration) -> Controller:
+    def _start_controller(self, registration: Registration) -> Controller:
         cache = self.cache
         kind = (
             registration.kind
@@ -316,7 +296,7 @@ class Runtime:
             )
 
         self._start_controller(
-            _Registration(kind, managed, None, ENGINE_MANAGER, None, "default", ignore_own_writes=True)
+            Registration(kind, managed, None, ENGINE_MANAGER, None, "default", ignore_own_writes=True)
         )
 
     def _poll_interval(self, kind: Kind) -> float:
@@ -508,26 +488,8 @@ class Runtime:
         found = kind if isinstance(kind, Kind) else self.client.kinds.resolve(kind)
         controller = self._controller_for(found.api_group, found.kind)
         if controller is None:
-            return await self._ready_from_store(found, name, namespace, last)
+            return await ready_from_store(self.client, found, name, namespace, last)
         # A kind this runtime runs: its informer already decodes every change, so a
         # waiter costs a dictionary entry, not a watch of the whole kind of its own.
         key = ObjectKey(found.api_group, found.kind, namespace, name)
         return await self.tracker.wait_ready(controller, key, last)
-
-    async def _ready_from_store(
-        self, kind: Kind, name: str, namespace: str, last: list[AnyResource]
-    ) -> AnyResource:
-        since = 0
-        with contextlib.suppress(NotFoundError):
-            obj = await self.client.get(kind, name, namespace=namespace)
-            last.append(obj)
-            if is_ready(obj):
-                return obj
-            since = obj.metadata.resource_version or 0
-        async for event in self.client.watch(kind, namespace=namespace, since=since):
-            if not isinstance(event, Event) or event.key.name != name or event.object is None:
-                continue
-            last.append(event.object)
-            if is_ready(event.object):
-                return event.object
-        raise ReconcileError("the store closed while waiting")
