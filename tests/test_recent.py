@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from reconcile.model import ObjectKey
 from reconcile.store.contract import RawEvent
-from reconcile.store.recent import RecentEvents
+from reconcile.store.recent import EventRow, RecentEvents
 
 KEY = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
 
 
-def events(first: int, last: int) -> list[tuple[object, ...]]:
+def events(first: int, last: int) -> list[EventRow]:
     """Committed events (as the writer hands them over) with revisions first..last."""
-    return [(r, 0.0, "Noted", KEY, "uid", "test", None, f'{{"n": {r}}}') for r in range(first, last + 1)]
+    return [
+        EventRow(r, 0.0, "Noted", KEY, "uid", "test", None, f'{{"n": {r}}}') for r in range(first, last + 1)
+    ]
 
 
 class TestRecentEvents:
@@ -65,7 +67,7 @@ class TestRecentEvents:
         recent = RecentEvents(capacity=100, max_bytes=1000)
         big = "x" * 300
         for revision in range(1, 30):
-            recent.extend([(revision, 0.0, "Noted", KEY, "uid", "test", f'"{big}"', None)])
+            recent.extend([EventRow(revision, 0.0, "Noted", KEY, "uid", "test", f'"{big}"', None)])
         assert recent.last == 29
         served = recent.after(recent.first - 1)
         assert served is not None

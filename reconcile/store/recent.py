@@ -20,12 +20,29 @@ the query.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import NamedTuple
 
 from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import RawEvent
 
-__all__ = ["RecentEvents"]
+__all__ = ["EventRow", "RecentEvents"]
+
+
+class EventRow(NamedTuple):
+    """A committed event as the writer hands it over: named fields in one order. A
+    NamedTuple rather than an attrs class on purpose: a tuple of strings and numbers is
+    untracked by the cyclic garbage collector, so a window of thousands costs it nothing."""
+
+    revision: int
+    time: float
+    type: str
+    key: ObjectKey
+    uid: str
+    actor: str
+    #: The snapshot's JSON text (None for a note).
+    body: str | None
+    #: The event data's JSON text, if any.
+    data: str | None
 
 
 class RecentEvents:
@@ -36,26 +53,24 @@ class RecentEvents:
         #: Bodies may be large (up to 1.5 MiB each): the window also keeps under this many
         #: bytes of text, dropping its oldest events first.
         self.max_bytes = max_bytes
-        #: (revision, time, type, key, uid, actor, body text, data text)
-        self._events: list[tuple[Any, ...]] = []
+        self._events: list[EventRow] = []
         self._bytes = 0
 
     @property
     def first(self) -> int:
         """The oldest revision in the window (0 when empty)."""
-        return int(self._events[0][0]) if self._events else 0
+        return self._events[0].revision if self._events else 0
 
     @property
     def last(self) -> int:
         """The newest revision in the window (0 when empty)."""
-        return int(self._events[-1][0]) if self._events else 0
+        return self._events[-1].revision if self._events else 0
 
-    def extend(self, events: Sequence[tuple[Any, ...]]) -> None:
-        """Append a committed batch (in revision order), each event as
-        ``(revision, time, type, key, uid, actor, body text or None, data text or None)``."""
+    def extend(self, events: Sequence[EventRow]) -> None:
+        """Append a committed batch (in revision order)."""
         if not events:
             return
-        if self._events and events[0][0] != self._events[-1][0] + 1:
+        if self._events and events[0].revision != self._events[-1].revision + 1:
             self.clear()  # somebody else committed in between: restart the window
         self._events.extend(events)
         self._bytes += sum(_size(event) for event in events)
@@ -79,8 +94,8 @@ class RecentEvents:
         events = self._events
         if not events:
             return None
-        first = events[0][0]
-        if not first <= cursor + 1 <= events[-1][0] + 1:
+        first = events[0].revision
+        if not first <= cursor + 1 <= events[-1].revision + 1:
             return None
         return [
             RawEvent(revision, at, type_, key, uid, actor, text=text, data_text=data)
@@ -94,6 +109,6 @@ class RecentEvents:
         self._bytes = 0
 
 
-def _size(event: tuple[Any, ...]) -> int:
-    body, data = event[6], event[7]
+def _size(event: EventRow) -> int:
+    body, data = event.body, event.data
     return (len(body) if body else 0) + (len(data) if data else 0)

@@ -31,6 +31,7 @@ from reconcile.store.contract import (
     WriteResult,
 )
 from reconcile.store.encoding import dumps, load_body
+from reconcile.store.recent import EventRow
 
 __all__ = ["PendingWrite", "commit_batch"]
 
@@ -107,10 +108,9 @@ def _stamp(body: Body, revision: int) -> str:
 
 def commit_batch(
     conn: sqlite3.Connection, batch: Sequence[PendingWrite], now: float
-) -> tuple[int, list[WriteResult | BaseException], list[tuple[Any, ...]]]:
+) -> tuple[int, list[WriteResult | BaseException], list[EventRow]]:
     """Apply ``batch`` in one transaction; return the new head, one result per write, and
-    the events appended as ``(revision, time, type, key, uid, actor, body text, data
-    text)`` (what :class:`~reconcile.store.recent.RecentEvents` keeps)."""
+    the events appended (what :class:`~reconcile.store.recent.RecentEvents` keeps)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
@@ -162,7 +162,7 @@ def commit_batch(
         raise
     keys = {slot.id: key for key, slot in slots.items()}
     appended = [
-        (revision, at, type_, keys[object_id], uid, actor, body, data)
+        EventRow(revision, at, type_, keys[object_id], uid, actor, body, data)
         for revision, at, object_id, uid, type_, actor, body, data in events
     ]
     return head, results, appended
