@@ -158,7 +158,8 @@ class Admission:
             raise InvalidError(exc.errors, subject=self._subject(manifest)) from None
         meta, meta_errors = self._metadata(manifest.get("metadata"))
         errors.extend(meta_errors)
-        spec, spec_errors = self._spec(kind, manifest.get("spec", {}), origin)
+        name = None if meta is None else meta.name
+        spec, spec_errors = self._spec(kind, manifest.get("spec", {}), origin, name)
         errors.extend(spec_errors)
         if errors:
             raise InvalidError(errors, subject=self._subject(manifest))
@@ -241,7 +242,9 @@ class Admission:
             return None, structure_errors(exc, "metadata")
         return meta, _meta_errors(meta)
 
-    def _spec(self, kind: Kind, raw: object, origin: Path | None) -> tuple[Any, list[FieldError]]:
+    def _spec(
+        self, kind: Kind, raw: object, origin: Path | None, name: str | None = None
+    ) -> tuple[Any, list[FieldError]]:
         if raw is None:
             raw = {}
         if not isinstance(raw, Mapping):
@@ -255,7 +258,7 @@ class Admission:
             provider = self.kinds.provider_of(kind)
             config = self.provider_config.get(provider, {}) if provider is not None else {}
             try:
-                spec = kind.admit(spec, AdmissionContext(config, origin))
+                spec = kind.admit(spec, AdmissionContext(config, origin, name))
             except InvalidError as exc:
                 errors = list(exc.errors)
         return spec, [FieldError(f"spec.{e.path}" if e.path else "spec", e.message) for e in errors]

@@ -36,6 +36,8 @@ class AdmissionContext:
     config: Mapping[str, Any] = attrs.Factory(dict)
     #: The manifest file the object was read from; None when it did not come from a file.
     origin: Path | None = None
+    #: The object's ``metadata.name`` (a spec field may default to it: a bucket's name).
+    name: str | None = None
 
 
 @attrs.frozen

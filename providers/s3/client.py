@@ -1,0 +1,223 @@
+"""The s3 provider's ExternalClient: observe, create, update and delete buckets through
+aiobotocore, one client per region, reused across reconciles and closed on close()."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+import reconcile
+from providers.s3.config import S3Config
+from providers.s3.failing import code_of, s3_errors
+from providers.s3.kinds import OWNER_TAG
+from reconcile.errors import NotOwnedError, TransientError
+
+__all__ = ["S3Client"]
+
+_DEFAULT_REGION = "us-east-1"
+#: delete_objects takes at most this many keys.
+_DELETE_BATCH = 1000
+#: How long a bucket that is not empty (and not force_destroy) waits at least before the
+#: next try: the queue's backoff grows from there.
+_NOT_EMPTY_RETRY = 5.0
+
+
+class S3Client:
+    """Buckets on one S3-compatible endpoint."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = S3Config.from_mapping(config)
+        self._stack = contextlib.AsyncExitStack()
+        self._clients: dict[str, Any] = {}
+        self._session: Any = None
+
+    async def _client(self, region: str | None) -> Any:
+        """The client of ``region`` (made on first use; the chain's region by default)."""
+        from aiobotocore.config import AioConfig  # noqa: PLC0415 - loaded when first used
+        from aiobotocore.session import get_session  # noqa: PLC0415
+
+        if self._session is None:
+            self._session = get_session()
+            if self.config.profile is not None:
+                self._session.set_config_variable("profile", self.config.profile)
+        wanted = (
+            region or self.config.region or self._session.get_config_variable("region") or _DEFAULT_REGION
+        )
+        client = self._clients.get(wanted)
+        if client is None:
+            settings = AioConfig(
+                s3={"addressing_style": self.config.addressing_style},
+                max_pool_connections=self.config.max_pool_connections,
+                retries={"max_attempts": 1, "mode": "standard"},  # the engine retries, with backoff
+            )
+            maker = self._session.create_client(
+                "s3", region_name=wanted, endpoint_url=self.config.endpoint_url, config=settings
+            )
+            client = await self._stack.enter_async_context(maker)
+            self._clients[wanted] = client
+        return client
+
+    @staticmethod
+    def _region(resource: reconcile.Resource[Any, Any]) -> str | None:
+        region: str | None = resource.spec.region
+        return region
+
+    # -- the four calls --------------------------------------------------------------------
+
+    async def observe(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
+        """HeadBucket, then its tags and versioning: read calls only."""
+        spec, name = resource.spec, resource.spec.bucket
+        client = await self._client(self._region(resource))
+        with s3_errors("HeadBucket", name):
+            try:
+                await client.head_bucket(Bucket=name)
+            except Exception as exc:
+                if code_of(exc) in ("404", "NoSuchBucket", "NotFound"):
+                    return reconcile.Observation(exists=False)
+                raise
+        tags = await self._tags(client, name)
+        owner = tags.pop(OWNER_TAG, None)
+        with s3_errors("GetBucketVersioning", name):
+            versioning = (await client.get_bucket_versioning(Bucket=name)).get("Status")
+        observed = {
+            "bucket": name,
+            "region": self._region(resource) or client.meta.region_name,
+            "arn": f"arn:aws:s3:::{name}",
+            "versioning": versioning or "Unversioned",
+            "tags": dict(sorted(tags.items())),
+        }
+        differences = []
+        if tags != dict(spec.tags):
+            differences.append(f"tags: {_tag_diff(spec.tags, tags)}")
+        if spec.versioning is not None and versioning != spec.versioning:
+            differences.append(f"versioning: {versioning or 'Unversioned'} -> {spec.versioning}")
+        return reconcile.Observation(
+            exists=True,
+            up_to_date=not differences,
+            observed=observed,
+            diff="; ".join(differences),
+            owner=owner,
+        )
+
+    async def create(self, resource: reconcile.Resource[Any, Any]) -> str | None:
+        """CreateBucket (LocationConstraint outside us-east-1), then the owner tag and the
+        settings. A bucket of ours that exists already (an interrupted create) is fine;
+        one of anybody else is NotOwned."""
+        name = resource.spec.bucket
+        client = await self._client(self._region(resource))
+        region = client.meta.region_name
+        arguments: dict[str, Any] = {"Bucket": name}
+        if region != _DEFAULT_REGION:
+            arguments["CreateBucketConfiguration"] = {"LocationConstraint": region}
+        with s3_errors("CreateBucket", name):
+            try:
+                await client.create_bucket(**arguments)
+            except Exception as exc:
+                if code_of(exc) != "BucketAlreadyOwnedByYou":
+                    raise
+                owner = (await self._tags(client, name)).get(OWNER_TAG)
+                if owner != resource.metadata.uid:
+                    whose = f"marked {owner}" if owner else "not marked by reconcile"
+                    raise NotOwnedError(
+                        f"bucket {name!r} exists already ({whose}); it is left alone"
+                    ) from exc
+        await self._settle(client, resource, None)
+        return None
+
+    async def update(
+        self, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation
+    ) -> None:
+        """Bring tags and versioning to the spec."""
+        client = await self._client(self._region(resource))
+        await self._settle(client, resource, observation)
+
+    async def delete(self, resource: reconcile.Resource[Any, Any]) -> None:
+        """DeleteBucket; with force_destroy, every object version and delete marker first.
+        A bucket that is not empty otherwise stays, and the engine retries with backoff."""
+        name = resource.spec.bucket
+        client = await self._client(self._region(resource))
+        if resource.spec.force_destroy:
+            await self._empty(client, name)
+        with s3_errors("DeleteBucket", name):
+            try:
+                await client.delete_bucket(Bucket=name)
+            except Exception as exc:
+                code = code_of(exc)
+                if code in ("NoSuchBucket", "404"):
+                    return
+                if code == "BucketNotEmpty":
+                    message = (
+                        f"bucket {name!r} is not empty: delete its objects, or set spec.force_destroy: true "
+                        "to delete every object version with it"
+                    )
+                    raise TransientError(message, retry_after=_NOT_EMPTY_RETRY) from exc
+                raise
+
+    async def close(self) -> None:
+        """Close every client."""
+        await self._stack.aclose()
+        self._clients.clear()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    async def _tags(self, client: Any, name: str) -> dict[str, str]:
+        with s3_errors("GetBucketTagging", name):
+            try:
+                answer = await client.get_bucket_tagging(Bucket=name)
+            except Exception as exc:
+                if code_of(exc) in ("NoSuchTagSet", "NoSuchTagSetError"):
+                    return {}
+                raise
+        return {tag["Key"]: tag["Value"] for tag in answer.get("TagSet", ())}
+
+    async def _settle(
+        self, client: Any, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation | None
+    ) -> None:
+        spec, name = resource.spec, resource.spec.bucket
+        observed = {} if observation is None else dict(observation.observed)
+        wanted = {**spec.tags, OWNER_TAG: resource.metadata.uid}
+        if (
+            observation is None
+            or observed.get("tags") != dict(sorted(spec.tags.items()))
+            or observation.owner is None
+        ):
+            tag_set = [{"Key": k, "Value": v} for k, v in sorted(wanted.items())]
+            with s3_errors("PutBucketTagging", name):
+                await client.put_bucket_tagging(Bucket=name, Tagging={"TagSet": tag_set})
+        current = observed.get("versioning")
+        if spec.versioning is not None and current != spec.versioning:
+            with s3_errors("PutBucketVersioning", name):
+                await client.put_bucket_versioning(
+                    Bucket=name, VersioningConfiguration={"Status": spec.versioning}
+                )
+
+    async def _empty(self, client: Any, name: str) -> None:
+        """Delete every object version and delete marker of ``name``."""
+        paginator = client.get_paginator("list_object_versions")
+        with s3_errors("ListObjectVersions", name):
+            try:
+                pages = [page async for page in paginator.paginate(Bucket=name)]
+            except Exception as exc:
+                if code_of(exc) in ("NoSuchBucket", "404"):
+                    return
+                raise
+        keys = [
+            {"Key": item["Key"], "VersionId": item["VersionId"]}
+            for page in pages
+            for item in (*page.get("Versions", ()), *page.get("DeleteMarkers", ()))
+        ]
+        for first in range(0, len(keys), _DELETE_BATCH):
+            with s3_errors("DeleteObjects", name):
+                await client.delete_objects(
+                    Bucket=name, Delete={"Objects": keys[first : first + _DELETE_BATCH], "Quiet": True}
+                )
+
+
+def _tag_diff(wanted: Mapping[str, str], found: Mapping[str, str]) -> str:
+    parts = [
+        f"{k}={found[k]!r} -> {wanted[k]!r}" for k in sorted(wanted) if k in found and found[k] != wanted[k]
+    ]
+    parts += [f"+{k}={wanted[k]!r}" for k in sorted(wanted) if k not in found]
+    parts += [f"-{k}" for k in sorted(found) if k not in wanted]
+    return ", ".join(parts)

@@ -1,0 +1,65 @@
+"""The s3 provider's configuration (``provider_config["s3"]``, ``--provider-config``).
+
+Every key is optional. What is not given comes from the standard AWS configuration
+chain, exactly as boto users expect: ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
+``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL`` and
+``AWS_ENDPOINT_URL_S3``, ``AWS_PROFILE``, the shared config and credentials files.
+Credentials are never part of this configuration: it may be shared, logged and stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from reconcile.errors import FieldError, InvalidError
+
+__all__ = ["ADDRESSING_STYLES", "S3Config"]
+
+ADDRESSING_STYLES = ("auto", "virtual", "path")
+_SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "secret_access_key")
+
+
+@attrs.frozen
+class S3Config:
+    """Where and how to reach S3."""
+
+    #: An S3-compatible endpoint (MinIO, Ceph, R2, moto); None: AWS (or AWS_ENDPOINT_URL_S3).
+    endpoint_url: str | None = None
+    #: The default region of buckets that name none; None: the chain's.
+    region: str | None = None
+    #: A profile of the shared config files; None: AWS_PROFILE or the default.
+    profile: str | None = None
+    #: ``auto``, ``virtual`` or ``path`` (path style for most S3-compatible servers).
+    addressing_style: str = "auto"
+    #: HTTP connections per client (the Runtime's workers share them).
+    max_pool_connections: int = 16
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any]) -> S3Config:
+        """Check and read a provider config; InvalidError naming each bad key."""
+        errors = []
+        for key in config:
+            if key.lower() in _SECRETS:
+                errors.append(
+                    FieldError(f"s3.{key}", "credentials do not go in the provider config: use the AWS chain")
+                )
+            elif key not in attrs.fields_dict(cls):
+                known = ", ".join(attrs.fields_dict(cls))
+                errors.append(FieldError(f"s3.{key}", f"unknown setting (known: {known})"))
+        errors.extend(
+            FieldError(f"s3.{key}", "expected a string")
+            for key in ("endpoint_url", "region", "profile")
+            if config.get(key) is not None and not isinstance(config[key], str)
+        )
+        style = config.get("addressing_style", "auto")
+        if style not in ADDRESSING_STYLES:
+            errors.append(FieldError("s3.addressing_style", f"must be one of {', '.join(ADDRESSING_STYLES)}"))
+        pool = config.get("max_pool_connections", 16)
+        if not isinstance(pool, int) or isinstance(pool, bool) or pool < 1:
+            errors.append(FieldError("s3.max_pool_connections", "expected an integer >= 1"))
+        if errors:
+            raise InvalidError(errors, subject="provider config")
+        return cls(**{k: v for k, v in config.items() if k in attrs.fields_dict(cls)})

@@ -1,0 +1,123 @@
+"""The S3 kinds (``s3.reconcile.dev/v1``): ``Bucket`` so far.
+
+A Bucket's identity is its name (``spec.bucket``, defaulting to ``metadata.name``), so it
+is deterministic: a crash between CreateBucket and recording it is repaired by observing,
+never by a second bucket. The name and the region are immutable (renaming would orphan
+the old bucket).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+import reconcile
+from providers.s3.naming import bucket_name_errors
+from reconcile.errors import FieldError
+
+__all__ = ["API_VERSION", "BUCKET", "KINDS", "OWNER_TAG", "VERSIONING_VALUES", "BucketSpec"]
+
+API_VERSION = "s3.reconcile.dev/v1"
+#: The tag that marks a bucket as made by (and belonging to) one resource: its uid.
+OWNER_TAG = "reconcile.dev/owner"
+VERSIONING_VALUES = ("Enabled", "Suspended")
+#: S3's limits on a bucket's tag set.
+MAX_TAGS, MAX_KEY, MAX_VALUE = 50, 128, 256
+_REGION_PARTS = 3
+
+
+def _field(doc: str, *, default: Any = attrs.NOTHING, values: Sequence[str] = ()) -> Any:
+    """An attrs field with its description (and allowed values) for ``reconcile explain``."""
+    metadata: dict[str, Any] = {"doc": doc}
+    if values:
+        metadata["values"] = tuple(values)
+    return attrs.field(default=default, metadata=metadata)
+
+
+@attrs.frozen
+class BucketSpec:
+    """An S3 bucket and the settings reconcile keeps at their declared values."""
+
+    bucket: str | None = _field("The bucket's name (default: metadata.name). Immutable.", default=None)
+    region: str | None = _field(
+        "Where it lives (default: the provider config's region). Immutable.", default=None
+    )
+    versioning: str | None = _field(
+        "Enabled or Suspended; absent: left as it is (a versioned bucket never becomes unversioned).",
+        default=None,
+        values=VERSIONING_VALUES,
+    )
+    tags: dict[str, str] = _field(  # noqa: RUF009 - an attrs field, its default a Factory
+        "The whole tag set, replaced together (50 tags at most).", default=attrs.Factory(dict)
+    )
+    force_destroy: bool = _field(
+        "Deleting the resource deletes every object version first; without it a non-empty bucket stays.",
+        default=False,
+    )
+
+
+def validate_bucket(spec: BucketSpec) -> Iterator[FieldError]:
+    """Checks that need only the spec."""
+    if spec.bucket is not None:
+        yield from (FieldError("bucket", reason) for reason in bucket_name_errors(spec.bucket))
+    if spec.region is not None and not _plausible_region(spec.region):
+        yield FieldError("region", f"{spec.region!r} is not a region name (like eu-west-1)")
+    if spec.versioning is not None and spec.versioning not in VERSIONING_VALUES:
+        allowed = ", ".join(VERSIONING_VALUES)
+        yield FieldError("versioning", f"must be one of {allowed} (or absent), not {spec.versioning!r}")
+    yield from _tag_errors(spec.tags)
+
+
+def _plausible_region(region: str) -> bool:
+    parts = region.split("-")
+    return (
+        len(parts) >= _REGION_PARTS
+        and all(p.isascii() and p.isalnum() and p == p.lower() for p in parts)
+        and parts[-1].isdigit()
+    )
+
+
+def _tag_errors(tags: Mapping[str, str]) -> Iterator[FieldError]:
+    if len(tags) > MAX_TAGS - 1:  # one is ours: the owner tag
+        yield FieldError("tags", f"at most {MAX_TAGS - 1} tags (S3 allows {MAX_TAGS}, one is the owner tag)")
+    for key, value in tags.items():
+        if not key or len(key) > MAX_KEY:
+            yield FieldError(f"tags[{key!r}]", f"a tag key is 1 to {MAX_KEY} characters")
+        if len(value) > MAX_VALUE:
+            yield FieldError(f"tags[{key!r}]", f"a tag value is at most {MAX_VALUE} characters")
+        if key == OWNER_TAG or key.startswith("aws:"):
+            yield FieldError(f"tags[{key!r}]", "is reserved (reconcile's owner tag, or AWS's aws: prefix)")
+
+
+def admit_bucket(spec: BucketSpec, context: reconcile.AdmissionContext) -> BucketSpec:
+    """Default the name to ``metadata.name`` (and check it), the region to the config's."""
+    errors: list[FieldError] = []
+    if spec.bucket is None and context.name is not None:
+        spec = attrs.evolve(spec, bucket=context.name)
+        errors += [
+            FieldError("bucket", f"metadata.name as a bucket name {r}")
+            for r in bucket_name_errors(context.name)
+        ]
+    region = context.config.get("region")
+    if spec.region is None and isinstance(region, str):
+        spec = attrs.evolve(spec, region=region)
+    if errors:
+        raise reconcile.InvalidError(errors)
+    return spec
+
+
+BUCKET = reconcile.Kind(
+    API_VERSION,
+    "Bucket",
+    BucketSpec,
+    reconcile.ManagedStatus,
+    validate=validate_bucket,
+    admit=admit_bucket,
+    deterministic_identity=True,
+    immutable=("bucket", "region"),
+    identity=("bucket",),
+    short_names=("bkt",),
+)
+KINDS: Sequence[reconcile.Kind] = (BUCKET,)

@@ -1,0 +1,28 @@
+"""The s3 provider: its name, its kinds, and ``connect(config)`` (see
+:mod:`providers.s3.config` for the configuration and the AWS chain)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import reconcile
+from providers.s3.client import S3Client
+from providers.s3.kinds import KINDS
+
+__all__ = ["S3Provider"]
+
+
+class S3Provider:
+    """Buckets on any S3-compatible endpoint (``s3.reconcile.dev/v1``)."""
+
+    name = "s3"
+
+    @property
+    def kinds(self) -> Sequence[reconcile.Kind]:
+        """``Bucket``."""
+        return KINDS
+
+    async def connect(self, config: Mapping[str, Any]) -> reconcile.ExternalClient:
+        """A client for the configured endpoint (checked: InvalidError naming a bad key)."""
+        return S3Client(config)

@@ -1,0 +1,262 @@
+"""The s3 provider against a real S3 server (moto_server, spoken to through aiobotocore
+with ``endpoint_url``, exactly as real S3): buckets created with their settings, drift
+repaired, what is not ours left alone, deletion with and without ``force_destroy``,
+bad input refused at admission, and no credential anywhere it should not be."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from s3_server import moto_server, reset
+from test_files_provider import until_async
+
+from providers.s3 import BUCKET, S3Provider
+from reconcile import InvalidError, KindRegistry, NotFoundError, Runtime, connect
+from reconcile.testing import FakeClock
+
+SECRET = "s3cr3t-never-in-the-log-9f2c"  # noqa: S105 - a fake key, to grep for
+DEADLINE = 30.0
+
+
+@pytest.fixture(scope="session")
+def s3_url() -> Iterator[str]:
+    """One moto_server for the session."""
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def s3(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A clean server and the AWS chain's variables pointing at test credentials."""
+    reset(s3_url)
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTING")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
+    return s3_url
+
+
+def bucket(name: str, **spec: Any) -> dict[str, Any]:
+    """A Bucket manifest."""
+    return {"api_version": BUCKET.api_version, "kind": "Bucket", "metadata": {"name": name}, "spec": spec}
+
+
+@pytest.fixture
+async def raw(s3: str) -> AsyncIterator[Any]:
+    """A plain aiobotocore client: what a person with the AWS CLI would do by hand."""
+    from aiobotocore.session import get_session  # noqa: PLC0415
+
+    async with get_session().create_client("s3", region_name="eu-west-1", endpoint_url=s3) as client:
+        yield client
+
+
+@pytest.fixture
+async def running(s3: str, tmp_path: Path, clock: FakeClock) -> AsyncIterator[Runtime]:
+    """A Runtime with the s3 provider on the moto endpoint, on the fake clock."""
+    runtime = Runtime(
+        tmp_path / "state.db",
+        providers=[S3Provider()],
+        provider_config={"s3": {"endpoint_url": s3, "addressing_style": "path"}},
+        clock=clock,
+        wall_clock=clock,
+        poll_interval=60,
+        resync_period=None,
+    )
+    async with runtime:
+        await asyncio.wait_for(runtime.wait_synced(), DEADLINE)
+        yield runtime
+
+
+async def tags_of(raw: Any, name: str) -> dict[str, str]:
+    """A bucket's tags, as S3 has them (none: S3 answers NoSuchTagSet)."""
+    from botocore.exceptions import ClientError  # noqa: PLC0415
+
+    try:
+        answer = await raw.get_bucket_tagging(Bucket=name)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "NoSuchTagSet":
+            return {}
+        raise
+    return {t["Key"]: t["Value"] for t in answer["TagSet"]}
+
+
+class TestAdmission:
+    """Bad input: refused with the field path, nothing stored (no server needed)."""
+
+    @pytest.mark.parametrize(
+        ("manifest", "message"),
+        [
+            (bucket("ab"), "spec.bucket: metadata.name as a bucket name must be 3 to 63"),
+            (bucket("b", bucket="x" * 64), "spec.bucket: must be 3 to 63 characters"),
+            (bucket("b", bucket="My_Bucket"), "spec.bucket: may hold only lowercase letters"),
+            (bucket("b", bucket="-bucket"), "spec.bucket: must begin and end with a letter or a digit"),
+            (bucket("b", bucket="my..bucket"), 'spec.bucket: must not hold two dots in a row ("..")'),
+            (bucket("b", bucket="192.168.5.4"), "spec.bucket: must not be formatted as an IP address"),
+            (bucket("b", bucket="xn--bucket"), 'spec.bucket: must not begin with "xn--"'),
+            (bucket("b", bucket="sthree-bucket"), 'spec.bucket: must not begin with "sthree-"'),
+            (bucket("b", bucket="amzn-s3-demo-x"), 'spec.bucket: must not begin with "amzn-s3-demo-"'),
+            (bucket("b", bucket="bucket-s3alias"), 'spec.bucket: must not end with "-s3alias"'),
+            (bucket("b", bucket="bucket--ol-s3"), 'spec.bucket: must not end with "--ol-s3"'),
+            (bucket("b", bucket="bucket.mrap"), 'spec.bucket: must not end with ".mrap"'),
+            (bucket("b", bucket="bucket--x-s3"), 'spec.bucket: must not end with "--x-s3"'),
+            (bucket("bkt", region="mars"), "spec.region: 'mars' is not a region name"),
+            (bucket("bkt", versioning="Disabled"), "spec.versioning: must be one of Enabled, Suspended"),
+            (bucket("bkt", tags={f"k{i}": "v" for i in range(50)}), "spec.tags: at most 49 tags"),
+            (bucket("bkt", tags={"k" * 129: "v"}), "a tag key is 1 to 128 characters"),
+            (bucket("bkt", tags={"k": "v" * 257}), "a tag value is at most 256 characters"),
+            (bucket("bkt", tags={"reconcile.dev/owner": "x"}), "is reserved"),
+        ],
+    )
+    async def test_refused(self, tmp_path: Path, manifest: dict[str, Any], message: str) -> None:
+        """Each rule: InvalidError naming the field, and the log stays empty."""
+        async with connect(tmp_path / "a.db", kinds=KindRegistry([BUCKET])) as client:
+            with pytest.raises(InvalidError) as caught:
+                await client.apply(manifest)
+            assert message in str(caught.value)
+            assert await client.revision() == 0
+
+    async def test_name_and_region_default_and_are_immutable(self, tmp_path: Path) -> None:
+        """bucket defaults to metadata.name, region to the config's; neither may change."""
+        registry = KindRegistry()
+        registry.register(BUCKET, provider="s3")
+        config = {"s3": {"region": "eu-central-1"}}
+        async with connect(tmp_path / "b.db", kinds=registry, provider_config=config) as client:
+            created = await client.apply(bucket("photos"))
+            assert (created.spec.bucket, created.spec.region) == ("photos", "eu-central-1")
+            with pytest.raises(InvalidError, match=r"spec\.region: is immutable"):
+                await client.apply(bucket("photos", region="eu-west-1"))
+
+    def test_credentials_in_the_provider_config_are_refused(self) -> None:
+        """A secret in a shared config file is an error naming the key, not echoing it."""
+        from providers.s3.config import S3Config  # noqa: PLC0415
+
+        with pytest.raises(InvalidError) as caught:
+            S3Config.from_mapping({"aws_secret_access_key": SECRET, "colour": "red"})
+        text = str(caught.value)
+        assert "s3.aws_secret_access_key: credentials do not go in the provider config" in text
+        assert "s3.colour: unknown setting" in text
+        assert SECRET not in text
+
+
+class TestConverging:
+    """Against moto_server."""
+
+    async def test_create_with_settings(self, running: Runtime, raw: Any) -> None:
+        """A versioned, tagged bucket is created with the owner tag and becomes Ready."""
+        await running.apply(bucket("site-assets", versioning="Enabled", tags={"team": "web"}))
+        ready = await asyncio.wait_for(running.wait_ready("bucket", "site-assets"), DEADLINE)
+        assert (await raw.get_bucket_versioning(Bucket="site-assets"))["Status"] == "Enabled"
+        assert await tags_of(raw, "site-assets") == {"team": "web", "reconcile.dev/owner": ready.metadata.uid}
+        assert ready.status.at_provider["arn"] == "arn:aws:s3:::site-assets"
+        assert ready.status.at_provider["region"] == "eu-west-1"
+
+    async def test_drift_is_repaired_and_recorded(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
+        """Tags and versioning changed by hand: the next poll puts them back and records
+        DriftDetected with what differed."""
+        await running.apply(bucket("drifting", versioning="Enabled", tags={"team": "web"}))
+        obj = await asyncio.wait_for(running.wait_ready("bucket", "drifting"), DEADLINE)
+        owner = {"reconcile.dev/owner": obj.metadata.uid}
+        await raw.put_bucket_tagging(
+            Bucket="drifting", Tagging={"TagSet": [{"Key": "team", "Value": "ops"}, *_tag_set(owner)]}
+        )
+        await raw.put_bucket_versioning(Bucket="drifting", VersioningConfiguration={"Status": "Suspended"})
+
+        async def repaired() -> bool:
+            history = await running.client.history("bucket", "drifting")
+            return any(e.type == "DriftDetected" for e in history) and await tags_of(raw, "drifting") == {
+                "team": "web",
+                **owner,
+            }
+
+        clock.advance(70)
+        await until_async(clock, repaired)
+        drift = [e for e in await running.client.history("bucket", "drifting") if e.type == "DriftDetected"]
+        assert "team='ops' -> 'web'" in drift[-1].data["message"]
+        assert "versioning: Suspended -> Enabled" in drift[-1].data["message"]
+        assert (await raw.get_bucket_versioning(Bucket="drifting"))["Status"] == "Enabled"
+
+    async def test_a_bucket_not_ours_is_left_alone(
+        self, running: Runtime, raw: Any, clock: FakeClock
+    ) -> None:
+        """A bucket that exists and carries no owner tag of ours: NotOwned in status, its
+        tags and objects untouched, and deleting the resource leaves it."""
+        await raw.create_bucket(
+            Bucket="theirs", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
+        )
+        await raw.put_bucket_tagging(Bucket="theirs", Tagging={"TagSet": [{"Key": "owner", "Value": "them"}]})
+        await raw.put_object(Bucket="theirs", Key="keep.txt", Body=b"theirs")
+        await running.apply(bucket("theirs", tags={"team": "web"}))
+
+        async def refused() -> bool:
+            obj = await running.client.get("bucket", "theirs")
+            synced = obj.status.condition("Synced")
+            return synced is not None and synced.reason == "NotOwned"
+
+        await until_async(clock, refused)
+        await running.client.delete("bucket", "theirs")
+
+        async def gone() -> bool:
+            try:
+                await running.client.get("bucket", "theirs")
+            except NotFoundError:
+                return True
+            return False
+
+        await until_async(clock, gone)
+        assert await tags_of(raw, "theirs") == {"owner": "them"}
+        assert await (await raw.get_object(Bucket="theirs", Key="keep.txt"))["Body"].read() == b"theirs"
+
+    async def test_deleting_a_bucket_with_objects(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
+        """Without force_destroy a bucket holding objects stays, with a condition saying
+        why; with it, every object version and delete marker goes, then the bucket."""
+        await running.apply(bucket("full", versioning="Enabled"))
+        await asyncio.wait_for(running.wait_ready("bucket", "full"), DEADLINE)
+        for body in (b"one", b"two"):
+            await raw.put_object(Bucket="full", Key="a.txt", Body=body)
+        await raw.delete_object(Bucket="full", Key="a.txt")  # a delete marker too
+        await running.client.delete("bucket", "full")
+
+        async def says_not_empty() -> bool:
+            obj = await running.client.get("bucket", "full")
+            synced = obj.status.condition("Synced")
+            return synced is not None and "is not empty" in synced.message
+
+        await until_async(clock, says_not_empty)
+        assert "full" in [b["Name"] for b in (await raw.list_buckets())["Buckets"]]
+        await running.client.patch("bucket", "full", {"spec": {"force_destroy": True}})
+
+        async def gone() -> bool:
+            return "full" not in [b["Name"] for b in (await raw.list_buckets())["Buckets"]]
+
+        await until_async(clock, gone)
+
+    async def test_no_credential_reaches_the_log_or_the_logs(
+        self, running: Runtime, raw: Any, clock: FakeClock, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The secret key is in the environment only: not in the database file, not in any
+        log record, not in any status."""
+        caplog.set_level(logging.DEBUG)
+        await running.apply(bucket("secretive", tags={"a": "b"}))
+        await asyncio.wait_for(running.wait_ready("bucket", "secretive"), DEADLINE)
+        await raw.put_bucket_tagging(Bucket="secretive", Tagging={"TagSet": []})
+        clock.advance(70)
+
+        async def repaired() -> bool:
+            return (await tags_of(raw, "secretive")).get("a") == "b"
+
+        await until_async(clock, repaired)
+        data = b"".join(p.read_bytes() for p in tmp_path.glob("state.db*"))
+        assert SECRET.encode() not in data
+        assert SECRET not in caplog.text
+
+
+def _tag_set(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
