@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +16,9 @@ from s3_server import moto_server, reset
 from test_files_provider import until_async
 
 from providers.s3 import BUCKET, S3Provider
-from reconcile import InvalidError, KindRegistry, NotFoundError, Runtime, connect
+from reconcile import InvalidError, KindRegistry, NotFoundError, Resource, Runtime, connect
 from reconcile.testing import FakeClock
+from reconcile.testing.conformance import CHECKS, Harness
 
 SECRET = "s3cr3t-never-in-the-log-9f2c"  # noqa: S105 - a fake key, to grep for
 DEADLINE = 30.0
@@ -260,3 +261,58 @@ class TestConverging:
 
 def _tag_set(tags: dict[str, str]) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v} for k, v in tags.items()]
+
+
+class S3Outside:
+    """Reaches the buckets directly, with a plain client of its own."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def _call(self, operation: str, **arguments: Any) -> Any:
+        from aiobotocore.session import get_session  # noqa: PLC0415
+
+        async with get_session().create_client(
+            "s3", region_name="eu-west-1", endpoint_url=self.url
+        ) as client:
+            return await getattr(client, operation)(**arguments)
+
+    async def exists(self, resource: Resource[Any, Any]) -> bool:
+        """Whether the bucket is there."""
+        names = [b["Name"] for b in (await self._call("list_buckets"))["Buckets"]]
+        return resource.spec.bucket in names
+
+    async def delete(self, resource: Resource[Any, Any]) -> None:
+        """Delete the (empty) bucket by hand."""
+        await self._call("delete_bucket", Bucket=resource.spec.bucket)
+
+    async def drift(self, resource: Resource[Any, Any]) -> None:
+        """Change its tags by hand, keeping the owner tag."""
+        tags = [
+            {"Key": "team", "Value": "changed"},
+            {"Key": "reconcile.dev/owner", "Value": resource.metadata.uid},
+        ]
+        await self._call("put_bucket_tagging", Bucket=resource.spec.bucket, Tagging={"TagSet": tags})
+
+    async def plant_foreign(self, manifest: Mapping[str, Any]) -> None:
+        """A bucket at the manifest's name, made by somebody else."""
+        name = manifest["spec"].get("bucket") or manifest["metadata"]["name"]
+        await self._call(
+            "create_bucket", Bucket=name, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
+        )
+
+    async def count(self) -> int:
+        """How many buckets exist."""
+        return len((await self._call("list_buckets"))["Buckets"])
+
+
+def conformance_bucket(name: str) -> dict[str, Any]:
+    """The kit's manifest: a tagged bucket."""
+    return bucket(name, tags={"team": "web"})
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+async def test_bucket_conformance(check: Any, s3: str, tmp_path: Path) -> None:
+    """Bucket passes every conformance check against moto_server."""
+    config = {"endpoint_url": s3, "addressing_style": "path"}
+    await check(Harness(S3Provider(), S3Outside(s3), conformance_bucket, tmp_path / "state.db", config))
