@@ -316,3 +316,22 @@ async def test_bucket_conformance(check: Any, s3: str, tmp_path: Path) -> None:
     """Bucket passes every conformance check against moto_server."""
     config = {"endpoint_url": s3, "addressing_style": "path"}
     await check(Harness(S3Provider(), S3Outside(s3), conformance_bucket, tmp_path / "state.db", config))
+
+
+def test_apply_refuses_a_bad_bucket_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """From the command line: one line naming the file, the field and the rule; exit 2;
+    not even a database file is made."""
+    from reconcile.cli import main  # noqa: PLC0415
+
+    manifest = tmp_path / "bucket.yaml"
+    manifest.write_text(
+        "api_version: s3.reconcile.dev/v1\nkind: Bucket\n"
+        "metadata: {name: ok-name}\nspec: {bucket: Bad_Name}\n"
+    )
+    db = tmp_path / "state.db"
+    assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 2
+    err = capsys.readouterr().err
+    assert "bucket.yaml" in err
+    assert "spec.bucket: may hold only lowercase letters" in err
+    assert "Traceback" not in err
+    assert not db.exists()
