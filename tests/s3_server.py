@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -52,14 +53,18 @@ def moto_server() -> Iterator[str]:
         _unavailable("the moto_server command is not installed (pip install 'moto[server]')")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    # Its request log goes to a file: a pipe nobody reads fills up after a few hundred
+    # requests, and the server then blocks writing to it.
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
     process = subprocess.Popen(
-        [str(command), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [str(command), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=log
     )
     try:
         deadline = time.monotonic() + START_DEADLINE
         while not _answers(f"{url}/moto-api/"):  # a condition with a deadline, not a sleep for a result
             if process.poll() is not None:
-                error = process.stderr.read().decode(errors="replace")[-500:] if process.stderr else ""
+                log.seek(0)
+                error = log.read().decode(errors="replace")[-500:]
                 _unavailable(f"moto_server exited with {process.returncode}: {error}")
             if time.monotonic() > deadline:
                 _unavailable(f"moto_server did not answer on {url} within {START_DEADLINE:g} s")
@@ -72,8 +77,7 @@ def moto_server() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        if process.stderr:
-            process.stderr.close()
+        log.close()
 
 
 def reset(url: str) -> None:

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -335,3 +339,63 @@ def test_apply_refuses_a_bad_bucket_with_exit_2(tmp_path: Path, capsys: pytest.C
     assert "spec.bucket: may hold only lowercase letters" in err
     assert "Traceback" not in err
     assert not db.exists()
+
+
+def _cli(db: Path, config: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "reconcile", "--db", str(db), "--provider-config", str(config), *args]
+
+
+def test_end_to_end_and_sigkill_mid_convergence(s3: str, tmp_path: Path) -> None:
+    """Through the CLI: 200 buckets applied, ``reconcile run`` SIGKILLed while it creates
+    them, then ``run --once``: every bucket exists once, tagged as its resource's, and
+    nothing else was made."""
+    config = tmp_path / "providers.yaml"
+    config.write_text(f"s3: {{endpoint_url: '{s3}', addressing_style: path}}\n")
+    manifests = tmp_path / "buckets.yaml"
+    count = 200
+    manifests.write_text(
+        "---\n".join(
+            f"api_version: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {{name: b{i:03d}-reconcile}}\n"
+            "spec: {versioning: Enabled, tags: {team: web}}\n"
+            for i in range(count)
+        )
+    )
+    db = tmp_path / "state.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    applied = subprocess.run(
+        _cli(db, config, "apply", "-f", str(manifests)), env=env, capture_output=True, check=False
+    )
+    assert applied.returncode == 0, applied.stderr
+    runner = subprocess.Popen(
+        _cli(db, config, "run"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while _bucket_count(s3) < count // 4:  # progress on the server, with a deadline
+            assert time.monotonic() < deadline, "fewer than 50 buckets in 120 s"
+            assert runner.poll() is None, "reconcile run exited on its own"
+            time.sleep(0.01)
+    finally:
+        runner.kill()
+        runner.wait(timeout=60)
+    once = subprocess.run(
+        _cli(db, config, "run", "--once", "--timeout", "120"), env=env, capture_output=True, check=False
+    )
+    assert once.returncode == 0, once.stderr.decode(errors="replace")[-3000:]
+    names = _bucket_names(s3)
+    assert sorted(names) == [f"b{i:03d}-reconcile" for i in range(count)]  # each once, nothing more
+
+
+def _bucket_names(url: str) -> list[str]:
+    """Bucket names, asked with plain boto3 (the test's credentials are in the environment)."""
+    import boto3  # noqa: PLC0415
+
+    client = boto3.client("s3", region_name="eu-west-1", endpoint_url=url)
+    try:
+        return [b["Name"] for b in client.list_buckets()["Buckets"]]
+    finally:
+        client.close()
+
+
+def _bucket_count(url: str) -> int:
+    return len(_bucket_names(url))
