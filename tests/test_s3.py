@@ -118,6 +118,16 @@ class TestAdmission:
             (bucket("bkt", tags={"k" * 129: "v"}), "a tag key is 1 to 128 characters"),
             (bucket("bkt", tags={"k": "v" * 257}), "a tag value is at most 256 characters"),
             (bucket("bkt", tags={"reconcile.dev/owner": "x"}), "is reserved"),
+            (
+                bucket("bkt", encryption={"algorithm": "DES"}),
+                "spec.encryption.algorithm: must be one of AES256",
+            ),
+            (
+                bucket("bkt", encryption={"algorithm": "AES256", "kms_key_id": "k"}),
+                "spec.encryption.kms_key_id: is for algorithm aws:kms only",
+            ),
+            (bucket("bkt", encryption={}), "spec.encryption.algorithm: required field missing"),
+            (bucket("bkt", public_access_block={"block_public_acls": "yes"}), "expected boolean"),
         ],
     )
     async def test_refused(self, tmp_path: Path, manifest: dict[str, Any], message: str) -> None:
@@ -162,6 +172,45 @@ class TestConverging:
         assert await tags_of(raw, "site-assets") == {"team": "web", "reconcile.dev/owner": ready.metadata.uid}
         assert ready.status.at_provider["arn"] == "arn:aws:s3:::site-assets"
         assert ready.status.at_provider["region"] == "eu-west-1"
+
+    async def test_encryption_and_public_access_block(
+        self, running: Runtime, raw: Any, clock: FakeClock
+    ) -> None:
+        """Declared encryption and public-access switches are set at create, reported in
+        status, and put back when changed by hand."""
+        await running.apply(
+            bucket(
+                "locked",
+                encryption={"algorithm": "AES256", "bucket_key": True},
+                public_access_block={"block_public_acls": True, "restrict_public_buckets": False},
+            )
+        )
+        ready = await asyncio.wait_for(running.wait_ready("bucket", "locked"), DEADLINE)
+        rule = (await raw.get_bucket_encryption(Bucket="locked"))["ServerSideEncryptionConfiguration"][
+            "Rules"
+        ][0]
+        assert rule["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+        block = (await raw.get_public_access_block(Bucket="locked"))["PublicAccessBlockConfiguration"]
+        assert (block["BlockPublicAcls"], block["RestrictPublicBuckets"]) == (True, False)
+        assert ready.status.at_provider["public_access_block"]["restrict_public_buckets"] is False
+        await raw.put_public_access_block(
+            Bucket="locked",
+            PublicAccessBlockConfiguration={
+                "BlockPublicAcls": False,
+                "IgnorePublicAcls": False,
+                "BlockPublicPolicy": False,
+                "RestrictPublicBuckets": False,
+            },
+        )
+
+        async def repaired() -> bool:
+            found = (await raw.get_public_access_block(Bucket="locked"))["PublicAccessBlockConfiguration"]
+            return bool(found["BlockPublicAcls"])
+
+        clock.advance(70)
+        await until_async(clock, repaired)
+        drift = [e for e in await running.client.history("bucket", "locked") if e.type == "DriftDetected"]
+        assert "public_access_block" in drift[-1].data["message"]
 
     async def test_drift_is_repaired_and_recorded(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
         """Tags and versioning changed by hand: the next poll puts them back and records

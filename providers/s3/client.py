@@ -80,14 +80,28 @@ class S3Client:
         owner = tags.pop(OWNER_TAG, None)
         with s3_errors("GetBucketVersioning", name):
             versioning = (await client.get_bucket_versioning(Bucket=name)).get("Status")
+        differences: list[str] = []
+        extra = {}
+        if spec.encryption is not None:
+            found = await self._encryption(client, name)
+            extra["encryption"] = found
+            wanted = _encryption_body(spec.encryption)
+            if not _matches(found, wanted):
+                differences.append(f"encryption: {found or 'none'} -> {wanted}")
+        if spec.public_access_block is not None:
+            found_block = await self._public_access_block(client, name)
+            extra["public_access_block"] = found_block
+            wanted_block = _block_body(spec.public_access_block)
+            if found_block != wanted_block:
+                differences.append(f"public_access_block: {found_block or 'none'} -> {wanted_block}")
         observed = {
             "bucket": name,
             "region": self._region(resource) or client.meta.region_name,
             "arn": f"arn:aws:s3:::{name}",
             "versioning": versioning or "Unversioned",
             "tags": dict(sorted(tags.items())),
+            **extra,
         }
-        differences = []
         if tags != dict(spec.tags):
             differences.append(f"tags: {_tag_diff(spec.tags, tags)}")
         if spec.versioning is not None and versioning != spec.versioning:
@@ -185,12 +199,62 @@ class S3Client:
             tag_set = [{"Key": k, "Value": v} for k, v in sorted(wanted.items())]
             with s3_errors("PutBucketTagging", name):
                 await client.put_bucket_tagging(Bucket=name, Tagging={"TagSet": tag_set})
+        if spec.encryption is not None and not _matches(
+            observed.get("encryption"), _encryption_body(spec.encryption)
+        ):
+            default: dict[str, Any] = {"SSEAlgorithm": spec.encryption.algorithm}
+            if spec.encryption.kms_key_id is not None:
+                default["KMSMasterKeyID"] = spec.encryption.kms_key_id
+            rule: dict[str, Any] = {"ApplyServerSideEncryptionByDefault": default}
+            if spec.encryption.bucket_key is not None:
+                rule["BucketKeyEnabled"] = spec.encryption.bucket_key
+            with s3_errors("PutBucketEncryption", name):
+                await client.put_bucket_encryption(
+                    Bucket=name, ServerSideEncryptionConfiguration={"Rules": [rule]}
+                )
+        block = spec.public_access_block
+        if block is not None and observed.get("public_access_block") != _block_body(block):
+            configuration = {camel: getattr(block, snake) for snake, camel in _BLOCK_FIELDS.items()}
+            with s3_errors("PutPublicAccessBlock", name):
+                await client.put_public_access_block(
+                    Bucket=name, PublicAccessBlockConfiguration=configuration
+                )
         current = observed.get("versioning")
         if spec.versioning is not None and current != spec.versioning:
             with s3_errors("PutBucketVersioning", name):
                 await client.put_bucket_versioning(
                     Bucket=name, VersioningConfiguration={"Status": spec.versioning}
                 )
+
+    async def _encryption(self, client: Any, name: str) -> dict[str, Any] | None:
+        with s3_errors("GetBucketEncryption", name):
+            try:
+                answer = await client.get_bucket_encryption(Bucket=name)
+            except Exception as exc:
+                if code_of(exc) == "ServerSideEncryptionConfigurationNotFoundError":
+                    return None
+                raise
+        rules = answer.get("ServerSideEncryptionConfiguration", {}).get("Rules", [])
+        if not rules:
+            return None
+        default = rules[0].get("ApplyServerSideEncryptionByDefault", {})
+        found: dict[str, Any] = {"algorithm": default.get("SSEAlgorithm")}
+        if default.get("KMSMasterKeyID"):
+            found["kms_key_id"] = default["KMSMasterKeyID"]
+        if "BucketKeyEnabled" in rules[0]:
+            found["bucket_key"] = bool(rules[0]["BucketKeyEnabled"])
+        return found
+
+    async def _public_access_block(self, client: Any, name: str) -> dict[str, bool] | None:
+        with s3_errors("GetPublicAccessBlock", name):
+            try:
+                answer = await client.get_public_access_block(Bucket=name)
+            except Exception as exc:
+                if code_of(exc) == "NoSuchPublicAccessBlockConfiguration":
+                    return None
+                raise
+        found = answer.get("PublicAccessBlockConfiguration", {})
+        return {snake: bool(found.get(camel, False)) for snake, camel in _BLOCK_FIELDS.items()}
 
     async def _empty(self, client: Any, name: str) -> None:
         """Delete every object version and delete marker of ``name``."""
@@ -221,3 +285,30 @@ def _tag_diff(wanted: Mapping[str, str], found: Mapping[str, str]) -> str:
     parts += [f"+{k}={wanted[k]!r}" for k in sorted(wanted) if k not in found]
     parts += [f"-{k}" for k in sorted(found) if k not in wanted]
     return ", ".join(parts)
+
+
+_BLOCK_FIELDS = {
+    "block_public_acls": "BlockPublicAcls",
+    "ignore_public_acls": "IgnorePublicAcls",
+    "block_public_policy": "BlockPublicPolicy",
+    "restrict_public_buckets": "RestrictPublicBuckets",
+}
+
+
+def _encryption_body(encryption: Any) -> dict[str, Any]:
+    """What observe reports for a declared encryption (only the keys declared)."""
+    body: dict[str, Any] = {"algorithm": encryption.algorithm}
+    if encryption.kms_key_id is not None:
+        body["kms_key_id"] = encryption.kms_key_id
+    if encryption.bucket_key is not None:
+        body["bucket_key"] = encryption.bucket_key
+    return body
+
+
+def _block_body(block: Any) -> dict[str, bool]:
+    return {snake: bool(getattr(block, snake)) for snake in _BLOCK_FIELDS}
+
+
+def _matches(found: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
+    """Whether the declared keys have their declared values (undeclared ones are S3's)."""
+    return found is not None and all(found.get(key) == value for key, value in wanted.items())

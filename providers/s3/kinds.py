@@ -17,7 +17,16 @@ import reconcile
 from providers.s3.naming import bucket_name_errors
 from reconcile.errors import FieldError
 
-__all__ = ["API_VERSION", "BUCKET", "KINDS", "OWNER_TAG", "VERSIONING_VALUES", "BucketSpec"]
+__all__ = [
+    "API_VERSION",
+    "BUCKET",
+    "KINDS",
+    "OWNER_TAG",
+    "VERSIONING_VALUES",
+    "BucketSpec",
+    "Encryption",
+    "PublicAccessBlock",
+]
 
 API_VERSION = "s3.reconcile.dev/v1"
 #: The tag that marks a bucket as made by (and belonging to) one resource: its uid.
@@ -36,6 +45,30 @@ def _field(doc: str, *, default: Any = attrs.NOTHING, values: Sequence[str] = ()
     return attrs.field(default=default, metadata=metadata)
 
 
+ALGORITHMS = ("AES256", "aws:kms")
+
+
+@attrs.frozen
+class Encryption:
+    """Default server-side encryption of new objects."""
+
+    algorithm: str = _field("AES256 or aws:kms.", values=ALGORITHMS)
+    kms_key_id: str | None = _field("The KMS key (aws:kms only; default: the AWS managed key).", default=None)
+    bucket_key: bool | None = _field(
+        "Use an S3 Bucket Key (fewer KMS calls); absent: S3's default.", default=None
+    )
+
+
+@attrs.frozen
+class PublicAccessBlock:
+    """The bucket's four public-access switches (all on unless declared otherwise)."""
+
+    block_public_acls: bool = _field("Refuse requests that grant public ACLs.", default=True)
+    ignore_public_acls: bool = _field("Ignore public ACLs.", default=True)
+    block_public_policy: bool = _field("Refuse bucket policies that grant public access.", default=True)
+    restrict_public_buckets: bool = _field("Restrict access to a bucket with a public policy.", default=True)
+
+
 @attrs.frozen
 class BucketSpec:
     """An S3 bucket and the settings reconcile keeps at their declared values."""
@@ -51,6 +84,12 @@ class BucketSpec:
     )
     tags: dict[str, str] = _field(  # noqa: RUF009 - an attrs field, its default a Factory
         "The whole tag set, replaced together (50 tags at most).", default=attrs.Factory(dict)
+    )
+    encryption: Encryption | None = _field(  # noqa: RUF009 - an attrs field
+        "Default encryption: {algorithm, kms_key_id?, bucket_key?}; absent: left as it is.", default=None
+    )
+    public_access_block: PublicAccessBlock | None = _field(  # noqa: RUF009 - an attrs field
+        "The four public-access switches; absent: left as they are.", default=None
     )
     force_destroy: bool = _field(
         "Deleting the resource deletes every object version first; without it a non-empty bucket stays.",
@@ -68,6 +107,14 @@ def validate_bucket(spec: BucketSpec) -> Iterator[FieldError]:
         allowed = ", ".join(VERSIONING_VALUES)
         yield FieldError("versioning", f"must be one of {allowed} (or absent), not {spec.versioning!r}")
     yield from _tag_errors(spec.tags)
+    if spec.encryption is not None:
+        if spec.encryption.algorithm not in ALGORITHMS:
+            allowed = ", ".join(ALGORITHMS)
+            yield FieldError(
+                "encryption.algorithm", f"must be one of {allowed}, not {spec.encryption.algorithm!r}"
+            )
+        elif spec.encryption.kms_key_id is not None and spec.encryption.algorithm != "aws:kms":
+            yield FieldError("encryption.kms_key_id", "is for algorithm aws:kms only")
 
 
 def _plausible_region(region: str) -> bool:
