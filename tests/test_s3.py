@@ -6,6 +6,7 @@ bad input refused at admission, and no credential anywhere it should not be."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import subprocess
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 from s3_server import moto_server, reset
-from test_files_provider import until_async
+from test_files_provider import until, until_async
 
 from providers.s3 import BUCKET, S3Provider
 from reconcile import InvalidError, KindRegistry, NotFoundError, Resource, Runtime, connect
@@ -128,6 +129,11 @@ class TestAdmission:
             ),
             (bucket("bkt", encryption={}), "spec.encryption.algorithm: required field missing"),
             (bucket("bkt", public_access_block={"block_public_acls": "yes"}), "expected boolean"),
+            (bucket("bkt", policy="{}"), "spec.policy: expected a mapping"),
+            (
+                bucket("bkt", policy={"Version": "2012-10-17"}),
+                "spec.policy: a policy document needs a Statement",
+            ),
         ],
     )
     async def test_refused(self, tmp_path: Path, manifest: dict[str, Any], message: str) -> None:
@@ -211,6 +217,43 @@ class TestConverging:
         await until_async(clock, repaired)
         drift = [e for e in await running.client.history("bucket", "locked") if e.type == "DriftDetected"]
         assert "public_access_block" in drift[-1].data["message"]
+
+    async def test_policy_is_compared_by_meaning(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
+        """A policy S3 returns reordered, with one-element lists as values, is no drift;
+        one replaced by hand is put back."""
+        statement = {
+            "Sid": "Read",
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": ["s3:GetObject"],
+            "Resource": ["arn:aws:s3:::public-site/*"],
+        }
+        policy = {"Version": "2012-10-17", "Statement": [statement]}
+        await running.apply(bucket("public-site", policy=policy))
+        await asyncio.wait_for(running.wait_ready("bucket", "public-site"), DEADLINE)
+        respelled = {
+            "Statement": {**statement, "Action": "s3:GetObject", "Resource": "arn:aws:s3:::public-site/*"},
+            "Version": "2012-10-17",
+        }
+        await raw.put_bucket_policy(Bucket="public-site", Policy=json.dumps(respelled))
+        polls: list[str] = []
+        running.controllers["bucket.s3.reconcile.dev"].add_listener(
+            lambda key, _outcome: polls.append(key.name)
+        )
+        clock.advance(70)
+        await until(clock, lambda: "public-site" in polls)  # the poll after the respelling
+        history = await running.client.history("bucket", "public-site")
+        assert not [e for e in history if e.type == "DriftDetected"]
+        assert json.loads((await raw.get_bucket_policy(Bucket="public-site"))["Policy"]) == respelled
+        other = {"Version": "2012-10-17", "Statement": [{**statement, "Effect": "Deny"}]}
+        await raw.put_bucket_policy(Bucket="public-site", Policy=json.dumps(other))
+
+        async def restored() -> bool:
+            found = json.loads((await raw.get_bucket_policy(Bucket="public-site"))["Policy"])
+            return bool(found["Statement"][0]["Effect"] == "Allow")
+
+        clock.advance(70)
+        await until_async(clock, restored)
 
     async def test_drift_is_repaired_and_recorded(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
         """Tags and versioning changed by hand: the next poll puts them back and records

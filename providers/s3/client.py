@@ -4,6 +4,7 @@ aiobotocore, one client per region, reused across reconciles and closed on close
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +12,7 @@ import reconcile
 from providers.s3.config import S3Config
 from providers.s3.failing import code_of, s3_errors
 from providers.s3.kinds import OWNER_TAG
+from providers.s3.policies import same_policy
 from reconcile.errors import NotOwnedError, TransientError
 
 __all__ = ["S3Client"]
@@ -94,6 +96,13 @@ class S3Client:
             wanted_block = _block_body(spec.public_access_block)
             if found_block != wanted_block:
                 differences.append(f"public_access_block: {found_block or 'none'} -> {wanted_block}")
+        if spec.policy is not None:
+            found_policy = await self._policy(client, name)
+            extra["policy"] = found_policy
+            if found_policy is None or not same_policy(found_policy, spec.policy):
+                differences.append(
+                    "policy: differs from the declared document" if found_policy else "policy: none"
+                )
         observed = {
             "bucket": name,
             "region": self._region(resource) or client.meta.region_name,
@@ -219,6 +228,11 @@ class S3Client:
                 await client.put_public_access_block(
                     Bucket=name, PublicAccessBlockConfiguration=configuration
                 )
+        if spec.policy is not None and (
+            observed.get("policy") is None or not same_policy(observed.get("policy"), spec.policy)
+        ):
+            with s3_errors("PutBucketPolicy", name):
+                await client.put_bucket_policy(Bucket=name, Policy=json.dumps(spec.policy))
         current = observed.get("versioning")
         if spec.versioning is not None and current != spec.versioning:
             with s3_errors("PutBucketVersioning", name):
@@ -244,6 +258,20 @@ class S3Client:
         if "BucketKeyEnabled" in rules[0]:
             found["bucket_key"] = bool(rules[0]["BucketKeyEnabled"])
         return found
+
+    async def _policy(self, client: Any, name: str) -> dict[str, Any] | None:
+        with s3_errors("GetBucketPolicy", name):
+            try:
+                answer = await client.get_bucket_policy(Bucket=name)
+            except Exception as exc:
+                if code_of(exc) == "NoSuchBucketPolicy":
+                    return None
+                raise
+        try:
+            document = json.loads(answer.get("Policy") or "null")
+        except ValueError:
+            return None  # not JSON: differs from any declared document
+        return document if isinstance(document, dict) else None
 
     async def _public_access_block(self, client: Any, name: str) -> dict[str, bool] | None:
         with s3_errors("GetPublicAccessBlock", name):

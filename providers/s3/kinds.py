@@ -91,6 +91,9 @@ class BucketSpec:
     public_access_block: PublicAccessBlock | None = _field(  # noqa: RUF009 - an attrs field
         "The four public-access switches; absent: left as they are.", default=None
     )
+    policy: dict[str, Any] | None = _field(  # noqa: RUF009 - an attrs field
+        "A bucket policy document (a mapping), compared semantically; absent: left as it is.", default=None
+    )
     force_destroy: bool = _field(
         "Deleting the resource deletes every object version first; without it a non-empty bucket stays.",
         default=False,
@@ -107,6 +110,11 @@ def validate_bucket(spec: BucketSpec) -> Iterator[FieldError]:
         allowed = ", ".join(VERSIONING_VALUES)
         yield FieldError("versioning", f"must be one of {allowed} (or absent), not {spec.versioning!r}")
     yield from _tag_errors(spec.tags)
+    if spec.policy is not None:
+        if "Statement" not in spec.policy:
+            yield FieldError("policy", "a policy document needs a Statement")
+        elif not isinstance(spec.policy["Statement"], list | dict):
+            yield FieldError("policy.Statement", "expected a list of statements (or one statement)")
     if spec.encryption is not None:
         if spec.encryption.algorithm not in ALGORITHMS:
             allowed = ", ".join(ALGORITHMS)
