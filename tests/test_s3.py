@@ -130,6 +130,26 @@ class TestAdmission:
             (bucket("bkt", encryption={}), "spec.encryption.algorithm: required field missing"),
             (bucket("bkt", public_access_block={"block_public_acls": "yes"}), "expected boolean"),
             (bucket("bkt", policy="{}"), "spec.policy: expected a mapping"),
+            (bucket("bkt", lifecycle_rules=[{"id": "r"}]), "spec.lifecycle_rules[0]: a rule needs an action"),
+            (
+                bucket(
+                    "bkt",
+                    lifecycle_rules=[{"id": "r", "expiration_days": 1}, {"id": "r", "expiration_days": 2}],
+                ),
+                "spec.lifecycle_rules[1].id: duplicate rule id 'r'",
+            ),
+            (
+                bucket("bkt", lifecycle_rules=[{"id": "r", "expiration_days": 0}]),
+                "spec.lifecycle_rules[0].expiration_days: must be >= 1",
+            ),
+            (
+                bucket("bkt", cors_rules=[{"allowed_methods": ["FETCH"], "allowed_origins": ["*"]}]),
+                "spec.cors_rules[0].allowed_methods: 'FETCH' is not one of",
+            ),
+            (
+                bucket("bkt", cors_rules=[{"allowed_methods": ["GET"], "allowed_origins": []}]),
+                "spec.cors_rules[0].allowed_origins: at least one origin",
+            ),
             (
                 bucket("bkt", policy={"Version": "2012-10-17"}),
                 "spec.policy: a policy document needs a Statement",
@@ -254,6 +274,58 @@ class TestConverging:
 
         clock.advance(70)
         await until_async(clock, restored)
+
+    async def test_lifecycle_and_cors_rules(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
+        """Lifecycle and CORS rules are set, read back as no drift, repaired when removed
+        by hand, and removed when the spec declares [] for them."""
+        rules = [
+            {"id": "logs", "prefix": "logs/", "expiration_days": 30},
+            {"id": "old", "tags": {"tier": "cold"}, "noncurrent_expiration_days": 7},
+            {"id": "uploads", "abort_incomplete_upload_days": 2, "enabled": False},
+        ]
+        cors = [
+            {
+                "allowed_methods": ["GET", "HEAD"],
+                "allowed_origins": ["https://example.test"],
+                "max_age_seconds": 600,
+            }
+        ]
+        await running.apply(bucket("ruled", versioning="Enabled", lifecycle_rules=rules, cors_rules=cors))
+        await asyncio.wait_for(running.wait_ready("bucket", "ruled"), DEADLINE)
+        found = (await raw.get_bucket_lifecycle_configuration(Bucket="ruled"))["Rules"]
+        assert sorted(r["ID"] for r in found) == ["logs", "old", "uploads"]
+        assert (await raw.get_bucket_cors(Bucket="ruled"))["CORSRules"][0]["MaxAgeSeconds"] == 600
+        polls: list[str] = []
+        running.controllers["bucket.s3.reconcile.dev"].add_listener(
+            lambda key, _outcome: polls.append(key.name)
+        )
+        clock.advance(70)
+        await until(clock, lambda: "ruled" in polls)
+        history = await running.client.history("bucket", "ruled")
+        assert not [e for e in history if e.type == "DriftDetected"], "S3's own spelling is no drift"
+        await raw.delete_bucket_lifecycle(Bucket="ruled")
+        await raw.delete_bucket_cors(Bucket="ruled")
+
+        async def restored() -> bool:
+            try:
+                await raw.get_bucket_cors(Bucket="ruled")
+                rules_now = (await raw.get_bucket_lifecycle_configuration(Bucket="ruled"))["Rules"]
+            except Exception:  # noqa: BLE001 - not there yet
+                return False
+            return len(rules_now) == 3
+
+        clock.advance(70)
+        await until_async(clock, restored)
+        await running.client.patch("bucket", "ruled", {"spec": {"lifecycle_rules": [], "cors_rules": []}})
+
+        async def removed() -> bool:
+            try:
+                await raw.get_bucket_cors(Bucket="ruled")
+            except Exception:  # noqa: BLE001 - NoSuchCORSConfiguration: removed
+                return True
+            return False
+
+        await until_async(clock, removed)
 
     async def test_drift_is_repaired_and_recorded(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
         """Tags and versioning changed by hand: the next poll puts them back and records

@@ -13,6 +13,14 @@ from providers.s3.config import S3Config
 from providers.s3.failing import code_of, s3_errors
 from providers.s3.kinds import OWNER_TAG
 from providers.s3.policies import same_policy
+from providers.s3.rules import (
+    cors_from_s3,
+    cors_to_s3,
+    lifecycle_from_s3,
+    lifecycle_to_s3,
+    normal_cors,
+    normal_lifecycle,
+)
 from reconcile.errors import NotOwnedError, TransientError
 
 __all__ = ["S3Client"]
@@ -83,7 +91,7 @@ class S3Client:
         with s3_errors("GetBucketVersioning", name):
             versioning = (await client.get_bucket_versioning(Bucket=name)).get("Status")
         differences: list[str] = []
-        extra = {}
+        extra: dict[str, Any] = {}
         if spec.encryption is not None:
             found = await self._encryption(client, name)
             extra["encryption"] = found
@@ -103,6 +111,16 @@ class S3Client:
                 differences.append(
                     "policy: differs from the declared document" if found_policy else "policy: none"
                 )
+        if spec.lifecycle_rules is not None:
+            found_rules = await self._lifecycle(client, name)
+            extra["lifecycle_rules"] = found_rules
+            if found_rules != normal_lifecycle(spec.lifecycle_rules):
+                differences.append("lifecycle_rules: differ from the declared rules")
+        if spec.cors_rules is not None:
+            found_cors = await self._cors(client, name)
+            extra["cors_rules"] = found_cors
+            if found_cors != normal_cors(spec.cors_rules):
+                differences.append("cors_rules: differ from the declared rules")
         observed = {
             "bucket": name,
             "region": self._region(resource) or client.meta.region_name,
@@ -233,6 +251,7 @@ class S3Client:
         ):
             with s3_errors("PutBucketPolicy", name):
                 await client.put_bucket_policy(Bucket=name, Policy=json.dumps(spec.policy))
+        await self._settle_rules(client, spec, observed, name)
         current = observed.get("versioning")
         if spec.versioning is not None and current != spec.versioning:
             with s3_errors("PutBucketVersioning", name):
@@ -259,6 +278,26 @@ class S3Client:
             found["bucket_key"] = bool(rules[0]["BucketKeyEnabled"])
         return found
 
+    async def _lifecycle(self, client: Any, name: str) -> list[dict[str, Any]]:
+        with s3_errors("GetBucketLifecycleConfiguration", name):
+            try:
+                answer = await client.get_bucket_lifecycle_configuration(Bucket=name)
+            except Exception as exc:
+                if code_of(exc) == "NoSuchLifecycleConfiguration":
+                    return []
+                raise
+        return lifecycle_from_s3(answer.get("Rules", []))
+
+    async def _cors(self, client: Any, name: str) -> list[dict[str, Any]]:
+        with s3_errors("GetBucketCors", name):
+            try:
+                answer = await client.get_bucket_cors(Bucket=name)
+            except Exception as exc:
+                if code_of(exc) == "NoSuchCORSConfiguration":
+                    return []
+                raise
+        return cors_from_s3(answer.get("CORSRules", []))
+
     async def _policy(self, client: Any, name: str) -> dict[str, Any] | None:
         with s3_errors("GetBucketPolicy", name):
             try:
@@ -283,6 +322,28 @@ class S3Client:
                 raise
         found = answer.get("PublicAccessBlockConfiguration", {})
         return {snake: bool(found.get(camel, False)) for snake, camel in _BLOCK_FIELDS.items()}
+
+    @staticmethod
+    async def _settle_rules(client: Any, spec: Any, observed: dict[str, Any], name: str) -> None:
+        """Lifecycle and CORS rules to the spec ([] removes them)."""
+        rules = spec.lifecycle_rules
+        if rules is not None and observed.get("lifecycle_rules") != normal_lifecycle(rules):
+            with s3_errors("PutBucketLifecycleConfiguration", name):
+                if rules:
+                    await client.put_bucket_lifecycle_configuration(
+                        Bucket=name, LifecycleConfiguration={"Rules": lifecycle_to_s3(rules)}
+                    )
+                else:
+                    await client.delete_bucket_lifecycle(Bucket=name)
+        cors = spec.cors_rules
+        if cors is not None and observed.get("cors_rules") != normal_cors(cors):
+            with s3_errors("PutBucketCors", name):
+                if cors:
+                    await client.put_bucket_cors(
+                        Bucket=name, CORSConfiguration={"CORSRules": cors_to_s3(cors)}
+                    )
+                else:
+                    await client.delete_bucket_cors(Bucket=name)
 
     async def _empty(self, client: Any, name: str) -> None:
         """Delete every object version and delete marker of ``name``."""

@@ -24,7 +24,9 @@ __all__ = [
     "OWNER_TAG",
     "VERSIONING_VALUES",
     "BucketSpec",
+    "CorsRule",
     "Encryption",
+    "LifecycleRule",
     "PublicAccessBlock",
 ]
 
@@ -70,6 +72,37 @@ class PublicAccessBlock:
 
 
 @attrs.frozen
+class LifecycleRule:
+    """One lifecycle rule: which objects (prefix and/or tags) and what happens to them."""
+
+    id: str = _field("The rule's name (unique in the bucket).")
+    enabled: bool = _field("Whether the rule applies.", default=True)
+    prefix: str | None = _field("Objects whose key starts with this.", default=None)
+    tags: dict[str, str] = _field("Objects with all these tags.", default=attrs.Factory(dict))  # noqa: RUF009
+    expiration_days: int | None = _field("Delete current versions after this many days.", default=None)
+    noncurrent_expiration_days: int | None = _field(
+        "Delete noncurrent versions after this many days.", default=None
+    )
+    abort_incomplete_upload_days: int | None = _field(
+        "Abort multipart uploads not finished after this many days.", default=None
+    )
+
+
+@attrs.frozen
+class CorsRule:
+    """One CORS rule."""
+
+    allowed_methods: tuple[str, ...] = _field("GET, PUT, POST, DELETE, HEAD.")
+    allowed_origins: tuple[str, ...] = _field('Origins allowed ("*" for any).')
+    allowed_headers: tuple[str, ...] = _field("Request headers allowed.", default=())
+    expose_headers: tuple[str, ...] = _field("Response headers the browser may read.", default=())
+    max_age_seconds: int | None = _field("How long a browser may cache the preflight answer.", default=None)
+
+
+CORS_METHODS = ("GET", "PUT", "POST", "DELETE", "HEAD")
+
+
+@attrs.frozen
 class BucketSpec:
     """An S3 bucket and the settings reconcile keeps at their declared values."""
 
@@ -94,6 +127,12 @@ class BucketSpec:
     policy: dict[str, Any] | None = _field(  # noqa: RUF009 - an attrs field
         "A bucket policy document (a mapping), compared semantically; absent: left as it is.", default=None
     )
+    lifecycle_rules: tuple[LifecycleRule, ...] | None = _field(
+        "Lifecycle rules ([] removes them); absent: left as they are.", default=None
+    )
+    cors_rules: tuple[CorsRule, ...] | None = _field(
+        "CORS rules ([] removes them); absent: left as they are.", default=None
+    )
     force_destroy: bool = _field(
         "Deleting the resource deletes every object version first; without it a non-empty bucket stays.",
         default=False,
@@ -115,6 +154,20 @@ def validate_bucket(spec: BucketSpec) -> Iterator[FieldError]:
             yield FieldError("policy", "a policy document needs a Statement")
         elif not isinstance(spec.policy["Statement"], list | dict):
             yield FieldError("policy.Statement", "expected a list of statements (or one statement)")
+    yield from _lifecycle_errors(spec.lifecycle_rules or ())
+    for index, cors in enumerate(spec.cors_rules or ()):
+        if not cors.allowed_methods:
+            yield FieldError(f"cors_rules[{index}].allowed_methods", "at least one method")
+        for method in cors.allowed_methods:
+            if method not in CORS_METHODS:
+                yield FieldError(
+                    f"cors_rules[{index}].allowed_methods",
+                    f"{method!r} is not one of {', '.join(CORS_METHODS)}",
+                )
+        if not cors.allowed_origins:
+            yield FieldError(f"cors_rules[{index}].allowed_origins", "at least one origin")
+        if cors.max_age_seconds is not None and cors.max_age_seconds < 0:
+            yield FieldError(f"cors_rules[{index}].max_age_seconds", "must be >= 0")
     if spec.encryption is not None:
         if spec.encryption.algorithm not in ALGORITHMS:
             allowed = ", ".join(ALGORITHMS)
@@ -123,6 +176,28 @@ def validate_bucket(spec: BucketSpec) -> Iterator[FieldError]:
             )
         elif spec.encryption.kms_key_id is not None and spec.encryption.algorithm != "aws:kms":
             yield FieldError("encryption.kms_key_id", "is for algorithm aws:kms only")
+
+
+def _lifecycle_errors(rules: Sequence[LifecycleRule]) -> Iterator[FieldError]:
+    seen: set[str] = set()
+    for index, rule in enumerate(rules):
+        where = f"lifecycle_rules[{index}]"
+        if not rule.id or len(rule.id) > 255:  # noqa: PLR2004 - S3's limit on a rule id
+            yield FieldError(f"{where}.id", "a rule id is 1 to 255 characters")
+        if rule.id in seen:
+            yield FieldError(f"{where}.id", f"duplicate rule id {rule.id!r}")
+        seen.add(rule.id)
+        actions = (rule.expiration_days, rule.noncurrent_expiration_days, rule.abort_incomplete_upload_days)
+        if all(days is None for days in actions):
+            yield FieldError(
+                where,
+                "a rule needs an action: expiration_days, noncurrent_expiration_days "
+                "or abort_incomplete_upload_days",
+            )
+        for name in ("expiration_days", "noncurrent_expiration_days", "abort_incomplete_upload_days"):
+            days = getattr(rule, name)
+            if days is not None and days < 1:
+                yield FieldError(f"{where}.{name}", "must be >= 1")
 
 
 def _plausible_region(region: str) -> bool:
