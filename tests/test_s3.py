@@ -21,7 +21,7 @@ from s3_server import moto_server, reset
 from test_files_provider import until, until_async
 
 from providers.s3 import BUCKET, S3Provider
-from reconcile import InvalidError, KindRegistry, NotFoundError, Resource, Runtime, connect
+from reconcile import InvalidError, KindRegistry, NotFoundError, ObjectKey, Resource, Runtime, connect
 from reconcile.testing import FakeClock
 from reconcile.testing.conformance import CHECKS, Harness
 
@@ -563,3 +563,115 @@ def _bucket_names(url: str) -> list[str]:
 
 def _bucket_count(url: str) -> int:
     return len(_bucket_names(url))
+
+
+class TestFailures:
+    """What the AWS side can do wrong: each is a clear condition, retried with backoff."""
+
+    async def _synced_message(self, runtime: Runtime, clock: FakeClock, name: str, text: str) -> str:
+        found: list[str] = []
+
+        async def says() -> bool:
+            obj = await runtime.client.get("bucket", name)
+            synced = obj.status.condition("Synced")
+            if synced is not None and text in synced.message:
+                found.append(synced.message)
+                return True
+            return False
+
+        await until_async(clock, says)
+        return found[-1]
+
+    async def test_missing_credentials(
+        self, s3: str, tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """No credentials anywhere in the chain: Synced=False names the chain; no bucket."""
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        config = {"s3": {"endpoint_url": s3, "addressing_style": "path"}}
+        runtime = Runtime(
+            tmp_path / "c.db", providers=[S3Provider()], provider_config=config, clock=clock, wall_clock=clock
+        )
+        async with runtime:
+            await runtime.apply(bucket("no-creds"))
+            message = await self._synced_message(runtime, clock, "no-creds", "no AWS credentials found")
+        assert "AWS_ACCESS_KEY_ID" in message
+        assert "~/.aws/credentials" in message
+        assert SECRET not in message
+
+    @pytest.mark.usefixtures("s3")
+    async def test_unreachable_endpoint(self, tmp_path: Path, clock: FakeClock) -> None:
+        """An endpoint nobody listens on: the condition says so, and the retries back off."""
+        from s3_server import free_port  # noqa: PLC0415
+
+        config = {"s3": {"endpoint_url": f"http://127.0.0.1:{free_port()}", "addressing_style": "path"}}
+        # One attempt per reconcile: no retry sleeping on the fake clock when the runtime
+        # closes (the backoff across reconciles is what this test looks at).
+        runtime = Runtime(
+            tmp_path / "u.db",
+            providers=[S3Provider()],
+            provider_config=config,
+            clock=clock,
+            wall_clock=clock,
+            provider_attempts=1,
+        )
+        async with runtime:
+            await runtime.apply(bucket("far-away"))
+            await self._synced_message(runtime, clock, "far-away", "the endpoint is unreachable")
+            queue = runtime.controllers["bucket.s3.reconcile.dev"].queue
+            assert queue.num_requeues(ObjectKey("s3.reconcile.dev", "Bucket", "default", "far-away")) >= 1
+
+    async def test_slow_down_is_retried_without_a_duplicate(
+        self, s3: str, tmp_path: Path, clock: FakeClock, raw: Any
+    ) -> None:
+        """CreateBucket answered SlowDown (503) once: retried, one bucket, Ready."""
+        from botocore.exceptions import ClientError  # noqa: PLC0415
+
+        from providers.s3.client import S3Client  # noqa: PLC0415
+
+        answered: list[str] = []
+
+        class SlowDownOnce:
+            def __init__(self, inner: Any) -> None:
+                self.inner = inner
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.inner, name)
+
+            async def create_bucket(self, **arguments: Any) -> Any:
+                if not answered:
+                    answered.append("SlowDown")
+                    error = {"Code": "SlowDown", "Message": "Please reduce your request rate."}
+                    raise ClientError(
+                        {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 503}}, "CreateBucket"
+                    )
+                return await self.inner.create_bucket(**arguments)
+
+        class Throttled(S3Client):
+            async def _client(self, region: str | None) -> Any:
+                return SlowDownOnce(await super()._client(region))
+
+        class ThrottledProvider(S3Provider):
+            async def connect(self, config: Mapping[str, Any]) -> Any:
+                return Throttled(config)
+
+        config = {"s3": {"endpoint_url": s3, "addressing_style": "path"}}
+        runtime = Runtime(
+            tmp_path / "t.db",
+            providers=[ThrottledProvider()],
+            provider_config=config,
+            clock=clock,
+            wall_clock=clock,
+        )
+        async with runtime:
+            await runtime.apply(bucket("throttled"))
+
+            async def ready() -> bool:
+                obj = await runtime.client.get("bucket", "throttled")
+                condition = obj.status.condition("Ready")
+                return condition is not None and condition.status.value == "True"
+
+            await until_async(clock, ready)
+        assert answered == ["SlowDown"]
+        assert [b["Name"] for b in (await raw.list_buckets())["Buckets"]] == ["throttled"]
