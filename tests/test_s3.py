@@ -383,6 +383,34 @@ class TestConverging:
         assert await tags_of(raw, "theirs") == {"owner": "them"}
         assert await (await raw.get_object(Bucket="theirs", Key="keep.txt"))["Body"].read() == b"theirs"
 
+    async def test_adopting_a_bucket_on_request(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
+        """With the adopt annotation, an existing bucket gets our owner tag, Adopted is
+        recorded, and the next reconcile brings it to the spec; its objects stay."""
+        await raw.create_bucket(
+            Bucket="legacy", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
+        )
+        await raw.put_object(Bucket="legacy", Key="keep.txt", Body=b"old")
+        manifest = bucket("legacy", tags={"team": "web"})
+        manifest["metadata"]["annotations"] = {"reconcile.dev/adopt": "true"}
+        await running.apply(manifest)
+        ready_now: list[Any] = []
+
+        async def ready() -> bool:
+            obj = await running.client.get("bucket", "legacy")
+            condition = obj.status.condition("Ready")
+            if condition is not None and condition.status.value == "True":
+                ready_now.append(obj)
+            return bool(ready_now)
+
+        await until_async(clock, ready)  # the requeue after Adopted waits out its backoff on the clock
+        ready = ready_now[-1]
+        assert await tags_of(raw, "legacy") == {"team": "web", "reconcile.dev/owner": ready.metadata.uid}
+        history = await running.client.history("bucket", "legacy")
+        assert [e.data["message"] for e in history if e.type == "Adopted"] == [
+            "took over the existing external resource (unmarked)"
+        ]
+        assert await (await raw.get_object(Bucket="legacy", Key="keep.txt"))["Body"].read() == b"old"
+
     async def test_deleting_a_bucket_with_objects(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
         """Without force_destroy a bucket holding objects stays, with a condition saying
         why; with it, every object version and delete marker goes, then the bucket."""

@@ -195,6 +195,16 @@ class S3Client:
                     raise TransientError(message, retry_after=_NOT_EMPTY_RETRY) from exc
                 raise
 
+    async def adopt(self, resource: reconcile.Resource[Any, Any]) -> None:
+        """Take over an existing bucket (``reconcile.dev/adopt``): add our owner tag to its
+        tags; change nothing else (the next reconcile brings it to the spec)."""
+        name = resource.spec.bucket
+        client = await self._client(self._region(resource))
+        tags = {**await self._tags(client, name), OWNER_TAG: resource.metadata.uid}
+        tag_set = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+        with s3_errors("PutBucketTagging", name):
+            await client.put_bucket_tagging(Bucket=name, Tagging={"TagSet": tag_set})
+
     async def close(self) -> None:
         """Close every client."""
         await self._stack.aclose()
