@@ -703,3 +703,30 @@ class TestFailures:
             await until_async(clock, ready)
         assert answered == ["SlowDown"]
         assert [b["Name"] for b in (await raw.list_buckets())["Buckets"]] == ["throttled"]
+
+
+def test_s3_benchmark_smoke(tmp_path: Path) -> None:
+    """benchmarks/s3.py at a tiny size: every phase measured beside the plain script,
+    and the no-change pass makes read calls only."""
+    out = tmp_path / "s3.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).parents[1] / "benchmarks" / "s3.py"),
+            "--size",
+            "4",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {row["phase"]: row for row in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"create", "noop", "repair", "delete"}
+    assert rows["noop"]["our_writes"] == 0
+    assert sum(rows["noop"]["our_calls"].values()) > 0
+    assert rows["repair"]["our_writes"] >= 1
+    assert "x plain" in result.stdout

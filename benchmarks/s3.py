@@ -1,0 +1,323 @@
+"""The s3 provider against moto_server, beside a plain aiobotocore program doing the
+same work with the same concurrency (the limit a careful hand-written script sets).
+
+Phases, on N buckets each with versioning, tags and default encryption:
+
+1. create: apply N Buckets, run the Runtime until every one is Ready; the plain script
+   makes CreateBucket, PutBucketTagging, PutBucketVersioning, PutBucketEncryption.
+2. no change: a resync of every bucket; the plain script reads what it would compare
+   (HeadBucket, GetBucketTagging, GetBucketVersioning, GetBucketEncryption). Both count
+   their calls: the engine's must all be reads.
+3. repair: tags changed out of band on 10% of the buckets, then a resync; the plain
+   script reads every bucket and puts the tags of the changed ones back.
+4. delete: delete every Bucket resource and run until they are gone; the plain script
+   makes DeleteBucket.
+
+Objects in the buckets (the Object kind) are not measured yet: that kind is not built.
+
+    python benchmarks/s3.py [--size N] [--workers W] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from providers.s3 import S3Provider  # noqa: E402
+from providers.s3.client import S3Client  # noqa: E402
+from reconcile import Runtime  # noqa: E402
+from reconcile.controller import Priority  # noqa: E402
+
+REGION = "eu-west-1"
+TAGS = {"team": "web", "tier": "static"}
+_READS = ("Head", "Get", "List")
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    """moto_server on a free loopback port (its request log to a file)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = Path(sys.executable).parent / "moto_server"
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(  # noqa: S603 - our own venv's moto_server
+            [str(command), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=log
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/moto-api/", timeout=1):  # noqa: S310
+                        break
+                except OSError:
+                    if time.monotonic() > deadline or process.poll() is not None:
+                        raise RuntimeError("moto_server did not start") from None
+                    time.sleep(0.05)
+            yield url
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def reset(url: str) -> None:
+    """Forget every bucket."""
+    request = urllib.request.Request(f"{url}/moto-api/reset", method="POST")  # noqa: S310
+    with urllib.request.urlopen(request, timeout=10):  # noqa: S310
+        pass
+
+
+class Calls:
+    """S3 API calls made, by operation (botocore's before-call event)."""
+
+    def __init__(self) -> None:
+        self.count: collections.Counter[str] = collections.Counter()
+
+    def attach(self, client: Any) -> None:
+        """Count the calls ``client`` makes."""
+        client.meta.events.register("before-call.s3", self._count)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        self.count[model.name] += 1
+
+    def take(self) -> dict[str, int]:
+        """The counts since the last take."""
+        taken, self.count = dict(self.count), collections.Counter()
+        return taken
+
+
+def writes(calls: Mapping[str, int]) -> int:
+    """How many of the calls change something."""
+    return sum(n for name, n in calls.items() if not name.startswith(_READS))
+
+
+def manifest(index: int) -> dict[str, Any]:
+    """Bucket ``index``."""
+    return {
+        "api_version": "s3.reconcile.dev/v1",
+        "kind": "Bucket",
+        "metadata": {"name": f"bench-{index:05d}"},
+        "spec": {"versioning": "Enabled", "tags": TAGS, "encryption": {"algorithm": "AES256"}},
+    }
+
+
+async def _gather(workers: int, jobs: list[Any]) -> None:
+    limit = asyncio.Semaphore(workers)
+
+    async def one(job: Any) -> None:
+        async with limit:
+            await job()
+
+    await asyncio.gather(*(one(job) for job in jobs))
+
+
+async def plain(url: str, size: int, workers: int) -> dict[str, Any]:
+    """The limit: the calls a careful hand-written program makes, ``workers`` at a time."""
+    from aiobotocore.config import AioConfig  # noqa: PLC0415
+    from aiobotocore.session import get_session  # noqa: PLC0415
+
+    calls = Calls()
+    config = AioConfig(s3={"addressing_style": "path"}, max_pool_connections=workers)
+    async with get_session().create_client("s3", region_name=REGION, endpoint_url=url, config=config) as s3:
+        calls.attach(s3)
+        names = [f"plain-{i:05d}" for i in range(size)]
+        tag_set = [{"Key": k, "Value": v} for k, v in sorted(TAGS.items())]
+        encryption = {"Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}
+
+        def create(name: str) -> Any:
+            async def job() -> None:
+                await s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": REGION})
+                await s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": tag_set})
+                await s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+                await s3.put_bucket_encryption(Bucket=name, ServerSideEncryptionConfiguration=encryption)
+
+            return job
+
+        def check(name: str, repair: bool) -> Any:
+            async def job() -> None:
+                await s3.head_bucket(Bucket=name)
+                found = (await s3.get_bucket_tagging(Bucket=name))["TagSet"]
+                await s3.get_bucket_versioning(Bucket=name)
+                await s3.get_bucket_encryption(Bucket=name)
+                if repair and found != tag_set:
+                    await s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": tag_set})
+
+            return job
+
+        def delete(name: str) -> Any:
+            async def job() -> None:
+                await s3.delete_bucket(Bucket=name)
+
+            return job
+
+        result: dict[str, Any] = {}
+        started = time.perf_counter()
+        await _gather(workers, [create(n) for n in names])
+        result["create_s"], result["create_calls"] = time.perf_counter() - started, calls.take()
+        started = time.perf_counter()
+        await _gather(workers, [check(n, repair=False) for n in names])
+        result["noop_s"], result["noop_calls"] = time.perf_counter() - started, calls.take()
+        changed = names[:: max(1, size // max(1, size // 10))][: max(1, size // 10)]
+        for name in changed:
+            await s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": [{"Key": "team", "Value": "ops"}]})
+        calls.take()
+        started = time.perf_counter()
+        await _gather(workers, [check(n, repair=True) for n in names])
+        result["repair_s"], result["repair_calls"] = time.perf_counter() - started, calls.take()
+        started = time.perf_counter()
+        await _gather(workers, [delete(n) for n in names])
+        result["delete_s"], result["delete_calls"] = time.perf_counter() - started, calls.take()
+    return result
+
+
+class CountingS3Client(S3Client):
+    """The provider's client, its calls counted."""
+
+    calls = Calls()
+
+    async def _client(self, region: str | None) -> Any:
+        fresh = region not in self._clients if region else not self._clients
+        client = await super()._client(region)
+        if fresh:
+            self.calls.attach(client)
+        return client
+
+
+class CountingProvider(S3Provider):
+    """The s3 provider with counted calls."""
+
+    async def connect(self, config: Mapping[str, Any]) -> Any:
+        """A counting client."""
+        return CountingS3Client(config)
+
+
+async def ours(url: str, size: int, workers: int, db: Path) -> dict[str, Any]:
+    """The engine: apply, converge, resync, repair, delete."""
+    calls = CountingS3Client.calls
+    calls.take()
+    config = {"s3": {"endpoint_url": url, "addressing_style": "path", "max_pool_connections": workers}}
+    runtime = Runtime(
+        db,
+        providers=[CountingProvider()],
+        provider_config=config,
+        workers=workers,
+        resync_period=None,
+        poll_interval=3600,
+    )
+    result: dict[str, Any] = {}
+    async with runtime:
+        await runtime.wait_synced()
+        started = time.perf_counter()
+        await runtime.apply_many([manifest(i) for i in range(size)])
+        state = await runtime.wait_converged(timeout=600)
+        assert state.converged, state.waiting[:3]
+        result["create_s"], result["create_calls"] = time.perf_counter() - started, calls.take()
+        controller = runtime.controllers["bucket.s3.reconcile.dev"]
+
+        async def resync() -> None:
+            controller.enqueue_many(controller.informer.cached_keys(), Priority.RESYNC)
+            await runtime.wait_converged(timeout=600)
+
+        started = time.perf_counter()
+        await resync()
+        result["noop_s"], result["noop_calls"] = time.perf_counter() - started, calls.take()
+        await _tamper(url, size)
+        calls.take()
+        started = time.perf_counter()
+        await resync()
+        result["repair_s"], result["repair_calls"] = time.perf_counter() - started, calls.take()
+        started = time.perf_counter()
+        names = [obj.metadata.name for obj in controller.informer.list()]
+        await asyncio.gather(*(runtime.client.delete("bucket", name) for name in names))
+        while controller.informer.cached_keys():  # the harness polling its own cache
+            await asyncio.sleep(0.01)
+        result["delete_s"], result["delete_calls"] = time.perf_counter() - started, calls.take()
+    return result
+
+
+async def _tamper(url: str, size: int) -> None:
+    """Change the tags of 10% of the engine's buckets by hand (the owner tag kept)."""
+    from aiobotocore.session import get_session  # noqa: PLC0415
+
+    async with get_session().create_client("s3", region_name=REGION, endpoint_url=url) as s3:
+        for index in range(0, size, 10):
+            name = f"bench-{index:05d}"
+            tags = {t["Key"]: t["Value"] for t in (await s3.get_bucket_tagging(Bucket=name))["TagSet"]}
+            tags["team"] = "ops"
+            await s3.put_bucket_tagging(
+                Bucket=name, Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in tags.items()]}
+            )
+
+
+def main() -> None:
+    """Run both, print the table, write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=50, help="buckets")
+    parser.add_argument("--workers", type=int, default=16, help="concurrency of both sides")
+    parser.add_argument("--json", type=Path, help="write results here")
+    args = parser.parse_args()
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")
+    os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
+    with moto_server() as url, tempfile.TemporaryDirectory() as folder:
+        limit = asyncio.run(plain(url, args.size, args.workers))
+        reset(url)
+        engine = asyncio.run(ours(url, args.size, args.workers, Path(folder) / "state.db"))
+    rows = []
+    header = ("phase", "plain s", "ours s", "x plain", "plain calls", "our calls", "our writes")
+    print(" ".join(f"{h:>11}" for h in header))
+    for phase in ("create", "noop", "repair", "delete"):
+        plain_s, ours_s = limit[f"{phase}_s"], engine[f"{phase}_s"]
+        plain_calls, our_calls = limit[f"{phase}_calls"], engine[f"{phase}_calls"]
+        row = {
+            "phase": phase,
+            "plain_s": plain_s,
+            "ours_s": ours_s,
+            "ratio": ours_s / plain_s if plain_s else None,
+            "plain_calls": plain_calls,
+            "our_calls": our_calls,
+            "our_writes": writes(our_calls),
+        }
+        rows.append(row)
+        cells = (
+            phase,
+            f"{plain_s:.2f}",
+            f"{ours_s:.2f}",
+            f"{ours_s / plain_s:.2f}",
+            f"{sum(plain_calls.values())}",
+            f"{sum(our_calls.values())}",
+            f"{writes(our_calls)}",
+        )
+        print(" ".join(f"{c:>11}" for c in cells))
+    result = {
+        "benchmark": "s3",
+        "size": args.size,
+        "workers": args.workers,
+        "python": platform.python_version(),
+        "rows": rows,
+    }
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
