@@ -1,4 +1,4 @@
-"""The built-in s3 provider: ``Bucket`` resources of ``s3.reconcile.dev/v1`` on any
+"""The built-in s3 provider: ``Bucket`` and ``Object`` resources of ``s3.reconcile.dev/v1`` on any
 S3-compatible endpoint (AWS, MinIO, Ceph, R2, moto), through aiobotocore.
 
 Registered as the ``s3`` entry point of the ``reconcile.providers`` group; it imports only
@@ -7,9 +7,10 @@ provider first connects, not when it is discovered.
 """
 
 from providers.s3.kinds import API_VERSION, BUCKET, BucketSpec
+from providers.s3.objects import OBJECT, ObjectSpec
 from providers.s3.provider import S3Provider
 
-__all__ = ["API_VERSION", "BUCKET", "BucketSpec", "S3Provider", "provider"]
+__all__ = ["API_VERSION", "BUCKET", "OBJECT", "BucketSpec", "ObjectSpec", "S3Provider", "provider"]
 
 provider = S3Provider()
 """The provider object the entry point names."""

@@ -13,6 +13,7 @@ from providers.s3.config import S3Config
 from providers.s3.failing import code_of, s3_errors
 from providers.s3.kinds import OWNER_TAG
 from providers.s3.policies import same_policy
+from providers.s3.putting import delete_object, observe_object, put_object
 from providers.s3.rules import (
     cors_from_s3,
     cors_to_s3,
@@ -76,7 +77,10 @@ class S3Client:
     # -- the four calls --------------------------------------------------------------------
 
     async def observe(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
-        """HeadBucket, then its tags and versioning: read calls only."""
+        """HeadBucket, then its tags and versioning: read calls only (HeadObject for an
+        Object)."""
+        if resource.kind == "Object":
+            return await observe_object(await self._client(None), resource)
         spec, name = resource.spec, resource.spec.bucket
         client = await self._client(self._region(resource))
         with s3_errors("HeadBucket", name):
@@ -148,7 +152,10 @@ class S3Client:
     async def create(self, resource: reconcile.Resource[Any, Any]) -> str | None:
         """CreateBucket (LocationConstraint outside us-east-1), then the owner tag and the
         settings. A bucket of ours that exists already (an interrupted create) is fine;
-        one of anybody else is NotOwned."""
+        one of anybody else is NotOwned. For an Object: PutObject."""
+        if resource.kind == "Object":
+            await put_object(await self._client(None), resource, create=True)
+            return None
         name = resource.spec.bucket
         client = await self._client(self._region(resource))
         region = client.meta.region_name
@@ -173,13 +180,20 @@ class S3Client:
     async def update(
         self, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation
     ) -> None:
-        """Bring tags and versioning to the spec."""
+        """Bring the settings to the spec (the bytes and headers, for an Object)."""
+        if resource.kind == "Object":
+            await put_object(await self._client(None), resource, create=False)
+            return
         client = await self._client(self._region(resource))
         await self._settle(client, resource, observation)
 
     async def delete(self, resource: reconcile.Resource[Any, Any]) -> None:
         """DeleteBucket; with force_destroy, every object version and delete marker first.
-        A bucket that is not empty otherwise stays, and the engine retries with backoff."""
+        A bucket that is not empty otherwise stays, and the engine retries with backoff.
+        For an Object: DeleteObject."""
+        if resource.kind == "Object":
+            await delete_object(await self._client(None), resource)
+            return
         name = resource.spec.bucket
         client = await self._client(self._region(resource))
         if resource.spec.force_destroy:

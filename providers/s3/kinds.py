@@ -20,7 +20,6 @@ from reconcile.errors import FieldError
 __all__ = [
     "API_VERSION",
     "BUCKET",
-    "KINDS",
     "OWNER_TAG",
     "VERSIONING_VALUES",
     "BucketSpec",
@@ -250,4 +249,3 @@ BUCKET = reconcile.Kind(
     identity=("bucket",),
     short_names=("bkt",),
 )
-KINDS: Sequence[reconcile.Kind] = (BUCKET,)

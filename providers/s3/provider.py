@@ -8,7 +8,8 @@ from typing import Any
 
 import reconcile
 from providers.s3.client import S3Client
-from providers.s3.kinds import KINDS
+from providers.s3.kinds import BUCKET
+from providers.s3.objects import OBJECT
 
 __all__ = ["S3Provider"]
 
@@ -20,8 +21,8 @@ class S3Provider:
 
     @property
     def kinds(self) -> Sequence[reconcile.Kind]:
-        """``Bucket``."""
-        return KINDS
+        """``Bucket`` and ``Object``."""
+        return (BUCKET, OBJECT)
 
     async def connect(self, config: Mapping[str, Any]) -> reconcile.ExternalClient:
         """A client for the configured endpoint (checked: InvalidError naming a bad key)."""

@@ -1,0 +1,104 @@
+"""The ``Object`` kind: one object of a bucket, its bytes and its headers.
+
+Identity is ``(bucket, key)``, deterministic. An object reconcile wrote carries the user
+metadata ``reconcile-owner: <uid>``; an object without it (or with another uid) is never
+overwritten or deleted. Objects are compared by their MD5 ETag (single-part uploads), so
+a no-change pass is one HeadObject and downloads nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import mimetypes
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import attrs
+
+import reconcile
+from providers.s3.kinds import API_VERSION
+from providers.s3.naming import bucket_name_errors
+from reconcile.errors import FieldError
+
+__all__ = ["KINDS", "OBJECT", "OWNER_METADATA", "ObjectSpec", "body_of", "content_type_of", "etag_of"]
+
+#: The user metadata (``x-amz-meta-reconcile-owner``) that marks an object as ours.
+OWNER_METADATA = "reconcile-owner"
+_MAX_KEY_BYTES = 1024
+_MAX_METADATA_BYTES = 2048
+
+
+def _field(doc: str, *, default: Any = attrs.NOTHING) -> Any:
+    return attrs.field(default=default, metadata={"doc": doc})
+
+
+@attrs.frozen
+class ObjectSpec:
+    """An object in a bucket: exactly one of ``content`` / ``content_base64``."""
+
+    bucket: str = _field("The bucket's name. Immutable.")
+    key: str = _field("The object's key (1-1024 bytes of UTF-8). Immutable.")
+    content: str | None = _field("The object's text (UTF-8).", default=None)
+    content_base64: str | None = _field("The object's bytes, base64-encoded.", default=None)
+    content_type: str | None = _field("Content-Type (default: guessed from the key's suffix).", default=None)
+    cache_control: str | None = _field("Cache-Control.", default=None)
+    metadata: dict[str, str] = _field("User metadata (x-amz-meta-*).", default=attrs.Factory(dict))  # noqa: RUF009
+    #: Drift is described by sizes and digests only, never by content.
+    sensitive: bool = _field("Keep the content out of drift messages.", default=False)
+
+
+def validate_object(spec: ObjectSpec) -> Iterator[FieldError]:
+    """Checks that need only the spec."""
+    yield from (FieldError("bucket", reason) for reason in bucket_name_errors(spec.bucket))
+    size = len(spec.key.encode())
+    if not 1 <= size <= _MAX_KEY_BYTES:
+        yield FieldError("key", f"must be 1 to {_MAX_KEY_BYTES} bytes of UTF-8 (it is {size})")
+    given = [name for name in ("content", "content_base64") if getattr(spec, name) is not None]
+    if len(given) != 1:
+        yield FieldError("content", "give exactly one of content and content_base64")
+    if spec.content_base64 is not None:
+        try:
+            base64.b64decode(spec.content_base64, validate=True)
+        except (binascii.Error, ValueError):
+            yield FieldError("content_base64", "is not valid base64")
+    for name in spec.metadata:
+        if not name or not name.isascii() or name.lower() != name or name == OWNER_METADATA:
+            yield FieldError(f"metadata[{name!r}]", "keys are lower-case ASCII (reconcile-owner is reserved)")
+    if sum(len(k) + len(v) for k, v in spec.metadata.items()) > _MAX_METADATA_BYTES:
+        yield FieldError("metadata", f"at most {_MAX_METADATA_BYTES} bytes of user metadata (S3's limit)")
+
+
+def body_of(spec: ObjectSpec) -> bytes:
+    """The object's bytes."""
+    if spec.content_base64 is not None:
+        return base64.b64decode(spec.content_base64)
+    return (spec.content or "").encode()
+
+
+def etag_of(data: bytes) -> str:
+    """The ETag S3 gives a single-part upload of ``data`` (its MD5, quoted)."""
+    return f'"{hashlib.md5(data, usedforsecurity=False).hexdigest()}"'
+
+
+def content_type_of(spec: ObjectSpec) -> str:
+    """The declared Content-Type, or the one the key's suffix suggests."""
+    if spec.content_type:
+        return spec.content_type
+    guessed, _ = mimetypes.guess_type(spec.key)
+    return guessed or "binary/octet-stream"
+
+
+OBJECT = reconcile.Kind(
+    API_VERSION,
+    "Object",
+    ObjectSpec,
+    reconcile.ManagedStatus,
+    validate=validate_object,
+    deterministic_identity=True,
+    immutable=("bucket", "key"),
+    identity=("bucket", "key"),
+    short_names=("obj",),
+)
+KINDS: Sequence[reconcile.Kind] = (OBJECT,)

@@ -1,0 +1,122 @@
+"""Observe, write and delete one ``Object`` (see :mod:`providers.s3.objects`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import reconcile
+from providers.s3.failing import code_of, s3_errors
+from providers.s3.objects import OWNER_METADATA, body_of, content_type_of, etag_of
+from reconcile.errors import NotOwnedError, TransientError
+
+__all__ = ["delete_object", "observe_object", "put_object"]
+
+_MISSING = ("404", "NoSuchKey", "NotFound")
+
+
+def _where(resource: reconcile.Resource[Any, Any]) -> str:
+    return f"{resource.spec.bucket}/{resource.spec.key}"
+
+
+def _no_bucket(exc: BaseException, resource: reconcile.Resource[Any, Any]) -> TransientError | None:
+    if code_of(exc) == "NoSuchBucket":
+        return TransientError(f"bucket {resource.spec.bucket!r} does not exist (yet); retrying with backoff")
+    return None
+
+
+async def observe_object(client: Any, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
+    """HeadObject: existence, owner, ETag and headers; no download."""
+    spec = resource.spec
+    with s3_errors("HeadObject", spec.bucket):
+        try:
+            head = await client.head_object(Bucket=spec.bucket, Key=spec.key)
+        except Exception as exc:
+            if code_of(exc) in _MISSING:
+                # HeadObject answers 404 for a missing bucket too: ask which it is.
+                try:
+                    await client.head_bucket(Bucket=spec.bucket)
+                except Exception as missing:
+                    if code_of(missing) in ("404", "NoSuchBucket", "NotFound"):
+                        message = f"bucket {spec.bucket!r} does not exist (yet); retrying with backoff"
+                        raise TransientError(message) from missing
+                    raise
+                return reconcile.Observation(exists=False)
+            raise
+    metadata = dict(head.get("Metadata") or {})
+    owner = metadata.pop(OWNER_METADATA, None)
+    data = body_of(spec)
+    found = {
+        "etag": head.get("ETag"),
+        "size": head.get("ContentLength"),
+        "content_type": head.get("ContentType"),
+        "cache_control": head.get("CacheControl"),
+        "metadata": dict(sorted(metadata.items())),
+        "version_id": head.get("VersionId"),
+    }
+    differences = []
+    if head.get("ETag") != etag_of(data):
+        differences.append(
+            f"content: {head.get('ContentLength')} bytes -> {len(data)} bytes (digest differs)"
+        )
+    if head.get("ContentType") != content_type_of(spec):
+        differences.append(f"content_type: {head.get('ContentType')!r} -> {content_type_of(spec)!r}")
+    if (head.get("CacheControl") or None) != spec.cache_control:
+        differences.append(f"cache_control: {head.get('CacheControl')!r} -> {spec.cache_control!r}")
+    if metadata != dict(spec.metadata):
+        differences.append("metadata differs")
+    return reconcile.Observation(
+        exists=True,
+        up_to_date=not differences,
+        observed=found,
+        diff="; ".join(differences),
+        owner=owner,
+    )
+
+
+async def put_object(client: Any, resource: reconcile.Resource[Any, Any], *, create: bool) -> None:
+    """PutObject with the bytes, the headers and the owner mark. On create, an object that
+    is there already and not ours is NotOwned (checked first: S3 has no "create only")."""
+    spec = resource.spec
+    if create:
+        with s3_errors("HeadObject", spec.bucket):
+            try:
+                head = await client.head_object(Bucket=spec.bucket, Key=spec.key)
+            except Exception as exc:
+                if code_of(exc) not in _MISSING:
+                    raise
+            else:
+                owner = (head.get("Metadata") or {}).get(OWNER_METADATA)
+                if owner != resource.metadata.uid:
+                    whose = f"marked {owner}" if owner else "not marked by reconcile"
+                    raise NotOwnedError(
+                        f"object {_where(resource)} exists already ({whose}); it is left alone"
+                    )
+    arguments: dict[str, Any] = {
+        "Bucket": spec.bucket,
+        "Key": spec.key,
+        "Body": body_of(spec),
+        "ContentType": content_type_of(spec),
+        "Metadata": {**spec.metadata, OWNER_METADATA: resource.metadata.uid},
+    }
+    if spec.cache_control is not None:
+        arguments["CacheControl"] = spec.cache_control
+    with s3_errors("PutObject", spec.bucket):
+        try:
+            await client.put_object(**arguments)
+        except Exception as exc:
+            missing = _no_bucket(exc, resource)
+            if missing is not None:
+                raise missing from exc
+            raise
+
+
+async def delete_object(client: Any, resource: reconcile.Resource[Any, Any]) -> None:
+    """DeleteObject (a versioned bucket keeps the older versions, as S3 does)."""
+    spec = resource.spec
+    with s3_errors("DeleteObject", spec.bucket):
+        try:
+            await client.delete_object(Bucket=spec.bucket, Key=spec.key)
+        except Exception as exc:
+            if code_of(exc) in ("NoSuchBucket", *_MISSING):
+                return
+            raise
