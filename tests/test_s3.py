@@ -748,11 +748,10 @@ class TestObjects:
     @pytest.mark.parametrize(
         ("spec", "message"),
         [
-            (
-                {"content": "a", "content_base64": "YQ=="},
-                "spec.content: give exactly one of content and content_base64",
-            ),
-            ({}, "spec.content: give exactly one of content and content_base64"),
+            ({"content": "a", "content_base64": "YQ=="}, "spec.content: give exactly one of content"),
+            ({}, "spec.content: give exactly one of content, content_base64 and source"),
+            ({"content": "a", "source": "page.html"}, "spec.content: give exactly one of content"),
+            ({"source": "/etc/passwd"}, "spec.source: /etc/passwd is outside the source roots"),
             ({"content_base64": "not base64!"}, "spec.content_base64: is not valid base64"),
             ({"content": "a", "key": "k" * 1025}, "spec.key: must be 1 to 1024 bytes"),
             ({"content": "a", "bucket": "Bad_Bucket"}, "spec.bucket: may hold only lowercase letters"),
@@ -768,7 +767,7 @@ class TestObjects:
         manifest["spec"] = {**manifest["spec"], **spec}
         async with connect(tmp_path / "o.db", kinds=KindRegistry([OBJECT])) as client:
             with pytest.raises(InvalidError) as caught:
-                await client.apply(manifest)
+                await client.apply(manifest, origin=tmp_path / "m.yaml")
             assert message in str(caught.value)
             assert await client.revision() == 0
 
@@ -784,8 +783,8 @@ class TestObjects:
         await raw.create_bucket(Bucket="other", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
         await raw.put_object(Bucket="other", Key="theirs.txt", Body=b"theirs")
         await running.apply(s3_object("theirs", "other", "theirs.txt", content="mine"))
-        for name in ("index", "logo"):
-            await asyncio.wait_for(running.wait_ready("object", name), DEADLINE)
+        for name in ("index", "logo"):  # an object may meet its bucket not made yet: backoff
+            await until_async(clock, _ready(running, "object", name))
         head = await raw.head_object(Bucket="web-site", Key="index.html")
         assert head["ContentType"] == "text/html"
         assert (await raw.head_object(Bucket="web-site", Key="img/logo.png"))["ContentType"] == "image/png"
@@ -810,6 +809,38 @@ class TestObjects:
         assert synced.reason == "NotOwned"
         assert await (await raw.get_object(Bucket="other", Key="theirs.txt"))["Body"].read() == b"theirs"
 
+    async def test_an_object_from_a_source_file(
+        self, running: Runtime, raw: Any, clock: FakeClock, tmp_path: Path
+    ) -> None:
+        """A source next to the manifest is uploaded; edited after apply, the runner
+        refuses it (apply again publishes it)."""
+        pages = tmp_path / "pages"
+        pages.mkdir()
+        (pages / "about.html").write_bytes(b"<p>about</p>\n")
+        await running.apply(bucket("sourced"))
+        manifest = s3_object("about", "sourced", "about.html", source="pages/about.html")
+        await running.apply(manifest, origin=tmp_path / "site.yaml")
+        await until_async(clock, _ready(running, "object", "about"))  # its bucket may come second
+        body = await (await raw.get_object(Bucket="sourced", Key="about.html"))["Body"].read()
+        assert body == b"<p>about</p>\n"
+        (pages / "about.html").write_bytes(b"<p>edited, not applied</p>\n")
+        await raw.put_object(Bucket="sourced", Key="about.html", Body=b"drift")
+
+        async def refused() -> bool:
+            obj = await running.client.get("object", "about")
+            synced = obj.status.condition("Synced")
+            return synced is not None and "changed since it was applied" in synced.message
+
+        clock.advance(70)
+        await until_async(clock, refused)
+        await running.apply(manifest, origin=tmp_path / "site.yaml")
+
+        async def published() -> bool:
+            found = await (await raw.get_object(Bucket="sourced", Key="about.html"))["Body"].read()
+            return bool(found == b"<p>edited, not applied</p>\n")
+
+        await until_async(clock, published)
+
     async def test_an_object_waits_for_its_bucket(self, running: Runtime, clock: FakeClock) -> None:
         """An object whose bucket does not exist yet says so and is retried; once the
         bucket is declared, both converge."""
@@ -829,3 +860,15 @@ class TestObjects:
             return condition is not None and condition.status.value == "True"
 
         await until_async(clock, ready)
+
+
+def _ready(runtime: Runtime, kind: str, name: str) -> Any:
+    """A predicate for until_async: the object is Ready (time moves on the fake clock
+    meanwhile, so a retry's backoff passes)."""
+
+    async def ready() -> bool:
+        obj = await runtime.client.get(kind, name)
+        condition = obj.status.condition("Ready")
+        return condition is not None and condition.status.value == "True"
+
+    return ready

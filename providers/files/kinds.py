@@ -170,7 +170,18 @@ def _canonical_mode(mode: str, config: Any) -> str:
 def _source(spec: FileSpec, context: reconcile.AdmissionContext) -> FileSpec:
     """Confine the source to a source root, read it there, record its fingerprint."""
     assert spec.source is not None
-    source, origin = spec.source, context.origin
+    source, root, digest = resolve_source(spec.source, context, sensitive=spec.sensitive)
+    return attrs.evolve(spec, source=source, source_root=root, source_digest=digest)
+
+
+def resolve_source(
+    source: str, context: reconcile.AdmissionContext, *, sensitive: bool
+) -> tuple[str, str, str]:
+    """A ``source`` confined to the source roots of ``context.config`` (by default the
+    manifest's folder), read there, and fingerprinted: ``(path, root, digest)``, or an
+    InvalidError on ``source`` saying why not. Any provider with a ``source`` field (the
+    s3 provider's Object) resolves it this way."""
+    origin = context.origin
     if not os.path.isabs(source):
         if origin is None:
             reason = "a relative source needs a manifest file to be relative to: give an absolute path"
@@ -181,8 +192,8 @@ def _source(spec: FileSpec, context: reconcile.AdmissionContext) -> FileSpec:
     if not roots:
         reason = (
             "no folder to read sources from: apply from a manifest file (its folder is the "
-            "default), or give the files provider its source roots (reconcile --source-root "
-            "DIR, or the provider config files.source_roots)"
+            "default), or give the provider its source roots (reconcile --source-root "
+            "DIR, or the provider config's source_roots)"
         )
         raise InvalidError([FieldError("source", reason)])
     root = next((r for r in roots if inside(source, r) and source != r), None)
@@ -193,8 +204,7 @@ def _source(spec: FileSpec, context: reconcile.AdmissionContext) -> FileSpec:
         data, info = read_source(source, root)
     except SourceError as exc:
         raise InvalidError([FieldError("source", str(exc))]) from None
-    digest = fingerprint(data, info, sensitive=spec.sensitive)
-    return attrs.evolve(spec, source=source, source_root=root, source_digest=digest)
+    return source, root, fingerprint(data, info, sensitive=sensitive)
 
 
 _Spec = TypeVar("_Spec", FileSpec, DirectorySpec)

@@ -9,7 +9,7 @@ Credentials are never part of this configuration: it may be shared, logged and s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -20,6 +20,10 @@ __all__ = ["ADDRESSING_STYLES", "S3Config"]
 
 ADDRESSING_STYLES = ("auto", "virtual", "path")
 _SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "secret_access_key")
+
+
+def _paths(value: str | Sequence[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 @attrs.frozen
@@ -36,6 +40,8 @@ class S3Config:
     addressing_style: str = "auto"
     #: HTTP connections per client (the Runtime's workers share them).
     max_pool_connections: int = 16
+    #: The folders an Object's ``source`` may be read from (default: the manifest's).
+    source_roots: tuple[str, ...] = attrs.field(default=(), converter=_paths)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> S3Config:
@@ -60,6 +66,11 @@ class S3Config:
         pool = config.get("max_pool_connections", 16)
         if not isinstance(pool, int) or isinstance(pool, bool) or pool < 1:
             errors.append(FieldError("s3.max_pool_connections", "expected an integer >= 1"))
+        roots = config.get("source_roots", ())
+        if not isinstance(roots, str) and not (
+            isinstance(roots, list | tuple) and all(isinstance(r, str) for r in roots)
+        ):
+            errors.append(FieldError("s3.source_roots", "expected a folder or a list of folders"))
         if errors:
             raise InvalidError(errors, subject="provider config")
         return cls(**{k: v for k, v in config.items() if k in attrs.fields_dict(cls)})

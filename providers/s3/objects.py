@@ -18,9 +18,11 @@ from typing import Any
 import attrs
 
 import reconcile
+from providers.files.kinds import resolve_source
+from providers.files.sourcing import SourceError, fingerprint, read_source
 from providers.s3.kinds import API_VERSION
 from providers.s3.naming import bucket_name_errors
-from reconcile.errors import FieldError
+from reconcile.errors import FieldError, PermanentError
 
 __all__ = ["KINDS", "OBJECT", "OWNER_METADATA", "ObjectSpec", "body_of", "content_type_of", "etag_of"]
 
@@ -42,11 +44,19 @@ class ObjectSpec:
     key: str = _field("The object's key (1-1024 bytes of UTF-8). Immutable.")
     content: str | None = _field("The object's text (UTF-8).", default=None)
     content_base64: str | None = _field("The object's bytes, base64-encoded.", default=None)
+    source: str | None = _field(
+        "A local file whose bytes it holds (relative: to the manifest), confined to the source roots.",
+        default=None,
+    )
     content_type: str | None = _field("Content-Type (default: guessed from the key's suffix).", default=None)
     cache_control: str | None = _field("Cache-Control.", default=None)
     metadata: dict[str, str] = _field("User metadata (x-amz-meta-*).", default=attrs.Factory(dict))  # noqa: RUF009
-    #: Drift is described by sizes and digests only, never by content.
+    #: Drift is described by sizes and digests only, never by content; a source is
+    #: fingerprinted by inode and time rather than by digest.
     sensitive: bool = _field("Keep the content out of drift messages.", default=False)
+    #: Filled in at admission: the source root the source was read from, and what it held.
+    source_root: str | None = _field("Filled in at admission: the source's root.", default=None)
+    source_digest: str | None = _field("Filled in at admission: the source's fingerprint.", default=None)
 
 
 def validate_object(spec: ObjectSpec) -> Iterator[FieldError]:
@@ -55,9 +65,9 @@ def validate_object(spec: ObjectSpec) -> Iterator[FieldError]:
     size = len(spec.key.encode())
     if not 1 <= size <= _MAX_KEY_BYTES:
         yield FieldError("key", f"must be 1 to {_MAX_KEY_BYTES} bytes of UTF-8 (it is {size})")
-    given = [name for name in ("content", "content_base64") if getattr(spec, name) is not None]
+    given = [name for name in ("content", "content_base64", "source") if getattr(spec, name) is not None]
     if len(given) != 1:
-        yield FieldError("content", "give exactly one of content and content_base64")
+        yield FieldError("content", "give exactly one of content, content_base64 and source")
     if spec.content_base64 is not None:
         try:
             base64.b64decode(spec.content_base64, validate=True)
@@ -70,8 +80,29 @@ def validate_object(spec: ObjectSpec) -> Iterator[FieldError]:
         yield FieldError("metadata", f"at most {_MAX_METADATA_BYTES} bytes of user metadata (S3's limit)")
 
 
+def admit_object(spec: ObjectSpec, context: reconcile.AdmissionContext) -> ObjectSpec:
+    """Confine, read and fingerprint the source (as the files provider does)."""
+    if spec.source is None:
+        return attrs.evolve(spec, source_root=None, source_digest=None)
+    source, root, digest = resolve_source(spec.source, context, sensitive=spec.sensitive)
+    return attrs.evolve(spec, source=source, source_root=root, source_digest=digest)
+
+
 def body_of(spec: ObjectSpec) -> bytes:
-    """The object's bytes."""
+    """The object's bytes; from a source, only while it still holds what was applied
+    (PermanentError otherwise: apply again to publish an edited source)."""
+    if spec.source is not None:
+        assert spec.source_root is not None
+        try:
+            data, info = read_source(spec.source, spec.source_root)
+        except SourceError as exc:
+            raise PermanentError(f"source {spec.source}: {exc}") from exc
+        if fingerprint(data, info, sensitive=spec.sensitive) != spec.source_digest:
+            message = (
+                f"source {spec.source} changed since it was applied: apply the manifest again to publish it"
+            )
+            raise PermanentError(message)
+        return data
     if spec.content_base64 is not None:
         return base64.b64decode(spec.content_base64)
     return (spec.content or "").encode()
@@ -96,6 +127,7 @@ OBJECT = reconcile.Kind(
     ObjectSpec,
     reconcile.ManagedStatus,
     validate=validate_object,
+    admit=admit_object,
     deterministic_identity=True,
     immutable=("bucket", "key"),
     identity=("bucket", "key"),
