@@ -756,6 +756,7 @@ class TestObjects:
             ({"content": "a", "key": "k" * 1025}, "spec.key: must be 1 to 1024 bytes"),
             ({"content": "a", "bucket": "Bad_Bucket"}, "spec.bucket: may hold only lowercase letters"),
             ({"content": "a", "metadata": {"Upper": "x"}}, "keys are lower-case ASCII"),
+            ({"content": "a", "tags": {f"k{i}": "v" for i in range(11)}}, "spec.tags: at most 10 tags"),
             ({"content": "a", "metadata": {"reconcile-owner": "x"}}, "keys are lower-case ASCII"),
         ],
     )
@@ -840,6 +841,29 @@ class TestObjects:
             return bool(found == b"<p>edited, not applied</p>\n")
 
         await until_async(clock, published)
+
+    async def test_object_tags_are_kept_without_uploading_again(
+        self, running: Runtime, raw: Any, clock: FakeClock
+    ) -> None:
+        """Declared tags are set with the upload; changed by hand, only the tags are put
+        back (the object's version stays the same)."""
+        await running.apply(bucket("tagged-objects", versioning="Enabled"))
+        await running.apply(
+            s3_object("doc", "tagged-objects", "doc.txt", content="doc", tags={"class": "public"})
+        )
+        await until_async(clock, _ready(running, "object", "doc"))
+        version = (await raw.head_object(Bucket="tagged-objects", Key="doc.txt"))["VersionId"]
+        await raw.put_object_tagging(
+            Bucket="tagged-objects", Key="doc.txt", Tagging={"TagSet": [{"Key": "class", "Value": "secret"}]}
+        )
+
+        async def restored() -> bool:
+            tags = (await raw.get_object_tagging(Bucket="tagged-objects", Key="doc.txt"))["TagSet"]
+            return tags == [{"Key": "class", "Value": "public"}]
+
+        clock.advance(70)
+        await until_async(clock, restored)
+        assert (await raw.head_object(Bucket="tagged-objects", Key="doc.txt"))["VersionId"] == version
 
     async def test_an_object_waits_for_its_bucket(self, running: Runtime, clock: FakeClock) -> None:
         """An object whose bucket does not exist yet says so and is retried; once the

@@ -13,7 +13,7 @@ from providers.s3.config import S3Config
 from providers.s3.failing import code_of, s3_errors
 from providers.s3.kinds import OWNER_TAG
 from providers.s3.policies import same_policy
-from providers.s3.putting import delete_object, observe_object, put_object
+from providers.s3.putting import delete_object, observe_object, put_object, update_object
 from providers.s3.rules import (
     cors_from_s3,
     cors_to_s3,
@@ -182,7 +182,7 @@ class S3Client:
     ) -> None:
         """Bring the settings to the spec (the bytes and headers, for an Object)."""
         if resource.kind == "Object":
-            await put_object(await self._client(None), resource, create=False)
+            await update_object(await self._client(None), resource, observation)
             return
         client = await self._client(self._region(resource))
         await self._settle(client, resource, observation)

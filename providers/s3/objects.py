@@ -30,6 +30,7 @@ __all__ = ["KINDS", "OBJECT", "OWNER_METADATA", "ObjectSpec", "body_of", "conten
 OWNER_METADATA = "reconcile-owner"
 _MAX_KEY_BYTES = 1024
 _MAX_METADATA_BYTES = 2048
+_MAX_OBJECT_TAGS = 10
 
 
 def _field(doc: str, *, default: Any = attrs.NOTHING) -> Any:
@@ -51,6 +52,9 @@ class ObjectSpec:
     content_type: str | None = _field("Content-Type (default: guessed from the key's suffix).", default=None)
     cache_control: str | None = _field("Cache-Control.", default=None)
     metadata: dict[str, str] = _field("User metadata (x-amz-meta-*).", default=attrs.Factory(dict))  # noqa: RUF009
+    tags: dict[str, str] | None = _field(  # noqa: RUF009 - an attrs field
+        "The object's tags (10 at most); absent: left as they are.", default=None
+    )
     #: Drift is described by sizes and digests only, never by content; a source is
     #: fingerprinted by inode and time rather than by digest.
     sensitive: bool = _field("Keep the content out of drift messages.", default=False)
@@ -76,6 +80,11 @@ def validate_object(spec: ObjectSpec) -> Iterator[FieldError]:
     for name in spec.metadata:
         if not name or not name.isascii() or name.lower() != name or name == OWNER_METADATA:
             yield FieldError(f"metadata[{name!r}]", "keys are lower-case ASCII (reconcile-owner is reserved)")
+    if spec.tags is not None and len(spec.tags) > _MAX_OBJECT_TAGS:
+        yield FieldError("tags", f"at most {_MAX_OBJECT_TAGS} tags on an object (S3's limit)")
+    for key, value in (spec.tags or {}).items():
+        if not key or len(key) > 128 or len(value) > 256:  # noqa: PLR2004 - S3's tag limits
+            yield FieldError(f"tags[{key!r}]", "a tag key is 1 to 128 characters, a value at most 256")
     if sum(len(k) + len(v) for k, v in spec.metadata.items()) > _MAX_METADATA_BYTES:
         yield FieldError("metadata", f"at most {_MAX_METADATA_BYTES} bytes of user metadata (S3's limit)")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 import reconcile
@@ -9,7 +10,7 @@ from providers.s3.failing import code_of, s3_errors
 from providers.s3.objects import OWNER_METADATA, body_of, content_type_of, etag_of
 from reconcile.errors import NotOwnedError, TransientError
 
-__all__ = ["delete_object", "observe_object", "put_object"]
+__all__ = ["delete_object", "observe_object", "put_object", "update_object"]
 
 _MISSING = ("404", "NoSuchKey", "NotFound")
 
@@ -64,6 +65,15 @@ async def observe_object(client: Any, resource: reconcile.Resource[Any, Any]) ->
         differences.append(f"cache_control: {head.get('CacheControl')!r} -> {spec.cache_control!r}")
     if metadata != dict(spec.metadata):
         differences.append("metadata differs")
+    content_differs = bool(differences)
+    if spec.tags is not None:
+        with s3_errors("GetObjectTagging", spec.bucket):
+            answer = await client.get_object_tagging(Bucket=spec.bucket, Key=spec.key)
+        tags = {tag["Key"]: tag["Value"] for tag in answer.get("TagSet", [])}
+        found["tags"] = dict(sorted(tags.items()))
+        if tags != spec.tags:
+            differences.append("tags differ")
+    found["content_differs"] = content_differs
     return reconcile.Observation(
         exists=True,
         up_to_date=not differences,
@@ -71,6 +81,19 @@ async def observe_object(client: Any, resource: reconcile.Resource[Any, Any]) ->
         diff="; ".join(differences),
         owner=owner,
     )
+
+
+async def update_object(
+    client: Any, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation
+) -> None:
+    """Upload again when the bytes or headers differ; when only the tags do, put the tags."""
+    spec = resource.spec
+    if observation.observed.get("content_differs", True):
+        await put_object(client, resource, create=False)
+        return
+    tag_set = [{"Key": k, "Value": v} for k, v in sorted((spec.tags or {}).items())]
+    with s3_errors("PutObjectTagging", spec.bucket):
+        await client.put_object_tagging(Bucket=spec.bucket, Key=spec.key, Tagging={"TagSet": tag_set})
 
 
 async def put_object(client: Any, resource: reconcile.Resource[Any, Any], *, create: bool) -> None:
@@ -100,6 +123,8 @@ async def put_object(client: Any, resource: reconcile.Resource[Any, Any], *, cre
     }
     if spec.cache_control is not None:
         arguments["CacheControl"] = spec.cache_control
+    if spec.tags:
+        arguments["Tagging"] = urllib.parse.urlencode(sorted(spec.tags.items()))
     with s3_errors("PutObject", spec.bucket):
         try:
             await client.put_object(**arguments)
