@@ -865,6 +865,57 @@ class TestObjects:
         await until_async(clock, restored)
         assert (await raw.head_object(Bucket="tagged-objects", Key="doc.txt"))["VersionId"] == version
 
+    async def test_a_large_source_is_uploaded_in_parts(
+        self, s3: str, raw: Any, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        """A source past the multipart threshold (5 MiB here) goes up in parts; its ETag
+        (the parts' digest) is computed from the file, so the next poll finds it up to
+        date without a download, and a hand edit is put back."""
+        big = tmp_path / "big.bin"
+        big.write_bytes(bytes(range(256)) * (11 * 1024 * 1024 // 256))  # 11 MiB: three parts
+        config = {
+            "s3": {"endpoint_url": s3, "addressing_style": "path", "multipart_threshold": 5 * 1024 * 1024}
+        }
+        # No provider-call deadline: the fake clock runs fast while the real upload runs.
+        runtime = Runtime(
+            tmp_path / "m.db",
+            providers=[S3Provider()],
+            provider_config=config,
+            clock=clock,
+            wall_clock=clock,
+            provider_timeout=None,
+        )
+        async with runtime:
+            await runtime.apply(bucket("large"))
+            await runtime.apply(
+                s3_object("big", "large", "big.bin", source="big.bin"), origin=tmp_path / "m.yaml"
+            )
+            await until_async(clock, _ready(runtime, "object", "big"))
+            head = await raw.head_object(Bucket="large", Key="big.bin")
+            assert head["ETag"].endswith('-3"')
+            assert head["ContentLength"] == big.stat().st_size
+            polls: list[str] = []
+            runtime.controllers["object.s3.reconcile.dev"].add_listener(
+                lambda key, _o: polls.append(key.name)
+            )
+            clock.advance(70)
+            await until(clock, lambda: "big" in polls)
+            history = await runtime.client.history("object", "big")
+            assert not [e for e in history if e.type == "DriftDetected"], "a multipart ETag is no drift"
+            await raw.put_object(
+                Bucket="large",
+                Key="big.bin",
+                Body=b"small now",
+                Metadata={"reconcile-owner": head["Metadata"]["reconcile-owner"]},
+            )
+
+            async def restored() -> bool:
+                found = await raw.head_object(Bucket="large", Key="big.bin")
+                return bool(found["ContentLength"] == big.stat().st_size)
+
+            clock.advance(70)
+            await until_async(clock, restored)
+
     async def test_an_object_waits_for_its_bucket(self, running: Runtime, clock: FakeClock) -> None:
         """An object whose bucket does not exist yet says so and is retried; once the
         bucket is declared, both converge."""

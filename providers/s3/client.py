@@ -80,7 +80,7 @@ class S3Client:
         """HeadBucket, then its tags and versioning: read calls only (HeadObject for an
         Object)."""
         if resource.kind == "Object":
-            return await observe_object(await self._client(None), resource)
+            return await observe_object(await self._client(None), resource, self.config.multipart_threshold)
         spec, name = resource.spec, resource.spec.bucket
         client = await self._client(self._region(resource))
         with s3_errors("HeadBucket", name):
@@ -154,7 +154,9 @@ class S3Client:
         settings. A bucket of ours that exists already (an interrupted create) is fine;
         one of anybody else is NotOwned. For an Object: PutObject."""
         if resource.kind == "Object":
-            await put_object(await self._client(None), resource, create=True)
+            await put_object(
+                await self._client(None), resource, create=True, part_size=self.config.multipart_threshold
+            )
             return None
         name = resource.spec.bucket
         client = await self._client(self._region(resource))
@@ -182,7 +184,9 @@ class S3Client:
     ) -> None:
         """Bring the settings to the spec (the bytes and headers, for an Object)."""
         if resource.kind == "Object":
-            await update_object(await self._client(None), resource, observation)
+            await update_object(
+                await self._client(None), resource, observation, self.config.multipart_threshold
+            )
             return
         client = await self._client(self._region(resource))
         await self._settle(client, resource, observation)

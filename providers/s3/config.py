@@ -19,6 +19,7 @@ from reconcile.errors import FieldError, InvalidError
 __all__ = ["ADDRESSING_STYLES", "S3Config"]
 
 ADDRESSING_STYLES = ("auto", "virtual", "path")
+_MIN_PART = 5 * 1024 * 1024
 _SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "secret_access_key")
 
 
@@ -40,6 +41,8 @@ class S3Config:
     addressing_style: str = "auto"
     #: HTTP connections per client (the Runtime's workers share them).
     max_pool_connections: int = 16
+    #: Objects larger than this are uploaded in parts of this size (S3's minimum: 5 MiB).
+    multipart_threshold: int = 64 * 1024 * 1024
     #: The folders an Object's ``source`` may be read from (default: the manifest's).
     source_roots: tuple[str, ...] = attrs.field(default=(), converter=_paths)
 
@@ -66,6 +69,11 @@ class S3Config:
         pool = config.get("max_pool_connections", 16)
         if not isinstance(pool, int) or isinstance(pool, bool) or pool < 1:
             errors.append(FieldError("s3.max_pool_connections", "expected an integer >= 1"))
+        threshold = config.get("multipart_threshold", 64 * 1024 * 1024)
+        if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < _MIN_PART:
+            errors.append(
+                FieldError("s3.multipart_threshold", "expected an integer of at least 5 MiB (5242880)")
+            )
         roots = config.get("source_roots", ())
         if not isinstance(roots, str) and not (
             isinstance(roots, list | tuple) and all(isinstance(r, str) for r in roots)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import urllib.parse
 from typing import Any
 
@@ -25,7 +26,9 @@ def _no_bucket(exc: BaseException, resource: reconcile.Resource[Any, Any]) -> Tr
     return None
 
 
-async def observe_object(client: Any, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
+async def observe_object(
+    client: Any, resource: reconcile.Resource[Any, Any], part_size: int
+) -> reconcile.Observation:
     """HeadObject: existence, owner, ETag and headers; no download."""
     spec = resource.spec
     with s3_errors("HeadObject", spec.bucket):
@@ -55,7 +58,7 @@ async def observe_object(client: Any, resource: reconcile.Resource[Any, Any]) ->
         "version_id": head.get("VersionId"),
     }
     differences = []
-    if head.get("ETag") != etag_of(data):
+    if head.get("ETag") != etag_of(data, part_size):
         differences.append(
             f"content: {head.get('ContentLength')} bytes -> {len(data)} bytes (digest differs)"
         )
@@ -84,19 +87,21 @@ async def observe_object(client: Any, resource: reconcile.Resource[Any, Any]) ->
 
 
 async def update_object(
-    client: Any, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation
+    client: Any, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation, part_size: int
 ) -> None:
     """Upload again when the bytes or headers differ; when only the tags do, put the tags."""
     spec = resource.spec
     if observation.observed.get("content_differs", True):
-        await put_object(client, resource, create=False)
+        await put_object(client, resource, create=False, part_size=part_size)
         return
     tag_set = [{"Key": k, "Value": v} for k, v in sorted((spec.tags or {}).items())]
     with s3_errors("PutObjectTagging", spec.bucket):
         await client.put_object_tagging(Bucket=spec.bucket, Key=spec.key, Tagging={"TagSet": tag_set})
 
 
-async def put_object(client: Any, resource: reconcile.Resource[Any, Any], *, create: bool) -> None:
+async def put_object(
+    client: Any, resource: reconcile.Resource[Any, Any], *, create: bool, part_size: int
+) -> None:
     """PutObject with the bytes, the headers and the owner mark. On create, an object that
     is there already and not ours is NotOwned (checked first: S3 has no "create only")."""
     spec = resource.spec
@@ -127,12 +132,42 @@ async def put_object(client: Any, resource: reconcile.Resource[Any, Any], *, cre
         arguments["Tagging"] = urllib.parse.urlencode(sorted(spec.tags.items()))
     with s3_errors("PutObject", spec.bucket):
         try:
-            await client.put_object(**arguments)
+            if len(arguments["Body"]) > part_size:
+                await _upload_in_parts(client, arguments, part_size)
+            else:
+                await client.put_object(**arguments)
         except Exception as exc:
             missing = _no_bucket(exc, resource)
             if missing is not None:
                 raise missing from exc
             raise
+
+
+async def _upload_in_parts(client: Any, arguments: dict[str, Any], part_size: int) -> None:
+    """A multipart upload of ``arguments["Body"]`` in parts of ``part_size`` (aborted on
+    failure, so no incomplete upload is left to bill)."""
+    data = arguments.pop("Body")
+    bucket, key = arguments["Bucket"], arguments["Key"]
+    upload = await client.create_multipart_upload(**arguments)
+    upload_id = upload["UploadId"]
+    try:
+        parts = []
+        for number, start in enumerate(range(0, len(data), part_size), start=1):
+            answer = await client.upload_part(
+                Bucket=bucket,
+                Key=key,
+                UploadId=upload_id,
+                PartNumber=number,
+                Body=data[start : start + part_size],
+            )
+            parts.append({"ETag": answer["ETag"], "PartNumber": number})
+        await client.complete_multipart_upload(
+            Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+        )
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+        raise
 
 
 async def delete_object(client: Any, resource: reconcile.Resource[Any, Any]) -> None:
