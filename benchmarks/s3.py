@@ -1,19 +1,19 @@
 """The s3 provider against moto_server, beside a plain aiobotocore program doing the
 same work with the same concurrency (the limit a careful hand-written script sets).
 
-Phases, on N buckets each with versioning, tags and default encryption:
+Phases, on N buckets each with versioning, tags and default encryption, and 5 small
+objects in each:
 
-1. create: apply N Buckets, run the Runtime until every one is Ready; the plain script
-   makes CreateBucket, PutBucketTagging, PutBucketVersioning, PutBucketEncryption.
-2. no change: a resync of every bucket; the plain script reads what it would compare
-   (HeadBucket, GetBucketTagging, GetBucketVersioning, GetBucketEncryption). Both count
-   their calls: the engine's must all be reads.
+1. create: apply N Buckets and 5N Objects, run the Runtime until every one is Ready; the
+   plain script makes CreateBucket, PutBucketTagging, PutBucketVersioning,
+   PutBucketEncryption, then 5 PutObject per bucket.
+2. no change: a resync of everything; the plain script reads what it would compare
+   (HeadBucket, GetBucketTagging, GetBucketVersioning, GetBucketEncryption, and a
+   HeadObject per object). Both count their calls: the engine's must all be reads.
 3. repair: tags changed out of band on 10% of the buckets, then a resync; the plain
-   script reads every bucket and puts the tags of the changed ones back.
-4. delete: delete every Bucket resource and run until they are gone; the plain script
-   makes DeleteBucket.
-
-Objects in the buckets (the Object kind) are not measured yet: that kind is not built.
+   script reads everything and puts the tags of the changed buckets back.
+4. delete: delete every resource and run until they are gone; the plain script makes
+   DeleteObject per object, then DeleteBucket.
 
     python benchmarks/s3.py [--size N] [--workers W] [--json PATH]
 """
@@ -47,6 +47,7 @@ from reconcile.controller import Priority  # noqa: E402
 
 REGION = "eu-west-1"
 TAGS = {"team": "web", "tier": "static"}
+OBJECTS = 5
 _READS = ("Head", "Get", "List")
 
 
@@ -109,13 +110,37 @@ def writes(calls: Mapping[str, int]) -> int:
     return sum(n for name, n in calls.items() if not name.startswith(_READS))
 
 
+def page(index: int, number: int) -> bytes:
+    """Object ``number`` of bucket ``index``: a small page."""
+    return f"<h1>bucket {index} page {number}</h1>\n".encode()
+
+
+def object_manifest(index: int, number: int) -> dict[str, Any]:
+    """Object ``number`` of bucket ``index``."""
+    return {
+        "api_version": "s3.reconcile.dev/v1",
+        "kind": "Object",
+        "metadata": {"name": f"bench-{index:05d}-{number}"},
+        "spec": {
+            "bucket": f"bench-{index:05d}",
+            "key": f"page{number}.html",
+            "content": page(index, number).decode(),
+        },
+    }
+
+
 def manifest(index: int) -> dict[str, Any]:
     """Bucket ``index``."""
     return {
         "api_version": "s3.reconcile.dev/v1",
         "kind": "Bucket",
         "metadata": {"name": f"bench-{index:05d}"},
-        "spec": {"versioning": "Enabled", "tags": TAGS, "encryption": {"algorithm": "AES256"}},
+        "spec": {
+            "versioning": "Enabled",
+            "tags": TAGS,
+            "encryption": {"algorithm": "AES256"},
+            "force_destroy": True,
+        },
     }
 
 
@@ -129,7 +154,7 @@ async def _gather(workers: int, jobs: list[Any]) -> None:
     await asyncio.gather(*(one(job) for job in jobs))
 
 
-async def plain(url: str, size: int, workers: int) -> dict[str, Any]:
+async def plain(url: str, size: int, workers: int) -> dict[str, Any]:  # noqa: PLR0915 - one script, four phases
     """The limit: the calls a careful hand-written program makes, ``workers`` at a time."""
     from aiobotocore.config import AioConfig  # noqa: PLC0415
     from aiobotocore.session import get_session  # noqa: PLC0415
@@ -148,6 +173,14 @@ async def plain(url: str, size: int, workers: int) -> dict[str, Any]:
                 await s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": tag_set})
                 await s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
                 await s3.put_bucket_encryption(Bucket=name, ServerSideEncryptionConfiguration=encryption)
+                index = int(name.rsplit("-", 1)[1])
+                for number in range(OBJECTS):
+                    await s3.put_object(
+                        Bucket=name,
+                        Key=f"page{number}.html",
+                        Body=page(index, number),
+                        ContentType="text/html",
+                    )
 
             return job
 
@@ -157,6 +190,8 @@ async def plain(url: str, size: int, workers: int) -> dict[str, Any]:
                 found = (await s3.get_bucket_tagging(Bucket=name))["TagSet"]
                 await s3.get_bucket_versioning(Bucket=name)
                 await s3.get_bucket_encryption(Bucket=name)
+                for number in range(OBJECTS):
+                    await s3.head_object(Bucket=name, Key=f"page{number}.html")
                 if repair and found != tag_set:
                     await s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": tag_set})
 
@@ -164,6 +199,16 @@ async def plain(url: str, size: int, workers: int) -> dict[str, Any]:
 
         def delete(name: str) -> Any:
             async def job() -> None:
+                for number in range(OBJECTS):
+                    await s3.delete_object(Bucket=name, Key=f"page{number}.html")
+                # Versioned: the versions and delete markers go too, as force_destroy does.
+                listed = await s3.list_object_versions(Bucket=name)
+                keys = [
+                    {"Key": v["Key"], "VersionId": v["VersionId"]}
+                    for v in (*listed.get("Versions", ()), *listed.get("DeleteMarkers", ()))
+                ]
+                if keys:
+                    await s3.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
                 await s3.delete_bucket(Bucket=name)
 
             return job
@@ -226,14 +271,17 @@ async def ours(url: str, size: int, workers: int, db: Path) -> dict[str, Any]:
     async with runtime:
         await runtime.wait_synced()
         started = time.perf_counter()
-        await runtime.apply_many([manifest(i) for i in range(size)])
+        objects = [object_manifest(i, n) for i in range(size) for n in range(OBJECTS)]
+        await runtime.apply_many([manifest(i) for i in range(size)] + objects)
         state = await runtime.wait_converged(timeout=600)
         assert state.converged, state.waiting[:3]
         result["create_s"], result["create_calls"] = time.perf_counter() - started, calls.take()
         controller = runtime.controllers["bucket.s3.reconcile.dev"]
+        object_controller = runtime.controllers["object.s3.reconcile.dev"]
 
         async def resync() -> None:
-            controller.enqueue_many(controller.informer.cached_keys(), Priority.RESYNC)
+            for each in (controller, object_controller):
+                each.enqueue_many(each.informer.cached_keys(), Priority.RESYNC)
             await runtime.wait_converged(timeout=600)
 
         started = time.perf_counter()
@@ -245,6 +293,11 @@ async def ours(url: str, size: int, workers: int, db: Path) -> dict[str, Any]:
         await resync()
         result["repair_s"], result["repair_calls"] = time.perf_counter() - started, calls.take()
         started = time.perf_counter()
+        # Objects first, then their buckets (a bucket holding objects is not deleted).
+        names = [obj.metadata.name for obj in object_controller.informer.list()]
+        await asyncio.gather(*(runtime.client.delete("object", name) for name in names))
+        while object_controller.informer.cached_keys():  # the harness polling its own cache
+            await asyncio.sleep(0.01)
         names = [obj.metadata.name for obj in controller.informer.list()]
         await asyncio.gather(*(runtime.client.delete("bucket", name) for name in names))
         while controller.informer.cached_keys():  # the harness polling its own cache

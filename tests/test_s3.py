@@ -848,6 +848,7 @@ class TestObjects:
         """Declared tags are set with the upload; changed by hand, only the tags are put
         back (the object's version stays the same)."""
         await running.apply(bucket("tagged-objects", versioning="Enabled"))
+        await until_async(clock, _ready(running, "bucket", "tagged-objects"))  # versioned before the upload
         await running.apply(
             s3_object("doc", "tagged-objects", "doc.txt", content="doc", tags={"class": "public"})
         )

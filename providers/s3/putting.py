@@ -36,14 +36,8 @@ async def observe_object(
             head = await client.head_object(Bucket=spec.bucket, Key=spec.key)
         except Exception as exc:
             if code_of(exc) in _MISSING:
-                # HeadObject answers 404 for a missing bucket too: ask which it is.
-                try:
-                    await client.head_bucket(Bucket=spec.bucket)
-                except Exception as missing:
-                    if code_of(missing) in ("404", "NoSuchBucket", "NotFound"):
-                        message = f"bucket {spec.bucket!r} does not exist (yet); retrying with backoff"
-                        raise TransientError(message) from missing
-                    raise
+                # (A missing bucket answers 404 too; the PutObject that follows says
+                # NoSuchBucket, and the condition says the bucket does not exist yet.)
                 return reconcile.Observation(exists=False)
             raise
     metadata = dict(head.get("Metadata") or {})
