@@ -1032,3 +1032,57 @@ async def test_object_conformance(check: Any, s3: str, tmp_path: Path) -> None:
     )
     config = {"endpoint_url": s3, "addressing_style": "path"}
     await check(Harness(S3Provider(), outside, conformance_object, tmp_path / "state.db", config))
+
+
+def test_out_of_band_changes_repaired_through_the_cli(s3: str, tmp_path: Path) -> None:
+    """Through the CLI: a versioned, tagged, encrypted bucket with a lifecycle rule and
+    three objects converges; tags and versioning changed and an object deleted with plain
+    boto3 are repaired by the next ``run --once``, and ``history`` shows DriftDetected."""
+    import boto3  # noqa: PLC0415
+
+    config = tmp_path / "providers.yaml"
+    config.write_text(f"s3: {{endpoint_url: '{s3}', addressing_style: path}}\n")
+    manifests = tmp_path / "site.yaml"
+    bucket_document = (
+        "api_version: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {name: cli-site}\n"
+        "spec: {versioning: Enabled, tags: {team: web}, encryption: {algorithm: AES256},"
+        " lifecycle_rules: [{id: old, noncurrent_expiration_days: 30}]}\n"
+    )
+    documents = [
+        bucket_document,
+        *(
+            f"api_version: s3.reconcile.dev/v1\nkind: Object\nmetadata: {{name: page{i}}}\n"
+            f"spec: {{bucket: cli-site, key: page{i}.html, content: '<p>{i}</p>'}}\n"
+            for i in range(3)
+        ),
+    ]
+    manifests.write_text("---\n".join(documents))
+    db = tmp_path / "state.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(_cli(db, config, *args), env=env, capture_output=True, text=True, check=False)
+
+    assert cli("apply", "-f", str(manifests)).returncode == 0
+    first = cli("run", "--once", "--timeout", "120", "-q")
+    assert first.returncode == 0, first.stderr
+    client = boto3.client("s3", region_name="eu-west-1", endpoint_url=s3)
+    try:
+        tags = client.get_bucket_tagging(Bucket="cli-site")["TagSet"]
+        owner = next(t for t in tags if t["Key"] == "reconcile.dev/owner")
+        client.put_bucket_tagging(
+            Bucket="cli-site", Tagging={"TagSet": [{"Key": "team", "Value": "ops"}, owner]}
+        )
+        client.put_bucket_versioning(Bucket="cli-site", VersioningConfiguration={"Status": "Suspended"})
+        client.delete_object(Bucket="cli-site", Key="page1.html")
+        again = cli("run", "--once", "--timeout", "120", "-q")
+        assert again.returncode == 0, again.stderr
+        tags = {t["Key"]: t["Value"] for t in client.get_bucket_tagging(Bucket="cli-site")["TagSet"]}
+        assert tags["team"] == "web"
+        assert client.get_bucket_versioning(Bucket="cli-site")["Status"] == "Enabled"
+        assert client.get_object(Bucket="cli-site", Key="page1.html")["Body"].read() == b"<p>1</p>"
+    finally:
+        client.close()
+    history = cli("history", "bucket", "cli-site")
+    assert history.returncode == 0, history.stderr
+    assert "DriftDetected" in history.stdout
