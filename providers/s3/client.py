@@ -10,7 +10,7 @@ from typing import Any
 
 import reconcile
 from providers.s3.config import S3Config
-from providers.s3.failing import code_of, s3_errors
+from providers.s3.failing import code_of, read_or_none, s3_errors
 from providers.s3.kinds import OWNER_TAG
 from providers.s3.policies import same_policy
 from providers.s3.putting import delete_object, observe_object, put_object, update_object
@@ -235,13 +235,14 @@ class S3Client:
     # -- helpers ---------------------------------------------------------------------------
 
     async def _tags(self, client: Any, name: str) -> dict[str, str]:
-        with s3_errors("GetBucketTagging", name):
-            try:
-                answer = await client.get_bucket_tagging(Bucket=name)
-            except Exception as exc:
-                if code_of(exc) in ("NoSuchTagSet", "NoSuchTagSetError"):
-                    return {}
-                raise
+        answer = await read_or_none(
+            "GetBucketTagging",
+            name,
+            lambda: client.get_bucket_tagging(Bucket=name),
+            ("NoSuchTagSet", "NoSuchTagSetError"),
+        )
+        if answer is None:
+            return {}
         return {tag["Key"]: tag["Value"] for tag in answer.get("TagSet", ())}
 
     async def _settle(
@@ -292,13 +293,14 @@ class S3Client:
                 )
 
     async def _encryption(self, client: Any, name: str) -> dict[str, Any] | None:
-        with s3_errors("GetBucketEncryption", name):
-            try:
-                answer = await client.get_bucket_encryption(Bucket=name)
-            except Exception as exc:
-                if code_of(exc) == "ServerSideEncryptionConfigurationNotFoundError":
-                    return None
-                raise
+        answer = await read_or_none(
+            "GetBucketEncryption",
+            name,
+            lambda: client.get_bucket_encryption(Bucket=name),
+            ("ServerSideEncryptionConfigurationNotFoundError",),
+        )
+        if answer is None:
+            return None
         rules = answer.get("ServerSideEncryptionConfiguration", {}).get("Rules", [])
         if not rules:
             return None
@@ -311,33 +313,30 @@ class S3Client:
         return found
 
     async def _lifecycle(self, client: Any, name: str) -> list[dict[str, Any]]:
-        with s3_errors("GetBucketLifecycleConfiguration", name):
-            try:
-                answer = await client.get_bucket_lifecycle_configuration(Bucket=name)
-            except Exception as exc:
-                if code_of(exc) == "NoSuchLifecycleConfiguration":
-                    return []
-                raise
+        answer = await read_or_none(
+            "GetBucketLifecycleConfiguration",
+            name,
+            lambda: client.get_bucket_lifecycle_configuration(Bucket=name),
+            ("NoSuchLifecycleConfiguration",),
+        )
+        if answer is None:
+            return []
         return lifecycle_from_s3(answer.get("Rules", []))
 
     async def _cors(self, client: Any, name: str) -> list[dict[str, Any]]:
-        with s3_errors("GetBucketCors", name):
-            try:
-                answer = await client.get_bucket_cors(Bucket=name)
-            except Exception as exc:
-                if code_of(exc) == "NoSuchCORSConfiguration":
-                    return []
-                raise
+        answer = await read_or_none(
+            "GetBucketCors", name, lambda: client.get_bucket_cors(Bucket=name), ("NoSuchCORSConfiguration",)
+        )
+        if answer is None:
+            return []
         return cors_from_s3(answer.get("CORSRules", []))
 
     async def _policy(self, client: Any, name: str) -> dict[str, Any] | None:
-        with s3_errors("GetBucketPolicy", name):
-            try:
-                answer = await client.get_bucket_policy(Bucket=name)
-            except Exception as exc:
-                if code_of(exc) == "NoSuchBucketPolicy":
-                    return None
-                raise
+        answer = await read_or_none(
+            "GetBucketPolicy", name, lambda: client.get_bucket_policy(Bucket=name), ("NoSuchBucketPolicy",)
+        )
+        if answer is None:
+            return None
         try:
             document = json.loads(answer.get("Policy") or "null")
         except ValueError:
@@ -345,13 +344,14 @@ class S3Client:
         return document if isinstance(document, dict) else None
 
     async def _public_access_block(self, client: Any, name: str) -> dict[str, bool] | None:
-        with s3_errors("GetPublicAccessBlock", name):
-            try:
-                answer = await client.get_public_access_block(Bucket=name)
-            except Exception as exc:
-                if code_of(exc) == "NoSuchPublicAccessBlockConfiguration":
-                    return None
-                raise
+        answer = await read_or_none(
+            "GetPublicAccessBlock",
+            name,
+            lambda: client.get_public_access_block(Bucket=name),
+            ("NoSuchPublicAccessBlockConfiguration",),
+        )
+        if answer is None:
+            return None
         found = answer.get("PublicAccessBlockConfiguration", {})
         return {snake: bool(found.get(camel, False)) for snake, camel in _BLOCK_FIELDS.items()}
 

@@ -10,11 +10,12 @@ variables and files of the chain.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Container, Iterator
+from typing import Any
 
 from reconcile.errors import NotOwnedError, PermanentError, TransientError
 
-__all__ = ["CHAIN", "code_of", "s3_errors"]
+__all__ = ["CHAIN", "code_of", "read_or_none", "s3_errors"]
 
 CHAIN = (
     "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), AWS_PROFILE, "
@@ -83,3 +84,17 @@ def s3_errors(operation: str, bucket: str) -> Iterator[None]:
         raise TransientError(f"S3 {operation}: the endpoint is unreachable: {exc}") from exc
     except BotoCoreError as exc:
         raise TransientError(f"S3 {operation} of bucket {bucket!r}: {exc}") from exc
+
+
+async def read_or_none(
+    operation: str, bucket: str, call: Callable[[], Awaitable[Any]], missing: Container[str]
+) -> Any:
+    """``await call()`` with its errors translated; None when S3 answers one of the
+    ``missing`` codes (NoSuchTagSet, NoSuchBucketPolicy...: a setting never made)."""
+    with s3_errors(operation, bucket):
+        try:
+            return await call()
+        except Exception as exc:
+            if code_of(exc) in missing:
+                return None
+            raise

@@ -27,6 +27,7 @@ __all__ = [
     "Encryption",
     "LifecycleRule",
     "PublicAccessBlock",
+    "doc_field",
 ]
 
 API_VERSION = "s3.reconcile.dev/v1"
@@ -38,7 +39,7 @@ MAX_TAGS, MAX_KEY, MAX_VALUE = 50, 128, 256
 _REGION_PARTS = 3
 
 
-def _field(doc: str, *, default: Any = attrs.NOTHING, values: Sequence[str] = ()) -> Any:
+def doc_field(doc: str, *, default: Any = attrs.NOTHING, values: Sequence[str] = ()) -> Any:
     """An attrs field with its description (and allowed values) for ``reconcile explain``."""
     metadata: dict[str, Any] = {"doc": doc}
     if values:
@@ -53,9 +54,11 @@ ALGORITHMS = ("AES256", "aws:kms")
 class Encryption:
     """Default server-side encryption of new objects."""
 
-    algorithm: str = _field("AES256 or aws:kms.", values=ALGORITHMS)
-    kms_key_id: str | None = _field("The KMS key (aws:kms only; default: the AWS managed key).", default=None)
-    bucket_key: bool | None = _field(
+    algorithm: str = doc_field("AES256 or aws:kms.", values=ALGORITHMS)
+    kms_key_id: str | None = doc_field(
+        "The KMS key (aws:kms only; default: the AWS managed key).", default=None
+    )
+    bucket_key: bool | None = doc_field(
         "Use an S3 Bucket Key (fewer KMS calls); absent: S3's default.", default=None
     )
 
@@ -64,25 +67,27 @@ class Encryption:
 class PublicAccessBlock:
     """The bucket's four public-access switches (all on unless declared otherwise)."""
 
-    block_public_acls: bool = _field("Refuse requests that grant public ACLs.", default=True)
-    ignore_public_acls: bool = _field("Ignore public ACLs.", default=True)
-    block_public_policy: bool = _field("Refuse bucket policies that grant public access.", default=True)
-    restrict_public_buckets: bool = _field("Restrict access to a bucket with a public policy.", default=True)
+    block_public_acls: bool = doc_field("Refuse requests that grant public ACLs.", default=True)
+    ignore_public_acls: bool = doc_field("Ignore public ACLs.", default=True)
+    block_public_policy: bool = doc_field("Refuse bucket policies that grant public access.", default=True)
+    restrict_public_buckets: bool = doc_field(
+        "Restrict access to a bucket with a public policy.", default=True
+    )
 
 
 @attrs.frozen
 class LifecycleRule:
     """One lifecycle rule: which objects (prefix and/or tags) and what happens to them."""
 
-    id: str = _field("The rule's name (unique in the bucket).")
-    enabled: bool = _field("Whether the rule applies.", default=True)
-    prefix: str | None = _field("Objects whose key starts with this.", default=None)
-    tags: dict[str, str] = _field("Objects with all these tags.", default=attrs.Factory(dict))  # noqa: RUF009
-    expiration_days: int | None = _field("Delete current versions after this many days.", default=None)
-    noncurrent_expiration_days: int | None = _field(
+    id: str = doc_field("The rule's name (unique in the bucket).")
+    enabled: bool = doc_field("Whether the rule applies.", default=True)
+    prefix: str | None = doc_field("Objects whose key starts with this.", default=None)
+    tags: dict[str, str] = doc_field("Objects with all these tags.", default=attrs.Factory(dict))  # noqa: RUF009
+    expiration_days: int | None = doc_field("Delete current versions after this many days.", default=None)
+    noncurrent_expiration_days: int | None = doc_field(
         "Delete noncurrent versions after this many days.", default=None
     )
-    abort_incomplete_upload_days: int | None = _field(
+    abort_incomplete_upload_days: int | None = doc_field(
         "Abort multipart uploads not finished after this many days.", default=None
     )
 
@@ -91,11 +96,13 @@ class LifecycleRule:
 class CorsRule:
     """One CORS rule."""
 
-    allowed_methods: tuple[str, ...] = _field("GET, PUT, POST, DELETE, HEAD.")
-    allowed_origins: tuple[str, ...] = _field('Origins allowed ("*" for any).')
-    allowed_headers: tuple[str, ...] = _field("Request headers allowed.", default=())
-    expose_headers: tuple[str, ...] = _field("Response headers the browser may read.", default=())
-    max_age_seconds: int | None = _field("How long a browser may cache the preflight answer.", default=None)
+    allowed_methods: tuple[str, ...] = doc_field("GET, PUT, POST, DELETE, HEAD.")
+    allowed_origins: tuple[str, ...] = doc_field('Origins allowed ("*" for any).')
+    allowed_headers: tuple[str, ...] = doc_field("Request headers allowed.", default=())
+    expose_headers: tuple[str, ...] = doc_field("Response headers the browser may read.", default=())
+    max_age_seconds: int | None = doc_field(
+        "How long a browser may cache the preflight answer.", default=None
+    )
 
 
 CORS_METHODS = ("GET", "PUT", "POST", "DELETE", "HEAD")
@@ -105,34 +112,34 @@ CORS_METHODS = ("GET", "PUT", "POST", "DELETE", "HEAD")
 class BucketSpec:
     """An S3 bucket and the settings reconcile keeps at their declared values."""
 
-    bucket: str | None = _field("The bucket's name (default: metadata.name). Immutable.", default=None)
-    region: str | None = _field(
+    bucket: str | None = doc_field("The bucket's name (default: metadata.name). Immutable.", default=None)
+    region: str | None = doc_field(
         "Where it lives (default: the provider config's region). Immutable.", default=None
     )
-    versioning: str | None = _field(
+    versioning: str | None = doc_field(
         "Enabled or Suspended; absent: left as it is (a versioned bucket never becomes unversioned).",
         default=None,
         values=VERSIONING_VALUES,
     )
-    tags: dict[str, str] = _field(  # noqa: RUF009 - an attrs field, its default a Factory
+    tags: dict[str, str] = doc_field(  # noqa: RUF009 - an attrs field, its default a Factory
         "The whole tag set, replaced together (50 tags at most).", default=attrs.Factory(dict)
     )
-    encryption: Encryption | None = _field(  # noqa: RUF009 - an attrs field
+    encryption: Encryption | None = doc_field(  # noqa: RUF009 - an attrs field
         "Default encryption: {algorithm, kms_key_id?, bucket_key?}; absent: left as it is.", default=None
     )
-    public_access_block: PublicAccessBlock | None = _field(  # noqa: RUF009 - an attrs field
+    public_access_block: PublicAccessBlock | None = doc_field(  # noqa: RUF009 - an attrs field
         "The four public-access switches; absent: left as they are.", default=None
     )
-    policy: dict[str, Any] | None = _field(  # noqa: RUF009 - an attrs field
+    policy: dict[str, Any] | None = doc_field(  # noqa: RUF009 - an attrs field
         "A bucket policy document (a mapping), compared semantically; absent: left as it is.", default=None
     )
-    lifecycle_rules: tuple[LifecycleRule, ...] | None = _field(
+    lifecycle_rules: tuple[LifecycleRule, ...] | None = doc_field(
         "Lifecycle rules ([] removes them); absent: left as they are.", default=None
     )
-    cors_rules: tuple[CorsRule, ...] | None = _field(
+    cors_rules: tuple[CorsRule, ...] | None = doc_field(
         "CORS rules ([] removes them); absent: left as they are.", default=None
     )
-    force_destroy: bool = _field(
+    force_destroy: bool = doc_field(
         "Deleting the resource deletes every object version first; without it a non-empty bucket stays.",
         default=False,
     )

@@ -13,7 +13,6 @@ import binascii
 import hashlib
 import mimetypes
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import attrs
 
@@ -21,6 +20,7 @@ import reconcile
 from providers.files.kinds import resolve_source
 from providers.files.sourcing import SourceError, fingerprint, read_source
 from providers.s3.kinds import API_VERSION
+from providers.s3.kinds import doc_field as _field
 from providers.s3.naming import bucket_name_errors
 from reconcile.errors import FieldError, PermanentError
 
@@ -31,10 +31,6 @@ OWNER_METADATA = "reconcile-owner"
 _MAX_KEY_BYTES = 1024
 _MAX_METADATA_BYTES = 2048
 _MAX_OBJECT_TAGS = 10
-
-
-def _field(doc: str, *, default: Any = attrs.NOTHING) -> Any:
-    return attrs.field(default=default, metadata={"doc": doc})
 
 
 @attrs.frozen

@@ -7,7 +7,7 @@ import urllib.parse
 from typing import Any
 
 import reconcile
-from providers.s3.failing import code_of, s3_errors
+from providers.s3.failing import code_of, read_or_none, s3_errors
 from providers.s3.objects import OWNER_METADATA, body_of, content_type_of, etag_of
 from reconcile.errors import NotOwnedError, TransientError
 
@@ -26,20 +26,24 @@ def _no_bucket(exc: BaseException, resource: reconcile.Resource[Any, Any]) -> Tr
     return None
 
 
+async def _head(client: Any, spec: Any) -> dict[str, Any] | None:
+    """HeadObject; None when there is no such object."""
+    head: dict[str, Any] | None = await read_or_none(
+        "HeadObject", spec.bucket, lambda: client.head_object(Bucket=spec.bucket, Key=spec.key), _MISSING
+    )
+    return head
+
+
 async def observe_object(
     client: Any, resource: reconcile.Resource[Any, Any], part_size: int
 ) -> reconcile.Observation:
     """HeadObject: existence, owner, ETag and headers; no download."""
     spec = resource.spec
-    with s3_errors("HeadObject", spec.bucket):
-        try:
-            head = await client.head_object(Bucket=spec.bucket, Key=spec.key)
-        except Exception as exc:
-            if code_of(exc) in _MISSING:
-                # (A missing bucket answers 404 too; the PutObject that follows says
-                # NoSuchBucket, and the condition says the bucket does not exist yet.)
-                return reconcile.Observation(exists=False)
-            raise
+    head = await _head(client, spec)
+    if head is None:
+        # (A missing bucket answers 404 too; the PutObject that follows says
+        # NoSuchBucket, and the condition says the bucket does not exist yet.)
+        return reconcile.Observation(exists=False)
     metadata = dict(head.get("Metadata") or {})
     owner = metadata.pop(OWNER_METADATA, None)
     data = body_of(spec)
@@ -100,19 +104,12 @@ async def put_object(
     is there already and not ours is NotOwned (checked first: S3 has no "create only")."""
     spec = resource.spec
     if create:
-        with s3_errors("HeadObject", spec.bucket):
-            try:
-                head = await client.head_object(Bucket=spec.bucket, Key=spec.key)
-            except Exception as exc:
-                if code_of(exc) not in _MISSING:
-                    raise
-            else:
-                owner = (head.get("Metadata") or {}).get(OWNER_METADATA)
-                if owner != resource.metadata.uid:
-                    whose = f"marked {owner}" if owner else "not marked by reconcile"
-                    raise NotOwnedError(
-                        f"object {_where(resource)} exists already ({whose}); it is left alone"
-                    )
+        head = await _head(client, spec)
+        owner = None if head is None else (head.get("Metadata") or {}).get(OWNER_METADATA)
+        if head is not None and owner != resource.metadata.uid:
+            whose = f"marked {owner}" if owner else "not marked by reconcile"
+            message = f"object {_where(resource)} exists already ({whose}); it is left alone"
+            raise NotOwnedError(message)
     arguments: dict[str, Any] = {
         "Bucket": spec.bucket,
         "Key": spec.key,
