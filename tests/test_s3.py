@@ -421,12 +421,7 @@ class TestConverging:
         await raw.delete_object(Bucket="full", Key="a.txt")  # a delete marker too
         await running.client.delete("bucket", "full")
 
-        async def says_not_empty() -> bool:
-            obj = await running.client.get("bucket", "full")
-            synced = obj.status.condition("Synced")
-            return synced is not None and "is not empty" in synced.message
-
-        await until_async(clock, says_not_empty)
+        await until_async(clock, _synced_says(running, "bucket", "full", "is not empty"))
         assert "full" in [b["Name"] for b in (await raw.list_buckets())["Buckets"]]
         await running.client.patch("bucket", "full", {"spec": {"force_destroy": True}})
 
@@ -597,18 +592,10 @@ class TestFailures:
     """What the AWS side can do wrong: each is a clear condition, retried with backoff."""
 
     async def _synced_message(self, runtime: Runtime, clock: FakeClock, name: str, text: str) -> str:
-        found: list[str] = []
-
-        async def says() -> bool:
-            obj = await runtime.client.get("bucket", name)
-            synced = obj.status.condition("Synced")
-            if synced is not None and text in synced.message:
-                found.append(synced.message)
-                return True
-            return False
-
-        await until_async(clock, says)
-        return found[-1]
+        await until_async(clock, _synced_says(runtime, "bucket", name, text))
+        synced = (await runtime.client.get("bucket", name)).status.condition("Synced")
+        assert synced is not None
+        return str(synced.message)
 
     async def test_missing_credentials(
         self, s3: str, tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
@@ -695,12 +682,7 @@ class TestFailures:
         async with runtime:
             await runtime.apply(bucket("throttled"))
 
-            async def ready() -> bool:
-                obj = await runtime.client.get("bucket", "throttled")
-                condition = obj.status.condition("Ready")
-                return condition is not None and condition.status.value == "True"
-
-            await until_async(clock, ready)
+            await until_async(clock, _ready(runtime, "bucket", "throttled"))
         assert answered == ["SlowDown"]
         assert [b["Name"] for b in (await raw.list_buckets())["Buckets"]] == ["throttled"]
 
@@ -827,13 +809,8 @@ class TestObjects:
         (pages / "about.html").write_bytes(b"<p>edited, not applied</p>\n")
         await raw.put_object(Bucket="sourced", Key="about.html", Body=b"drift")
 
-        async def refused() -> bool:
-            obj = await running.client.get("object", "about")
-            synced = obj.status.condition("Synced")
-            return synced is not None and "changed since it was applied" in synced.message
-
         clock.advance(70)
-        await until_async(clock, refused)
+        await until_async(clock, _synced_says(running, "object", "about", "changed since it was applied"))
         await running.apply(manifest, origin=tmp_path / "site.yaml")
 
         async def published() -> bool:
@@ -922,20 +899,10 @@ class TestObjects:
         bucket is declared, both converge."""
         await running.apply(s3_object("early", "later-bucket", "a.txt", content="a"))
 
-        async def waiting() -> bool:
-            obj = await running.client.get("object", "early")
-            synced = obj.status.condition("Synced")
-            return synced is not None and "does not exist (yet)" in synced.message
-
-        await until_async(clock, waiting)
+        await until_async(clock, _synced_says(running, "object", "early", "does not exist (yet)"))
         await running.apply(bucket("later-bucket"))
 
-        async def ready() -> bool:
-            obj = await running.client.get("object", "early")
-            condition = obj.status.condition("Ready")
-            return condition is not None and condition.status.value == "True"
-
-        await until_async(clock, ready)
+        await until_async(clock, _ready(running, "object", "early"))
 
 
 def _ready(runtime: Runtime, kind: str, name: str) -> Any:
@@ -1086,3 +1053,13 @@ def test_out_of_band_changes_repaired_through_the_cli(s3: str, tmp_path: Path) -
     history = cli("history", "bucket", "cli-site")
     assert history.returncode == 0, history.stderr
     assert "DriftDetected" in history.stdout
+
+
+def _synced_says(runtime: Runtime, kind: str, name: str, text: str) -> Any:
+    """A predicate for until_async: the object's Synced message holds ``text``."""
+
+    async def says() -> bool:
+        synced = (await runtime.client.get(kind, name)).status.condition("Synced")
+        return synced is not None and text in synced.message
+
+    return says

@@ -144,7 +144,7 @@ class Tracker:
 
     @staticmethod
     def _busy(controllers: list[Controller]) -> bool:
-        return any(c.queue.statistics().depth or c.queue.statistics().processing for c in controllers)
+        return any(len(c.queue) or c.queue.statistics().processing for c in controllers)
 
     def counts(self, kinds: Iterable[str] | None = None) -> tuple[int, int]:
         """(Ready, total) now: cheap, for a progress display."""
