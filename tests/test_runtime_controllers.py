@@ -143,7 +143,9 @@ async def test_the_decorator_form_runs_beside_the_managed_controllers(
         state = await asyncio.wait_for(runtime.wait_converged(), DEADLINE)
         assert state.converged
         assert (state.ready, state.total) == (6, 6)
-        assert sorted(seen) == ["w0", "w1", "w2"]
+        # Its own status write may come back through the watch before the cache holds it, and a
+        # level-triggered controller then reconciles the widget once more: idempotent, so counted once.
+        assert sorted(set(seen)) == ["w0", "w1", "w2"]
 
 
 async def test_two_controllers_of_one_kind_share_its_informer(tmp_path: Path, clock: FakeClock) -> None:
