@@ -58,7 +58,7 @@ from reconcile.model import (
     read_manifests,
 )
 from reconcile.model.discovery import discover_providers
-from reconcile.model.external import ExternalClient, ManagedStatus, Observation, Provider
+from reconcile.model.external import Created, ExternalClient, ManagedStatus, Observation, Provider
 from reconcile.runtime import Convergence, Runtime, RuntimeOptions
 from reconcile.store import SQLiteStore, VerifyReport, open_store
 
@@ -75,6 +75,7 @@ __all__ = [
     "Controller",
     "Convergence",
     "CorruptError",
+    "Created",
     "DeadlineExceededError",
     "Event",
     "EventType",

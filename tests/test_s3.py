@@ -75,6 +75,9 @@ async def running(s3: str, tmp_path: Path, clock: FakeClock) -> AsyncIterator[Ru
         wall_clock=clock,
         poll_interval=60,
         resync_period=None,
+        # The tests advance the fake clock while real requests are in flight: a deadline on
+        # it would cut a slow answer short after a few real milliseconds.
+        provider_timeout=None,
     )
     async with runtime:
         await asyncio.wait_for(runtime.wait_synced(), DEADLINE)
@@ -382,6 +385,29 @@ class TestConverging:
         await until_async(clock, gone)
         assert await tags_of(raw, "theirs") == {"owner": "them"}
         assert await (await raw.get_object(Bucket="theirs", Key="keep.txt"))["Body"].read() == b"theirs"
+
+    async def test_a_bucket_not_ours_in_us_east_1_is_left_alone(
+        self, running: Runtime, s3: str, clock: FakeClock
+    ) -> None:
+        """us-east-1 answers a CreateBucket of a bucket the account owns with 200, not
+        BucketAlreadyOwnedByYou: the create, made without observing first, looks before it
+        creates there, so an untagged bucket of the same account is NotOwned, its tags
+        untouched."""
+        from aiobotocore.session import get_session  # noqa: PLC0415
+
+        async with get_session().create_client("s3", region_name="us-east-1", endpoint_url=s3) as east:
+            await east.create_bucket(Bucket="east-theirs")
+            await running.apply(bucket("east-theirs", region="us-east-1", tags={"team": "web"}))
+
+            async def refused() -> bool:
+                obj = await running.client.get("bucket", "east-theirs")
+                synced = obj.status.condition("Synced")
+                return synced is not None and synced.reason == "NotOwned"
+
+            await until_async(clock, refused)
+            assert await tags_of(east, "east-theirs") == {}
+            history = [e.type for e in await running.client.history("bucket", "east-theirs")]
+            assert "CreateSucceeded" not in history
 
     async def test_adopting_a_bucket_on_request(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
         """With the adopt annotation, an existing bucket gets our owner tag, Adopted is

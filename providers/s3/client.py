@@ -83,14 +83,9 @@ class S3Client:
             return await observe_object(await self._client(None), resource, self.config.multipart_threshold)
         spec, name = resource.spec, resource.spec.bucket
         client = await self._client(self._region(resource))
-        with s3_errors("HeadBucket", name):
-            try:
-                await client.head_bucket(Bucket=name)
-            except Exception as exc:
-                if code_of(exc) in ("404", "NoSuchBucket", "NotFound"):
-                    return reconcile.Observation(exists=False)
-                raise
         tags = await self._tags(client, name)
+        if tags is None:
+            return reconcile.Observation(exists=False)
         owner = tags.pop(OWNER_TAG, None)
         if resource.metadata.deletion_timestamp is not None:
             # Being deleted: whether it exists and whose it is is all the engine asks;
@@ -149,55 +144,59 @@ class S3Client:
             owner=owner,
         )
 
-    async def create(self, resource: reconcile.Resource[Any, Any]) -> str | None:
+    async def create(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Created:
         """CreateBucket (LocationConstraint outside us-east-1), then the owner tag and the
         settings. A bucket of ours that exists already (an interrupted create) is fine;
-        one of anybody else is NotOwned. For an Object: PutObject."""
+        one of anybody else is NotOwned, and nothing is written to it (S3 answers
+        BucketAlreadyOwnedByYou or BucketAlreadyExists; in us-east-1, which answers 200
+        for a bucket the account owns, its tags are read first). For an Object: PutObject,
+        only if absent. Returns the observation that holds after: the settings just put."""
         if resource.kind == "Object":
-            await put_object(
+            known = await put_object(
                 await self._client(None), resource, create=True, part_size=self.config.multipart_threshold
             )
-            return None
+            return reconcile.Created(observation=known)
         name = resource.spec.bucket
         client = await self._client(self._region(resource))
         region = client.meta.region_name
         arguments: dict[str, Any] = {"Bucket": name}
         if region != _DEFAULT_REGION:
             arguments["CreateBucketConfiguration"] = {"LocationConstraint": region}
+        else:
+            tags = await self._tags(client, name)
+            if tags is not None:
+                _check_owner(resource, tags)
         with s3_errors("CreateBucket", name):
             try:
                 await client.create_bucket(**arguments)
             except Exception as exc:
                 if code_of(exc) != "BucketAlreadyOwnedByYou":
                     raise
-                owner = (await self._tags(client, name)).get(OWNER_TAG)
-                if owner != resource.metadata.uid:
-                    whose = f"marked {owner}" if owner else "not marked by reconcile"
-                    raise NotOwnedError(
-                        f"bucket {name!r} exists already ({whose}); it is left alone"
-                    ) from exc
+                _check_owner(resource, await self._tags(client, name) or {})
         await self._settle(client, resource, None)
-        return None
+        return reconcile.Created(observation=self._after(resource, region, None))
 
     async def update(
         self, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation
-    ) -> None:
-        """Bring the settings to the spec (the bytes and headers, for an Object)."""
+    ) -> reconcile.Observation:
+        """Bring the settings to the spec (the bytes and headers, for an Object); returns
+        the observation that holds after."""
         if resource.kind == "Object":
-            await update_object(
+            return await update_object(
                 await self._client(None), resource, observation, self.config.multipart_threshold
             )
-            return
         client = await self._client(self._region(resource))
         await self._settle(client, resource, observation)
+        return self._after(resource, client.meta.region_name, observation)
 
-    async def delete(self, resource: reconcile.Resource[Any, Any]) -> None:
+    async def delete(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
         """DeleteBucket; with force_destroy, every object version and delete marker first.
         A bucket that is not empty otherwise stays, and the engine retries with backoff.
-        For an Object: DeleteObject."""
+        For an Object: DeleteObject. Returns "gone" (S3's deletes are read-after-write)."""
+        gone = reconcile.Observation(exists=False)
         if resource.kind == "Object":
             await delete_object(await self._client(None), resource)
-            return
+            return gone
         name = resource.spec.bucket
         client = await self._client(self._region(resource))
         if resource.spec.force_destroy:
@@ -208,7 +207,7 @@ class S3Client:
             except Exception as exc:
                 code = code_of(exc)
                 if code in ("NoSuchBucket", "404"):
-                    return
+                    return gone
                 if code == "BucketNotEmpty":
                     message = (
                         f"bucket {name!r} is not empty: delete its objects, or set spec.force_destroy: true "
@@ -216,13 +215,14 @@ class S3Client:
                     )
                     raise TransientError(message, retry_after=_NOT_EMPTY_RETRY) from exc
                 raise
+        return gone
 
     async def adopt(self, resource: reconcile.Resource[Any, Any]) -> None:
         """Take over an existing bucket (``reconcile.dev/adopt``): add our owner tag to its
         tags; change nothing else (the next reconcile brings it to the spec)."""
         name = resource.spec.bucket
         client = await self._client(self._region(resource))
-        tags = {**await self._tags(client, name), OWNER_TAG: resource.metadata.uid}
+        tags = {**(await self._tags(client, name) or {}), OWNER_TAG: resource.metadata.uid}
         tag_set = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
         with s3_errors("PutBucketTagging", name):
             await client.put_bucket_tagging(Bucket=name, Tagging={"TagSet": tag_set})
@@ -234,16 +234,47 @@ class S3Client:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    async def _tags(self, client: Any, name: str) -> dict[str, str]:
-        answer = await read_or_none(
-            "GetBucketTagging",
-            name,
-            lambda: client.get_bucket_tagging(Bucket=name),
-            ("NoSuchTagSet", "NoSuchTagSetError"),
-        )
-        if answer is None:
-            return {}
+    async def _tags(self, client: Any, name: str) -> dict[str, str] | None:
+        """The bucket's tags, owner tag included; None when there is no such bucket (one
+        call says both: existence and whose it is)."""
+        with s3_errors("GetBucketTagging", name):
+            try:
+                answer = await client.get_bucket_tagging(Bucket=name)
+            except Exception as exc:
+                code = code_of(exc)
+                if code in ("NoSuchTagSet", "NoSuchTagSetError"):
+                    return {}
+                if code in ("NoSuchBucket", "404", "NotFound"):
+                    return None
+                raise
         return {tag["Key"]: tag["Value"] for tag in answer.get("TagSet", ())}
+
+    def _after(
+        self, resource: reconcile.Resource[Any, Any], region: str, before: reconcile.Observation | None
+    ) -> reconcile.Observation:
+        """What observe reports once create or update has put the settings: the spec's,
+        and for an undeclared versioning what was there before (a new bucket's:
+        unversioned)."""
+        spec, name = resource.spec, resource.spec.bucket
+        versioning = spec.versioning or (before.observed.get("versioning") if before else None)
+        observed: dict[str, Any] = {
+            "bucket": name,
+            "region": spec.region or region,
+            "arn": f"arn:aws:s3:::{name}",
+            "versioning": versioning or "Unversioned",
+            "tags": dict(sorted(spec.tags.items())),
+        }
+        if spec.encryption is not None:
+            observed["encryption"] = _encryption_body(spec.encryption)
+        if spec.public_access_block is not None:
+            observed["public_access_block"] = _block_body(spec.public_access_block)
+        if spec.policy is not None:
+            observed["policy"] = spec.policy
+        if spec.lifecycle_rules is not None:
+            observed["lifecycle_rules"] = normal_lifecycle(spec.lifecycle_rules)
+        if spec.cors_rules is not None:
+            observed["cors_rules"] = normal_cors(spec.cors_rules)
+        return reconcile.Observation(exists=True, observed=observed, owner=resource.metadata.uid)
 
     async def _settle(
         self, client: Any, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation | None
@@ -397,6 +428,14 @@ class S3Client:
                 await client.delete_objects(
                     Bucket=name, Delete={"Objects": keys[first : first + _DELETE_BATCH], "Quiet": True}
                 )
+
+
+def _check_owner(resource: reconcile.Resource[Any, Any], tags: Mapping[str, str]) -> None:
+    """NotOwnedError unless the existing bucket carries ``resource``'s owner tag."""
+    owner = tags.get(OWNER_TAG)
+    if owner != resource.metadata.uid:
+        whose = f"marked {owner}" if owner else "not marked by reconcile"
+        raise NotOwnedError(f"bucket {resource.spec.bucket!r} exists already ({whose}); it is left alone")
 
 
 def _tag_diff(wanted: Mapping[str, str], found: Mapping[str, str]) -> str:

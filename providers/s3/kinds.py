@@ -252,6 +252,7 @@ BUCKET = reconcile.Kind(
     validate=validate_bucket,
     admit=admit_bucket,
     deterministic_identity=True,
+    exclusive_create=True,
     immutable=("bucket", "region"),
     identity=("bucket",),
     short_names=("bkt",),

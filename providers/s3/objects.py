@@ -143,6 +143,7 @@ OBJECT = reconcile.Kind(
     validate=validate_object,
     admit=admit_object,
     deterministic_identity=True,
+    exclusive_create=True,
     immutable=("bucket", "key"),
     identity=("bucket", "key"),
     short_names=("obj",),

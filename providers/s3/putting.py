@@ -47,7 +47,7 @@ async def observe_object(
     metadata = dict(head.get("Metadata") or {})
     owner = metadata.pop(OWNER_METADATA, None)
     data = body_of(spec)
-    found = {
+    found: dict[str, Any] = {
         "etag": head.get("ETag"),
         "size": head.get("ContentLength"),
         "content_type": head.get("ContentType"),
@@ -86,30 +86,28 @@ async def observe_object(
 
 async def update_object(
     client: Any, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation, part_size: int
-) -> None:
-    """Upload again when the bytes or headers differ; when only the tags do, put the tags."""
+) -> reconcile.Observation:
+    """Upload again when the bytes or headers differ; when only the tags do, put the tags.
+    Returns the observation that holds after."""
     spec = resource.spec
     if observation.observed.get("content_differs", True):
-        await put_object(client, resource, create=False, part_size=part_size)
-        return
+        return await put_object(client, resource, create=False, part_size=part_size)
     tag_set = [{"Key": k, "Value": v} for k, v in sorted((spec.tags or {}).items())]
     with s3_errors("PutObjectTagging", spec.bucket):
         await client.put_object_tagging(Bucket=spec.bucket, Key=spec.key, Tagging={"TagSet": tag_set})
+    found = {**observation.observed, "tags": dict(sorted((spec.tags or {}).items()))}
+    return reconcile.Observation(exists=True, observed=found, owner=resource.metadata.uid)
 
 
 async def put_object(
     client: Any, resource: reconcile.Resource[Any, Any], *, create: bool, part_size: int
-) -> None:
-    """PutObject with the bytes, the headers and the owner mark. On create, an object that
-    is there already and not ours is NotOwned (checked first: S3 has no "create only")."""
+) -> reconcile.Observation:
+    """PutObject with the bytes, the headers and the owner mark; returns the observation
+    that holds after (from PutObject's answer: its ETag and version). A create is
+    conditional (``If-None-Match: *``): when an object is there already it looks, and one
+    that is not ours is NotOwned, untouched; one of ours (an interrupted create) is
+    written again."""
     spec = resource.spec
-    if create:
-        head = await _head(client, spec)
-        owner = None if head is None else (head.get("Metadata") or {}).get(OWNER_METADATA)
-        if head is not None and owner != resource.metadata.uid:
-            whose = f"marked {owner}" if owner else "not marked by reconcile"
-            message = f"object {_where(resource)} exists already ({whose}); it is left alone"
-            raise NotOwnedError(message)
     arguments: dict[str, Any] = {
         "Bucket": spec.bucket,
         "Key": spec.key,
@@ -121,20 +119,70 @@ async def put_object(
         arguments["CacheControl"] = spec.cache_control
     if spec.tags:
         arguments["Tagging"] = urllib.parse.urlencode(sorted(spec.tags.items()))
+    data = arguments["Body"]
+    try:
+        answer = await _put(client, resource, arguments, part_size, only_if_absent=create)
+    except _ThereAlreadyError:
+        head = await _head(client, spec)
+        owner = None if head is None else (head.get("Metadata") or {}).get(OWNER_METADATA)
+        if head is not None and owner != resource.metadata.uid:
+            whose = f"marked {owner}" if owner else "not marked by reconcile"
+            message = f"object {_where(resource)} exists already ({whose}); it is left alone"
+            raise NotOwnedError(message) from None
+        answer = await _put(client, resource, arguments, part_size, only_if_absent=False)
+    found: dict[str, Any] = {
+        "etag": answer.get("ETag"),
+        "size": len(data),
+        "content_type": arguments["ContentType"],
+        "cache_control": spec.cache_control,
+        "metadata": dict(sorted(spec.metadata.items())),
+        "version_id": answer.get("VersionId"),
+    }
+    if spec.tags is not None:
+        found["tags"] = dict(sorted(spec.tags.items()))
+    found["content_differs"] = False
+    return reconcile.Observation(
+        exists=True,
+        up_to_date=answer.get("ETag") == etag_of(data, part_size),
+        observed=found,
+        owner=resource.metadata.uid,
+    )
+
+
+class _ThereAlreadyError(Exception):
+    """A conditional create found an object at the key."""
+
+
+async def _put(
+    client: Any,
+    resource: reconcile.Resource[Any, Any],
+    arguments: dict[str, Any],
+    part_size: int,
+    *,
+    only_if_absent: bool,
+) -> dict[str, Any]:
+    """One PutObject (or multipart upload) of ``arguments``; its answer."""
+    spec = resource.spec
+    condition = {"IfNoneMatch": "*"} if only_if_absent else {}
     with s3_errors("PutObject", spec.bucket):
         try:
             if len(arguments["Body"]) > part_size:
-                await _upload_in_parts(client, arguments, part_size)
+                answer = await _upload_in_parts(client, dict(arguments), part_size, condition)
             else:
-                await client.put_object(**arguments)
+                answer = await client.put_object(**arguments, **condition)
         except Exception as exc:
+            if only_if_absent and code_of(exc) in ("PreconditionFailed", "412"):
+                raise _ThereAlreadyError from exc
             missing = _no_bucket(exc, resource)
             if missing is not None:
                 raise missing from exc
             raise
+        return answer
 
 
-async def _upload_in_parts(client: Any, arguments: dict[str, Any], part_size: int) -> None:
+async def _upload_in_parts(
+    client: Any, arguments: dict[str, Any], part_size: int, condition: dict[str, str]
+) -> dict[str, Any]:
     """A multipart upload of ``arguments["Body"]`` in parts of ``part_size`` (aborted on
     failure, so no incomplete upload is left to bill)."""
     data = arguments.pop("Body")
@@ -144,21 +192,22 @@ async def _upload_in_parts(client: Any, arguments: dict[str, Any], part_size: in
     try:
         parts = []
         for number, start in enumerate(range(0, len(data), part_size), start=1):
-            answer = await client.upload_part(
+            uploaded = await client.upload_part(
                 Bucket=bucket,
                 Key=key,
                 UploadId=upload_id,
                 PartNumber=number,
                 Body=data[start : start + part_size],
             )
-            parts.append({"ETag": answer["ETag"], "PartNumber": number})
-        await client.complete_multipart_upload(
-            Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+            parts.append({"ETag": uploaded["ETag"], "PartNumber": number})
+        answer: dict[str, Any] = await client.complete_multipart_upload(
+            Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}, **condition
         )
     except BaseException:
         with contextlib.suppress(Exception):
             await client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
         raise
+    return answer
 
 
 async def delete_object(client: Any, resource: reconcile.Resource[Any, Any]) -> None:

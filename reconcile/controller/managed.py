@@ -8,7 +8,13 @@ For each key it reads the object from the informer's cache and then:
    and is ours) and removes the finalizer once it is gone; with ``Orphan`` or
    ``ObserveOnly``, just removes the finalizer.
 3. Otherwise adds its finalizer, **observes**, and then creates, updates (recording
-   ``DriftDetected`` when the spec had not changed) or only reports.
+   ``DriftDetected`` when the spec had not changed) or only reports. A resource of an
+   ``exclusive_create`` kind that was never reconciled is created without observing
+   first: the provider's create refuses one that exists and is not ours
+   (``NotOwnedError``, recorded as ``NotOwned``), so the look before would only cost a call.
+
+After acting it records the outcome with the status that follows, from the observation
+the provider's call returned or, when it returned none, from observing again.
 
 Every action is an event in the log (``CreateRequested`` -> ``CreateSucceeded`` /
 ``CreateFailed``, ``UpdateRequested`` ..., ``DeleteRequested`` ..., ``DriftDetected``,
@@ -60,6 +66,7 @@ from reconcile.model.external import (
     DELETION_POLICIES,
     FINALIZER,
     MANAGEMENT_POLICIES,
+    Created,
     ExternalClient,
     Observation,
 )
@@ -149,6 +156,8 @@ class ManagedReconciler:
         if self._gave_up:
             self._still_given_up(obj)
         external = self._client if self._client is not None else await self._external()
+        if management == "Full" and self._unrecorded(obj):
+            return await self._create(obj, external)
         try:  # _observe written out: every poll and resync comes this way
             observation: Observation = await self._call("observe", external.observe, obj)
         except Exception as exc:  # noqa: BLE001 - recorded, then classified and re-raised
@@ -166,13 +175,7 @@ class ManagedReconciler:
         ):
             return await self._adopt(obj, external, observation)
         if observation.exists and not self._owned(obj, observation):
-            message = "the external resource exists but was not created by this object; it is left alone"
-            status = self._new_status(obj, observation, synced=Verdict(FALSE, "NotOwned", message))
-            if status is not None:
-                # A finding, not an action: recorded once (with the status that says it, in
-                # one write), not again at every resync or poll.
-                await self._act(obj, [Action(ActionType.NOT_OWNED, message)], status=status)
-            raise TerminalError(message)
+            await self._not_owned(obj, observation)
         if not observation.exists:
             return await self._create(obj, external)
         if FINALIZER not in obj.metadata.finalizers:
@@ -218,6 +221,22 @@ class ManagedReconciler:
         synced = obj.status.condition("Synced")
         raise TerminalError(synced.message if synced is not None else "failed permanently")
 
+    def _unrecorded(self, obj: AnyResource) -> bool:
+        """Whether to create without observing first: the provider's create refuses a
+        resource that is not ours (``exclusive_create``), the object was never reconciled
+        (no Synced condition: after a refusal the next passes observe, as for any
+        NotOwned), and nothing says it was ever created or is to be adopted."""
+        annotations = obj.metadata.annotations
+        return (
+            self.kind.exclusive_create
+            and obj.status.condition("Synced") is None
+            and not (
+                ANNOTATION_CREATE_SUCCEEDED in annotations
+                or ANNOTATION_CREATE_PENDING in annotations
+                or ANNOTATION_ADOPT in annotations
+            )
+        )
+
     def _poll(self) -> Result:
         spread = self.poll_interval * self.poll_jitter
         return Result(requeue_after=self.poll_interval + spread * (2 * self._random() - 1))
@@ -260,11 +279,20 @@ class ManagedReconciler:
             finalizer=FINALIZER,
         )
         try:
-            external_name = await self._call("create", external.create, obj)
-        except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
+            created = Created.of(await self._call("create", external.create, obj))
+        except Exception as exc:  # noqa: BLE001 - classified and re-raised (by _failed)
             # A create that answered with an error did not happen: the marker goes. One cut
             # short by its deadline may have: the marker stays, as after a crash, and the
             # next reconcile looks before it creates again.
+            if isinstance(exc, NotOwnedError):
+                # Somebody else's (found by an exclusive create, or made between our
+                # observe and our create): look, and say so as an observe would have.
+                try:
+                    seen: Observation | None = await self._call("observe", external.observe, obj)
+                except Exception:  # noqa: BLE001 - no look: recorded below as the create's failure
+                    seen = None
+                if seen is not None and seen.exists and seen.owner != obj.metadata.uid:
+                    await self._not_owned(obj, seen, {ANNOTATION_CREATE_PENDING: None})
             unknown = isinstance(exc, DeadlineExceededError)
             obj = await self._act(
                 obj,
@@ -276,9 +304,11 @@ class ManagedReconciler:
             ANNOTATION_CREATE_SUCCEEDED: self._now(),
             ANNOTATION_CREATE_PENDING: None,
         }
-        if external_name:
-            done[ANNOTATION_EXTERNAL_NAME] = external_name
-        return await self._settle(obj, external, "Creating", [Action(ActionType.CREATE_SUCCEEDED)], done)
+        if created.external_name:
+            done[ANNOTATION_EXTERNAL_NAME] = created.external_name
+        return await self._settle(
+            obj, external, "Creating", [Action(ActionType.CREATE_SUCCEEDED)], done, known=created.observation
+        )
 
     async def _update(
         self, obj: AnyResource, external: ExternalClient, observation: Observation
@@ -295,11 +325,13 @@ class ManagedReconciler:
         requested.append(Action(ActionType.UPDATE_REQUESTED, observation.diff))
         obj = await self._act(obj, requested)
         try:
-            await self._call("update", external.update, obj, observation)
+            after: Observation | None = await self._call("update", external.update, obj, observation)
         except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
             obj = await self._act(obj, [Action(ActionType.UPDATE_FAILED, str(exc))])
             await self._failed(obj, exc)
-        return await self._settle(obj, external, "Updating", [Action(ActionType.UPDATE_SUCCEEDED)], None)
+        return await self._settle(
+            obj, external, "Updating", [Action(ActionType.UPDATE_SUCCEEDED)], None, known=after
+        )
 
     async def _settle(
         self,
@@ -308,16 +340,22 @@ class ManagedReconciler:
         doing: str,
         events: list[Action],
         annotations: dict[str, str | None] | None,
+        *,
+        known: Observation | None,
     ) -> Result | None:
-        """Observe again after acting, then record the outcome, the markers and the status
-        in one write, so status tells the truth at once."""
-        try:
-            observation: Observation = await self._call("observe", external.observe, obj)
-        except Exception as exc:  # noqa: BLE001 - recorded with the outcome, then classified
-            obj = await self._act(
-                obj, [*events, Action(ActionType.OBSERVE_FAILED, str(exc))], annotations=annotations
-            )
-            await self._failed(obj, exc)
+        """Record the outcome, the markers and the status in one write, so status tells
+        the truth at once: from what the provider's call returned (``known``), or else
+        from observing again."""
+        if known is not None:
+            observation = known
+        else:
+            try:
+                observation = await self._call("observe", external.observe, obj)
+            except Exception as exc:  # noqa: BLE001 - recorded with the outcome, then classified
+                obj = await self._act(
+                    obj, [*events, Action(ActionType.OBSERVE_FAILED, str(exc))], annotations=annotations
+                )
+                await self._failed(obj, exc)
         synced = SUCCESS
         if observation.exists and observation.up_to_date:
             ready, result = AVAILABLE, self._poll()
@@ -327,6 +365,21 @@ class ManagedReconciler:
         status = self._new_status(obj, observation, synced=synced, ready=ready)
         await self._act(obj, events, annotations=annotations, status=status)
         return result
+
+    async def _not_owned(
+        self, obj: AnyResource, observation: Observation, annotations: dict[str, str | None] | None = None
+    ) -> NoReturn:
+        """Say that the external resource is somebody else's and stop. A finding, not an
+        action: recorded once (with the status that says it, in one write), not again at
+        every resync or poll."""
+        whose = f" (it is marked {observation.owner})" if observation.owner else ""
+        message = f"the external resource exists but was not created by this object{whose}; it is left alone"
+        status = self._new_status(obj, observation, synced=Verdict(FALSE, ActionType.NOT_OWNED, message))
+        if status is not None or annotations:
+            await self._act(
+                obj, [Action(ActionType.NOT_OWNED, message)], annotations=annotations, status=status
+            )
+        raise TerminalError(message)
 
     async def _adopt(
         self, obj: AnyResource, external: ExternalClient, observation: Observation
@@ -362,12 +415,12 @@ class ManagedReconciler:
             elif observation.exists:
                 await self._act(obj, [Action(ActionType.DELETE_REQUESTED)])
                 try:
-                    await self._call("delete", external.delete, obj)
+                    after: Observation | None = await self._call("delete", external.delete, obj)
                 except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
                     await self._act(obj, [Action(ActionType.DELETE_FAILED, str(exc))])
                     await self._failed(obj, exc)
                 await self._act(obj, [Action(ActionType.DELETE_SUCCEEDED)])
-                if (await self._observe(obj, external)).exists:
+                if (after if after is not None else await self._observe(obj, external)).exists:
                     message = "waiting for the external system to finish deleting"
                     await self._status(
                         obj,

@@ -8,10 +8,21 @@ A :class:`Provider` declares kinds and ``connect(config)`` returns an
   the resource exists, whether it matches the spec, what was observed, a human-readable
   diff, and which owner marker (if any) the external resource carries.
 * ``create(resource)`` creates it, marking it with ``resource.metadata.uid`` where the
-  external system allows; creating one that exists and is ours succeeds. It may return
-  an external name (an id the system chose), which the engine keeps.
+  external system allows; creating one that exists and is ours succeeds; one that exists
+  and is not ours raises ``NotOwnedError`` and changes nothing. It may return an external
+  name (an id the system chose), which the engine keeps, or a :class:`Created`.
 * ``update(resource, observation)`` brings it to the spec.
 * ``delete(resource)`` deletes it; deleting a missing one succeeds.
+
+A mutating call may return the :class:`Observation` that holds after it, when the
+provider knows it from the call's own answers (the ETag a PUT returned, the settings it
+just wrote): the engine then records the outcome without observing again (Terraform reads
+after every create; a provider that already knows spares that read). The conformance kit
+checks that such an observation agrees with a real ``observe``.
+
+For a kind with ``deterministic_identity`` the engine creates a resource it has no record
+of without observing first (the create itself refuses a resource that is not ours, as
+Terraform creates what is not in its state): one call instead of two.
 
 Everything else (finalizers, the create-pending/succeeded markers that stop a crash from
 leaking or duplicating a resource, deletion and management policies, pause, polling,
@@ -41,6 +52,7 @@ __all__ = [
     "FINALIZER",
     "MANAGEMENT_POLICIES",
     "Adopting",
+    "Created",
     "ExternalClient",
     "ManagedStatus",
     "Observation",
@@ -85,6 +97,23 @@ class Observation:
 
 
 @attrs.frozen
+class Created:
+    """What ``create`` may return instead of a bare external name: the name (None when
+    the identity is deterministic) and the observation that holds after the create, when
+    the provider knows it from the create's own answers."""
+
+    external_name: str | None = None
+    observation: Observation | None = None
+
+    @classmethod
+    def of(cls, answer: str | Created | None) -> Created:
+        """Any answer ``create`` may give, as a Created."""
+        if isinstance(answer, Created):
+            return answer
+        return cls(external_name=answer or None)
+
+
+@attrs.frozen
 class ManagedStatus(Status):
     """The status of a managed resource: conditions, observed generation, and what the
     provider observed (``at_provider``)."""
@@ -98,14 +127,16 @@ class ExternalClient(Protocol):
     async def observe(self, resource: Resource[Any, Any]) -> Observation:
         """Read the external resource; never change anything."""
 
-    async def create(self, resource: Resource[Any, Any]) -> str | None:
-        """Create it (idempotent); return its external name when the system chose one."""
+    async def create(self, resource: Resource[Any, Any]) -> str | Created | None:
+        """Create it (idempotent; NotOwnedError for an existing one not ours); return its
+        external name when the system chose one, or a :class:`Created`."""
 
-    async def update(self, resource: Resource[Any, Any], observation: Observation) -> None:
-        """Bring it to the spec (idempotent)."""
+    async def update(self, resource: Resource[Any, Any], observation: Observation) -> Observation | None:
+        """Bring it to the spec (idempotent); optionally return what holds after."""
 
-    async def delete(self, resource: Resource[Any, Any]) -> None:
-        """Delete it; a missing one is already deleted."""
+    async def delete(self, resource: Resource[Any, Any]) -> Observation | None:
+        """Delete it; a missing one is already deleted. Optionally return what holds after
+        (``Observation(exists=False)``: gone, no need to look again)."""
 
     async def close(self) -> None:
         """Release connections."""

@@ -55,6 +55,12 @@ class Kind:
     #: True when the external name follows from the spec alone (a path, a DNS name), so a
     #: create interrupted by a crash can be retried without risk of a duplicate.
     deterministic_identity: bool = False
+    #: True when the provider's create is itself the check that the resource is not
+    #: somebody else's (an atomic create-if-absent, or a look at the owner mark first):
+    #: it raises NotOwnedError, changing nothing, for one that exists and is not this
+    #: object's. The engine then creates a resource it has no record of without observing
+    #: first (one call instead of two). Needs ``deterministic_identity``.
+    exclusive_create: bool = False
     short_names: tuple[str, ...] = ()
     #: Spec fields fixed once the object exists (its identity: a path, a bucket name).
     #: Changing one is refused at apply, with the field path; delete and apply again.
@@ -66,6 +72,11 @@ class Kind:
     #: How often a Ready resource of this kind is observed again for drift; None: the
     #: Runtime's default. (A Runtime's ``poll_intervals`` overrides both.)
     poll_interval: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.exclusive_create and not self.deterministic_identity:
+            msg = f"kind {self.kind}: exclusive_create needs deterministic_identity"
+            raise ValueError(msg)
 
     def identity_of(self, spec: Mapping[str, Any]) -> str | None:
         """The identity an unstructured spec declares (``spec.path=/srv/site/a``), or

@@ -15,7 +15,9 @@ Each check starts a :class:`~reconcile.Runtime` with only that provider, on a
 * delete removes the external resource and clears the finalizer; ``Orphan`` keeps it;
 * create and delete are idempotent when repeated; observe changes nothing;
 * a crash between create and recording it neither leaks nor duplicates;
-* a resource that exists but is not ours is never touched.
+* a resource that exists but is not ours is never touched;
+* an observation a create, update or delete returns agrees with a real ``observe`` made
+  right after it (every check verifies this for every call the engine makes).
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from reconcile.model.events import ActionType
 from reconcile.model.external import (
     ANNOTATION_CREATE_PENDING,
     ANNOTATION_DELETION_POLICY,
+    ANNOTATION_EXTERNAL_NAME,
     ANNOTATION_PAUSED,
     FINALIZER,
+    Created,
     ExternalClient,
     Observation,
     Provider,
@@ -72,11 +76,26 @@ class Outside(Protocol):
 
 
 class CountingClient:
-    """Wraps a provider's client and counts its calls."""
+    """Wraps a provider's client and counts its calls (a create refused with
+    NotOwnedError, which changed nothing, as ``create.refused``). When a call returns the
+    observation that holds after it, observes at once (uncounted) and keeps each
+    disagreement in :attr:`disagreements`."""
 
     def __init__(self, inner: ExternalClient) -> None:
         self.inner = inner
         self.calls: collections.Counter[str] = collections.Counter()
+        self.disagreements: list[str] = []
+
+    async def _check(self, call: str, resource: AnyResource, returned: Observation | None) -> None:
+        if returned is None:
+            return
+        seen = await self.inner.observe(resource)
+        said = (returned.exists, returned.exists and returned.up_to_date, returned.owner)
+        found = (seen.exists, seen.exists and seen.up_to_date, seen.owner)
+        if said != found:
+            self.disagreements.append(
+                f"{call} of {resource.key} returned (exists, up_to_date, owner) {said}, observe saw {found}"
+            )
 
     @property
     def writes(self) -> int:
@@ -88,20 +107,36 @@ class CountingClient:
         self.calls["observe"] += 1
         return await self.inner.observe(resource)
 
-    async def create(self, resource: AnyResource) -> str | None:
+    async def create(self, resource: AnyResource) -> str | Created | None:
         """Counted create."""
+        try:
+            answer = await self.inner.create(resource)
+        except NotOwnedError:
+            self.calls["create.refused"] += 1
+            raise
         self.calls["create"] += 1
-        return await self.inner.create(resource)
+        created = Created.of(answer)
+        if created.external_name:  # what the engine will know it by from now on
+            annotations = {**resource.metadata.annotations, ANNOTATION_EXTERNAL_NAME: created.external_name}
+            resource = attrs.evolve(
+                resource, metadata=attrs.evolve(resource.metadata, annotations=annotations)
+            )
+        await self._check("create", resource, created.observation)
+        return answer
 
-    async def update(self, resource: AnyResource, observation: Observation) -> None:
+    async def update(self, resource: AnyResource, observation: Observation) -> Observation | None:
         """Counted update."""
         self.calls["update"] += 1
-        await self.inner.update(resource, observation)
+        after = await self.inner.update(resource, observation)
+        await self._check("update", resource, after)
+        return after
 
-    async def delete(self, resource: AnyResource) -> None:
+    async def delete(self, resource: AnyResource) -> Observation | None:
         """Counted delete."""
         self.calls["delete"] += 1
-        await self.inner.delete(resource)
+        after = await self.inner.delete(resource)
+        await self._check("delete", resource, after)
+        return after
 
     async def close(self) -> None:
         """Close the inner client."""
@@ -149,11 +184,17 @@ class Harness:
             poll_interval=POLL,
             resync_period=None,
         )
-        async with runtime:
-            await asyncio.wait_for(runtime.wait_synced(), DEADLINE)
-            self.runtime = runtime
-            yield runtime
-        self.runtime = None
+        try:
+            async with runtime:
+                await asyncio.wait_for(runtime.wait_synced(), DEADLINE)
+                self.runtime = runtime
+                yield runtime
+        finally:
+            self.runtime = None
+            counted = self._counting.client
+            # First: a wrong returned observation explains whatever else failed.
+            if counted is not None and counted.disagreements:
+                raise AssertionError(counted.disagreements)
 
     @property
     def calls(self) -> collections.Counter[str]:
@@ -336,7 +377,8 @@ async def check_create_and_delete_are_idempotent(h: Harness) -> None:
         obj = await runtime.apply(paused)
         client = await h.connect()
         before = await h.outside.count()
-        name = await client.create(obj)
+        created = Created.of(await client.create(obj))
+        name = created.external_name
         if name:
             obj = await runtime.client.patch(
                 h.kind_name(manifest),
@@ -344,11 +386,18 @@ async def check_create_and_delete_are_idempotent(h: Harness) -> None:
                 {"metadata": {"annotations": {"reconcile.dev/external-name": name}}},
                 namespace=obj.metadata.namespace,
             )
+        if created.observation is not None:
+            seen = await client.observe(obj)
+            assert (created.observation.exists, created.observation.up_to_date) == (True, True)
+            assert (seen.exists, seen.up_to_date, seen.owner) == (True, True, created.observation.owner), (
+                f"create returned {created.observation}, observe saw {seen}"
+            )
         if runtime.client.kinds.lookup(obj.api_version, obj.kind).deterministic_identity:
             await client.create(obj)
             assert await h.outside.count() == before + 1, "a repeated create made a duplicate"
-        await client.delete(obj)
-        await client.delete(obj)
+        for _ in range(2):
+            after = await client.delete(obj)
+            assert after is None or not after.exists, f"delete returned {after}"
         assert not await h.outside.exists(obj)
         await client.close()
 

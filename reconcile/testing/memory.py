@@ -30,7 +30,13 @@ import attrs
 
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.errors import NotOwnedError, PermanentError, TransientError
-from reconcile.model.external import ANNOTATION_EXTERNAL_NAME, ExternalClient, ManagedStatus, Observation
+from reconcile.model.external import (
+    ANNOTATION_EXTERNAL_NAME,
+    Created,
+    ExternalClient,
+    ManagedStatus,
+    Observation,
+)
 from reconcile.model.kinds import Kind
 from reconcile.model.resource import AnyResource
 
@@ -157,8 +163,10 @@ class MemoryCloud:
 class MemoryClient:
     """The provider's client for both kinds."""
 
-    def __init__(self, cloud: MemoryCloud) -> None:
+    def __init__(self, cloud: MemoryCloud, *, knowing: bool = False) -> None:
         self.cloud = cloud
+        #: Return the observation that holds after create, update and delete.
+        self.knowing = knowing
 
     @staticmethod
     def _id(resource: AnyResource) -> str | None:
@@ -194,7 +202,19 @@ class MemoryClient:
             owner=item.owner,
         )
 
-    async def create(self, resource: AnyResource) -> str | None:
+    def _known(self, resource: AnyResource, item_id: str) -> Observation | None:
+        if not self.knowing:
+            return None
+        item = self.cloud.visible(item_id)
+        if item is None:
+            return None  # not visible yet: the engine observes until it is
+        return Observation(
+            exists=True,
+            observed={"id": item_id, "value": item.value, "region": item.region},
+            owner=resource.metadata.uid,
+        )
+
+    async def create(self, resource: AnyResource) -> str | Created | None:
         """Create the item, marked with the resource's uid; idempotent for our own."""
         await self.cloud.enter("create")
         item_id = self._id(resource) or f"note-{uuid.uuid4().hex[:12]}"
@@ -208,9 +228,11 @@ class MemoryClient:
         value, region = self._desired(resource)
         visible_at = self.cloud.clock.now() + self.cloud.visibility_delay
         self.cloud.put(item_id, Item(value, region, resource.metadata.uid, visible_at))
-        return None if isinstance(resource.spec, BucketSpec) else item_id
+        name = None if isinstance(resource.spec, BucketSpec) else item_id
+        known = self._known(resource, item_id)
+        return name if known is None else Created(name, known)
 
-    async def update(self, resource: AnyResource, observation: Observation) -> None:  # noqa: ARG002
+    async def update(self, resource: AnyResource, observation: Observation) -> Observation | None:  # noqa: ARG002
         """Set value and region."""
         await self.cloud.enter("update")
         item_id = self._id(resource)
@@ -223,13 +245,15 @@ class MemoryClient:
             raise PermanentError("the region of a bucket cannot change; recreate it")
         item.value, item.region = self._desired(resource)
         self.cloud.put(item_id, item)
+        return self._known(resource, item_id)
 
-    async def delete(self, resource: AnyResource) -> None:
+    async def delete(self, resource: AnyResource) -> Observation | None:
         """Delete the item; a missing one is fine."""
         await self.cloud.enter("delete")
         item_id = self._id(resource)
         if item_id is not None:
             self.cloud.drop(item_id)
+        return Observation(exists=False) if self.knowing else None
 
     async def close(self) -> None:
         """Nothing to release."""
@@ -240,16 +264,19 @@ class MemoryProvider:
 
     name = "memory"
 
-    def __init__(self, cloud: MemoryCloud | None = None) -> None:
+    def __init__(self, cloud: MemoryCloud | None = None, *, knowing: bool = False) -> None:
         self.cloud = cloud or MemoryCloud()
         self.connections = 0
+        #: The client returns the observation after each write, and Bucket's create is
+        #: exclusive (the engine creates without observing first).
+        self.knowing = knowing
 
     @property
     def kinds(self) -> Sequence[Kind]:
         """Bucket and Note."""
-        return (BUCKET, NOTE)
+        return (attrs.evolve(BUCKET, exclusive_create=True) if self.knowing else BUCKET, NOTE)
 
     async def connect(self, config: Mapping[str, Any]) -> ExternalClient:  # noqa: ARG002
         """A client of the cloud."""
         self.connections += 1
-        return MemoryClient(self.cloud)
+        return MemoryClient(self.cloud, knowing=self.knowing)

@@ -1,0 +1,184 @@
+"""Providers that know what holds after their writes, and kinds whose create is exclusive:
+the engine records the returned observation instead of observing again, creates a
+never-reconciled resource without looking first, and the conformance kit holds both to
+the truth (a returned observation must agree with a real observe)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import settle
+from test_conformance import MemoryOutside, bucket, note
+from test_managed import DEADLINE, POLL, idle
+
+from reconcile import Created, ExternalClient, Kind, ManagedStatus, Observation, Resource, Runtime
+from reconcile.model.events import ActionType
+from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
+from reconcile.testing.conformance import CHECKS, Harness, check_converges_and_second_pass_writes_nothing
+from reconcile.testing.memory import BucketSpec, Item, MemoryClient
+
+_FOREIGN = {"check_not_ours_is_never_touched", "check_create_refuses_a_foreign_resource"}
+
+
+def knowing_harness(
+    kind: str, tmp_path: Path, provider_type: type[MemoryProvider] = MemoryProvider
+) -> Harness:
+    """A harness over a fresh cloud, the provider in its knowing mode."""
+    cloud = MemoryCloud()
+    made = Harness(
+        provider_type(cloud, knowing=True),
+        MemoryOutside(cloud),
+        bucket if kind == "bucket" else note,
+        tmp_path / "state.db",
+    )
+    cloud.clock = made.clock
+    return made
+
+
+@pytest.mark.parametrize(
+    ("check", "kind"),
+    [(check, "bucket") for check in CHECKS]
+    + [(check, "note") for check in CHECKS if check.__name__ not in _FOREIGN],
+    ids=lambda value: getattr(value, "__name__", value),
+)
+async def test_a_knowing_provider_passes_the_kit(
+    check: Callable[[Harness], Awaitable[None]], kind: str, tmp_path: Path
+) -> None:
+    """Every check passes with returned observations and an exclusive create."""
+    await check(knowing_harness(kind, tmp_path))
+
+
+class LyingClient(MemoryClient):
+    """A faulty client: create writes a value other than the spec's and says it is up to date."""
+
+    async def create(self, resource: Resource[Any, Any]) -> str | Created | None:
+        """Write the wrong value; claim the right one."""
+        await self.cloud.enter("create")
+        _, region = self._desired(resource)
+        self.cloud.put(resource.spec.name, Item("wrong", region, resource.metadata.uid))
+        return Created(observation=Observation(exists=True, owner=resource.metadata.uid))
+
+
+class LyingProvider(MemoryProvider):
+    """A provider built on the lying client."""
+
+    async def connect(self, config: Mapping[str, Any]) -> ExternalClient:  # noqa: ARG002
+        """The lying client."""
+        return LyingClient(self.cloud, knowing=True)
+
+
+async def test_the_kit_catches_a_returned_observation_that_lies(tmp_path: Path) -> None:
+    """A create that says "up to date" when observe says otherwise fails the kit, naming it."""
+    with pytest.raises(AssertionError, match=r"create of .* returned \(exists, up_to_date, owner\)"):
+        await check_converges_and_second_pass_writes_nothing(
+            knowing_harness("bucket", tmp_path, LyingProvider)
+        )
+
+
+def test_exclusive_create_needs_a_deterministic_identity() -> None:
+    """An exclusive create of a kind whose system picks the name makes no sense: refused."""
+    with pytest.raises(ValueError, match="exclusive_create needs deterministic_identity"):
+        Kind("x.example.dev/v1", "Thing", BucketSpec, ManagedStatus, exclusive_create=True)
+
+
+@contextlib.asynccontextmanager
+async def knowing(db: Path, cloud: MemoryCloud, clock: FakeClock, **options: Any) -> AsyncIterator[Runtime]:
+    """A Runtime over the knowing memory provider, on the fake clock."""
+    runtime = Runtime(
+        db,
+        providers=[MemoryProvider(cloud, knowing=True)],
+        clock=clock,
+        wall_clock=clock,
+        poll_interval=POLL,
+        **options,
+    )
+    async with runtime:
+        await asyncio.wait_for(runtime.wait_synced(), DEADLINE)
+        yield runtime
+
+
+@pytest.fixture
+def cloud(clock: FakeClock) -> MemoryCloud:
+    """The fake external system."""
+    return MemoryCloud(clock=clock)
+
+
+def manifest(name: str, value: str = "v") -> dict[str, Any]:
+    """A Bucket with ``value``."""
+    return {**bucket(name), "spec": {"name": name, "value": value}}
+
+
+async def test_a_create_is_one_call_and_two_writes(
+    db_path: Path, cloud: MemoryCloud, clock: FakeClock
+) -> None:
+    """A never-reconciled bucket is created without observing first, and its status comes
+    from what create returned: one provider call, the same history as before."""
+    async with knowing(db_path, cloud, clock, resync_period=None) as runtime:
+        await runtime.apply(manifest("b", "one"))
+        obj = await asyncio.wait_for(runtime.wait_ready("bucket", "b"), DEADLINE)
+        types = [e.type for e in await runtime.client.history("bucket", "b")]
+    assert dict(cloud.calls) == {"create": 1}
+    assert obj.status.at_provider == {"id": "b", "value": "one", "region": "local"}
+    assert types == ["Created", "CreateRequested", "FinalizerAdded", "CreateSucceeded", "StatusChanged"]
+
+
+async def test_update_and_delete_record_what_they_returned(
+    db_path: Path, cloud: MemoryCloud, clock: FakeClock
+) -> None:
+    """Drift repaired and a delete finished without a second look: one observe each (the
+    poll's, the delete's ownership check), none after the write."""
+    async with knowing(db_path, cloud, clock, resync_period=None) as runtime:
+        await runtime.apply(manifest("b"))
+        await asyncio.wait_for(runtime.wait_ready("bucket", "b"), DEADLINE)
+        cloud.tamper("b", "by hand")
+        clock.advance(POLL * 1.2)
+        await settle(lambda: cloud.calls["update"] == 1)
+        await idle(runtime)
+        assert (cloud.calls["observe"], cloud.items["b"].value) == (1, "v")
+        ready = (await runtime.client.get("bucket", "b")).status.condition("Ready")
+        assert ready is not None
+        assert ready.status.value == "True"
+        await runtime.client.delete("bucket", "b")
+        await settle(lambda: not runtime.controllers["bucket.memory.reconcile.dev"].informer.cached_keys())
+    assert (cloud.calls["observe"], cloud.calls["delete"]) == (2, 1)
+    assert "b" not in cloud.items
+
+
+async def test_a_refused_create_is_a_finding_recorded_once(
+    db_path: Path, cloud: MemoryCloud, clock: FakeClock
+) -> None:
+    """Somebody else's item at the name: the create (made without looking) refuses it, the
+    item is untouched, NotOwned is in status and history once, and later passes only
+    observe (the object was reconciled: no second blind create) and append nothing."""
+    cloud.plant("b", "theirs", owner="someone-else")
+    async with knowing(db_path, cloud, clock, resync_period=600) as runtime:
+        await runtime.apply(manifest("b", "mine"))
+
+        def refused() -> bool:
+            return cloud.calls["create"] == 1
+
+        await settle(refused)
+        await idle(runtime)
+        obj = await runtime.client.get("bucket", "b")
+        synced = obj.status.condition("Synced")
+        assert synced is not None
+        assert synced.reason == "NotOwned"
+        assert "marked someone-else" in synced.message
+        revision = await runtime.client.revision()
+        observed = cloud.calls["observe"]
+        for _ in range(2):
+            clock.advance(660)  # past the resync, jitter (10 %) included
+            await settle(lambda observed=observed: cloud.calls["observe"] > observed)
+            await idle(runtime)
+            observed = cloud.calls["observe"]
+        history = [e.type for e in await runtime.client.history("bucket", "b")]
+        # The first observe (after the blind create) puts what it saw in status: one write.
+        assert await runtime.client.revision() <= revision + 1
+    assert history.count(ActionType.NOT_OWNED) == 1
+    assert cloud.calls["create"] == 1
+    assert (cloud.items["b"].value, cloud.items["b"].owner) == ("theirs", "someone-else")
