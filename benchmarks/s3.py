@@ -154,7 +154,7 @@ async def _gather(workers: int, jobs: list[Any]) -> None:
     await asyncio.gather(*(one(job) for job in jobs))
 
 
-async def plain(url: str, size: int, workers: int) -> dict[str, Any]:  # noqa: PLR0915 - one script, four phases
+async def plain(url: str, size: int, workers: int) -> dict[str, Any]:
     """The limit: the calls a careful hand-written program makes, ``workers`` at a time."""
     from aiobotocore.config import AioConfig  # noqa: PLC0415
     from aiobotocore.session import get_session  # noqa: PLC0415
