@@ -58,11 +58,21 @@ from reconcile.model import (
     read_manifests,
 )
 from reconcile.model.discovery import discover_providers
-from reconcile.model.external import Created, ExternalClient, ManagedStatus, Observation, Provider
+from reconcile.model.external import (
+    ANNOTATION_CREATE_PENDING,
+    ANNOTATION_CREATE_SUCCEEDED,
+    Created,
+    ExternalClient,
+    ManagedStatus,
+    Observation,
+    Provider,
+)
 from reconcile.runtime import Convergence, Runtime, RuntimeOptions
 from reconcile.store import SQLiteStore, VerifyReport, open_store
 
 __all__ = [
+    "ANNOTATION_CREATE_PENDING",
+    "ANNOTATION_CREATE_SUCCEEDED",
     "AdmissionContext",
     "AlreadyExistsError",
     "Bookmark",

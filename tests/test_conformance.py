@@ -82,7 +82,11 @@ def note(name: str) -> dict[str, Any]:
 
 # A Note's identity is chosen at create time, so nothing can pre-exist at it: the
 # not-ours checks do not apply to that identity model.
-_FOREIGN = {"check_not_ours_is_never_touched", "check_create_refuses_a_foreign_resource"}
+_FOREIGN = {
+    "check_not_ours_is_never_touched",
+    "check_create_refuses_a_foreign_resource",
+    "check_delete_refuses_a_foreign_resource",
+}
 CASES = [(check, "bucket") for check in CHECKS] + [
     (check, "note") for check in CHECKS if check.__name__ not in _FOREIGN
 ]

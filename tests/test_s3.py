@@ -409,6 +409,38 @@ class TestConverging:
             history = [e.type for e in await running.client.history("bucket", "east-theirs")]
             assert "CreateSucceeded" not in history
 
+    async def test_an_interrupted_create_is_told_from_somebody_elses_bucket(
+        self, running: Runtime, raw: Any, s3: str
+    ) -> None:
+        """An untagged bucket is ours only when our create-pending marker was written
+        before S3 created it (the crash came between CreateBucket and its tags); one made
+        before the marker is somebody else's, whatever the marker says."""
+        import datetime  # noqa: PLC0415
+
+        def at(moment: datetime.datetime) -> str:
+            return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+        before = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=5)
+        for name in ("ours-cut-short", "theirs-older"):
+            await raw.create_bucket(
+                Bucket=name, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
+            )
+        later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=5)
+        client = S3Provider()
+        external = await client.connect({"endpoint_url": s3, "addressing_style": "path"})
+        try:
+            for name, pending, whose in (("ours-cut-short", before, "ours"), ("theirs-older", later, None)):
+                manifest = bucket(name)
+                manifest["metadata"]["annotations"] = {
+                    "reconcile.dev/paused": "true",
+                    "reconcile.dev/external-create-pending": at(pending),
+                }
+                obj = await running.apply(manifest)
+                observation = await external.observe(obj)
+                assert observation.owner == (obj.metadata.uid if whose else None), name
+        finally:
+            await external.close()
+
     async def test_adopting_a_bucket_on_request(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
         """With the adopt annotation, an existing bucket gets our owner tag, Adopted is
         recorded, and the next reconcile brings it to the spec; its objects stay."""
@@ -704,6 +736,7 @@ class TestFailures:
             provider_config=config,
             clock=clock,
             wall_clock=clock,
+            provider_timeout=None,  # (real requests, fake clock: see the running fixture)
         )
         async with runtime:
             await runtime.apply(bucket("throttled"))

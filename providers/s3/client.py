@@ -4,6 +4,7 @@ aiobotocore, one client per region, reused across reconciles and closed on close
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import reconcile
 from providers.s3.config import S3Config
 from providers.s3.failing import code_of, read_or_none, s3_errors
-from providers.s3.kinds import OWNER_TAG
+from providers.s3.kinds import OWNER_TAG, ours
 from providers.s3.policies import same_policy
 from providers.s3.putting import delete_object, observe_object, put_object, update_object
 from providers.s3.rules import (
@@ -86,7 +87,8 @@ class S3Client:
         tags = await self._tags(client, name)
         if tags is None:
             return reconcile.Observation(exists=False)
-        owner = tags.pop(OWNER_TAG, None)
+        owner = await self._owner(client, resource, tags)
+        tags.pop(OWNER_TAG, None)
         if resource.metadata.deletion_timestamp is not None:
             # Being deleted: whether it exists and whose it is is all the engine asks;
             # the settings are not read (two calls fewer per bucket deleted).
@@ -165,14 +167,14 @@ class S3Client:
         else:
             tags = await self._tags(client, name)
             if tags is not None:
-                _check_owner(resource, tags)
+                await self._ensure_ours(client, resource, tags)
         with s3_errors("CreateBucket", name):
             try:
                 await client.create_bucket(**arguments)
             except Exception as exc:
                 if code_of(exc) != "BucketAlreadyOwnedByYou":
                     raise
-                _check_owner(resource, await self._tags(client, name) or {})
+                await self._ensure_ours(client, resource, await self._tags(client, name) or {})
         await self._settle(client, resource, None)
         return reconcile.Created(observation=self._after(resource, region, None))
 
@@ -190,15 +192,21 @@ class S3Client:
         return self._after(resource, client.meta.region_name, observation)
 
     async def delete(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
-        """DeleteBucket; with force_destroy, every object version and delete marker first.
-        A bucket that is not empty otherwise stays, and the engine retries with backoff.
-        For an Object: DeleteObject. Returns "gone" (S3's deletes are read-after-write)."""
+        """DeleteBucket of a bucket that is ours (its owner tag, read first: NotOwned
+        otherwise, untouched); with force_destroy, every object version and delete marker
+        first. A bucket that is not empty otherwise stays, and the engine retries with
+        backoff. For an Object: a conditional DeleteObject. Returns "gone" (S3's deletes
+        are read-after-write)."""
         gone = reconcile.Observation(exists=False)
         if resource.kind == "Object":
             await delete_object(await self._client(None), resource)
             return gone
         name = resource.spec.bucket
         client = await self._client(self._region(resource))
+        tags = await self._tags(client, name)
+        if tags is None:
+            return gone
+        await self._ensure_ours(client, resource, tags)
         if resource.spec.force_destroy:
             await self._empty(client, name)
         with s3_errors("DeleteBucket", name):
@@ -248,6 +256,36 @@ class S3Client:
                     return None
                 raise
         return {tag["Key"]: tag["Value"] for tag in answer.get("TagSet", ())}
+
+    async def _owner(
+        self, client: Any, resource: reconcile.Resource[Any, Any], tags: Mapping[str, str]
+    ) -> str | None:
+        """Whose the bucket is: its owner tag; for an untagged one, ours when the
+        engine's create-pending marker is set and the bucket was created after it (a
+        create of ours cut short between CreateBucket and its tags), else nobody's."""
+        owner = tags.get(OWNER_TAG)
+        pending = resource.metadata.annotations.get(reconcile.ANNOTATION_CREATE_PENDING)
+        if owner is not None or pending is None or ours(resource, owner):
+            return owner
+        name = resource.spec.bucket
+        with s3_errors("ListBuckets", name):
+            answer = await client.list_buckets(Prefix=name)
+        created = next((b.get("CreationDate") for b in answer.get("Buckets", ()) if b["Name"] == name), None)
+        begun = datetime.datetime.fromisoformat(pending)
+        # S3 gives creation times to the second: a create begun in the same second counts.
+        if created is not None and created >= begun.replace(microsecond=0):
+            return resource.metadata.uid
+        return None
+
+    async def _ensure_ours(
+        self, client: Any, resource: reconcile.Resource[Any, Any], tags: Mapping[str, str]
+    ) -> None:
+        """NotOwnedError unless the existing bucket is ``resource``'s."""
+        owner = await self._owner(client, resource, tags)
+        if not ours(resource, owner):
+            whose = f"marked {owner}" if owner else "not marked by reconcile"
+            message = f"bucket {resource.spec.bucket!r} exists already ({whose}); it is left alone"
+            raise NotOwnedError(message)
 
     def _after(
         self, resource: reconcile.Resource[Any, Any], region: str, before: reconcile.Observation | None
@@ -428,14 +466,6 @@ class S3Client:
                 await client.delete_objects(
                     Bucket=name, Delete={"Objects": keys[first : first + _DELETE_BATCH], "Quiet": True}
                 )
-
-
-def _check_owner(resource: reconcile.Resource[Any, Any], tags: Mapping[str, str]) -> None:
-    """NotOwnedError unless the existing bucket carries ``resource``'s owner tag."""
-    owner = tags.get(OWNER_TAG)
-    if owner != resource.metadata.uid:
-        whose = f"marked {owner}" if owner else "not marked by reconcile"
-        raise NotOwnedError(f"bucket {resource.spec.bucket!r} exists already ({whose}); it is left alone")
 
 
 def _tag_diff(wanted: Mapping[str, str], found: Mapping[str, str]) -> str:

@@ -28,12 +28,24 @@ __all__ = [
     "LifecycleRule",
     "PublicAccessBlock",
     "doc_field",
+    "ours",
 ]
 
 API_VERSION = "s3.reconcile.dev/v1"
 #: The tag that marks a bucket as made by (and belonging to) one resource: its uid.
 OWNER_TAG = "reconcile.dev/owner"
 VERSIONING_VALUES = ("Enabled", "Suspended")
+
+
+def ours(resource: reconcile.Resource[Any, Any], owner: str | None) -> bool:
+    """Whether a bucket or object carrying the owner mark ``owner`` is ``resource``'s,
+    by the engine's rule: marked with its uid, or unmarked while its create is recorded
+    (a mark removed by hand)."""
+    if owner is not None:
+        return owner == resource.metadata.uid
+    return reconcile.ANNOTATION_CREATE_SUCCEEDED in resource.metadata.annotations
+
+
 #: S3's limits on a bucket's tag set.
 MAX_TAGS, MAX_KEY, MAX_VALUE = 50, 128, 256
 _REGION_PARTS = 3
@@ -253,6 +265,7 @@ BUCKET = reconcile.Kind(
     admit=admit_bucket,
     deterministic_identity=True,
     exclusive_create=True,
+    exclusive_delete=True,
     immutable=("bucket", "region"),
     identity=("bucket",),
     short_names=("bkt",),

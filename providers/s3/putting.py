@@ -8,6 +8,7 @@ from typing import Any
 
 import reconcile
 from providers.s3.failing import code_of, read_or_none, s3_errors
+from providers.s3.kinds import ours
 from providers.s3.objects import OWNER_METADATA, body_of, content_type_of, etag_of
 from reconcile.errors import NotOwnedError, TransientError
 
@@ -125,7 +126,7 @@ async def put_object(
     except _ThereAlreadyError:
         head = await _head(client, spec)
         owner = None if head is None else (head.get("Metadata") or {}).get(OWNER_METADATA)
-        if head is not None and owner != resource.metadata.uid:
+        if head is not None and not ours(resource, owner):
             whose = f"marked {owner}" if owner else "not marked by reconcile"
             message = f"object {_where(resource)} exists already ({whose}); it is left alone"
             raise NotOwnedError(message) from None
@@ -211,12 +212,33 @@ async def _upload_in_parts(
 
 
 async def delete_object(client: Any, resource: reconcile.Resource[Any, Any]) -> None:
-    """DeleteObject (a versioned bucket keeps the older versions, as S3 does)."""
+    """DeleteObject of an object that is ours, and only then: conditional (``If-Match``) on
+    the ETag last seen (``status.at_provider.etag``), so an object replaced since is looked
+    at (HeadObject: its owner mark) before it is deleted, and one that is not ours is
+    NotOwned, untouched. A versioned bucket keeps the older versions, as S3 does."""
     spec = resource.spec
-    with s3_errors("DeleteObject", spec.bucket):
-        try:
-            await client.delete_object(Bucket=spec.bucket, Key=spec.key)
-        except Exception as exc:
-            if code_of(exc) in ("NoSuchBucket", *_MISSING):
+    etag = (getattr(resource.status, "at_provider", None) or {}).get("etag")
+    for _ in range(2):
+        if etag is None:
+            head = await _head(client, spec)
+            if head is None:
                 return
-            raise
+            owner = (head.get("Metadata") or {}).get(OWNER_METADATA)
+            if not ours(resource, owner):
+                whose = f"marked {owner}" if owner else "not marked by reconcile"
+                raise NotOwnedError(f"object {_where(resource)} is not ours ({whose}); it is left alone")
+            etag = head.get("ETag")
+        with s3_errors("DeleteObject", spec.bucket):
+            try:
+                await client.delete_object(Bucket=spec.bucket, Key=spec.key, IfMatch=etag)
+            except Exception as exc:
+                code = code_of(exc)
+                if code in ("NoSuchBucket", *_MISSING):
+                    return
+                if code not in ("PreconditionFailed", "412"):
+                    raise
+            else:
+                return
+        etag = None  # changed since it was last seen: look at it
+    message = f"object {_where(resource)} changed while it was being deleted; retrying"
+    raise TransientError(message)

@@ -131,13 +131,13 @@ async def _observe_all(settings: Settings, objects: Sequence[AnyResource], timeo
         for obj in objects:
             kind: Kind | None = registry.get(obj.api_version, obj.kind)
             name = None if kind is None else registry.provider_of(kind)
-            if name is None or name not in providers:
+            if kind is None or name is None or name not in providers:
                 continue  # not a managed kind here: nothing a run would do for it
             if name not in clients:
                 clients[name] = await providers[name].connect(settings.provider_config.get(name, {}))
             try:
                 async with asyncio.timeout(timeout):
-                    planned.append(await plan(obj, clients[name]))
+                    planned.append(await plan(obj, clients[name], provider_decides=kind.exclusive_create))
             except TimeoutError:
                 planned.append(Planned(obj.key, "error", f"observe did not answer within {timeout:g} s"))
     finally:

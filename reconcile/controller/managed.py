@@ -241,7 +241,8 @@ class ManagedReconciler:
         spread = self.poll_interval * self.poll_jitter
         return Result(requeue_after=self.poll_interval + spread * (2 * self._random() - 1))
 
-    _owned = staticmethod(owned)
+    def _owned(self, obj: AnyResource, observation: Observation) -> bool:
+        return owned(obj, observation, provider_decides=self.kind.exclusive_create)
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -408,26 +409,33 @@ class ManagedReconciler:
             return None
         if deletion == "Delete" and management == "Full":
             external = await self._external()
-            observation = await self._observe(obj, external)
-            if observation.exists and not self._owned(obj, observation):
-                skipped = "the external resource is not ours; it is left alone"
+            annotations = obj.metadata.annotations
+            # An exclusive delete checks whose the resource is itself: no look first, when
+            # its create was recorded (an interrupted one may have left it unmarked).
+            blind = (
+                self.kind.exclusive_delete
+                and ANNOTATION_CREATE_SUCCEEDED in annotations
+                and ANNOTATION_CREATE_PENDING not in annotations
+            )
+            observation = None if blind else await self._observe(obj, external)
+            skipped = "the external resource is not ours; it is left alone"
+            if observation is not None and observation.exists and not self._owned(obj, observation):
                 await self._act(obj, [Action(ActionType.DELETE_SKIPPED, skipped)])
-            elif observation.exists:
+            elif observation is None or observation.exists:
                 await self._act(obj, [Action(ActionType.DELETE_REQUESTED)])
                 try:
                     after: Observation | None = await self._call("delete", external.delete, obj)
+                except NotOwnedError as exc:
+                    await self._act(obj, [Action(ActionType.DELETE_SKIPPED, f"{skipped}: {exc}")])
                 except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
                     await self._act(obj, [Action(ActionType.DELETE_FAILED, str(exc))])
                     await self._failed(obj, exc)
-                await self._act(obj, [Action(ActionType.DELETE_SUCCEEDED)])
-                if (after if after is not None else await self._observe(obj, external)).exists:
-                    message = "waiting for the external system to finish deleting"
-                    await self._status(
-                        obj,
-                        ready=Verdict(FALSE, "Deleting", message),
-                        synced=SUCCESS,
-                    )
-                    return Result(requeue=True)
+                else:
+                    await self._act(obj, [Action(ActionType.DELETE_SUCCEEDED)])
+                    if (after if after is not None else await self._observe(obj, external)).exists:
+                        message = "waiting for the external system to finish deleting"
+                        await self._status(obj, ready=Verdict(FALSE, "Deleting", message), synced=SUCCESS)
+                        return Result(requeue=True)
         else:
             policies = f"deletion policy {deletion}, management policy {management}"
             await self._act(obj, [Action(ActionType.ORPHANED, policies)])

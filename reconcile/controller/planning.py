@@ -45,17 +45,22 @@ class Planned:
     detail: str = ""
 
 
-def owned(obj: AnyResource, observation: Observation) -> bool:
+def owned(obj: AnyResource, observation: Observation, *, provider_decides: bool = False) -> bool:
     """Whether the external resource observed is ``obj``'s: its owner mark says so, or
-    (for a system without marks) a create of it was recorded. The managed reconciler
+    (for a system without marks, or a mark removed by hand) a create of it was recorded,
+    or begun. For a kind whose create is exclusive (``provider_decides``) a create begun
+    proves nothing about an unmarked resource (it is made without a look first): the
+    provider reports an interrupted create of its own as marked. The managed reconciler
     decides by the same rule."""
     if observation.owner is not None:
         return observation.owner == obj.metadata.uid
     annotations = obj.metadata.annotations
-    return ANNOTATION_CREATE_SUCCEEDED in annotations or ANNOTATION_CREATE_PENDING in annotations
+    return ANNOTATION_CREATE_SUCCEEDED in annotations or (
+        not provider_decides and ANNOTATION_CREATE_PENDING in annotations
+    )
 
 
-async def plan(obj: AnyResource, external: ExternalClient) -> Planned:
+async def plan(obj: AnyResource, external: ExternalClient, *, provider_decides: bool = False) -> Planned:
     """The action a run would take for ``obj`` now; observing only (bound it with
     ``asyncio.timeout``: a hung observe is the caller's to cut short)."""
     key, annotations = obj.key, obj.metadata.annotations
@@ -73,7 +78,7 @@ async def plan(obj: AnyResource, external: ExternalClient) -> Planned:
     except Exception as exc:  # noqa: BLE001 - reported as the object's plan, not raised
         return Planned(key, "error", " ".join((str(exc) or type(exc).__name__).split()))
     if deleting:
-        if observation.exists and not owned(obj, observation):
+        if observation.exists and not owned(obj, observation, provider_decides=provider_decides):
             return Planned(key, "refuse", "not ours: the object goes, the external resource is left alone")
         if observation.exists:
             return Planned(key, "delete")

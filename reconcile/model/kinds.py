@@ -59,8 +59,16 @@ class Kind:
     #: somebody else's (an atomic create-if-absent, or a look at the owner mark first):
     #: it raises NotOwnedError, changing nothing, for one that exists and is not this
     #: object's. The engine then creates a resource it has no record of without observing
-    #: first (one call instead of two). Needs ``deterministic_identity``.
+    #: first (one call instead of two), and ownership is the provider's to report: an
+    #: unmarked resource is not counted as an interrupted create of ours (observe reports
+    #: one of those with our owner). Needs ``deterministic_identity``.
     exclusive_create: bool = False
+    #: True when the provider's delete is itself the check that the resource is this
+    #: object's (a conditional delete, or a look at the owner mark first): it raises
+    #: NotOwnedError, changing nothing, for one that is not, and succeeds for one that is
+    #: gone. The engine then deletes a resource whose create it recorded without
+    #: observing first (one call instead of two). Needs ``deterministic_identity``.
+    exclusive_delete: bool = False
     short_names: tuple[str, ...] = ()
     #: Spec fields fixed once the object exists (its identity: a path, a bucket name).
     #: Changing one is refused at apply, with the field path; delete and apply again.
@@ -74,9 +82,10 @@ class Kind:
     poll_interval: float | None = None
 
     def __attrs_post_init__(self) -> None:
-        if self.exclusive_create and not self.deterministic_identity:
-            msg = f"kind {self.kind}: exclusive_create needs deterministic_identity"
-            raise ValueError(msg)
+        for flag in ("exclusive_create", "exclusive_delete"):
+            if getattr(self, flag) and not self.deterministic_identity:
+                msg = f"kind {self.kind}: {flag} needs deterministic_identity"
+                raise ValueError(msg)
 
     def identity_of(self, spec: Mapping[str, Any]) -> str | None:
         """The identity an unstructured spec declares (``spec.path=/srv/site/a``), or

@@ -15,7 +15,8 @@ Each check starts a :class:`~reconcile.Runtime` with only that provider, on a
 * delete removes the external resource and clears the finalizer; ``Orphan`` keeps it;
 * create and delete are idempotent when repeated; observe changes nothing;
 * a crash between create and recording it neither leaks nor duplicates;
-* a resource that exists but is not ours is never touched;
+* a resource that exists but is not ours is never touched, by the engine or by the
+  provider's own create (and delete, for ``exclusive_delete`` kinds);
 * an observation a create, update or delete returns agrees with a real ``observe`` made
   right after it (every check verifies this for every call the engine makes).
 """
@@ -501,6 +502,31 @@ async def check_create_refuses_a_foreign_resource(h: Harness) -> None:
             await client.close()
 
 
+async def check_delete_refuses_a_foreign_resource(h: Harness) -> None:
+    """For a kind with ``exclusive_delete`` (the engine deletes without observing first):
+    the provider's ``delete`` of a resource somebody else made raises NotOwnedError, and
+    the resource stays."""
+    manifest = h.manifest("conf-k")
+    await h.outside.plant_foreign(manifest)
+    async with h.running() as runtime:
+        paused = {**manifest, "metadata": {**manifest.get("metadata", {})}}
+        paused["metadata"]["annotations"] = {
+            **paused["metadata"].get("annotations", {}),
+            ANNOTATION_PAUSED: "true",
+        }
+        obj = await runtime.apply(paused)
+        if not runtime.client.kinds.lookup(obj.api_version, obj.kind).exclusive_delete:
+            return  # the engine observes before it deletes
+        client = await h.connect()
+        try:
+            with contextlib.suppress(NotOwnedError):
+                await client.delete(obj)
+                raise AssertionError("delete of a resource that is not ours did not raise NotOwnedError")
+            assert await h.outside.exists(obj), "delete of a foreign resource deleted it"
+        finally:
+            await client.close()
+
+
 CHECKS: tuple[Callable[[Harness], Awaitable[None]], ...] = (
     check_converges_and_second_pass_writes_nothing,
     check_out_of_band_deletion_is_recreated,
@@ -512,4 +538,5 @@ CHECKS: tuple[Callable[[Harness], Awaitable[None]], ...] = (
     check_crash_between_create_and_record,
     check_not_ours_is_never_touched,
     check_create_refuses_a_foreign_resource,
+    check_delete_refuses_a_foreign_resource,
 )

@@ -251,8 +251,12 @@ class MemoryClient:
         """Delete the item; a missing one is fine."""
         await self.cloud.enter("delete")
         item_id = self._id(resource)
-        if item_id is not None:
-            self.cloud.drop(item_id)
+        if item_id is None:
+            return None
+        existing = self.cloud.items.get(item_id)
+        if self.knowing and existing is not None and existing.owner != resource.metadata.uid:
+            raise NotOwnedError(f"{item_id} belongs to someone else")
+        self.cloud.drop(item_id)
         return Observation(exists=False) if self.knowing else None
 
     async def close(self) -> None:
@@ -267,14 +271,15 @@ class MemoryProvider:
     def __init__(self, cloud: MemoryCloud | None = None, *, knowing: bool = False) -> None:
         self.cloud = cloud or MemoryCloud()
         self.connections = 0
-        #: The client returns the observation after each write, and Bucket's create is
-        #: exclusive (the engine creates without observing first).
+        #: The client returns the observation after each write, and Bucket's create and
+        #: delete are exclusive (the engine calls them without observing first).
         self.knowing = knowing
 
     @property
     def kinds(self) -> Sequence[Kind]:
         """Bucket and Note."""
-        return (attrs.evolve(BUCKET, exclusive_create=True) if self.knowing else BUCKET, NOTE)
+        knowing = attrs.evolve(BUCKET, exclusive_create=True, exclusive_delete=True)
+        return (knowing if self.knowing else BUCKET, NOTE)
 
     async def connect(self, config: Mapping[str, Any]) -> ExternalClient:  # noqa: ARG002
         """A client of the cloud."""
