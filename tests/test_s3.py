@@ -851,6 +851,45 @@ class TestObjects:
         assert synced.reason == "NotOwned"
         assert await (await raw.get_object(Bucket="other", Key="theirs.txt"))["Body"].read() == b"theirs"
 
+    async def test_an_object_is_compared_by_its_stored_digest_not_its_etag(
+        self, running: Runtime, s3: str, clock: FakeClock
+    ) -> None:
+        """Under SSE-KMS (and SSE-C) S3's ETag is not the MD5 of the bytes: the SHA-256
+        stored with the upload is what observe compares, so such an object is up to date,
+        and one whose bytes differ is not."""
+        from providers.s3.client import S3Client  # noqa: PLC0415
+
+        await running.apply(bucket("kms-site"))
+        await running.apply(s3_object("page", "kms-site", "index.html", content="<h1>hi</h1>\n"))
+        await until_async(clock, _ready(running, "object", "page"))
+
+        class KmsEtags:
+            def __init__(self, inner: Any) -> None:
+                self.inner = inner
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.inner, name)
+
+            async def head_object(self, **arguments: Any) -> Any:
+                return {**await self.inner.head_object(**arguments), "ETag": '"0c6a6f1e-not-an-md5"'}
+
+        class Kms(S3Client):
+            async def _client(self, region: str | None) -> Any:
+                return KmsEtags(await super()._client(region))
+
+        external = Kms({"endpoint_url": s3, "addressing_style": "path"})
+        try:
+            obj = await running.client.get("object", "page")
+            assert (await external.observe(obj)).up_to_date
+            changed = await running.apply(
+                s3_object("page", "kms-site", "index.html", content="<h1>bye</h1>\n")
+            )
+            observation = await external.observe(changed)
+            assert not observation.up_to_date
+            assert "digest differs" in observation.diff
+        finally:
+            await external.close()
+
     async def test_an_object_from_a_source_file(
         self, running: Runtime, raw: Any, clock: FakeClock, tmp_path: Path
     ) -> None:

@@ -24,10 +24,23 @@ from providers.s3.kinds import doc_field as _field
 from providers.s3.naming import bucket_name_errors
 from reconcile.errors import FieldError, PermanentError
 
-__all__ = ["KINDS", "OBJECT", "OWNER_METADATA", "ObjectSpec", "body_of", "content_type_of", "etag_of"]
+__all__ = [
+    "DIGEST_METADATA",
+    "KINDS",
+    "OBJECT",
+    "OWNER_METADATA",
+    "ObjectSpec",
+    "body_of",
+    "content_type_of",
+    "digest_of",
+    "etag_of",
+]
 
 #: The user metadata (``x-amz-meta-reconcile-owner``) that marks an object as ours.
 OWNER_METADATA = "reconcile-owner"
+#: The SHA-256 of the bytes we uploaded, stored with them: compared instead of the ETag,
+#: which is not an MD5 under SSE-KMS or SSE-C, nor for uploads in parts.
+DIGEST_METADATA = "reconcile-sha256"
 _MAX_KEY_BYTES = 1024
 _MAX_METADATA_BYTES = 2048
 _MAX_OBJECT_TAGS = 10
@@ -74,8 +87,10 @@ def validate_object(spec: ObjectSpec) -> Iterator[FieldError]:
         except (binascii.Error, ValueError):
             yield FieldError("content_base64", "is not valid base64")
     for name in spec.metadata:
-        if not name or not name.isascii() or name.lower() != name or name == OWNER_METADATA:
-            yield FieldError(f"metadata[{name!r}]", "keys are lower-case ASCII (reconcile-owner is reserved)")
+        if not name or not name.isascii() or name.lower() != name or name.startswith("reconcile-"):
+            yield FieldError(
+                f"metadata[{name!r}]", "keys are lower-case ASCII (reconcile-* keys are reserved)"
+            )
     if spec.tags is not None and len(spec.tags) > _MAX_OBJECT_TAGS:
         yield FieldError("tags", f"at most {_MAX_OBJECT_TAGS} tags on an object (S3's limit)")
     for key, value in (spec.tags or {}).items():
@@ -111,6 +126,11 @@ def body_of(spec: ObjectSpec) -> bytes:
     if spec.content_base64 is not None:
         return base64.b64decode(spec.content_base64)
     return (spec.content or "").encode()
+
+
+def digest_of(data: bytes) -> str:
+    """What :data:`DIGEST_METADATA` holds for ``data``."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def etag_of(data: bytes, part_size: int = 64 * 1024 * 1024) -> str:

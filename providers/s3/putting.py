@@ -9,7 +9,7 @@ from typing import Any
 import reconcile
 from providers.s3.failing import code_of, read_or_none, s3_errors
 from providers.s3.kinds import ours
-from providers.s3.objects import OWNER_METADATA, body_of, content_type_of, etag_of
+from providers.s3.objects import DIGEST_METADATA, OWNER_METADATA, body_of, content_type_of, digest_of, etag_of
 from reconcile.errors import NotOwnedError, TransientError
 
 __all__ = ["delete_object", "observe_object", "put_object", "update_object"]
@@ -47,6 +47,7 @@ async def observe_object(
         return reconcile.Observation(exists=False)
     metadata = dict(head.get("Metadata") or {})
     owner = metadata.pop(OWNER_METADATA, None)
+    stored_digest = metadata.pop(DIGEST_METADATA, None)
     data = body_of(spec)
     found: dict[str, Any] = {
         "etag": head.get("ETag"),
@@ -57,7 +58,12 @@ async def observe_object(
         "version_id": head.get("VersionId"),
     }
     differences = []
-    if head.get("ETag") != etag_of(data, part_size):
+    same = (
+        stored_digest == digest_of(data)
+        if stored_digest is not None
+        else head.get("ETag") == etag_of(data, part_size)  # an object from before the digest
+    )
+    if not same:
         differences.append(
             f"content: {head.get('ContentLength')} bytes -> {len(data)} bytes (digest differs)"
         )
@@ -109,18 +115,22 @@ async def put_object(
     that is not ours is NotOwned, untouched; one of ours (an interrupted create) is
     written again."""
     spec = resource.spec
+    data = body_of(spec)
     arguments: dict[str, Any] = {
         "Bucket": spec.bucket,
         "Key": spec.key,
-        "Body": body_of(spec),
+        "Body": data,
         "ContentType": content_type_of(spec),
-        "Metadata": {**spec.metadata, OWNER_METADATA: resource.metadata.uid},
+        "Metadata": {
+            **spec.metadata,
+            OWNER_METADATA: resource.metadata.uid,
+            DIGEST_METADATA: digest_of(data),
+        },
     }
     if spec.cache_control is not None:
         arguments["CacheControl"] = spec.cache_control
     if spec.tags:
         arguments["Tagging"] = urllib.parse.urlencode(sorted(spec.tags.items()))
-    data = arguments["Body"]
     try:
         answer = await _put(client, resource, arguments, part_size, only_if_absent=create)
     except _ThereAlreadyError:
@@ -144,7 +154,7 @@ async def put_object(
     found["content_differs"] = False
     return reconcile.Observation(
         exists=True,
-        up_to_date=answer.get("ETag") == etag_of(data, part_size),
+        up_to_date=True,
         observed=found,
         owner=resource.metadata.uid,
     )
