@@ -67,6 +67,7 @@ from reconcile.model.external import (
     Observation,
     Provider,
 )
+from reconcile.model.kinds import doc_field
 from reconcile.runtime import Convergence, Runtime, RuntimeOptions
 from reconcile.store import SQLiteStore, VerifyReport, open_store
 
@@ -127,6 +128,7 @@ __all__ = [
     "WorkQueue",
     "connect",
     "discover_providers",
+    "doc_field",
     "load_manifests",
     "open_store",
     "read_manifests",

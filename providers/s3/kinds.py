@@ -51,13 +51,7 @@ MAX_TAGS, MAX_KEY, MAX_VALUE = 50, 128, 256
 _REGION_PARTS = 3
 
 
-def doc_field(doc: str, *, default: Any = attrs.NOTHING, values: Sequence[str] = ()) -> Any:
-    """An attrs field with its description (and allowed values) for ``reconcile explain``."""
-    metadata: dict[str, Any] = {"doc": doc}
-    if values:
-        metadata["values"] = tuple(values)
-    return attrs.field(default=default, metadata=metadata)
-
+doc_field = reconcile.doc_field
 
 ALGORITHMS = ("AES256", "aws:kms")
 

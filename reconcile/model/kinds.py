@@ -13,7 +13,7 @@ the configuration forbids. It runs at admission, so a rejected manifest stores n
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,18 @@ from reconcile.errors import FieldError, InvalidError
 from reconcile.model.conditions import Status
 from reconcile.model.resource import api_group_of
 
-__all__ = ["ENTRY_POINT_GROUP", "AdmissionContext", "Kind", "KindRegistry"]
+__all__ = ["ENTRY_POINT_GROUP", "AdmissionContext", "Kind", "KindRegistry", "doc_field"]
 
 ENTRY_POINT_GROUP = "reconcile.providers"
+
+
+def doc_field(doc: str, *, default: Any = attrs.NOTHING, values: Sequence[str] = ()) -> Any:
+    """A spec class's attrs field with its description (and its allowed values), which
+    ``reconcile explain KIND`` prints."""
+    metadata: dict[str, Any] = {"doc": doc}
+    if values:
+        metadata["values"] = tuple(values)
+    return attrs.field(default=default, metadata=metadata)
 
 
 @attrs.frozen
