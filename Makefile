@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo clean-demo test lint typecheck imports unit bench clean
+.PHONY: demo clean-demo test lint typecheck imports unit bench clean named
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,13 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-unit: $(STAMP)
+# BIND9 for the dns provider's tests (they start their own named on a free port).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+named:
+	@command -v named >/dev/null || test -x /usr/sbin/named || \
+		(DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends bind9 bind9-dnsutils)
+
+unit: $(STAMP) named
 	$(BIN)/pytest --cov --cov-report=term:skip-covered
 
 test: lint typecheck imports unit

@@ -1,0 +1,270 @@
+"""The dns provider's ExternalClient: record sets observed by direct query, changed by
+TSIG-signed UPDATE messages with RFC 2136 prerequisites, confirmed by query.
+
+Ownership: a TXT record at ``<owner_prefix>.<name>`` (``_reconcile.www.example.test.``)
+holds one string per record set of ours at that name,
+``heritage=reconcile,owner=<owner_id>,type=<TYPE>,uid=<uid>``; it is written in the same
+UPDATE as the records, so a record set is never ours without its mark, or the reverse.
+A record set without our mark is never changed or deleted (NotOwned).
+
+Concurrency: an update's prerequisites pin the RRset exactly as observed (a create's:
+that there is none), and a delete's pin the ownership TXT RRset as read, so a change
+somebody else made in between fails the message (YXRRSET/NXRRSET): a ConflictError,
+requeued and observed afresh, never an overwrite.
+
+Read back: after the server answers NOERROR, the RRset is queried; a zone that does not
+hold the change (BIND ignores some updates that way, e.g. a CNAME beside other data) is a
+PermanentError saying so. The answer of that query is the observation the engine records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import dns.name
+import dns.rdata
+import dns.update
+
+import reconcile
+from providers.dns.batching import Batcher, Change
+from providers.dns.config import DnsConfig, Server
+from providers.dns.records import absolute_name, canonical_records, parse_record
+from providers.dns.wire import (
+    Answer,
+    PrerequisiteFailedError,
+    query,
+    same_records,
+    send_update,
+    signed_update,
+)
+from reconcile.errors import ConflictError, NotOwnedError, PermanentError
+
+__all__ = ["DnsClient"]
+
+
+class DnsClient:
+    """Record sets on the configured servers."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = DnsConfig.from_mapping(config)
+        self._batchers: dict[str, Batcher] = {}
+
+    # -- where things are -----------------------------------------------------------------
+
+    def _server(self, zone: str) -> Server:
+        server = self.config.server_of(zone)
+        if server is None:
+            served = sorted(z for s in self.config.servers for z in s.zones)
+            msg = f"no server in the dns provider config serves zone {zone} (configured: {served})"
+            raise PermanentError(msg)
+        return server
+
+    def _owner_name(self, resource: reconcile.Resource[Any, Any]) -> dns.name.Name:
+        spec = resource.spec
+        name = absolute_name(spec.zone, spec.name)
+        return dns.name.Name((self.config.owner_prefix.encode(), *name.labels))
+
+    def _mark(self, resource: reconcile.Resource[Any, Any]) -> dns.rdata.Rdata:
+        spec = resource.spec
+        text = f"heritage=reconcile,owner={self.config.owner_id},type={spec.type},uid={resource.metadata.uid}"
+        return parse_record("TXT", text, spec.zone)
+
+    def _batcher(self, zone: str) -> Batcher:
+        batcher = self._batchers.get(zone)
+        if batcher is None:
+            server = self._server(zone)
+            key = self.config.keys.get(zone)
+            if key is None:
+                msg = f"the dns provider config has no TSIG key for zone {zone} (dns.zones[{zone!r}])"
+                raise PermanentError(msg)
+            tsig = key.key()
+
+            async def send(message: dns.update.UpdateMessage) -> None:
+                await send_update(server, message, zone, self.config.timeout)
+
+            batcher = Batcher(
+                lambda: signed_update(zone, tsig),
+                send,
+                window=self.config.batch_window,
+                size=self.config.batch_max,
+            )
+            self._batchers[zone] = batcher
+        return batcher
+
+    # -- the four calls --------------------------------------------------------------------
+
+    async def observe(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
+        """Two direct queries: the RRset, and the ownership TXT at its prefixed name."""
+        spec = resource.spec
+        server = self._server(spec.zone)
+        name = absolute_name(spec.zone, spec.name)
+        answer = await query(server, name, spec.type, self.config.timeout)
+        marks = await query(server, self._owner_name(resource), "TXT", self.config.timeout)
+        owner = self._owner_in(resource, marks)
+        return self._observation(resource, answer, owner)
+
+    async def create(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Created:
+        """Add the records and our mark in one UPDATE whose prerequisite is that the RRset
+        does not exist. When it does: ours (an interrupted create) is brought to the spec;
+        anybody else's is NotOwned, untouched."""
+        spec = resource.spec
+        name = absolute_name(spec.zone, spec.name)
+        wanted = self._wanted(resource)
+        owner_name, mark = self._owner_name(resource), self._mark(resource)
+
+        def change(message: dns.update.UpdateMessage) -> None:
+            message.absent(name, spec.type)
+            message.add(name, spec.ttl, *wanted)
+            message.add(owner_name, spec.ttl, mark)
+
+        try:
+            await self._batcher(spec.zone).submit(change)
+        except PrerequisiteFailedError:
+            found = await self.observe(resource)
+            if found.exists and found.owner != resource.metadata.uid:
+                whose = f"owned by {found.owner}" if found.owner else "not marked by reconcile"
+                msg = f"{name} {spec.type} exists already ({whose}); it is left alone"
+                raise NotOwnedError(msg) from None
+            return reconcile.Created(observation=await self.update(resource, found))
+        return reconcile.Created(observation=await self._read_back(resource))
+
+    async def update(
+        self, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation
+    ) -> reconcile.Observation:
+        """Replace the RRset, the prerequisite pinning it as observed; our mark is added
+        in the same message (a no-op when it is there)."""
+        spec = resource.spec
+        name = absolute_name(spec.zone, spec.name)
+        wanted = self._wanted(resource)
+        owner_name, mark = self._owner_name(resource), self._mark(resource)
+        seen = [parse_record(spec.type, text, spec.zone) for text in observation.observed.get("records", ())]
+
+        def change(message: dns.update.UpdateMessage) -> None:
+            if seen:
+                message.present(name, *seen)
+            else:
+                message.absent(name, spec.type)
+            message.replace(name, spec.ttl, *wanted)
+            message.add(owner_name, spec.ttl, mark)
+
+        await self._submit(resource, change)
+        return await self._read_back(resource)
+
+    async def delete(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
+        """Delete the RRset and our mark, the prerequisite pinning the ownership TXT RRset
+        as it was just read (and holding our mark): a record set that is not ours, or was
+        taken over meanwhile, is never deleted."""
+        spec = resource.spec
+        server = self._server(spec.zone)
+        name = absolute_name(spec.zone, spec.name)
+        owner_name, mark = self._owner_name(resource), self._mark(resource)
+        marks = await query(server, owner_name, "TXT", self.config.timeout)
+        if self._owner_in(resource, marks) != resource.metadata.uid:
+            answer = await query(server, name, spec.type, self.config.timeout)
+            if answer is None:
+                return reconcile.Observation(exists=False)
+            msg = f"{name} {spec.type} is not marked as this resource's; it is left alone"
+            raise NotOwnedError(msg)
+        assert marks is not None  # (it holds our mark)
+
+        def change(message: dns.update.UpdateMessage) -> None:
+            message.present(owner_name, *marks.rdatas)
+            message.delete(name, spec.type)
+            message.delete(owner_name, mark)
+
+        await self._submit(resource, change)
+        if await query(server, name, spec.type, self.config.timeout) is not None:
+            msg = (
+                f"DNS server {server.address}:{server.port} answered NOERROR to the delete of {name} "
+                f"{spec.type}, but the zone still holds it: check the zone's update-policy"
+            )
+            raise PermanentError(msg)
+        return reconcile.Observation(exists=False)
+
+    async def close(self) -> None:
+        """Send what is pending."""
+        for batcher in self._batchers.values():
+            await batcher.close()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def statistics(self) -> dict[str, int]:
+        """UPDATE messages sent and changes carried, over all zones."""
+        return {
+            "messages": sum(b.messages for b in self._batchers.values()),
+            "changes": sum(b.changes for b in self._batchers.values()),
+        }
+
+    async def _submit(self, resource: reconcile.Resource[Any, Any], change: Change) -> None:
+        try:
+            await self._batcher(resource.spec.zone).submit(change)
+        except PrerequisiteFailedError as exc:
+            spec = resource.spec
+            msg = (
+                f"{spec.name} {spec.type} in {spec.zone} changed since it was observed ({exc.rcode}): "
+                "observing again"
+            )
+            raise ConflictError(msg) from exc
+
+    @staticmethod
+    def _wanted(resource: reconcile.Resource[Any, Any]) -> list[dns.rdata.Rdata]:
+        spec = resource.spec
+        return [parse_record(spec.type, text, spec.zone) for text in spec.records]
+
+    def _owner_in(self, resource: reconcile.Resource[Any, Any], marks: Answer | None) -> str | None:
+        """The uid our ownership TXT names for this record set's type (ours if present
+        among several)."""
+        if marks is None:
+            return None
+        owners = []
+        for rdata in marks.rdatas:
+            text = b"".join(getattr(rdata, "strings", ())).decode(errors="replace")
+            fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+            if fields.get("heritage") == "reconcile" and fields.get("type") == resource.spec.type:
+                owners.append(fields.get("uid", ""))
+        if resource.metadata.uid in owners:
+            return str(resource.metadata.uid)
+        return owners[0] if owners else None
+
+    def _observation(
+        self, resource: reconcile.Resource[Any, Any], answer: Answer | None, owner: str | None
+    ) -> reconcile.Observation:
+        if answer is None:
+            return reconcile.Observation(exists=False, owner=owner)
+        spec = resource.spec
+        found = canonical_records(answer.rdatas)
+        wanted = canonical_records(self._wanted(resource))
+        differences = [f"-{r}" for r in found if r not in wanted] + [
+            f"+{r}" for r in wanted if r not in found
+        ]
+        if answer.ttl != spec.ttl:
+            differences.append(f"ttl {answer.ttl} -> {spec.ttl}")
+        observed = {
+            "fqdn": absolute_name(spec.zone, spec.name).to_text(),
+            "type": spec.type,
+            "ttl": answer.ttl,
+            "records": found,
+        }
+        return reconcile.Observation(
+            exists=True,
+            up_to_date=not differences,
+            observed=observed,
+            diff="; ".join(differences),
+            owner=owner,
+        )
+
+    async def _read_back(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
+        """Query what was just written; NOERROR without the change is a PermanentError."""
+        spec = resource.spec
+        server = self._server(spec.zone)
+        name = absolute_name(spec.zone, spec.name)
+        answer = await query(server, name, spec.type, self.config.timeout)
+        if not same_records(answer, self._wanted(resource), spec.ttl):
+            msg = (
+                f"DNS server {server.address}:{server.port} answered NOERROR, but the zone does not hold "
+                f"{name} {spec.type} as sent (a CNAME cannot share its name with other data, and a server "
+                "may ignore what its update-policy does not grant): check the zone"
+            )
+            raise PermanentError(msg)
+        return self._observation(resource, answer, resource.metadata.uid)

@@ -1,0 +1,28 @@
+"""The dns provider: its name, its kind, and ``connect(config)`` (see
+:mod:`providers.dns.config` for the configuration)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import reconcile
+from providers.dns.client import DnsClient
+from providers.dns.records import RECORD_SET
+
+__all__ = ["DnsProvider"]
+
+
+class DnsProvider:
+    """Record sets on authoritative servers, through RFC 2136 updates (``dns.reconcile.dev/v1``)."""
+
+    name = "dns"
+
+    @property
+    def kinds(self) -> Sequence[reconcile.Kind]:
+        """``RecordSet``."""
+        return (RECORD_SET,)
+
+    async def connect(self, config: Mapping[str, Any]) -> reconcile.ExternalClient:
+        """A client for the configured servers (checked: InvalidError naming a bad key)."""
+        return DnsClient(config)

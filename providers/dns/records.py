@@ -1,0 +1,179 @@
+"""The ``RecordSet`` kind (``dns.reconcile.dev/v1``): the records of one name and type in
+one zone, kept on an authoritative server through RFC 2136 dynamic updates.
+
+Identity is ``(zone, name, type)``, deterministic and immutable. Records are written in
+presentation format (``"10 mail.example.test."`` for MX) and checked with dnspython's
+own rdata parsers at admission, relative names completed with the zone; a TXT value that
+is not quoted is one string of text, split into 255-byte strings as DNS needs. A CNAME
+holds exactly one record and never sits at the zone's apex.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import attrs
+import dns.exception
+import dns.name
+import dns.rdata
+import dns.rdataclass
+import dns.rdatatype
+
+import reconcile
+from reconcile.errors import FieldError
+
+__all__ = [
+    "API_VERSION",
+    "RECORD_SET",
+    "TYPES",
+    "RecordSetSpec",
+    "absolute_name",
+    "canonical_records",
+    "parse_record",
+]
+
+API_VERSION = "dns.reconcile.dev/v1"
+TYPES = ("A", "AAAA", "CNAME", "TXT", "MX", "SRV", "CAA", "NS", "PTR")
+_MAX_TTL = 2**31 - 1
+_TXT_CHUNK = 255
+
+
+@attrs.frozen
+class RecordSetSpec:
+    """One RRset: a name and a type in a zone, its TTL and its records."""
+
+    zone: str = reconcile.doc_field("The zone, absolute (`example.test.`). Immutable.")
+    name: str = reconcile.doc_field(
+        "The owner name: relative to the zone (`www`), absolute with a trailing dot, or `@` for the "
+        "apex. Immutable."
+    )
+    type: str = reconcile.doc_field("The record type. Immutable.", values=TYPES)
+    records: list[str] = reconcile.doc_field(  # noqa: RUF009 - an attrs field
+        "The records in presentation format (`192.0.2.1`, `10 mail.example.test.`); relative names are "
+        "completed with the zone; an unquoted TXT value is one text, split into 255-byte strings."
+    )
+    ttl: int = reconcile.doc_field("Time to live, in seconds.", default=300)
+
+
+def absolute_name(zone: str, name: str) -> dns.name.Name:
+    """The absolute owner name ``name`` stands for in ``zone``."""
+    origin = dns.name.from_text(zone)
+    if name == "@":
+        return origin
+    return dns.name.from_text(name, origin=origin)
+
+
+def parse_record(rdtype: str, text: str, zone: str) -> dns.rdata.Rdata:
+    """One record of ``rdtype`` from its presentation text (SyntaxError-like dnspython
+    errors propagate)."""
+    origin = dns.name.from_text(zone)
+    if rdtype == "TXT" and not text.startswith('"'):
+        raw = text.encode()
+        chunks = [raw[i : i + _TXT_CHUNK] for i in range(0, len(raw), _TXT_CHUNK)] or [b""]
+        text = " ".join(_quoted(chunk) for chunk in chunks)
+    return dns.rdata.from_text(
+        dns.rdataclass.IN, dns.rdatatype.from_text(rdtype), text, origin=origin, relativize=False
+    )
+
+
+def canonical_records(rdatas: Sequence[dns.rdata.Rdata]) -> list[str]:
+    """Records as observe reports them: absolute presentation text, sorted."""
+    return sorted(r.to_text(relativize=False) for r in rdatas)
+
+
+def _quoted(chunk: bytes) -> str:
+    escaped = "".join(
+        chr(b) if 0x20 <= b < 0x7F and chr(b) not in '"\\' else f"\\{b:03d}"  # noqa: PLR2004 - printable ASCII
+        for b in chunk
+    )
+    return f'"{escaped}"'
+
+
+def validate_record_set(spec: RecordSetSpec) -> Iterator[FieldError]:
+    """Names that fit the zone, a known type, records that parse as that type, and the
+    CNAME rules."""
+    zone = _zone_or_none(spec.zone)
+    if zone is None:
+        yield FieldError("zone", f"{spec.zone!r} is not an absolute DNS name (it ends with a dot)")
+        return
+    rtype = spec.type.upper()
+    if rtype not in TYPES:
+        yield FieldError("type", f"must be one of {', '.join(TYPES)}, not {spec.type!r}")
+    try:
+        owner = absolute_name(spec.zone, spec.name)
+    except dns.exception.DNSException as exc:
+        yield FieldError("name", f"{spec.name!r} is not a DNS name: {exc}")
+        return
+    if not owner.is_subdomain(zone):
+        yield FieldError("name", f"{spec.name!r} is outside the zone {spec.zone}")
+    if not 0 <= spec.ttl <= _MAX_TTL:
+        yield FieldError("ttl", f"must be between 0 and {_MAX_TTL}")
+    if not spec.records:
+        yield FieldError("records", "at least one record (delete the RecordSet to remove them all)")
+    if rtype not in TYPES:
+        return
+    if rtype == "CNAME":
+        if owner == zone:
+            yield FieldError(
+                "type", "a CNAME cannot be at the zone's apex (the SOA and NS records are there)"
+            )
+        if len(spec.records) > 1:
+            yield FieldError(
+                "records", "a CNAME holds exactly one record (a name with a CNAME has no other data)"
+            )
+    seen: set[dns.rdata.Rdata] = set()
+    for index, text in enumerate(spec.records):
+        try:
+            rdata = parse_record(rtype, text, spec.zone)
+        except (dns.exception.DNSException, ValueError) as exc:
+            yield FieldError(f"records[{index}]", f"not a valid {rtype} record: {exc}")
+            continue
+        if rdata in seen:
+            yield FieldError(f"records[{index}]", f"duplicate record {text!r}")
+        seen.add(rdata)
+
+
+def _zone_or_none(zone: str) -> dns.name.Name | None:
+    if not zone.endswith("."):
+        return None
+    try:
+        return dns.name.from_text(zone)
+    except dns.exception.DNSException:
+        return None
+
+
+def admit_record_set(spec: RecordSetSpec, context: reconcile.AdmissionContext) -> RecordSetSpec:
+    """Canonical spelling (so the identity is one per RRset): the zone and name in lower
+    case, the name relative to the zone (``@`` for the apex), the type upper case; and a
+    zone no configured server serves is refused (when the provider config names servers)."""
+    zone = dns.name.from_text(spec.zone)
+    owner = absolute_name(spec.zone, spec.name)
+    name = "@" if owner == zone else owner.relativize(zone).to_text().lower()
+    canonical = attrs.evolve(spec, zone=zone.to_text().lower(), name=name, type=spec.type.upper())
+    servers: Any = context.config.get("servers")
+    if isinstance(servers, list) and servers:
+        served = {
+            str(z).lower() for server in servers if isinstance(server, dict) for z in server.get("zones", ())
+        }
+        if canonical.zone not in served:
+            reason = (
+                f"no server in the dns provider config serves {canonical.zone} (it serves {sorted(served)})"
+            )
+            raise reconcile.InvalidError([FieldError("zone", reason)])
+    return canonical
+
+
+RECORD_SET = reconcile.Kind(
+    API_VERSION,
+    "RecordSet",
+    RecordSetSpec,
+    reconcile.ManagedStatus,
+    validate=validate_record_set,
+    admit=admit_record_set,
+    deterministic_identity=True,
+    exclusive_create=True,
+    immutable=("zone", "name", "type"),
+    identity=("zone", "name", "type"),
+    short_names=("rrset", "recordset"),
+)

@@ -1,0 +1,547 @@
+"""The dns provider against a real BIND9 (named, started by the session's fixture, TSIG
+and update-policy as in production): record sets created, repaired after hand changes
+with plain dnspython updates, what is not ours left alone, concurrent changes detected
+by the prerequisites, changes batched into few UPDATE messages, bad input refused at
+admission, and no TSIG secret anywhere it should not be."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import AsyncIterator, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import dns.asyncquery
+import dns.message
+import dns.name
+import dns.query
+import dns.rdatatype
+import dns.tsig
+import dns.update
+import dns.zone
+import pytest
+from dns_server import FOREIGN_ZONE, KEY_NAME, ZONE, Bind, bind_server
+from test_files_provider import until_async
+
+from providers.dns import RECORD_SET, DnsProvider
+from providers.dns.client import DnsClient
+from reconcile import InvalidError, KindRegistry, Resource, Runtime, connect
+from reconcile.testing import FakeClock
+from reconcile.testing.conformance import CHECKS, Harness
+
+DEADLINE = 30.0
+
+
+@pytest.fixture(scope="session")
+def bind() -> Iterator[Bind]:
+    """One named for the session (each test uses names of its own)."""
+    with bind_server() as server:
+        yield server
+
+
+@pytest.fixture
+def tsig(bind: Bind, monkeypatch: pytest.MonkeyPatch) -> Bind:
+    """The TSIG secret in the environment variable the config names."""
+    monkeypatch.setenv("TSIG_SECRET", bind.secret)
+    return bind
+
+
+def token() -> str:
+    """A name part no other test uses."""
+    return secrets.token_hex(4)
+
+
+def record_set(
+    name: str, rtype: str, records: list[str], *, label: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A RecordSet manifest in the test zone."""
+    return {
+        "api_version": RECORD_SET.api_version,
+        "kind": "RecordSet",
+        "metadata": {"name": label or f"{name}-{rtype.lower()}".replace("_", "u")},
+        "spec": {"zone": ZONE, "name": name, "type": rtype, "records": records, **spec},
+    }
+
+
+class ByHand:
+    """Plain dnspython, as a person with nsupdate would."""
+
+    def __init__(self, bind: Bind) -> None:
+        self.bind = bind
+        self.key = dns.tsig.Key(KEY_NAME, bind.secret, dns.tsig.HMAC_SHA256)
+
+    async def update(self, edit: Any) -> None:
+        """Send one signed UPDATE made by ``edit(message)``."""
+        message = dns.update.UpdateMessage(ZONE)
+        message.use_tsig(self.key)
+        edit(message)
+        response = await dns.asyncquery.tcp(message, self.bind.address, port=self.bind.port, timeout=5)
+        assert response.rcode() == 0, response
+
+    async def records(self, name: str, rtype: str) -> list[str]:
+        """What the server holds (sorted presentation text); [] for none."""
+        request = dns.message.make_query(dns.name.from_text(name, origin=dns.name.from_text(ZONE)), rtype)
+        response = await dns.asyncquery.tcp(request, self.bind.address, port=self.bind.port, timeout=5)
+        return sorted(r.to_text() for rrset in response.answer for r in rrset)
+
+    def zone_names(self) -> list[str]:
+        """Every name in the zone (a TSIG-signed AXFR)."""
+        zone = dns.zone.from_xfr(
+            dns.query.xfr(self.bind.address, ZONE, port=self.bind.port, keyring=self.key, keyname=KEY_NAME)
+        )
+        return [name.to_text() for name in zone.nodes]
+
+
+@pytest.fixture
+def by_hand(tsig: Bind) -> ByHand:
+    """Plain dnspython against the server."""
+    return ByHand(tsig)
+
+
+@pytest.fixture
+async def running(tsig: Bind, tmp_path: Path, clock: FakeClock) -> AsyncIterator[Runtime]:
+    """A Runtime with the dns provider on the BIND fixture, on the fake clock."""
+    runtime = Runtime(
+        tmp_path / "state.db",
+        providers=[DnsProvider()],
+        provider_config={"dns": tsig.config()},
+        clock=clock,
+        wall_clock=clock,
+        poll_interval=60,
+        resync_period=None,
+        provider_timeout=None,  # real requests while the tests move the fake clock
+    )
+    async with runtime:
+        await asyncio.wait_for(runtime.wait_synced(), DEADLINE)
+        yield runtime
+
+
+def _condition(runtime: Runtime, name: str, kind: str, reason: str | None = None) -> Any:
+    async def holds() -> bool:
+        obj = await runtime.client.get("recordset", name)
+        condition = obj.status.condition(kind)
+        if condition is None:
+            return False
+        if reason is not None:
+            return bool(condition.reason == reason)
+        return bool(
+            condition.status.value == "True" and obj.status.observed_generation == obj.metadata.generation
+        )
+
+    return holds
+
+
+class TestAdmission:
+    """Bad input: the field path and the reason, nothing stored."""
+
+    @pytest.mark.parametrize(
+        ("spec", "path", "reason"),
+        [
+            (
+                {"zone": "example.test", "name": "www", "type": "A", "records": ["192.0.2.1"]},
+                "spec.zone",
+                "absolute",
+            ),
+            ({"zone": ZONE, "name": "www", "type": "SPF", "records": ["x"]}, "spec.type", "must be one of"),
+            (
+                {"zone": ZONE, "name": "www", "type": "A", "records": ["192.0.2.300"]},
+                "spec.records[0]",
+                "A record",
+            ),
+            (
+                {"zone": ZONE, "name": "www", "type": "AAAA", "records": ["192.0.2.1"]},
+                "spec.records[0]",
+                "AAAA",
+            ),
+            (
+                {"zone": ZONE, "name": "@", "type": "MX", "records": ["70000 mail"]},
+                "spec.records[0]",
+                "16-bit",
+            ),
+            (
+                {"zone": ZONE, "name": "_sip._tcp", "type": "SRV", "records": ["0 5 99999 sip"]},
+                "spec.records[0]",
+                "16-bit",
+            ),
+            (
+                {"zone": ZONE, "name": "@", "type": "CAA", "records": ['0 is-sue "x"']},
+                "spec.records[0]",
+                "alphanumeric",
+            ),
+            ({"zone": ZONE, "name": "@", "type": "CNAME", "records": ["www"]}, "spec.type", "apex"),
+            (
+                {"zone": ZONE, "name": "a", "type": "CNAME", "records": ["b", "c"]},
+                "spec.records",
+                "exactly one",
+            ),
+            (
+                {"zone": ZONE, "name": "www.other.test.", "type": "A", "records": ["192.0.2.1"]},
+                "spec.name",
+                "outside",
+            ),
+            (
+                {"zone": ZONE, "name": "bad..name", "type": "A", "records": ["192.0.2.1"]},
+                "spec.name",
+                "not a DNS name",
+            ),
+            ({"zone": ZONE, "name": "www", "type": "A", "records": []}, "spec.records", "at least one"),
+            (
+                {"zone": ZONE, "name": "www", "type": "A", "records": ["192.0.2.1", "192.0.2.1"]},
+                "spec.records[1]",
+                "duplicate",
+            ),
+            (
+                {"zone": ZONE, "name": "www", "type": "A", "ttl": -1, "records": ["192.0.2.1"]},
+                "spec.ttl",
+                "between",
+            ),
+        ],
+    )
+    async def test_refused(self, tmp_path: Path, spec: dict[str, Any], path: str, reason: str) -> None:
+        """Each invalid spec names its field and why; the log stays empty."""
+        manifest = {
+            "api_version": RECORD_SET.api_version,
+            "kind": "RecordSet",
+            "metadata": {"name": "x"},
+            "spec": spec,
+        }
+        async with connect(tmp_path / "a.db", kinds=KindRegistry([RECORD_SET])) as client:
+            with pytest.raises(InvalidError) as caught:
+                await client.apply(manifest)
+            assert await client.revision() == 0
+        assert any(e.path == path and reason in e.message for e in caught.value.errors), caught.value.errors
+
+    async def test_a_zone_no_server_serves_is_refused_at_apply(self, tsig: Bind, tmp_path: Path) -> None:
+        """With the provider config at hand, a zone none of its servers serves is refused
+        (nothing stored); the name is stored in canonical spelling."""
+        async with connect(tmp_path / "a.db", provider_config={"dns": tsig.config()}) as client:
+            with pytest.raises(
+                InvalidError, match=r"no server in the dns provider config serves nowhere\.test\."
+            ):
+                await client.apply(
+                    {
+                        **record_set("www", "A", ["192.0.2.1"]),
+                        "spec": {
+                            "zone": "nowhere.test.",
+                            "name": "www",
+                            "type": "A",
+                            "records": ["192.0.2.1"],
+                        },
+                    }
+                )
+            assert not (await client.list("recordset")).items
+            stored = await client.apply(record_set("WWW.Example.Test.", "a", ["192.0.2.1"], label="canon"))
+        assert (stored.spec.zone, stored.spec.name, stored.spec.type) == (ZONE, "www", "A")
+
+    def test_config_refuses_an_inline_secret_and_names_no_secret(self) -> None:
+        """A secret written in the config is refused; a missing variable is named; the
+        error never holds a secret."""
+        config = {
+            "servers": [{"address": "127.0.0.1", "port": 53, "zones": [ZONE]}],
+            "zones": {ZONE: {"key_name": KEY_NAME, "secret": "c2VjcmV0LXNlY3JldA=="}},
+        }
+        with pytest.raises(InvalidError) as caught:
+            DnsClient(config)
+        assert "secret_env or secret_file" in str(caught.value)
+        assert "c2VjcmV0" not in str(caught.value)
+        config["zones"] = {ZONE: {"key_name": KEY_NAME, "secret_env": "NO_SUCH_VARIABLE_HERE"}}
+        with pytest.raises(InvalidError, match="NO_SUCH_VARIABLE_HERE is not set"):
+            DnsClient(config)
+
+
+class TestConverging:
+    """Through the Runtime against BIND."""
+
+    async def test_every_type_converges_and_answers(
+        self, running: Runtime, by_hand: ByHand, clock: FakeClock
+    ) -> None:
+        """One record set of each type; the server answers them, each with our mark."""
+        t = token()
+        manifests = [
+            record_set(f"a-{t}", "A", ["192.0.2.1", "192.0.2.2"]),
+            record_set(f"a-{t}", "AAAA", ["2001:db8::1"]),
+            record_set(f"alias-{t}", "CNAME", [f"a-{t}"]),
+            record_set(f"a-{t}", "TXT", ["v=spf1 -all", "x" * 300]),
+            record_set(f"a-{t}", "MX", ["10 mail.example.net."]),
+            record_set(f"_sip._tcp.{t}", "SRV", ["0 5 5060 sip.example.net."]),
+            record_set(f"a-{t}", "CAA", ['0 issue "letsencrypt.org"']),
+            record_set(f"sub-{t}", "NS", ["ns1.example.net."]),
+            record_set(f"1.{t}", "PTR", ["host.example.net."]),
+        ]
+        for manifest in manifests:
+            await running.apply(manifest)
+        for manifest in manifests:
+            await until_async(clock, _condition(running, manifest["metadata"]["name"], "Ready"))
+        assert await by_hand.records(f"a-{t}", "A") == ["192.0.2.1", "192.0.2.2"]
+        assert await by_hand.records(f"alias-{t}", "CNAME") == [f"a-{t}.example.test."]
+        txt = await by_hand.records(f"a-{t}", "TXT")
+        assert len(txt) == 2
+        assert any(r.count('" "') == 1 for r in txt)  # 300 bytes: two strings of at most 255
+        marks = await by_hand.records(f"_reconcile.a-{t}", "TXT")
+        assert sum("heritage=reconcile" in m for m in marks) == 5
+
+    async def test_hand_changes_are_repaired_with_a_record_level_diff(
+        self, running: Runtime, by_hand: ByHand, clock: FakeClock
+    ) -> None:
+        """A record changed and one deleted with plain dnspython updates come back at the
+        next poll, recorded as DriftDetected with the records that differ."""
+        t = token()
+        await running.apply(record_set(f"web-{t}", "A", ["192.0.2.10"], label="web"))
+        await running.apply(record_set(f"mail-{t}", "MX", ["10 mx.example.net."], label="mail"))
+        for label in ("web", "mail"):
+            await until_async(clock, _condition(running, label, "Ready"))
+        fqdn = f"web-{t}.example.test."
+        await by_hand.update(lambda m: m.replace(fqdn, 300, "A", "198.51.100.7"))
+        await by_hand.update(lambda m: m.delete(f"mail-{t}.example.test.", "MX"))
+        clock.advance(70)
+
+        async def repaired() -> bool:
+            return await by_hand.records(f"web-{t}", "A") == ["192.0.2.10"] and bool(
+                await by_hand.records(f"mail-{t}", "MX")
+            )
+
+        await until_async(clock, repaired)
+        drift = [e for e in await running.client.history("recordset", "web") if e.type == "DriftDetected"]
+        assert "-198.51.100.7" in drift[-1].data["message"]
+        assert "+192.0.2.10" in drift[-1].data["message"]
+
+    async def test_a_record_set_not_ours_is_never_touched(
+        self, running: Runtime, by_hand: ByHand, clock: FakeClock
+    ) -> None:
+        """Records at the name and type that carry no mark of ours: NotOwned, unchanged,
+        and deleting the resource leaves them."""
+        t = token()
+        fqdn = f"theirs-{t}.example.test."
+        await by_hand.update(lambda m: m.add(fqdn, 300, "A", "203.0.113.5"))
+        await running.apply(record_set(f"theirs-{t}", "A", ["192.0.2.1"], label="theirs"))
+        await until_async(clock, _condition(running, "theirs", "Synced", "NotOwned"))
+        await running.client.delete("recordset", "theirs")
+
+        async def gone() -> bool:
+            return not (await running.client.list("recordset")).items
+
+        await until_async(clock, gone)
+        assert await by_hand.records(f"theirs-{t}", "A") == ["203.0.113.5"]
+
+    async def test_delete_removes_the_records_and_the_mark(
+        self, running: Runtime, by_hand: ByHand, clock: FakeClock
+    ) -> None:
+        """Deleting the resource deletes the RRset and its line of the ownership TXT,
+        leaving a sibling record set's line."""
+        t = token()
+        await running.apply(record_set(f"d-{t}", "A", ["192.0.2.1"], label="d-a"))
+        await running.apply(record_set(f"d-{t}", "TXT", ["keep me"], label="d-txt"))
+        for label in ("d-a", "d-txt"):
+            await until_async(clock, _condition(running, label, "Ready"))
+        await running.client.delete("recordset", "d-a")
+
+        async def gone() -> bool:
+            return [o.metadata.name for o in (await running.client.list("recordset")).items] == ["d-txt"]
+
+        await until_async(clock, gone)
+        assert await by_hand.records(f"d-{t}", "A") == []
+        marks = await by_hand.records(f"_reconcile.d-{t}", "TXT")
+        assert len(marks) == 1
+        assert "type=TXT" in marks[0]
+
+    async def test_a_concurrent_change_is_a_conflict_resolved_on_requeue(
+        self, tsig: Bind, by_hand: ByHand, tmp_path: Path
+    ) -> None:
+        """An update whose observation is stale (somebody changed the RRset between observe
+        and update) fails its prerequisite: ConflictError, nothing overwritten; observed
+        afresh, the update goes through."""
+        from reconcile import ConflictError  # noqa: PLC0415
+
+        t = token()
+        [obj] = await stored(tmp_path, [record_set(f"race-{t}", "A", ["192.0.2.1"])])
+        client = DnsClient(tsig.config())
+        try:
+            await client.create(obj)
+            seen = await client.observe(obj)
+            fqdn = f"race-{t}.example.test."
+            await by_hand.update(lambda m: m.replace(fqdn, 300, "A", "198.51.100.9"))
+            wanted = attrs.evolve(obj, spec=attrs.evolve(obj.spec, records=["192.0.2.2"]))
+            with pytest.raises(ConflictError, match="changed since it was observed"):
+                await client.update(wanted, seen)
+            assert await by_hand.records(f"race-{t}", "A") == ["198.51.100.9"]
+            fresh = await client.observe(wanted)
+            after = await client.update(wanted, fresh)
+            assert after.up_to_date
+            assert await by_hand.records(f"race-{t}", "A") == ["192.0.2.2"]
+        finally:
+            await client.close()
+
+    async def test_many_changes_share_few_update_messages(self, tsig: Bind, tmp_path: Path) -> None:
+        """200 concurrent creates in one zone go in a handful of UPDATE messages; one that
+        conflicts fails alone."""
+        t = token()
+        client = DnsClient(tsig.config(batch_max=100))
+        objects = await stored(tmp_path, [record_set(f"n{i}-{t}", "A", ["192.0.2.1"]) for i in range(200)])
+        try:
+            await ByHand(tsig).update(lambda m: m.add(f"n7-{t}.example.test.", 300, "A", "203.0.113.1"))
+            results = await asyncio.gather(*(client.create(o) for o in objects), return_exceptions=True)
+        finally:
+            await client.close()
+        failed = [i for i, r in enumerate(results) if isinstance(r, BaseException)]
+        assert failed == [7]
+        statistics = client.statistics()
+        # Two or three combined messages (100 at most each), then, since one combined
+        # message failed on n7's prerequisite, its changes one by one.
+        assert statistics["messages"] <= 3 + 100
+        assert statistics["changes"] >= 200
+
+    async def test_a_cname_beside_other_data_is_a_clear_failure(
+        self, running: Runtime, by_hand: ByHand, clock: FakeClock
+    ) -> None:
+        """BIND answers NOERROR to a CNAME added beside other data and ignores it: the read
+        back catches it, and the condition says what happened."""
+        t = token()
+        await by_hand.update(lambda m: m.add(f"busy-{t}.example.test.", 300, "TXT", '"somebody\'s"'))
+        await running.apply(record_set(f"busy-{t}", "CNAME", ["elsewhere.example.net."], label="busy"))
+
+        async def failed() -> bool:
+            synced = (await running.client.get("recordset", "busy")).status.condition("Synced")
+            return synced is not None and "NOERROR, but the zone does not hold" in synced.message
+
+        await until_async(clock, failed)
+
+
+async def stored(tmp_path: Path, manifests: list[dict[str, Any]]) -> list[Resource[Any, Any]]:
+    """The manifests as admitted objects (with their uids), from a store of their own."""
+    async with connect(tmp_path / "objects.db", kinds=KindRegistry([RECORD_SET])) as client:
+        return [await client.apply(m) for m in manifests]
+
+
+class TestFailures:
+    """What the server or the network says, in the condition, with backoff."""
+
+    async def test_a_wrong_tsig_secret_is_badsig_and_never_printed(
+        self,
+        tsig: Bind,
+        tmp_path: Path,
+        clock: FakeClock,
+        monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """A secret the server does not hold: the condition names BADSIG and the key, and
+        the secret is nowhere: not in the condition, the log records or the database."""
+        import base64  # noqa: PLC0415
+
+        wrong = base64.b64encode(b"not-the-secret-at-all-0123456789").decode()
+        monkeypatch.setenv("TSIG_SECRET", wrong)
+        caplog.set_level(logging.DEBUG)
+        runtime = Runtime(
+            tmp_path / "w.db",
+            providers=[DnsProvider()],
+            provider_config={"dns": tsig.config()},
+            clock=clock,
+            wall_clock=clock,
+            provider_timeout=None,
+            provider_attempts=1,
+        )
+        async with runtime:
+            await runtime.apply(record_set(f"w-{token()}", "A", ["192.0.2.1"], label="w"))
+
+            async def badsig() -> bool:
+                synced = (await runtime.client.get("recordset", "w")).status.condition("Synced")
+                return synced is not None and "BADSIG" in synced.message
+
+            await until_async(clock, badsig)
+        data = b"".join(p.read_bytes() for p in tmp_path.glob("w.db*"))
+        for secret in (wrong, tsig.secret):
+            assert secret.encode() not in data
+            assert secret not in caplog.text
+
+    async def test_a_zone_the_server_does_not_serve(self, running: Runtime, clock: FakeClock) -> None:
+        """The config says the server serves it; the server does not: the condition says
+        so (NOTAUTH, or the server's REFUSED), with backoff."""
+        await running.apply(
+            {
+                **record_set("www", "A", ["192.0.2.1"], label="elsewhere"),
+                "spec": {"zone": FOREIGN_ZONE, "name": "www", "type": "A", "records": ["192.0.2.1"]},
+            }
+        )
+
+        async def said() -> bool:
+            synced = (await running.client.get("recordset", "elsewhere")).status.condition("Synced")
+            return synced is not None and any(w in synced.message for w in ("NOTAUTH", "NOTZONE", "REFUSED"))
+
+        await until_async(clock, said)
+
+    async def test_an_unreachable_server(self, tsig: Bind, tmp_path: Path, clock: FakeClock) -> None:
+        """Nobody listens: the condition says unreachable; the queue backs off."""
+        from s3_server import free_port  # noqa: PLC0415
+
+        from reconcile import ObjectKey  # noqa: PLC0415
+
+        config = tsig.config()
+        config["servers"] = [{"address": "127.0.0.1", "port": free_port(), "zones": [ZONE]}]
+        runtime = Runtime(
+            tmp_path / "u.db",
+            providers=[DnsProvider()],
+            provider_config={"dns": config},
+            clock=clock,
+            wall_clock=clock,
+            provider_timeout=None,
+            provider_attempts=1,
+        )
+        async with runtime:
+            await runtime.apply(record_set("far", "A", ["192.0.2.1"], label="far"))
+
+            async def unreachable() -> bool:
+                synced = (await runtime.client.get("recordset", "far")).status.condition("Synced")
+                return synced is not None and "unreachable" in synced.message
+
+            await until_async(clock, unreachable)
+            queue = runtime.controllers["recordset.dns.reconcile.dev"].queue
+            assert queue.num_requeues(ObjectKey("dns.reconcile.dev", "RecordSet", "default", "far")) >= 1
+
+
+class DnsOutside:
+    """Reaches the zone directly, with plain dnspython."""
+
+    def __init__(self, bind: Bind, scope: str) -> None:
+        self.hand = ByHand(bind)
+        self.scope = scope
+
+    @staticmethod
+    def _fqdn(resource: Resource[Any, Any]) -> str:
+        return f"{resource.spec.name}.{resource.spec.zone}"
+
+    async def exists(self, resource: Resource[Any, Any]) -> bool:
+        """Whether the RRset is there."""
+        return bool(await self.hand.records(self._fqdn(resource), resource.spec.type))
+
+    async def delete(self, resource: Resource[Any, Any]) -> None:
+        """Delete the RRset by hand (the mark stays, as nsupdate would leave it)."""
+        await self.hand.update(lambda m: m.delete(self._fqdn(resource), resource.spec.type))
+
+    async def drift(self, resource: Resource[Any, Any]) -> None:
+        """Replace its records by hand."""
+        await self.hand.update(lambda m: m.replace(self._fqdn(resource), 300, "A", "198.51.100.99"))
+
+    async def plant_foreign(self, manifest: Mapping[str, Any]) -> None:
+        """Records at the manifest's name, made by somebody else."""
+        fqdn = f"{manifest['spec']['name']}.{ZONE}"
+        await self.hand.update(lambda m: m.add(fqdn, 300, "A", "203.0.113.77"))
+
+    async def count(self) -> int:
+        """How many of this check's A RRsets exist."""
+        names = self.hand.zone_names()
+        return sum(1 for n in names if n.endswith(self.scope) and not n.startswith("_reconcile"))
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+async def test_record_set_conformance(check: Any, tsig: Bind, tmp_path: Path) -> None:
+    """The kit's checks, for RecordSet."""
+    scope = token()
+
+    def manifest(name: str) -> dict[str, Any]:
+        return record_set(f"{name}-{scope}", "A", ["192.0.2.1"], label=name)
+
+    await check(
+        Harness(DnsProvider(), DnsOutside(tsig, scope), manifest, tmp_path / "state.db", tsig.config())
+    )
