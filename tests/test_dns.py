@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,11 +27,13 @@ import dns.tsig
 import dns.update
 import dns.zone
 import pytest
+import yaml
 from dns_server import FOREIGN_ZONE, KEY_NAME, ZONE, Bind, bind_server
 from test_files_provider import until_async
 
 from providers.dns import RECORD_SET, DnsProvider
 from providers.dns.client import DnsClient
+from providers.dns.records import parse_record
 from reconcile import InvalidError, KindRegistry, Resource, Runtime, connect
 from reconcile.testing import FakeClock
 from reconcile.testing.conformance import CHECKS, Harness
@@ -85,7 +91,12 @@ class ByHand:
         """What the server holds (sorted presentation text); [] for none."""
         request = dns.message.make_query(dns.name.from_text(name, origin=dns.name.from_text(ZONE)), rtype)
         response = await dns.asyncquery.tcp(request, self.bind.address, port=self.bind.port, timeout=5)
-        return sorted(r.to_text() for rrset in response.answer for r in rrset)
+        # (A delegation's NS records come back as a referral, in the authority section.)
+        found = [
+            *response.answer,
+            *(r for r in response.authority if rtype == "NS" and r.rdtype == dns.rdatatype.NS),
+        ]
+        return sorted(r.to_text() for rrset in found for r in rrset)
 
     def zone_names(self) -> list[str]:
         """Every name in the zone (a TSIG-signed AXFR)."""
@@ -545,3 +556,119 @@ async def test_record_set_conformance(check: Any, tsig: Bind, tmp_path: Path) ->
     await check(
         Harness(DnsProvider(), DnsOutside(tsig, scope), manifest, tmp_path / "state.db", tsig.config())
     )
+
+
+def _cli(db: Path, config: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "reconcile", "--db", str(db), "--provider-config", str(config), *args]
+
+
+def _every_type(t: str, i: int) -> tuple[str, str, list[str]]:
+    """Record set ``i`` of a zone of 50: each type in turn, names of their own."""
+    rtype = ("A", "AAAA", "TXT", "MX", "SRV", "CAA", "CNAME", "PTR", "NS")[i % 9]
+    records = {
+        "A": [f"192.0.2.{i + 1}"],
+        "AAAA": [f"2001:db8::{i + 1:x}"],
+        "TXT": [f"record {i}"],
+        "MX": [f"{i} mail.example.net."],
+        "SRV": [f"0 5 {5000 + i} sip.example.net."],
+        "CAA": ['0 issue "letsencrypt.org"'],
+        "CNAME": [f"target{i}.example.net."],
+        "PTR": [f"host{i}.example.net."],
+        "NS": [f"ns{i}.example.net."],
+    }[rtype]
+    return f"h{i}-{t}", rtype, records
+
+
+def _write_config(tmp_path: Path, bind: Bind) -> Path:
+    config = tmp_path / "providers.yaml"
+    config.write_text(yaml.safe_dump({"dns": bind.config()}))
+    return config
+
+
+def test_end_to_end_through_the_cli(tsig: Bind, tmp_path: Path) -> None:
+    """apply 50 record sets of every type, ``run --once`` converges, and the server answers
+    each as declared; a bad manifest exits 2 and stores nothing."""
+    t = token()
+    config = _write_config(tmp_path, tsig)
+    sets = [_every_type(t, i) for i in range(50)]
+    manifests = tmp_path / "zone.yaml"
+    manifests.write_text(
+        yaml.safe_dump_all(
+            record_set(name, rtype, records, label=f"rs{i}") for i, (name, rtype, records) in enumerate(sets)
+        )
+    )
+    db = tmp_path / "state.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "TSIG_SECRET": tsig.secret}
+    applied = subprocess.run(
+        _cli(db, config, "apply", "-f", str(manifests)), env=env, capture_output=True, check=False
+    )
+    assert applied.returncode == 0, applied.stderr
+    once = subprocess.run(
+        _cli(db, config, "run", "--once", "--timeout", "120"), env=env, capture_output=True, check=False
+    )
+    assert once.returncode == 0, once.stderr.decode(errors="replace")[-3000:]
+    hand = ByHand(tsig)
+    for name, rtype, records in sets:
+        wanted = sorted(r.to_text() for r in (parse_record(rtype, text, ZONE) for text in records))
+        assert asyncio.run(hand.records(name, rtype)) == wanted, (name, rtype)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(record_set("bad", "MX", ["70000 mail.example.net."], label="bad")))
+    refused = subprocess.run(
+        _cli(db, config, "apply", "-f", str(bad)), env=env, capture_output=True, check=False
+    )
+    assert refused.returncode == 2
+    assert b"spec.records[0]" in refused.stderr
+    assert b"Traceback" not in refused.stderr
+    assert tsig.secret.encode() not in refused.stderr + once.stderr + applied.stderr
+
+
+def test_sigkill_mid_convergence(tsig: Bind, tmp_path: Path) -> None:
+    """``reconcile run`` SIGKILLed while it creates 500 record sets, then ``run --once``:
+    every record set exists exactly once, with exactly one mark of its own."""
+    t = token()
+    count = 500
+    config = _write_config(tmp_path, tsig)
+    manifests = tmp_path / "many.yaml"
+    manifests.write_text(
+        yaml.safe_dump_all(
+            record_set(f"k{i}-{t}", "A", [f"192.0.2.{i % 250 + 1}"], label=f"k{i}") for i in range(count)
+        )
+    )
+    db = tmp_path / "state.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "TSIG_SECRET": tsig.secret}
+    applied = subprocess.run(
+        _cli(db, config, "apply", "-f", str(manifests)), env=env, capture_output=True, check=False
+    )
+    assert applied.returncode == 0, applied.stderr
+    hand = ByHand(tsig)
+
+    def made() -> int:
+        return sum(1 for name in hand.zone_names() if name.startswith("k") and name.endswith(f"-{t}"))
+
+    runner = subprocess.Popen(
+        _cli(db, config, "run"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while made() < count // 4:  # progress on the server, with a deadline
+            assert time.monotonic() < deadline, "fewer than 125 record sets in 120 s"
+            assert runner.poll() is None, "reconcile run exited on its own"
+            time.sleep(0.01)
+    finally:
+        runner.kill()
+        runner.wait(timeout=60)
+    once = subprocess.run(
+        _cli(db, config, "run", "--once", "--timeout", "120"), env=env, capture_output=True, check=False
+    )
+    assert once.returncode == 0, once.stderr.decode(errors="replace")[-3000:]
+    zone = dns.zone.from_xfr(
+        dns.query.xfr(tsig.address, ZONE, port=tsig.port, keyring=hand.key, keyname=KEY_NAME)
+    )
+    for i in range(count):
+        node = zone.get_node(f"k{i}-{t}")
+        assert node is not None, i
+        [rdataset] = node.rdatasets
+        assert [r.to_text() for r in rdataset] == [f"192.0.2.{i % 250 + 1}"]
+        marks = zone.get_node(f"_reconcile.k{i}-{t}")
+        assert marks is not None
+        assert len(next(iter(marks.rdatasets))) == 1
