@@ -672,3 +672,25 @@ def test_sigkill_mid_convergence(tsig: Bind, tmp_path: Path) -> None:
         marks = zone.get_node(f"_reconcile.k{i}-{t}")
         assert marks is not None
         assert len(next(iter(marks.rdatasets))) == 1
+
+
+def test_the_dns_example_converges(tsig: Bind, tmp_path: Path) -> None:
+    """examples/dns/zone.yaml through the CLI against named (the example's config with
+    this server's port): every record set converges in one run --once."""
+    root = Path(__file__).parents[1]
+    example = yaml.safe_load((root / "examples" / "dns" / "providers.yaml").read_text())
+    example["dns"]["servers"][0]["port"] = tsig.port
+    config = tmp_path / "providers.yaml"
+    config.write_text(yaml.safe_dump(example))
+    db = tmp_path / "state.db"
+    env = {**os.environ, "PYTHONPATH": str(root), "TSIG_SECRET": tsig.secret}
+    zone = str(root / "examples" / "dns" / "zone.yaml")
+    applied = subprocess.run(_cli(db, config, "apply", "-f", zone), env=env, capture_output=True, check=False)
+    assert applied.returncode == 0, applied.stderr
+    once = subprocess.run(
+        _cli(db, config, "run", "--once", "--timeout", "120"), env=env, capture_output=True, check=False
+    )
+    assert once.returncode == 0, once.stderr.decode(errors="replace")[-3000:]
+    hand = ByHand(tsig)
+    assert asyncio.run(hand.records("www", "A")) == ["192.0.2.10", "192.0.2.11"]
+    assert asyncio.run(hand.records("@", "MX")) == ["10 mail.example.test."]
