@@ -19,6 +19,7 @@ PermanentError saying so. The answer of that query is the observation the engine
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,6 +50,8 @@ class DnsClient:
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = DnsConfig.from_mapping(config)
         self._batchers: dict[str, Batcher] = {}
+        #: Queries and updates on the wire at once (reconciles beyond wait their turn).
+        self._wire = asyncio.Semaphore(self.config.max_connections)
 
     # -- where things are -----------------------------------------------------------------
 
@@ -81,7 +84,8 @@ class DnsClient:
             tsig = key.key()
 
             async def send(message: dns.update.UpdateMessage) -> None:
-                await send_update(server, message, zone, self.config.timeout)
+                async with self._wire:
+                    await send_update(server, message, zone, self.config.timeout)
 
             batcher = Batcher(
                 lambda: signed_update(zone, tsig),
@@ -99,8 +103,8 @@ class DnsClient:
         spec = resource.spec
         server = self._server(spec.zone)
         name = absolute_name(spec.zone, spec.name)
-        answer = await query(server, name, spec.type, self.config.timeout)
-        marks = await query(server, self._owner_name(resource), "TXT", self.config.timeout)
+        answer = await self._query(server, name, spec.type, self.config.timeout)
+        marks = await self._query(server, self._owner_name(resource), "TXT", self.config.timeout)
         owner = self._owner_in(resource, marks)
         return self._observation(resource, answer, owner)
 
@@ -159,9 +163,9 @@ class DnsClient:
         server = self._server(spec.zone)
         name = absolute_name(spec.zone, spec.name)
         owner_name, mark = self._owner_name(resource), self._mark(resource)
-        marks = await query(server, owner_name, "TXT", self.config.timeout)
+        marks = await self._query(server, owner_name, "TXT", self.config.timeout)
         if self._owner_in(resource, marks) != resource.metadata.uid:
-            answer = await query(server, name, spec.type, self.config.timeout)
+            answer = await self._query(server, name, spec.type, self.config.timeout)
             if answer is None:
                 return reconcile.Observation(exists=False)
             msg = f"{name} {spec.type} is not marked as this resource's; it is left alone"
@@ -174,7 +178,7 @@ class DnsClient:
             message.delete(owner_name, mark)
 
         await self._submit(resource, change)
-        if await query(server, name, spec.type, self.config.timeout) is not None:
+        if await self._query(server, name, spec.type, self.config.timeout) is not None:
             msg = (
                 f"DNS server {server.address}:{server.port} answered NOERROR to the delete of {name} "
                 f"{spec.type}, but the zone still holds it: check the zone's update-policy"
@@ -188,6 +192,10 @@ class DnsClient:
             await batcher.close()
 
     # -- helpers ---------------------------------------------------------------------------
+
+    async def _query(self, server: Server, name: dns.name.Name, rdtype: str, seconds: float) -> Answer | None:
+        async with self._wire:
+            return await query(server, name, rdtype, seconds)
 
     def statistics(self) -> dict[str, int]:
         """UPDATE messages sent and changes carried, over all zones."""
@@ -259,7 +267,7 @@ class DnsClient:
         spec = resource.spec
         server = self._server(spec.zone)
         name = absolute_name(spec.zone, spec.name)
-        answer = await query(server, name, spec.type, self.config.timeout)
+        answer = await self._query(server, name, spec.type, self.config.timeout)
         if not same_records(answer, self._wanted(resource), spec.ttl):
             msg = (
                 f"DNS server {server.address}:{server.port} answered NOERROR, but the zone does not hold "

@@ -12,9 +12,10 @@ Its shape::
           secret_file: /etc/reconcile/tsig.secret   # or secret_env: TSIG_SECRET
       owner_prefix: _reconcile            # the ownership TXT records' prefix
       owner_id: reconcile                 # who "we" are, in those records
-      batch_window: 0.002                 # seconds a zone's changes wait to share a message
+      batch_window: 0.01                  # seconds a zone's changes wait to share a message
       batch_max: 100                      # changes per UPDATE message at most
       timeout: 5                          # seconds per query or update
+      max_connections: 16                 # queries and updates on the wire at once
 
 A TSIG secret is read from an environment variable or a file, never from the config
 itself (a shared file), and never reaches the event log, logs, spans or errors: a
@@ -46,7 +47,16 @@ ALGORITHMS = {
     "hmac-sha1": dns.tsig.HMAC_SHA1,
     "hmac-md5": dns.tsig.HMAC_MD5,
 }
-_KEYS = {"servers", "zones", "owner_prefix", "owner_id", "batch_window", "batch_max", "timeout"}
+_KEYS = {
+    "servers",
+    "zones",
+    "owner_prefix",
+    "owner_id",
+    "batch_window",
+    "batch_max",
+    "timeout",
+    "max_connections",
+}
 _ZONE_KEYS = {"key_name", "algorithm", "secret_file", "secret_env"}
 
 
@@ -83,9 +93,10 @@ class DnsConfig:
     keys: Mapping[str, ZoneKey]
     owner_prefix: str = "_reconcile"
     owner_id: str = "reconcile"
-    batch_window: float = 0.002
+    batch_window: float = 0.01
     batch_max: int = 100
     timeout: float = 5.0
+    max_connections: int = 16
 
     def server_of(self, zone: str) -> Server | None:
         """The first server that serves ``zone``."""
@@ -117,6 +128,7 @@ class DnsConfig:
             ("owner_id", str),
             ("batch_window", float),
             ("batch_max", int),
+            ("max_connections", int),
         ):
             if name in raw:
                 value = raw[name]

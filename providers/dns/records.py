@@ -177,4 +177,7 @@ RECORD_SET = reconcile.Kind(
     immutable=("zone", "name", "type"),
     identity=("zone", "name", "type"),
     short_names=("rrset", "recordset"),
+    # Changes to a zone share UPDATE messages: many reconciles in flight fill them (the
+    # client's max_connections bounds what goes on the wire at once).
+    workers=256,
 )

@@ -89,6 +89,11 @@ class Kind:
     #: How often a Ready resource of this kind is observed again for drift; None: the
     #: Runtime's default. (A Runtime's ``poll_intervals`` overrides both.)
     poll_interval: float | None = None
+    #: Reconciles of this kind in flight at once; None: the Runtime's ``workers``. For a
+    #: provider that coalesces concurrent changes (the dns provider's UPDATE messages):
+    #: a reconcile waiting on a shared message holds no connection, and more in flight
+    #: make fuller messages.
+    workers: int | None = None
 
     def __attrs_post_init__(self) -> None:
         for flag in ("exclusive_create", "exclusive_delete"):

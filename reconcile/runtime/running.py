@@ -296,7 +296,7 @@ class Runtime:
             )
 
         self._start_controller(
-            Registration(kind, managed, None, ENGINE_MANAGER, None, "default", ignore_own_writes=True)
+            Registration(kind, managed, None, ENGINE_MANAGER, kind.workers, "default", ignore_own_writes=True)
         )
 
     def _poll_interval(self, kind: Kind) -> float:

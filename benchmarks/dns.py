@@ -1,0 +1,298 @@
+"""The dns provider against BIND9 (named on a free loopback port, TSIG, update-policy),
+beside plain dnspython code making the same changes in UPDATE messages batched the same
+way (100 changes a message at most) and the same read queries, with the same concurrency
+(the limit careful hand-written code sets).
+
+Phases, on N A record sets in one zone:
+
+1. converge from nothing: the engine creates each (one change: prerequisite "absent",
+   the records and the ownership mark) and reads it back (one query);
+2. no change: a resync; each record set is observed (two queries: the RRset and the
+   ownership TXT), no UPDATE;
+3. repair: 10% changed by hand, then a resync: two queries each, and for the changed ones
+   a change (the RRset replaced) and a read back;
+4. delete: each record set's ownership TXT read, a change (RRset and mark deleted), and
+   a read back.
+
+    python benchmarks/dns.py [--size N] [--workers W] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+# This file is dns.py: its own folder off the path, or ``import dns`` would find it.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import dns.asyncquery  # noqa: E402
+import dns.flags  # noqa: E402
+import dns.message  # noqa: E402
+import dns.name  # noqa: E402
+import dns.tsig  # noqa: E402
+import dns.update  # noqa: E402
+from dns_server import KEY_NAME, ZONE, Bind, bind_server  # noqa: E402
+
+from providers.dns import DnsProvider  # noqa: E402
+from providers.dns.client import DnsClient  # noqa: E402
+from reconcile import Runtime  # noqa: E402
+from reconcile.controller import Priority  # noqa: E402
+
+BATCH = 100
+
+
+class Counted(DnsClient):
+    """The provider's client, its queries counted."""
+
+    clients: list[Counted] = []  # noqa: RUF012 - the benchmark's own registry
+    queries = 0
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        Counted.clients.append(self)
+
+
+class CountingProvider(DnsProvider):
+    """The dns provider with a counted client."""
+
+    async def connect(self, config: Mapping[str, Any]) -> Any:
+        """A counted client."""
+        return Counted(config)
+
+
+def _count_queries() -> None:
+    """Count every query the provider's wire module sends."""
+    from providers.dns import wire  # noqa: PLC0415
+
+    original = wire.query
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        Counted.queries += 1
+        return await original(*args, **kwargs)
+
+    wire.query = counted  # type: ignore[assignment]
+    import providers.dns.client as client_module  # noqa: PLC0415
+
+    client_module.query = counted  # type: ignore[assignment]
+
+
+def _taken() -> dict[str, int]:
+    messages = sum(c.statistics()["messages"] for c in Counted.clients)
+    changes = sum(c.statistics()["changes"] for c in Counted.clients)
+    return {"queries": Counted.queries, "updates": messages, "changes": changes}
+
+
+def _since(before: Mapping[str, int]) -> dict[str, int]:
+    now = _taken()
+    return {k: now[k] - before.get(k, 0) for k in now}
+
+
+def manifest(index: int, address: str = "192.0.2.1") -> dict[str, Any]:
+    """Record set ``index``."""
+    return {
+        "api_version": "dns.reconcile.dev/v1",
+        "kind": "RecordSet",
+        "metadata": {"name": f"e{index:05d}"},
+        "spec": {"zone": ZONE, "name": f"e{index:05d}", "type": "A", "records": [address]},
+    }
+
+
+async def ours(bind: Bind, size: int, workers: int, db: Path) -> dict[str, Any]:
+    """The engine: converge, resync, repair, delete."""
+    _count_queries()
+    runtime = Runtime(
+        db,
+        providers=[CountingProvider()],
+        provider_config={"dns": bind.config()},
+        workers=workers,
+        resync_period=None,
+        poll_interval=3600,
+    )
+    result: dict[str, Any] = {}
+    async with runtime:
+        await runtime.wait_synced()
+        controller = runtime.controllers["recordset.dns.reconcile.dev"]
+
+        async def resync() -> None:
+            controller.enqueue_many(controller.informer.cached_keys(), Priority.RESYNC)
+            await runtime.wait_converged(timeout=600)
+
+        before, started = _taken(), time.perf_counter()
+        await runtime.apply_many([manifest(i) for i in range(size)])
+        state = await runtime.wait_converged(timeout=600)
+        assert state.converged, state.waiting[:3]
+        result["converge_s"], result["converge_calls"] = time.perf_counter() - started, _since(before)
+        before, started = _taken(), time.perf_counter()
+        await resync()
+        result["noop_s"], result["noop_calls"] = time.perf_counter() - started, _since(before)
+        await _tamper(bind, "e", size)
+        before, started = _taken(), time.perf_counter()
+        await resync()
+        result["repair_s"], result["repair_calls"] = time.perf_counter() - started, _since(before)
+        before, started = _taken(), time.perf_counter()
+        names = [obj.metadata.name for obj in controller.informer.list()]
+        await asyncio.gather(*(runtime.client.delete("recordset", name) for name in names))
+        while controller.informer.cached_keys():  # the harness polling its own cache
+            await asyncio.sleep(0.01)
+        result["delete_s"], result["delete_calls"] = time.perf_counter() - started, _since(before)
+    return result
+
+
+async def _tamper(bind: Bind, prefix: str, size: int) -> None:
+    """Change 10% of the record sets by hand."""
+    key = dns.tsig.Key(KEY_NAME, bind.secret, dns.tsig.HMAC_SHA256)
+    message = dns.update.UpdateMessage(ZONE)
+    message.use_tsig(key)
+    for index in range(0, size, 10):
+        message.replace(f"{prefix}{index:05d}.{ZONE}", 300, "A", "198.51.100.1")
+    await dns.asyncquery.tcp(message, bind.address, port=bind.port, timeout=10)
+
+
+async def plain(bind: Bind, size: int, workers: int) -> dict[str, Any]:  # noqa: PLR0915 - one script, four phases
+    """The limit: the same UPDATE changes, batched by 100, and the same queries."""
+    key = dns.tsig.Key(KEY_NAME, bind.secret, dns.tsig.HMAC_SHA256)
+    origin = dns.name.from_text(ZONE)
+    names = [dns.name.from_text(f"p{i:05d}", origin=origin) for i in range(size)]
+    marks = [dns.name.Name((b"_reconcile", *name.labels)) for name in names]
+    limit = asyncio.Semaphore(workers)
+    counts = {"queries": 0, "updates": 0, "changes": 0}
+
+    async def ask(name: dns.name.Name, rdtype: str) -> Any:
+        request = dns.message.make_query(name, rdtype)
+        request.flags &= ~dns.flags.RD
+        async with limit:
+            counts["queries"] += 1
+            return await dns.asyncquery.tcp(request, bind.address, port=bind.port, timeout=10)
+
+    async def send(indexes: list[int], edit: Callable[[dns.update.UpdateMessage, int], None]) -> None:
+        message = dns.update.UpdateMessage(ZONE)
+        message.use_tsig(key)
+        for index in indexes:
+            edit(message, index)
+        async with limit:
+            counts["updates"] += 1
+            counts["changes"] += len(indexes)
+            response = await dns.asyncquery.tcp(message, bind.address, port=bind.port, timeout=10)
+        assert response.rcode() == 0, response
+
+    async def batched(indexes: list[int], edit: Callable[[dns.update.UpdateMessage, int], None]) -> None:
+        chunks = [indexes[i : i + BATCH] for i in range(0, len(indexes), BATCH)]
+        await asyncio.gather(*(send(chunk, edit) for chunk in chunks))
+
+    def create(message: dns.update.UpdateMessage, index: int) -> None:
+        message.absent(names[index], "A")
+        message.add(names[index], 300, "A", "192.0.2.1")
+        message.add(marks[index], 300, "TXT", f'"heritage=reconcile,owner=plain,type=A,uid={index}"')
+
+    def repair(message: dns.update.UpdateMessage, index: int) -> None:
+        message.replace(names[index], 300, "A", "192.0.2.1")
+
+    def delete(message: dns.update.UpdateMessage, index: int) -> None:
+        message.delete(names[index], "A")
+        message.delete(marks[index], "TXT")
+
+    async def each(job: Callable[[int], Awaitable[Any]], indexes: list[int]) -> list[Any]:
+        return await asyncio.gather(*(job(i) for i in indexes))
+
+    everything = list(range(size))
+    result: dict[str, Any] = {}
+
+    async def phase(name: str, work: Callable[[], Awaitable[None]]) -> None:
+        before, started = dict(counts), time.perf_counter()
+        await work()
+        result[f"{name}_s"] = time.perf_counter() - started
+        result[f"{name}_calls"] = {k: counts[k] - before[k] for k in counts}
+
+    async def converge() -> None:
+        await batched(everything, create)
+        await each(lambda i: ask(names[i], "A"), everything)
+
+    async def look() -> list[int]:
+        answers = await each(lambda i: ask(names[i], "A"), everything)
+        await each(lambda i: ask(marks[i], "TXT"), everything)
+        return [i for i, a in zip(everything, answers, strict=True) if "198.51.100.1" in str(a.answer)]
+
+    async def noop() -> None:
+        await look()
+
+    async def repaired() -> None:
+        changed = await look()
+        await batched(changed, repair)
+        await each(lambda i: ask(names[i], "A"), changed)
+
+    async def deleted() -> None:
+        await each(lambda i: ask(marks[i], "TXT"), everything)
+        await batched(everything, delete)
+        await each(lambda i: ask(names[i], "A"), everything)
+
+    await phase("converge", converge)
+    await phase("noop", noop)
+    await _tamper(bind, "p", size)
+    await phase("repair", repaired)
+    await phase("delete", deleted)
+    return result
+
+
+def main() -> None:
+    """Run both, print the table, write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=1000, help="record sets")
+    parser.add_argument("--workers", type=int, default=16, help="concurrency of both sides")
+    parser.add_argument("--json", type=Path, help="write results here")
+    args = parser.parse_args()
+    with bind_server() as bind, tempfile.TemporaryDirectory() as folder:
+        os.environ["TSIG_SECRET"] = bind.secret
+        limit = asyncio.run(plain(bind, args.size, args.workers))
+        engine = asyncio.run(ours(bind, args.size, args.workers, Path(folder) / "state.db"))
+    rows = []
+    header = ("phase", "plain s", "ours s", "x plain", "plain q/upd", "our q/upd", "our changes")
+    print(" ".join(f"{h:>12}" for h in header))
+    for phase in ("converge", "noop", "repair", "delete"):
+        plain_s, ours_s = limit[f"{phase}_s"], engine[f"{phase}_s"]
+        plain_calls, our_calls = limit[f"{phase}_calls"], engine[f"{phase}_calls"]
+        rows.append(
+            {
+                "phase": phase,
+                "plain_s": plain_s,
+                "ours_s": ours_s,
+                "ratio": ours_s / plain_s if plain_s else None,
+                "plain_calls": plain_calls,
+                "our_calls": our_calls,
+            }
+        )
+        cells = (
+            phase,
+            f"{plain_s:.2f}",
+            f"{ours_s:.2f}",
+            f"{ours_s / plain_s:.2f}",
+            f"{plain_calls['queries']}/{plain_calls['updates']}",
+            f"{our_calls['queries']}/{our_calls['updates']}",
+            f"{our_calls['changes']}",
+        )
+        print(" ".join(f"{c:>12}" for c in cells))
+    result = {
+        "benchmark": "dns",
+        "size": args.size,
+        "workers": args.workers,
+        "python": platform.python_version(),
+        "rows": rows,
+    }
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
