@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/files.py --json benchmarks/results/files.json
 	$(BIN)/python benchmarks/growth.py --json benchmarks/results/growth.json
 	$(BIN)/python benchmarks/s3.py --json benchmarks/results/s3.json
+	$(BIN)/python benchmarks/dns.py --json benchmarks/results/dns.json
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -338,6 +338,21 @@ class TestConverging:
         await until_async(clock, gone)
         assert await by_hand.records(f"theirs-{t}", "A") == ["203.0.113.5"]
 
+    async def test_adopting_records_on_request(
+        self, running: Runtime, by_hand: ByHand, clock: FakeClock
+    ) -> None:
+        """With the adopt annotation, records made by hand get our mark, Adopted is
+        recorded, and the next reconcile brings them to the spec."""
+        t = token()
+        await by_hand.update(lambda m: m.add(f"legacy-{t}.example.test.", 300, "A", "203.0.113.8"))
+        manifest = record_set(f"legacy-{t}", "A", ["192.0.2.8"], label="legacy")
+        manifest["metadata"]["annotations"] = {"reconcile.dev/adopt": "true"}
+        await running.apply(manifest)
+        await until_async(clock, _condition(running, "legacy", "Ready"))
+        assert await by_hand.records(f"legacy-{t}", "A") == ["192.0.2.8"]
+        types = [e.type for e in await running.client.history("recordset", "legacy")]
+        assert "Adopted" in types
+
     async def test_delete_removes_the_records_and_the_mark(
         self, running: Runtime, by_hand: ByHand, clock: FakeClock
     ) -> None:

@@ -186,6 +186,17 @@ class DnsClient:
             raise PermanentError(msg)
         return reconcile.Observation(exists=False)
 
+    async def adopt(self, resource: reconcile.Resource[Any, Any]) -> None:
+        """Take over existing records (``reconcile.dev/adopt``): add our mark beside them,
+        change nothing else (the next reconcile brings them to the spec)."""
+        spec = resource.spec
+        owner_name, mark = self._owner_name(resource), self._mark(resource)
+
+        def change(message: dns.update.UpdateMessage) -> None:
+            message.add(owner_name, spec.ttl, mark)
+
+        await self._submit(resource, change)
+
     async def close(self) -> None:
         """Send what is pending."""
         for batcher in self._batchers.values():
