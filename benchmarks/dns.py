@@ -24,6 +24,7 @@ import asyncio
 import json
 import os
 import platform
+import socket
 import sys
 import tempfile
 import time
@@ -37,6 +38,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import dns.asyncbackend  # noqa: E402
 import dns.asyncquery  # noqa: E402
 import dns.flags  # noqa: E402
 import dns.message  # noqa: E402
@@ -166,25 +168,39 @@ async def plain(bind: Bind, size: int, workers: int) -> dict[str, Any]:  # noqa:
     origin = dns.name.from_text(ZONE)
     names = [dns.name.from_text(f"p{i:05d}", origin=origin) for i in range(size)]
     marks = [dns.name.Name((b"_reconcile", *name.labels)) for name in names]
-    limit = asyncio.Semaphore(workers)
     counts = {"queries": 0, "updates": 0, "changes": 0}
+    # ``workers`` TCP connections, each used for one message at a time, kept open (as the
+    # provider's are): the concurrency both sides have.
+    backend: Any = dns.asyncbackend.get_backend("asyncio")
+    sockets: asyncio.Queue[Any] = asyncio.Queue()
+    for _ in range(workers):
+        sockets.put_nowait(
+            await backend.make_socket(
+                socket.AF_INET, socket.SOCK_STREAM, 0, None, (bind.address, bind.port), 10
+            )
+        )
+
+    async def exchange(message: dns.message.Message) -> Any:
+        sock = await sockets.get()
+        try:
+            return await dns.asyncquery.tcp(message, bind.address, port=bind.port, timeout=10, sock=sock)
+        finally:
+            sockets.put_nowait(sock)
 
     async def ask(name: dns.name.Name, rdtype: str) -> Any:
         request = dns.message.make_query(name, rdtype)
         request.flags &= ~dns.flags.RD
-        async with limit:
-            counts["queries"] += 1
-            return await dns.asyncquery.tcp(request, bind.address, port=bind.port, timeout=10)
+        counts["queries"] += 1
+        return await exchange(request)
 
     async def send(indexes: list[int], edit: Callable[[dns.update.UpdateMessage, int], None]) -> None:
         message = dns.update.UpdateMessage(ZONE)
         message.use_tsig(key)
         for index in indexes:
             edit(message, index)
-        async with limit:
-            counts["updates"] += 1
-            counts["changes"] += len(indexes)
-            response = await dns.asyncquery.tcp(message, bind.address, port=bind.port, timeout=10)
+        counts["updates"] += 1
+        counts["changes"] += len(indexes)
+        response = await exchange(message)
         assert response.rcode() == 0, response
 
     async def batched(indexes: list[int], edit: Callable[[dns.update.UpdateMessage, int], None]) -> None:
@@ -242,6 +258,8 @@ async def plain(bind: Bind, size: int, workers: int) -> dict[str, Any]:  # noqa:
     await _tamper(bind, "p", size)
     await phase("repair", repaired)
     await phase("delete", deleted)
+    while not sockets.empty():
+        await sockets.get_nowait().close()
     return result
 
 

@@ -2,9 +2,11 @@
 messages, the way the store's group commit coalesces writes.
 
 A change waits at most ``window`` seconds (or until ``size`` changes are waiting) for
-others to share its message. When the combined message's prerequisites fail, each change
-is sent again on its own, so that only the one somebody else's edit conflicts with fails.
-Every caller gets its own outcome.
+others to share its message, and while a message of the zone is in flight, the changes
+that arrive wait for it to be answered and then go together in the next (a server applies
+one zone's updates one at a time anyway: this is the group commit's pipelining). When the
+combined message's prerequisites fail, each change is sent again on its own, so that only
+the one somebody else's edit conflicts with fails. Every caller gets its own outcome.
 """
 
 from __future__ import annotations
@@ -41,16 +43,25 @@ class Batcher:
         self._pending: list[tuple[Change, asyncio.Future[None]]] = []
         self._timer: asyncio.Task[None] | None = None
         self._flushing: set[asyncio.Task[None]] = set()
+        #: A message of the zone is in flight: what comes meanwhile waits for the next.
+        self._busy = False
         #: UPDATE messages sent, and how many changes they carried (for benchmarks).
         self.messages = 0
         self.changes = 0
+
+    @property
+    def waiting(self) -> int:
+        """Changes waiting for a message."""
+        return len(self._pending)
 
     async def submit(self, change: Change) -> None:
         """Send ``change`` (with others, when they come within the window); raise what its
         own outcome was (PrerequisiteFailedError when somebody else's edit conflicts)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((change, future))
-        if len(self._pending) >= self.size:
+        if self._busy:
+            pass  # goes with the next message, when the one in flight is answered
+        elif len(self._pending) >= self.size:
             self._flush_now()
         elif self._timer is None:
             self._timer = asyncio.create_task(self._after_window())
@@ -61,15 +72,24 @@ class Batcher:
         self._timer = None
         self._flush_now()
 
-    def _flush_now(self) -> None:
+    def _flush_now(self, *, force: bool = False) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        batch, self._pending = self._pending, []
+        if self._busy and not force:
+            return  # (the answer to the message in flight sends the rest)
+        batch, self._pending = self._pending[: self.size], self._pending[self.size :]
         if batch:
+            self._busy = True
             task = asyncio.create_task(self._flush(batch))
             self._flushing.add(task)
-            task.add_done_callback(self._flushing.discard)
+            task.add_done_callback(self._flushed)
+
+    def _flushed(self, task: asyncio.Task[None]) -> None:
+        self._flushing.discard(task)
+        self._busy = False
+        if self._pending:
+            self._flush_now()  # what came while it was in flight: the next message, at once
 
     async def _flush(self, batch: list[tuple[Change, asyncio.Future[None]]]) -> None:
         try:
@@ -106,7 +126,7 @@ class Batcher:
 
     async def close(self) -> None:
         """Send what is pending and wait for the sends in flight."""
-        self._flush_now()
+        self._flush_now(force=True)
         with contextlib.suppress(Exception):
             await asyncio.gather(*self._flushing, return_exceptions=True)
 

@@ -25,6 +25,9 @@ from typing import Any
 
 import dns.name
 import dns.rdata
+import dns.rdataclass
+import dns.rdatatype
+import dns.rdtypes.ANY.TXT
 import dns.update
 
 import reconcile
@@ -33,6 +36,7 @@ from providers.dns.config import DnsConfig, Server
 from providers.dns.records import absolute_name, canonical_records, parse_record
 from providers.dns.wire import (
     Answer,
+    Connections,
     PrerequisiteFailedError,
     query,
     same_records,
@@ -52,6 +56,7 @@ class DnsClient:
         self._batchers: dict[str, Batcher] = {}
         #: Queries and updates on the wire at once (reconciles beyond wait their turn).
         self._wire = asyncio.Semaphore(self.config.max_connections)
+        self._connections = Connections()
 
     # -- where things are -----------------------------------------------------------------
 
@@ -69,9 +74,9 @@ class DnsClient:
         return dns.name.Name((self.config.owner_prefix.encode(), *name.labels))
 
     def _mark(self, resource: reconcile.Resource[Any, Any]) -> dns.rdata.Rdata:
-        spec = resource.spec
-        text = f"heritage=reconcile,owner={self.config.owner_id},type={spec.type},uid={resource.metadata.uid}"
-        return parse_record("TXT", text, spec.zone)
+        owner, uid = self.config.owner_id, resource.metadata.uid
+        text = f"heritage=reconcile,owner={owner},type={resource.spec.type},uid={uid}"
+        return dns.rdtypes.ANY.TXT.TXT(dns.rdataclass.IN, dns.rdatatype.TXT, [text.encode()])
 
     def _batcher(self, zone: str) -> Batcher:
         batcher = self._batchers.get(zone)
@@ -85,7 +90,7 @@ class DnsClient:
 
             async def send(message: dns.update.UpdateMessage) -> None:
                 async with self._wire:
-                    await send_update(server, message, zone, self.config.timeout)
+                    await send_update(self._connections, server, message, zone, self.config.timeout)
 
             batcher = Batcher(
                 lambda: signed_update(zone, tsig),
@@ -201,12 +206,13 @@ class DnsClient:
         """Send what is pending."""
         for batcher in self._batchers.values():
             await batcher.close()
+        await self._connections.close()
 
     # -- helpers ---------------------------------------------------------------------------
 
     async def _query(self, server: Server, name: dns.name.Name, rdtype: str, seconds: float) -> Answer | None:
         async with self._wire:
-            return await query(server, name, rdtype, seconds)
+            return await query(self._connections, server, name, rdtype, seconds)
 
     def statistics(self) -> dict[str, int]:
         """UPDATE messages sent and changes carried, over all zones."""

@@ -10,6 +10,7 @@ holds exactly one record and never sits at the zone's apex.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -56,17 +57,20 @@ class RecordSetSpec:
     ttl: int = reconcile.doc_field("Time to live, in seconds.", default=300)
 
 
+@functools.lru_cache(maxsize=65536)
 def absolute_name(zone: str, name: str) -> dns.name.Name:
-    """The absolute owner name ``name`` stands for in ``zone``."""
+    """The absolute owner name ``name`` stands for in ``zone`` (cached: names are
+    immutable, and every observe and write asks)."""
     origin = dns.name.from_text(zone)
     if name == "@":
         return origin
     return dns.name.from_text(name, origin=origin)
 
 
+@functools.lru_cache(maxsize=65536)
 def parse_record(rdtype: str, text: str, zone: str) -> dns.rdata.Rdata:
     """One record of ``rdtype`` from its presentation text (SyntaxError-like dnspython
-    errors propagate)."""
+    errors propagate; cached: rdata are immutable)."""
     origin = dns.name.from_text(zone)
     if rdtype == "TXT" and not text.startswith('"'):
         raw = text.encode()

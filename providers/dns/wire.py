@@ -10,12 +10,17 @@ the key, never the secret.
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
+import dns.asyncbackend
 import dns.asyncquery
 import dns.exception
 import dns.flags
+import dns.inet
 import dns.message
 import dns.name
 import dns.rcode
@@ -27,7 +32,7 @@ import dns.update
 from providers.dns.config import Server
 from reconcile.errors import PermanentError, TransientError
 
-__all__ = ["Answer", "PrerequisiteFailedError", "query", "send_update"]
+__all__ = ["Answer", "Connections", "PrerequisiteFailedError", "query", "send_update"]
 
 _PREREQUISITE = {dns.rcode.YXDOMAIN, dns.rcode.YXRRSET, dns.rcode.NXDOMAIN, dns.rcode.NXRRSET}
 
@@ -52,12 +57,62 @@ def _where(server: Server) -> str:
     return f"{server.address}:{server.port}"
 
 
-async def query(server: Server, name: dns.name.Name, rdtype: str, seconds: float) -> Answer | None:
+class Connections:
+    """Idle TCP connections to each server, reused for queries and updates (a server
+    answers many messages on one connection): no handshake per message. A connection
+    that fails is dropped; one the server closed while idle is replaced once."""
+
+    def __init__(self) -> None:
+        self._idle: dict[Server, list[Any]] = {}
+
+    async def exchange(
+        self, server: Server, message: dns.message.Message, seconds: float
+    ) -> dns.message.Message:
+        """Send ``message`` on a connection to ``server``; its verified answer."""
+        idle = self._idle.setdefault(server, [])
+        for attempt in range(2):
+            fresh = attempt > 0 or not idle
+            sock = await self._connect(server, seconds) if fresh else idle.pop()
+            try:
+                response = await dns.asyncquery.tcp(
+                    message, server.address, port=server.port, timeout=seconds, sock=sock
+                )
+            except (EOFError, ConnectionError):
+                await sock.close()
+                if fresh:
+                    raise
+                continue  # a connection the server closed while idle: once more, fresh
+            except BaseException:
+                await sock.close()
+                raise
+            idle.append(sock)
+            return response
+        raise AssertionError  # pragma: no cover - the loop returns or raises
+
+    @staticmethod
+    async def _connect(server: Server, seconds: float) -> Any:
+        backend: Any = dns.asyncbackend.get_backend("asyncio")
+        family = dns.inet.af_for_address(server.address)
+        return await backend.make_socket(
+            family, socket.SOCK_STREAM, 0, None, (server.address, server.port), seconds
+        )
+
+    async def close(self) -> None:
+        """Close every idle connection."""
+        for idle in self._idle.values():
+            while idle:
+                with contextlib.suppress(Exception):
+                    await idle.pop().close()
+
+
+async def query(
+    connections: Connections, server: Server, name: dns.name.Name, rdtype: str, seconds: float
+) -> Answer | None:
     """The RRset ``name``/``rdtype`` as ``server`` holds it; None when there is none."""
     request = dns.message.make_query(name, rdtype)
     request.flags &= ~dns.flags.RD
     try:
-        response = await dns.asyncquery.tcp(request, server.address, port=server.port, timeout=seconds)
+        response = await connections.exchange(server, request, seconds)
     except (OSError, dns.exception.Timeout, EOFError) as exc:
         raise TransientError(
             f"DNS server {_where(server)} is unreachable: {exc or type(exc).__name__}"
@@ -84,10 +139,12 @@ async def query(server: Server, name: dns.name.Name, rdtype: str, seconds: float
     return None
 
 
-async def send_update(server: Server, message: dns.update.UpdateMessage, zone: str, seconds: float) -> None:
+async def send_update(
+    connections: Connections, server: Server, message: dns.update.UpdateMessage, zone: str, seconds: float
+) -> None:
     """Send one signed UPDATE; raise unless the server applied it (NOERROR)."""
     try:
-        response = await dns.asyncquery.tcp(message, server.address, port=server.port, timeout=seconds)
+        response = await connections.exchange(server, message, seconds)
     except dns.tsig.PeerBadKey as exc:
         raise TransientError(
             f"DNS server {_where(server)} does not know the TSIG key of zone {zone} (BADKEY)"
