@@ -35,8 +35,8 @@ from test_files_provider import until_async
 from providers.dns import RECORD_SET, DnsProvider
 from providers.dns.client import DnsClient
 from providers.dns.records import parse_record
-from reconcile import InvalidError, KindRegistry, Resource, Runtime, connect
-from reconcile.testing import FakeClock
+from reconcile import InvalidError, KindRegistry, ObjectKey, Resource, Runtime, connect
+from reconcile.testing import FakeClock, let_run
 from reconcile.testing.conformance import CHECKS, Harness
 
 DEADLINE = 30.0
@@ -498,11 +498,43 @@ class TestFailures:
 
         await until_async(clock, said)
 
+    async def test_a_zone_the_config_does_not_name_is_terminal(
+        self, tsig: Bind, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        """An object stored without the provider config at hand (so admission could not
+        check its zone), run with a config that names no server for it: Synced says so,
+        once, and it is not retried until the spec or the annotations change."""
+        db = tmp_path / "z.db"
+        async with connect(db, kinds=KindRegistry([RECORD_SET])) as client:
+            await client.apply(
+                {
+                    **record_set("www", "A", ["192.0.2.1"], label="nowhere"),
+                    "spec": {"zone": "nowhere.test.", "name": "www", "type": "A", "records": ["192.0.2.1"]},
+                }
+            )
+        runtime = Runtime(
+            db,
+            providers=[DnsProvider()],
+            provider_config={"dns": tsig.config()},
+            clock=clock,
+            wall_clock=clock,
+            provider_timeout=None,
+        )
+        async with runtime:
+            await until_async(clock, _condition(runtime, "nowhere", "Synced", "ReconcileError"))
+            synced = (await runtime.client.get("recordset", "nowhere")).status.condition("Synced")
+            assert synced is not None
+            assert "no server in the dns provider config serves zone nowhere.test." in synced.message
+            queue = runtime.controllers["recordset.dns.reconcile.dev"].queue
+            key = ObjectKey("dns.reconcile.dev", "RecordSet", "default", "nowhere")
+            clock.advance(600)
+            for turn in range(200):
+                await let_run(turn)
+            assert queue.num_requeues(key) == 0  # terminal: no retry storm
+
     async def test_an_unreachable_server(self, tsig: Bind, tmp_path: Path, clock: FakeClock) -> None:
         """Nobody listens: the condition says unreachable; the queue backs off."""
         from s3_server import free_port  # noqa: PLC0415
-
-        from reconcile import ObjectKey  # noqa: PLC0415
 
         config = tsig.config()
         config["servers"] = [{"address": "127.0.0.1", "port": free_port(), "zones": [ZONE]}]
@@ -641,6 +673,34 @@ def test_end_to_end_through_the_cli(tsig: Bind, tmp_path: Path) -> None:
     assert b"spec.records[0]" in refused.stderr
     assert b"Traceback" not in refused.stderr
     assert tsig.secret.encode() not in refused.stderr + once.stderr + applied.stderr
+    # By hand, with plain dnspython: one record set changed, one deleted. The next run
+    # puts both back and history says what drifted.
+    changed, gone = sets[0], sets[1]
+    asyncio.run(hand.update(lambda m: m.replace(f"{changed[0]}.{ZONE}", 300, "A", "198.51.100.3")))
+    asyncio.run(hand.update(lambda m: m.delete(f"{gone[0]}.{ZONE}", gone[1])))
+    again = subprocess.run(
+        _cli(db, config, "run", "--once", "--timeout", "120"), env=env, capture_output=True, check=False
+    )
+    assert again.returncode == 0, again.stderr.decode(errors="replace")[-3000:]
+    assert asyncio.run(hand.records(changed[0], "A")) == changed[2]
+    assert asyncio.run(hand.records(gone[0], gone[1])) == [f"{gone[2][0]}"]
+    history = subprocess.run(
+        _cli(db, config, "history", "recordset/rs0", "-o", "json"), env=env, capture_output=True, check=False
+    )
+    assert b"DriftDetected" in history.stdout
+    assert b"-198.51.100.3" in history.stdout
+    # Deleting through the CLI removes the records and their marks.
+    deleted = subprocess.run(
+        _cli(db, config, "delete", "recordset", "rs0", "rs1"), env=env, capture_output=True, check=False
+    )
+    assert deleted.returncode == 0, deleted.stderr
+    last = subprocess.run(
+        _cli(db, config, "run", "--once", "--timeout", "120"), env=env, capture_output=True, check=False
+    )
+    assert last.returncode == 0, last.stderr.decode(errors="replace")[-3000:]
+    for name, rtype, _ in (changed, gone):
+        assert asyncio.run(hand.records(name, rtype)) == []
+        assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) == []
 
 
 def test_sigkill_mid_convergence(tsig: Bind, tmp_path: Path) -> None:
