@@ -34,18 +34,16 @@ marker while we have no record of creating it, is never touched (``NotOwned``).
 
 from __future__ import annotations
 
-import datetime
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn
-
-import attrs
+from typing import NoReturn
 
 from reconcile.controller.calling import ProviderCalls
 from reconcile.controller.context import Context
 from reconcile.controller.planning import owned
 from reconcile.controller.reconciling import Request, Result
+from reconcile.controller.recording import Recording
 from reconcile.controller.statuses import Action, Verdict, new_status
 from reconcile.errors import (
     DeadlineExceededError,
@@ -72,7 +70,7 @@ from reconcile.model.external import (
 )
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
-from reconcile.model.serde import format_timestamp, parse_timestamp
+from reconcile.model.serde import parse_timestamp
 
 __all__ = ["ENGINE_MANAGER", "ManagedReconciler"]
 
@@ -86,7 +84,7 @@ AVAILABLE = Verdict(TRUE, "Available")
 _SETTLE_POLL = 1.0
 
 
-class ManagedReconciler:
+class ManagedReconciler(Recording):
     """Drives one provider kind through observe / create / update / delete."""
 
     def __init__(
@@ -475,57 +473,3 @@ class ManagedReconciler:
     async def close(self) -> None:
         """Release what the reconciler holds beyond its calls (the deadline watchdog)."""
         await self._calls.close()
-
-    async def _act(
-        self,
-        obj: AnyResource,
-        events: list[Action],
-        *,
-        annotations: dict[str, str | None] | None = None,
-        finalizer: str | None = None,
-        status: Any = None,
-    ) -> AnyResource:
-        """Record action events with their bookkeeping (markers, finalizer, status) in one
-        atomic write."""
-        with self.telemetry.span("store.record_actions", {"event.types": ",".join(e.type for e in events)}):
-            generation = obj.metadata.generation
-            return await self.client.record_actions(
-                obj,
-                [
-                    (e.type, {"message": e.message, "generation": generation} if e.message else None)
-                    for e in events
-                ],
-                annotations=annotations,
-                add_finalizer=finalizer,
-                status=status,
-            )
-
-    async def _status(
-        self,
-        obj: AnyResource,
-        observation: Observation | None = None,
-        *,
-        synced: Verdict,
-        ready: Verdict | None = None,
-    ) -> None:
-        new = self._new_status(obj, observation, synced=synced, ready=ready)
-        if new is not None:
-            await self._write_status(obj, new)
-
-    async def _write_status(self, obj: AnyResource, new: Any) -> None:
-        with self.telemetry.span("store.update_status"):
-            await self.client.update_status(attrs.evolve(obj, status=new), force=True)
-
-    def _new_status(
-        self,
-        obj: AnyResource,
-        observation: Observation | None,
-        *,
-        synced: Verdict,
-        ready: Verdict | None = None,
-    ) -> Any:
-        """The status these conditions make, or None when it equals the current one."""
-        return new_status(obj, observation, self._wall, synced=synced, ready=ready)
-
-    def _now(self) -> str:
-        return format_timestamp(datetime.datetime.fromtimestamp(self._wall(), datetime.UTC))

@@ -1,0 +1,82 @@
+"""How the managed reconciler writes what it did: action events with their bookkeeping
+(markers, finalizer, status) in one atomic write, and status alone when only it changed."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from reconcile.controller.caching import CachedClient
+from reconcile.controller.statuses import Action, Verdict, new_status
+from reconcile.controller.telemetry import Telemetry
+from reconcile.model.external import Observation
+from reconcile.model.resource import AnyResource
+from reconcile.model.serde import format_timestamp
+
+__all__ = ["Recording"]
+
+
+class Recording:
+    """The writes of a reconciler that records its actions (a base class: the managed
+    reconciler sets ``client``, ``telemetry`` and ``_wall``)."""
+
+    client: CachedClient
+    telemetry: Telemetry
+    _wall: Callable[[], float]
+
+    async def _act(
+        self,
+        obj: AnyResource,
+        events: list[Action],
+        *,
+        annotations: dict[str, str | None] | None = None,
+        finalizer: str | None = None,
+        status: Any = None,
+    ) -> AnyResource:
+        """Record action events with their bookkeeping (markers, finalizer, status) in one
+        atomic write."""
+        with self.telemetry.span("store.record_actions", {"event.types": ",".join(e.type for e in events)}):
+            generation = obj.metadata.generation
+            return await self.client.record_actions(
+                obj,
+                [
+                    (e.type, {"message": e.message, "generation": generation} if e.message else None)
+                    for e in events
+                ],
+                annotations=annotations,
+                add_finalizer=finalizer,
+                status=status,
+            )
+
+    async def _status(
+        self,
+        obj: AnyResource,
+        observation: Observation | None = None,
+        *,
+        synced: Verdict,
+        ready: Verdict | None = None,
+    ) -> None:
+        new = self._new_status(obj, observation, synced=synced, ready=ready)
+        if new is not None:
+            await self._write_status(obj, new)
+
+    async def _write_status(self, obj: AnyResource, new: Any) -> None:
+        with self.telemetry.span("store.update_status"):
+            await self.client.update_status(attrs.evolve(obj, status=new), force=True)
+
+    def _new_status(
+        self,
+        obj: AnyResource,
+        observation: Observation | None,
+        *,
+        synced: Verdict,
+        ready: Verdict | None = None,
+    ) -> Any:
+        """The status these conditions make, or None when it equals the current one."""
+        return new_status(obj, observation, self._wall, synced=synced, ready=ready)
+
+    def _now(self) -> str:
+        return format_timestamp(datetime.datetime.fromtimestamp(self._wall(), datetime.UTC))

@@ -1,0 +1,104 @@
+"""Counting what the engine asks of a provider, for the conformance kit: calls by
+operation, and every observation a write returned checked against a real observe."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from reconcile.errors import NotOwnedError
+from reconcile.model.external import ANNOTATION_EXTERNAL_NAME, Created, ExternalClient, Observation, Provider
+from reconcile.model.kinds import Kind
+from reconcile.model.resource import AnyResource
+
+__all__ = ["CountingClient", "CountingProvider"]
+
+
+class CountingClient:
+    """Wraps a provider's client and counts its calls (a create refused with
+    NotOwnedError, which changed nothing, as ``create.refused``). When a call returns the
+    observation that holds after it, observes at once (uncounted) and keeps each
+    disagreement in :attr:`disagreements`."""
+
+    def __init__(self, inner: ExternalClient) -> None:
+        self.inner = inner
+        self.calls: collections.Counter[str] = collections.Counter()
+        self.disagreements: list[str] = []
+
+    async def _check(self, call: str, resource: AnyResource, returned: Observation | None) -> None:
+        if returned is None:
+            return
+        seen = await self.inner.observe(resource)
+        said = (returned.exists, returned.exists and returned.up_to_date, returned.owner)
+        found = (seen.exists, seen.exists and seen.up_to_date, seen.owner)
+        if said != found:
+            self.disagreements.append(
+                f"{call} of {resource.key} returned (exists, up_to_date, owner) {said}, observe saw {found}"
+            )
+
+    @property
+    def writes(self) -> int:
+        """create + update + delete calls."""
+        return self.calls["create"] + self.calls["update"] + self.calls["delete"]
+
+    async def observe(self, resource: AnyResource) -> Observation:
+        """Counted observe."""
+        self.calls["observe"] += 1
+        return await self.inner.observe(resource)
+
+    async def create(self, resource: AnyResource) -> str | Created | None:
+        """Counted create."""
+        try:
+            answer = await self.inner.create(resource)
+        except NotOwnedError:
+            self.calls["create.refused"] += 1
+            raise
+        self.calls["create"] += 1
+        created = Created.of(answer)
+        if created.external_name:  # what the engine will know it by from now on
+            annotations = {**resource.metadata.annotations, ANNOTATION_EXTERNAL_NAME: created.external_name}
+            resource = attrs.evolve(
+                resource, metadata=attrs.evolve(resource.metadata, annotations=annotations)
+            )
+        await self._check("create", resource, created.observation)
+        return answer
+
+    async def update(self, resource: AnyResource, observation: Observation) -> Observation | None:
+        """Counted update."""
+        self.calls["update"] += 1
+        after = await self.inner.update(resource, observation)
+        await self._check("update", resource, after)
+        return after
+
+    async def delete(self, resource: AnyResource) -> Observation | None:
+        """Counted delete."""
+        self.calls["delete"] += 1
+        after = await self.inner.delete(resource)
+        await self._check("delete", resource, after)
+        return after
+
+    async def close(self) -> None:
+        """Close the inner client."""
+        await self.inner.close()
+
+
+class CountingProvider:
+    """A provider whose client is a :class:`CountingClient`."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.client: CountingClient | None = None
+
+    @property
+    def kinds(self) -> Sequence[Kind]:
+        """The inner provider's kinds."""
+        return self.inner.kinds
+
+    async def connect(self, config: Mapping[str, Any]) -> ExternalClient:
+        """A counting client of the inner provider's."""
+        self.client = CountingClient(await self.inner.connect(config))
+        return self.client
