@@ -93,8 +93,9 @@ class ByHand:
         request = dns.message.make_query(dns.name.from_text(name, origin=dns.name.from_text(ZONE)), rtype)
         response = await dns.asyncquery.tcp(request, self.bind.address, port=self.bind.port, timeout=5)
         # (A delegation's NS records come back as a referral, in the authority section.)
+        wanted = dns.rdatatype.from_text(rtype)
         found = [
-            *response.answer,
+            *(r for r in response.answer if r.rdtype == wanted),
             *(r for r in response.authority if rtype == "NS" and r.rdtype == dns.rdatatype.NS),
         ]
         return sorted(r.to_text() for rrset in found for r in rrset)
@@ -420,20 +421,51 @@ class TestConverging:
         assert statistics["messages"] <= 3 + 100
         assert statistics["changes"] >= 200
 
-    async def test_a_cname_beside_other_data_is_a_clear_failure(
+    async def test_a_cname_and_other_data_never_share_a_name(
         self, running: Runtime, by_hand: ByHand, clock: FakeClock
     ) -> None:
-        """BIND answers NOERROR to a CNAME added beside other data and ignores it: the read
-        back catches it, and the condition says what happened."""
+        """A CNAME where other records are, and an A where a CNAME is: the create's
+        prerequisites refuse both (BIND would answer NOERROR and ignore them), the
+        condition says which rule, and nothing is written."""
         t = token()
         await by_hand.update(lambda m: m.add(f"busy-{t}.example.test.", 300, "TXT", '"somebody\'s"'))
+        await by_hand.update(lambda m: m.add(f"alias-{t}.example.test.", 300, "CNAME", "x.example.net."))
         await running.apply(record_set(f"busy-{t}", "CNAME", ["elsewhere.example.net."], label="busy"))
+        await running.apply(record_set(f"alias-{t}", "A", ["192.0.2.1"], label="alias"))
 
-        async def failed() -> bool:
-            synced = (await running.client.get("recordset", "busy")).status.condition("Synced")
-            return synced is not None and "NOERROR, but the zone does not hold" in synced.message
+        def says(label: str, text: str) -> Any:
+            async def holds() -> bool:
+                synced = (await running.client.get("recordset", label)).status.condition("Synced")
+                return synced is not None and text in synced.message
 
-        await until_async(clock, failed)
+            return holds
+
+        await until_async(clock, says("busy", "a CNAME cannot share its name with other data"))
+        await until_async(clock, says("alias", "holds a CNAME: a A record set cannot share its name"))
+        assert await by_hand.records(f"busy-{t}", "CNAME") == []
+        assert await by_hand.records(f"alias-{t}", "A") == []
+        assert await by_hand.records(f"_reconcile.busy-{t}", "TXT") == []
+
+    async def test_a_noerror_the_zone_does_not_reflect_is_a_clear_failure(
+        self, tsig: Bind, tmp_path: Path
+    ) -> None:
+        """Read back: a server that answers NOERROR to an update it did not apply (as BIND
+        does for some updates outside what it allows) is a PermanentError that says so."""
+        from reconcile import PermanentError  # noqa: PLC0415
+
+        [obj] = await stored(tmp_path, [record_set(f"ignored-{token()}", "A", ["192.0.2.1"])])
+
+        class Ignoring(DnsClient):
+            async def _submit(self, resource: Resource[Any, Any], change: Any) -> None:  # noqa: ARG002
+                return None  # the server "answered NOERROR" and changed nothing
+
+        client = Ignoring(tsig.config())
+        try:
+            found = await client.observe(obj)
+            with pytest.raises(PermanentError, match="answered NOERROR, but the zone does not hold"):
+                await client.update(obj, found)
+        finally:
+            await client.close()
 
 
 async def stored(tmp_path: Path, manifests: list[dict[str, Any]]) -> list[Resource[Any, Any]]:

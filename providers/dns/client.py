@@ -114,16 +114,22 @@ class DnsClient:
         return self._observation(resource, answer, owner)
 
     async def create(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Created:
-        """Add the records and our mark in one UPDATE whose prerequisite is that the RRset
-        does not exist. When it does: ours (an interrupted create) is brought to the spec;
-        anybody else's is NotOwned, untouched."""
+        """Add the records and our mark in one UPDATE whose prerequisites are that the
+        RRset does not exist and that the CNAME rule holds (a CNAME needs its name free of
+        other data; other data needs it free of a CNAME). When the RRset exists: ours (an
+        interrupted create) is brought to the spec; anybody else's is NotOwned, untouched.
+        When the CNAME rule fails, a PermanentError says which way."""
         spec = resource.spec
         name = absolute_name(spec.zone, spec.name)
         wanted = self._wanted(resource)
         owner_name, mark = self._owner_name(resource), self._mark(resource)
 
         def change(message: dns.update.UpdateMessage) -> None:
-            message.absent(name, spec.type)
+            if spec.type == "CNAME":
+                message.absent(name)  # the name holds nothing at all
+            else:
+                message.absent(name, spec.type)
+                message.absent(name, "CNAME")
             message.add(name, spec.ttl, *wanted)
             message.add(owner_name, spec.ttl, mark)
 
@@ -135,8 +141,23 @@ class DnsClient:
                 whose = f"owned by {found.owner}" if found.owner else "not marked by reconcile"
                 msg = f"{name} {spec.type} exists already ({whose}); it is left alone"
                 raise NotOwnedError(msg) from None
+            if not found.exists:
+                await self._cname_rule(resource, name)
             return reconcile.Created(observation=await self.update(resource, found))
         return reconcile.Created(observation=await self._read_back(resource))
+
+    async def _cname_rule(self, resource: reconcile.Resource[Any, Any], name: dns.name.Name) -> None:
+        """PermanentError when the create failed on the CNAME rule rather than on an RRset
+        of its own type (RFC 1034: a CNAME is alone at its name)."""
+        spec = resource.spec
+        server = self._server(spec.zone)
+        if spec.type != "CNAME":
+            if await self._query(server, name, "CNAME", self.config.timeout) is not None:
+                msg = f"{name} holds a CNAME: a {spec.type} record set cannot share its name (RFC 1034)"
+                raise PermanentError(msg)
+            return
+        msg = f"{name} holds other records: a CNAME cannot share its name with other data (RFC 1034)"
+        raise PermanentError(msg)
 
     async def update(
         self, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation
