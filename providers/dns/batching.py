@@ -42,9 +42,8 @@ class Batcher:
         self.size = size
         self._pending: list[tuple[Change, asyncio.Future[None]]] = []
         self._timer: asyncio.Task[None] | None = None
+        #: The zone's messages in flight: while there is one, what comes waits for the next.
         self._flushing: set[asyncio.Task[None]] = set()
-        #: A message of the zone is in flight: what comes meanwhile waits for the next.
-        self._busy = False
         #: UPDATE messages sent, and how many changes they carried (for benchmarks).
         self.messages = 0
         self.changes = 0
@@ -59,7 +58,7 @@ class Batcher:
         own outcome was (PrerequisiteFailedError when somebody else's edit conflicts)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((change, future))
-        if self._busy:
+        if self._flushing:
             pass  # goes with the next message, when the one in flight is answered
         elif len(self._pending) >= self.size:
             self._flush_now()
@@ -76,19 +75,17 @@ class Batcher:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._busy and not force:
+        if self._flushing and not force:
             return  # (the answer to the message in flight sends the rest)
         batch, self._pending = self._pending[: self.size], self._pending[self.size :]
         if batch:
-            self._busy = True
             task = asyncio.create_task(self._flush(batch))
             self._flushing.add(task)
             task.add_done_callback(self._flushed)
 
     def _flushed(self, task: asyncio.Task[None]) -> None:
         self._flushing.discard(task)
-        self._busy = False
-        if self._pending:
+        if self._pending and not self._flushing:
             self._flush_now()  # what came while it was in flight: the next message, at once
 
     async def _flush(self, batch: list[tuple[Change, asyncio.Future[None]]]) -> None:

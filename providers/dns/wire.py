@@ -68,7 +68,17 @@ class Connections:
     async def exchange(
         self, server: Server, message: dns.message.Message, seconds: float
     ) -> dns.message.Message:
-        """Send ``message`` on a connection to ``server``; its verified answer."""
+        """Send ``message`` on a connection to ``server``; its verified answer. A server
+        that cannot be reached, or does not answer in time, is a TransientError."""
+        try:
+            return await self._exchange(server, message, seconds)
+        except (OSError, dns.exception.Timeout, EOFError) as exc:
+            reason = str(exc) or type(exc).__name__
+            raise TransientError(f"DNS server {_where(server)} is unreachable: {reason}") from exc
+
+    async def _exchange(
+        self, server: Server, message: dns.message.Message, seconds: float
+    ) -> dns.message.Message:
         idle = self._idle.setdefault(server, [])
         for attempt in range(2):
             fresh = attempt > 0 or not idle
@@ -113,10 +123,6 @@ async def query(
     request.flags &= ~dns.flags.RD
     try:
         response = await connections.exchange(server, request, seconds)
-    except (OSError, dns.exception.Timeout, EOFError) as exc:
-        raise TransientError(
-            f"DNS server {_where(server)} is unreachable: {exc or type(exc).__name__}"
-        ) from exc
     except dns.exception.DNSException as exc:
         raise TransientError(f"DNS query of {name} {rdtype} to {_where(server)} failed: {exc}") from exc
     rcode = response.rcode()
@@ -156,10 +162,6 @@ async def send_update(
         ) from exc
     except dns.tsig.PeerBadTime as exc:
         raise TransientError(f"DNS server {_where(server)}: BADTIME (check the clocks)") from exc
-    except (OSError, dns.exception.Timeout, EOFError) as exc:
-        raise TransientError(
-            f"DNS server {_where(server)} is unreachable: {exc or type(exc).__name__}"
-        ) from exc
     except dns.exception.DNSException as exc:
         raise TransientError(f"DNS update of zone {zone} at {_where(server)} failed: {exc}") from exc
     rcode = response.rcode()

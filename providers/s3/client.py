@@ -12,7 +12,7 @@ from typing import Any
 import reconcile
 from providers.s3.config import S3Config
 from providers.s3.failing import code_of, read_or_none, s3_errors
-from providers.s3.kinds import OWNER_TAG, ours
+from providers.s3.kinds import OWNER_TAG, ensure_ours, ours
 from providers.s3.policies import same_policy
 from providers.s3.putting import delete_object, observe_object, put_object, update_object
 from providers.s3.rules import (
@@ -23,7 +23,7 @@ from providers.s3.rules import (
     normal_cors,
     normal_lifecycle,
 )
-from reconcile.errors import NotOwnedError, TransientError
+from reconcile.errors import TransientError
 
 __all__ = ["S3Client"]
 
@@ -281,11 +281,7 @@ class S3Client:
         self, client: Any, resource: reconcile.Resource[Any, Any], tags: Mapping[str, str]
     ) -> None:
         """NotOwnedError unless the existing bucket is ``resource``'s."""
-        owner = await self._owner(client, resource, tags)
-        if not ours(resource, owner):
-            whose = f"marked {owner}" if owner else "not marked by reconcile"
-            message = f"bucket {resource.spec.bucket!r} exists already ({whose}); it is left alone"
-            raise NotOwnedError(message)
+        ensure_ours(resource, await self._owner(client, resource, tags), f"bucket {resource.spec.bucket!r}")
 
     def _after(
         self, resource: reconcile.Resource[Any, Any], region: str, before: reconcile.Observation | None

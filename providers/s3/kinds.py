@@ -15,7 +15,8 @@ import attrs
 
 import reconcile
 from providers.s3.naming import bucket_name_errors
-from reconcile.errors import FieldError
+from reconcile import doc_field
+from reconcile.errors import FieldError, NotOwnedError
 
 __all__ = [
     "API_VERSION",
@@ -27,7 +28,7 @@ __all__ = [
     "Encryption",
     "LifecycleRule",
     "PublicAccessBlock",
-    "doc_field",
+    "ensure_ours",
     "ours",
 ]
 
@@ -46,12 +47,17 @@ def ours(resource: reconcile.Resource[Any, Any], owner: str | None) -> bool:
     return reconcile.ANNOTATION_CREATE_SUCCEEDED in resource.metadata.annotations
 
 
+def ensure_ours(resource: reconcile.Resource[Any, Any], owner: str | None, what: str) -> None:
+    """NotOwnedError, saying whose ``what`` is, unless it is ``resource``'s."""
+    if not ours(resource, owner):
+        whose = f"marked {owner}" if owner else "not marked by reconcile"
+        raise NotOwnedError(f"{what} exists and is not ours ({whose}); it is left alone")
+
+
 #: S3's limits on a bucket's tag set.
 MAX_TAGS, MAX_KEY, MAX_VALUE = 50, 128, 256
 _REGION_PARTS = 3
 
-
-doc_field = reconcile.doc_field
 
 ALGORITHMS = ("AES256", "aws:kms")
 

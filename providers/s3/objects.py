@@ -20,8 +20,8 @@ import reconcile
 from providers.files.kinds import resolve_source
 from providers.files.sourcing import SourceError, fingerprint, read_source
 from providers.s3.kinds import API_VERSION
-from providers.s3.kinds import doc_field as _field
 from providers.s3.naming import bucket_name_errors
+from reconcile import doc_field as _field
 from reconcile.errors import FieldError, PermanentError
 
 __all__ = [

@@ -8,9 +8,9 @@ from typing import Any
 
 import reconcile
 from providers.s3.failing import code_of, read_or_none, s3_errors
-from providers.s3.kinds import ours
+from providers.s3.kinds import ensure_ours
 from providers.s3.objects import DIGEST_METADATA, OWNER_METADATA, body_of, content_type_of, digest_of, etag_of
-from reconcile.errors import NotOwnedError, TransientError
+from reconcile.errors import TransientError
 
 __all__ = ["delete_object", "observe_object", "put_object", "update_object"]
 
@@ -135,11 +135,10 @@ async def put_object(
         answer = await _put(client, resource, arguments, part_size, only_if_absent=create)
     except _ThereAlreadyError:
         head = await _head(client, spec)
-        owner = None if head is None else (head.get("Metadata") or {}).get(OWNER_METADATA)
-        if head is not None and not ours(resource, owner):
-            whose = f"marked {owner}" if owner else "not marked by reconcile"
-            message = f"object {_where(resource)} exists already ({whose}); it is left alone"
-            raise NotOwnedError(message) from None
+        if head is not None:
+            ensure_ours(
+                resource, (head.get("Metadata") or {}).get(OWNER_METADATA), f"object {_where(resource)}"
+            )
         answer = await _put(client, resource, arguments, part_size, only_if_absent=False)
     found: dict[str, Any] = {
         "etag": answer.get("ETag"),
@@ -233,10 +232,9 @@ async def delete_object(client: Any, resource: reconcile.Resource[Any, Any]) -> 
             head = await _head(client, spec)
             if head is None:
                 return
-            owner = (head.get("Metadata") or {}).get(OWNER_METADATA)
-            if not ours(resource, owner):
-                whose = f"marked {owner}" if owner else "not marked by reconcile"
-                raise NotOwnedError(f"object {_where(resource)} is not ours ({whose}); it is left alone")
+            ensure_ours(
+                resource, (head.get("Metadata") or {}).get(OWNER_METADATA), f"object {_where(resource)}"
+            )
             etag = head.get("ETag")
         with s3_errors("DeleteObject", spec.bucket):
             try:

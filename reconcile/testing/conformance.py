@@ -196,6 +196,13 @@ class Harness:
         return await runtime.client.get(kind, name, namespace=namespace)
 
 
+def _annotated(manifest: Mapping[str, Any], annotations: Mapping[str, str]) -> dict[str, Any]:
+    """``manifest`` with ``annotations`` added (a copy)."""
+    metadata = dict(manifest.get("metadata", {}))
+    metadata["annotations"] = {**metadata.get("annotations", {}), **annotations}
+    return {**manifest, "metadata": metadata}
+
+
 # -- the checks -------------------------------------------------------------------------------
 
 
@@ -285,12 +292,7 @@ async def check_create_and_delete_are_idempotent(h: Harness) -> None:
     """create twice makes one resource; delete twice succeeds."""
     manifest = h.manifest("conf-f")
     async with h.running() as runtime:
-        paused = {**manifest, "metadata": {**manifest.get("metadata", {})}}
-        paused["metadata"]["annotations"] = {
-            **paused["metadata"].get("annotations", {}),
-            ANNOTATION_PAUSED: "true",
-        }
-        obj = await runtime.apply(paused)
+        obj = await runtime.apply(_annotated(manifest, {ANNOTATION_PAUSED: "true"}))
         client = await h.connect()
         before = await h.outside.count()
         created = Created.of(await client.create(obj))
@@ -340,8 +342,7 @@ async def check_crash_between_create_and_record(h: Harness) -> None:
     deterministic identity the engine finds its resource; otherwise it stops and says so."""
     manifest = h.manifest("conf-h")
     annotations = {ANNOTATION_PAUSED: "true", ANNOTATION_CREATE_PENDING: "2026-01-01T00:00:00.000000Z"}
-    crashed = {**manifest, "metadata": {**manifest.get("metadata", {})}}
-    crashed["metadata"]["annotations"] = {**crashed["metadata"].get("annotations", {}), **annotations}
+    crashed = _annotated(manifest, annotations)
     async with h.running() as runtime:
         obj = await runtime.apply(crashed)
         client = await h.connect()
@@ -395,12 +396,7 @@ async def check_create_refuses_a_foreign_resource(h: Harness) -> None:
     manifest = h.manifest("conf-j")
     await h.outside.plant_foreign(manifest)
     async with h.running() as runtime:
-        paused = {**manifest, "metadata": {**manifest.get("metadata", {})}}
-        paused["metadata"]["annotations"] = {
-            **paused["metadata"].get("annotations", {}),
-            ANNOTATION_PAUSED: "true",
-        }
-        obj = await runtime.apply(paused)
+        obj = await runtime.apply(_annotated(manifest, {ANNOTATION_PAUSED: "true"}))
         if not runtime.client.kinds.lookup(obj.api_version, obj.kind).deterministic_identity:
             return  # the system names each created resource: a create cannot meet another's
         client = await h.connect()
@@ -424,12 +420,7 @@ async def check_delete_refuses_a_foreign_resource(h: Harness) -> None:
     manifest = h.manifest("conf-k")
     await h.outside.plant_foreign(manifest)
     async with h.running() as runtime:
-        paused = {**manifest, "metadata": {**manifest.get("metadata", {})}}
-        paused["metadata"]["annotations"] = {
-            **paused["metadata"].get("annotations", {}),
-            ANNOTATION_PAUSED: "true",
-        }
-        obj = await runtime.apply(paused)
+        obj = await runtime.apply(_annotated(manifest, {ANNOTATION_PAUSED: "true"}))
         if not runtime.client.kinds.lookup(obj.api_version, obj.kind).exclusive_delete:
             return  # the engine observes before it deletes
         client = await h.connect()
