@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import socket
 import sys
 import tempfile
@@ -47,6 +45,7 @@ import dns.tsig  # noqa: E402
 import dns.update  # noqa: E402
 from dns_server import KEY_NAME, ZONE, Bind, bind_server  # noqa: E402
 
+from benchmarks.phases import report  # noqa: E402
 from providers.dns import DnsProvider  # noqa: E402
 from providers.dns.client import DnsClient  # noqa: E402
 from reconcile import Runtime  # noqa: E402
@@ -65,6 +64,10 @@ class Counted(DnsClient):
         super().__init__(config)
         Counted.clients.append(self)
 
+    async def _query(self, *args: Any, **kwargs: Any) -> Any:
+        Counted.queries += 1
+        return await super()._query(*args, **kwargs)
+
 
 class CountingProvider(DnsProvider):
     """The dns provider with a counted client."""
@@ -72,22 +75,6 @@ class CountingProvider(DnsProvider):
     async def connect(self, config: Mapping[str, Any]) -> Any:
         """A counted client."""
         return Counted(config)
-
-
-def _count_queries() -> None:
-    """Count every query the provider's wire module sends."""
-    from providers.dns import wire  # noqa: PLC0415
-
-    original = wire.query
-
-    async def counted(*args: Any, **kwargs: Any) -> Any:
-        Counted.queries += 1
-        return await original(*args, **kwargs)
-
-    wire.query = counted  # type: ignore[assignment]
-    import providers.dns.client as client_module  # noqa: PLC0415
-
-    client_module.query = counted  # type: ignore[assignment]
 
 
 def _taken() -> dict[str, int]:
@@ -113,7 +100,6 @@ def manifest(index: int, address: str = "192.0.2.1") -> dict[str, Any]:
 
 async def ours(bind: Bind, size: int, workers: int, db: Path) -> dict[str, Any]:
     """The engine: converge, resync, repair, delete."""
-    _count_queries()
     runtime = Runtime(
         db,
         providers=[CountingProvider()],
@@ -274,42 +260,20 @@ def main() -> None:
         os.environ["TSIG_SECRET"] = bind.secret
         limit = asyncio.run(plain(bind, args.size, args.workers))
         engine = asyncio.run(ours(bind, args.size, args.workers, Path(folder) / "state.db"))
-    rows = []
-    header = ("phase", "plain s", "ours s", "x plain", "plain q/upd", "our q/upd", "our changes")
-    print(" ".join(f"{h:>12}" for h in header))
-    for phase in ("converge", "noop", "repair", "delete"):
-        plain_s, ours_s = limit[f"{phase}_s"], engine[f"{phase}_s"]
-        plain_calls, our_calls = limit[f"{phase}_calls"], engine[f"{phase}_calls"]
-        rows.append(
-            {
-                "phase": phase,
-                "plain_s": plain_s,
-                "ours_s": ours_s,
-                "ratio": ours_s / plain_s if plain_s else None,
-                "plain_calls": plain_calls,
-                "our_calls": our_calls,
-            }
-        )
-        cells = (
-            phase,
-            f"{plain_s:.2f}",
-            f"{ours_s:.2f}",
-            f"{ours_s / plain_s:.2f}",
-            f"{plain_calls['queries']}/{plain_calls['updates']}",
-            f"{our_calls['queries']}/{our_calls['updates']}",
-            f"{our_calls['changes']}",
-        )
-        print(" ".join(f"{c:>12}" for c in cells))
-    result = {
-        "benchmark": "dns",
-        "size": args.size,
-        "workers": args.workers,
-        "python": platform.python_version(),
-        "rows": rows,
-    }
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    report(
+        "dns",
+        limit,
+        engine,
+        ("converge", "noop", "repair", "delete"),
+        columns=("plain q/upd", "our q/upd", "our changes"),
+        cells=lambda row: (
+            f"{row['plain_calls']['queries']}/{row['plain_calls']['updates']}",
+            f"{row['our_calls']['queries']}/{row['our_calls']['updates']}",
+            f"{row['our_calls']['changes']}",
+        ),
+        settings={"size": args.size, "workers": args.workers},
+        json_path=args.json,
+    )
 
 
 if __name__ == "__main__":

@@ -23,23 +23,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
-import json
 import os
-import platform
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
+from s3_server import moto_server, reset  # noqa: E402
+
+from benchmarks.phases import report  # noqa: E402
 from providers.s3 import S3Provider  # noqa: E402
 from providers.s3.client import S3Client  # noqa: E402
 from reconcile import Runtime  # noqa: E402
@@ -49,41 +47,6 @@ REGION = "eu-west-1"
 TAGS = {"team": "web", "tier": "static"}
 OBJECTS = 5
 _READS = ("Head", "Get", "List")
-
-
-@contextlib.contextmanager
-def moto_server() -> Iterator[str]:
-    """moto_server on a free loopback port (its request log to a file)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = Path(sys.executable).parent / "moto_server"
-    with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(  # noqa: S603 - our own venv's moto_server
-            [str(command), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=log
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/moto-api/", timeout=1):  # noqa: S310
-                        break
-                except OSError:
-                    if time.monotonic() > deadline or process.poll() is not None:
-                        raise RuntimeError("moto_server did not start") from None
-                    time.sleep(0.05)
-            yield url
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
-
-
-def reset(url: str) -> None:
-    """Forget every bucket."""
-    request = urllib.request.Request(f"{url}/moto-api/reset", method="POST")  # noqa: S310
-    with urllib.request.urlopen(request, timeout=10):  # noqa: S310
-        pass
 
 
 class Calls:
@@ -334,42 +297,21 @@ def main() -> None:
         limit = asyncio.run(plain(url, args.size, args.workers))
         reset(url)
         engine = asyncio.run(ours(url, args.size, args.workers, Path(folder) / "state.db"))
-    rows = []
-    header = ("phase", "plain s", "ours s", "x plain", "plain calls", "our calls", "our writes")
-    print(" ".join(f"{h:>11}" for h in header))
-    for phase in ("create", "noop", "repair", "delete"):
-        plain_s, ours_s = limit[f"{phase}_s"], engine[f"{phase}_s"]
-        plain_calls, our_calls = limit[f"{phase}_calls"], engine[f"{phase}_calls"]
-        row = {
-            "phase": phase,
-            "plain_s": plain_s,
-            "ours_s": ours_s,
-            "ratio": ours_s / plain_s if plain_s else None,
-            "plain_calls": plain_calls,
-            "our_calls": our_calls,
-            "our_writes": writes(our_calls),
-        }
-        rows.append(row)
-        cells = (
-            phase,
-            f"{plain_s:.2f}",
-            f"{ours_s:.2f}",
-            f"{ours_s / plain_s:.2f}",
-            f"{sum(plain_calls.values())}",
-            f"{sum(our_calls.values())}",
-            f"{writes(our_calls)}",
-        )
-        print(" ".join(f"{c:>11}" for c in cells))
-    result = {
-        "benchmark": "s3",
-        "size": args.size,
-        "workers": args.workers,
-        "python": platform.python_version(),
-        "rows": rows,
-    }
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    report(
+        "s3",
+        limit,
+        engine,
+        ("create", "noop", "repair", "delete"),
+        columns=("plain calls", "our calls", "our writes"),
+        cells=lambda row: (
+            f"{sum(row['plain_calls'].values())}",
+            f"{sum(row['our_calls'].values())}",
+            f"{row['our_writes']}",
+        ),
+        extra=lambda calls: {"our_writes": writes(calls)},
+        settings={"size": args.size, "workers": args.workers},
+        json_path=args.json,
+    )
 
 
 if __name__ == "__main__":

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import os
 import secrets
 import shutil
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,10 +22,9 @@ import dns.exception
 import dns.flags
 import dns.message
 import dns.query
-import pytest
-from s3_server import free_port
+from servers import free_port, running, unavailable
 
-START_DEADLINE = 30.0
+NEEDED_BY = "the dns provider's tests"
 ZONE = "example.test."
 #: A zone the server is configured for in the provider config, but does not serve.
 FOREIGN_ZONE = "elsewhere.test."
@@ -82,12 +78,6 @@ class Bind:
         }
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"BIND9 (named) is required under CI=true: {reason}")
-    pytest.skip(f"SKIPPED LOUDLY: no BIND9 for the dns provider's tests: {reason}")
-
-
 def _answers(port: int) -> bool:
     request = dns.message.make_query(ZONE, "SOA")
     request.flags &= ~dns.flags.RD
@@ -103,33 +93,27 @@ def bind_server() -> Iterator[Bind]:
     """Run named; yield where it is; stop it and remove its directory."""
     named = shutil.which("named") or ("/usr/sbin/named" if Path("/usr/sbin/named").exists() else None)
     if named is None:
-        _unavailable("the named command is not installed (apt-get install bind9 bind9-dnsutils)")
+        unavailable(
+            "BIND9 (named)", NEEDED_BY, "named is not installed (apt-get install bind9 bind9-dnsutils)"
+        )
     directory = Path(tempfile.mkdtemp(prefix="reconcile-bind-"))
     port = free_port()
     secret = base64.b64encode(secrets.token_bytes(32)).decode()
     conf = directory / "named.conf"
     conf.write_text(_CONF.format(key=KEY_NAME, secret=secret, dir=directory, port=port, zone=ZONE))
     (directory / "zone.db").write_text(_ZONE_FILE.format(zone=ZONE))
-    log = (directory / "named.log").open("wb")
-    process = subprocess.Popen(
-        [str(named), "-g", "-c", str(conf), "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
-    )
     try:
-        deadline = time.monotonic() + START_DEADLINE
-        while not _answers(port):  # a condition with a deadline, not a sleep for a result
-            if process.poll() is not None:
-                tail = (directory / "named.log").read_text(errors="replace")[-800:]
-                _unavailable(f"named exited with {process.returncode}: {tail}")
-            if time.monotonic() > deadline:
-                _unavailable(f"named did not answer on 127.0.0.1:{port} within {START_DEADLINE:g} s")
-            time.sleep(0.05)
-        yield Bind("127.0.0.1", port, secret, directory)
+        with (
+            (directory / "named.log").open("wb") as log,
+            running(
+                [named, "-g", "-c", str(conf), "-p", str(port)],
+                server="BIND9 (named)",
+                needed_by=NEEDED_BY,
+                answers=lambda: _answers(port),
+                log=log,
+                tail=lambda: (directory / "named.log").read_text(errors="replace")[-800:],
+            ),
+        ):
+            yield Bind("127.0.0.1", port, secret, directory)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
         shutil.rmtree(directory, ignore_errors=True)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
 
 from reconcile.controller import Controller
 from reconcile.testing import let_run
@@ -24,6 +29,21 @@ async def settle(predicate: Callable[[], bool]) -> None:
         while not predicate():
             await let_run(turn)
             turn += 1
+
+
+def run_benchmark(name: str, size: int, tmp_path: Path) -> tuple[dict[str, dict[str, Any]], str]:
+    """Run ``benchmarks/<name>.py --size <size>``; its rows by phase, and what it printed."""
+    out = tmp_path / f"{name}.json"
+    script = Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--size", str(size), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    return {row["phase"]: row for row in json.loads(out.read_text())["rows"]}, result.stdout
 
 
 def widget(name: str, size: int = 1, **metadata: object) -> dict[str, object]:

@@ -7,7 +7,6 @@ admission, and no TSIG secret anywhere it should not be."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import secrets
@@ -30,6 +29,7 @@ import dns.zone
 import pytest
 import yaml
 from dns_server import FOREIGN_ZONE, KEY_NAME, ZONE, Bind, bind_server
+from helpers import run_benchmark
 from test_files_provider import until_async
 
 from providers.dns import RECORD_SET, DnsProvider
@@ -566,7 +566,7 @@ class TestFailures:
 
     async def test_an_unreachable_server(self, tsig: Bind, tmp_path: Path, clock: FakeClock) -> None:
         """Nobody listens: the condition says unreachable; the queue backs off."""
-        from s3_server import free_port  # noqa: PLC0415
+        from servers import free_port  # noqa: PLC0415
 
         config = tsig.config()
         config["servers"] = [{"address": "127.0.0.1", "port": free_port(), "zones": [ZONE]}]
@@ -813,29 +813,13 @@ def test_the_dns_example_converges(tsig: Bind, tmp_path: Path) -> None:
 def test_dns_benchmark_smoke(tmp_path: Path) -> None:
     """benchmarks/dns.py at a tiny size: every phase measured beside the plain code, the
     no-change pass sends no UPDATE, and the converge shares messages."""
-    out = tmp_path / "dns.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).parents[1] / "benchmarks" / "dns.py"),
-            "--size",
-            "30",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    rows = {row["phase"]: row for row in json.loads(out.read_text())["rows"]}
+    rows, printed = run_benchmark("dns", 30, tmp_path)
     assert set(rows) == {"converge", "noop", "repair", "delete"}
     assert rows["noop"]["our_calls"]["updates"] == 0
     assert rows["noop"]["our_calls"]["queries"] == rows["noop"]["plain_calls"]["queries"] == 60
     assert rows["converge"]["our_calls"]["changes"] == 30
     assert rows["converge"]["our_calls"]["updates"] < 30
-    assert "x plain" in result.stdout
+    assert "x plain" in printed
 
 
 async def test_changes_arriving_while_a_message_is_in_flight_share_the_next() -> None:

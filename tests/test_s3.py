@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_benchmark
 from s3_server import moto_server, reset
 from test_files_provider import until, until_async
 
@@ -676,7 +677,7 @@ class TestFailures:
     @pytest.mark.usefixtures("s3")
     async def test_unreachable_endpoint(self, tmp_path: Path, clock: FakeClock) -> None:
         """An endpoint nobody listens on: the condition says so, and the retries back off."""
-        from s3_server import free_port  # noqa: PLC0415
+        from servers import free_port  # noqa: PLC0415
 
         config = {"s3": {"endpoint_url": f"http://127.0.0.1:{free_port()}", "addressing_style": "path"}}
         # One attempt per reconcile: no retry sleeping on the fake clock when the runtime
@@ -749,28 +750,12 @@ class TestFailures:
 def test_s3_benchmark_smoke(tmp_path: Path) -> None:
     """benchmarks/s3.py at a tiny size: every phase measured beside the plain script,
     and the no-change pass makes read calls only."""
-    out = tmp_path / "s3.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).parents[1] / "benchmarks" / "s3.py"),
-            "--size",
-            "4",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    rows = {row["phase"]: row for row in json.loads(out.read_text())["rows"]}
+    rows, printed = run_benchmark("s3", 4, tmp_path)
     assert set(rows) == {"create", "noop", "repair", "delete"}
     assert rows["noop"]["our_writes"] == 0
     assert sum(rows["noop"]["our_calls"].values()) > 0
     assert rows["repair"]["our_writes"] >= 1
-    assert "x plain" in result.stdout
+    assert "x plain" in printed
 
 
 def s3_object(name: str, bucket_name: str, key: str, **spec: Any) -> dict[str, Any]:

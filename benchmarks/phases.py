@@ -1,0 +1,54 @@
+"""What the provider benchmarks (``s3.py``, ``dns.py``) share: each phase's time and
+calls beside the plain program's, printed as a table and written as JSON."""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["report"]
+
+
+def report(
+    benchmark: str,
+    limit: Mapping[str, Any],
+    engine: Mapping[str, Any],
+    phases: Sequence[str],
+    *,
+    columns: Sequence[str],
+    cells: Callable[[Mapping[str, Any]], Sequence[str]],
+    extra: Callable[[Mapping[str, Any]], Mapping[str, Any]] = lambda _calls: {},
+    settings: Mapping[str, Any],
+    json_path: Path | None,
+) -> list[dict[str, Any]]:
+    """One row per phase (``{phase}_s`` and ``{phase}_calls`` of both sides, the ratio, and
+    ``extra(our_calls)``); the table has the fixed columns, then ``columns`` filled by
+    ``cells(row)``; the JSON adds ``settings``. Returns the rows."""
+    header = ("phase", "plain s", "ours s", "x plain", *columns)
+    width = max(11, *(len(h) + 1 for h in header))
+    print(" ".join(f"{h:>{width}}" for h in header))
+    rows = []
+    for phase in phases:
+        plain_s, ours_s = limit[f"{phase}_s"], engine[f"{phase}_s"]
+        our_calls = engine[f"{phase}_calls"]
+        row = {
+            "phase": phase,
+            "plain_s": plain_s,
+            "ours_s": ours_s,
+            "ratio": ours_s / plain_s if plain_s else None,
+            "plain_calls": limit[f"{phase}_calls"],
+            "our_calls": our_calls,
+            **extra(our_calls),
+        }
+        rows.append(row)
+        ratio = f"{ours_s / plain_s:.2f}" if plain_s else "-"
+        printed = (phase, f"{plain_s:.2f}", f"{ours_s:.2f}", ratio, *cells(row))
+        print(" ".join(f"{c:>{width}}" for c in printed))
+    if json_path is not None:
+        result = {"benchmark": benchmark, **settings, "python": platform.python_version(), "rows": rows}
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result, indent=2) + "\n")
+    return rows
