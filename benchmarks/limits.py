@@ -34,7 +34,14 @@ class ThingSpec:
     size: int = 0
 
 
-THING = Kind("bench.reconcile.dev/v1", "Thing", ThingSpec, ManagedStatus, deterministic_identity=True)
+THING = Kind(
+    "bench.reconcile.dev/v1",
+    "Thing",
+    ThingSpec,
+    ManagedStatus,
+    deterministic_identity=True,
+    atomic_create=True,
+)
 
 
 def _events_file(path: Path) -> sqlite3.Connection:

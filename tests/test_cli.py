@@ -375,6 +375,11 @@ class TestApplyAndRead:
         cli("apply", "-f", str(cli.manifests))
         code, out, _ = cli("delete", "file", "index")
         assert (code, out) == (0, "file.files.reconcile.dev/index deleted\n")
+        # Marked: the managed finalizer (on since the apply) holds it until a runner has
+        # cleaned up, as kubectl's objects wait on their controllers' finalizers.
+        assert cli("get", "file", "index", "-o", "name")[1] == "file.files.reconcile.dev/index\n"
+        assert cli("delete", "file", "index")[0] == 0
+        assert cli("run", "--once", "--timeout", "20")[0] == 0
         code, _, err = cli("delete", "file", "index")
         assert code == 1
         assert "not found" in err
@@ -395,10 +400,13 @@ class TestApplyAndRead:
         assert "metadata.deletion_timestamp: the object is being deleted" in err
         cli.write("x.yaml", held.replace("[example.dev/x]", "[]") + "spec: {path: x.txt}\n")
         assert cli("apply", "-f", str(path))[0] == 0
+        # Only the engine's own finalizer is left: the runner's cleanup releases it.
+        code, out, _ = cli("get", "file", "x", "-o", "jsonpath={.metadata.finalizers}")
+        assert (code, out.strip()) == (0, '["reconcile.dev/managed"]')
+        assert cli("run", "--once", "--timeout", "20")[0] == 0
         code, _, err = cli("get", "file", "x")
         assert code == 1
         assert "not found" in err
-        assert cli("run", "--once", "--timeout", "20")[0] == 0
 
     def test_delete_by_selector_and_all(self, cli: Cli) -> None:
         """-l deletes the matching objects of a kind, --all every one; NAME and --all conflict."""
@@ -411,6 +419,7 @@ class TestApplyAndRead:
         assert out == "file.files.reconcile.dev/index deleted\n"
         code, out, _ = cli("delete", "dir", "--all")
         assert out == "directory.files.reconcile.dev/public deleted\n"
+        assert cli("run", "--once", "--timeout", "20")[0] == 0
         assert cli("get", "-o", "name")[1] == ""
 
     def test_explain(self, cli: Cli) -> None:

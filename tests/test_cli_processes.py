@@ -170,6 +170,9 @@ def test_watch_streams_json_lines(tmp_path: Path) -> None:
     event = json.loads(line)
     assert (event["kind"], event["name"], event["revision"]) == ("File", "index", 1)
     assert main(["--db", str(db), "delete", "file", "index"]) == 0
+    out.wait_for('"type":"DeletionRequested"')
+    # The managed finalizer holds it until a runner has cleaned up.
+    assert main(["--db", str(db), "run", "--once", "--timeout", "20"]) == 0
     out.wait_for('"type":"Deleted"')
     assert watch.stop(signal.SIGINT) == 0
 

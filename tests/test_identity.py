@@ -14,6 +14,7 @@ import pytest
 
 from reconcile import InvalidError, NotFoundError, connect
 from reconcile.cli import main
+from reconcile.model.external import FINALIZER
 from reconcile.store.sqlite import schema
 
 API = "files.reconcile.dev/v1"
@@ -62,10 +63,17 @@ class TestOneObjectPerResource:
             assert len((await client.list("file")).items) == 1
 
     async def test_a_deleted_object_releases_its_path(self, tmp_path: Path, config: Any) -> None:
-        """Once the first object is gone, another may declare its path."""
+        """Once the first object is gone, another may declare its path; while it is being
+        deleted (its finalizer waiting on the cleanup), the path is still its own."""
         async with connect(tmp_path / "state.db", provider_config=config) as client:
             await client.apply(file_manifest("hello", "index.html"))
-            await client.delete("file", "hello")
+            deleting = await client.delete("file", "hello")
+            assert deleting is not None
+            assert deleting.metadata.finalizers == (FINALIZER,)
+            with pytest.raises(InvalidError, match="hello"):
+                await client.apply(file_manifest("e", "index.html"))
+            # What the runner does once the external file is cleaned up.
+            await client.remove_finalizer("file", "hello", FINALIZER)
             with pytest.raises(NotFoundError):
                 await client.get("file", "hello")
             stored = await client.apply(file_manifest("e", "index.html"))

@@ -121,14 +121,16 @@ async def test_a_create_is_one_call_and_two_writes(
     db_path: Path, cloud: MemoryCloud, clock: FakeClock
 ) -> None:
     """A never-reconciled bucket is created without observing first, and its status comes
-    from what create returned: one provider call, the same history as before."""
+    from what create returned: one provider call, and (the create being atomic) one write
+    after the apply's, with the request, the outcome and the status."""
     async with knowing(db_path, cloud, clock, resync_period=None) as runtime:
         await runtime.apply(manifest("b", "one"))
         obj = await asyncio.wait_for(runtime.wait_ready("bucket", "b"), DEADLINE)
-        types = [e.type for e in await runtime.client.history("bucket", "b")]
+        events = await runtime.client.history("bucket", "b")
+        types = [e.type for e in events]
     assert dict(cloud.calls) == {"create": 1}
     assert obj.status.at_provider == {"id": "b", "value": "one", "region": "local"}
-    assert types == ["Created", "CreateRequested", "FinalizerAdded", "CreateSucceeded", "StatusChanged"]
+    assert types == ["Created", "CreateRequested", "CreateSucceeded", "StatusChanged"]
 
 
 async def test_update_and_delete_record_what_they_returned(

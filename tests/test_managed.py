@@ -127,10 +127,15 @@ class TestConvergence:
         async with started(db_path, cloud, clock) as runtime:
             await runtime.apply(bucket("b"))
             await ready(runtime, "b")
-            types = [e.type for e in await runtime.client.history("bucket", "b")]
-        # Two writes besides the apply: finalizer + pending marker with CreateRequested, then
-        # success marker + status with CreateSucceeded.
-        assert types == ["Created", "CreateRequested", "FinalizerAdded", "CreateSucceeded", "StatusChanged"]
+            events = await runtime.client.history("bucket", "b")
+        types = [e.type for e in events]
+        # Two writes besides the apply (whose Created carries the finalizer): the pending
+        # marker with CreateRequested (this kind's create is not atomic), then the success
+        # marker and the status with CreateSucceeded.
+        assert types == ["Created", "CreateRequested", "MetadataChanged", "CreateSucceeded", "StatusChanged"]
+        created = events[0].object
+        assert created is not None
+        assert created.metadata.finalizers == (FINALIZER,)
 
 
 class TestDrift:

@@ -126,3 +126,49 @@ class TestConvergenceCrash:
         for obj in buckets:
             assert cloud.items[obj.spec.name].owner == obj.metadata.uid
             assert cloud.items[obj.spec.name].value == obj.spec.value
+
+
+@pytest.mark.parametrize(
+    ("knowing", "before", "found"),
+    [
+        # An atomic create: nothing written before it; the next run finds the bucket
+        # marked as this object's (its create, exclusive, answers that it is ours).
+        (True, ["Created"], None),
+        # A create that is not atomic: the pending marker was on disk before the call.
+        (False, ["Created", "CreateRequested", "MetadataChanged"], "found after an interrupted create"),
+    ],
+    ids=["atomic", "marker-first"],
+)
+async def test_sigkill_between_create_and_its_record(
+    tmp_path: Path, knowing: bool, before: list[str], found: str | None
+) -> None:
+    """SIGKILL right after the provider's create returned, before the engine wrote its
+    outcome: the next run records the create without making a second resource, the
+    finalizer (on since the apply) holding the object for cleanup throughout."""
+    db, cloud_path = tmp_path / "state.db", tmp_path / "cloud.json"
+    mode = ["--knowing"] if knowing else []
+    crashed = start("crash", str(db), str(cloud_path), *mode)
+    out, err = crashed.communicate(timeout=60)
+    assert crashed.returncode == -signal.SIGKILL, (out, err)
+    kinds = KindRegistry(MemoryProvider(knowing=knowing).kinds)
+    async with connect(db, kinds=kinds) as client:
+        assert [e.type for e in await client.history("bucket", "b")] == before
+        obj = await client.get("bucket", "b")
+        assert obj.metadata.finalizers == ("reconcile.dev/managed",)
+    assert MemoryCloud(path=cloud_path).items["b"].owner == obj.metadata.uid
+
+    again = start("converge", str(db), str(cloud_path), "--until-ready", *mode)
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err
+    assert out.strip().endswith("ready 1")
+    async with connect(db, kinds=kinds) as client:
+        events = await client.history("bucket", "b")
+    after = [e.type for e in events[len(before) :]]
+    if knowing:
+        assert after == ["CreateRequested", "CreateSucceeded", "StatusChanged"]
+    else:
+        assert after == ["CreateSucceeded", "StatusChanged"]
+        assert events[len(before)].data == {"message": found, "generation": 1}
+    cloud = MemoryCloud(path=cloud_path)
+    assert list(cloud.items) == ["b"]
+    assert cloud.items["b"].owner == obj.metadata.uid

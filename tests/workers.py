@@ -7,20 +7,27 @@
   another process's) and print ``saw TOTAL``.
 * ``converge DB CLOUD`` -- run the Runtime over a file-backed MemoryCloud, printing
   ``created`` for each CreateSucceeded, until killed; ``converge DB CLOUD --until-ready``
-  exits 0 (printing ``ready N``) once every Bucket is Ready.
+  exits 0 (printing ``ready N``) once every Bucket is Ready; ``--knowing`` uses the
+  provider's knowing mode (exclusive, atomic create).
+* ``crash DB CLOUD [--knowing]`` -- apply Bucket ``b`` and run, SIGKILLing this process
+  the moment the provider's create has returned: the create happened, its record did not.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from helpers import widget
 
-from reconcile import Bookmark, Event, EventType, Runtime, connect
+from reconcile import Bookmark, Event, EventType, ExternalClient, Runtime, connect
 from reconcile.testing import MemoryCloud, MemoryProvider, example_kinds
 
 
@@ -73,10 +80,11 @@ async def share(db: str, prefix: str, count: int, total: int) -> None:
         sys.stdout.write(f"saw {len(seen)}\n")
 
 
-async def converge(db: str, cloud_path: str, until_ready: bool) -> None:
+async def converge(db: str, cloud_path: str, until_ready: bool, knowing: bool) -> None:
     """Reconcile buckets against a file-backed cloud."""
     cloud = MemoryCloud(path=cloud_path)
-    async with Runtime(db, providers=[MemoryProvider(cloud)], poll_interval=3600) as runtime:
+    provider = MemoryProvider(cloud, knowing=knowing)
+    async with Runtime(db, providers=[provider], poll_interval=3600) as runtime:
         async for item in runtime.client.watch("bucket", bookmarks=True):
             if isinstance(item, Event) and item.type == "CreateSucceeded":
                 sys.stdout.write("created\n")
@@ -91,11 +99,44 @@ async def converge(db: str, cloud_path: str, until_ready: bool) -> None:
                     return
 
 
+class _KilledAfterCreate(MemoryProvider):
+    """Its client's create, once it has returned, SIGKILLs the process."""
+
+    async def connect(self, config: Mapping[str, Any]) -> ExternalClient:
+        client = await super().connect(config)
+        create = client.create
+
+        async def create_then_die(resource: Any) -> Any:
+            await create(resource)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        client.create = create_then_die  # type: ignore[method-assign]
+        return client
+
+
+async def crash(db: str, cloud_path: str, knowing: bool) -> None:
+    """Apply one bucket; die right after its create."""
+    provider = _KilledAfterCreate(MemoryCloud(path=cloud_path), knowing=knowing)
+    async with Runtime(db, providers=[provider], poll_interval=3600) as runtime:
+        await runtime.apply(
+            {
+                "api_version": "memory.reconcile.dev/v1",
+                "kind": "Bucket",
+                "metadata": {"name": "b"},
+                "spec": {"name": "b", "value": "v"},
+            }
+        )
+        await runtime.wait_ready("bucket", "b")  # never: the create kills the process
+        sys.stdout.write("not killed\n")
+
+
 if __name__ == "__main__":
     mode, db, *rest = sys.argv[1:]
     if mode == "stream":
         asyncio.run(stream(db))
     elif mode == "share":
         asyncio.run(share(db, rest[0], int(rest[1]), int(rest[2])))
+    elif mode == "crash":
+        asyncio.run(crash(db, rest[0], "--knowing" in rest))
     else:
-        asyncio.run(converge(db, rest[0], "--until-ready" in rest))
+        asyncio.run(converge(db, rest[0], "--until-ready" in rest, "--knowing" in rest))

@@ -177,6 +177,7 @@ RECORD_SET = reconcile.Kind(
     admit=admit_record_set,
     deterministic_identity=True,
     exclusive_create=True,
+    atomic_create=True,
     exclusive_delete=True,
     immutable=("zone", "name", "type"),
     identity=("zone", "name", "type"),

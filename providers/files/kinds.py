@@ -237,6 +237,7 @@ FILE = reconcile.Kind(
     validate=validate_file,
     admit=admit_file,
     deterministic_identity=True,
+    atomic_create=True,
     immutable=("path", "root"),
     identity=("path",),
 )
@@ -248,6 +249,7 @@ DIRECTORY = reconcile.Kind(
     validate=validate_directory,
     admit=admit_directory,
     deterministic_identity=True,
+    atomic_create=True,
     immutable=("path", "root"),
     identity=("path",),
     short_names=("dir",),

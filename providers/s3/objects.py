@@ -164,6 +164,7 @@ OBJECT = reconcile.Kind(
     admit=admit_object,
     deterministic_identity=True,
     exclusive_create=True,
+    atomic_create=True,
     exclusive_delete=True,
     immutable=("bucket", "key"),
     identity=("bucket", "key"),

@@ -25,6 +25,7 @@ from reconcile.api.paging import ResourceList
 from reconcile.api.reading import KindRef, Reading
 from reconcile.api.requests import PATCHABLE_METADATA, check_action, check_patch
 from reconcile.errors import ConflictError, InvalidError, NotFoundError, ReconcileError
+from reconcile.model.external import ANNOTATION_MANAGEMENT_POLICY, FINALIZER
 from reconcile.model.kinds import KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
@@ -139,7 +140,19 @@ class Client(Reading):
             create_only=create_only,
             immutable=admitted.kind.immutable,
             identity=admitted.kind.identity_of(admitted.body["spec"]),
+            finalizers=self._default_finalizers(admitted),
         )
+
+    def _default_finalizers(self, admitted: Admitted) -> tuple[str, ...]:
+        """The managed finalizer for a new object of a kind a provider manages (unless it
+        is only observed): on from the apply's own event, so the external create needs no
+        write before it, and a delete that comes while it runs waits for its cleanup."""
+        if self.kinds.provider_of(admitted.kind) is None:
+            return ()
+        annotations = admitted.body["metadata"].get("annotations") or {}
+        if annotations.get(ANNOTATION_MANAGEMENT_POLICY) == "ObserveOnly":
+            return ()
+        return (FINALIZER,)
 
     async def write_admitted(
         self, admitted: Admitted, *, manager: str = DEFAULT_MANAGER, create_only: bool = False

@@ -162,10 +162,13 @@ def apply(
     create_only: bool = False,
     immutable: tuple[str, ...] = (),
     identity: str | None = None,
+    finalizers: tuple[str, ...] = (),
 ) -> Mutation:
     """Create the object from ``desired``, or bring the stored one to it; the
     ``immutable`` spec fields may not change; ``identity`` is the external resource it
-    declares, which no other live object of the kind may declare (the store checks)."""
+    declares, which no other live object of the kind may declare (the store checks).
+    ``finalizers`` are added to an object this creates (defaulting: no manager owns them,
+    so a later apply without them keeps them)."""
     expected = desired["metadata"].get("resource_version")
 
     def mutate(current: StoredObject | None) -> Change | None:
@@ -175,6 +178,9 @@ def apply(
             body = _new_object(desired, status, uid, now)
             paths = _managed_paths(desired["metadata"])
             body["metadata"]["managed_fields"] = {manager: sorted(paths)} if paths else {}
+            if finalizers:
+                listed = body["metadata"].get("finalizers") or []
+                body["metadata"]["finalizers"] = [*listed, *(f for f in finalizers if f not in listed)]
             return Put(EventType.CREATED, body, identity=identity)
         if create_only:
             raise AlreadyExistsError(f"{key} already exists")

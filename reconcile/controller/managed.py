@@ -269,14 +269,22 @@ class ManagedReconciler(Recording):
             )
             await self._status(obj, synced=Verdict(FALSE, "CreatePendingUnknown", message))
             raise TerminalError(message)
-        # One write: the finalizer (so a delete can clean up), the pending marker (so a
-        # crash during create is known afterwards) and the CreateRequested event.
-        obj = await self._act(
-            obj,
-            [*requested, Action(ActionType.CREATE_REQUESTED)],
-            annotations={ANNOTATION_CREATE_PENDING: self._now(), ANNOTATION_CREATE_SUCCEEDED: None},
-            finalizer=FINALIZER,
-        )
+        requested.append(Action(ActionType.CREATE_REQUESTED))
+        if self.kind.atomic_create and FINALIZER in obj.metadata.finalizers:
+            # Nothing to write first: the finalizer came with the apply, and a crash after
+            # the create leaves a resource that observing finds marked as this object's.
+            # The request is recorded with the outcome, in one write.
+            early: list[Action] = requested
+        else:
+            # One write: the finalizer (so a delete can clean up), the pending marker (so
+            # a crash during create is known afterwards) and the CreateRequested event.
+            early = []
+            obj = await self._act(
+                obj,
+                requested,
+                annotations={ANNOTATION_CREATE_PENDING: self._now(), ANNOTATION_CREATE_SUCCEEDED: None},
+                finalizer=FINALIZER,
+            )
         try:
             created = Created.of(await self._call("create", external.create, obj))
         except Exception as exc:  # noqa: BLE001 - classified and re-raised (by _failed)
@@ -295,8 +303,8 @@ class ManagedReconciler(Recording):
             unknown = isinstance(exc, DeadlineExceededError)
             obj = await self._act(
                 obj,
-                [Action(ActionType.CREATE_FAILED, str(exc))],
-                annotations=None if unknown else {ANNOTATION_CREATE_PENDING: None},
+                [*early, Action(ActionType.CREATE_FAILED, str(exc))],
+                annotations=None if unknown or early else {ANNOTATION_CREATE_PENDING: None},
             )
             await self._failed(obj, exc)
         done: dict[str, str | None] = {
@@ -306,7 +314,12 @@ class ManagedReconciler(Recording):
         if created.external_name:
             done[ANNOTATION_EXTERNAL_NAME] = created.external_name
         return await self._settle(
-            obj, external, "Creating", [Action(ActionType.CREATE_SUCCEEDED)], done, known=created.observation
+            obj,
+            external,
+            "Creating",
+            [*early, Action(ActionType.CREATE_SUCCEEDED)],
+            done,
+            known=created.observation,
         )
 
     async def _update(

@@ -78,6 +78,17 @@ class Kind:
     #: gone. The engine then deletes a resource whose create it recorded without
     #: observing first (one call instead of two). Needs ``deterministic_identity``.
     exclusive_delete: bool = False
+    #: True when the provider's create makes the resource and its owner mark in one step
+    #: (a file linked into place already marked, an object put with its metadata, a DNS
+    #: UPDATE carrying the records and the ownership TXT), or makes nothing: after a crash
+    #: between the create and its record, observing finds the resource marked as this
+    #: object's. The engine then writes no marker before the create: CreateRequested,
+    #: CreateSucceeded and the status go in one write after it (two durable writes per
+    #: created resource with the apply, not three). A create that marks in a second step
+    #: (a bucket tagged after it is made) must leave this False: the pending marker is how
+    #: an unmarked resource left by a crash is known as ours. Needs
+    #: ``deterministic_identity``.
+    atomic_create: bool = False
     short_names: tuple[str, ...] = ()
     #: Spec fields fixed once the object exists (its identity: a path, a bucket name).
     #: Changing one is refused at apply, with the field path; delete and apply again.
@@ -96,7 +107,7 @@ class Kind:
     workers: int | None = None
 
     def __attrs_post_init__(self) -> None:
-        for flag in ("exclusive_create", "exclusive_delete"):
+        for flag in ("exclusive_create", "exclusive_delete", "atomic_create"):
             if getattr(self, flag) and not self.deterministic_identity:
                 msg = f"kind {self.kind}: {flag} needs deterministic_identity"
                 raise ValueError(msg)

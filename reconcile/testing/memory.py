@@ -272,13 +272,14 @@ class MemoryProvider:
         self.cloud = cloud or MemoryCloud()
         self.connections = 0
         #: The client returns the observation after each write, and Bucket's create and
-        #: delete are exclusive (the engine calls them without observing first).
+        #: delete are exclusive (the engine calls them without observing first) and its
+        #: create atomic (no marker written before it).
         self.knowing = knowing
 
     @property
     def kinds(self) -> Sequence[Kind]:
         """Bucket and Note."""
-        knowing = attrs.evolve(BUCKET, exclusive_create=True, exclusive_delete=True)
+        knowing = attrs.evolve(BUCKET, exclusive_create=True, exclusive_delete=True, atomic_create=True)
         return (knowing if self.knowing else BUCKET, NOTE)
 
     async def connect(self, config: Mapping[str, Any]) -> ExternalClient:  # noqa: ARG002
