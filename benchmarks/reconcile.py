@@ -233,8 +233,9 @@ async def cold_convergence(db: Path, count: int, workers: int) -> dict[str, Any]
 
             controller.informer.add_handler(track)
             # Decodes per created object (a stored body structured into a Resource): the
-            # apply's result and the engine's two writes' results, three; the watch events
-            # of those writes are dropped unparsed by the cache, which holds them already.
+            # apply's result, one. The engine's write (its create being atomic, one per
+            # object) is built from the object it acted on, and the watch events of both
+            # writes are dropped unparsed by the cache, which holds them already.
             decoder = runtime.client.decoder
             decode = decoder.resource
             decodes = [0]

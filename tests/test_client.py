@@ -26,6 +26,7 @@ from reconcile import (
 from reconcile.model import Condition, ConditionStatus, LabelSelector
 from reconcile.testing import FakeClock
 
+NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 async def event_count(client: Client) -> int:
     """How many events the log holds."""
@@ -573,6 +574,38 @@ class TestRecord:
             assert event.revision == 2
             assert event.object is None
             break
+
+    async def test_record_actions_on_the_stored_revision_decodes_nothing(
+        self, client: Client, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Recorded on the object as it is stored, the result is built from it (the
+        write's metadata, the status written): equal to a fresh read, no body decoded."""
+        obj = await client.apply(widget("w1"))
+        decoded: list[object] = []
+        decode = client.decoder.resource
+        monkeypatch.setattr(client.decoder, "resource", lambda *a, **k: decoded.append(a) or decode(*a, **k))
+        ready = Status(conditions=(Condition("Ready", ConditionStatus.TRUE, "Done", "", NOW, 1),))
+        written = await client.record_actions(
+            "widget",
+            "w1",
+            [("CreateSucceeded", None)],
+            annotations={"a": "1"},
+            add_finalizer="example.dev/f",
+            status=ready,
+            based_on=obj,
+        )
+        assert decoded == []
+        assert written == await client.get("widget", "w1")
+        assert written.metadata.resource_version == await client.revision()
+        assert (written.metadata.annotations, written.metadata.finalizers) == ({"a": "1"}, ("example.dev/f",))
+        assert written.status == ready
+        # On a revision that is no longer the stored one: decoded from what was written.
+        await client.patch("widget", "w1", {"metadata": {"labels": {"by": "them"}}})
+        decoded.clear()
+        again = await client.record_actions("widget", "w1", [], annotations={"b": "2"}, based_on=written)
+        assert len(decoded) == 1
+        assert again == await client.get("widget", "w1")
+        assert again.metadata.labels == {"by": "them"}
 
     async def test_record_refusals(self, client: Client) -> None:
         """A bad event type is InvalidError; an unknown object is NotFoundError."""

@@ -378,9 +378,10 @@ class Client(Reading):
         all of it or none. Returns the object after it.
 
         ``based_on`` is the object the caller acted on, exactly as it was read (from the
-        store or an informer, not a modified copy): when the write finds its generation
-        unchanged, the result reuses its structured spec instead of decoding the stored
-        one again."""
+        store or an informer, not a modified copy): when the write finds it still the
+        stored revision, the result is built from it (the write's metadata, the status
+        written) instead of decoding the stored body again; when the write finds its
+        generation unchanged, the result reuses its structured spec."""
         found, key = self._key(kind, name, namespace)
         for event_type, data in events:
             check_action(event_type, data)
@@ -396,7 +397,15 @@ class Client(Reading):
             finalizer=add_finalizer,
             status=status_body,
         )
-        result = await self._write(key, mutation, actor=manager)
+        found_at: list[int | None] = []
+
+        def recording(current: StoredObject | None) -> Any:
+            found_at.append(None if current is None else current.resource_version)
+            return mutation(current)
+
+        result = await self._write(key, recording, actor=manager)
         if based_on is not None and not isinstance(based_on.spec, found.spec_type):
             based_on = None
+        if based_on is not None and found_at[-1] == based_on.metadata.resource_version:
+            return self.decoder.evolved(based_on, result.object, status)
         return self.decoder.written(result.object, based_on, status)

@@ -12,6 +12,8 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from reconcile.errors import CorruptError
 from reconcile.model.events import Event
 from reconcile.model.kinds import KindRegistry
@@ -72,6 +74,23 @@ class Decoder:
         if based_on is not None and stored.body["metadata"].get("generation") == based_on.metadata.generation:
             spec = based_on.spec
         return self.resource(stored.body, spec=spec, status=status)
+
+    def evolved(self, based_on: AnyResource, stored: StoredObject | None, status: Any = None) -> AnyResource:
+        """The result of a write that only records (action events, annotations, a
+        finalizer, the ``status`` given) made on ``based_on`` while it was the stored
+        revision: ``based_on`` with the write's metadata, nothing decoded."""
+        assert stored is not None
+        meta = stored.body["metadata"]
+        return attrs.evolve(
+            based_on,
+            metadata=attrs.evolve(
+                based_on.metadata,
+                resource_version=stored.resource_version,
+                annotations=dict(meta.get("annotations") or {}),
+                finalizers=tuple(meta.get("finalizers") or ()),
+            ),
+            status=based_on.status if status is None else status,
+        )
 
     def event(self, raw: RawEvent) -> Event:
         """A stored event with its object (None for a note or a body left out)."""
