@@ -3,7 +3,7 @@
 * :func:`minimal_loop`: the cold-convergence limit (and, committing each status event on
   its own, the per-event reference), stdlib sqlite3 and dicts;
 * :func:`contract_floor`: the least per-resource work the engine's contract requires
-  (typed objects, three durable events), as cheaply as Python allows.
+  (typed objects, two durable writes), as cheaply as Python allows.
 """
 
 from __future__ import annotations
@@ -129,33 +129,46 @@ class _FloorLog:
                 future.set_result(row[0])
 
 
-async def _floor_converge(
-    log: _FloorLog, converter: cattrs.Converter, cache: dict[str, Resource[ThingSpec, ManagedStatus]], i: int
-) -> None:
-    """One resource through the contract's minimum: typed admission, three durable events."""
+def _floor_declare(
+    log: _FloorLog, converter: cattrs.Converter, i: int
+) -> tuple[asyncio.Future[int], Resource[ThingSpec, ManagedStatus], dict[str, Any]]:
+    """Typed admission of one declaration (metadata and spec structured, unstructured
+    back, server fields and the managed finalizer added) and its durable write, queued."""
     meta = converter.structure({"name": f"t{i}"}, ObjectMeta)
     spec = converter.structure({"size": i}, ThingSpec)
+    uid = str(uuid.uuid4())
     body: dict[str, Any] = {
         "api_version": THING.api_version,
         "kind": "Thing",
-        "metadata": converter.unstructure(meta),
+        "metadata": {
+            **converter.unstructure(meta),
+            "uid": uid,
+            "generation": 1,
+            "creation_timestamp": _utcnow().isoformat(),
+            "finalizers": ["f"],
+        },
         "spec": converter.unstructure(spec),
         "status": {"observed_generation": 0, "conditions": []},
     }
-    uid = str(uuid.uuid4())
-    body["metadata"].update(uid=uid, generation=1, creation_timestamp=_utcnow().isoformat())
-    await log.write(meta.name, "Created", body)
     obj = Resource(
-        THING.api_version, "Thing", attrs.evolve(meta, uid=uid, generation=1), spec, ManagedStatus()
+        THING.api_version,
+        "Thing",
+        attrs.evolve(meta, uid=uid, generation=1, finalizers=("f",)),
+        spec,
+        converter.structure(body["status"], ManagedStatus),
     )
-    cache[meta.name] = obj
-    pending_meta = {
-        **body["metadata"],
-        "annotations": {"pending": _utcnow().isoformat()},
-        "finalizers": ["f"],
-    }
-    body = {**body, "metadata": pending_meta}
-    await log.write(meta.name, "FinalizerAdded", body)
+    return log.write(meta.name, "Created", body), obj, body
+
+
+async def _floor_converge(
+    log: _FloorLog,
+    converter: cattrs.Converter,
+    cache: dict[str, Resource[ThingSpec, ManagedStatus]],
+    declared: tuple[Resource[ThingSpec, ManagedStatus], dict[str, Any]],
+) -> None:
+    """One declared resource to Ready: its outcome (the create's request and success,
+    the marker and the status with its two conditions) in one durable write."""
+    obj, body = declared
     at = _utcnow()
     status = ManagedStatus(
         observed_generation=1,
@@ -164,11 +177,15 @@ async def _floor_converge(
             Condition("Ready", ConditionStatus.TRUE, "Available", "", at, 1),
         ),
     )
-    done_meta = {**pending_meta, "annotations": {"succeeded": at.isoformat()}}
+    done_meta = {**body["metadata"], "annotations": {"succeeded": at.isoformat()}}
     await log.write(
-        meta.name, "StatusChanged", {**body, "metadata": done_meta, "status": converter.unstructure(status)}
+        obj.metadata.name,
+        "StatusChanged",
+        {**body, "metadata": done_meta, "status": converter.unstructure(status)},
     )
-    cache[meta.name] = attrs.evolve(obj, status=status)
+    cache[obj.metadata.name] = attrs.evolve(
+        obj, metadata=attrs.evolve(obj.metadata, annotations=done_meta["annotations"]), status=status
+    )
 
 
 def _utcnow() -> datetime.datetime:
@@ -178,24 +195,29 @@ def _utcnow() -> datetime.datetime:
 async def contract_floor(path: Path, count: int, workers: int) -> float:
     """A second reference: only the per-resource work the engine's contract requires, done
     as cheaply as Python allows. Typed admission (metadata and spec structured with
-    cattrs and unstructured back), three durable events per resource (the declaration;
-    the finalizer with the create-pending marker, which must be on disk before the
-    external create; the outcome with the status and its two conditions), the typed object
-    kept in a dict, ``workers`` asyncio tasks each awaiting its commits, group commit on
-    the event loop's own thread. No validation rules, informer, watch, work queue,
-    provider calls, events of actions, spans or metrics: what is left is the cost of
-    typed objects, JSON and asyncio at three durable writes per resource."""
+    cattrs and unstructured back), two durable writes per resource (the declaration with
+    the managed finalizer, written in group commits as a bulk apply's are; the outcome,
+    with the status and its two conditions, after the create), the typed object kept in a
+    dict, ``workers`` asyncio tasks each awaiting its commit, group commit on the event
+    loop's own thread. No validation rules, informer, watch, work queue, provider calls,
+    events of actions, spans or metrics: what is left is the cost of typed objects, JSON
+    and asyncio at two durable writes per resource."""
     log = _FloorLog(path)
     converter = make_converter()
     cache: dict[str, Resource[ThingSpec, ManagedStatus]] = {}
-    work = iter(range(count))
-
-    async def worker() -> None:
-        for i in work:
-            await _floor_converge(log, converter, cache, i)
-
     task = asyncio.create_task(log.run())
     started = time.perf_counter()
+    declared: list[tuple[Resource[ThingSpec, ManagedStatus], dict[str, Any]]] = []
+    for first in range(0, count, 10_000):
+        batch = [_floor_declare(log, converter, i) for i in range(first, min(count, first + 10_000))]
+        await asyncio.gather(*(future for future, _, _ in batch))
+        declared += [(obj, body) for _, obj, body in batch]
+    work = iter(declared)
+
+    async def worker() -> None:
+        for item in work:
+            await _floor_converge(log, converter, cache, item)
+
     await asyncio.gather(*(worker() for _ in range(workers)))
     elapsed = time.perf_counter() - started
     task.cancel()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import gc
 
 import attrs
 import pytest
@@ -27,6 +28,7 @@ from reconcile.model import Condition, ConditionStatus, LabelSelector
 from reconcile.testing import FakeClock
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
 
 async def event_count(client: Client) -> int:
     """How many events the log holds."""
@@ -670,6 +672,22 @@ class TestDeletingObjects:
 
 class TestApplyMany:
     """Client.apply_many: one admission and one mutation per document, one result each."""
+
+    @pytest.mark.parametrize("enabled", [True, False])
+    async def test_no_cyclic_collection_while_it_runs(self, client: Client, enabled: bool) -> None:
+        """The collector is off while a bulk apply runs and back as it was afterwards
+        (left off when the caller had turned it off)."""
+        seen: list[bool] = []
+        was = gc.isenabled()
+        (gc.enable if enabled else gc.disable)()
+        try:
+            await client.apply_many(
+                [widget(f"w{i}") for i in range(3)], on_applied=lambda _a: seen.append(gc.isenabled())
+            )
+            assert seen == [False] * 3
+            assert gc.isenabled() is enabled
+        finally:
+            (gc.enable if was else gc.disable)()
 
     async def test_one_result_per_document_in_order(self, client: Client) -> None:
         """Created, configured, unchanged, refused: each document says what it did; a

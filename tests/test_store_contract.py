@@ -24,6 +24,7 @@ from reconcile import (
 from reconcile.store import MAX_OBJECT_BYTES, EventStore, Note, Put, Remove, SQLiteStore, StoredObject
 
 KEY = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
+DEADLINE = 30
 
 
 def body(name: str = "w", size: int = 1, uid: str = "u1") -> dict[str, Any]:
@@ -107,6 +108,45 @@ class TestStoreContract:
         assert stored is not None
         assert stored.body["spec"]["size"] == 25
         assert stored.resource_version == 25
+
+    async def test_submit_many_queues_in_order_with_a_future_each(self, store: EventStore) -> None:
+        """submit_many: one future per write, in order; a refusal is that write's alone;
+        two writes of one key apply in order (the later wins); each future's callbacks
+        run before the write's watch event is delivered."""
+
+        def failing(_current: StoredObject | None) -> None:
+            raise ConflictError("no")
+
+        keys = [ObjectKey(KEY.api_group, KEY.kind, "default", f"w{i}") for i in range(5)]
+        writes = [(k, put(name=k.name)) for k in keys]
+        writes.insert(2, (KEY, failing))
+        writes.append((keys[0], put("SpecChanged", name="w0", size=7)))
+        order: list[str] = []
+        watching = asyncio.Event()
+
+        async def watch() -> None:
+            async for item in store.watch(since=0):
+                watching.set()
+                if not isinstance(item, Bookmark):
+                    order.append("event")
+                    if order.count("event") == 6:
+                        return
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.wait_for(watching.wait(), DEADLINE)
+        futures = store.submit_many(writes, actor="t")
+        for future in futures:
+            future.add_done_callback(lambda _f: order.append("done"))
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        await asyncio.wait_for(watcher, DEADLINE)
+        assert isinstance(results[2], ConflictError)
+        revisions = [r.revision for r in results if not isinstance(r, BaseException)]
+        assert revisions == list(range(1, 7))
+        stored = await store.read(keys[0])
+        assert stored is not None
+        assert stored.body["spec"]["size"] == 7
+        assert order.index("event") >= 6, order
+        assert store.submit_many([], actor="t") == []
 
     async def test_note_does_not_touch_the_object(self, store: EventStore) -> None:
         """A note appends an event without a snapshot and leaves resource_version alone."""

@@ -1,6 +1,6 @@
 """Applying many manifests at once: one admission per document, one mutation per
-document (its immutable-field, version and deletion checks inside it), writes issued
-concurrently so they share group commits, one result per document.
+document (its immutable-field, version and deletion checks inside it), writes queued
+at once so they share group commits (no task per document), one result per document.
 
 What the CLI's ``apply -f dir/``, the Runtime and the benchmarks use instead of batching
 ``Client.apply`` calls of their own.
@@ -16,7 +16,10 @@ disk) leaves the documents before it applied and says so in their results.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import functools
+import gc
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,6 +29,7 @@ from reconcile.api.admission import Admitted
 from reconcile.errors import FieldError, InvalidError, ReconcileError
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
+from reconcile.store.contract import WriteResult
 
 if TYPE_CHECKING:
     from reconcile.api.client import Client
@@ -57,20 +61,60 @@ async def apply_many(
     manager: str,
     origins: Sequence[Path | None] | None = None,
     check_all_first: bool = False,
-    batch: int = 256,
+    batch: int = 1024,
     on_applied: Callable[[Applied], None] | None = None,
 ) -> list[Applied]:
     """Apply every manifest; one :class:`Applied` per manifest, in order. A later
     document declaring the same object as an earlier one is applied after it (never in
     the same concurrent run), so it wins, as it would one by one. ``on_applied`` hears of
     each written document as soon as its write is durable (a cache puts it in at once)."""
+    with _collecting_later():
+        return await _apply_many(
+            client,
+            manifests,
+            manager=manager,
+            origins=origins,
+            check_all_first=check_all_first,
+            batch=batch,
+            on_applied=on_applied,
+        )
 
-    async def write(item: Admitted) -> Applied:
-        applied = await client.write_admitted(item, manager=manager)
-        if on_applied is not None:
-            on_applied(applied)
-        return applied
 
+_bulk_applies = 0
+
+
+@contextlib.contextmanager
+def _collecting_later() -> Iterator[None]:
+    """No automatic cyclic collection while a bulk apply runs. It allocates tens of
+    thousands of objects that outlive it (the stored objects it returns, a cache's
+    entries): the collector re-scanning them as they pile up took about half of its time
+    (``benchmarks/store.py``), and found nothing, reference counting freeing the rest.
+    Process-wide, so bounded by the apply (nested and concurrent ones counted) and put
+    back as it was; no collection is forced afterwards."""
+    global _bulk_applies  # noqa: PLW0603 - the process-wide collector's state
+    if not gc.isenabled() and _bulk_applies == 0:
+        yield  # somebody else turned it off: theirs to turn on again
+        return
+    _bulk_applies += 1
+    gc.disable()
+    try:
+        yield
+    finally:
+        _bulk_applies -= 1
+        if _bulk_applies == 0:
+            gc.enable()
+
+
+async def _apply_many(
+    client: Client,
+    manifests: Sequence[Mapping[str, Any] | AnyResource | Admitted],
+    *,
+    manager: str,
+    origins: Sequence[Path | None] | None,
+    check_all_first: bool,
+    batch: int,
+    on_applied: Callable[[Applied], None] | None,
+) -> list[Applied]:
     results: list[Applied | None] = [None] * len(manifests)
     admitted: list[tuple[int, Admitted]] = []
     for index, manifest in enumerate(manifests):
@@ -89,15 +133,29 @@ async def apply_many(
                 r or Applied(_key(a), "skipped")
                 for r, a in zip(results, _by_index(admitted, len(manifests)), strict=True)
             ]
+    raised: list[BaseException] = []
+
+    def landed(index: int, item: Admitted, finish: Callable[[WriteResult], Applied], future: Any) -> None:
+        # At once, as each write is durable: a cache puts it in before its watch event.
+        try:
+            applied = results[index] = finish(future.result())
+        except (ReconcileError, OSError) as exc:
+            results[index] = Applied(_key(item), "refused", error=exc)
+            return
+        except BaseException as exc:  # noqa: BLE001 - raised below, out of the callback
+            raised.append(exc)
+            return
+        if on_applied is not None:
+            on_applied(applied)
+
     for run in _runs(admitted, batch):
-        outcomes = await asyncio.gather(*(write(item) for _, item in run), return_exceptions=True)
-        for (index, item), outcome in zip(run, outcomes, strict=True):
-            if isinstance(outcome, ReconcileError | OSError):
-                results[index] = Applied(_key(item), "refused", error=outcome)
-            elif isinstance(outcome, BaseException):
-                raise outcome
-            else:
-                results[index] = outcome
+        writes = [client.apply_write(item, manager=manager) for _, item in run]
+        futures = client.store.submit_many([(key, mutation) for key, mutation, _ in writes], actor=manager)
+        for (index, item), (_, _, finish), future in zip(run, writes, futures, strict=True):
+            future.add_done_callback(functools.partial(landed, index, item, finish))
+        await asyncio.gather(*futures, return_exceptions=True)
+        if raised:
+            raise raised[0]
     return [r if r is not None else Applied(None, "skipped") for r in results]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import builtins
 import datetime
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from reconcile.api.merging import merge_patch
 from reconcile.api.paging import ResourceList
 from reconcile.api.reading import KindRef, Reading
 from reconcile.api.requests import PATCHABLE_METADATA, check_action, check_patch
+from reconcile.api.uids import new_uid
 from reconcile.errors import ConflictError, InvalidError, NotFoundError, ReconcileError
 from reconcile.model.external import ANNOTATION_MANAGEMENT_POLICY, FINALIZER
 from reconcile.model.kinds import KindRegistry
@@ -135,7 +135,7 @@ class Client(Reading):
             admitted.body,
             self.admission.default_status(admitted.kind),
             manager=manager,
-            uid=str(uuid.uuid4()),
+            uid=new_uid(),
             now=self._now(),
             create_only=create_only,
             immutable=admitted.kind.immutable,
@@ -159,6 +159,15 @@ class Client(Reading):
     ) -> Applied:
         """Apply a manifest admission has already passed (``Client.admission.admit``):
         no second admission. Says what it did (created, configured, unchanged)."""
+        key, applying, finish = self.apply_write(admitted, manager=manager, create_only=create_only)
+        return finish(await self._write(key, applying, actor=manager))
+
+    def apply_write(
+        self, admitted: Admitted, *, manager: str = DEFAULT_MANAGER, create_only: bool = False
+    ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
+        """The store write that applying an admitted manifest is: its key, its mutation,
+        and what turns the write's result into an :class:`Applied` (for writers that
+        queue many writes at once, as the bulk apply does)."""
         key, mutation = self.apply_mutation(admitted, manager=manager, create_only=create_only)
         changes: list[Any] = []
         before: list[StoredObject | None] = []
@@ -168,17 +177,19 @@ class Client(Reading):
             changes.append(change := mutation(current))
             return change
 
-        result = await self._write(key, applying, actor=manager)
-        outcome: Outcome = (
-            "created" if before[-1] is None else "configured" if result.written else "unchanged"
-        )
-        if result.object is None:
-            # The apply released the last finalizer of an object being deleted, which
-            # completed its deletion: what is returned is its last state, the body the
-            # Remove kept in the log (stamped with its revision by the store).
-            return Applied(key, outcome, self.decode(changes[-1].body))
-        # apply stores the admitted spec as it is: reuse its structured form.
-        return Applied(key, outcome, self.decode(result.object.body, spec=admitted.spec))
+        def finish(result: WriteResult) -> Applied:
+            outcome: Outcome = (
+                "created" if before[-1] is None else "configured" if result.written else "unchanged"
+            )
+            if result.object is None:
+                # The apply released the last finalizer of an object being deleted, which
+                # completed its deletion: what is returned is its last state, the body the
+                # Remove kept in the log (stamped with its revision by the store).
+                return Applied(key, outcome, self.decode(changes[-1].body))
+            # apply stores the admitted spec as it is: reuse its structured form.
+            return Applied(key, outcome, self.decode(result.object.body, spec=admitted.spec))
+
+        return key, applying, finish
 
     async def apply_many(
         self,
@@ -187,7 +198,7 @@ class Client(Reading):
         manager: str = DEFAULT_MANAGER,
         origins: Sequence[Path | None] | None = None,
         check_all_first: bool = False,
-        batch: int = 256,
+        batch: int = 1024,
         on_applied: Callable[[Applied], None] | None = None,
     ) -> builtins.list[Applied]:
         """Apply many manifests, one result per manifest in their order (see

@@ -3,7 +3,8 @@
 ``asyncio.timeout`` arms a timer per call (about 5 µs for entering and leaving it); a
 resync of 100,000 objects makes 100,000 provider calls that almost all return at once.
 Here a call costs a dictionary entry; one task sleeps until the earliest deadline in
-flight, cancels the calls past it, and ends when nothing is left to watch.
+flight, cancels the calls past it, and parks when nothing is left to watch (woken by the
+next call, not started again for it).
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ class Deadlines:
         self._inflight: dict[asyncio.Task[Any], float] = {}
         self._expired: set[asyncio.Task[Any]] = set()
         self._watchdog: asyncio.Task[None] | None = None
+        #: Set (with the deadline to check at) when a call enters while the watchdog is
+        #: parked; None while it sleeps toward a deadline, when a call needs nothing.
+        self._wake: asyncio.Event | None = None
+        self._check_at = 0.0
 
     async def call(self, name: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """``await function(*args)`` within the deadline (see :meth:`guard`)."""
@@ -45,8 +50,15 @@ class Deadlines:
     def _enter(self) -> asyncio.Task[Any]:
         task = asyncio.current_task()
         assert task is not None, "a deadline outside a task"
-        self._inflight[task] = self.clock.now() + self.seconds
-        if self._watchdog is None:
+        deadline = self._inflight[task] = self.clock.now() + self.seconds
+        if self._wake is not None:
+            # The watchdog is parked: it checks at this deadline (no call in flight can
+            # expire before it: every deadline is its entry time plus the same seconds).
+            self._check_at = deadline
+            self._wake.set()
+            self._wake = None
+        elif self._watchdog is None:
+            self._check_at = deadline
             self._watchdog = asyncio.get_running_loop().create_task(self._watch(), name="reconcile-deadlines")
         return task
 
@@ -63,21 +75,31 @@ class Deadlines:
             raise DeadlineExceededError(message) from None
 
     async def _watch(self) -> None:
+        """Sleep until the deadline of the first call that came while nothing was watched,
+        cancel what is past its deadline then, and go on to the next; park when nothing is
+        in flight. Calls that come and go between two checks cost the watchdog nothing:
+        it wakes once per deadline period, not once per call."""
         try:
             while True:
+                await self.clock.sleep(self._check_at - self.clock.now())
                 now = self.clock.now()
-                due = [task for task, deadline in self._inflight.items() if deadline <= now]
-                for task in due:
-                    if task not in self._expired:
-                        self._expired.add(task)
-                        task.cancel()
-                waiting = [d for t, d in self._inflight.items() if t not in self._expired]
-                if not waiting:
-                    return  # the next call starts a new watchdog
-                await self.clock.sleep(min(waiting) - now)
+                waiting = None
+                for task, deadline in list(self._inflight.items()):
+                    if deadline <= now:
+                        if task not in self._expired:
+                            self._expired.add(task)
+                            task.cancel()
+                    elif waiting is None or deadline < waiting:
+                        waiting = deadline
+                if waiting is not None:
+                    self._check_at = waiting
+                    continue
+                wake = self._wake = asyncio.Event()
+                await wake.wait()
         finally:
             if self._watchdog is asyncio.current_task():
                 self._watchdog = None
+                self._wake = None
 
     async def close(self) -> None:
         """Stop the watchdog (the calls in flight are left alone)."""

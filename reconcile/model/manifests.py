@@ -88,17 +88,23 @@ def _too_deep() -> str:
     return f"nested deeper than {MAX_DEPTH} levels"
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def check_depth(data: object) -> None:
     """Refuse (ValueError) data nested deeper than MAX_DEPTH, without recursing: for
     manifests that did not come through :func:`load_manifests` (the Python API)."""
     stack = [(data, 1)]
     while stack:
         item, depth = stack.pop()
+        kind = type(item)
+        if kind in _SCALARS:
+            continue  # most of a manifest: no ABC check for each leaf
         if isinstance(item, Mapping | list):
             if depth > MAX_DEPTH:
                 raise ValueError(_too_deep())
             values = item.values() if isinstance(item, Mapping) else item
-            stack.extend((value, depth + 1) for value in values)
+            stack.extend([(value, depth + 1) for value in values])
 
 
 def _check_duplicates(node: yaml.MappingNode) -> None:

@@ -12,6 +12,7 @@ be deterministic: a backend may run it again if a transaction is retried.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -219,6 +220,15 @@ class EventStore(Protocol):
 
     async def write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
         """Run ``mutation`` on the current object inside a write transaction, and commit."""
+
+    def submit_many(
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str
+    ) -> list[asyncio.Future[WriteResult]]:
+        """Queue many writes at once for the next group commits (in order, so of two
+        writes of one key the later wins): one future per write, done once that write is
+        durable, with its WriteResult or the exception it raised (one write's refusal
+        does not affect the others). Callbacks added to a future run before the write's
+        watch events are delivered."""
 
     async def read(self, key: ObjectKey) -> StoredObject | None:
         """The current object, or None."""

@@ -18,7 +18,7 @@ import collections
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -192,16 +192,36 @@ class SQLiteStore:
 
     async def write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
         """Queue a write for the next group commit and wait until it is durable."""
+        self._check_writable()
+        future: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
+        self._pending.append((PendingWrite(key, mutation, actor), future))
+        self._wake.set()
+        return await future
+
+    def submit_many(
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str
+    ) -> list[asyncio.Future[WriteResult]]:
+        """Queue every write at once for the next group commits (no task per write); one
+        future per write, resolved when the commit holding it ends, before the tail
+        wakes the watches."""
+        self._check_writable()
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[WriteResult]] = []
+        for key, mutation in writes:
+            future: asyncio.Future[WriteResult] = loop.create_future()
+            self._pending.append((PendingWrite(key, mutation, actor), future))
+            futures.append(future)
+        if futures:
+            self._wake.set()
+        return futures
+
+    def _check_writable(self) -> None:
         if self.read_only:
             raise StoreError(f"{self.path}: opened read-only")
         if self._closing or self._writer_task is None:
             raise StoreError(f"{self.path}: store is closed")
         if self._writer_task.done():
             raise StoreError(f"{self.path}: the writer stopped ({self._writer_failure!r}); reopen the store")
-        future: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
-        self._pending.append((PendingWrite(key, mutation, actor), future))
-        self._wake.set()
-        return await future
 
     async def _write_loop(self) -> None:
         # If this task ever dies, no write may wait forever: fail every queued write
