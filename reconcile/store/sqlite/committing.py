@@ -116,12 +116,14 @@ def commit_batch(
         head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
         slots = _load_slots(conn, list({w.key: None for w in batch}))
         claims = _Claims(conn, slots)
-        next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM objects").fetchone()[0]
+        next_id = 0  # read once, and only by a batch that makes a new object
         events: list[tuple[Any, ...]] = []
         results: list[WriteResult | BaseException] = []
         for write in batch:
             slot = slots.get(write.key)
             if slot is None:
+                if not next_id:
+                    next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM objects").fetchone()[0]
                 slot = slots[write.key] = _Slot(next_id)
                 next_id += 1
             try:
