@@ -124,7 +124,8 @@ class Controller:
     def enqueue(self, key: ObjectKey, priority: Priority = Priority.CHANGE) -> None:
         """Ask for ``key`` to be reconciled."""
         self._triggers.setdefault(key, _TRIGGERS[priority])
-        self.telemetry.queue_adds.add(1, self._attributes)
+        if self.telemetry.metering:
+            self.telemetry.queue_adds.add(1, self._attributes)
         self.queue.add(key, priority)
 
     def enqueue_many(self, keys: Iterable[ObjectKey], priority: Priority = Priority.RESYNC) -> None:
@@ -197,7 +198,8 @@ class Controller:
         when the reconciler reads. (The steps are written out here, not awaited as
         coroutines of their own: a no-op reconcile costs about as much as an await.)"""
         trigger = self._triggers.pop(key, "change")
-        started = time.perf_counter()
+        metering = self.telemetry.metering
+        started = time.perf_counter() if metering else 0.0
         with self._span(key, trigger) as span:
             try:
                 result = await self._call(key)
@@ -213,8 +215,9 @@ class Controller:
                     await self._amend_status(key, lambda obj: cleared(obj, self._now()))
             if span is not trace.INVALID_SPAN:
                 span.set_attribute("reconcile.result", outcome)
-        self.telemetry.reconcile_total.add(1, self._outcomes[outcome])
-        self.telemetry.reconcile_time.record(time.perf_counter() - started, self._attributes)
+        if metering:
+            self.telemetry.reconcile_total.add(1, self._outcomes[outcome])
+            self.telemetry.reconcile_time.record(time.perf_counter() - started, self._attributes)
         return outcome
 
     def _span(self, key: ObjectKey, trigger: str) -> contextlib.AbstractContextManager[trace.Span]:
@@ -331,8 +334,14 @@ class Controller:
         """Run the informer, the workers and the resync until cancelled or shut down."""
         self.telemetry.watch_queue(self.name, self.queue, self.workers)
         attributes = self._attributes
-        record_wait = self.telemetry.queue_wait.record
-        self.queue.wait_observer = lambda waited: record_wait(waited, attributes)
+        telemetry = self.telemetry
+        record_wait = telemetry.queue_wait.record
+
+        def waited(seconds: float) -> None:
+            if telemetry.metering:
+                record_wait(seconds, attributes)
+
+        self.queue.wait_observer = waited
         loop = asyncio.get_running_loop()
         informer = loop.create_task(self.informer.run(), name=f"{self.name}-informer")
         extras = [informer]

@@ -51,7 +51,14 @@ class Telemetry:
         )
         self._global = False
         self._checked_at = -1e9
+        self._asked = -1  # the first question looks
         self.meter = metrics.get_meter(INSTRUMENTATION_NAME, meter_provider=meter_provider)
+        self._explicit_meter = meter_provider is not None and not isinstance(
+            meter_provider, metrics.NoOpMeterProvider
+        )
+        self._global_meter = False
+        self._meter_checked_at = -1e9
+        self._meter_asked = -1
         self.reconcile_total = self.meter.create_counter(
             "reconcile_total", description="Reconciles, by controller and result"
         )
@@ -96,14 +103,38 @@ class Telemetry:
     @property
     def recording(self) -> bool:
         """Whether spans go anywhere: a provider was passed in, or the host installed one
-        (looked up at most once a second: the lookup reads the environment)."""
+        (looked up at most once a second and once per 64 questions: the lookup reads the
+        environment)."""
         if self._explicit:
             return True
+        self._asked += 1
+        if self._asked & 63:
+            return self._global  # the clock is read once per 64 questions, not each time
         now = time.monotonic()
         if now - self._checked_at > 1.0:
             self._checked_at = now
             self._global = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
         return self._global
+
+    @property
+    def metering(self) -> bool:
+        """Whether metrics go anywhere: a meter provider was passed in, or the host
+        installed one (looked up as :attr:`recording` is). When not, the per-key counters
+        and histograms are not called at all: the API's proxy instruments cost a call
+        each for nobody, several per reconcile."""
+        if self._explicit_meter:
+            return True
+        self._meter_asked += 1
+        if self._meter_asked & 63:
+            return self._global_meter
+        now = time.monotonic()
+        if now - self._meter_checked_at > 1.0:
+            self._meter_checked_at = now
+            provider = metrics.get_meter_provider()
+            self._global_meter = not isinstance(provider, metrics.NoOpMeterProvider) and (
+                type(provider).__name__ != "_ProxyMeterProvider"
+            )
+        return self._global_meter
 
     def span(
         self, name: str, attributes: Mapping[str, Any] | None = None
