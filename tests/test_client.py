@@ -582,7 +582,9 @@ class TestRecord:
     ) -> None:
         """Recorded on the object as it is stored, the result is built from it (the
         write's metadata, the status written): equal to a fresh read, no body decoded."""
-        obj = await client.apply(widget("w1"))
+        obj = await client.apply(widget("w1", labels={"app": "x"}, finalizers=["example.dev/g"]))
+        await client.delete("widget", "w1")  # a deletion timestamp too
+        obj = await client.get("widget", "w1")
         decoded: list[object] = []
         decode = client.decoder.resource
         monkeypatch.setattr(client.decoder, "resource", lambda *a, **k: decoded.append(a) or decode(*a, **k))
@@ -592,14 +594,15 @@ class TestRecord:
             "w1",
             [("CreateSucceeded", None)],
             annotations={"a": "1"},
-            add_finalizer="example.dev/f",
+            add_finalizer="example.dev/g",
             status=ready,
             based_on=obj,
         )
         assert decoded == []
         assert written == await client.get("widget", "w1")
         assert written.metadata.resource_version == await client.revision()
-        assert (written.metadata.annotations, written.metadata.finalizers) == ({"a": "1"}, ("example.dev/f",))
+        assert (written.metadata.annotations, written.metadata.finalizers) == ({"a": "1"}, ("example.dev/g",))
+        assert written.metadata.deletion_timestamp is not None
         assert written.status == ready
         # On a revision that is no longer the stored one: decoded from what was written.
         await client.patch("widget", "w1", {"metadata": {"labels": {"by": "them"}}})
@@ -607,7 +610,7 @@ class TestRecord:
         again = await client.record_actions("widget", "w1", [], annotations={"b": "2"}, based_on=written)
         assert len(decoded) == 1
         assert again == await client.get("widget", "w1")
-        assert again.metadata.labels == {"by": "them"}
+        assert again.metadata.labels == {"app": "x", "by": "them"}
 
     async def test_record_refusals(self, client: Client) -> None:
         """A bad event type is InvalidError; an unknown object is NotFoundError."""

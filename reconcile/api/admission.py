@@ -113,6 +113,11 @@ def _check_size(body: Mapping[str, Any], subject: str) -> None:
         raise InvalidError([FieldError("", reason)], subject=subject)
 
 
+#: Label and annotation keys found well formed (a bounded set).
+_GOOD_KEYS: set[str] = set()
+_MAX_REMEMBERED = 4096
+
+
 class Admission:
     """Turns manifests (mappings or resources) into admitted bodies."""
 
@@ -186,7 +191,11 @@ class Admission:
                 if not isinstance(key, str):
                     errors.append(FieldError(path, "key must be a string"))
                     continue
-                errors += [FieldError(path, f"key {r}") for r in qualified_name(key)]
+                if key not in _GOOD_KEYS:
+                    reasons = qualified_name(key)
+                    errors += [FieldError(path, f"key {r}") for r in reasons]
+                    if not reasons and len(_GOOD_KEYS) < _MAX_REMEMBERED:
+                        _GOOD_KEYS.add(key)  # the engine's few annotations, checked once
                 if value is None:
                     continue
                 if not isinstance(value, str):

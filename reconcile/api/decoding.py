@@ -12,11 +12,10 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
-
 from reconcile.errors import CorruptError
 from reconcile.model.events import Event
 from reconcile.model.kinds import KindRegistry
+from reconcile.model.meta import ObjectMeta
 from reconcile.model.resource import AnyResource, Resource
 from reconcile.model.serde import make_stored_converter, structure_stored_meta
 from reconcile.store.contract import RawEvent, StoredObject
@@ -80,16 +79,30 @@ class Decoder:
         finalizer, the ``status`` given) made on ``based_on`` while it was the stored
         revision: ``based_on`` with the write's metadata, nothing decoded."""
         assert stored is not None
-        meta = stored.body["metadata"]
-        return attrs.evolve(
-            based_on,
-            metadata=attrs.evolve(
-                based_on.metadata,
-                resource_version=stored.resource_version,
-                annotations=dict(meta.get("annotations") or {}),
-                finalizers=tuple(meta.get("finalizers") or ()),
-            ),
-            status=based_on.status if status is None else status,
+        written = stored.body["metadata"]
+        old = based_on.metadata
+        # Built field by field (attrs.evolve looks the fields up at every call: a third of
+        # this method's time). A test compares the result with a full decode.
+        meta = ObjectMeta(
+            old.name,
+            old.namespace,
+            old.uid,
+            old.generation,
+            stored.resource_version,
+            old.creation_timestamp,
+            old.deletion_timestamp,
+            old.labels,
+            dict(written.get("annotations") or {}),
+            tuple(written.get("finalizers") or ()),
+            old.owner_references,
+            old.managed_fields,
+        )
+        return Resource(
+            based_on.api_version,
+            based_on.kind,
+            meta,
+            based_on.spec,
+            based_on.status if status is None else status,
         )
 
     def event(self, raw: RawEvent) -> Event:

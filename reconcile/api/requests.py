@@ -15,10 +15,19 @@ PATCHABLE_METADATA = frozenset({"labels", "annotations"})
 _EVENT_TYPE = re.compile(r"[A-Z][A-Za-z0-9]{0,63}")
 
 
+_CHECKED_TYPES: set[str] = set()  # the few event types a process records, checked once
+_MAX_REMEMBERED = 4096
+
+
 def check_action(event_type: str, data: Mapping[str, Any] | None) -> None:
     """An action event needs a CamelCase type and JSON data."""
-    if not _EVENT_TYPE.fullmatch(event_type):
-        raise InvalidError([FieldError("event_type", "must be CamelCase, like CreateRequested")])
+    if event_type not in _CHECKED_TYPES:
+        if not isinstance(event_type, str) or not _EVENT_TYPE.fullmatch(event_type):
+            raise InvalidError([FieldError("event_type", "must be CamelCase, like CreateRequested")])
+        if len(_CHECKED_TYPES) < _MAX_REMEMBERED:
+            _CHECKED_TYPES.add(event_type)
+    if data is None:
+        return
     try:
         dumps(data)
     except TypeError as exc:
