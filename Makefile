@@ -47,11 +47,13 @@ test: lint typecheck imports unit
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/store.py --json benchmarks/results/store.json
-	$(BIN)/python benchmarks/reconcile.py --json benchmarks/results/reconcile.json
+	$(BIN)/python benchmarks/reconcile.py --size 100000 --json benchmarks/results/reconcile.json
 	$(BIN)/python benchmarks/files.py --json benchmarks/results/files.json
 	$(BIN)/python benchmarks/growth.py --json benchmarks/results/growth.json
 	$(BIN)/python benchmarks/s3.py --json benchmarks/results/s3.json
 	$(BIN)/python benchmarks/dns.py --json benchmarks/results/dns.json
+	$(BIN)/python benchmarks/report.py --reconcile benchmarks/results/reconcile.json \
+		--store benchmarks/results/store.json --out benchmarks/results/report.html
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .mypy_cache .ruff_cache .coverage

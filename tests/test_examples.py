@@ -4,13 +4,29 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import xml.dom.minidom
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).parents[1]
+
+
+def assert_report(folder: Path, option: str, data: Path, title: str) -> None:
+    """benchmarks/report.py makes an HTML page of a benchmark's JSON whose charts are
+    well-formed SVG."""
+    page = folder / "report.html"
+    result = run(str(ROOT / "benchmarks" / "report.py"), option, str(data), "--out", str(page))
+    assert result.returncode == 0, result.stderr
+    text = page.read_text()
+    charts = re.findall(r"<svg.*?</svg>", text, re.DOTALL)
+    assert charts
+    for chart in charts:
+        xml.dom.minidom.parseString(chart)  # noqa: S318 - our own output
+    assert title in text
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +56,12 @@ class TestExamples:
         data = json.loads(out.read_text())
         cases = {(row["case"], row["synchronous"]) for row in data["rows"]}
         assert ("store.write, 100 writers", "FULL") in cases
+        assert ("client.apply_many", "NORMAL") in cases
+        assert ("raw sqlite3, store's rows, by 100", "FULL") in cases
+        measured = [row for row in data["rows"] if "ratio_to_limit" in row]
+        assert all(row["ratio_to_same_rows"] > 0 for row in measured)
         assert data["cross_process_watch_latency"]["count"] >= 20
+        assert_report(tmp_path, "--store", out, "events per second")
         assert "events/s" in result.stdout
 
     def test_reconcile_benchmark_smoke(self, tmp_path: Path) -> None:
@@ -68,6 +89,7 @@ class TestExamples:
         assert row["floor_ratio"] == pytest.approx(row["converge_s"] / row["floor_s"])
         assert "x per-event" in result.stdout
         assert "x floor" in result.stdout
+        assert_report(tmp_path, "--reconcile", out, "Cold convergence")
 
     def test_files_benchmark_smoke(self, tmp_path: Path) -> None:
         """benchmarks/files.py converges a few files, makes a no-change pass that appends
