@@ -112,6 +112,16 @@ class Cache:
                 LOG.warning("cache did not reach revision %d for %s in time", minimum, key)
         return informer
 
+    def get_now(self, key: ObjectKey) -> tuple[bool, AnyResource | None]:
+        """``(True, the cached object or None)`` when the cache can answer at once (its
+        kind is cached and no write of the key is still to reach it); ``(False, None)``
+        when :meth:`get` must be awaited. The common read of a resync, without a
+        coroutine."""
+        informer = self._informer_of(key)
+        if informer is None or key in self._minimum:
+            return False, None
+        return True, informer.get(key)
+
     async def get(self, key: ObjectKey) -> AnyResource | None:
         """The cached object (None when absent), at least as new as this cache's last
         write of it; a kind without an informer is read from the store."""
@@ -148,7 +158,8 @@ class CachedClient:
 
     async def get(self, key: ObjectKey) -> AnyResource | None:
         """The object, from the cache (see :meth:`Cache.get`); None when absent."""
-        return await self.cache.get(key)
+        answered, obj = self.cache.get_now(key)
+        return obj if answered else await self.cache.get(key)
 
     async def list(
         self, kind: KindRef, *, label_selector: str | Mapping[str, str] | LabelSelector | None = None

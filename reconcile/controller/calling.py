@@ -50,7 +50,10 @@ class ProviderCalls:
         )
         with span:
             try:
-                with self._guard(operation):
+                deadlines = self._deadlines
+                if deadlines is None:
+                    return await function(*args)
+                with deadlines.guard(operation):
                     return await function(*args)
             except Exception as exc:
                 if self.attempts <= 1 or not retryable(exc):

@@ -166,13 +166,9 @@ class ManagedReconciler(Recording):
                 obj, observation, ready=ready, synced=Verdict(TRUE, "ReconcileSuccess", "observe only")
             )
             return self._poll()
-        if (
-            observation.exists
-            and not self._owned(obj, observation)
-            and annotations.get(ANNOTATION_ADOPT) == "true"
-        ):
-            return await self._adopt(obj, external, observation)
         if observation.exists and not self._owned(obj, observation):
+            if annotations.get(ANNOTATION_ADOPT) == "true":
+                return await self._adopt(obj, external, observation)
             await self._not_owned(obj, observation)
         if not observation.exists:
             return await self._create(obj, external)
