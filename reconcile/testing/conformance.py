@@ -43,6 +43,7 @@ from reconcile.model.external import (
     ExternalClient,
     Provider,
 )
+from reconcile.model.kinds import Kind
 from reconcile.model.resource import AnyResource
 from reconcile.runtime.running import Runtime
 from reconcile.testing.clocks import FakeClock, let_run
@@ -131,6 +132,14 @@ class Harness:
     def kind_name(self, manifest: Mapping[str, Any]) -> str:
         """The manifest's kind."""
         return str(manifest["kind"])
+
+    def kind_of(self, manifest: Mapping[str, Any]) -> Kind:
+        """The provider's Kind the manifest declares."""
+        return next(
+            kind
+            for kind in self.provider.kinds
+            if (kind.api_version, kind.kind) == (manifest["api_version"], manifest["kind"])
+        )
 
     async def idle(self) -> None:
         """Let every controller finish what is queued or in flight."""
@@ -339,10 +348,18 @@ async def check_observe_changes_nothing(h: Harness) -> None:
 
 async def check_crash_between_create_and_record(h: Harness) -> None:
     """A create whose success was never recorded neither leaks nor duplicates: with a
-    deterministic identity the engine finds its resource; otherwise it stops and says so."""
-    manifest = h.manifest("conf-h")
-    annotations = {ANNOTATION_PAUSED: "true", ANNOTATION_CREATE_PENDING: "2026-01-01T00:00:00.000000Z"}
-    crashed = _annotated(manifest, annotations)
+    deterministic identity the engine finds its resource; otherwise it stops and says so.
+    For an ``atomic_create`` kind, whose create has no marker written before it, also
+    after a crash that left no marker at all."""
+    kind = h.kind_of(h.manifest("conf-h"))
+    await _crash_after_create(h, "conf-h", {ANNOTATION_CREATE_PENDING: "2026-01-01T00:00:00.000000Z"})
+    if kind.atomic_create:
+        await _crash_after_create(h, "conf-h2", {})
+
+
+async def _crash_after_create(h: Harness, name: str, markers: dict[str, str]) -> None:
+    manifest = h.manifest(name)
+    crashed = _annotated(manifest, {ANNOTATION_PAUSED: "true", **markers})
     async with h.running() as runtime:
         obj = await runtime.apply(crashed)
         client = await h.connect()
@@ -352,15 +369,15 @@ async def check_crash_between_create_and_record(h: Harness) -> None:
         kind = h.kind_name(manifest)
         namespace = obj.metadata.namespace
         await runtime.client.patch(
-            kind, "conf-h", {"metadata": {"annotations": {ANNOTATION_PAUSED: None}}}, namespace=namespace
+            kind, name, {"metadata": {"annotations": {ANNOTATION_PAUSED: None}}}, namespace=namespace
         )
         if runtime.client.kinds.lookup(obj.api_version, obj.kind).deterministic_identity:
-            await h.ready("conf-h", manifest)
+            await h.ready(name, manifest)
             assert await h.outside.count() == before + 1, "the interrupted create was duplicated"
         else:
 
             async def stopped() -> bool:
-                current = await runtime.client.get(kind, "conf-h", namespace=namespace)
+                current = await runtime.client.get(kind, name, namespace=namespace)
                 synced = current.status.condition("Synced")
                 return synced is not None and synced.reason == "CreatePendingUnknown"
 
