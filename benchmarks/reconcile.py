@@ -218,6 +218,7 @@ async def cold_convergence(db: Path, count: int, workers: int) -> dict[str, Any]
     )
     with GcPauses() as pauses:
         started = time.perf_counter()
+        loop_cpu, process_cpu = time.thread_time(), time.process_time()
         async with runtime:
             controller = next(iter(runtime.controllers.values()))
             ready: set[str] = set()
@@ -260,6 +261,10 @@ async def cold_convergence(db: Path, count: int, workers: int) -> dict[str, Any]
             applied = time.perf_counter() - started
             await all_ready.wait()
             converged = time.perf_counter() - started
+            # The loop's thread on the CPU, and the whole process (the writer connection's
+            # thread besides): what is left of the wall time, the loop waited (on commits,
+            # or on the GIL while the writer ran Python).
+            loop_cpu, process_cpu = time.thread_time() - loop_cpu, time.process_time() - process_cpu
             decoded = decodes[0]
             revision = await runtime.client.revision()
             calls_before = len(provider.client.made)
@@ -279,6 +284,8 @@ async def cold_convergence(db: Path, count: int, workers: int) -> dict[str, Any]
         "resync_events_appended": appended,
         "created": calls_before,
         "decodes_per_object": decoded / count,
+        "loop_cpu_share": loop_cpu / converged,
+        "process_cpu_share": process_cpu / converged,
         "gc": pauses.summary(),
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
@@ -336,6 +343,7 @@ def main() -> None:
             "resync s",
             "resync events",
             "decodes/obj",
+            "loop cpu %",
             "gc max ms",
             "rss MiB",
         )
@@ -366,6 +374,7 @@ def main() -> None:
                 f"{row['resync_s']:.2f}",
                 f"{row['resync_events_appended']}",
                 f"{row['decodes_per_object']:.2f}",
+                f"{100 * row['loop_cpu_share']:.0f}",
                 f"{row['gc']['max_ms']:.1f}",
                 f"{row['peak_rss_mib']:.0f}",
             )

@@ -83,6 +83,7 @@ class TestExamples:
         # atomic) is built from the object it acted on, and the watch events of both are
         # dropped unparsed (about 4 per object when the cache decodes them again).
         assert 1 <= row["decodes_per_object"] <= 1.1
+        assert 0 < row["loop_cpu_share"] <= row["process_cpu_share"]
         assert row["limit_s"] > 0
         assert row["per_event_commit_s"] > 0
         assert row["floor_s"] > 0
