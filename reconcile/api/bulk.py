@@ -16,12 +16,11 @@ disk) leaves the documents before it applied and says so in their results.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import gc
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 import attrs
 
@@ -36,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Applied", "Outcome", "apply_many"]
 
+P = ParamSpec("P")
+T = TypeVar("T")
 Outcome = Literal["created", "configured", "unchanged", "refused", "skipped"]
 
 
@@ -54,6 +55,35 @@ class Applied:
     error: Exception | None = None
 
 
+_bulk_applies = 0
+
+
+def _collecting_later(function: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """No automatic cyclic collection while a bulk apply runs. It allocates tens of
+    thousands of objects that outlive it (the stored objects it returns, a cache's
+    entries): the collector re-scanning them as they pile up took about half of its time
+    (``benchmarks/store.py``), and found nothing, reference counting freeing the rest.
+    Process-wide, so bounded by the apply (nested and concurrent ones counted) and put
+    back as it was; no collection is forced afterwards."""
+
+    @functools.wraps(function)
+    async def collecting_later(*args: P.args, **kwargs: P.kwargs) -> T:
+        global _bulk_applies  # noqa: PLW0603 - the process-wide collector's state
+        if not gc.isenabled() and _bulk_applies == 0:
+            return await function(*args, **kwargs)  # somebody else turned it off: theirs
+        _bulk_applies += 1
+        gc.disable()
+        try:
+            return await function(*args, **kwargs)
+        finally:
+            _bulk_applies -= 1
+            if _bulk_applies == 0:
+                gc.enable()
+
+    return collecting_later
+
+
+@_collecting_later
 async def apply_many(
     client: Client,
     manifests: Sequence[Mapping[str, Any] | AnyResource | Admitted],
@@ -68,53 +98,6 @@ async def apply_many(
     document declaring the same object as an earlier one is applied after it (never in
     the same concurrent run), so it wins, as it would one by one. ``on_applied`` hears of
     each written document as soon as its write is durable (a cache puts it in at once)."""
-    with _collecting_later():
-        return await _apply_many(
-            client,
-            manifests,
-            manager=manager,
-            origins=origins,
-            check_all_first=check_all_first,
-            batch=batch,
-            on_applied=on_applied,
-        )
-
-
-_bulk_applies = 0
-
-
-@contextlib.contextmanager
-def _collecting_later() -> Iterator[None]:
-    """No automatic cyclic collection while a bulk apply runs. It allocates tens of
-    thousands of objects that outlive it (the stored objects it returns, a cache's
-    entries): the collector re-scanning them as they pile up took about half of its time
-    (``benchmarks/store.py``), and found nothing, reference counting freeing the rest.
-    Process-wide, so bounded by the apply (nested and concurrent ones counted) and put
-    back as it was; no collection is forced afterwards."""
-    global _bulk_applies  # noqa: PLW0603 - the process-wide collector's state
-    if not gc.isenabled() and _bulk_applies == 0:
-        yield  # somebody else turned it off: theirs to turn on again
-        return
-    _bulk_applies += 1
-    gc.disable()
-    try:
-        yield
-    finally:
-        _bulk_applies -= 1
-        if _bulk_applies == 0:
-            gc.enable()
-
-
-async def _apply_many(
-    client: Client,
-    manifests: Sequence[Mapping[str, Any] | AnyResource | Admitted],
-    *,
-    manager: str,
-    origins: Sequence[Path | None] | None,
-    check_all_first: bool,
-    batch: int,
-    on_applied: Callable[[Applied], None] | None,
-) -> list[Applied]:
     results: list[Applied | None] = [None] * len(manifests)
     admitted: list[tuple[int, Admitted]] = []
     for index, manifest in enumerate(manifests):
