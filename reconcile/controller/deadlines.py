@@ -34,6 +34,7 @@ class Deadlines:
         #: parked; None while it sleeps toward a deadline, when a call needs nothing.
         self._wake: asyncio.Event | None = None
         self._check_at = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def call(self, name: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """``await function(*args)`` within the deadline (see :meth:`guard`)."""
@@ -48,7 +49,12 @@ class Deadlines:
         return _Guard(self, name)
 
     def _enter(self) -> asyncio.Task[Any]:
-        task = asyncio.current_task()
+        # current_task(loop) with the loop known skips get_running_loop(), whose process
+        # check is a system call: a tenth of a resync's reconcile, once per provider call.
+        task = None if self._loop is None else asyncio.current_task(self._loop)
+        if task is None:
+            self._loop = asyncio.get_running_loop()
+            task = asyncio.current_task(self._loop)
         assert task is not None, "a deadline outside a task"
         deadline = self._inflight[task] = self.clock.now() + self.seconds
         if self._wake is not None:

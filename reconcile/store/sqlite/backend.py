@@ -99,6 +99,7 @@ class SQLiteStore:
         )
         self._wake = asyncio.Event()
         self._writer_task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._writer_failure: BaseException | None = None
         self._tail = Tail(self.revision, fast=poll_interval[0], slow=poll_interval[1])
         self._recent = RecentEvents()
@@ -135,7 +136,10 @@ class SQLiteStore:
         except BaseException:
             await self._close_connections()
             raise
-        self._writer_task = asyncio.get_running_loop().create_task(
+        # The loop the store serves (its connections' results come back to it): kept, so
+        # a write does not look it up (get_running_loop() makes a system call).
+        self._loop = asyncio.get_running_loop()
+        self._writer_task = self._loop.create_task(
             self._write_loop(), name=f"reconcile-store-writer {self.path}"
         )
         return self
@@ -193,7 +197,8 @@ class SQLiteStore:
     async def write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
         """Queue a write for the next group commit and wait until it is durable."""
         self._check_writable()
-        future: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
+        assert self._loop is not None  # opened: _check_writable found the writer
+        future: asyncio.Future[WriteResult] = self._loop.create_future()
         self._pending.append((PendingWrite(key, mutation, actor), future))
         self._wake.set()
         return await future
@@ -205,7 +210,8 @@ class SQLiteStore:
         future per write, resolved when the commit holding it ends, before the tail
         wakes the watches."""
         self._check_writable()
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        assert loop is not None
         futures: list[asyncio.Future[WriteResult]] = []
         for key, mutation in writes:
             future: asyncio.Future[WriteResult] = loop.create_future()
