@@ -13,7 +13,7 @@ is ignored: users own spec, controllers own status.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +99,7 @@ def _meta_errors(meta: ObjectMeta) -> list[FieldError]:
     return errors
 
 
-def _check_size(body: Mapping[str, Any], subject: str) -> None:
+def _check_size(body: Mapping[str, Any], subject: Callable[[], str]) -> None:
     """Refuse an object that would leave less than ADMISSION_HEADROOM of the store's
     object size limit for its status: it could be stored, then neither converge nor be
     deleted. Checked here, before anything of a batch is written."""
@@ -110,7 +110,7 @@ def _check_size(body: Mapping[str, Any], subject: str) -> None:
             f"object is {size} bytes serialized; at most {limit} may be applied "
             f"(the {MAX_OBJECT_BYTES}-byte object limit less {ADMISSION_HEADROOM} kept for its status)"
         )
-        raise InvalidError([FieldError("", reason)], subject=subject)
+        raise InvalidError([FieldError("", reason)], subject=subject())
 
 
 #: Label and annotation keys found well formed (a bounded set).
@@ -175,7 +175,7 @@ class Admission:
             "metadata": self.converter.unstructure(meta),
             "spec": self.converter.unstructure(spec, kind.spec_type),
         }
-        _check_size(body, self._subject(manifest))
+        _check_size(body, lambda: self._subject(manifest))
         return Admitted(kind, body, spec)
 
     @staticmethod

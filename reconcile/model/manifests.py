@@ -13,7 +13,7 @@ recursive step (structuring, encoding) can overflow the stack on hostile input.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -98,13 +98,18 @@ def check_depth(data: object) -> None:
     while stack:
         item, depth = stack.pop()
         kind = type(item)
+        # The plain types first: an ABC check per node is most of this function's time.
         if kind in _SCALARS:
-            continue  # most of a manifest: no ABC check for each leaf
-        if isinstance(item, Mapping | list):
-            if depth > MAX_DEPTH:
-                raise ValueError(_too_deep())
-            values = item.values() if isinstance(item, Mapping) else item
-            stack.extend([(value, depth + 1) for value in values])
+            continue
+        if kind is dict or (kind is not list and isinstance(item, Mapping)):
+            values: Iterable[object] = item.values()  # type: ignore[attr-defined]
+        elif kind is list or isinstance(item, list):
+            values = item  # type: ignore[assignment]
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            raise ValueError(_too_deep())
+        stack.extend([(value, depth + 1) for value in values])
 
 
 def _check_duplicates(node: yaml.MappingNode) -> None:
