@@ -676,21 +676,34 @@ class TestDeletingObjects:
 class TestApplyMany:
     """Client.apply_many: one admission and one mutation per document, one result each."""
 
-    @pytest.mark.parametrize("enabled", [True, False])
-    async def test_no_cyclic_collection_while_it_runs(self, client: Client, enabled: bool) -> None:
-        """The collector is off while a bulk apply runs and back as it was afterwards
-        (left off when the caller had turned it off)."""
-        seen: list[bool] = []
-        was = gc.isenabled()
+    @pytest.mark.parametrize(
+        ("enabled", "before", "during"),
+        [
+            (True, (700, 10, 10), (100_000, 50, 100)),
+            (True, (200_000, 5, 500), (200_000, 50, 500)),  # never lowered
+            (True, (0, 10, 10), (0, 10, 10)),  # a threshold of 0 (collection off) is left
+            (False, (700, 10, 10), (700, 10, 10)),  # a collector turned off is left off
+        ],
+    )
+    async def test_fewer_cyclic_collections_while_it_runs(
+        self, client: Client, enabled: bool, before: tuple[int, int, int], during: tuple[int, int, int]
+    ) -> None:
+        """The collector's thresholds are raised while a bulk apply runs and put back as
+        they were afterwards; collection is never turned off."""
+        seen: list[tuple[bool, tuple[int, ...]]] = []
+        was, thresholds = gc.isenabled(), gc.get_threshold()
         (gc.enable if enabled else gc.disable)()
+        gc.set_threshold(*before)
         try:
             await client.apply_many(
-                [widget(f"w{i}") for i in range(3)], on_applied=lambda _a: seen.append(gc.isenabled())
+                [widget(f"w{i}") for i in range(3)],
+                on_applied=lambda _a: seen.append((gc.isenabled(), gc.get_threshold())),
             )
-            assert seen == [False] * 3
-            assert gc.isenabled() is enabled
+            assert seen == [(enabled, during)] * 3
+            assert (gc.isenabled(), gc.get_threshold()) == (enabled, before)
         finally:
             (gc.enable if was else gc.disable)()
+            gc.set_threshold(*thresholds)
 
     async def test_one_result_per_document_in_order(self, client: Client) -> None:
         """Created, configured, unchanged, refused: each document says what it did; a
