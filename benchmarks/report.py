@@ -84,28 +84,30 @@ def line_chart(title: str, xs: Sequence[float], series: dict[str, Sequence[float
 
 def bar_chart(title: str, bars: Sequence[tuple[str, float, float]], unit: str) -> str:
     """Horizontal bars, each figure beside its limit (a lighter bar behind it)."""
-    height = 40 + 28 * len(bars)
+    height = 58 + 28 * len(bars)
     top = max(max(value, limit) for _, value, limit in bars)
-    scale = (WIDTH - 300) / top
+    left, room = 190, WIDTH - 190 - 150  # names on the left, figures on the right
+    scale = room / top
     parts = [
         (
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
             f'role="img" aria-label="{html.escape(title)}">'
         ),
-        f'<text x="10" y="20" font-weight="bold">{html.escape(title)} ({html.escape(unit)})</text>',
+        f'<text x="10" y="20" font-weight="bold">{html.escape(title)}</text>',
+        f'<text x="10" y="38" font-size="11">{html.escape(unit)}</text>',
     ]
     for index, (name, value, limit) in enumerate(bars):
-        y = 34 + 28 * index
-        parts.append(f'<text x="10" y="{y + 14}" font-size="12">{html.escape(name)}</text>')
-        parts.append(f'<rect x="250" y="{y}" width="{limit * scale:.1f}" height="20" fill="#ddd"/>')
-        parts.append(
-            f'<rect x="250" y="{y + 4}" width="{value * scale:.1f}" height="12" fill="{COLOURS[0]}"/>'
-        )
+        y = 50 + 28 * index
         ratio = value / limit if limit else 0.0
-        parts.append(
-            f'<text x="{254 + max(value, limit) * scale:.1f}" y="{y + 14}" font-size="11">'
-            f"{value:,.0f} ({ratio:.2f}x its limit)</text>"
-        )
+        parts += [
+            f'<text x="10" y="{y + 14}" font-size="12">{html.escape(name)}</text>',
+            f'<rect x="{left}" y="{y}" width="{limit * scale:.1f}" height="20" fill="#ddd"/>',
+            f'<rect x="{left}" y="{y + 4}" width="{value * scale:.1f}" height="12" fill="{COLOURS[0]}"/>',
+            (
+                f'<text x="{left + 6 + max(value, limit) * scale:.1f}" y="{y + 14}" font-size="11">'
+                f"{value:,.0f} ({ratio:.2f}x)</text>"
+            ),
+        ]
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -148,7 +150,7 @@ def reconcile_section(data: dict[str, Any]) -> list[str]:
     noop_bar = bar_chart(
         "No-op reconciles per second",
         [("controller (best of 3)", noop["controller_per_s"], noop["bare_per_s"])],
-        "beside a bare asyncio dedup queue",
+        "grey: a bare asyncio dedup queue with 16 workers (the limit)",
     )
     return ["<h2>Reconcile</h2>", chart, per_resource, "\n".join(table), noop_bar]
 
@@ -163,7 +165,11 @@ def store_section(data: dict[str, Any]) -> list[str]:
             if row["synchronous"] == sync and "ratio_to_limit" in row
         ]
         sections.append(
-            bar_chart(f"synchronous={sync}: events per second", bars, "grey: its raw sqlite3 limit")
+            bar_chart(
+                f"Store, synchronous={sync}: events per second",
+                bars,
+                "grey: each case's raw sqlite3 limit; in brackets, the ratio to it",
+            )
         )
     return sections
 
