@@ -36,6 +36,7 @@ from providers.dns import RECORD_SET, DnsProvider
 from providers.dns.client import DnsClient
 from providers.dns.records import parse_record
 from reconcile import InvalidError, KindRegistry, ObjectKey, Resource, Runtime, connect
+from reconcile.cli import main as cli_main
 from reconcile.testing import FakeClock, let_run
 from reconcile.testing.conformance import CHECKS, Harness
 
@@ -226,6 +227,68 @@ class TestAdmission:
                 await client.apply(manifest)
             assert await client.revision() == 0
         assert any(e.path == path and reason in e.message for e in caught.value.errors), caught.value.errors
+
+    async def test_a_cname_beside_other_data_is_refused_at_apply(self, tmp_path: Path) -> None:
+        """A CNAME where another RecordSet declares data at the name, or data where one
+        declares a CNAME: refused at apply with the field path, naming the other object,
+        nothing stored; other types side by side, and other names, are fine."""
+        async with connect(tmp_path / "a.db", kinds=KindRegistry([RECORD_SET])) as client:
+            await client.apply(record_set("www", "A", ["192.0.2.1"], label="web"))
+            await client.apply(record_set("alias", "CNAME", ["www"], label="alias"))
+            revision = await client.revision()
+            with pytest.raises(InvalidError) as caught:
+                await client.apply(record_set("WWW", "CNAME", ["elsewhere.example.net."], label="late"))
+            [error] = caught.value.errors
+            assert error.path == "spec.type"
+            assert "a CNAME cannot share its name with other data (RFC 1034)" in error.message
+            assert "RecordSet default/web declares" in error.message
+            with pytest.raises(InvalidError, match=r"spec.type: .*RecordSet default/alias declares"):
+                await client.apply(record_set("alias", "TXT", ["hello"], label="note"))
+            assert await client.revision() == revision
+            await client.apply(record_set("www", "AAAA", ["2001:db8::1"], label="web6"))
+            await client.apply(record_set("other", "CNAME", ["www"], label="other"))
+            # The same object applied again conflicts with nothing: itself.
+            await client.apply(record_set("alias", "CNAME", ["www"], label="alias"))
+
+    async def test_a_bulk_apply_refuses_a_conflict_within_itself(self, tmp_path: Path) -> None:
+        """Two documents of one apply that cannot coexist: with check_all_first, the later
+        is refused and nothing is written; without, the earlier is written and the later
+        refused."""
+        pair = [
+            record_set("mail", "MX", ["10 mx.example.net."], label="mx"),
+            record_set("mail", "CNAME", ["elsewhere.example.net."], label="mail-alias"),
+        ]
+        async with connect(tmp_path / "a.db", kinds=KindRegistry([RECORD_SET])) as client:
+            results = await client.apply_many(pair, check_all_first=True)
+            assert [r.outcome for r in results] == ["skipped", "refused"]
+            assert "RecordSet default/mx declares" in str(results[1].error)
+            assert await client.revision() == 0
+            results = await client.apply_many(pair)
+            assert [r.outcome for r in results] == ["created", "refused"]
+            assert [o.metadata.name for o in (await client.list("recordset")).items] == ["mx"]
+
+    def test_the_cli_exits_2_on_a_cname_conflict(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """``reconcile apply -f`` of a CNAME and an A at one name: exit 2, both named with
+        the field path, no traceback, nothing stored."""
+        manifests = tmp_path / "zone.yaml"
+        manifests.write_text(
+            yaml.safe_dump_all(
+                [
+                    record_set("api", "A", ["192.0.2.7"], label="api"),
+                    record_set("api", "CNAME", ["www"], label="api-alias"),
+                ]
+            )
+        )
+        db = tmp_path / "state.db"
+        assert cli_main(["--db", str(db), "apply", "-f", str(manifests)]) == 2
+        err = capsys.readouterr().err
+        assert "spec.type: a CNAME cannot share its name with other data (RFC 1034)" in err
+        assert "RecordSet default/api declares" in err
+        assert "Traceback" not in err
+        assert cli_main(["--db", str(db), "get", "recordset", "-o", "name"]) == 0
+        assert capsys.readouterr().out == ""
 
     async def test_a_zone_no_server_serves_is_refused_at_apply(self, tsig: Bind, tmp_path: Path) -> None:
         """With the provider config at hand, a zone none of its servers serves is refused

@@ -11,7 +11,7 @@ holds exactly one record and never sits at the zone's apex.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -168,6 +168,19 @@ def admit_record_set(spec: RecordSetSpec, context: reconcile.AdmissionContext) -
     return canonical
 
 
+_CNAME_RULE = "a CNAME cannot share its name with other data (RFC 1034)"
+
+
+def cname_conflicts(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any], str]]:
+    """What a record set cannot coexist with: at a CNAME's name, a record set of any
+    other type; at any other record set's name, a CNAME. (Specs as admission stores
+    them: the type in upper case, the name absolute.)"""
+    rtype = str(spec.get("type", "")).upper()
+    others = [t for t in TYPES if t != "CNAME"] if rtype == "CNAME" else ["CNAME"]
+    for other in others:
+        yield "type", {**spec, "type": other}, _CNAME_RULE
+
+
 RECORD_SET = reconcile.Kind(
     API_VERSION,
     "RecordSet",
@@ -181,6 +194,7 @@ RECORD_SET = reconcile.Kind(
     exclusive_delete=True,
     immutable=("zone", "name", "type"),
     identity=("zone", "name", "type"),
+    conflicts=cname_conflicts,
     short_names=("rrset", "recordset"),
     # Changes to a zone share UPDATE messages: many reconciles in flight fill them (the
     # client's max_connections bounds what goes on the wire at once).

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 import attrs
 
 from reconcile.api.admission import Admitted
+from reconcile.api.conflicts import Declared, conflict_error
 from reconcile.errors import FieldError, InvalidError, ReconcileError
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
@@ -117,6 +118,10 @@ async def apply_many(
             admitted.append((index, client.admission.admit(manifest, origin=origin)))
         except InvalidError as exc:
             results[index] = Applied(None, "refused", error=exc)
+    if any(item.kind.conflicts is not None for _, item in admitted):
+        await _refuse_conflicts(client, admitted, results)
+        if not check_all_first:
+            admitted = [(index, item) for index, item in admitted if results[index] is None]
     if check_all_first:
         await _check_all(client, admitted, results, manager)
         if any(r is not None for r in results):
@@ -148,6 +153,25 @@ async def apply_many(
         if raised:
             raise raised[0]
     return [r if r is not None else Applied(None, "skipped") for r in results]
+
+
+async def _refuse_conflicts(
+    client: Client, admitted: list[tuple[int, Admitted]], results: list[Applied | None]
+) -> None:
+    """Refuse (in ``results``) each document that declares what another live object, or
+    an earlier document of this apply, cannot coexist with (``Kind.conflicts``)."""
+    declared: Declared = {}
+    for index, item in admitted:
+        key = _key(item)
+        assert key is not None
+        if item.kind.conflicts is not None:
+            refusal = await conflict_error(client.store, key, item, declared)
+            if refusal is not None:
+                results[index] = Applied(key, "refused", error=refusal)
+                continue
+        identity = item.kind.identity_of(item.body["spec"])
+        if identity is not None:
+            declared[(item.kind.api_group, item.kind.kind, identity)] = key
 
 
 def _key(admitted: Admitted | None) -> ObjectKey | None:

@@ -18,6 +18,7 @@ from typing import Any
 from reconcile.api import bulk, mutations
 from reconcile.api.admission import MAX_ANNOTATIONS_BYTES, Admission, Admitted
 from reconcile.api.bulk import Applied, Outcome
+from reconcile.api.conflicts import conflict_error
 from reconcile.api.decoding import Decoder
 from reconcile.api.merging import merge_patch
 from reconcile.api.paging import ResourceList
@@ -160,6 +161,9 @@ class Client(Reading):
         """Apply a manifest admission has already passed (``Client.admission.admit``):
         no second admission. Says what it did (created, configured, unchanged)."""
         key, applying, finish = self.apply_write(admitted, manager=manager, create_only=create_only)
+        refusal = await conflict_error(self.store, key, admitted, {})
+        if refusal is not None:
+            raise refusal
         return finish(await self._write(key, applying, actor=manager))
 
     def apply_write(

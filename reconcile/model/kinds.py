@@ -97,6 +97,14 @@ class Kind:
     #: name; a zone, name and type). Two objects of the kind may not declare the same
     #: one: the second is refused at apply, naming the first.
     identity: tuple[str, ...] = ()
+    #: Declarations of this kind an object's cannot coexist with, though they name other
+    #: external resources (a DNS CNAME and any other data at one name): given the
+    #: unstructured spec, ``(field, other_spec, reason)`` for each identity another live
+    #: object must not declare. Apply refuses a conflict with the field path, naming the
+    #: other object. Checked against what is stored (and the rest of a bulk apply) before
+    #: the write, not in its transaction: two racing applies can both pass, so the
+    #: provider still enforces the rule itself. Needs ``identity``.
+    conflicts: Callable[[Mapping[str, Any]], Iterable[tuple[str, Mapping[str, Any], str]]] | None = None
     #: How often a Ready resource of this kind is observed again for drift; None: the
     #: Runtime's default. (A Runtime's ``poll_intervals`` overrides both.)
     poll_interval: float | None = None
@@ -111,6 +119,9 @@ class Kind:
             if getattr(self, flag) and not self.deterministic_identity:
                 msg = f"kind {self.kind}: {flag} needs deterministic_identity"
                 raise ValueError(msg)
+        if self.conflicts is not None and not self.identity:
+            msg = f"kind {self.kind}: conflicts needs identity"
+            raise ValueError(msg)
 
     def identity_of(self, spec: Mapping[str, Any]) -> str | None:
         """The identity an unstructured spec declares (``spec.path=/srv/site/a``), or

@@ -1,0 +1,50 @@
+"""Declarations that cannot coexist though they name different external resources
+(``Kind.conflicts``: a DNS CNAME and any other data at one name), refused at apply.
+
+Checked against the live objects the store holds and the documents of the same bulk apply
+written before it, before the write: not in the committing transaction, as identity
+claims are, so two racing applies can both pass; the provider enforces the rule itself
+too (the dns provider's prerequisites).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from reconcile.errors import FieldError, InvalidError
+from reconcile.model.meta import ObjectKey
+
+if TYPE_CHECKING:
+    from reconcile.api.admission import Admitted
+    from reconcile.store.contract import EventStore
+
+__all__ = ["Declared", "conflict_error"]
+
+#: Identities declared by documents of a bulk apply so far: (api group, kind, identity).
+Declared = dict[tuple[str, str, str], ObjectKey]
+
+
+async def conflict_error(
+    store: EventStore, key: ObjectKey, admitted: Admitted, declared: Mapping[tuple[str, str, str], ObjectKey]
+) -> InvalidError | None:
+    """The refusal of ``admitted`` when another live object (or an earlier document of
+    the same apply, in ``declared``) declares something it cannot coexist with; None
+    when nothing does."""
+    kind = admitted.kind
+    if kind.conflicts is None:
+        return None
+    errors = []
+    for field, spec, reason in kind.conflicts(admitted.body["spec"]):
+        identity = kind.identity_of(spec)
+        if identity is None:
+            continue
+        other = declared.get((kind.api_group, kind.kind, identity))
+        if other is None:
+            other = await store.claimant(kind.api_group, kind.kind, identity)
+        if other is not None and other != key:
+            where = f"{other.kind} {other.namespace}/{other.name}"
+            errors.append(FieldError(f"spec.{field}", f"{reason}: {where} declares {identity}"))
+    if not errors:
+        return None
+    return InvalidError(errors, subject=f"{key.kind} {key.namespace}/{key.name}")
