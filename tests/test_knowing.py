@@ -150,10 +150,22 @@ async def test_update_and_delete_record_what_they_returned(
         ready = (await runtime.client.get("bucket", "b")).status.condition("Ready")
         assert ready is not None
         assert ready.status.value == "True"
+        store = runtime.client.store
+        write, writes = store.write, []
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            writes.append(args[0])
+            return await write(*args, **kwargs)
+
+        store.write = counted  # type: ignore[method-assign]
         await runtime.client.delete("bucket", "b")
         await settle(lambda: not runtime.controllers["bucket.memory.reconcile.dev"].informer.cached_keys())
+        history = [e.type for e in await runtime.client.history("bucket", "b")]
     assert (cloud.calls["observe"], cloud.calls["delete"]) == (1, 1)
     assert "b" not in cloud.items
+    # The user's delete, then one write: the request, the outcome and the object's removal.
+    assert len(writes) == 2
+    assert history[-4:] == ["DeletionRequested", "DeleteRequested", "DeleteSucceeded", "Deleted"]
 
 
 async def test_a_refused_create_is_a_finding_recorded_once(

@@ -374,6 +374,38 @@ class Client(Reading):
         result = await self._write(key, lambda _current: Note(event_type, payload), actor=manager)
         return result.revision
 
+    async def release(
+        self,
+        kind: KindRef,
+        name: str,
+        finalizer: str,
+        events: Sequence[tuple[str, Mapping[str, Any] | None]],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        status: Any = None,
+        manager: str = DEFAULT_MANAGER,
+    ) -> tuple[AnyResource | None, int]:
+        """Record action events and remove ``finalizer`` in one write (a controller's
+        cleanup and its record together: a crash keeps both or neither). When it was the
+        last finalizer of an object being deleted, the object goes: returns ``(None,
+        revision)``; otherwise the object after the write and its revision."""
+        found, key = self._key(kind, name, namespace)
+        for event_type, data in events:
+            check_action(event_type, data)
+        status_body = None if status is None else self.converter.unstructure(status, found.status_type)
+        mutation = mutations.record_actions(
+            key,
+            [(t, None if d is None else dict(d)) for t, d in events],
+            annotations=None,
+            finalizer=None,
+            status=status_body,
+            release=finalizer,
+        )
+        result = await self._write(key, mutation, actor=manager)
+        if result.object is None:
+            return None, result.revision
+        return self.decode(result.object.body), result.revision
+
     async def record_actions(
         self,
         kind: KindRef,

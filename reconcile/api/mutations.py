@@ -352,10 +352,13 @@ def record_actions(
     annotations: Mapping[str, str | None] | None,
     finalizer: str | None,
     status: Body | None,
+    release: str | None = None,
 ) -> Mutation:
     """Append action events and, in the same transaction, merge annotations (None
     removes), add a finalizer and replace the status: how a controller records what it
-    did together with the bookkeeping that goes with it, as one atomic write."""
+    did together with the bookkeeping that goes with it, as one atomic write. ``release``
+    removes a finalizer in the same write: the last one of an object being deleted
+    removes the object, after the events."""
 
     def mutate(current: StoredObject | None) -> Sequence[Change] | None:
         current = _require(key, current)
@@ -365,6 +368,8 @@ def record_actions(
         if finalizer is not None and finalizer not in (meta.get("finalizers") or ()):
             new_meta["finalizers"] = [*(meta.get("finalizers") or ()), finalizer]
             _check_new_finalizers(key, meta, new_meta)
+        if release is not None and release in (new_meta.get("finalizers") or ()):
+            new_meta["finalizers"] = [f for f in new_meta["finalizers"] if f != release]
         if annotations:
             merged = merge_patch(meta.get("annotations") or {}, annotations)
             new_meta["annotations"] = dict(sorted(merged.items()))
@@ -377,11 +382,13 @@ def record_actions(
                 new["status"] = _clone(status)
             if status_changed:
                 event_type = EventType.STATUS_CHANGED
+            elif len(new_meta.get("finalizers") or ()) < len(meta.get("finalizers") or ()):
+                event_type = EventType.FINALIZER_REMOVED
             elif new_meta.get("finalizers") != meta.get("finalizers"):
                 event_type = EventType.FINALIZER_ADDED
             else:
                 event_type = EventType.METADATA_CHANGED
-            changes.append(Put(event_type, new))
+            changes.append(_finish_if_released(new, event_type))
         return changes or None
 
     return mutate

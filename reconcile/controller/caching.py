@@ -236,6 +236,20 @@ class CachedClient:
             await self.client.add_finalizer(kind, name, finalizer, namespace=namespace, manager=self.manager)
         )
 
+    async def release(
+        self, obj: AnyResource, finalizer: str, events: Sequence[tuple[str, Mapping[str, Any] | None]]
+    ) -> AnyResource | None:
+        """``Client.release`` of ``obj``'s ``finalizer`` with action events, then into the
+        cache (None: the write removed the object)."""
+        kind = self.client.kinds.lookup(obj.api_version, obj.kind)
+        released, revision = await self.client.release(
+            kind, obj.metadata.name, finalizer, events, namespace=obj.metadata.namespace, manager=self.manager
+        )
+        if released is None:
+            self.cache.written(obj.key, None, revision, self.manager)
+            return None
+        return self._put(released)
+
     async def remove_finalizer(
         self, kind: KindRef, name: str, finalizer: str, *, namespace: str = DEFAULT_NAMESPACE
     ) -> AnyResource | None:

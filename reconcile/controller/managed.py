@@ -412,8 +412,12 @@ class ManagedReconciler(Recording):
         return Result(requeue=True)
 
     async def _finalize(self, obj: AnyResource, deletion: str, management: str) -> Result | None:
+        """Clean up, then record what was done and release the finalizer in one write
+        (the object goes with it). Nothing is written before the external delete: after a
+        crash during it, the next pass finds the resource gone, or deletes it again."""
         if FINALIZER not in obj.metadata.finalizers:
             return None
+        events: list[Action] = []
         if deletion == "Delete" and management == "Full":
             external = await self._external()
             annotations = obj.metadata.annotations
@@ -427,28 +431,29 @@ class ManagedReconciler(Recording):
             observation = None if blind else await self._observe(obj, external)
             skipped = "the external resource is not ours; it is left alone"
             if observation is not None and observation.exists and not self._owned(obj, observation):
-                await self._act(obj, [Action(ActionType.DELETE_SKIPPED, skipped)])
+                events = [Action(ActionType.DELETE_SKIPPED, skipped)]
             elif observation is None or observation.exists:
-                await self._act(obj, [Action(ActionType.DELETE_REQUESTED)])
+                requested = Action(ActionType.DELETE_REQUESTED)
                 try:
                     after: Observation | None = await self._call("delete", external.delete, obj)
                 except NotOwnedError as exc:
-                    await self._act(obj, [Action(ActionType.DELETE_SKIPPED, f"{skipped}: {exc}")])
+                    events = [requested, Action(ActionType.DELETE_SKIPPED, f"{skipped}: {exc}")]
                 except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
-                    await self._act(obj, [Action(ActionType.DELETE_FAILED, str(exc))])
+                    obj = await self._act(obj, [requested, Action(ActionType.DELETE_FAILED, str(exc))])
                     await self._failed(obj, exc)
                 else:
-                    await self._act(obj, [Action(ActionType.DELETE_SUCCEEDED)])
+                    events = [requested, Action(ActionType.DELETE_SUCCEEDED)]
                     if (after if after is not None else await self._observe(obj, external)).exists:
                         message = "waiting for the external system to finish deleting"
-                        await self._status(obj, ready=Verdict(FALSE, "Deleting", message), synced=SUCCESS)
+                        status = self._new_status(
+                            obj, None, ready=Verdict(FALSE, "Deleting", message), synced=SUCCESS
+                        )
+                        await self._act(obj, events, status=status)
                         return Result(requeue=True)
         else:
             policies = f"deletion policy {deletion}, management policy {management}"
-            await self._act(obj, [Action(ActionType.ORPHANED, policies)])
-        await self.client.remove_finalizer(
-            self.kind, obj.metadata.name, FINALIZER, namespace=obj.metadata.namespace
-        )
+            events = [Action(ActionType.ORPHANED, policies)]
+        await self._release(obj, FINALIZER, events)
         return None
 
     async def _failed(self, obj: AnyResource, exc: BaseException) -> NoReturn:

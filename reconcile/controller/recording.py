@@ -39,17 +39,26 @@ class Recording:
         """Record action events with their bookkeeping (markers, finalizer, status) in one
         atomic write."""
         with self.telemetry.span("store.record_actions", {"event.types": ",".join(e.type for e in events)}):
-            generation = obj.metadata.generation
             return await self.client.record_actions(
                 obj,
-                [
-                    (e.type, {"message": e.message, "generation": generation} if e.message else None)
-                    for e in events
-                ],
+                self._events(obj, events),
                 annotations=annotations,
                 add_finalizer=finalizer,
                 status=status,
             )
+
+    async def _release(self, obj: AnyResource, finalizer: str, events: list[Action]) -> None:
+        """Record action events and remove ``finalizer`` in one write (the last finalizer
+        of a deleting object: the object goes with it)."""
+        with self.telemetry.span("store.release", {"event.types": ",".join(e.type for e in events)}):
+            await self.client.release(obj, finalizer, self._events(obj, events))
+
+    @staticmethod
+    def _events(obj: AnyResource, events: list[Action]) -> list[tuple[str, dict[str, Any] | None]]:
+        generation = obj.metadata.generation
+        return [
+            (e.type, {"message": e.message, "generation": generation} if e.message else None) for e in events
+        ]
 
     async def _status(
         self,
