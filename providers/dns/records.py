@@ -173,8 +173,8 @@ _CNAME_RULE = "a CNAME cannot share its name with other data (RFC 1034)"
 
 def cname_conflicts(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any], str]]:
     """What a record set cannot coexist with: at a CNAME's name, a record set of any
-    other type; at any other record set's name, a CNAME. (Specs as admission stores
-    them: the type in upper case, the name absolute.)"""
+    other type; at any other record set's name, a CNAME (specs as admission stores them:
+    the type in upper case, the name absolute)."""
     rtype = str(spec.get("type", "")).upper()
     others = [t for t in TYPES if t != "CNAME"] if rtype == "CNAME" else ["CNAME"]
     for other in others:
