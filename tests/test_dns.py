@@ -375,8 +375,12 @@ class TestConverging:
         clock.advance(70)
 
         async def repaired() -> bool:
-            return await by_hand.records(f"web-{t}", "A") == ["192.0.2.10"] and bool(
-                await by_hand.records(f"mail-{t}", "MX")
+            # The records back, and the repair recorded (with its outcome, after it).
+            history = await running.client.history("recordset", "web")
+            return (
+                await by_hand.records(f"web-{t}", "A") == ["192.0.2.10"]
+                and bool(await by_hand.records(f"mail-{t}", "MX"))
+                and any(e.type == "UpdateSucceeded" for e in history)
             )
 
         await until_async(clock, repaired)

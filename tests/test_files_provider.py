@@ -251,6 +251,11 @@ async def until(clock: FakeClock, predicate: Callable[[], bool]) -> None:
     await until_async(clock, holds)
 
 
+async def recorded(runtime: Any, name: str, event_type: str) -> bool:
+    """Whether File ``name``'s history holds an event of ``event_type``."""
+    return any(e.type == event_type for e in await runtime.client.history("File", name))
+
+
 class TestConverging:
     """Files written, repaired, removed."""
 
@@ -275,6 +280,8 @@ class TestConverging:
         (root / "a.txt").write_text("one\nTWO\n")
         clock.advance(90)
         await until(clock, lambda: (root / "a.txt").read_text() == "one\ntwo\n")
+        # The repair is recorded with its outcome, in the write after the update.
+        await until_async(clock, lambda: recorded(runtime, "a", "UpdateSucceeded"))
         history = await runtime.client.history("File", "a")
         drift = [e for e in history if e.type == "DriftDetected"]
         assert drift
@@ -301,6 +308,7 @@ class TestConverging:
         (root / "app.env").write_text("PASSWORD=changed-by-hand\n")
         clock.advance(90)
         await until(clock, lambda: (root / "app.env").read_text() == "PASSWORD=hunter2\n")
+        await until_async(clock, lambda: recorded(runtime, "env", "UpdateSucceeded"))
         history = await runtime.client.history("File", "env")
         drift = [e for e in history if e.type == "DriftDetected"]
         assert drift

@@ -235,7 +235,9 @@ class TestConverging:
 
         async def repaired() -> bool:
             found = (await raw.get_public_access_block(Bucket="locked"))["PublicAccessBlockConfiguration"]
-            return bool(found["BlockPublicAcls"])
+            history = await running.client.history("bucket", "locked")
+            # Set back, and the repair recorded (with its outcome, after it).
+            return bool(found["BlockPublicAcls"]) and any(e.type == "UpdateSucceeded" for e in history)
 
         clock.advance(70)
         await until_async(clock, repaired)
@@ -824,7 +826,8 @@ class TestObjects:
                 await raw.head_object(Bucket="web-site", Key="img/logo.png")
             except Exception:  # noqa: BLE001 - not back yet
                 return False
-            return bool(body == b"<h1>hi</h1>\n")
+            history = await running.client.history("object", "index")
+            return bool(body == b"<h1>hi</h1>\n") and any(e.type == "UpdateSucceeded" for e in history)
 
         clock.advance(70)
         await until_async(clock, repaired)

@@ -331,14 +331,16 @@ class ManagedReconciler(Recording):
                 )
             )
         requested.append(Action(ActionType.UPDATE_REQUESTED, observation.diff))
-        obj = await self._act(obj, requested)
+        # Nothing written before the call: an update of a resource that is ours needs no
+        # crash marker (after a crash, the next pass observes and updates again), so the
+        # request is recorded with its outcome and the status, in one write.
         try:
             after: Observation | None = await self._call("update", external.update, obj, observation)
         except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
-            obj = await self._act(obj, [Action(ActionType.UPDATE_FAILED, str(exc))])
+            obj = await self._act(obj, [*requested, Action(ActionType.UPDATE_FAILED, str(exc))])
             await self._failed(obj, exc)
         return await self._settle(
-            obj, external, "Updating", [Action(ActionType.UPDATE_SUCCEEDED)], None, known=after
+            obj, external, "Updating", [*requested, Action(ActionType.UPDATE_SUCCEEDED)], None, known=after
         )
 
     async def _settle(
