@@ -705,6 +705,19 @@ class TestApplyMany:
             (gc.enable if was else gc.disable)()
             gc.set_threshold(*thresholds)
 
+    async def test_thresholds_set_during_a_bulk_apply_stand(self, client: Client) -> None:
+        """Thresholds somebody sets while a bulk apply runs (an informer's freeze_gc) are
+        not undone when it ends."""
+        thresholds = gc.get_threshold()
+        gc.set_threshold(700, 10, 10)
+        try:
+            await client.apply_many(
+                [widget(f"w{i}") for i in range(2)], on_applied=lambda _a: gc.set_threshold(20_000, 10, 10)
+            )
+            assert gc.get_threshold() == (20_000, 10, 10)
+        finally:
+            gc.set_threshold(*thresholds)
+
     async def test_one_result_per_document_in_order(self, client: Client) -> None:
         """Created, configured, unchanged, refused: each document says what it did; a
         later document declaring the same object wins; a refused one stops nothing else."""

@@ -61,6 +61,7 @@ class Applied:
 _BULK_THRESHOLDS = (100_000, 50, 100)
 _bulk_applies = 0
 _saved_thresholds: tuple[int, ...] = ()
+_raised_thresholds: tuple[int, ...] = ()
 
 
 def _collecting_later(function: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
@@ -74,19 +75,21 @@ def _collecting_later(function: Callable[P, Awaitable[T]]) -> Callable[P, Awaita
 
     @functools.wraps(function)
     async def collecting_later(*args: P.args, **kwargs: P.kwargs) -> T:
-        global _bulk_applies, _saved_thresholds  # noqa: PLW0603 - the process-wide collector's state
+        global _bulk_applies, _saved_thresholds, _raised_thresholds  # noqa: PLW0603 - the collector's state
         if _bulk_applies == 0:
-            _saved_thresholds = gc.get_threshold()
+            _saved_thresholds = _raised_thresholds = gc.get_threshold()
             if gc.isenabled() and _saved_thresholds[0] > 0:
-                gc.set_threshold(
-                    *(max(a, b) for a, b in zip(_saved_thresholds, _BULK_THRESHOLDS, strict=False))
-                )
+                pairs = zip(_saved_thresholds, _BULK_THRESHOLDS, strict=False)
+                _raised_thresholds = tuple(max(a, b) for a, b in pairs)
+                gc.set_threshold(*_raised_thresholds)
         _bulk_applies += 1
         try:
             return await function(*args, **kwargs)
         finally:
             _bulk_applies -= 1
-            if _bulk_applies == 0:
+            # Put back, unless somebody set thresholds of their own meanwhile (an
+            # informer's freeze_gc, say): theirs stand.
+            if _bulk_applies == 0 and gc.get_threshold() == _raised_thresholds:
                 gc.set_threshold(*_saved_thresholds)
 
     return collecting_later
