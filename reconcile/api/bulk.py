@@ -212,15 +212,17 @@ async def _check_all(
     """Dry-run every document's mutation on what is stored, and check its identity claim;
     record each refusal in ``results``."""
     keys = [_key(item) for _, item in admitted]
+    # Every read and every claim lookup queued at once: the reader connection answers
+    # them one after the other without a round trip of the loop's between them.
     stored = await asyncio.gather(*(client.store.read(key) for key in keys if key is not None))
-    for (index, item), current in zip(admitted, stored, strict=True):
+    claims = await asyncio.gather(*(client.claimant(item.kind, item.body["spec"]) for _, item in admitted))
+    for (index, item), current, other in zip(admitted, stored, claims, strict=True):
         key, mutation = client.apply_mutation(item, manager=manager)
         try:
             mutation(current)
         except ReconcileError as exc:
             results[index] = Applied(key, "refused", error=exc)
             continue
-        other = await client.claimant(item.kind, item.body["spec"])
         if other is not None and other != key:
             identity = item.kind.identity_of(item.body["spec"])
             reason = (
