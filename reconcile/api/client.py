@@ -27,7 +27,7 @@ from reconcile.api.requests import PATCHABLE_METADATA, check_action, check_patch
 from reconcile.api.uids import new_uid
 from reconcile.errors import ConflictError, InvalidError, NotFoundError, ReconcileError
 from reconcile.model.external import ANNOTATION_MANAGEMENT_POLICY, FINALIZER
-from reconcile.model.kinds import KindRegistry
+from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
 from reconcile.model.serde import format_timestamp, make_converter, structure_errors
@@ -374,6 +374,37 @@ class Client(Reading):
         result = await self._write(key, lambda _current: Note(event_type, payload), actor=manager)
         return result.revision
 
+    def _recording(
+        self,
+        kind: KindRef,
+        name: str,
+        namespace: str,
+        events: Sequence[tuple[str, Mapping[str, Any] | None]],
+        *,
+        status: Any,
+        annotations: Mapping[str, str | None] | None = None,
+        add_finalizer: str | None = None,
+        release: str | None = None,
+    ) -> tuple[Kind, ObjectKey, Mutation]:
+        """The checked mutation that records action events with their bookkeeping."""
+        found, key = self._key(kind, name, namespace)
+        for event_type, data in events:
+            check_action(event_type, data)
+        if annotations:
+            errors = self.admission.metadata_patch_errors({"annotations": annotations})
+            if errors:
+                raise InvalidError(errors, subject=str(key))
+        status_body = None if status is None else self.converter.unstructure(status, found.status_type)
+        mutation = mutations.record_actions(
+            key,
+            [(t, None if d is None else dict(d)) for t, d in events],
+            annotations=annotations,
+            finalizer=add_finalizer,
+            status=status_body,
+            release=release,
+        )
+        return found, key, mutation
+
     async def release(
         self,
         kind: KindRef,
@@ -389,18 +420,7 @@ class Client(Reading):
         cleanup and its record together: a crash keeps both or neither). When it was the
         last finalizer of an object being deleted, the object goes: returns ``(None,
         revision)``; otherwise the object after the write and its revision."""
-        found, key = self._key(kind, name, namespace)
-        for event_type, data in events:
-            check_action(event_type, data)
-        status_body = None if status is None else self.converter.unstructure(status, found.status_type)
-        mutation = mutations.record_actions(
-            key,
-            [(t, None if d is None else dict(d)) for t, d in events],
-            annotations=None,
-            finalizer=None,
-            status=status_body,
-            release=finalizer,
-        )
+        _, key, mutation = self._recording(kind, name, namespace, events, status=status, release=finalizer)
         result = await self._write(key, mutation, actor=manager)
         if result.object is None:
             return None, result.revision
@@ -429,20 +449,8 @@ class Client(Reading):
         stored revision, the result is built from it (the write's metadata, the status
         written) instead of decoding the stored body again; when the write finds its
         generation unchanged, the result reuses its structured spec."""
-        found, key = self._key(kind, name, namespace)
-        for event_type, data in events:
-            check_action(event_type, data)
-        if annotations:
-            errors = self.admission.metadata_patch_errors({"annotations": annotations})
-            if errors:
-                raise InvalidError(errors, subject=str(key))
-        status_body = None if status is None else self.converter.unstructure(status, found.status_type)
-        mutation = mutations.record_actions(
-            key,
-            [(t, None if d is None else dict(d)) for t, d in events],
-            annotations=annotations,
-            finalizer=add_finalizer,
-            status=status_body,
+        found, key, mutation = self._recording(
+            kind, name, namespace, events, status=status, annotations=annotations, add_finalizer=add_finalizer
         )
         found_at: list[int | None] = []
 
