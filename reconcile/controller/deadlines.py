@@ -65,7 +65,7 @@ class Deadlines:
             self._wake = None
         elif self._watchdog is None:
             self._check_at = deadline
-            self._watchdog = asyncio.get_running_loop().create_task(self._watch(), name="reconcile-deadlines")
+            self._watchdog = self._loop.create_task(self._watch(), name="reconcile-deadlines")
         return task
 
     def _leave(self, task: asyncio.Task[Any], name: str, cancelled: bool) -> None:

@@ -46,19 +46,15 @@ class Telemetry:
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
         self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=tracer_provider)
-        self._explicit = tracer_provider is not None and not isinstance(
-            tracer_provider, trace.NoOpTracerProvider
+        self._tracing = _Installed(
+            tracer_provider is not None and not isinstance(tracer_provider, trace.NoOpTracerProvider),
+            lambda: not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider),
         )
-        self._global = False
-        self._checked_at = -1e9
-        self._asked = -1  # the first question looks
         self.meter = metrics.get_meter(INSTRUMENTATION_NAME, meter_provider=meter_provider)
-        self._explicit_meter = meter_provider is not None and not isinstance(
-            meter_provider, metrics.NoOpMeterProvider
+        self._metering = _Installed(
+            meter_provider is not None and not isinstance(meter_provider, metrics.NoOpMeterProvider),
+            _global_meter_provider,
         )
-        self._global_meter = False
-        self._meter_checked_at = -1e9
-        self._meter_asked = -1
         self.reconcile_total = self.meter.create_counter(
             "reconcile_total", description="Reconciles, by controller and result"
         )
@@ -103,38 +99,15 @@ class Telemetry:
     @property
     def recording(self) -> bool:
         """Whether spans go anywhere: a provider was passed in, or the host installed one
-        (looked up at most once a second and once per 64 questions: the lookup reads the
-        environment)."""
-        if self._explicit:
-            return True
-        self._asked += 1
-        if self._asked & 63:
-            return self._global  # the clock is read once per 64 questions, not each time
-        now = time.monotonic()
-        if now - self._checked_at > 1.0:
-            self._checked_at = now
-            self._global = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
-        return self._global
+        (see :class:`_Installed`)."""
+        return self._tracing.answer()
 
     @property
     def metering(self) -> bool:
-        """Whether metrics go anywhere: a meter provider was passed in, or the host
-        installed one (looked up as :attr:`recording` is). When not, the per-key counters
-        and histograms are not called at all: the API's proxy instruments cost a call
-        each for nobody, several per reconcile."""
-        if self._explicit_meter:
-            return True
-        self._meter_asked += 1
-        if self._meter_asked & 63:
-            return self._global_meter
-        now = time.monotonic()
-        if now - self._meter_checked_at > 1.0:
-            self._meter_checked_at = now
-            provider = metrics.get_meter_provider()
-            self._global_meter = not isinstance(provider, metrics.NoOpMeterProvider) and (
-                type(provider).__name__ != "_ProxyMeterProvider"
-            )
-        return self._global_meter
+        """Whether metrics go anywhere, as :attr:`recording` for spans. When not, the
+        per-key counters and histograms are not called at all: the API's proxy
+        instruments cost a call each for nobody, several per reconcile."""
+        return self._metering.answer()
 
     def span(
         self, name: str, attributes: Mapping[str, Any] | None = None
@@ -163,3 +136,39 @@ class Telemetry:
             ]
 
         return observe
+
+
+def _global_meter_provider() -> bool:
+    """Whether the host installed a meter provider (not the API's proxy or no-op one)."""
+    provider = metrics.get_meter_provider()
+    return not isinstance(provider, metrics.NoOpMeterProvider) and (
+        type(provider).__name__ != "_ProxyMeterProvider"
+    )
+
+
+class _Installed:
+    """Whether a telemetry provider records: always, when one was passed in; otherwise
+    whether the host installed one globally, looked up at most once a second and once
+    per 64 questions (the lookup reads the environment; the clock is read once per 64)."""
+
+    __slots__ = ("_asked", "_checked_at", "_explicit", "_global", "_look")
+
+    def __init__(self, explicit: bool, look: Callable[[], bool]) -> None:
+        self._explicit = explicit
+        self._look = look
+        self._global = False
+        self._checked_at = -1e9
+        self._asked = -1  # the first question looks
+
+    def answer(self) -> bool:
+        """The answer, cached as described."""
+        if self._explicit:
+            return True
+        self._asked += 1
+        if self._asked & 63:
+            return self._global
+        now = time.monotonic()
+        if now - self._checked_at > 1.0:
+            self._checked_at = now
+            self._global = self._look()
+        return self._global
