@@ -51,10 +51,11 @@ class Deadlines:
     def _enter(self) -> asyncio.Task[Any]:
         # current_task(loop) with the loop known skips get_running_loop(), whose process
         # check is a system call: a tenth of a resync's reconcile, once per provider call.
-        task = None if self._loop is None else asyncio.current_task(self._loop)
+        loop = self._loop
+        task = None if loop is None else asyncio.current_task(loop)
         if task is None:
-            self._loop = asyncio.get_running_loop()
-            task = asyncio.current_task(self._loop)
+            loop = self._loop = asyncio.get_running_loop()
+            task = asyncio.current_task(loop)
         assert task is not None, "a deadline outside a task"
         deadline = self._inflight[task] = self.clock.now() + self.seconds
         if self._wake is not None:
@@ -65,7 +66,7 @@ class Deadlines:
             self._wake = None
         elif self._watchdog is None:
             self._check_at = deadline
-            self._watchdog = self._loop.create_task(self._watch(), name="reconcile-deadlines")
+            self._watchdog = loop.create_task(self._watch(), name="reconcile-deadlines")
         return task
 
     def _leave(self, task: asyncio.Task[Any], name: str, cancelled: bool) -> None:
