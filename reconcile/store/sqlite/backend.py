@@ -137,7 +137,7 @@ class SQLiteStore:
             await self._close_connections()
             raise
         # The loop the store serves (its connections' results come back to it): kept, so
-        # a write does not look it up (get_running_loop() makes a system call).
+        # a write does not look it up again (get_running_loop() per call adds up).
         self._loop = asyncio.get_running_loop()
         self._writer_task = self._loop.create_task(
             self._write_loop(), name=f"reconcile-store-writer {self.path}"
