@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from helpers import settle
 from test_conformance import MemoryOutside, bucket, note
-from test_managed import DEADLINE, POLL, idle
+from test_managed import DEADLINE, POLL, idle, resync_passes
 
 from reconcile import Created, ExternalClient, Kind, ManagedStatus, Observation, Resource, Runtime
 from reconcile.model.events import ActionType
@@ -189,12 +189,7 @@ async def test_a_refused_create_is_a_finding_recorded_once(
         assert synced.reason == "NotOwned"
         assert "marked someone-else" in synced.message
         revision = await runtime.client.revision()
-        observed = cloud.calls["observe"]
-        for _ in range(2):
-            clock.advance(660)  # past the resync, jitter (10 %) included
-            await settle(lambda observed=observed: cloud.calls["observe"] > observed)
-            await idle(runtime)
-            observed = cloud.calls["observe"]
+        await resync_passes(runtime, cloud, clock)
         history = [e.type for e in await runtime.client.history("bucket", "b")]
         # The first observe (after the blind create) puts what it saw in status: one write.
         assert await runtime.client.revision() <= revision + 1

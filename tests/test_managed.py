@@ -50,6 +50,16 @@ async def idle(runtime: Runtime) -> None:
             await asyncio.sleep(0)
 
 
+async def resync_passes(runtime: Runtime, cloud: MemoryCloud, clock: FakeClock, passes: int = 2) -> None:
+    """Let ``passes`` resyncs (period 600 s) run to the end: each observes again."""
+    observed = cloud.calls["observe"]
+    for _ in range(passes):
+        clock.advance(660)  # past the resync, jitter (10 %) included
+        await settle(lambda observed=observed: cloud.calls["observe"] > observed)
+        await idle(runtime)
+        observed = cloud.calls["observe"]
+
+
 @pytest.fixture
 def cloud(clock: FakeClock) -> MemoryCloud:
     """The fake external system."""
@@ -337,12 +347,7 @@ class TestOwnership:
             await settle(lambda: cloud.calls["observe"] >= 1)
             await idle(runtime)
             revision = await runtime.client.revision()
-            observed = cloud.calls["observe"]
-            for _ in range(2):
-                clock.advance(660)  # past the resync, jitter (10 %) included
-                await settle(lambda observed=observed: cloud.calls["observe"] > observed)
-                await idle(runtime)
-                observed = cloud.calls["observe"]
+            await resync_passes(runtime, cloud, clock)
             assert await runtime.client.revision() == revision
         assert cloud.writes == 0
 
