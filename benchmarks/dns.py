@@ -19,7 +19,6 @@ Phases, on N A record sets in one zone:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import socket
@@ -45,7 +44,7 @@ import dns.tsig  # noqa: E402
 import dns.update  # noqa: E402
 from dns_server import KEY_NAME, ZONE, Bind, bind_server  # noqa: E402
 
-from benchmarks.phases import report  # noqa: E402
+from benchmarks.phases import arguments, report  # noqa: E402
 from providers.dns import DnsProvider  # noqa: E402
 from providers.dns.client import DnsClient  # noqa: E402
 from reconcile import Runtime  # noqa: E402
@@ -251,11 +250,7 @@ async def plain(bind: Bind, size: int, workers: int) -> dict[str, Any]:  # noqa:
 
 def main() -> None:
     """Run both, print the table, write the JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=1000, help="record sets")
-    parser.add_argument("--workers", type=int, default=16, help="concurrency of both sides")
-    parser.add_argument("--json", type=Path, help="write results here")
-    args = parser.parse_args()
+    args = arguments(__doc__, 1000, "record sets")
     with bind_server() as bind, tempfile.TemporaryDirectory() as folder:
         os.environ["TSIG_SECRET"] = bind.secret
         limit = asyncio.run(plain(bind, args.size, args.workers))

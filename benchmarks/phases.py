@@ -3,13 +3,24 @@ calls beside the plain program's, printed as a table and written as JSON."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["report"]
+__all__ = ["arguments", "report"]
+
+
+def arguments(doc: str, size: int, what: str) -> argparse.Namespace:
+    """The command line both take: ``--size`` (``what``, ``size`` by default),
+    ``--workers`` (the concurrency of both sides) and ``--json``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--size", type=int, default=size, help=what)
+    parser.add_argument("--workers", type=int, default=16, help="concurrency of both sides")
+    parser.add_argument("--json", type=Path, help="write results here")
+    return parser.parse_args()
 
 
 def report(

@@ -20,7 +20,6 @@ objects in each:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import os
@@ -37,7 +36,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from s3_server import moto_server, reset  # noqa: E402
 
-from benchmarks.phases import report  # noqa: E402
+from benchmarks.phases import arguments, report  # noqa: E402
 from providers.s3 import S3Provider  # noqa: E402
 from providers.s3.client import S3Client  # noqa: E402
 from reconcile import Runtime  # noqa: E402
@@ -285,11 +284,7 @@ async def _tamper(url: str, size: int) -> None:
 
 def main() -> None:
     """Run both, print the table, write the JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=50, help="buckets")
-    parser.add_argument("--workers", type=int, default=16, help="concurrency of both sides")
-    parser.add_argument("--json", type=Path, help="write results here")
-    args = parser.parse_args()
+    args = arguments(__doc__, 50, "buckets")
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
