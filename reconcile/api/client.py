@@ -161,9 +161,10 @@ class Client(Reading):
         """Apply a manifest admission has already passed (``Client.admission.admit``):
         no second admission. Says what it did (created, configured, unchanged)."""
         key, applying, finish = self.apply_write(admitted, manager=manager, create_only=create_only)
-        refusal = await conflict_error(self.store, key, admitted, {})
-        if refusal is not None:
-            raise refusal
+        if admitted.kind.conflicts is not None:
+            refusal = await conflict_error(self.store, key, admitted, {})
+            if refusal is not None:
+                raise refusal
         return finish(await self._write(key, applying, actor=manager))
 
     def apply_write(

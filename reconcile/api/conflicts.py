@@ -32,8 +32,7 @@ async def conflict_error(
     the same apply, in ``declared``) declares something it cannot coexist with; None
     when nothing does."""
     kind = admitted.kind
-    if kind.conflicts is None:
-        return None
+    assert kind.conflicts is not None, "called for a kind that declares conflicts"
     errors = []
     for field, spec, reason in kind.conflicts(admitted.body["spec"]):
         identity = kind.identity_of(spec)
