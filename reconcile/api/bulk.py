@@ -64,7 +64,7 @@ _saved_thresholds: tuple[int, ...] = ()
 _raised_thresholds: tuple[int, ...] = ()
 
 
-def _collecting_later(function: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+def _collecting_less(function: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     """Fewer cyclic collections while a bulk apply runs. It allocates tens of thousands of
     objects that outlive it (the stored objects it returns, a cache's entries): the
     collector re-scanning them as they piled up took about half of its time
@@ -74,7 +74,7 @@ def _collecting_later(function: Callable[P, Awaitable[T]]) -> Callable[P, Awaita
     stops, and a collector turned off (or a threshold of 0) is left as it is."""
 
     @functools.wraps(function)
-    async def collecting_later(*args: P.args, **kwargs: P.kwargs) -> T:
+    async def collecting_less(*args: P.args, **kwargs: P.kwargs) -> T:
         global _bulk_applies, _saved_thresholds, _raised_thresholds  # noqa: PLW0603 - the collector's state
         if _bulk_applies == 0:
             _saved_thresholds = _raised_thresholds = gc.get_threshold()
@@ -92,10 +92,10 @@ def _collecting_later(function: Callable[P, Awaitable[T]]) -> Callable[P, Awaita
             if _bulk_applies == 0 and gc.get_threshold() == _raised_thresholds:
                 gc.set_threshold(*_saved_thresholds)
 
-    return collecting_later
+    return collecting_less
 
 
-@_collecting_later
+@_collecting_less
 async def apply_many(
     client: Client,
     manifests: Sequence[Mapping[str, Any] | AnyResource | Admitted],
