@@ -493,6 +493,100 @@ class TestTelemetry:
         assert waited.count == sum(results.values()), "one wait per key handed out"
         (workers,) = metrics["controller_runtime_max_concurrent_reconciles"].data.data_points
         assert workers.value == 4
+        (adds,) = metrics["workqueue_adds_total"].data.data_points
+        assert adds.value == controller.queue.statistics().adds >= 3, (
+            "the queue's own count, read at collection"
+        )
+
+
+class TestTheShortWay:
+    """A reconcile nobody records (no span, no metric, no deadline) takes the worker's
+    short way; what it does must not differ from the long way's."""
+
+    async def test_one_request_per_key_dropped_with_the_object(
+        self, client: Client, clock: FakeClock
+    ) -> None:
+        """Every reconcile of a key gets the same Request; deleting the object drops it,
+        so a cache of requests does not outlive the objects."""
+        seen: list[Request] = []
+
+        class Recording:
+            async def reconcile(self, request: Request) -> Result | None:
+                seen.append(request)
+                return None
+
+        await client.apply(widget("w1"))
+        controller = Controller(client, WIDGET, Recording(), clock=clock, workers=2, resync_period=None)
+        async with running(controller):
+            await settle(lambda: len(seen) == 1)
+            controller.enqueue(widget_key("w1"))
+            await settle(lambda: len(seen) == 2)
+            assert seen[0] is seen[1]
+            assert seen[0].key == widget_key("w1")
+            await client.delete("widget", "w1")
+            await settle(lambda: len(seen) == 3)
+            await asyncio.wait_for(controller.queue.wait_idle(), DEADLINE)
+            assert widget_key("w1") not in controller._requests  # the leak guard
+
+    @pytest.mark.parametrize("recorded", [False, True], ids=["short way", "long way"])
+    async def test_results_and_failures_the_same_either_way(
+        self, client: Client, clock: FakeClock, recorded: bool
+    ) -> None:
+        """A failure, then a requeue, then a success: the backoff grows, then is
+        forgotten; the failure is reported until the success, with or without spans."""
+        tracer_provider = TracerProvider() if recorded else None
+        telemetry = Telemetry(tracer_provider=tracer_provider)
+        assert telemetry.recording is recorded
+        applied = await client.apply(widget("w1"))
+        await client.update_status(attrs.evolve(applied, status=Status(observed_generation=1)))
+        controller, reconciler = make(client, clock, telemetry=telemetry)
+        key = widget_key("w1")
+        reconciler.fail["w1"] = RuntimeError("boom")
+        reconciler.results["w1"] = [Result(requeue=True), Result()]
+        async with running(controller):
+            await settle(lambda: controller.queue.num_requeues(key) == 1)
+            assert controller.failures[key] == "boom"
+            del reconciler.fail["w1"]
+            clock.advance(0.005)
+            await settle(lambda: reconciler.calls["w1"] == 2)
+            await settle(lambda: controller.queue.num_requeues(key) == 2)
+            assert key not in controller.failures, "a requeue is not a failure"
+            clock.advance(0.01)
+            await settle(lambda: reconciler.calls["w1"] == 3)
+            await asyncio.wait_for(controller.queue.wait_idle(), DEADLINE)
+            assert controller.queue.num_requeues(key) == 0, "the success forgot the failures"
+
+    async def test_span_names_why_the_key_was_queued(self, client: Client, clock: FakeClock) -> None:
+        """The trigger is the priority of the key's first add since it was last taken
+        ("resync" even when a change moved it up), or "requeue" for a requested one."""
+        exporter = InMemorySpanExporter()
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+        await client.apply(widget("w1"))
+        controller, reconciler = make(client, clock, telemetry=Telemetry(tracer_provider=tracer_provider))
+        reconciler.results["w1"] = [Result(), Result(), Result(requeue_after=1.0)]
+        key = widget_key("w1")
+
+        def triggers() -> list[str]:
+            return [
+                s.attributes["reconcile.trigger"]
+                for s in exporter.get_finished_spans()
+                if s.name == "reconcile"
+            ]
+
+        async with running(controller):
+            await settle(lambda: len(triggers()) >= 1)
+            await asyncio.wait_for(controller.queue.wait_idle(), DEADLINE)
+            first = len(triggers())
+            controller.enqueue_many([key])
+            controller.enqueue(key)  # a change moves the queued resync up
+            await settle(lambda: len(triggers()) == first + 1)
+            controller.enqueue(key)
+            await settle(lambda: len(triggers()) == first + 2)
+            clock.advance(1.0)
+            await settle(lambda: len(triggers()) == first + 3)
+        assert triggers()[0] == "change"
+        assert triggers()[first:] == ["resync", "change", "requeue"]
 
 
 class TestGarbageCollection:

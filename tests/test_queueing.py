@@ -367,3 +367,53 @@ class TestTiming:
         queue.done("a")
         assert queue.processing_times() == [1.0]
         assert queue.statistics().processing == 1
+
+    async def test_taken_priority_and_wait_of_the_key_handed_out(
+        self, queue: WorkQueue[str], clock: FakeClock
+    ) -> None:
+        """After a take, ``waited`` and ``taken_priority`` describe that key: the priority
+        of its first add since it was last handed out, kept when a change moves it up, and
+        that of the first add deferred while it was processed."""
+        queue.add("a", Priority.RESYNC)
+        clock.advance(2)
+        queue.add("a", Priority.CHANGE)  # moves up; still queued by the resync
+        queue.add("b", Priority.RETRY)
+        assert queue.get_nowait() == "a"
+        assert (queue.taken_priority, queue.waited) == (Priority.RESYNC, 2.0)
+        queue.add("a", Priority.RETRY)  # deferred while processing
+        queue.add("a", Priority.CHANGE)
+        clock.advance(1)
+        assert queue.get_nowait() == "b"
+        assert (queue.taken_priority, queue.waited) == (Priority.RETRY, 1.0)
+        queue.done("a")
+        assert queue.get_nowait() == "a"
+        assert queue.taken_priority == Priority.RETRY
+
+
+async def test_done_with_forget_resets_the_backoff(queue: WorkQueue[str]) -> None:
+    """``done(key, forget=True)`` is done and forget in one call; plain done keeps the
+    failures."""
+    for key in ("a", "b"):
+        queue.add_rate_limited(key)
+        queue.add_rate_limited(key)
+    queue.add("a")
+    queue.add("b")
+    assert drain_ready(queue) == ["a", "b"]
+    queue.done("a", forget=True)
+    queue.done("b")
+    assert (queue.num_requeues("a"), queue.num_requeues("b")) == (0, 2)
+
+
+async def test_wait_idle_wakes_every_waiter_and_returns_at_once_when_idle(queue: WorkQueue[str]) -> None:
+    """Waiters of ``wait_idle`` all wake when the last key is done; an idle queue
+    answers at once."""
+    await asyncio.wait_for(queue.wait_idle(), DEADLINE)
+    queue.add("a")
+    waiters = [asyncio.ensure_future(queue.wait_idle()) for _ in range(3)]
+    await asyncio.sleep(0)
+    assert not any(w.done() for w in waiters)
+    assert queue.get_nowait() == "a"
+    await asyncio.sleep(0)
+    assert not any(w.done() for w in waiters), "a key in flight is not idle"
+    queue.done("a")
+    await asyncio.wait_for(asyncio.gather(*waiters), DEADLINE)

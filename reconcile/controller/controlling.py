@@ -99,7 +99,13 @@ class Controller:
         self.ignore_actors = ignore_actors
         #: Seconds a reconcile may take before it is cancelled and retried (None: no limit).
         self.reconcile_timeout = reconcile_timeout
-        self._triggers: dict[ObjectKey, str] = {}
+        #: Keys whose pending delayed add is a requeue their reconcile asked for (the span
+        #: says "requeue" when it comes due); any other add's trigger is its priority in
+        #: the queue ("change", "retry", "resync").
+        self._requeued: set[ObjectKey] = set()
+        #: One Request per cached key, made once and handed to every reconcile of it
+        #: (dropped when the object goes): a request is only its key.
+        self._requests: dict[ObjectKey, Request] = {}
         #: Keys whose status holds a terminal error this controller recorded (any process's
         #: controller: the informer tells): a success clears it.
         self._terminal: set[ObjectKey] = set()
@@ -122,20 +128,12 @@ class Controller:
     # -- feeding the queue -----------------------------------------------------------------
 
     def enqueue(self, key: ObjectKey, priority: Priority = Priority.CHANGE) -> None:
-        """Ask for ``key`` to be reconciled."""
-        self._triggers.setdefault(key, _TRIGGERS[priority])
-        if self.telemetry.metering:
-            self.telemetry.queue_adds.add(1, self._attributes)
+        """Ask for ``key`` to be reconciled (the queue counts the adds for the metrics, and
+        keeps the priority, which the span names as the trigger)."""
         self.queue.add(key, priority)
 
     def enqueue_many(self, keys: Iterable[ObjectKey], priority: Priority = Priority.RESYNC) -> None:
         """Ask for all these keys to be reconciled (a resync): cheaper than one by one."""
-        keys = list(keys)
-        trigger = _TRIGGERS[priority]
-        triggers = self._triggers
-        for key in keys:
-            triggers.setdefault(key, trigger)
-        self.telemetry.queue_adds.add(len(keys), self._attributes)
         self.queue.add_many(keys, priority)
 
     def _on_change(self, event: InformerEvent) -> None:
@@ -143,8 +141,11 @@ class Controller:
             self._terminal.add(event.key)
         elif self._terminal:
             self._terminal.discard(event.key)
-        if event.new is None and self.gave_up:
-            self.gave_up.pop(event.key, None)
+        if event.new is None:
+            self._requests.pop(event.key, None)
+            self._requeued.discard(event.key)
+            if self.gave_up:
+                self.gave_up.pop(event.key, None)
         actor = event.actor
         if (
             actor is not None
@@ -171,7 +172,18 @@ class Controller:
     # -- working -------------------------------------------------------------------------------
 
     async def _worker(self) -> None:
+        """Take keys and reconcile them until the queue shuts down.
+
+        A reconcile whose span and metrics nobody records and that has no deadline (a
+        resync of 100,000 objects is made of these) takes the short way: the reconciler
+        awaited here, its request reused, the key done and forgotten in one call. Whether
+        anybody records is asked again every 64 keys (the host may install an SDK while
+        we run). Everything else goes through :meth:`_process`."""
         queue = self.queue
+        telemetry = self.telemetry
+        requests, listeners = self._requests, self._listeners
+        failures, gave_up, terminal = self.failures, self.gave_up, self._terminal
+        short, asked = False, 0
         while True:
             try:
                 # A ready key is taken without a coroutine of its own (a no-op reconcile
@@ -181,25 +193,65 @@ class Controller:
                     key = await queue.get()
             except QueueShutDown:
                 return
-            outcome = "error"
-            try:
-                outcome = await self._process(key)
-            finally:
-                queue.done(key)
-            if self._listeners:  # after done(): a listener sees the queue as it now is
-                for listener in self._listeners:
+            if not asked:
+                asked = 64
+                short = self.reconcile_timeout is None and not telemetry.recording and not telemetry.metering
+            asked -= 1
+            if not short:
+                outcome = "error"
+                try:
+                    outcome = await self._process(key)
+                finally:
+                    queue.done(key)
+            else:
+                request = requests.get(key) or self._request(key)
+                succeeded = False
+                outcome = "error"
+                try:
+                    result = await self.reconciler.reconcile(request)
+                    succeeded = result is None and not (failures or gave_up or terminal)
+                    outcome = "success" if succeeded else await self._finish(key, result)
+                except asyncio.CancelledError:
+                    raise
+                except TerminalError as exc:
+                    outcome = await self._terminated(key, exc, trace.INVALID_SPAN)
+                except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
+                    outcome = self._errored(key, exc, trace.INVALID_SPAN)
+                finally:
+                    queue.done(key, forget=succeeded)
+            if listeners:  # after done(): a listener sees the queue as it now is
+                for listener in listeners:
                     listener(key, outcome)
+
+    def _request(self, key: ObjectKey) -> Request:
+        """A new Request for ``key``, kept for its next reconciles while the cache holds
+        the object (a deletion drops it; a key without an object gets one each time)."""
+        request = Request(key)
+        if self.informer.get(key) is not None:
+            self._requests[key] = request
+        return request
+
+    async def _finish(self, key: ObjectKey, result: Result | None) -> str:
+        """After a reconcile that returned: act on its result, clear a terminal record."""
+        outcome = self._follow(key, result)
+        if self._terminal and key in self._terminal:
+            await self._amend_status(key, lambda obj: cleared(obj, self._now()))
+        return outcome
 
     async def _process(self, key: ObjectKey) -> str:
         """One key, in steps: open its span, call the reconciler, classify how it ended
         (each way in a helper of its own), record the outcome; returns it.
 
         Waiting until the cache reflects the key's last write is the cache's part, done
-        when the reconciler reads. (The steps are written out here, not awaited as
-        coroutines of their own: a no-op reconcile costs about as much as an await.)"""
-        trigger = self._triggers.pop(key, "change")
+        when the reconciler reads."""
+        queue = self.queue
+        trigger = _TRIGGERS[queue.taken_priority]
+        if queue.taken_after_delay and key in self._requeued:
+            trigger = "requeue"
         metering = self.telemetry.metering
         started = time.perf_counter() if metering else 0.0
+        if metering:
+            self.telemetry.queue_wait.record(queue.waited, self._attributes)
         with self._span(key, trigger) as span:
             try:
                 result = await self._call(key)
@@ -210,9 +262,7 @@ class Controller:
             except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
                 outcome = self._errored(key, exc, span)
             else:
-                outcome = self._follow(key, result)
-                if self._terminal and key in self._terminal:
-                    await self._amend_status(key, lambda obj: cleared(obj, self._now()))
+                outcome = await self._finish(key, result)
             if span is not trace.INVALID_SPAN:
                 span.set_attribute("reconcile.result", outcome)
         if metering:
@@ -237,9 +287,10 @@ class Controller:
 
     def _call(self, key: ObjectKey) -> Awaitable[Result | None]:
         """The reconcile to await: the reconciler's own coroutine, or it under a deadline."""
+        request = self._requests.get(key) or self._request(key)
         if self.reconcile_timeout is None:
-            return self.reconciler.reconcile(Request(key))
-        return self._bounded(key, self.reconcile_timeout)
+            return self.reconciler.reconcile(request)
+        return self._bounded(request, self.reconcile_timeout)
 
     async def _terminated(self, key: ObjectKey, exc: TerminalError, span: trace.Span) -> str:
         """A TerminalError: no retry; say so in status (the terminal record)."""
@@ -259,13 +310,13 @@ class Controller:
         self.telemetry.reconcile_errors.add(1, self._attributes)
         return "error"
 
-    async def _bounded(self, key: ObjectKey, seconds: float) -> Result | None:
+    async def _bounded(self, request: Request, seconds: float) -> Result | None:
         """The reconcile, cancelled after ``seconds`` (controller-runtime's
         ReconciliationTimeout): a reconcile that hangs costs a retry, not a worker."""
         expiry = None
         try:
             async with self.clock.timeout(seconds) as expiry:
-                return await self.reconciler.reconcile(Request(key))
+                return await self.reconciler.reconcile(request)
         except TimeoutError:
             if expiry is not None and expiry.expired():
                 raise DeadlineExceededError(f"the reconcile did not finish within {seconds:g} s") from None
@@ -282,13 +333,12 @@ class Controller:
             return "success"
         if result.requeue_after is not None:
             self.queue.forget(key)
-            self._triggers.setdefault(key, "requeue")
+            self._requeued.add(key)
             self.queue.add_after(key, result.requeue_after, Priority.RESYNC)
             return "requeue_after"
         if result.requeue:
-            self._triggers.setdefault(key, "requeue")
+            self._requeued.add(key)
             self.queue.add_rate_limited(key)
-            self.telemetry.queue_retries.add(1, self._attributes)
             return "requeue"
         self.queue.forget(key)
         return "success"
@@ -321,8 +371,7 @@ class Controller:
         return datetime.datetime.fromtimestamp(self.client.clock(), datetime.UTC)
 
     def _retry(self, key: ObjectKey, exc: Exception) -> None:
-        self._triggers.setdefault(key, "retry")
-        self.telemetry.queue_retries.add(1, self._attributes)
+        self._requeued.discard(key)
         retry_after = exc.retry_after if isinstance(exc, TransientError) else None
         delay = self.queue.add_rate_limited(key, at_least=retry_after or 0.0)
         self.failures[key] = " ".join((str(exc) or type(exc).__name__).split())
@@ -333,15 +382,6 @@ class Controller:
     async def run(self) -> None:
         """Run the informer, the workers and the resync until cancelled or shut down."""
         self.telemetry.watch_queue(self.name, self.queue, self.workers)
-        attributes = self._attributes
-        telemetry = self.telemetry
-        record_wait = telemetry.queue_wait.record
-
-        def waited(seconds: float) -> None:
-            if telemetry.metering:
-                record_wait(seconds, attributes)
-
-        self.queue.wait_observer = waited
         loop = asyncio.get_running_loop()
         informer = loop.create_task(self.informer.run(), name=f"{self.name}-informer")
         extras = [informer]
@@ -367,7 +407,6 @@ class Controller:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             self.telemetry.forget_queue(self.name)
-            self.queue.wait_observer = None
 
     async def wait_synced(self) -> None:
         """Wait until the informer's first list is in the cache."""

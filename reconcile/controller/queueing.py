@@ -27,6 +27,7 @@ import collections
 import enum
 import heapq
 import itertools
+import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Generic, TypeVar
 
@@ -54,6 +55,11 @@ class Priority(enum.IntEnum):
     RETRY = 1
     #: A periodic resync or drift poll: level-triggered housekeeping.
     RESYNC = 2
+
+
+#: A ready key: (order, seq, key, time of its first add, that add's priority, whether that
+#: add was a delayed one coming due).
+_Entry = tuple[float, int, K, float, Priority, bool]
 
 
 #: Seconds added to a key's queueing time, by priority: how long a resync may be
@@ -103,33 +109,44 @@ class WorkQueue(Generic[K]):
         aging: Mapping[Priority, float] = DEFAULT_AGING,
     ) -> None:
         self._clock = clock or LoopClock()
-        self._now = self._clock.now
+        # The loop's own clock is read without a frame of ours (every add and take reads it).
+        self._now: Callable[[], float] = time.monotonic if type(self._clock) is LoopClock else self._clock.now
         self._base_delay, self._max_delay = base_delay, max_delay
         self._bucket = None if qps is None else _TokenBucket(qps, burst, self._clock)
         self._aging = dict(aging)
+        # The offsets by priority value, for a list index rather than a hash per add.
+        self._offsets = [self._aging.get(p, 0.0) for p in Priority]
         self._counter = itertools.count()
-        # Ready keys by (order, seq); _queued[key] is the live entry's (order, seq, time of
-        # the key's first add since it was last handed out) (older entries for the
-        # same key are skipped when popped). Orders mostly arrive in increasing order (now plus a
-        # per-priority constant), so those go to a FIFO that pops in O(1); one that would
-        # break its order (a change overtaking a resync backlog) goes to a heap; the
-        # smaller head of the two is next. Stale entries are skipped against _queued.
-        self._fifo: collections.deque[tuple[float, int, K]] = collections.deque()
-        self._heap: list[tuple[float, int, K]] = []
-        self._queued: dict[K, tuple[float, int, float]] = {}
-        # Keys added while being processed: requeued at done() with this order.
-        self._deferred: dict[K, float] = {}
+        # Ready keys as entries (order, seq, key, time of the key's first add since it
+        # was last handed out, that add's priority, whether it came due after a delay),
+        # ordered by (order, seq); _queued[key]
+        # is the key's live entry, the same tuple (older entries of a key, left behind
+        # when it moved up, are skipped when popped). Orders mostly arrive in increasing
+        # order (now plus a per-priority constant), so those go to a FIFO that pops in
+        # O(1); one that would break its order (a change overtaking a resync backlog) goes
+        # to a heap; the smaller head of the two is next.
+        self._fifo: collections.deque[_Entry[K]] = collections.deque()
+        self._heap: list[_Entry[K]] = []
+        self._queued: dict[K, _Entry[K]] = {}
+        # Keys added while being processed: requeued at done() with this order (and the
+        # priority and delayedness of the first such add).
+        self._deferred: dict[K, tuple[float, Priority, bool]] = {}
         # Keys handed out, with when.
         self._processing: dict[K, float] = {}
         #: Called with the seconds each key waited between its first add and being handed out.
         self.wait_observer: Callable[[float], None] | None = None
+        # The entry of the key handed out last, and when (see waited, taken_priority).
+        self._taken: _Entry[K] | None = None
+        self._taken_at = 0.0
         # Delayed keys: heap of (ready_at, seq, key, priority); _waiting[key] = ready_at.
         self._delayed: list[tuple[float, int, K, Priority]] = []
         self._waiting: dict[K, float] = {}
         self._failures: collections.Counter[K] = collections.Counter()
         self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._idle = asyncio.Event()
-        self._idle.set()
+        # Nothing queued, delayed or processed; wait_idle's waiters (a flag and futures,
+        # not an asyncio.Event: every add clears it, and an attribute costs no call).
+        self._is_idle = True
+        self._idle_waiters: list[asyncio.Future[None]] = []
         self._timer: asyncio.Task[None] | None = None
         self._timer_deadline: float | None = None
         self._shutting_down = False
@@ -144,8 +161,27 @@ class WorkQueue(Generic[K]):
             return
         self._adds += 1
         now = self._now()
-        if self._place(key, now + self._aging.get(priority, 0.0), now):
-            self._became_ready(1)
+        order = now + self._offsets[priority]
+        # _place and _push, written out, hashing the key once when it is new (a no-op
+        # reconcile costs about as much as an add).
+        if self._processing and key in self._processing:
+            self._defer(key, order, priority, delayed=False)
+            return
+        entry = (order, next(self._counter), key, now, priority, False)
+        current = self._queued.setdefault(key, entry)
+        if current is not entry:
+            if current[0] <= order:
+                return
+            # Moved up: it has waited since its first add, for that add's reason.
+            entry = self._queued[key] = (order, entry[1], key, current[3], current[4], current[5])
+        fifo = self._fifo
+        if not fifo or order >= fifo[-1][0]:
+            fifo.append(entry)
+        else:
+            heapq.heappush(self._heap, entry)
+        self._is_idle = False
+        if self._getters:
+            self._wake_one()
 
     def add_many(self, keys: Iterable[K], priority: Priority = Priority.RESYNC) -> None:
         """:meth:`add` for many keys at once (a resync): one clock reading, one wake-up
@@ -153,43 +189,48 @@ class WorkQueue(Generic[K]):
         if self._shutting_down:
             return
         now = self._now()
-        order = now + self._aging.get(priority, 0.0)
+        order = now + self._offsets[priority]
         count = pushed = 0
         for key in keys:
             count += 1
-            pushed += self._place(key, order, now)
+            pushed += self._place(key, order, now, priority, delayed=False)
         self._adds += count
         self._became_ready(pushed)
 
     def _became_ready(self, ready: int) -> None:
         """``ready`` new keys are ready: the queue is not idle; wake as many workers."""
         if ready:
-            self._idle.clear()
+            self._is_idle = False
             for _ in range(min(ready, len(self._getters))):
                 self._wake_one()
 
-    def _place(self, key: K, order: float, now: float) -> bool:
+    def _place(self, key: K, order: float, now: float, priority: Priority, *, delayed: bool) -> bool:
         """Queue ``key`` at ``order`` (deferred while it is processed); True when a new
         entry became ready, so a worker should be woken."""
         if key in self._processing:
-            previous = self._deferred.get(key)
-            self._deferred[key] = order if previous is None else min(previous, order)
+            self._defer(key, order, priority, delayed=delayed)
             return False
-        return self._push(key, order, now)
+        return self._push(key, order, now, priority, delayed=delayed)
 
-    def _push(self, key: K, order: float, now: float) -> bool:
+    def _defer(self, key: K, order: float, priority: Priority, *, delayed: bool) -> None:
+        previous = self._deferred.get(key)
+        self._deferred[key] = (
+            (order, priority, delayed) if previous is None else (min(previous[0], order), *previous[1:])
+        )
+
+    def _push(self, key: K, order: float, now: float, priority: Priority, *, delayed: bool) -> bool:
         current = self._queued.get(key)
         if current is not None:
             if current[0] <= order:
                 return False
-            now = current[2]  # moved up: it has waited since its first add
-        seq = next(self._counter)
-        self._queued[key] = (order, seq, now)
+            # Moved up: it has waited since its first add, for that add's reason.
+            now, priority, delayed = current[3], current[4], current[5]
+        entry = self._queued[key] = (order, next(self._counter), key, now, priority, delayed)
         fifo = self._fifo
         if not fifo or order >= fifo[-1][0]:
-            fifo.append((order, seq, key))
+            fifo.append(entry)
         else:
-            heapq.heappush(self._heap, (order, seq, key))
+            heapq.heappush(self._heap, entry)
         return True
 
     def add_after(self, key: K, delay: float, priority: Priority = Priority.RETRY) -> None:
@@ -205,7 +246,7 @@ class WorkQueue(Generic[K]):
             return
         self._waiting[key] = ready_at
         heapq.heappush(self._delayed, (ready_at, next(self._counter), key, priority))
-        self._idle.clear()
+        self._is_idle = False
         if self._timer_deadline is None or ready_at < self._timer_deadline:
             self._restart_timer(ready_at)
 
@@ -253,7 +294,11 @@ class WorkQueue(Generic[K]):
             if self._waiting.get(key) != ready_at:
                 continue  # superseded by an earlier deadline
             del self._waiting[key]
-            self.add(key, priority)
+            if not self._shutting_down:
+                self._adds += 1
+                self._became_ready(
+                    self._place(key, now + self._offsets[priority], now, priority, delayed=True)
+                )
         while self._delayed and self._waiting.get(self._delayed[0][2]) != self._delayed[0][0]:
             heapq.heappop(self._delayed)
         if self._delayed:
@@ -273,22 +318,39 @@ class WorkQueue(Generic[K]):
         """The next key, marked as processing, or None when nothing is ready."""
         fifo, heap = self._fifo, self._heap
         while fifo or heap:
-            if heap and (not fifo or heap[0] < fifo[0]):
-                _, seq, key = heapq.heappop(heap)
-            else:
-                _, seq, key = fifo.popleft()
-            entry = self._queued.get(key)
-            if entry is None or entry[1] != seq:
-                continue  # stale: the key was taken, or moved up, since
-            del self._queued[key]
+            entry = heapq.heappop(heap) if heap and (not fifo or heap[0] < fifo[0]) else fifo.popleft()
+            key = entry[2]
+            live = self._queued.pop(key, None)
+            if live is not entry:
+                if live is not None:
+                    self._queued[key] = live  # stale: the key moved up since; its entry stays
+                continue  # (or stale: the key was taken since)
             now = self._now()
             self._processing[key] = now
+            self._taken, self._taken_at = entry, now
             if self.wait_observer is not None:
-                self.wait_observer(now - entry[2])
+                self.wait_observer(now - entry[3])
             return key
         if self._shutting_down:
             raise QueueShutDown
         return None
+
+    @property
+    def waited(self) -> float:
+        """The seconds the key handed out last waited, from its first add (what a caller
+        that meters reads after a take, instead of a callback per key for nobody)."""
+        return 0.0 if self._taken is None else self._taken_at - self._taken[3]
+
+    @property
+    def taken_priority(self) -> Priority:
+        """Why the key handed out last was queued: the priority of its first add since
+        it was last handed out (a controller's span says "change", "retry", "resync")."""
+        return Priority.CHANGE if self._taken is None else self._taken[4]
+
+    @property
+    def taken_after_delay(self) -> bool:
+        """Whether that add was an :meth:`add_after` (or a rate-limited add) coming due."""
+        return self._taken is not None and self._taken[5]
 
     async def get(self) -> K:
         """Wait for the next key; :class:`QueueShutDown` once shut down and empty."""
@@ -306,22 +368,32 @@ class WorkQueue(Generic[K]):
                     self._wake_one()
                 raise
 
-    def done(self, key: K) -> None:
-        """Processing of ``key`` finished; a deferred add of it is queued now."""
+    def done(self, key: K, *, forget: bool = False) -> None:
+        """Processing of ``key`` finished (with ``forget``: and succeeded, as
+        :meth:`forget`); a deferred add of it is queued now."""
         self._processing.pop(key, None)
-        order = self._deferred.pop(key, None)
-        if order is not None:
-            # Also while draining, as client-go's ShutDownWithDrain does: the key changed
-            # while it was processed, before the drain began, and that change is still
-            # owed a reconcile.
-            self._became_ready(self._push(key, order, self._now()))
-        self._check_idle()
+        if forget and self._failures:
+            self._failures.pop(key, None)
+        if self._deferred:
+            deferred = self._deferred.pop(key, None)
+            if deferred is not None:
+                # Also while draining, as client-go's ShutDownWithDrain does: the key
+                # changed while it was processed, before the drain began, and that change
+                # is still owed a reconcile.
+                order, priority, delayed = deferred
+                self._became_ready(self._push(key, order, self._now(), priority, delayed=delayed))
+        if not self._queued and not self._processing:
+            self._check_idle()
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def _check_idle(self) -> None:
         if not self._queued and not self._processing and (self._shutting_down or not self._waiting):
-            self._idle.set()
+            self._is_idle = True
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def shut_down(self) -> None:
         """Accept no more keys; delayed keys are dropped; queued keys can still be taken."""
@@ -344,7 +416,11 @@ class WorkQueue(Generic[K]):
 
     async def wait_idle(self) -> None:
         """Wait until nothing is queued, delayed or being processed."""
-        await self._idle.wait()
+        if self._is_idle:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._idle_waiters.append(waiter)
+        await waiter
 
     async def drain(self) -> None:
         """Shut down, then wait until the queued and in-flight keys are done."""

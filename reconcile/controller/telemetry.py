@@ -8,7 +8,8 @@ controller-runtime's, with a ``controller`` attribute: ``reconcile_total{result}
 ``workqueue_adds_total``, ``workqueue_retries_total``, ``workqueue_queue_duration_seconds``,
 ``workqueue_unfinished_work_seconds``, ``workqueue_longest_running_processor_seconds``,
 ``controller_runtime_active_workers`` and ``controller_runtime_max_concurrent_reconciles``.
-The gauges are read only when a metric reader collects.
+The gauges, and the work queue's two counters (the queue counts its adds and retries
+itself), are read only when a metric reader collects: nothing is called per key for them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class WatchedQueue(Protocol):
     def __len__(self) -> int: ...
 
     def processing_times(self) -> list[float]: ...
+
+    def statistics(self) -> Any: ...  # a QueueStatistics (adds, retries)
 
 
 class Telemetry:
@@ -64,10 +67,6 @@ class Telemetry:
         self.reconcile_time = self.meter.create_histogram(
             "reconcile_time_seconds", unit="s", description="Time per reconcile"
         )
-        self.queue_adds = self.meter.create_counter("workqueue_adds_total", description="Keys added")
-        self.queue_retries = self.meter.create_counter(
-            "workqueue_retries_total", description="Rate-limited re-adds"
-        )
         self.queue_wait = self.meter.create_histogram(
             "workqueue_queue_duration_seconds",
             unit="s",
@@ -95,6 +94,14 @@ class Telemetry:
         ]
         for name, description, read in gauges:
             self.meter.create_observable_gauge(name, callbacks=[self._reader(read)], description=description)
+        counters: list[tuple[str, str, Callable[[WatchedQueue, int], float]]] = [
+            ("workqueue_adds_total", "Keys added", lambda q, _: q.statistics().adds),
+            ("workqueue_retries_total", "Rate-limited re-adds", lambda q, _: q.statistics().retries),
+        ]
+        for name, description, read in counters:
+            self.meter.create_observable_counter(
+                name, callbacks=[self._reader(read)], description=description
+            )
 
     @property
     def recording(self) -> bool:
