@@ -57,9 +57,13 @@ class Priority(enum.IntEnum):
     RESYNC = 2
 
 
-#: A ready key: (order, seq, key, time of its first add, that add's priority, whether that
-#: add was a delayed one coming due).
-_Entry = tuple[float, int, K, float, Priority, bool]
+#: A ready key: (order, seq, key, time of its first add, that add's priority as a plain
+#: int, whether that add was a delayed one coming due). Of atoms and the key only, so the
+#: cyclic collector stops tracking it at its first pass (an enum member would keep every
+#: queued entry tracked, and scanned by every collection, while it waits).
+_Entry = tuple[float, int, K, float, int, bool]
+#: Each priority as a plain int, indexed by the priority.
+_PLAIN = [int(p) for p in Priority]
 
 
 #: Seconds added to a key's queueing time, by priority: how long a resync may be
@@ -167,7 +171,7 @@ class WorkQueue(Generic[K]):
         if self._processing and key in self._processing:
             self._defer(key, order, priority, delayed=False)
             return
-        entry = (order, next(self._counter), key, now, priority, False)
+        entry = (order, next(self._counter), key, now, _PLAIN[priority], False)
         current = self._queued.setdefault(key, entry)
         if current is not entry:
             if current[0] <= order:
@@ -224,8 +228,10 @@ class WorkQueue(Generic[K]):
             if current[0] <= order:
                 return False
             # Moved up: it has waited since its first add, for that add's reason.
-            now, priority, delayed = current[3], current[4], current[5]
-        entry = self._queued[key] = (order, next(self._counter), key, now, priority, delayed)
+            entry = (order, next(self._counter), key, current[3], current[4], current[5])
+        else:
+            entry = (order, next(self._counter), key, now, _PLAIN[priority], delayed)
+        self._queued[key] = entry
         fifo = self._fifo
         if not fifo or order >= fifo[-1][0]:
             fifo.append(entry)
@@ -345,7 +351,7 @@ class WorkQueue(Generic[K]):
     def taken_priority(self) -> Priority:
         """Why the key handed out last was queued: the priority of its first add since
         it was last handed out (a controller's span says "change", "retry", "resync")."""
-        return Priority.CHANGE if self._taken is None else self._taken[4]
+        return Priority.CHANGE if self._taken is None else Priority(self._taken[4])
 
     @property
     def taken_after_delay(self) -> bool:
