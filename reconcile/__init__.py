@@ -63,9 +63,12 @@ from reconcile.model.external import (
     ANNOTATION_CREATE_SUCCEEDED,
     Created,
     ExternalClient,
+    ListingOwned,
     ManagedStatus,
     Observation,
+    Owned,
     Provider,
+    StoreBound,
 )
 from reconcile.model.kinds import doc_field
 from reconcile.runtime import Convergence, Runtime, RuntimeOptions
@@ -98,6 +101,7 @@ __all__ = [
     "Kind",
     "KindRegistry",
     "LabelSelector",
+    "ListingOwned",
     "LockedError",
     "ManagedStatus",
     "NotFoundError",
@@ -105,6 +109,7 @@ __all__ = [
     "ObjectKey",
     "ObjectMeta",
     "Observation",
+    "Owned",
     "OwnerReference",
     "PermanentError",
     "Priority",
@@ -121,6 +126,7 @@ __all__ = [
     "SQLiteStore",
     "SchemaVersionError",
     "Status",
+    "StoreBound",
     "StoreError",
     "TerminalError",
     "TransientError",

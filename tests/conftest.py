@@ -3,11 +3,12 @@ with the files provider on a fake clock."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from dns_server import Bind, bind_server
 
 from providers.files import FilesProvider
 from reconcile import Client, KindRegistry, Runtime
@@ -72,3 +73,17 @@ async def running(root: Path, tmp_path: Path) -> Any:
     )
     async with runtime:
         yield runtime, clock
+
+
+@pytest.fixture(scope="session")
+def bind() -> Iterator[Bind]:
+    """One named for the session, shared by the dns tests (each uses names of its own)."""
+    with bind_server() as server:
+        yield server
+
+
+@pytest.fixture
+def tsig(bind: Bind, monkeypatch: pytest.MonkeyPatch) -> Bind:
+    """The TSIG secret in the environment variable the config names."""
+    monkeypatch.setenv("TSIG_SECRET", bind.secret)
+    return bind

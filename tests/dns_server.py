@@ -77,6 +77,14 @@ class Bind:
             **extra,
         }
 
+    def served_config(self) -> dict[str, object]:
+        """:meth:`config` with only the zone the server is authoritative for (the foreign
+        zone cannot be transferred: listing what a store owns needs every zone to be)."""
+        return {
+            "servers": [{"address": self.address, "port": self.port, "zones": [ZONE]}],
+            "zones": {ZONE: {"key_name": KEY_NAME, "secret_env": "TSIG_SECRET"}},
+        }
+
 
 def _answers(port: int) -> bool:
     request = dns.message.make_query(ZONE, "SOA")

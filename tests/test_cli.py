@@ -23,6 +23,7 @@ from helpers import widget
 from reconcile import Runtime, connect
 from reconcile.cli import main, maintaining, reading, running
 from reconcile.store.sqlite import backend
+from reconcile.store.sqlite.schema import SCHEMA_VERSION
 from reconcile.testing import example_kinds
 
 HEAD = "api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {name: x}\n"
@@ -469,7 +470,7 @@ class TestApplyAndRead:
         assert (code, out.strip()) == (0, "dropped 1 events before revision 4")
         code, out, _ = cli("version")
         assert code == 0
-        assert "schema 2" in out
+        assert f"schema {SCHEMA_VERSION}" in out
         assert "provider files: Directory, File" in out
 
     def test_compact_vacuum_shrinks_the_file(self, cli: Cli) -> None:

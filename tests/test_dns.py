@@ -13,7 +13,7 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ import dns.update
 import dns.zone
 import pytest
 import yaml
-from dns_server import FOREIGN_ZONE, KEY_NAME, ZONE, Bind, bind_server
+from dns_server import FOREIGN_ZONE, KEY_NAME, ZONE, Bind
 from helpers import run_benchmark
 from test_files_provider import until_async
 
@@ -41,20 +41,6 @@ from reconcile.testing import FakeClock, let_run
 from reconcile.testing.conformance import CHECKS, Harness
 
 DEADLINE = 30.0
-
-
-@pytest.fixture(scope="session")
-def bind() -> Iterator[Bind]:
-    """One named for the session (each test uses names of its own)."""
-    with bind_server() as server:
-        yield server
-
-
-@pytest.fixture
-def tsig(bind: Bind, monkeypatch: pytest.MonkeyPatch) -> Bind:
-    """The TSIG secret in the environment variable the config names."""
-    monkeypatch.setenv("TSIG_SECRET", bind.secret)
-    return bind
 
 
 def token() -> str:
@@ -706,7 +692,7 @@ async def test_record_set_conformance(check: Any, tsig: Bind, tmp_path: Path) ->
         return record_set(f"{name}-{scope}", "A", ["192.0.2.1"], label=name)
 
     await check(
-        Harness(DnsProvider(), DnsOutside(tsig, scope), manifest, tmp_path / "state.db", tsig.config())
+        Harness(DnsProvider(), DnsOutside(tsig, scope), manifest, tmp_path / "state.db", tsig.served_config())
     )
 
 

@@ -23,7 +23,7 @@ from reconcile.model.external import (
     ANNOTATION_PAUSED,
     FINALIZER,
 )
-from reconcile.testing import BUCKET, WIDGET, FakeClock, MemoryCloud, MemoryProvider, example_kinds
+from reconcile.testing import BUCKET, WIDGET, FakeClock, MemoryCloud, MemoryProvider, example_kinds, let_run
 
 DEADLINE = 20.0
 POLL = 60.0
@@ -464,9 +464,16 @@ class TestPolicies:
         cloud.fail_next("observe", TransientError("blip"), TransientError("blip"))
         async with started(db_path, cloud, clock, resync_period=None) as runtime:
             await runtime.apply(bucket("b"))
-            for _ in range(2):
+            # Fake time passes a second at a time until the create happened: the retries'
+            # waits are not the only sleepers on the clock (the provider-call deadline's
+            # watchdog sleeps too), so a count of sleepers cannot say when to advance.
+            for _ in range(10):
+                if cloud.calls["create"]:
+                    break
                 await settle(lambda: clock.sleepers > 0)
                 clock.advance(1.0)
+                for turn in range(20):
+                    await let_run(turn)
             await ready(runtime, "b")
             history = [e.type for e in await runtime.client.history("bucket", "b")]
         assert "ObserveFailed" not in history

@@ -3,9 +3,12 @@ TSIG-signed UPDATE messages with RFC 2136 prerequisites, confirmed by query.
 
 Ownership: a TXT record at ``<owner_prefix>.<name>`` (``_reconcile.www.example.test.``)
 holds one string per record set of ours at that name,
-``heritage=reconcile,owner=<owner_id>,type=<TYPE>,uid=<uid>``; it is written in the same
-UPDATE as the records, so a record set is never ours without its mark, or the reverse.
-A record set without our mark is never changed or deleted (NotOwned).
+``heritage=reconcile,owner=<owner>,type=<TYPE>,uid=<uid>``, the owner being the store's
+identity (``bind_store``; or the config's ``owner_id``); it is written in the same UPDATE
+as the records, so a record set is never ours without its mark, or the reverse. A record
+set without our mark is never changed or deleted (NotOwned). Which record set is whose is
+decided by the uid; the owner is how :meth:`DnsClient.list_owned` finds this store's
+marks, by a TSIG-signed zone transfer, for ``reconcile orphans``.
 
 Concurrency: an update's prerequisites pin the RRset exactly as observed (a create's:
 that there is none), and a delete's pin the ownership TXT RRset as read, so a change
@@ -42,6 +45,7 @@ from providers.dns.wire import (
     same_records,
     send_update,
     signed_update,
+    transfer,
 )
 from reconcile.errors import ConflictError, NotOwnedError, PermanentError
 
@@ -57,6 +61,15 @@ class DnsClient:
         #: Queries and updates on the wire at once (reconciles beyond wait their turn).
         self._wire = asyncio.Semaphore(self.config.max_connections)
         self._connections = Connections()
+        #: Who "we" are in the marks: the config's owner_id, else the store's identity
+        #: once bound (a client never bound, as in a bare test, says "reconcile").
+        self.owner = self.config.owner_id or "reconcile"
+
+    def bind_store(self, identity: str) -> None:
+        """Mark what is created from now on as the store ``identity``'s (unless the config
+        names an ``owner_id``)."""
+        if self.config.owner_id is None and identity:
+            self.owner = identity
 
     # -- where things are -----------------------------------------------------------------
 
@@ -74,9 +87,8 @@ class DnsClient:
         return dns.name.Name((self.config.owner_prefix.encode(), *name.labels))
 
     def _mark(self, resource: reconcile.Resource[Any, Any]) -> dns.rdata.Rdata:
-        owner, uid = self.config.owner_id, resource.metadata.uid
-        text = f"heritage=reconcile,owner={owner},type={resource.spec.type},uid={uid}"
-        return dns.rdtypes.ANY.TXT.TXT(dns.rdataclass.IN, dns.rdatatype.TXT, [text.encode()])
+        uid = resource.metadata.uid
+        return _txt(f"heritage=reconcile,owner={self.owner},type={resource.spec.type},uid={uid}")
 
     def _batcher(self, zone: str) -> Batcher:
         batcher = self._batchers.get(zone)
@@ -223,6 +235,55 @@ class DnsClient:
 
         await self._submit(resource, change)
 
+    # -- what this store owns ----------------------------------------------------------------
+
+    async def list_owned(self, kind: reconcile.Kind) -> list[reconcile.Owned]:
+        """Every record set whose mark names this store (``owner``), in every zone of the
+        config that has a key, read by a TSIG-signed AXFR: the only zone transfer the
+        provider makes (observing is by query). A server that refuses the transfer is a
+        PermanentError naming the zone."""
+        if kind.kind != "RecordSet":
+            return []
+        prefix = self.config.owner_prefix.encode()
+        owned: list[reconcile.Owned] = []
+        for zone in sorted(self.config.keys):
+            server = self._server(zone)
+            copy = await transfer(server, zone, self.config.keys[zone].key(), self.config.timeout)
+            for relative, node in copy.nodes.items():
+                name = relative.derelativize(copy.origin or dns.name.root)
+                rdataset = node.get_rdataset(dns.rdataclass.IN, dns.rdatatype.TXT)
+                if rdataset is None or len(name.labels) < 2 or name.labels[0] != prefix:  # noqa: PLR2004
+                    continue
+                target = dns.name.Name(name.labels[1:])
+                for rdata in rdataset:
+                    fields = _fields(rdata)
+                    if fields.get("heritage") != "reconcile" or fields.get("owner") != self.owner:
+                        continue
+                    rtype, uid = fields.get("type", ""), fields.get("uid", "")
+                    detail = {"zone": zone, "name": target.to_text(), "type": rtype, "mark": _text(rdata)}
+                    owned.append(reconcile.Owned(uid, f"{target.to_text()} {rtype}", detail))
+        return owned
+
+    async def delete_owned(self, kind: reconcile.Kind, owned: reconcile.Owned) -> None:  # noqa: ARG002
+        """Delete the record set and its mark in one UPDATE whose prerequisite is the mark
+        as listed: a mark changed or taken over since is a ConflictError, and nothing
+        is deleted."""
+        detail = owned.detail
+        name = dns.name.from_text(str(detail["name"]))
+        owner_name = dns.name.Name((self.config.owner_prefix.encode(), *name.labels))
+        mark = _txt(str(detail["mark"]))
+
+        def change(message: dns.update.UpdateMessage) -> None:
+            message.present(owner_name, mark)
+            message.delete(name, str(detail["type"]))
+            message.delete(owner_name, mark)
+
+        try:
+            await self._batcher(str(detail["zone"])).submit(change)
+        except PrerequisiteFailedError:
+            msg = f"{owned.external}: its ownership mark changed since it was listed; it is left alone"
+            raise ConflictError(msg) from None
+
     async def close(self) -> None:
         """Send what is pending."""
         for batcher in self._batchers.values():
@@ -265,8 +326,7 @@ class DnsClient:
             return None
         owners = []
         for rdata in marks.rdatas:
-            text = b"".join(getattr(rdata, "strings", ())).decode(errors="replace")
-            fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+            fields = _fields(rdata)
             if fields.get("heritage") == "reconcile" and fields.get("type") == resource.spec.type:
                 owners.append(fields.get("uid", ""))
         if resource.metadata.uid in owners:
@@ -314,3 +374,18 @@ class DnsClient:
             )
             raise PermanentError(msg)
         return self._observation(resource, answer, resource.metadata.uid)
+
+
+def _txt(text: str) -> dns.rdata.Rdata:
+    """A TXT record of one string."""
+    return dns.rdtypes.ANY.TXT.TXT(dns.rdataclass.IN, dns.rdatatype.TXT, [text.encode()])
+
+
+def _text(rdata: dns.rdata.Rdata) -> str:
+    """A TXT record's strings, joined."""
+    return b"".join(getattr(rdata, "strings", ())).decode(errors="replace")
+
+
+def _fields(rdata: dns.rdata.Rdata) -> dict[str, str]:
+    """A mark's ``key=value`` fields."""
+    return dict(part.split("=", 1) for part in _text(rdata).split(",") if "=" in part)

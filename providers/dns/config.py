@@ -11,7 +11,7 @@ Its shape::
           algorithm: hmac-sha256          # the default
           secret_file: /etc/reconcile/tsig.secret   # or secret_env: TSIG_SECRET
       owner_prefix: _reconcile            # the ownership TXT records' prefix
-      owner_id: reconcile                 # who "we" are, in those records
+      owner_id: ...                       # who "we" are in those records (default: the store's identity)
       batch_window: 0.01                  # seconds a zone's changes wait to share a message
       batch_max: 100                      # changes per UPDATE message at most
       timeout: 5                          # seconds per query or update
@@ -92,7 +92,8 @@ class DnsConfig:
     servers: tuple[Server, ...]
     keys: Mapping[str, ZoneKey]
     owner_prefix: str = "_reconcile"
-    owner_id: str = "reconcile"
+    #: Who "we" are in the ownership marks; None: the store's identity (``bind_store``).
+    owner_id: str | None = None
     batch_window: float = 0.01
     batch_max: int = 100
     timeout: float = 5.0

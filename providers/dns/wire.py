@@ -28,11 +28,13 @@ import dns.rdata
 import dns.rdatatype
 import dns.tsig
 import dns.update
+import dns.xfr
+import dns.zone
 
 from providers.dns.config import Server
 from reconcile.errors import PermanentError, TransientError
 
-__all__ = ["Answer", "Connections", "PrerequisiteFailedError", "query", "send_update"]
+__all__ = ["Answer", "Connections", "PrerequisiteFailedError", "query", "send_update", "transfer"]
 
 _PREREQUISITE = {dns.rcode.YXDOMAIN, dns.rcode.YXRRSET, dns.rcode.NXDOMAIN, dns.rcode.NXRRSET}
 
@@ -193,3 +195,32 @@ def signed_update(zone: str, key: dns.tsig.Key) -> dns.update.UpdateMessage:
 def same_records(answer: Answer | None, wanted: Sequence[dns.rdata.Rdata], ttl: int) -> bool:
     """Whether the server holds exactly ``wanted`` with ``ttl``."""
     return answer is not None and set(answer.rdatas) == set(wanted) and answer.ttl == ttl
+
+
+async def transfer(server: Server, zone: str, key: dns.tsig.Key, seconds: float) -> dns.zone.Zone:
+    """The whole zone by a TSIG-signed AXFR (over TCP): what lists our ownership marks.
+    A server that refuses it (its ``allow-transfer`` does not grant the key) is a
+    PermanentError saying so; one that cannot be reached, a TransientError."""
+    copy = dns.zone.Zone(zone)
+    request, _ = dns.xfr.make_query(
+        copy, serial=None, keyring=key, keyname=key.name, keyalgorithm=key.algorithm
+    )
+    try:
+        await dns.asyncquery.inbound_xfr(server.address, copy, request, port=server.port, timeout=seconds)
+    except dns.xfr.TransferError as exc:
+        text = dns.rcode.to_text(exc.rcode)
+        raise PermanentError(
+            f"DNS server {_where(server)} refused the zone transfer of {zone} ({text}): its allow-transfer "
+            "must grant the zone's TSIG key to list what this store owns"
+        ) from exc
+    except (dns.tsig.PeerBadKey, dns.tsig.PeerBadSignature, dns.tsig.BadSignature) as exc:
+        raise PermanentError(
+            f"DNS server {_where(server)} refused the TSIG key of zone {zone} for a zone transfer "
+            "(BADKEY/BADSIG)"
+        ) from exc
+    except (OSError, EOFError, dns.exception.Timeout) as exc:
+        reason = str(exc) or type(exc).__name__
+        raise TransientError(f"DNS server {_where(server)} is unreachable: {reason}") from exc
+    except dns.exception.DNSException as exc:
+        raise TransientError(f"zone transfer of {zone} from {_where(server)} failed: {exc}") from exc
+    return copy

@@ -5,7 +5,7 @@ the writes."""
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal, overload
 
 import attrs
@@ -165,6 +165,16 @@ class Reading:
     async def revision(self) -> int:
         """The store's latest revision."""
         return await self.store.revision()
+
+    async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
+        """Those of ``uids`` with an event of ``event_type`` in the retained history (a
+        scan of the log, for maintenance: what became of objects that are gone)."""
+        return await self.store.uids_with_event(uids, event_type)
+
+    async def store_identity(self) -> str:
+        """The store's identity (made once with the database, kept by a copy or a
+        restore): what providers write into their ownership marks."""
+        return await self.store.identity()
 
     async def compact(self, before: int) -> int:
         """Drop history before revision ``before``; each object's latest state stays."""

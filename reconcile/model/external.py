@@ -32,7 +32,7 @@ conditions, retries, ownership) is the engine's job, not the plugin's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -54,9 +54,13 @@ __all__ = [
     "Adopting",
     "Created",
     "ExternalClient",
+    "ListingOwned",
     "ManagedStatus",
     "Observation",
+    "Owned",
     "Provider",
+    "StoreBound",
+    "bind_store",
 ]
 
 #: The finalizer the engine puts on every managed resource it may have to clean up.
@@ -148,6 +152,50 @@ class Adopting(Protocol):
     async def adopt(self, resource: Resource[Any, Any]) -> None:
         """Mark the existing external resource as ``resource``'s (idempotent); change
         nothing else: the next reconcile brings it to the spec."""
+
+
+class StoreBound(Protocol):
+    """An ExternalClient that writes the store's identity into its ownership marks
+    (optional): ``bind_store`` is called once, right after ``connect``, by whatever
+    connects it (the Runtime, ``reconcile plan``, ``reconcile orphans``). Stores that
+    share one external system (two teams' stores on one DNS zone) can then tell their
+    resources apart, and :class:`ListingOwned` can list this store's."""
+
+    def bind_store(self, identity: str) -> None:
+        """Mark what is created from now on as made by the store ``identity``."""
+
+
+@attrs.frozen
+class Owned:
+    """An external resource marked as made by this store, found by
+    :meth:`ListingOwned.list_owned`: the uid its mark names, a human-readable name of the
+    resource (``www.example.test. A``), and what the provider needs to delete it."""
+
+    uid: str
+    external: str
+    detail: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@runtime_checkable
+class ListingOwned(Protocol):
+    """An ExternalClient that can list what this store made (optional), to find what no
+    object declares any more (a store restored from an older backup, an object dropped
+    by hand): ``reconcile orphans``."""
+
+    async def list_owned(self, kind: Kind) -> Sequence[Owned]:
+        """Every external resource of ``kind`` whose mark names this store (see
+        :class:`StoreBound`); raise a ReconcileError saying why when it cannot list
+        (a server that refuses the listing)."""
+
+    async def delete_owned(self, kind: Kind, owned: Owned) -> None:
+        """Delete ``owned`` if it still carries the same mark (never anything else)."""
+
+
+def bind_store(client: object, identity: str) -> None:
+    """Tell ``client`` the store's identity when it is :class:`StoreBound`."""
+    bind = getattr(client, "bind_store", None)
+    if callable(bind):
+        bind(identity)
 
 
 class Provider(Protocol):

@@ -33,7 +33,7 @@ from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
 from reconcile.controller.reconciling import Reconciler
 from reconcile.errors import LockedError, ReconcileError
 from reconcile.model.discovery import discover_providers
-from reconcile.model.external import ExternalClient, Provider
+from reconcile.model.external import ExternalClient, Provider, bind_store
 from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
@@ -313,6 +313,7 @@ class Runtime:
             connection = self._connections.get(provider.name)
             if connection is None:
                 connection = await provider.connect(self._provider_config.get(provider.name, {}))
+                bind_store(connection, await self.client.store_identity())
                 self._connections[provider.name] = connection
             return connection
 

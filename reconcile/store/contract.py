@@ -251,6 +251,13 @@ class EventStore(Protocol):
     async def horizon(self) -> int:
         """The compaction horizon: events before it may be gone."""
 
+    async def identity(self) -> str:
+        """The store's identity, made once with it (providers mark what they create with
+        it, so that stores sharing an external system can tell their resources apart)."""
+
+    async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
+        """Those of ``uids`` with an event of ``event_type`` in the retained log."""
+
     async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
         """Every retained event of one object key, oldest first."""
 

@@ -41,7 +41,9 @@ from reconcile.model.external import (
     FINALIZER,
     Created,
     ExternalClient,
+    ListingOwned,
     Provider,
+    bind_store,
 )
 from reconcile.model.kinds import Kind
 from reconcile.model.resource import AnyResource
@@ -450,6 +452,35 @@ async def check_delete_refuses_a_foreign_resource(h: Harness) -> None:
             await client.close()
 
 
+async def check_owned_listing_names_this_store(h: Harness) -> None:
+    """For a client that lists what its store made (``ListingOwned``): a resource the
+    engine created is listed once bound to the store's identity, and not by a client bound
+    to another store's; ``delete_owned`` deletes it; nothing to check otherwise."""
+    manifest = h.manifest("conf-l")
+    async with h.running() as runtime:
+        await runtime.apply(manifest)
+        obj = await h.ready("conf-l", manifest)
+        kind = h.kind_of(manifest)
+        identity = await runtime.client.store_identity()
+        ours, theirs = await h.connect(), await h.connect()
+        try:
+            if not isinstance(ours, ListingOwned):
+                return
+            bind_store(ours, identity)
+            bind_store(theirs, "0" * 16 if identity != "0" * 16 else "1" * 16)
+            listed = [item for item in await ours.list_owned(kind) if item.uid == obj.metadata.uid]
+            assert len(listed) == 1, f"the resource the engine made is listed once, not {len(listed)} times"
+            assert isinstance(theirs, ListingOwned)
+            assert all(item.uid != obj.metadata.uid for item in await theirs.list_owned(kind)), (
+                "another store's client listed our resource"
+            )
+            await ours.delete_owned(kind, listed[0])
+            assert not await h.outside.exists(obj), "delete_owned left the resource"
+        finally:
+            await ours.close()
+            await theirs.close()
+
+
 CHECKS: tuple[Callable[[Harness], Awaitable[None]], ...] = (
     check_converges_and_second_pass_writes_nothing,
     check_out_of_band_deletion_is_recreated,
@@ -462,4 +493,5 @@ CHECKS: tuple[Callable[[Harness], Awaitable[None]], ...] = (
     check_not_ours_is_never_touched,
     check_create_refuses_a_foreign_resource,
     check_delete_refuses_a_foreign_resource,
+    check_owned_listing_names_this_store,
 )

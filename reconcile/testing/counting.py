@@ -10,7 +10,14 @@ from typing import Any
 import attrs
 
 from reconcile.errors import NotOwnedError
-from reconcile.model.external import ANNOTATION_EXTERNAL_NAME, Created, ExternalClient, Observation, Provider
+from reconcile.model.external import (
+    ANNOTATION_EXTERNAL_NAME,
+    Created,
+    ExternalClient,
+    Observation,
+    Provider,
+    bind_store,
+)
 from reconcile.model.kinds import Kind
 from reconcile.model.resource import AnyResource
 
@@ -38,6 +45,10 @@ class CountingClient:
             self.disagreements.append(
                 f"{call} of {resource.key} returned (exists, up_to_date, owner) {said}, observe saw {found}"
             )
+
+    def bind_store(self, identity: str) -> None:
+        """Passed on to the inner client (when it takes the store's identity)."""
+        bind_store(self.inner, identity)
 
     @property
     def writes(self) -> int:

@@ -313,6 +313,25 @@ class SQLiteStore:
         rows = await self._fetch("SELECT value FROM meta WHERE key = 'horizon'")
         return int(rows[0][0])
 
+    async def identity(self) -> str:
+        """The store's identity: 16 hexadecimal digits, made once with the database
+        (empty for a store of an older schema opened read-only, which has none yet)."""
+        rows = await self._fetch("SELECT value FROM meta WHERE key = 'identity'")
+        return f"{int(rows[0][0]):016x}" if rows else ""
+
+    async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
+        """Those of ``uids`` with an event of ``event_type`` in the retained log (a scan
+        of the log: for maintenance commands, not for a reconcile)."""
+        found: set[str] = set()
+        for start in range(0, len(uids), 500):
+            chunk = list(uids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            rows = await self._fetch(
+                f"SELECT DISTINCT uid FROM events WHERE type = ? AND uid IN ({marks})", (event_type, *chunk)
+            )
+            found.update(str(uid) for (uid,) in rows)
+        return found
+
     async def read(self, key: ObjectKey) -> StoredObject | None:
         """The current object, or None."""
         rows = await self._fetch(

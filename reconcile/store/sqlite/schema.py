@@ -9,7 +9,8 @@ Tables:
   object is deleted (a tombstone keeps the key's history reachable by integer id). The
   body is stored once, in the event, not copied into the projection: that halves the
   bytes every commit writes and fsyncs, and a read is one primary-key lookup away.
-* ``meta`` -- the head ``revision`` and the compaction ``horizon``.
+* ``meta`` -- the head ``revision``, the compaction ``horizon`` and the store's
+  ``identity`` (random, made once).
 * ``reconcile_schema`` -- the schema version; a newer one than we know is refused.
 
 Opening never writes to a file until it is known to be ours: a file that is not SQLite,
@@ -19,6 +20,7 @@ with an error naming it, and left as it was.
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +29,7 @@ from reconcile.errors import SchemaVersionError, StoreError
 
 __all__ = ["SCHEMA_VERSION", "check_current", "check_file", "prepare"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA_V1 = """
@@ -71,9 +73,17 @@ def _add_identity(conn: sqlite3.Connection) -> None:
     )
 
 
+def _add_store_identity(conn: sqlite3.Connection) -> None:
+    """Version 3: the store's own identity, ``meta.identity``: 63 random bits made once,
+    when the database is created (or migrated), and kept for its life (a copy restored
+    from a backup keeps it too: it is the same store). Providers write it into their
+    ownership marks (see ``ExternalClient.bind_store``)."""
+    conn.execute("INSERT INTO meta (key, value) VALUES ('identity', ?)", (secrets.randbits(63),))
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1, inside one transaction. A
 #: new database is created at version 1 and migrated like any other.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_identity}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_identity, 2: _add_store_identity}
 
 
 def check_file(path: Path) -> None:

@@ -1,0 +1,150 @@
+"""``reconcile orphans`` with the dns provider against the BIND fixture: the store's
+identity in every ownership mark, a TSIG-signed zone transfer listing what this store
+made, what no object declares listed and (with --delete) deleted, what was orphaned on
+purpose or belongs to another store never touched."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from dns_server import ZONE, Bind
+from test_dns import ByHand, record_set, token
+
+__all__: list[str] = []
+
+
+def _run(db: Path, config: Path, bind: Bind, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "TSIG_SECRET": bind.secret}
+    command = [sys.executable, "-m", "reconcile", "--db", str(db), "--provider-config", str(config), *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, check=False, timeout=300)
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def _config(tmp_path: Path, bind: Bind, *, foreign: bool = False) -> Path:
+    config = bind.config() if foreign else bind.served_config()
+    path = tmp_path / ("foreign.yaml" if foreign else "providers.yaml")
+    path.write_text(yaml.safe_dump({"dns": config}))
+    return path
+
+
+def _apply(db: Path, config: Path, bind: Bind, tmp_path: Path, *manifests: dict[str, Any]) -> None:
+    path = tmp_path / "manifests.yaml"
+    path.write_text(yaml.safe_dump_all(manifests))
+    _ok(_run(db, config, bind, "apply", "-f", str(path)))
+    _ok(_run(db, config, bind, "run", "--once", "--timeout", "120"))
+
+
+def _copy(source: Path, target: Path) -> None:
+    """A backup (or its restore): the database file, its log checkpointed first."""
+    with contextlib.closing(sqlite3.connect(source)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copyfile(source, target)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{target}{suffix}").unlink(missing_ok=True)
+
+
+def _identity(db: Path) -> str:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        value = conn.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()[0]
+    return f"{value:016x}"
+
+
+def test_orphans_after_a_restore_listed_then_deleted(tsig: Bind, tmp_path: Path) -> None:
+    """A store restored from a backup older than two creates: ``orphans`` lists those two
+    (marked with the store's identity, declared by no object), and the one deleted with
+    deletion policy Orphan as left on purpose; ``--delete`` deletes the two (records and
+    marks) and nothing else: not what is declared, not what was orphaned on purpose, not
+    another store's record set."""
+    t = token()
+    config = _config(tmp_path, tsig)
+    db, backup, other = tmp_path / "state.db", tmp_path / "backup.db", tmp_path / "other.db"
+    hand = ByHand(tsig)
+    _apply(db, config, tsig, tmp_path, record_set(f"kept-{t}", "A", ["192.0.2.1"], label="kept"))
+    _copy(db, backup)
+    _apply(
+        db,
+        config,
+        tsig,
+        tmp_path,
+        record_set(f"lost1-{t}", "A", ["192.0.2.2"], label="lost1"),
+        record_set(f"lost2-{t}", "TXT", ["lost"], label="lost2"),
+    )
+    identity = _identity(db)
+    mark = asyncio.run(hand.records(f"_reconcile.lost1-{t}", "TXT"))
+    assert len(mark) == 1
+    assert f"owner={identity}" in mark[0], "the mark names the store"
+    _copy(backup, db)  # the restore: lost1 and lost2 are declared by nothing now
+    assert _identity(db) == identity, "a restored copy is the same store"
+    left = record_set(f"left-{t}", "A", ["192.0.2.3"], label="left")
+    left["metadata"]["annotations"] = {"reconcile.dev/deletion-policy": "Orphan"}
+    _apply(db, config, tsig, tmp_path, left)
+    _ok(_run(db, config, tsig, "delete", "recordset", "left"))
+    _ok(_run(db, config, tsig, "run", "--once", "--timeout", "120"))
+    _apply(other, config, tsig, tmp_path, record_set(f"theirs-{t}", "A", ["192.0.2.4"], label="theirs"))
+
+    listed = json.loads(_ok(_run(db, config, tsig, "orphans", "recordset", "-o", "json")).stdout)
+    mine = {row["external"]: row["state"] for row in listed if t in row["external"]}
+    assert mine == {
+        f"lost1-{t}.{ZONE} A": "orphan",
+        f"lost2-{t}.{ZONE} TXT": "orphan",
+        f"left-{t}.{ZONE} A": "orphaned on purpose",
+    }
+
+    deleted = _ok(_run(db, config, tsig, "orphans", "--delete"))
+    assert f"lost1-{t}.{ZONE} A" in deleted.stdout
+    for name, rtype in ((f"lost1-{t}", "A"), (f"lost2-{t}", "TXT")):
+        assert asyncio.run(hand.records(name, rtype)) == []
+        assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) == []
+    for name in (f"kept-{t}", f"left-{t}", f"theirs-{t}"):
+        assert asyncio.run(hand.records(name, "A")) != [], name
+        assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) != [], name
+    again = json.loads(_ok(_run(db, config, tsig, "orphans", "-o", "json")).stdout)
+    assert {row["external"] for row in again if t in row["external"]} == {f"left-{t}.{ZONE} A"}
+    assert tsig.secret not in deleted.stdout + deleted.stderr
+
+
+def test_a_zone_that_cannot_be_transferred_is_a_clear_failure(tsig: Bind, tmp_path: Path) -> None:
+    """A zone the server does not serve (no transfer): exit 1 naming the zone and why,
+    no traceback, no secret, nothing listed for the kind (a listing is all or nothing)."""
+    config = _config(tmp_path, tsig, foreign=True)
+    db = tmp_path / "state.db"
+    manifest = tmp_path / "one.yaml"
+    manifest.write_text(yaml.safe_dump(record_set(f"x-{token()}", "A", ["192.0.2.9"], label="x")))
+    _ok(_run(db, config, tsig, "apply", "-f", str(manifest)))  # a store, with nothing made yet
+    done = _run(db, config, tsig, "orphans", "-o", "json")
+    assert done.returncode == 1, done.stderr
+    assert "zone transfer of" in done.stderr
+    assert "allow-transfer" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert tsig.secret not in done.stdout + done.stderr
+    assert json.loads(done.stdout) == [], "this new store owns nothing"
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [(("orphans", "nosuchkind"), "nosuchkind"), (("orphans", "--timeout", "0"), "--timeout")],
+)
+def test_bad_input_exits_2(tsig: Bind, tmp_path: Path, args: tuple[str, ...], reason: str) -> None:
+    """An unknown kind or a timeout that is not positive: exit 2, the reason, nothing
+    created."""
+    db = tmp_path / "state.db"
+    done = _run(db, _config(tmp_path, tsig), tsig, *args)
+    assert done.returncode == 2, done.stderr
+    assert reason in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not db.exists()
