@@ -209,8 +209,12 @@ class Controller:
                 outcome = "error"
                 try:
                     result = await self.reconciler.reconcile(request)
-                    succeeded = result is None and not (failures or gave_up or terminal)
-                    outcome = "success" if succeeded else await self._finish(key, result)
+                    if result is None and not (failures or gave_up or terminal):
+                        succeeded, outcome = True, "success"
+                    else:  # (_finish written out: a poll's requeue_after is every managed reconcile's)
+                        outcome = self._follow(key, result)
+                        if terminal and key in terminal:
+                            await self._amend_status(key, lambda obj: cleared(obj, self._now()))
                 except asyncio.CancelledError:
                     raise
                 except TerminalError as exc:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from reconcile.controller.clocks import Clock
+from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.errors import DeadlineExceededError
 
 __all__ = ["Deadlines"]
@@ -25,6 +26,8 @@ class Deadlines:
 
     def __init__(self, clock: Clock, seconds: float, what: str = "call") -> None:
         self.clock = clock
+        # The loop's own clock read without a frame of ours (once per guarded call).
+        self._now: Callable[[], float] = time.monotonic if type(clock) is LoopClock else clock.now
         self.seconds = seconds
         self.what = what
         self._inflight: dict[asyncio.Task[Any], float] = {}
@@ -48,7 +51,9 @@ class Deadlines:
         a call made once per object at every resync."""
         return _Guard(self, name)
 
-    def _enter(self) -> asyncio.Task[Any]:
+    def enter(self) -> asyncio.Task[Any]:
+        """The current task's call begins: its deadline is now plus the seconds. What
+        :meth:`guard` does on entry, for a caller that writes the block out."""
         # current_task(loop) with the loop known skips get_running_loop(): once per
         # provider call, that lookup was a tenth of a resync's reconcile (measured).
         loop = self._loop
@@ -58,7 +63,7 @@ class Deadlines:
             task = asyncio.current_task(loop)
         assert task is not None, "a deadline outside a task"
         assert loop is not None
-        deadline = self._inflight[task] = self.clock.now() + self.seconds
+        deadline = self._inflight[task] = self._now() + self.seconds
         if self._wake is not None:
             # The watchdog is parked: it checks at this deadline (no call in flight can
             # expire before it: every deadline is its entry time plus the same seconds).
@@ -70,7 +75,9 @@ class Deadlines:
             self._watchdog = loop.create_task(self._watch(), name="reconcile-deadlines")
         return task
 
-    def _leave(self, task: asyncio.Task[Any], name: str, cancelled: bool) -> None:
+    def leave(self, task: asyncio.Task[Any], name: str, *, cancelled: bool) -> None:
+        """The call ``task`` made ended (``cancelled``: by a CancelledError): raise
+        DeadlineExceededError in its place when the cancellation was ours."""
         del self._inflight[task]
         if not self._expired or task not in self._expired:
             return
@@ -128,7 +135,7 @@ class _Guard:
         self._name = name
 
     def __enter__(self) -> None:
-        self._task = self._deadlines._enter()  # noqa: SLF001 - the guard is part of Deadlines
+        self._task = self._deadlines.enter()
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        self._deadlines._leave(self._task, self._name, kind is asyncio.CancelledError)  # noqa: SLF001
+        self._deadlines.leave(self._task, self._name, cancelled=kind is asyncio.CancelledError)

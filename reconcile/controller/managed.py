@@ -166,7 +166,10 @@ class ManagedReconciler(Recording):
                 obj, observation, ready=ready, synced=Verdict(TRUE, "ReconcileSuccess", "observe only")
             )
             return self._poll()
-        if observation.exists and not self._owned(obj, observation):
+        if observation.exists and not (
+            observation.owner == obj.metadata.uid  # (_owned's common case, written out)
+            or self._owned(obj, observation)
+        ):
             if annotations.get(ANNOTATION_ADOPT) == "true":
                 return await self._adopt(obj, external, observation)
             await self._not_owned(obj, observation)
@@ -223,12 +226,12 @@ class ManagedReconciler(Recording):
         annotations = obj.metadata.annotations
         return (
             self.kind.exclusive_create
-            and obj.status.condition("Synced") is None
             and not (
                 ANNOTATION_CREATE_SUCCEEDED in annotations
                 or ANNOTATION_CREATE_PENDING in annotations
                 or ANNOTATION_ADOPT in annotations
             )
+            and obj.status.condition("Synced") is None
         )
 
     def _poll(self) -> Result:

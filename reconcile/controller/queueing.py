@@ -246,7 +246,7 @@ class WorkQueue(Generic[K]):
         if delay <= 0:
             self.add(key, priority)
             return
-        ready_at = self._clock.now() + delay
+        ready_at = self._now() + delay
         previous = self._waiting.get(key)
         if previous is not None and previous <= ready_at:
             return
