@@ -96,6 +96,9 @@ class Informer:
         self._error_handlers: list[Callable[[BaseException], None]] = []
         self.revision = 0
         self._moved = asyncio.Event()
+        #: Readers in wait_for_revision: only then does a new revision swap and set the
+        #: event (three watch events per created object would make three events each).
+        self._revision_waiters = 0
         self.synced = asyncio.Event()
         self._lists = 0
         self._failures = 0
@@ -191,8 +194,12 @@ class Informer:
     async def wait_for_revision(self, revision: int) -> None:
         """Wait until the cache has caught up to ``revision`` (bound it with
         ``asyncio.timeout``)."""
-        while self.revision < revision:
-            await self._moved.wait()
+        self._revision_waiters += 1
+        try:
+            while self.revision < revision:
+                await self._moved.wait()
+        finally:
+            self._revision_waiters -= 1
 
     def statistics(self) -> InformerStatistics:
         """Objects cached, revision reached, lists made, watch failures seen."""
@@ -383,8 +390,9 @@ class Informer:
     def _advance(self, revision: int) -> None:
         if revision > self.revision:
             self.revision = revision
-            moved, self._moved = self._moved, asyncio.Event()
-            moved.set()
+            if self._revision_waiters:
+                moved, self._moved = self._moved, asyncio.Event()
+                moved.set()
 
     def _notify(self, event: InformerEvent) -> None:
         for handler in self._handlers:
