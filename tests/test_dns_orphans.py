@@ -58,6 +58,11 @@ def _copy(source: Path, target: Path) -> None:
         Path(f"{target}{suffix}").unlink(missing_ok=True)
 
 
+def _revision(db: Path) -> int:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return int(conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0])
+
+
 def _identity(db: Path) -> str:
     with contextlib.closing(sqlite3.connect(db)) as conn:
         value = conn.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()[0]
@@ -137,14 +142,22 @@ def test_a_zone_that_cannot_be_transferred_is_a_clear_failure(tsig: Bind, tmp_pa
 
 @pytest.mark.parametrize(
     ("args", "reason"),
-    [(("orphans", "nosuchkind"), "nosuchkind"), (("orphans", "--timeout", "0"), "--timeout")],
+    [
+        (("orphans", "nosuchkind"), "nosuchkind"),
+        (("orphans", "--timeout", "0"), "--timeout"),
+        (("orphans", "file"), "cannot list what this store made"),
+    ],
 )
 def test_bad_input_exits_2(tsig: Bind, tmp_path: Path, args: tuple[str, ...], reason: str) -> None:
-    """An unknown kind or a timeout that is not positive: exit 2, the reason, nothing
-    created."""
+    """An unknown kind, a timeout that is not positive, or a kind whose provider cannot
+    list what it made (files): exit 2, the reason, nothing written."""
     db = tmp_path / "state.db"
+    manifest = tmp_path / "one.yaml"
+    manifest.write_text(yaml.safe_dump(record_set(f"b-{token()}", "A", ["192.0.2.9"], label="b")))
+    _ok(_run(db, _config(tmp_path, tsig), tsig, "apply", "-f", str(manifest)))
+    revision = _revision(db)
     done = _run(db, _config(tmp_path, tsig), tsig, *args)
     assert done.returncode == 2, done.stderr
     assert reason in done.stderr
     assert "Traceback" not in done.stderr
-    assert not db.exists()
+    assert _revision(db) == revision

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from reconcile.api.client import Client
 from reconcile.cli.completing import complete_kinds
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.main import cli, run_async
@@ -25,7 +26,7 @@ from reconcile.errors import InvalidError, ReconcileError
 from reconcile.model import Kind
 from reconcile.model.discovery import discover_providers
 from reconcile.model.events import ActionType
-from reconcile.model.external import ExternalClient, bind_store
+from reconcile.model.external import ExternalClient, ListingOwned, bind_store
 
 __all__: list[str] = []
 
@@ -48,11 +49,13 @@ def orphans(settings: Settings, kind: str | None, delete: bool, timeout: float, 
             kinds = [settings.kinds.resolve(kind)]
         except InvalidError as exc:
             raise BadInput(str(exc)) from None
-    run_async(_orphans(settings, kinds, delete=delete, timeout=timeout, output=output))
+    run_async(
+        _orphans(settings, kinds, delete=delete, timeout=timeout, output=output, named=kind is not None)
+    )
 
 
 async def _orphans(
-    settings: Settings, kinds: list[Kind], *, delete: bool, timeout: float, output: str
+    settings: Settings, kinds: list[Kind], *, delete: bool, timeout: float, output: str, named: bool
 ) -> None:
     providers = {p.name: p for p in discover_providers()}
     rows: list[dict[str, Any]] = []
@@ -69,32 +72,12 @@ async def _orphans(
                     clients[name] = await providers[name].connect(settings.provider_config.get(name, {}))
                     bind_store(clients[name], identity)
                 external = clients[name]
-                if not (hasattr(external, "list_owned") and hasattr(external, "delete_owned")):
+                if not isinstance(external, ListingOwned):
+                    if named:
+                        msg = f"{kind.kind}: its provider ({name}) cannot list what this store made"
+                        raise BadInput(msg)
                     continue
-                try:
-                    async with asyncio.timeout(timeout):
-                        owned = await external.list_owned(kind)
-                except TimeoutError:
-                    problems.append(f"{kind.kind}: the listing did not finish within {timeout:g} s")
-                    continue
-                except ReconcileError as exc:
-                    problems.append(f"{kind.kind}: {exc}")
-                    continue
-                live = {obj.metadata.uid for obj in (await client.list(kind)).items}
-                found = [item for item in owned if item.uid not in live]
-                kept = await client.uids_with_event([item.uid for item in found], ActionType.ORPHANED)
-                for item in found:
-                    state = "orphaned on purpose" if item.uid in kept else "orphan"
-                    if delete and state == "orphan":
-                        try:
-                            await external.delete_owned(kind, item)
-                            state = "deleted"
-                        except ReconcileError as exc:
-                            problems.append(f"{kind.kind} {item.external}: {exc}")
-                            state = "left"
-                    rows.append(
-                        {"kind": kind.kind, "external": item.external, "uid": item.uid, "state": state}
-                    )
+                await _kind_orphans(client, external, kind, rows, problems, delete=delete, timeout=timeout)
         finally:
             for external in clients.values():
                 with contextlib.suppress(Exception):
@@ -107,3 +90,39 @@ async def _orphans(
         click.echo(f"no orphans found (store {identity})")
     if problems:
         raise Failure("; ".join(problems))
+
+
+async def _kind_orphans(
+    client: Client,
+    external: ListingOwned,
+    kind: Kind,
+    rows: list[dict[str, Any]],
+    problems: list[str],
+    *,
+    delete: bool,
+    timeout: float,
+) -> None:
+    """One kind's orphans into ``rows`` (deleted first with ``delete``); what failed
+    into ``problems``."""
+    try:
+        async with asyncio.timeout(timeout):
+            owned = await external.list_owned(kind)
+    except TimeoutError:
+        problems.append(f"{kind.kind}: the listing did not finish within {timeout:g} s")
+        return
+    except ReconcileError as exc:
+        problems.append(f"{kind.kind}: {exc}")
+        return
+    live = {obj.metadata.uid for obj in (await client.list(kind)).items}
+    found = [item for item in owned if item.uid not in live]
+    kept = await client.uids_with_event([item.uid for item in found], ActionType.ORPHANED)
+    for item in found:
+        state = "orphaned on purpose" if item.uid in kept else "orphan"
+        if delete and state == "orphan":
+            try:
+                await external.delete_owned(kind, item)
+                state = "deleted"
+            except ReconcileError as exc:
+                problems.append(f"{kind.kind} {item.external}: {exc}")
+                state = "left"
+        rows.append({"kind": kind.kind, "external": item.external, "uid": item.uid, "state": state})
