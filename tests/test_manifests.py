@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import UserDict
 from pathlib import Path
 
 import pytest
 
 from reconcile import InvalidError, load_manifests, read_manifests
+from reconcile.model.manifests import MAX_DEPTH, check_depth
 
 BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)
@@ -83,3 +85,25 @@ class TestHostileInput:
         """A missing or unreadable manifest path is an InvalidError naming the file."""
         with pytest.raises(InvalidError, match=r"missing\.yaml: cannot read"):
             read_manifests(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("container", ["dict", "list", "mapping"])
+def test_check_depth_boundary(container: str) -> None:
+    """Containers nested exactly MAX_DEPTH deep pass; one level more is refused, for plain
+    dicts and lists and for any Mapping."""
+
+    def nested(levels: int) -> object:
+        value: object = "leaf"
+        for _ in range(levels):
+            value = (
+                {"a": value, "b": 1}
+                if container == "dict"
+                else [1, value]
+                if container == "list"
+                else UserDict(a=value)
+            )
+        return value
+
+    check_depth(nested(MAX_DEPTH))
+    with pytest.raises(ValueError, match=f"nested deeper than {MAX_DEPTH} levels"):
+        check_depth(nested(MAX_DEPTH + 1))

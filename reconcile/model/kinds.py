@@ -13,6 +13,7 @@ the configuration forbids. It runs at admission, so a rejected manifest stores n
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -130,9 +131,10 @@ class Kind:
             return None
         return ", ".join(f"spec.{field}={spec.get(field)}" for field in self.identity)
 
-    @property
+    @functools.cached_property
     def api_group(self) -> str:
-        """The API group, the part of ``api_version`` before the slash."""
+        """The API group, the part of ``api_version`` before the slash (computed once:
+        every write and every key of the kind asks)."""
         return api_group_of(self.api_version)
 
     @property

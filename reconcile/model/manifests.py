@@ -13,7 +13,7 @@ recursive step (structuring, encoding) can overflow the stack on hostile input.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -93,23 +93,32 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 def check_depth(data: object) -> None:
     """Refuse (ValueError) data nested deeper than MAX_DEPTH, without recursing: for
-    manifests that did not come through :func:`load_manifests` (the Python API)."""
-    stack = [(data, 1)]
-    while stack:
-        item, depth = stack.pop()
-        kind = type(item)
-        # The plain types first: an ABC check per node is most of this function's time.
-        if kind in _SCALARS:
-            continue
-        if kind is dict or (kind is not list and isinstance(item, Mapping)):
-            values: Iterable[object] = item.values()  # type: ignore[attr-defined]
-        elif kind is list or isinstance(item, list):
-            values = item  # type: ignore[assignment]
-        else:
-            continue
-        if depth > MAX_DEPTH:
-            raise ValueError(_too_deep())
-        stack.extend([(value, depth + 1) for value in values])
+    manifests that did not come through :func:`load_manifests` (the Python API). One
+    level at a time, its children gathered with ``extend`` (no tuple per node: the bulk
+    apply checks every document)."""
+    level: list[object] = [data]
+    depth = 1
+    while level:
+        below: list[object] = []
+        for item in level:
+            kind = type(item)
+            # The plain types first: an ABC check per node was most of this function's time.
+            if kind in _SCALARS:
+                continue
+            if kind is dict:
+                below.extend(item.values())  # type: ignore[attr-defined]
+            elif kind is list:
+                below.extend(item)  # type: ignore[arg-type]
+            elif isinstance(item, Mapping):
+                below.extend(item.values())
+            elif isinstance(item, list):
+                below.extend(item)
+            else:
+                continue
+            if depth > MAX_DEPTH:
+                raise ValueError(_too_deep())
+        level = below
+        depth += 1
 
 
 def _check_duplicates(node: yaml.MappingNode) -> None:
