@@ -18,12 +18,17 @@ What reconcilers and providers raise, by what the engine does next:
 * :class:`PermanentError` -- retrying will not help until the spec changes.
 * :class:`NotOwnedError` -- the external resource exists but is not ours: never touch it.
 * :class:`TerminalError` -- a reconciler's "stop": no retry, recorded in status.
+* :class:`IncompleteListingError` -- a provider listed part of what a store owns
+  (``found``), and says why not the rest.
 
 Foreign errors (sqlite3, aiosqlite, yaml) are translated at the boundary and kept as the
 ``__cause__``; messages name the file or the field path, never a secret.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -34,6 +39,7 @@ __all__ = [
     "DeadlineExceededError",
     "ExpiredError",
     "FieldError",
+    "IncompleteListingError",
     "InvalidError",
     "LockedError",
     "NotFoundError",
@@ -177,6 +183,15 @@ class PermanentError(ReconcileError):
 
 class NotOwnedError(PermanentError):
     """The external resource exists but was not created by us: it is never touched."""
+
+
+class IncompleteListingError(ReconcileError):
+    """A provider listed only part of what a store owns (``ListingOwned.list_owned``):
+    ``found`` holds what it could list, the message says what it could not."""
+
+    def __init__(self, message: str, found: Sequence[Any]) -> None:
+        super().__init__(message)
+        self.found = list(found)
 
 
 class TerminalError(ReconcileError):

@@ -123,21 +123,24 @@ def test_orphans_after_a_restore_listed_then_deleted(tsig: Bind, tmp_path: Path)
     assert tsig.secret not in deleted.stdout + deleted.stderr
 
 
-def test_a_zone_that_cannot_be_transferred_is_a_clear_failure(tsig: Bind, tmp_path: Path) -> None:
-    """A zone the server does not serve (no transfer): exit 1 naming the zone and why,
-    no traceback, no secret, nothing listed for the kind (a listing is all or nothing)."""
-    config = _config(tmp_path, tsig, foreign=True)
-    db = tmp_path / "state.db"
-    manifest = tmp_path / "one.yaml"
-    manifest.write_text(yaml.safe_dump(record_set(f"x-{token()}", "A", ["192.0.2.9"], label="x")))
-    _ok(_run(db, config, tsig, "apply", "-f", str(manifest)))  # a store, with nothing made yet
-    done = _run(db, config, tsig, "orphans", "-o", "json")
+def test_a_zone_that_cannot_be_transferred_is_named_and_the_rest_listed(tsig: Bind, tmp_path: Path) -> None:
+    """A zone the server does not serve (no transfer) beside one it does: exit 1 naming
+    that zone and why, no traceback, no secret; the other zone's orphan is still listed."""
+    t = token()
+    served, both = _config(tmp_path, tsig), _config(tmp_path, tsig, foreign=True)
+    db, backup = tmp_path / "state.db", tmp_path / "backup.db"
+    _apply(db, served, tsig, tmp_path, record_set(f"keep-{t}", "A", ["192.0.2.7"], label="keep"))
+    _copy(db, backup)
+    _apply(db, served, tsig, tmp_path, record_set(f"gone-{t}", "A", ["192.0.2.8"], label="gone"))
+    _copy(backup, db)
+    done = _run(db, both, tsig, "orphans", "-o", "json")
     assert done.returncode == 1, done.stderr
-    assert "zone transfer of" in done.stderr
+    assert "zone transfer of elsewhere.test." in done.stderr
     assert "allow-transfer" in done.stderr
     assert "Traceback" not in done.stderr
     assert tsig.secret not in done.stdout + done.stderr
-    assert json.loads(done.stdout) == [], "this new store owns nothing"
+    listed = {row["external"]: row["state"] for row in json.loads(done.stdout) if t in row["external"]}
+    assert listed == {f"gone-{t}.{ZONE} A": "orphan"}
 
 
 @pytest.mark.parametrize(

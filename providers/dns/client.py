@@ -47,7 +47,13 @@ from providers.dns.wire import (
     signed_update,
     transfer,
 )
-from reconcile.errors import ConflictError, NotOwnedError, PermanentError
+from reconcile.errors import (
+    ConflictError,
+    IncompleteListingError,
+    NotOwnedError,
+    PermanentError,
+    ReconcileError,
+)
 
 __all__ = ["DnsClient"]
 
@@ -240,15 +246,21 @@ class DnsClient:
     async def list_owned(self, kind: reconcile.Kind) -> list[reconcile.Owned]:
         """Every record set whose mark names this store (``owner``), in every zone of the
         config that has a key, read by a TSIG-signed AXFR: the only zone transfer the
-        provider makes (observing is by query). A server that refuses the transfer is a
-        PermanentError naming the zone."""
+        provider makes (observing is by query). Zones that cannot be transferred (a
+        server refusing, or not answering) are named in an IncompleteListingError that
+        carries what the other zones hold."""
         if kind.kind != "RecordSet":
             return []
         prefix = self.config.owner_prefix.encode()
         owned: list[reconcile.Owned] = []
+        problems: list[str] = []
         for zone in sorted(self.config.keys):
-            server = self._server(zone)
-            copy = await transfer(server, zone, self.config.keys[zone].key(), self.config.timeout)
+            try:
+                server = self._server(zone)
+                copy = await transfer(server, zone, self.config.keys[zone].key(), self.config.timeout)
+            except ReconcileError as exc:
+                problems.append(str(exc))
+                continue
             for relative, node in copy.nodes.items():
                 name = relative.derelativize(copy.origin or dns.name.root)
                 rdataset = node.get_rdataset(dns.rdataclass.IN, dns.rdatatype.TXT)
@@ -262,6 +274,8 @@ class DnsClient:
                     rtype, uid = fields.get("type", ""), fields.get("uid", "")
                     detail = {"zone": zone, "name": target.to_text(), "type": rtype, "mark": _text(rdata)}
                     owned.append(reconcile.Owned(uid, f"{target.to_text()} {rtype}", detail))
+        if problems:
+            raise IncompleteListingError("; ".join(problems), owned)
         return owned
 
     async def delete_owned(self, kind: reconcile.Kind, owned: reconcile.Owned) -> None:  # noqa: ARG002

@@ -22,7 +22,7 @@ from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.rendering import as_json, table
 from reconcile.cli.settings import Settings
-from reconcile.errors import InvalidError, ReconcileError
+from reconcile.errors import IncompleteListingError, InvalidError, ReconcileError
 from reconcile.model import Kind
 from reconcile.model.discovery import discover_providers
 from reconcile.model.events import ActionType
@@ -110,6 +110,9 @@ async def _kind_orphans(
     except TimeoutError:
         problems.append(f"{kind.kind}: the listing did not finish within {timeout:g} s")
         return
+    except IncompleteListingError as exc:
+        problems.append(f"{kind.kind}: {exc}")
+        owned = exc.found  # what could be listed is still shown (and deleted if asked)
     except ReconcileError as exc:
         problems.append(f"{kind.kind}: {exc}")
         return
