@@ -164,3 +164,30 @@ def test_bad_input_exits_2(tsig: Bind, tmp_path: Path, args: tuple[str, ...], re
     assert reason in done.stderr
     assert "Traceback" not in done.stderr
     assert _revision(db) == revision
+
+
+def test_a_mark_of_another_owner_is_rewritten_then_deleted_whole(tsig: Bind, tmp_path: Path) -> None:
+    """A record set marked before marks named the store (``owner=reconcile``): the next
+    pass rewrites the mark to this store's, recorded as drift; a delete removes every line
+    of the mark for the uid, the old one included."""
+    t = token()
+    config = _config(tmp_path, tsig)
+    db = tmp_path / "state.db"
+    hand = ByHand(tsig)
+    name = f"legacy-{t}"
+    _apply(db, config, tsig, tmp_path, record_set(name, "A", ["192.0.2.5"], label="legacy"))
+    (mark,) = asyncio.run(hand.records(f"_reconcile.{name}", "TXT"))
+    identity = _identity(db)
+    legacy = mark.replace(f"owner={identity}", "owner=reconcile")
+    asyncio.run(hand.update(lambda m: m.replace(f"_reconcile.{name}.{ZONE}", 300, "TXT", legacy)))
+
+    _ok(_run(db, config, tsig, "run", "--once", "--timeout", "120"))
+    assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) == [mark], "one line, naming the store"
+    history = _ok(_run(db, config, tsig, "history", "recordset/legacy", "-o", "json")).stdout
+    assert f"ownership mark owner reconcile -> {identity}" in history
+
+    asyncio.run(hand.update(lambda m: m.add(f"_reconcile.{name}.{ZONE}", 300, "TXT", legacy)))
+    _ok(_run(db, config, tsig, "delete", "recordset", "legacy"))
+    _ok(_run(db, config, tsig, "run", "--once", "--timeout", "120"))
+    assert asyncio.run(hand.records(name, "A")) == []
+    assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) == [], "every line of the mark went"

@@ -70,12 +70,21 @@ class DnsClient:
         #: Who "we" are in the marks: the config's owner_id, else the store's identity
         #: once bound (a client never bound, as in a bare test, says "reconcile").
         self.owner = self.config.owner_id or "reconcile"
+        #: Whether the owner is known (configured, or the store bound): only then is a
+        #: mark under another owner stale (a client nobody bound, as ``reconcile plan``
+        #: without a store, must not report every mark as drift).
+        self._knows_owner = self.config.owner_id is not None
+        #: Marks of a resource's record set written under another owner (before the store
+        #: was named in them, or another owner_id), by uid, as observe found them: the
+        #: update that follows replaces them with ours.
+        self._stale: dict[str, list[dns.rdata.Rdata]] = {}
 
     def bind_store(self, identity: str) -> None:
         """Mark what is created from now on as the store ``identity``'s (unless the config
         names an ``owner_id``)."""
         if self.config.owner_id is None and identity:
             self.owner = identity
+            self._knows_owner = True
 
     # -- where things are -----------------------------------------------------------------
 
@@ -129,7 +138,12 @@ class DnsClient:
         answer = await self._query(server, name, spec.type, self.config.timeout)
         marks = await self._query(server, self._owner_name(resource), "TXT", self.config.timeout)
         owner = self._owner_in(resource, marks)
-        return self._observation(resource, answer, owner)
+        stale = self._stale_marks(resource, marks) if self._knows_owner else []
+        if stale:
+            self._stale[str(resource.metadata.uid)] = stale
+        else:
+            self._stale.pop(str(resource.metadata.uid), None)
+        return self._observation(resource, answer, owner, stale=stale)
 
     async def create(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Created:
         """Add the records and our mark in one UPDATE whose prerequisites are that the
@@ -187,6 +201,7 @@ class DnsClient:
         wanted = self._wanted(resource)
         owner_name, mark = self._owner_name(resource), self._mark(resource)
         seen = [parse_record(spec.type, text, spec.zone) for text in observation.observed.get("records", ())]
+        stale = self._stale.pop(str(resource.metadata.uid), [])
 
         def change(message: dns.update.UpdateMessage) -> None:
             if seen:
@@ -195,6 +210,8 @@ class DnsClient:
                 message.absent(name, spec.type)
             message.replace(name, spec.ttl, *wanted)
             message.add(owner_name, spec.ttl, mark)
+            for old in stale:
+                message.delete(owner_name, old)
 
         await self._submit(resource, change)
         return await self._read_back(resource)
@@ -215,11 +232,15 @@ class DnsClient:
             msg = f"{name} {spec.type} is not marked as this resource's; it is left alone"
             raise NotOwnedError(msg)
         assert marks is not None  # (it holds our mark)
+        # Every line of the mark for this record set goes: ours, and any written under
+        # another owner for the same uid (an older mark not rewritten yet).
+        lines = [mark, *self._stale_marks(resource, marks)]
 
         def change(message: dns.update.UpdateMessage) -> None:
             message.present(owner_name, *marks.rdatas)
             message.delete(name, spec.type)
-            message.delete(owner_name, mark)
+            for line in lines:
+                message.delete(owner_name, line)
 
         await self._submit(resource, change)
         if await self._query(server, name, spec.type, self.config.timeout) is not None:
@@ -347,8 +368,32 @@ class DnsClient:
             return str(resource.metadata.uid)
         return owners[0] if owners else None
 
+    def _stale_marks(
+        self, resource: reconcile.Resource[Any, Any], marks: Answer | None
+    ) -> list[dns.rdata.Rdata]:
+        """The lines of the mark naming this resource's uid and type under another owner."""
+        if marks is None:
+            return []
+        uid, rtype, current = resource.metadata.uid, resource.spec.type, _text(self._mark(resource))
+        stale = []
+        for rdata in marks.rdatas:
+            fields = _fields(rdata)
+            if (
+                fields.get("heritage") == "reconcile"
+                and fields.get("uid") == uid
+                and fields.get("type") == rtype
+                and _text(rdata) != current
+            ):
+                stale.append(rdata)
+        return stale
+
     def _observation(
-        self, resource: reconcile.Resource[Any, Any], answer: Answer | None, owner: str | None
+        self,
+        resource: reconcile.Resource[Any, Any],
+        answer: Answer | None,
+        owner: str | None,
+        *,
+        stale: list[dns.rdata.Rdata] | None = None,
     ) -> reconcile.Observation:
         if answer is None:
             return reconcile.Observation(exists=False, owner=owner)
@@ -360,6 +405,9 @@ class DnsClient:
         ]
         if answer.ttl != spec.ttl:
             differences.append(f"ttl {answer.ttl} -> {spec.ttl}")
+        for old in stale or ():
+            owner_was = _fields(old).get("owner", "")
+            differences.append(f"ownership mark owner {owner_was} -> {self.owner}")
         observed = {
             "fqdn": absolute_name(spec.zone, spec.name).to_text(),
             "type": spec.type,

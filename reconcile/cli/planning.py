@@ -28,7 +28,7 @@ from reconcile.cli.settings import Settings
 from reconcile.controller.planning import ACTIONS, CHANGES, Planned, plan
 from reconcile.model import Kind
 from reconcile.model.discovery import discover_providers
-from reconcile.model.external import ExternalClient
+from reconcile.model.external import ExternalClient, bind_store
 from reconcile.model.resource import AnyResource
 
 __all__ = ["show_plan"]
@@ -98,7 +98,8 @@ async def _plan(settings: Settings, filenames: Sequence[str], timeout: float) ->
             objects = [await _as_applied(client, d) for d in declared]
         else:
             objects = await list_all(client, list(client.kinds), None, None)
-    return await _observe_all(settings, objects, timeout)
+        identity = await client.store_identity()
+    return await _observe_all(settings, objects, timeout, identity)
 
 
 def _fresh(body: dict[str, Any]) -> dict[str, Any]:
@@ -122,7 +123,11 @@ async def _as_applied(client: Client, declared: Any) -> AnyResource:
     return client.decode({**stored, "spec": body["spec"]})
 
 
-async def _observe_all(settings: Settings, objects: Sequence[AnyResource], timeout: float) -> list[Planned]:
+async def _observe_all(
+    settings: Settings, objects: Sequence[AnyResource], timeout: float, identity: str = ""
+) -> list[Planned]:
+    """What a run would do for each object, its provider's client bound to the store
+    (``identity``: its marks are then judged as the runner's would be)."""
     registry = settings.kinds
     providers = {p.name: p for p in discover_providers()}
     clients: dict[str, ExternalClient] = {}
@@ -135,6 +140,7 @@ async def _observe_all(settings: Settings, objects: Sequence[AnyResource], timeo
                 continue  # not a managed kind here: nothing a run would do for it
             if name not in clients:
                 clients[name] = await providers[name].connect(settings.provider_config.get(name, {}))
+                bind_store(clients[name], identity)
             try:
                 async with asyncio.timeout(timeout):
                     planned.append(await plan(obj, clients[name], provider_decides=kind.exclusive_create))
