@@ -102,8 +102,11 @@ class DnsClient:
         return dns.name.Name((self.config.owner_prefix.encode(), *name.labels))
 
     def _mark(self, resource: reconcile.Resource[Any, Any]) -> dns.rdata.Rdata:
-        uid = resource.metadata.uid
-        return _txt(f"heritage=reconcile,owner={self.owner},type={resource.spec.type},uid={uid}")
+        return _txt(self._mark_text(resource))
+
+    def _mark_text(self, resource: reconcile.Resource[Any, Any]) -> str:
+        spec, uid = resource.spec, resource.metadata.uid
+        return f"heritage=reconcile,owner={self.owner},type={spec.type},uid={uid}"
 
     def _batcher(self, zone: str) -> Batcher:
         batcher = self._batchers.get(zone)
@@ -374,15 +377,17 @@ class DnsClient:
         """The lines of the mark naming this resource's uid and type under another owner."""
         if marks is None:
             return []
-        uid, rtype, current = resource.metadata.uid, resource.spec.type, _text(self._mark(resource))
+        uid, rtype, current = resource.metadata.uid, resource.spec.type, self._mark_text(resource)
         stale = []
         for rdata in marks.rdatas:
-            fields = _fields(rdata)
+            text = _text(rdata)
+            if text == current:
+                continue  # (the common case: our own line, nothing to parse)
+            fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
             if (
                 fields.get("heritage") == "reconcile"
                 and fields.get("uid") == uid
                 and fields.get("type") == rtype
-                and _text(rdata) != current
             ):
                 stale.append(rdata)
         return stale
