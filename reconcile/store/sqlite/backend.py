@@ -42,7 +42,15 @@ from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
 from reconcile.store.sqlite.committing import PendingWrite, commit_batch
 from reconcile.store.sqlite.connections import close_connections, in_thread, open_connection, open_read_only
-from reconcile.store.sqlite.maintenance import compact, compactable, vacuum, verify
+from reconcile.store.sqlite.maintenance import (
+    compact,
+    compactable,
+    live_kinds,
+    uids_with_event,
+    vacuum,
+    verify,
+)
+from reconcile.store.sqlite.paging import page_of
 from reconcile.store.watching import Tail
 
 __all__ = ["SQLiteStore"]
@@ -322,15 +330,8 @@ class SQLiteStore:
     async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
         """Those of ``uids`` with an event of ``event_type`` in the retained log (a scan
         of the log: for maintenance commands, not for a reconcile)."""
-        found: set[str] = set()
-        for start in range(0, len(uids), 500):
-            chunk = list(uids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            rows = await self._fetch(
-                f"SELECT DISTINCT uid FROM events WHERE type = ? AND uid IN ({marks})", (event_type, *chunk)
-            )
-            found.update(str(uid) for (uid,) in rows)
-        return found
+        assert self._reader is not None
+        return await self._guarded(in_thread(self._reader, uids_with_event, uids, event_type))
 
     async def read(self, key: ObjectKey) -> StoredObject | None:
         """The current object, or None."""
@@ -374,19 +375,7 @@ class SQLiteStore:
             params,
         )
         revision = rows[0][0] if rows else before
-        items: builtins.list[StoredObject] = []
-        next_after = None
-        for _, ns, name, uid, resource_version, body in rows:
-            key = ObjectKey(api_group, kind, ns, name)
-            item = StoredObject(key, uid, resource_version, load_body(body, resource_version, key))
-            if predicate is not None and not predicate(item):
-                continue
-            if limit is not None and len(items) == limit:
-                last = items[-1].key
-                next_after = (last.namespace, last.name)
-                break
-            items.append(item)
-        return ListPage(tuple(items), revision, next_after)
+        return page_of(rows, api_group, kind, revision=revision, limit=limit, predicate=predicate)
 
     async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
         """Every retained event of one object key, oldest first."""
@@ -489,10 +478,8 @@ class SQLiteStore:
 
     async def kinds(self) -> builtins.list[tuple[str, str, int]]:
         """Every (api_group, kind) that has live objects, with how many."""
-        rows = await self._fetch(
-            "SELECT api_group, kind, count(*) FROM objects WHERE live GROUP BY api_group, kind ORDER BY 1, 2"
-        )
-        return [(group, kind, int(count)) for group, kind, count in rows]
+        assert self._reader is not None
+        return await self._guarded(in_thread(self._reader, live_kinds))
 
     async def compactable(self, before: int) -> int:
         """How many events ``compact(before)`` would drop."""

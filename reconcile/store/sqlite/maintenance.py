@@ -10,7 +10,7 @@ cannot be decoded (every current object's always; with ``deep``, every event's).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from reconcile.errors import CorruptError
@@ -19,12 +19,33 @@ from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import VerifyReport
 from reconcile.store.encoding import load_body
 
-__all__ = ["compact", "compactable", "vacuum", "verify"]
+__all__ = ["compact", "compactable", "live_kinds", "uids_with_event", "vacuum", "verify"]
 
 
 #: The events a compaction before a revision (the parameter) drops: all but each live
 #: object's latest snapshot.
 _DROPPED = "revision < ? AND revision NOT IN (SELECT resource_version FROM objects WHERE live)"
+
+
+def live_kinds(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    """Every (api_group, kind) that has live objects, with how many."""
+    rows = conn.execute(
+        "SELECT api_group, kind, count(*) FROM objects WHERE live GROUP BY api_group, kind ORDER BY 1, 2"
+    )
+    return [(str(group), str(kind), int(count)) for group, kind, count in rows]
+
+
+def uids_with_event(conn: sqlite3.Connection, uids: Sequence[str], event_type: str) -> set[str]:
+    """Those of ``uids`` with an event of ``event_type`` in the retained log (a scan)."""
+    found: set[str] = set()
+    for start in range(0, len(uids), 500):
+        chunk = list(uids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT DISTINCT uid FROM events WHERE type = ? AND uid IN ({marks})", (event_type, *chunk)
+        )
+        found.update(str(uid) for (uid,) in rows)
+    return found
 
 
 def compactable(conn: sqlite3.Connection, before: int) -> int:
