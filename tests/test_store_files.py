@@ -174,6 +174,32 @@ class TestMigration:
         assert "note" in [row[1] for row in conn.execute("PRAGMA table_info(objects)")]
         conn.close()
 
+    async def test_the_store_identity_is_made_once_and_kept(self, tmp_path: Path) -> None:
+        """A new store has an identity (16 hex digits) that stays across reopens; a store
+        of schema version 2 gets one when first opened read-write; opened read-only, an
+        old one reads as empty and nothing is written."""
+        path = tmp_path / "new.db"
+        async with connect(path, kinds=example_kinds()) as client:
+            first = await client.store_identity()
+        async with connect(path, kinds=example_kinds()) as client:
+            assert await client.store_identity() == first
+        assert len(first) == 16
+        int(first, 16)
+        with contextlib.closing(sqlite3.connect(path)) as conn:  # back to version 2
+            conn.execute("DELETE FROM meta WHERE key = 'identity'")
+            conn.execute("UPDATE reconcile_schema SET version = 2")
+            conn.commit()
+        async with connect(path, kinds=example_kinds(), read_only=True) as client:
+            assert await client.store_identity() == ""
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            assert conn.execute("SELECT version FROM reconcile_schema").fetchone()[0] == 2
+        async with connect(path, kinds=example_kinds()) as client:
+            migrated = await client.store_identity()
+        assert len(migrated) == 16
+        assert migrated != first, "a new identity: the old one was gone"
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            assert conn.execute("SELECT version FROM reconcile_schema").fetchone()[0] == schema.SCHEMA_VERSION
+
     async def test_failed_migration_leaves_the_database(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
