@@ -112,6 +112,7 @@ def test_orphans_after_a_restore_listed_then_deleted(tsig: Bind, tmp_path: Path)
 
     deleted = _ok(_run(db, config, tsig, "orphans", "--delete"))
     assert f"lost1-{t}.{ZONE} A" in deleted.stdout
+    assert f"2 deleted, 1 orphaned on purpose (store {identity})" in deleted.stdout
     for name, rtype in ((f"lost1-{t}", "A"), (f"lost2-{t}", "TXT")):
         assert asyncio.run(hand.records(name, rtype)) == []
         assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) == []

@@ -11,6 +11,7 @@ here). ``--delete`` deletes the orphans, each only while it still carries the sa
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from typing import Any
 
@@ -86,6 +87,10 @@ async def _orphans(
         click.echo(as_json(rows))
     elif rows:
         click.echo(table(("KIND", "EXTERNAL", "UID", "STATE"), [tuple(r.values()) for r in rows]))
+        states = collections.Counter(row["state"] for row in rows)
+        summary = ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
+        hint = "; --delete deletes the orphans" if states["orphan"] else ""
+        click.echo(f"{summary} (store {identity}){hint}")
     else:
         click.echo(f"no orphans found (store {identity})")
     if problems:
