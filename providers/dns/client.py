@@ -383,7 +383,7 @@ class DnsClient:
             text = _text(rdata)
             if text == current:
                 continue  # (the common case: our own line, nothing to parse)
-            fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+            fields = _fields_of(text)
             if (
                 fields.get("heritage") == "reconcile"
                 and fields.get("uid") == uid
@@ -455,4 +455,9 @@ def _text(rdata: dns.rdata.Rdata) -> str:
 
 def _fields(rdata: dns.rdata.Rdata) -> dict[str, str]:
     """A mark's ``key=value`` fields."""
-    return dict(part.split("=", 1) for part in _text(rdata).split(",") if "=" in part)
+    return _fields_of(_text(rdata))
+
+
+def _fields_of(text: str) -> dict[str, str]:
+    """The ``key=value`` fields of a mark's text."""
+    return dict(part.split("=", 1) for part in text.split(",") if "=" in part)

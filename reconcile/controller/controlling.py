@@ -204,17 +204,17 @@ class Controller:
                 finally:
                     queue.done(key)
             else:
-                request = requests.get(key) or self._request(key)
+                request = requests.get(key) or self._request(key)  # (the cache hit, inline)
                 succeeded = False
                 outcome = "error"
                 try:
                     result = await self.reconciler.reconcile(request)
                     if result is None and not (failures or gave_up or terminal):
                         succeeded, outcome = True, "success"
-                    else:  # (_finish written out: a poll's requeue_after is every managed reconcile's)
+                    else:
                         outcome = self._follow(key, result)
                         if terminal and key in terminal:
-                            await self._amend_status(key, lambda obj: cleared(obj, self._now()))
+                            await self._clear_terminal(key)
                 except asyncio.CancelledError:
                     raise
                 except TerminalError as exc:
@@ -228,19 +228,18 @@ class Controller:
                     listener(key, outcome)
 
     def _request(self, key: ObjectKey) -> Request:
-        """A new Request for ``key``, kept for its next reconciles while the cache holds
-        the object (a deletion drops it; a key without an object gets one each time)."""
-        request = Request(key)
-        if self.informer.get(key) is not None:
-            self._requests[key] = request
+        """The Request for ``key``: one per cached object, made once and kept for its next
+        reconciles (a deletion drops it; a key without an object gets one each time)."""
+        request = self._requests.get(key)
+        if request is None:
+            request = Request(key)
+            if self.informer.get(key) is not None:
+                self._requests[key] = request
         return request
 
-    async def _finish(self, key: ObjectKey, result: Result | None) -> str:
-        """After a reconcile that returned: act on its result, clear a terminal record."""
-        outcome = self._follow(key, result)
-        if self._terminal and key in self._terminal:
-            await self._amend_status(key, lambda obj: cleared(obj, self._now()))
-        return outcome
+    async def _clear_terminal(self, key: ObjectKey) -> None:
+        """A success after a terminal error: the terminal record in status goes."""
+        await self._amend_status(key, lambda obj: cleared(obj, self._now()))
 
     async def _process(self, key: ObjectKey) -> str:
         """One key, in steps: open its span, call the reconciler, classify how it ended
@@ -266,7 +265,9 @@ class Controller:
             except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
                 outcome = self._errored(key, exc, span)
             else:
-                outcome = await self._finish(key, result)
+                outcome = self._follow(key, result)
+                if self._terminal and key in self._terminal:
+                    await self._clear_terminal(key)
             if span is not trace.INVALID_SPAN:
                 span.set_attribute("reconcile.result", outcome)
         if metering:
@@ -291,7 +292,7 @@ class Controller:
 
     def _call(self, key: ObjectKey) -> Awaitable[Result | None]:
         """The reconcile to await: the reconciler's own coroutine, or it under a deadline."""
-        request = self._requests.get(key) or self._request(key)
+        request = self._request(key)
         if self.reconcile_timeout is None:
             return self.reconciler.reconcile(request)
         return self._bounded(request, self.reconcile_timeout)

@@ -96,8 +96,8 @@ class Deadlines:
         it wakes once per deadline period, not once per call."""
         try:
             while True:
-                await self.clock.sleep(self._check_at - self.clock.now())
-                now = self.clock.now()
+                await self.clock.sleep(self._check_at - self._now())
+                now = self._now()
                 waiting = None
                 for task, deadline in list(self._inflight.items()):
                     if deadline <= now:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,7 @@ import attrs
 
 from reconcile.controller.caching import CachedClient
 from reconcile.controller.statuses import Action, Verdict, new_status
-from reconcile.controller.telemetry import Telemetry
+from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
 from reconcile.model.external import Observation
 from reconcile.model.resource import AnyResource
 from reconcile.model.serde import format_timestamp
@@ -38,7 +39,7 @@ class Recording:
     ) -> AnyResource:
         """Record action events with their bookkeeping (markers, finalizer, status) in one
         atomic write."""
-        with self.telemetry.span("store.record_actions", {"event.types": ",".join(e.type for e in events)}):
+        with self._span("store.record_actions", events):
             return await self.client.record_actions(
                 obj,
                 self._events(obj, events),
@@ -50,8 +51,14 @@ class Recording:
     async def _release(self, obj: AnyResource, finalizer: str, events: list[Action]) -> None:
         """Record action events and remove ``finalizer`` in one write (the last finalizer
         of a deleting object: the object goes with it)."""
-        with self.telemetry.span("store.release", {"event.types": ",".join(e.type for e in events)}):
+        with self._span("store.release", events):
             await self.client.release(obj, finalizer, self._events(obj, events))
+
+    def _span(self, name: str, events: list[Action]) -> contextlib.AbstractContextManager[Any]:
+        """The write's span, its attributes built only when something records spans."""
+        if not self.telemetry.recording:
+            return NOT_RECORDING
+        return self.telemetry.span(name, {"event.types": ",".join(e.type for e in events)})
 
     @staticmethod
     def _events(obj: AnyResource, events: list[Action]) -> list[tuple[str, dict[str, Any] | None]]:

@@ -95,10 +95,6 @@ class _Moved:
             self._set = True
             self._event.set()
 
-    def set(self) -> None:
-        """Something moved."""
-        self()
-
     def clear(self) -> None:
         """Forget the moves so far."""
         self._set = False
