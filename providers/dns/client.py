@@ -98,7 +98,10 @@ class DnsClient:
 
     def _owner_name(self, resource: reconcile.Resource[Any, Any]) -> dns.name.Name:
         spec = resource.spec
-        name = absolute_name(spec.zone, spec.name)
+        return self._mark_name(absolute_name(spec.zone, spec.name))
+
+    def _mark_name(self, name: dns.name.Name) -> dns.name.Name:
+        """Where the ownership mark of the records at ``name`` lives."""
         return dns.name.Name((self.config.owner_prefix.encode(), *name.labels))
 
     def _mark(self, resource: reconcile.Resource[Any, Any]) -> dns.rdata.Rdata:
@@ -308,7 +311,7 @@ class DnsClient:
         is deleted."""
         detail = owned.detail
         name = dns.name.from_text(str(detail["name"]))
-        owner_name = dns.name.Name((self.config.owner_prefix.encode(), *name.labels))
+        owner_name = self._mark_name(name)
         mark = _txt(str(detail["mark"]))
 
         def change(message: dns.update.UpdateMessage) -> None:
