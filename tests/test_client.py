@@ -24,6 +24,7 @@ from reconcile import (
     NotFoundError,
     Status,
 )
+from reconcile.api.bulk import Applied
 from reconcile.model import Condition, ConditionStatus, LabelSelector
 from reconcile.testing import FakeClock
 
@@ -749,3 +750,46 @@ class TestApplyMany:
         results = await client.apply_many([widget(f"w{i}", i) for i in range(1000)])
         assert {r.outcome for r in results} == {"created"}
         assert len((await client.list("widget")).items) == 1000
+
+    async def test_later_documents_win_across_chunks_and_refusals_stop_nothing(self, client: Client) -> None:
+        """With chunks of two (admission of each chunk overlapping the commits of the one
+        before), the same object declared in three chunks ends as the last declares it,
+        each document saying what it did, and a refused document in the middle of a chunk
+        leaves the rest of it written."""
+        docs = [widget("a", 1), widget("b", 1), widget("a", 2), {"kind": "Nope"}]
+        docs += [widget("c", 1), widget("a", 3)]
+        results = await client.apply_many(docs, batch=2)
+        assert [r.outcome for r in results] == [
+            "created",
+            "created",
+            "configured",
+            "refused",
+            "created",
+            "configured",
+        ]
+        assert (await client.get("widget", "a")).spec.size == 3
+        assert (await client.get("widget", "a")).metadata.generation == 3
+        assert {w.metadata.name for w in (await client.list("widget")).items} == {"a", "b", "c"}
+
+    async def test_objects_are_decoded_only_when_read(self, client: Client) -> None:
+        """A caller that reads only the outcomes decodes nothing; reading ``object``
+        decodes it once, and two results compare by the objects they hold."""
+        decode = client.decoder.resource
+        decoded: list[object] = []
+
+        def counting(*args: object, **kwargs: object) -> object:
+            decoded.append(args[0])
+            return decode(*args, **kwargs)  # type: ignore[arg-type]
+
+        client.decoder.resource = counting  # type: ignore[method-assign]
+        results = await client.apply_many([widget(f"w{i}", i) for i in range(5)])
+        assert [r.outcome for r in results] == ["created"] * 5
+        assert decoded == []
+        first = results[0].object
+        assert first is not None
+        assert first.spec.size == 0
+        assert results[0].object is first
+        assert len(decoded) == 1
+        assert results[0] == Applied(results[0].key, "created", first)
+        assert results[0] != Applied(results[0].key, "created", results[1].object)
+        assert "size=0" in repr(results[0])

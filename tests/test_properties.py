@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 from reconcile import Bookmark, Client, ExpiredError, InvalidError, ReconcileError, Status, connect
 from reconcile.api import Admission
 from reconcile.model import make_converter
+from reconcile.model.serde import format_epoch
 from reconcile.testing import example_kinds
 
 NAMES = st.sampled_from(["a", "b", "c"])
@@ -115,3 +117,20 @@ def test_any_manifest_validates_or_names_a_field(spec: object) -> None:
     except InvalidError as exc:
         assert exc.errors
         assert all(e.path.startswith("spec") for e in exc.errors), exc.errors
+
+
+@given(
+    st.floats(min_value=0, max_value=253402300799.0, allow_nan=False, allow_infinity=False)
+    | st.sampled_from([0.0, 0.9999995, 1.0000005, 59.9999999, 1_700_000_000.5, 86399.9999996])
+)
+def test_format_epoch_is_format_timestamp_of_the_same_instant(seconds: float) -> None:
+    """The engine's stamp of a clock reading is the text of the datetime of that reading,
+    to the microsecond (within one, where float rounding of a huge reading differs), and
+    a second's text is never carried into the next second."""
+    made = format_epoch(seconds)
+    expected = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    parsed = datetime.datetime.fromisoformat(made)
+    assert made.endswith("Z")
+    assert len(made) == len("2026-12-04T09:11:07.010263Z")
+    assert abs(parsed - expected) <= datetime.timedelta(microseconds=1)
+    assert format_epoch(seconds + 1) > made or seconds + 1 >= 253402300800

@@ -34,11 +34,31 @@ from reconcile.store.contract import WriteResult
 if TYPE_CHECKING:
     from reconcile.api.client import Client
 
-__all__ = ["Applied", "Outcome", "apply_many"]
+__all__ = ["Applied", "Deferred", "Outcome", "apply_many"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 Outcome = Literal["created", "configured", "unchanged", "refused", "skipped"]
+
+
+class Deferred:
+    """A value made when first asked for, then kept."""
+
+    __slots__ = ("_make", "_value")
+
+    def __init__(self, make: Callable[[], AnyResource | None]) -> None:
+        self._make: Callable[[], AnyResource | None] | None = make
+        self._value: AnyResource | None = None
+
+    def get(self) -> AnyResource | None:
+        """The value (made now if this is the first time)."""
+        if self._make is not None:
+            self._value, self._make = self._make(), None
+        return self._value
+
+
+def _resolved(value: AnyResource | Deferred | None) -> AnyResource | None:
+    return value.get() if isinstance(value, Deferred) else value
 
 
 @attrs.frozen
@@ -51,9 +71,17 @@ class Applied:
     #: ``skipped`` (not written because another document was refused, with
     #: ``check_all_first``).
     outcome: Outcome
-    #: The object after the apply (None unless it was written or was unchanged).
-    object: AnyResource | None = None
+    _object: AnyResource | Deferred | None = attrs.field(
+        default=None, alias="object", eq=_resolved, repr=lambda value: repr(_resolved(value))
+    )
     error: Exception | None = None
+
+    @property
+    def object(self) -> AnyResource | None:
+        """The object after the apply (None unless it was written or was unchanged).
+        Decoded when first read: a bulk apply whose caller reads only the outcomes (the
+        CLI's ``apply -f``) decodes nothing."""
+        return _resolved(self._object)
 
 
 #: The collector's thresholds while bulk applies run: a young collection every 100,000
@@ -111,8 +139,47 @@ async def apply_many(
     the same concurrent run), so it wins, as it would one by one. ``on_applied`` hears of
     each written document as soon as its write is durable (a cache puts it in at once)."""
     results: list[Applied | None] = [None] * len(manifests)
+    if check_all_first:
+        everything = range(len(manifests))
+        admitted = await _admit(client, manifests, everything, results, origins=origins, declared={})
+        await _check_all(client, admitted, results, manager)
+        if any(r is not None for r in results):
+            return [
+                r or Applied(_key(a), "skipped")
+                for r, a in zip(results, _by_index(admitted, len(manifests)), strict=True)
+            ]
+    writes = _Writes(client, manager, results, on_applied)
+    if check_all_first:
+        for run in _runs(admitted, batch):
+            await writes.submit(run)
+    else:
+        # A pipeline: each chunk is admitted while the commits of the one before it run on
+        # the writer's thread (SQLite's own work does not hold the interpreter).
+        declared: Declared = {}
+        for first in range(0, len(manifests), batch):
+            indexes = range(first, min(first + batch, len(manifests)))
+            chunk = await _admit(client, manifests, indexes, results, origins=origins, declared=declared)
+            for run in _runs(chunk, batch):
+                await writes.submit(run)
+    await writes.drain()
+    return [r if r is not None else Applied(None, "skipped") for r in results]
+
+
+async def _admit(
+    client: Client,
+    manifests: Sequence[Mapping[str, Any] | AnyResource | Admitted],
+    indexes: range,
+    results: list[Applied | None],
+    *,
+    origins: Sequence[Path | None] | None,
+    declared: Declared,
+) -> list[tuple[int, Admitted]]:
+    """Admit the manifests at ``indexes``; a refusal goes into ``results``, and so does a
+    document that cannot coexist with another live object or an earlier document of this
+    apply (``declared`` holds those)."""
     admitted: list[tuple[int, Admitted]] = []
-    for index, manifest in enumerate(manifests):
+    for index in indexes:
+        manifest = manifests[index]
         if isinstance(manifest, Admitted):
             admitted.append((index, manifest))
             continue
@@ -122,48 +189,71 @@ async def apply_many(
         except InvalidError as exc:
             results[index] = Applied(None, "refused", error=exc)
     if any(item.kind.conflicts is not None for _, item in admitted):
-        await _refuse_conflicts(client, admitted, results)
-        if not check_all_first:
-            admitted = [(index, item) for index, item in admitted if results[index] is None]
-    if check_all_first:
-        await _check_all(client, admitted, results, manager)
-        if any(r is not None for r in results):
-            return [
-                r or Applied(_key(a), "skipped")
-                for r, a in zip(results, _by_index(admitted, len(manifests)), strict=True)
-            ]
-    raised: list[BaseException] = []
+        await _refuse_conflicts(client, admitted, results, declared)
+        admitted = [(index, item) for index, item in admitted if results[index] is None]
+    return admitted
 
-    def landed(index: int, item: Admitted, finish: Callable[[WriteResult], Applied], future: Any) -> None:
+
+@attrs.define(eq=False)
+class _Writes:
+    """The writes of an apply in flight: each run queued with the store at once (so runs
+    share group commits and the store commits them in order), at most two runs waited
+    for at a time, each result recorded as its write is durable."""
+
+    client: Client
+    manager: str
+    results: list[Applied | None]
+    on_applied: Callable[[Applied], None] | None
+    in_flight: list[list[asyncio.Future[WriteResult]]] = attrs.Factory(list)
+    raised: list[BaseException] = attrs.Factory(list)
+
+    async def submit(self, run: list[tuple[int, Admitted]]) -> None:
+        """Queue ``run``'s writes; wait for the run before the previous one."""
+        writes = [self.client.apply_write(item, manager=self.manager) for _, item in run]
+        futures = self.client.store.submit_many(
+            [(key, mutation) for key, mutation, _ in writes], actor=self.manager
+        )
+        for (index, item), (_, _, finish), future in zip(run, writes, futures, strict=True):
+            future.add_done_callback(functools.partial(self._landed, index, item, finish))
+        self.in_flight.append(futures)
+        if len(self.in_flight) > 2:  # noqa: PLR2004 - one committing, one queued behind it
+            await asyncio.gather(*self.in_flight.pop(0), return_exceptions=True)
+        else:
+            await asyncio.sleep(0)  # the writer takes the run before the next is admitted
+        self._check()
+
+    async def drain(self) -> None:
+        """Wait for every write queued."""
+        while self.in_flight:
+            await asyncio.gather(*self.in_flight.pop(0), return_exceptions=True)
+        self._check()
+
+    def _check(self) -> None:
+        if self.raised:
+            raise self.raised[0]
+
+    def _landed(
+        self, index: int, item: Admitted, finish: Callable[[WriteResult], Applied], future: Any
+    ) -> None:
         # At once, as each write is durable: a cache puts it in before its watch event.
         try:
-            applied = results[index] = finish(future.result())
+            applied = self.results[index] = finish(future.result())
         except (ReconcileError, OSError) as exc:
-            results[index] = Applied(_key(item), "refused", error=exc)
+            self.results[index] = Applied(_key(item), "refused", error=exc)
             return
-        except BaseException as exc:  # noqa: BLE001 - raised below, out of the callback
-            raised.append(exc)
+        except BaseException as exc:  # noqa: BLE001 - raised by submit or drain, out of the callback
+            self.raised.append(exc)
             return
-        if on_applied is not None:
-            on_applied(applied)
-
-    for run in _runs(admitted, batch):
-        writes = [client.apply_write(item, manager=manager) for _, item in run]
-        futures = client.store.submit_many([(key, mutation) for key, mutation, _ in writes], actor=manager)
-        for (index, item), (_, _, finish), future in zip(run, writes, futures, strict=True):
-            future.add_done_callback(functools.partial(landed, index, item, finish))
-        await asyncio.gather(*futures, return_exceptions=True)
-        if raised:
-            raise raised[0]
-    return [r if r is not None else Applied(None, "skipped") for r in results]
+        if self.on_applied is not None:
+            self.on_applied(applied)
 
 
 async def _refuse_conflicts(
-    client: Client, admitted: list[tuple[int, Admitted]], results: list[Applied | None]
+    client: Client, admitted: list[tuple[int, Admitted]], results: list[Applied | None], declared: Declared
 ) -> None:
     """Refuse (in ``results``) each document that declares what another live object, or
-    an earlier document of this apply, cannot coexist with (``Kind.conflicts``)."""
-    declared: Declared = {}
+    an earlier document of this apply (``declared``), cannot coexist with
+    (``Kind.conflicts``)."""
     for index, item in admitted:
         key = _key(item)
         assert key is not None

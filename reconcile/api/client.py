@@ -9,7 +9,6 @@ spec and status structured into the kind's classes.
 from __future__ import annotations
 
 import builtins
-import datetime
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 from reconcile.api import bulk, mutations
 from reconcile.api.admission import MAX_ANNOTATIONS_BYTES, Admission, Admitted
-from reconcile.api.bulk import Applied, Outcome
+from reconcile.api.bulk import Applied, Deferred, Outcome
 from reconcile.api.conflicts import conflict_error
 from reconcile.api.decoding import Decoder
 from reconcile.api.merging import merge_patch
@@ -30,7 +29,7 @@ from reconcile.model.external import ANNOTATION_MANAGEMENT_POLICY, FINALIZER
 from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
-from reconcile.model.serde import format_timestamp, make_converter, structure_errors
+from reconcile.model.serde import format_epoch, make_converter, structure_errors
 from reconcile.store.contract import (
     EventStore,
     Mutation,
@@ -72,7 +71,7 @@ class Client(Reading):
         return await self.store.write(key, mutation, actor=actor)
 
     def _now(self) -> str:
-        return format_timestamp(datetime.datetime.fromtimestamp(self._clock(), datetime.UTC))
+        return format_epoch(self._clock())
 
     @staticmethod
     def _key_of(admitted: Admitted) -> ObjectKey:
@@ -192,7 +191,8 @@ class Client(Reading):
                 # Remove kept in the log (stamped with its revision by the store).
                 return Applied(key, outcome, self.decode(changes[-1].body))
             # apply stores the admitted spec as it is: reuse its structured form.
-            return Applied(key, outcome, self.decode(result.object.body, spec=admitted.spec))
+            body = result.object.body
+            return Applied(key, outcome, Deferred(lambda: self.decode(body, spec=admitted.spec)))
 
         return key, applying, finish
 

@@ -77,17 +77,25 @@ def _changed(current: StoredObject, new: Body, event_type: str) -> Change | None
 
 
 def _new_object(desired: Body, status: Body, uid: str, now: str) -> Body:
-    body: Body = _clone(desired)
-    meta = body["metadata"]
+    # A new top level and metadata, the rest shared with ``desired``: a stored body is
+    # never changed in place after its write except its metadata's resource_version
+    # (stamped by the store on this metadata), so nothing reaches ``desired`` through it,
+    # and a mutation run again builds its own.
+    meta = dict(desired["metadata"])
     meta.update(uid=uid, generation=1, creation_timestamp=now, deletion_timestamp=None)
     meta["resource_version"] = None
-    body["status"] = status
-    return body
+    return {**desired, "metadata": meta, "status": status}
 
 
 def _managed_paths(meta: Mapping[str, Any]) -> set[str]:
-    paths = {f"{field}/{key}" for field in _MERGED for key in meta.get(field) or {}}
-    paths |= {f"finalizers/{name}" for name in meta.get("finalizers") or ()}
+    paths: set[str] = set()
+    for field in _MERGED:
+        values = meta.get(field)
+        if values:
+            paths.update(f"{field}/{key}" for key in values)
+    names = meta.get("finalizers")
+    if names:
+        paths.update(f"finalizers/{name}" for name in names)
     return paths
 
 
@@ -170,17 +178,19 @@ def apply(
     ``finalizers`` are added to an object this creates (defaulting: no manager owns them,
     so a later apply without them keeps them)."""
     expected = desired["metadata"].get("resource_version")
+    paths = sorted(_managed_paths(desired["metadata"]))
+    listed = desired["metadata"].get("finalizers") or []
+    created_finalizers = [*listed, *(f for f in finalizers if f not in listed)]
 
     def mutate(current: StoredObject | None) -> Change | None:
         if current is None:
             if expected is not None:
                 raise NotFoundError(f"{key} not found (resource_version {expected} was given)")
             body = _new_object(desired, status, uid, now)
-            paths = _managed_paths(desired["metadata"])
-            body["metadata"]["managed_fields"] = {manager: sorted(paths)} if paths else {}
+            meta = body["metadata"]
+            meta["managed_fields"] = {manager: list(paths)} if paths else {}
             if finalizers:
-                listed = body["metadata"].get("finalizers") or []
-                body["metadata"]["finalizers"] = [*listed, *(f for f in finalizers if f not in listed)]
+                meta["finalizers"] = list(created_finalizers)
             return Put(EventType.CREATED, body, identity=identity)
         if create_only:
             raise AlreadyExistsError(f"{key} already exists")

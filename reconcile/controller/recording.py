@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +14,7 @@ from reconcile.controller.statuses import Action, Verdict, new_status
 from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
 from reconcile.model.external import Observation
 from reconcile.model.resource import AnyResource
-from reconcile.model.serde import format_timestamp
+from reconcile.model.serde import format_epoch
 
 __all__ = ["Recording"]
 
@@ -95,4 +94,4 @@ class Recording:
         return new_status(obj, observation, self._wall, synced=synced, ready=ready)
 
     def _now(self) -> str:
-        return format_timestamp(datetime.datetime.fromtimestamp(self._wall(), datetime.UTC))
+        return format_epoch(self._wall())

@@ -13,7 +13,9 @@ import collections.abc
 import datetime
 import difflib
 import enum
+import math
 import re
+import time
 import typing
 from typing import Any
 
@@ -30,6 +32,7 @@ from reconcile.model.conditions import Condition, ConditionStatus
 from reconcile.model.meta import ObjectMeta, OwnerReference
 
 __all__ = [
+    "format_epoch",
     "format_timestamp",
     "make_converter",
     "make_stored_converter",
@@ -82,8 +85,28 @@ def _strict(expected: type, name: str) -> Any:
 
 def format_timestamp(value: datetime.datetime) -> str:
     """RFC 3339 in UTC with microseconds, the form every stored timestamp takes."""
+    if value.tzinfo is datetime.UTC:  # the common case: "...+00:00" becomes "...Z"
+        return value.isoformat(timespec="microseconds")[:-6] + "Z"
     utc = value.astimezone(datetime.UTC).replace(tzinfo=None)
     return utc.isoformat(timespec="microseconds") + "Z"
+
+
+_MICROS = 1_000_000
+_second: list[Any] = [None, ""]  # the last whole second formatted, and its text
+
+
+def format_epoch(seconds: float) -> str:
+    """:func:`format_timestamp` of a POSIX time (a clock's reading), without building a
+    datetime: the engine stamps every write it makes, and the text of the whole second
+    is kept from one call to the next."""
+    whole = math.floor(seconds)
+    micros = round((seconds - whole) * _MICROS)  # the fraction is exact; half to even, as datetime
+    if micros == _MICROS:
+        whole, micros = whole + 1, 0
+    if whole != _second[0]:
+        _second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        _second[0] = whole
+    return f"{_second[1]}.{micros:06d}Z"
 
 
 def structure_stored_meta(meta: dict[str, Any]) -> ObjectMeta:
