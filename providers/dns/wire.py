@@ -10,33 +10,45 @@ the key, never the secret.
 
 from __future__ import annotations
 
-import contextlib
-import socket
+import struct
 from collections.abc import Sequence
-from typing import Any
 
 import attrs
-import dns.asyncbackend
 import dns.asyncquery
+import dns.entropy
 import dns.exception
-import dns.flags
-import dns.inet
 import dns.message
 import dns.name
 import dns.rcode
 import dns.rdata
+import dns.rdataclass
 import dns.rdatatype
 import dns.tsig
 import dns.update
+import dns.wire
 import dns.xfr
 import dns.zone
 
 from providers.dns.config import Server
+from providers.dns.streams import Connections, where
 from reconcile.errors import PermanentError, TransientError
 
-__all__ = ["Answer", "Connections", "PrerequisiteFailedError", "query", "send_update", "transfer"]
+__all__ = [
+    "Answer",
+    "Connections",
+    "PrerequisiteFailedError",
+    "query",
+    "query_message",
+    "read_answer",
+    "send_update",
+    "transfer",
+]
 
 _PREREQUISITE = {dns.rcode.YXDOMAIN, dns.rcode.YXRRSET, dns.rcode.NXDOMAIN, dns.rcode.NXRRSET}
+
+
+class MalformedAnswerError(Exception):
+    """A server's answer that is not the answer to the message sent, or is malformed."""
 
 
 class PrerequisiteFailedError(Exception):
@@ -55,117 +67,113 @@ class Answer:
     rdatas: tuple[dns.rdata.Rdata, ...]
 
 
-def _where(server: Server) -> str:
-    return f"{server.address}:{server.port}"
+_QUERY_HEADER = struct.Struct("!HHHHHH")  # id, flags, and the four section counts
+_QUESTION_TAIL = struct.Struct("!HH")  # type, class
+_RR_TAIL = struct.Struct("!HHIH")  # type, class, ttl, rdata length
+_QR, _AA, _OPCODE, _RCODE = 0x8000, 0x0400, 0x7800, 0x000F
 
 
-class Connections:
-    """Idle TCP connections to each server, reused for queries and updates (a server
-    answers many messages on one connection): no handshake per message. A connection
-    that fails is dropped; one the server closed while idle is replaced once."""
+def query_message(qid: int, name: dns.name.Name, rdtype: int) -> bytes:
+    """A query of ``name``/``rdtype`` (class IN) without recursion, as bytes: what
+    ``dns.message.make_query`` with RD cleared and no EDNS makes, without the objects."""
+    labels = name.to_wire()
+    assert labels is not None  # (None only when writing into a file)
+    question = labels + _QUESTION_TAIL.pack(rdtype, dns.rdataclass.IN)
+    return _QUERY_HEADER.pack(qid, 0, 1, 0, 0, 0) + question
 
-    def __init__(self) -> None:
-        self._idle: dict[Server, list[Any]] = {}
 
-    async def exchange(
-        self, server: Server, message: dns.message.Message, seconds: float
-    ) -> dns.message.Message:
-        """Send ``message`` on a connection to ``server``; its verified answer. A server
-        that cannot be reached, or does not answer in time, is a TransientError."""
-        try:
-            return await self._exchange(server, message, seconds)
-        except (OSError, dns.exception.Timeout, EOFError) as exc:
-            reason = str(exc) or type(exc).__name__
-            raise TransientError(f"DNS server {_where(server)} is unreachable: {reason}") from exc
+def read_answer(
+    wire: bytes, qid: int, name: dns.name.Name, rdtype: int
+) -> tuple[dns.rcode.Rcode, bool, Answer | None]:
+    """The rcode, the AA flag and the RRset ``name``/``rdtype`` of the answer to the
+    query :func:`query_message` made; only the header, the question and the answer
+    section are read, with dnspython's own wire parsers (names, compression, rdata).
+    FormError when it is not the answer to that query or is malformed."""
+    try:
+        return _read_answer(dns.wire.Parser(wire), qid, name, rdtype)
+    except (struct.error, ValueError, IndexError) as exc:
+        raise MalformedAnswerError(f"malformed answer: {exc}") from exc
 
-    async def _exchange(
-        self, server: Server, message: dns.message.Message, seconds: float
-    ) -> dns.message.Message:
-        idle = self._idle.setdefault(server, [])
-        for attempt in range(2):
-            fresh = attempt > 0 or not idle
-            sock = await self._connect(server, seconds) if fresh else idle.pop()
-            try:
-                response = await dns.asyncquery.tcp(
-                    message, server.address, port=server.port, timeout=seconds, sock=sock
-                )
-            except (EOFError, ConnectionError):
-                await sock.close()
-                if fresh:
-                    raise
-                continue  # a connection the server closed while idle: once more, fresh
-            except BaseException:
-                await sock.close()
-                raise
-            idle.append(sock)
-            return response
-        raise AssertionError  # pragma: no cover - the loop returns or raises
 
-    @staticmethod
-    async def _connect(server: Server, seconds: float) -> Any:
-        backend: Any = dns.asyncbackend.get_backend("asyncio")
-        family = dns.inet.af_for_address(server.address)
-        return await backend.make_socket(
-            family, socket.SOCK_STREAM, 0, None, (server.address, server.port), seconds
-        )
-
-    async def close(self) -> None:
-        """Close every idle connection."""
-        for idle in self._idle.values():
-            while idle:
-                with contextlib.suppress(Exception):
-                    await idle.pop().close()
+def _read_answer(
+    parser: dns.wire.Parser, qid: int, name: dns.name.Name, rdtype: int
+) -> tuple[dns.rcode.Rcode, bool, Answer | None]:
+    rid, flags, questions, answers, _, _ = parser.get_struct(_QUERY_HEADER.format)
+    if rid != qid or not flags & _QR or flags & _OPCODE:
+        raise MalformedAnswerError("not the answer to this query")
+    if questions != 1:
+        raise MalformedAnswerError("the answer does not repeat the question")
+    asked = dns.name.from_wire_parser(parser)
+    if asked != name or parser.get_struct(_QUESTION_TAIL.format) != (rdtype, dns.rdataclass.IN):
+        raise MalformedAnswerError("the answer is to another question")
+    rdatas: list[dns.rdata.Rdata] = []
+    ttl = None
+    for _ in range(answers):
+        owner = dns.name.from_wire_parser(parser)
+        type_, class_, rr_ttl, length = parser.get_struct(_RR_TAIL.format)
+        if type_ != rdtype or class_ != dns.rdataclass.IN or owner != name:
+            parser.seek(parser.current + length)  # a CNAME followed, say: not this RRset
+            continue
+        with parser.restrict_to(length):
+            rdata = dns.rdata.from_wire_parser(class_, type_, parser)
+        if rdata not in rdatas:  # an RRset is a set (as dnspython's message parser keeps it)
+            rdatas.append(rdata)
+        ttl = rr_ttl if ttl is None else min(ttl, rr_ttl)
+    found = None if ttl is None else Answer(ttl, tuple(rdatas))
+    return dns.rcode.Rcode.make(flags & _RCODE), bool(flags & _AA), found
 
 
 async def query(
     connections: Connections, server: Server, name: dns.name.Name, rdtype: str, seconds: float
 ) -> Answer | None:
     """The RRset ``name``/``rdtype`` as ``server`` holds it; None when there is none."""
-    request = dns.message.make_query(name, rdtype)
-    request.flags &= ~dns.flags.RD
+    wanted = dns.rdatatype.from_text(rdtype)
+    qid = dns.entropy.random_16()
+    answer = await connections.exchange(server, query_message(qid, name, wanted), seconds)
     try:
-        response = await connections.exchange(server, request, seconds)
-    except dns.exception.DNSException as exc:
-        raise TransientError(f"DNS query of {name} {rdtype} to {_where(server)} failed: {exc}") from exc
-    rcode = response.rcode()
+        rcode, authoritative, found = read_answer(answer, qid, name, wanted)
+    except MalformedAnswerError as exc:
+        raise TransientError(f"DNS query of {name} {rdtype} to {where(server)} failed: {exc}") from exc
     if rcode not in {dns.rcode.NOERROR, dns.rcode.NXDOMAIN}:
         text = dns.rcode.to_text(rcode)
-        raise TransientError(f"DNS server {_where(server)} answered {text} to a query of {name} {rdtype}")
-    wanted = dns.rdatatype.from_text(rdtype)
-    if not response.flags & dns.flags.AA:
+        raise TransientError(f"DNS server {where(server)} answered {text} to a query of {name} {rdtype}")
+    if authoritative:
+        return found
+    if wanted == dns.rdatatype.NS:
         # A delegation's NS records are answered as a referral (the parent holds them,
         # the child zone is authoritative for them): found in the authority section.
-        for rrset in response.authority:
-            if wanted == dns.rdatatype.NS and rrset.name == name and rrset.rdtype == wanted:
+        for rrset in dns.message.from_wire(answer).authority:
+            if rrset.name == name and rrset.rdtype == wanted:
                 return Answer(rrset.ttl, tuple(rrset))
-        raise TransientError(
-            f"DNS server {_where(server)} is not authoritative for {name} (NOTAUTH: its answer is not AA)"
-        )
-    for rrset in response.answer:
-        if rrset.name == name and rrset.rdtype == wanted:
-            return Answer(rrset.ttl, tuple(rrset))
-    return None
+    raise TransientError(
+        f"DNS server {where(server)} is not authoritative for {name} (NOTAUTH: its answer is not AA)"
+    )
 
 
 async def send_update(
     connections: Connections, server: Server, message: dns.update.UpdateMessage, zone: str, seconds: float
 ) -> None:
     """Send one signed UPDATE; raise unless the server applied it (NOERROR)."""
+    wire = message.to_wire()  # signed: the message keeps its MAC, which the answer's signature covers
+    answer = await connections.exchange(server, wire, seconds)
     try:
-        response = await connections.exchange(server, message, seconds)
+        response = dns.message.from_wire(answer, keyring=message.keyring, request_mac=message.mac)
     except dns.tsig.PeerBadKey as exc:
         raise TransientError(
-            f"DNS server {_where(server)} does not know the TSIG key of zone {zone} (BADKEY)"
+            f"DNS server {where(server)} does not know the TSIG key of zone {zone} (BADKEY)"
         ) from exc
     except (dns.tsig.PeerBadSignature, dns.tsig.BadSignature) as exc:
         raise TransientError(
-            f"DNS server {_where(server)} refused the TSIG signature for zone {zone} (BADSIG: check the "
+            f"DNS server {where(server)} refused the TSIG signature for zone {zone} (BADSIG: check the "
             "key's secret)"
         ) from exc
     except dns.tsig.PeerBadTime as exc:
-        raise TransientError(f"DNS server {_where(server)}: BADTIME (check the clocks)") from exc
+        raise TransientError(f"DNS server {where(server)}: BADTIME (check the clocks)") from exc
     except dns.exception.DNSException as exc:
-        raise TransientError(f"DNS update of zone {zone} at {_where(server)} failed: {exc}") from exc
+        raise TransientError(f"DNS update of zone {zone} at {where(server)} failed: {exc}") from exc
+    if not message.is_response(response):
+        reason = "the answer is not to this update"
+        raise TransientError(f"DNS update of zone {zone} at {where(server)} failed: {reason}")
     rcode = response.rcode()
     if rcode == dns.rcode.NOERROR:
         return
@@ -174,15 +182,15 @@ async def send_update(
         raise PrerequisiteFailedError(text)
     if rcode in {dns.rcode.NOTAUTH, dns.rcode.NOTZONE}:
         raise TransientError(
-            f"DNS server {_where(server)} answered {text}: it is not authoritative for zone {zone}, or the "
+            f"DNS server {where(server)} answered {text}: it is not authoritative for zone {zone}, or the "
             "update names something outside it"
         )
     if rcode == dns.rcode.REFUSED:
         raise PermanentError(
-            f"DNS server {_where(server)} REFUSED the update of zone {zone}: its update-policy does not "
+            f"DNS server {where(server)} REFUSED the update of zone {zone}: its update-policy does not "
             "grant this key the change"
         )
-    raise TransientError(f"DNS server {_where(server)} answered {text} to an update of zone {zone}")
+    raise TransientError(f"DNS server {where(server)} answered {text} to an update of zone {zone}")
 
 
 def signed_update(zone: str, key: dns.tsig.Key) -> dns.update.UpdateMessage:
@@ -210,17 +218,17 @@ async def transfer(server: Server, zone: str, key: dns.tsig.Key, seconds: float)
     except dns.xfr.TransferError as exc:
         text = dns.rcode.to_text(exc.rcode)
         raise PermanentError(
-            f"DNS server {_where(server)} refused the zone transfer of {zone} ({text}): its allow-transfer "
+            f"DNS server {where(server)} refused the zone transfer of {zone} ({text}): its allow-transfer "
             "must grant the zone's TSIG key to list what this store owns"
         ) from exc
     except (dns.tsig.PeerBadKey, dns.tsig.PeerBadSignature, dns.tsig.BadSignature) as exc:
         raise PermanentError(
-            f"DNS server {_where(server)} refused the TSIG key of zone {zone} for a zone transfer "
+            f"DNS server {where(server)} refused the TSIG key of zone {zone} for a zone transfer "
             "(BADKEY/BADSIG)"
         ) from exc
     except (OSError, EOFError, dns.exception.Timeout) as exc:
         reason = str(exc) or type(exc).__name__
-        raise TransientError(f"DNS server {_where(server)} is unreachable: {reason}") from exc
+        raise TransientError(f"DNS server {where(server)} is unreachable: {reason}") from exc
     except dns.exception.DNSException as exc:
-        raise TransientError(f"zone transfer of {zone} from {_where(server)} failed: {exc}") from exc
+        raise TransientError(f"zone transfer of {zone} from {where(server)} failed: {exc}") from exc
     return copy
