@@ -32,13 +32,17 @@ def report(
     columns: Sequence[str],
     cells: Callable[[Mapping[str, Any]], Sequence[str]],
     extra: Callable[[Mapping[str, Any]], Mapping[str, Any]] = lambda _calls: {},
+    others: Mapping[str, Mapping[str, Any]] | None = None,
     settings: Mapping[str, Any],
     json_path: Path | None,
 ) -> list[dict[str, Any]]:
     """One row per phase (``{phase}_s`` and ``{phase}_calls`` of both sides, the ratio, and
-    ``extra(our_calls)``); the table has the fixed columns, then ``columns`` filled by
-    ``cells(row)``; the JSON adds ``settings``. Returns the rows."""
-    header = ("phase", "plain s", "ours s", "x plain", *columns)
+    ``extra(our_calls)``); the table has the fixed columns, each of the ``others``
+    (further references, by name: their time and our ratio to it), then ``columns``
+    filled by ``cells(row)``; the JSON adds ``settings``. Returns the rows."""
+    others = others or {}
+    named = [c for name in others for c in (f"{name} s", f"x {name}")]
+    header = ("phase", "plain s", "ours s", "x plain", *named, *columns)
     width = max(11, *(len(h) + 1 for h in header))
     print(" ".join(f"{h:>{width}}" for h in header))
     rows = []
@@ -54,9 +58,14 @@ def report(
             "our_calls": our_calls,
             **extra(our_calls),
         }
+        compared = []
+        for name, other in others.items():
+            other_s = other[f"{phase}_s"]
+            row[f"{name}_s"], row[f"ratio_{name}"] = other_s, ours_s / other_s if other_s else None
+            compared += [f"{other_s:.2f}", f"{ours_s / other_s:.2f}" if other_s else "-"]
         rows.append(row)
         ratio = f"{ours_s / plain_s:.2f}" if plain_s else "-"
-        printed = (phase, f"{plain_s:.2f}", f"{ours_s:.2f}", ratio, *cells(row))
+        printed = (phase, f"{plain_s:.2f}", f"{ours_s:.2f}", ratio, *compared, *cells(row))
         print(" ".join(f"{c:>{width}}" for c in printed))
     if json_path is not None:
         result = {"benchmark": benchmark, **settings, "python": platform.python_version(), "rows": rows}

@@ -91,7 +91,7 @@ def read_answer(
     FormError when it is not the answer to that query or is malformed."""
     try:
         return _read_answer(dns.wire.Parser(wire), qid, name, rdtype)
-    except (struct.error, ValueError, IndexError) as exc:
+    except (dns.exception.DNSException, struct.error, ValueError, IndexError) as exc:
         raise MalformedAnswerError(f"malformed answer: {exc}") from exc
 
 

@@ -1,0 +1,201 @@
+"""The dns provider's own wire code, without a server: queries built as dnspython builds
+them, answers read as dnspython reads them (compression, several records, a CNAME
+followed, NXDOMAIN, the wrong answer refused), and the TCP connections' framing,
+reuse, replacement and deadlines against a small asyncio server of the test's own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import dns.flags
+import dns.message
+import dns.name
+import dns.rcode
+import dns.rdatatype
+import dns.rrset
+import pytest
+
+from providers.dns.config import Server
+from providers.dns.streams import Connections
+from providers.dns.wire import MalformedAnswerError, query_message, read_answer
+from reconcile.errors import TransientError
+
+NAME = dns.name.from_text("www.example.test.")
+
+
+def _answer_to(request: bytes, *rrsets: dns.rrset.RRset, authoritative: bool = True) -> dns.message.Message:
+    response = dns.message.make_response(dns.message.from_wire(request))
+    if authoritative:
+        response.flags |= dns.flags.AA
+    response.answer.extend(rrsets)
+    return response
+
+
+class TestQueryMessage:
+    """The query the provider sends."""
+
+    def test_is_dnspythons_query_without_recursion(self) -> None:
+        """Byte for byte what ``make_query`` with RD cleared makes (no EDNS)."""
+        expected = dns.message.make_query(NAME, "TXT", use_edns=False)
+        expected.flags &= ~dns.flags.RD
+        assert query_message(expected.id, NAME, dns.rdatatype.TXT) == expected.to_wire()
+
+
+class TestReadAnswer:
+    """An answer read from the wire."""
+
+    def test_records_with_compression_and_the_other_sections_skipped(self) -> None:
+        """Two A records (names compressed), an authority and an additional section: the
+        RRset, its TTL, the AA flag and the rcode; what dnspython's parser reads too."""
+        request = query_message(7, NAME, dns.rdatatype.A)
+        response = _answer_to(request, dns.rrset.from_text(NAME, 300, "IN", "A", "192.0.2.1", "192.0.2.2"))
+        response.authority.append(dns.rrset.from_text("example.test.", 300, "IN", "NS", "ns.example.test."))
+        response.additional.append(dns.rrset.from_text("ns.example.test.", 300, "IN", "A", "127.0.0.1"))
+        wire = response.to_wire()
+        rcode, authoritative, found = read_answer(wire, 7, NAME, dns.rdatatype.A)
+        assert (rcode, authoritative) == (dns.rcode.NOERROR, True)
+        assert found is not None
+        assert found.ttl == 300
+        assert set(found.rdatas) == set(dns.message.from_wire(wire).answer[0])
+
+    def test_names_compare_without_case_and_duplicates_count_once(self) -> None:
+        """``WWW.Example.TEST.`` is the name asked; a record sent twice is one record."""
+        request = query_message(9, NAME, dns.rdatatype.A)
+        upper = dns.name.from_text("WWW.Example.TEST.")
+        record = dns.rrset.from_text(upper, 60, "IN", "A", "192.0.2.9")
+        wire = _answer_to(request, record, record).to_wire()  # the same record twice
+        assert wire.count(bytes([192, 0, 2, 9])) == 2
+        _, _, found = read_answer(wire, 9, NAME, dns.rdatatype.A)
+        assert found is not None
+        assert [r.to_text() for r in found.rdatas] == ["192.0.2.9"]
+        assert found.ttl == 60
+
+    def test_a_cname_followed_is_not_the_rrset(self) -> None:
+        """A query for A at a name that holds a CNAME: the server answers the CNAME and
+        its target's A; neither is the A RRset at the name asked."""
+        request = query_message(11, NAME, dns.rdatatype.A)
+        response = _answer_to(
+            request,
+            dns.rrset.from_text(NAME, 300, "IN", "CNAME", "target.example.test."),
+            dns.rrset.from_text("target.example.test.", 300, "IN", "A", "192.0.2.7"),
+        )
+        assert read_answer(response.to_wire(), 11, NAME, dns.rdatatype.A) == (dns.rcode.NOERROR, True, None)
+
+    def test_nxdomain_and_a_referral(self) -> None:
+        """No such name: NXDOMAIN and nothing found; an answer without AA says so."""
+        request = query_message(13, NAME, dns.rdatatype.A)
+        response = _answer_to(request)
+        response.set_rcode(dns.rcode.NXDOMAIN)
+        assert read_answer(response.to_wire(), 13, NAME, dns.rdatatype.A) == (dns.rcode.NXDOMAIN, True, None)
+        referral = _answer_to(request, authoritative=False)
+        assert read_answer(referral.to_wire(), 13, NAME, dns.rdatatype.A)[1] is False
+
+    @pytest.mark.parametrize(
+        ("change", "reason"),
+        [
+            (lambda wire: wire[:1] + bytes([wire[1] ^ 1]) + wire[2:], "not the answer to this query"),  # id
+            (
+                lambda wire: wire[:2] + bytes([wire[2] & 0x7F]) + wire[3:],
+                "not the answer to this query",
+            ),  # QR
+            (lambda wire: wire[:20], "malformed"),  # cut short
+            (lambda wire: wire[:4] + b"\x00\x00" + wire[6:], "does not repeat the question"),
+        ],
+    )
+    def test_what_is_not_the_answer_is_refused(self, change: Callable[[bytes], bytes], reason: str) -> None:
+        """Another message's id, a query rather than an answer, a message cut short, an
+        answer without the question: MalformedAnswerError, never a wrong RRset."""
+        request = query_message(21, NAME, dns.rdatatype.A)
+        wire = _answer_to(request, dns.rrset.from_text(NAME, 300, "IN", "A", "192.0.2.1")).to_wire()
+        with pytest.raises(MalformedAnswerError, match=reason):
+            read_answer(change(wire), 21, NAME, dns.rdatatype.A)
+
+    def test_an_answer_to_another_question_is_refused(self) -> None:
+        """The answer to a query of another name (a connection out of step) is refused."""
+        other = query_message(5, dns.name.from_text("other.example.test."), dns.rdatatype.A)
+        wire = _answer_to(other).to_wire()
+        with pytest.raises(MalformedAnswerError, match="another question"):
+            read_answer(wire, 5, NAME, dns.rdatatype.A)
+
+
+class _Echo:
+    """A TCP server answering each framed message with ``reply(message)`` (None: no
+    answer), counting connections; ``close_idle`` ends a connection after one answer."""
+
+    def __init__(self, reply: Callable[[bytes], bytes | None], *, close_idle: bool = False) -> None:
+        self.reply, self.close_idle, self.connections = reply, close_idle, 0
+        self.server: asyncio.Server | None = None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                length = int.from_bytes(await reader.readexactly(2), "big")
+                answer = self.reply(await reader.readexactly(length))
+                if answer is not None:
+                    writer.write(len(answer).to_bytes(2, "big") + answer)
+                    await writer.drain()
+                if self.close_idle:
+                    break
+        writer.close()
+
+    @property
+    def where(self) -> Server:
+        assert self.server is not None
+        host, port = self.server.sockets[0].getsockname()[:2]
+        return Server(host, port, ("example.test.",))
+
+
+@contextlib.asynccontextmanager
+async def _serving(echo: _Echo) -> AsyncIterator[_Echo]:
+    echo.server = await asyncio.start_server(echo.handle, "127.0.0.1", 0)
+    try:
+        yield echo
+    finally:
+        echo.server.close()
+
+
+class TestConnections:
+    """Framed exchanges on reused connections."""
+
+    async def test_one_connection_serves_one_message_after_another(self) -> None:
+        """Each message gets its own answer, framed by length, on one connection."""
+        async with _serving(_Echo(lambda message: message[::-1])) as echo:
+            connections = Connections()
+            assert await connections.exchange(echo.where, b"abc", 5) == b"cba"
+            assert await connections.exchange(echo.where, b"x" * 1000, 5) == b"x" * 1000
+            assert echo.connections == 1
+            await connections.close()
+
+    async def test_a_connection_the_server_closed_is_replaced_once(self) -> None:
+        """A server that closes idle connections: the next exchange finds its idle
+        connection gone and goes again on a fresh one, without failing."""
+        async with _serving(_Echo(lambda message: message, close_idle=True)) as echo:
+            connections = Connections()
+            assert await connections.exchange(echo.where, b"one", 5) == b"one"
+            assert await connections.exchange(echo.where, b"two", 5) == b"two"
+            assert echo.connections == 2
+            await connections.close()
+
+    async def test_no_answer_in_time_is_transient_and_the_connection_is_not_kept(self) -> None:
+        """A server that does not answer: TransientError at the deadline, naming the
+        server; the connection is closed, so a late answer is never read as the next."""
+        answers = iter([None, b"late-proof"])
+        async with _serving(_Echo(lambda _message: next(answers))) as echo:
+            connections = Connections()
+            with pytest.raises(
+                TransientError, match=r"127\.0\.0\.1:\d+ is unreachable: no answer in 0\.05 s"
+            ):
+                await connections.exchange(echo.where, b"first", 0.05)
+            assert await connections.exchange(echo.where, b"second", 5) == b"late-proof"
+            assert echo.connections == 2
+            await connections.close()
+
+    async def test_a_server_not_listening_is_transient(self) -> None:
+        """Connection refused: TransientError naming the server."""
+        async with _serving(_Echo(lambda message: message)) as echo:
+            where = echo.where
+        with pytest.raises(TransientError, match=f"{where.address}:{where.port} is unreachable"):
+            await Connections().exchange(where, b"anyone?", 5)
