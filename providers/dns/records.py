@@ -32,6 +32,7 @@ __all__ = [
     "absolute_name",
     "canonical_records",
     "parse_record",
+    "zone_name",
 ]
 
 API_VERSION = "dns.reconcile.dev/v1"
@@ -57,11 +58,17 @@ class RecordSetSpec:
     ttl: int = reconcile.doc_field("Time to live, in seconds.", default=300)
 
 
+@functools.lru_cache(maxsize=4096)
+def zone_name(zone: str) -> dns.name.Name:
+    """``zone`` as a name (cached: a few zones are asked for by every record set)."""
+    return dns.name.from_text(zone)
+
+
 @functools.lru_cache(maxsize=65536)
 def absolute_name(zone: str, name: str) -> dns.name.Name:
     """The absolute owner name ``name`` stands for in ``zone`` (cached: names are
     immutable, and every observe and write asks)."""
-    origin = dns.name.from_text(zone)
+    origin = zone_name(zone)
     if name == "@":
         return origin
     return dns.name.from_text(name, origin=origin)
@@ -71,7 +78,7 @@ def absolute_name(zone: str, name: str) -> dns.name.Name:
 def parse_record(rdtype: str, text: str, zone: str) -> dns.rdata.Rdata:
     """One record of ``rdtype`` from its presentation text (SyntaxError-like dnspython
     errors propagate; cached: rdata are immutable)."""
-    origin = dns.name.from_text(zone)
+    origin = zone_name(zone)
     if rdtype == "TXT" and not text.startswith('"'):
         raw = text.encode()
         chunks = [raw[i : i + _TXT_CHUNK] for i in range(0, len(raw), _TXT_CHUNK)] or [b""]
@@ -142,7 +149,7 @@ def _zone_or_none(zone: str) -> dns.name.Name | None:
     if not zone.endswith("."):
         return None
     try:
-        return dns.name.from_text(zone)
+        return zone_name(zone)
     except dns.exception.DNSException:
         return None
 
@@ -151,7 +158,7 @@ def admit_record_set(spec: RecordSetSpec, context: reconcile.AdmissionContext) -
     """Canonical spelling (so the identity is one per RRset): the zone and name in lower
     case, the name relative to the zone (``@`` for the apex), the type upper case; and a
     zone no configured server serves is refused (when the provider config names servers)."""
-    zone = dns.name.from_text(spec.zone)
+    zone = zone_name(spec.zone)
     owner = absolute_name(spec.zone, spec.name)
     name = "@" if owner == zone else owner.relativize(zone).to_text().lower()
     canonical = attrs.evolve(spec, zone=zone.to_text().lower(), name=name, type=spec.type.upper())

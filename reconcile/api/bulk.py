@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 import attrs
 
 from reconcile.api.admission import Admitted
-from reconcile.api.conflicts import Declared, conflict_error
+from reconcile.api.conflicts import Declared, conflict_error, conflicting
 from reconcile.errors import FieldError, InvalidError, ReconcileError
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
@@ -254,11 +254,17 @@ async def _refuse_conflicts(
     """Refuse (in ``results``) each document that declares what another live object, or
     an earlier document of this apply (``declared``), cannot coexist with
     (``Kind.conflicts``)."""
+    # Every lookup of the store queued at once: the reader connection answers them one
+    # after the other, without a round trip of the loop's between them (a thousand DNS
+    # record sets are a thousand lookups).
+    wanted = list(dict.fromkeys(identity for _, item in admitted for identity in conflicting(item)))
+    found = await asyncio.gather(*(client.store.claimant(*identity) for identity in wanted))
+    claimants = dict(zip(wanted, found, strict=True))
     for index, item in admitted:
         key = _key(item)
         assert key is not None
         if item.kind.conflicts is not None:
-            refusal = await conflict_error(client.store, key, item, declared)
+            refusal = await conflict_error(client.store, key, item, declared, claimants)
             if refusal is not None:
                 results[index] = Applied(key, "refused", error=refusal)
                 continue

@@ -19,18 +19,33 @@ if TYPE_CHECKING:
     from reconcile.api.admission import Admitted
     from reconcile.store.contract import EventStore
 
-__all__ = ["Declared", "conflict_error"]
+__all__ = ["Declared", "conflict_error", "conflicting"]
 
 #: Identities declared by documents of a bulk apply so far: (api group, kind, identity).
 Declared = dict[tuple[str, str, str], ObjectKey]
 
 
+def conflicting(admitted: Admitted) -> list[tuple[str, str, str]]:
+    """What ``admitted`` cannot coexist with, as (api group, kind, identity): the
+    store's claimants of these are what :func:`conflict_error` looks up."""
+    kind = admitted.kind
+    if kind.conflicts is None:
+        return []
+    identities = (kind.identity_of(spec) for _, spec, _ in kind.conflicts(admitted.body["spec"]))
+    return [(kind.api_group, kind.kind, identity) for identity in identities if identity is not None]
+
+
 async def conflict_error(
-    store: EventStore, key: ObjectKey, admitted: Admitted, declared: Mapping[tuple[str, str, str], ObjectKey]
+    store: EventStore,
+    key: ObjectKey,
+    admitted: Admitted,
+    declared: Mapping[tuple[str, str, str], ObjectKey],
+    claimants: Mapping[tuple[str, str, str], ObjectKey | None] | None = None,
 ) -> InvalidError | None:
     """The refusal of ``admitted`` when another live object (or an earlier document of
     the same apply, in ``declared``) declares something it cannot coexist with; None
-    when nothing does."""
+    when nothing does. ``claimants``: the store's answers looked up already (a bulk
+    apply asks for all its documents' at once); what is not there is asked now."""
     kind = admitted.kind
     assert kind.conflicts is not None, "called for a kind that declares conflicts"
     errors = []
@@ -39,7 +54,9 @@ async def conflict_error(
         if identity is None:
             continue
         other = declared.get((kind.api_group, kind.kind, identity))
-        if other is None:
+        if other is None and claimants is not None and (kind.api_group, kind.kind, identity) in claimants:
+            other = claimants[(kind.api_group, kind.kind, identity)]
+        elif other is None:
             other = await store.claimant(kind.api_group, kind.kind, identity)
         if other is not None and other != key:
             where = f"{other.kind} {other.namespace}/{other.name}"
