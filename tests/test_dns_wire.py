@@ -127,9 +127,11 @@ class _Echo:
     def __init__(self, reply: Callable[[bytes], bytes | None], *, close_idle: bool = False) -> None:
         self.reply, self.close_idle, self.connections = reply, close_idle, 0
         self.server: asyncio.Server | None = None
+        self.writers: list[asyncio.StreamWriter] = []
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self.writers.append(writer)
         with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
             while True:
                 length = int.from_bytes(await reader.readexactly(2), "big")
@@ -155,6 +157,11 @@ async def _serving(echo: _Echo) -> AsyncIterator[_Echo]:
         yield echo
     finally:
         echo.server.close()
+        for writer in echo.writers:  # the server's side of every connection, closed too
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+        await echo.server.wait_closed()
 
 
 class TestConnections:
@@ -199,3 +206,24 @@ class TestConnections:
             where = echo.where
         with pytest.raises(TransientError, match=f"{where.address}:{where.port} is unreachable"):
             await Connections().exchange(where, b"anyone?", 5)
+
+    async def test_an_update_goes_with_dnspythons_asyncio_api_on_a_kept_open_socket(self) -> None:
+        """An UPDATE message is sent by ``dns.asyncquery.tcp`` on a socket of dnspython's
+        asyncio backend, kept for the next; its answer comes back parsed. Queries (bytes)
+        keep connections of their own."""
+        update = dns.message.make_query(NAME, "SOA")
+
+        def reply(message: bytes) -> bytes:
+            return dns.message.make_response(dns.message.from_wire(message)).to_wire()
+
+        async with _serving(_Echo(reply)) as echo:
+            connections = Connections()
+            first = await connections.exchange_message(echo.where, update, 5)
+            assert first.id == update.id
+            assert first.flags & dns.flags.QR
+            again = dns.message.make_query(NAME, "SOA")
+            assert (await connections.exchange_message(echo.where, again, 5)).id == again.id
+            assert echo.connections == 1
+            await connections.exchange(echo.where, query_message(3, NAME, dns.rdatatype.A), 5)
+            assert echo.connections == 2
+            await connections.close()

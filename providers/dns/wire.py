@@ -154,10 +154,8 @@ async def send_update(
     connections: Connections, server: Server, message: dns.update.UpdateMessage, zone: str, seconds: float
 ) -> None:
     """Send one signed UPDATE; raise unless the server applied it (NOERROR)."""
-    wire = message.to_wire()  # signed: the message keeps its MAC, which the answer's signature covers
-    answer = await connections.exchange(server, wire, seconds)
     try:
-        response = dns.message.from_wire(answer, keyring=message.keyring, request_mac=message.mac)
+        response = await connections.exchange_message(server, message, seconds)
     except dns.tsig.PeerBadKey as exc:
         raise TransientError(
             f"DNS server {where(server)} does not know the TSIG key of zone {zone} (BADKEY)"
@@ -171,9 +169,6 @@ async def send_update(
         raise TransientError(f"DNS server {where(server)}: BADTIME (check the clocks)") from exc
     except dns.exception.DNSException as exc:
         raise TransientError(f"DNS update of zone {zone} at {where(server)} failed: {exc}") from exc
-    if not message.is_response(response):
-        reason = "the answer is not to this update"
-        raise TransientError(f"DNS update of zone {zone} at {where(server)} failed: {reason}")
     rcode = response.rcode()
     if rcode == dns.rcode.NOERROR:
         return
