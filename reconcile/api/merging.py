@@ -10,8 +10,13 @@ from typing import Any
 __all__ = ["merge_patch"]
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """Return ``target`` with ``patch`` applied; neither argument is modified."""
+    if type(patch) in _ATOMS:
+        return patch  # immutable: nothing to copy (an annotation's value, say)
     if not isinstance(patch, Mapping):
         return copy.deepcopy(patch)
     result = dict(target) if isinstance(target, Mapping) else {}

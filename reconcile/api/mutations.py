@@ -389,8 +389,10 @@ def record_actions(
         if meta_changed or status_changed:
             new = {**body, "metadata": new_meta}
             if status_changed:
-                new["status"] = _clone(status)
-            if status_changed:
+                # Shared, not copied: the caller made it for this write (Client._recording
+                # unstructures the status afresh), and a stored body's status is never
+                # changed in place.
+                new["status"] = status
                 event_type = EventType.STATUS_CHANGED
             elif len(new_meta.get("finalizers") or ()) < len(meta.get("finalizers") or ()):
                 event_type = EventType.FINALIZER_REMOVED
