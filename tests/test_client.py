@@ -751,11 +751,10 @@ class TestApplyMany:
         assert {r.outcome for r in results} == {"created"}
         assert len((await client.list("widget")).items) == 1000
 
-    async def test_later_documents_win_across_chunks_and_refusals_stop_nothing(self, client: Client) -> None:
-        """With chunks of two (admission of each chunk overlapping the commits of the one
-        before), the same object declared in three chunks ends as the last declares it,
-        each document saying what it did, and a refused document in the middle of a chunk
-        leaves the rest of it written."""
+    async def test_later_documents_win_across_runs_and_refusals_stop_nothing(self, client: Client) -> None:
+        """With runs of two writes, the same object declared in three runs ends as the
+        last declares it, each document saying what it did, and a refused document in
+        the middle leaves the rest written."""
         docs = [widget("a", 1), widget("b", 1), widget("a", 2), {"kind": "Nope"}]
         docs += [widget("c", 1), widget("a", 3)]
         results = await client.apply_many(docs, batch=2)

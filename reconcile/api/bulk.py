@@ -139,47 +139,34 @@ async def apply_many(
     the same concurrent run), so it wins, as it would one by one. ``on_applied`` hears of
     each written document as soon as its write is durable (a cache puts it in at once)."""
     results: list[Applied | None] = [None] * len(manifests)
+    admitted = await _admit(client, manifests, results, origins=origins)
     if check_all_first:
-        everything = range(len(manifests))
-        admitted = await _admit(client, manifests, everything, results, origins=origins, declared={})
         await _check_all(client, admitted, results, manager)
         if any(r is not None for r in results):
             return [
                 r or Applied(_key(a), "skipped")
                 for r, a in zip(results, _by_index(admitted, len(manifests)), strict=True)
             ]
+    # Every document admitted first, then written run after run. (Admitting a chunk while
+    # the one before commits was measured too: no faster, the writer's thread and the
+    # loop's holding the one interpreter by turns.)
     writes = _Writes(client, manager, results, on_applied)
-    if check_all_first:
-        for run in _runs(admitted, batch):
-            await writes.submit(run)
-    else:
-        # A pipeline: each chunk is admitted while the commits of the one before it run on
-        # the writer's thread (SQLite's own work does not hold the interpreter).
-        declared: Declared = {}
-        for first in range(0, len(manifests), batch):
-            indexes = range(first, min(first + batch, len(manifests)))
-            chunk = await _admit(client, manifests, indexes, results, origins=origins, declared=declared)
-            for run in _runs(chunk, batch):
-                await writes.submit(run)
-    await writes.drain()
+    for run in _runs(admitted, batch):
+        await writes.write(run)
     return [r if r is not None else Applied(None, "skipped") for r in results]
 
 
 async def _admit(
     client: Client,
     manifests: Sequence[Mapping[str, Any] | AnyResource | Admitted],
-    indexes: range,
     results: list[Applied | None],
     *,
     origins: Sequence[Path | None] | None,
-    declared: Declared,
 ) -> list[tuple[int, Admitted]]:
-    """Admit the manifests at ``indexes``; a refusal goes into ``results``, and so does a
-    document that cannot coexist with another live object or an earlier document of this
-    apply (``declared`` holds those)."""
+    """Admit every manifest; a refusal goes into ``results``, and so does a document that
+    cannot coexist with another live object or an earlier document of this apply."""
     admitted: list[tuple[int, Admitted]] = []
-    for index in indexes:
-        manifest = manifests[index]
+    for index, manifest in enumerate(manifests):
         if isinstance(manifest, Admitted):
             admitted.append((index, manifest))
             continue
@@ -189,46 +176,31 @@ async def _admit(
         except InvalidError as exc:
             results[index] = Applied(None, "refused", error=exc)
     if any(item.kind.conflicts is not None for _, item in admitted):
-        await _refuse_conflicts(client, admitted, results, declared)
+        await _refuse_conflicts(client, admitted, results)
         admitted = [(index, item) for index, item in admitted if results[index] is None]
     return admitted
 
 
 @attrs.define(eq=False)
 class _Writes:
-    """The writes of an apply in flight: each run queued with the store at once (so runs
-    share group commits and the store commits them in order), at most two runs waited
-    for at a time, each result recorded as its write is durable."""
+    """The writes of an apply: each run queued with the store at once (its writes share
+    group commits), each result recorded as its write is durable."""
 
     client: Client
     manager: str
     results: list[Applied | None]
     on_applied: Callable[[Applied], None] | None
-    in_flight: list[list[asyncio.Future[WriteResult]]] = attrs.Factory(list)
     raised: list[BaseException] = attrs.Factory(list)
 
-    async def submit(self, run: list[tuple[int, Admitted]]) -> None:
-        """Queue ``run``'s writes; wait for the run before the previous one."""
+    async def write(self, run: list[tuple[int, Admitted]]) -> None:
+        """Queue ``run``'s writes and wait until each is durable."""
         writes = [self.client.apply_write(item, manager=self.manager) for _, item in run]
         futures = self.client.store.submit_many(
             [(key, mutation) for key, mutation, _ in writes], actor=self.manager
         )
         for (index, item), (_, _, finish), future in zip(run, writes, futures, strict=True):
             future.add_done_callback(functools.partial(self._landed, index, item, finish))
-        self.in_flight.append(futures)
-        if len(self.in_flight) > 2:  # noqa: PLR2004 - one committing, one queued behind it
-            await asyncio.gather(*self.in_flight.pop(0), return_exceptions=True)
-        else:
-            await asyncio.sleep(0)  # the writer takes the run before the next is admitted
-        self._check()
-
-    async def drain(self) -> None:
-        """Wait for every write queued."""
-        while self.in_flight:
-            await asyncio.gather(*self.in_flight.pop(0), return_exceptions=True)
-        self._check()
-
-    def _check(self) -> None:
+        await asyncio.gather(*futures, return_exceptions=True)
         if self.raised:
             raise self.raised[0]
 
@@ -249,11 +221,11 @@ class _Writes:
 
 
 async def _refuse_conflicts(
-    client: Client, admitted: list[tuple[int, Admitted]], results: list[Applied | None], declared: Declared
+    client: Client, admitted: list[tuple[int, Admitted]], results: list[Applied | None]
 ) -> None:
     """Refuse (in ``results``) each document that declares what another live object, or
-    an earlier document of this apply (``declared``), cannot coexist with
-    (``Kind.conflicts``)."""
+    an earlier document of this apply, cannot coexist with (``Kind.conflicts``)."""
+    declared: Declared = {}
     # Every lookup of the store queued at once: the reader connection answers them one
     # after the other, without a round trip of the loop's between them (a thousand DNS
     # record sets are a thousand lookups).
