@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import gc
+from typing import Any
 
 import attrs
 import pytest
@@ -25,6 +26,7 @@ from reconcile import (
     Status,
 )
 from reconcile.api.bulk import Applied
+from reconcile.api.merging import merge_patch
 from reconcile.model import Condition, ConditionStatus, LabelSelector
 from reconcile.testing import FakeClock
 
@@ -233,6 +235,20 @@ class TestPatchAndUpdate:
         assert obj.spec.size == 2
         assert obj.metadata.labels == {"b": "2", "c": "3"}
         assert obj.metadata.generation == 2
+
+    def test_merge_patch_copies_containers_and_keeps_atoms(self) -> None:
+        """RFC 7386: a mapping merges, null deletes, anything else replaces; the result
+        never shares a list or mapping of the patch (strings and numbers, immutable, are
+        taken as they are), and neither argument changes."""
+        patch: dict[str, Any] = {"a": {"b": [1, 2]}, "c": "x", "d": None, "n": 3}
+        target: dict[str, Any] = {"d": 1, "e": {"f": 1}, "c": ["old"]}
+        result = merge_patch(target, patch)
+        assert result == {"a": {"b": [1, 2]}, "c": "x", "e": {"f": 1}, "n": 3}
+        assert result["a"] is not patch["a"]
+        assert result["a"]["b"] is not patch["a"]["b"]
+        patch["a"]["b"].append(3)
+        assert result["a"]["b"] == [1, 2]
+        assert target == {"d": 1, "e": {"f": 1}, "c": ["old"]}
 
     async def test_patch_is_validated(self, client: Client) -> None:
         """A patch that makes the spec invalid is refused with the path; nothing is written."""
