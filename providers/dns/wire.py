@@ -36,6 +36,7 @@ from reconcile.errors import PermanentError, TransientError
 __all__ = [
     "Answer",
     "Connections",
+    "MalformedAnswerError",
     "PrerequisiteFailedError",
     "query",
     "query_message",
@@ -88,7 +89,7 @@ def read_answer(
     """The rcode, the AA flag and the RRset ``name``/``rdtype`` of the answer to the
     query :func:`query_message` made; only the header, the question and the answer
     section are read, with dnspython's own wire parsers (names, compression, rdata).
-    FormError when it is not the answer to that query or is malformed."""
+    MalformedAnswerError when it is not the answer to that query or is malformed."""
     try:
         return _read_answer(dns.wire.Parser(wire), qid, name, rdtype)
     except (dns.exception.DNSException, struct.error, ValueError, IndexError) as exc:
