@@ -19,7 +19,7 @@ import pytest
 
 from providers.dns.config import Server
 from providers.dns.streams import Connections
-from providers.dns.wire import MalformedAnswerError, query_message, read_answer
+from providers.dns.wire import MalformedAnswerError, query, query_message, read_answer
 from reconcile.errors import TransientError
 
 NAME = dns.name.from_text("www.example.test.")
@@ -226,4 +226,54 @@ class TestConnections:
             assert echo.connections == 1
             await connections.exchange(echo.where, query_message(3, NAME, dns.rdatatype.A), 5)
             assert echo.connections == 2
+            await connections.close()
+
+
+class TestQuery:
+    """``query``: the RRset, a referral's NS records, a server that is not authoritative."""
+
+    @staticmethod
+    def _server(*, authoritative: bool, rcode: dns.rcode.Rcode = dns.rcode.NOERROR) -> _Echo:
+        def reply(message: bytes) -> bytes:
+            request = dns.message.from_wire(message)
+            response = _answer_to(message, authoritative=authoritative)
+            response.set_rcode(rcode)
+            question = request.question[0]
+            if question.rdtype == dns.rdatatype.NS:  # a delegation: the child's NS as a referral
+                response.authority.append(
+                    dns.rrset.from_text(question.name, 600, "IN", "NS", "ns.child.test.")
+                )
+            elif authoritative:
+                response.answer.append(dns.rrset.from_text(question.name, 60, "IN", "A", "192.0.2.5"))
+            return response.to_wire()
+
+        return _Echo(reply)
+
+    async def test_the_rrset_and_a_referral(self) -> None:
+        """An authoritative answer's RRset; a delegation's NS records from the authority
+        section of a referral (the parent answers them without AA)."""
+        async with _serving(self._server(authoritative=True)) as echo:
+            connections = Connections()
+            found = await query(connections, echo.where, NAME, "A", 5)
+            assert found is not None
+            assert (found.ttl, [r.to_text() for r in found.rdatas]) == (60, ["192.0.2.5"])
+            await connections.close()
+        async with _serving(self._server(authoritative=False)) as echo:
+            connections = Connections()
+            referral = await query(connections, echo.where, NAME, "NS", 5)
+            assert referral is not None
+            assert (referral.ttl, [r.to_text() for r in referral.rdatas]) == (600, ["ns.child.test."])
+            await connections.close()
+
+    async def test_not_authoritative_and_refused_are_transient(self) -> None:
+        """An answer without AA (a cache's view) and a REFUSED: TransientError saying so."""
+        async with _serving(self._server(authoritative=False)) as echo:
+            connections = Connections()
+            with pytest.raises(TransientError, match=r"not authoritative for www\.example\.test\."):
+                await query(connections, echo.where, NAME, "A", 5)
+            await connections.close()
+        async with _serving(self._server(authoritative=True, rcode=dns.rcode.REFUSED)) as echo:
+            connections = Connections()
+            with pytest.raises(TransientError, match=r"answered REFUSED to a query of www\.example\.test\. A"):
+                await query(connections, echo.where, NAME, "A", 5)
             await connections.close()

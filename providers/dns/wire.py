@@ -143,7 +143,11 @@ async def query(
     if wanted == dns.rdatatype.NS:
         # A delegation's NS records are answered as a referral (the parent holds them,
         # the child zone is authoritative for them): found in the authority section.
-        for rrset in dns.message.from_wire(answer).authority:
+        try:
+            referral = dns.message.from_wire(answer)
+        except dns.exception.DNSException as exc:
+            raise TransientError(f"DNS query of {name} {rdtype} to {where(server)} failed: {exc}") from exc
+        for rrset in referral.authority:
             if rrset.name == name and rrset.rdtype == wanted:
                 return Answer(rrset.ttl, tuple(rrset))
     raise TransientError(
