@@ -274,6 +274,7 @@ class TestQuery:
             await connections.close()
         async with _serving(self._server(authoritative=True, rcode=dns.rcode.REFUSED)) as echo:
             connections = Connections()
-            with pytest.raises(TransientError, match=r"answered REFUSED to a query of www\.example\.test\. A"):
+            refused = r"answered REFUSED to a query of www\.example\.test\. A"
+            with pytest.raises(TransientError, match=refused):
                 await query(connections, echo.where, NAME, "A", 5)
             await connections.close()
