@@ -249,20 +249,23 @@ class TestQuery:
 
         return _Echo(reply)
 
-    async def test_the_rrset_and_a_referral(self) -> None:
+    @pytest.mark.parametrize(
+        ("authoritative", "rdtype", "expected"),
+        [
+            (True, "A", (60, ["192.0.2.5"])),  # the answer's RRset
+            (False, "NS", (600, ["ns.child.test."])),  # a delegation's NS, from the parent's referral
+        ],
+    )
+    async def test_the_rrset_and_a_referral(
+        self, authoritative: bool, rdtype: str, expected: tuple[int, list[str]]
+    ) -> None:
         """An authoritative answer's RRset; a delegation's NS records from the authority
         section of a referral (the parent answers them without AA)."""
-        async with _serving(self._server(authoritative=True)) as echo:
+        async with _serving(self._server(authoritative=authoritative)) as echo:
             connections = Connections()
-            found = await query(connections, echo.where, NAME, "A", 5)
+            found = await query(connections, echo.where, NAME, rdtype, 5)
             assert found is not None
-            assert (found.ttl, [r.to_text() for r in found.rdatas]) == (60, ["192.0.2.5"])
-            await connections.close()
-        async with _serving(self._server(authoritative=False)) as echo:
-            connections = Connections()
-            referral = await query(connections, echo.where, NAME, "NS", 5)
-            assert referral is not None
-            assert (referral.ttl, [r.to_text() for r in referral.rdatas]) == (600, ["ns.child.test."])
+            assert (found.ttl, [r.to_text() for r in found.rdatas]) == expected
             await connections.close()
 
     async def test_not_authoritative_and_refused_are_transient(self) -> None:
