@@ -140,9 +140,10 @@ def validate_record_set(spec: RecordSetSpec) -> Iterator[FieldError]:
         except (dns.exception.DNSException, ValueError) as exc:
             yield FieldError(f"records[{index}]", f"not a valid {rtype} record: {exc}")
             continue
-        if rdata in seen:
+        count = len(seen)
+        seen.add(rdata)  # (hashed once: an Rdata's hash renders its wire form)
+        if len(seen) == count:
             yield FieldError(f"records[{index}]", f"duplicate record {text!r}")
-        seen.add(rdata)
 
 
 def _zone_or_none(zone: str) -> dns.name.Name | None:
