@@ -40,20 +40,13 @@ class ProviderCalls:
         #: Seconds one call may take before it counts as a transient failure (None: no limit).
         self.timeout = timeout
         self._deadlines = None if timeout is None else Deadlines(clock, timeout, "provider")
-        # Whether spans record, asked of the telemetry once per 64 calls (as the
-        # controller's workers do; the host may install an SDK while we run).
-        self._recording = False
-        self._asked = 0
 
     async def call(self, operation: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """``await function(*args)`` in a ``provider.<operation>`` span, cut short after the
         timeout (DeadlineExceededError), a transient failure retried a few times."""
-        if not self._asked:
-            self._asked, self._recording = 64, self.telemetry.recording
-        self._asked -= 1
         span = (
             self.telemetry.span(f"provider.{operation}", {"provider.kind": self.kind})
-            if self._recording
+            if self.telemetry.recording
             else NOT_RECORDING  # no name or attributes to build for nobody
         )
         with span:
