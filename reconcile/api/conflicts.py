@@ -53,11 +53,13 @@ async def conflict_error(
         identity = kind.identity_of(spec)
         if identity is None:
             continue
-        other = declared.get((kind.api_group, kind.kind, identity))
-        if other is None and claimants is not None and (kind.api_group, kind.kind, identity) in claimants:
-            other = claimants[(kind.api_group, kind.kind, identity)]
-        elif other is None:
-            other = await store.claimant(kind.api_group, kind.kind, identity)
+        declaring = (kind.api_group, kind.kind, identity)
+        other = declared.get(declaring)
+        if other is None:
+            if claimants is not None and declaring in claimants:
+                other = claimants[declaring]
+            else:
+                other = await store.claimant(*declaring)
         if other is not None and other != key:
             where = f"{other.kind} {other.namespace}/{other.name}"
             errors.append(FieldError(f"spec.{field}", f"{reason}: {where} declares {identity}"))

@@ -92,7 +92,9 @@ def format_timestamp(value: datetime.datetime) -> str:
 
 
 _MICROS = 1_000_000
-_second: list[Any] = [None, ""]  # the last whole second formatted, and its text
+#: The last whole second formatted and its text, one tuple replaced whole (so a thread
+#: never reads one second's number with another's text).
+_second: list[tuple[int, str]] = [(-1, "")]
 
 
 def format_epoch(seconds: float) -> str:
@@ -103,10 +105,11 @@ def format_epoch(seconds: float) -> str:
     micros = round((seconds - whole) * _MICROS)  # the fraction is exact; half to even, as datetime
     if micros == _MICROS:
         whole, micros = whole + 1, 0
-    if whole != _second[0]:
-        _second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-        _second[0] = whole
-    return f"{_second[1]}.{micros:06d}Z"
+    cached, text = _second[0]
+    if whole != cached:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        _second[0] = (whole, text)
+    return f"{text}.{micros:06d}Z"
 
 
 def structure_stored_meta(meta: dict[str, Any]) -> ObjectMeta:
