@@ -105,14 +105,10 @@ def check_depth(data: object) -> None:
             # The plain types first: an ABC check per node was most of this function's time.
             if kind in _SCALARS:
                 continue
-            if kind is dict:
+            if kind is dict or (kind is not list and isinstance(item, Mapping)):
                 below.extend(item.values())  # type: ignore[attr-defined]
-            elif kind is list:
+            elif kind is list or isinstance(item, list):
                 below.extend(item)  # type: ignore[arg-type]
-            elif isinstance(item, Mapping):
-                below.extend(item.values())
-            elif isinstance(item, list):
-                below.extend(item)
             else:
                 continue
             if depth > MAX_DEPTH:
