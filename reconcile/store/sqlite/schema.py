@@ -77,7 +77,7 @@ def _add_store_identity(conn: sqlite3.Connection) -> None:
     """Version 3: the store's own identity, ``meta.identity``: 63 random bits made once,
     when the database is created (or migrated), and kept for its life (a copy restored
     from a backup keeps it too: it is the same store). Providers write it into their
-    ownership marks (see ``ExternalClient.bind_store``)."""
+    ownership marks (see ``StoreBound.bind_store``)."""
     conn.execute("INSERT INTO meta (key, value) VALUES ('identity', ?)", (secrets.randbits(63),))
 
 
