@@ -13,7 +13,7 @@ import tenacity
 
 from reconcile.controller.clocks import Clock
 from reconcile.controller.deadlines import Deadlines
-from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
+from reconcile.controller.telemetry import Telemetry
 from reconcile.errors import ConflictError, PermanentError, TerminalError
 
 __all__ = ["ProviderCalls"]
@@ -40,35 +40,53 @@ class ProviderCalls:
         #: Seconds one call may take before it counts as a transient failure (None: no limit).
         self.timeout = timeout
         self._deadlines = None if timeout is None else Deadlines(clock, timeout, "provider")
+        # Whether spans record, asked of the telemetry once per 64 calls (as the
+        # controller's workers do; the host may install an SDK while we run).
+        self._recording = False
+        self._asked = 0
 
     async def call(self, operation: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """``await function(*args)`` in a ``provider.<operation>`` span, cut short after the
         timeout (DeadlineExceededError), a transient failure retried a few times."""
-        span = (
-            self.telemetry.span(f"provider.{operation}", {"provider.kind": self.kind})
-            if self.telemetry.recording
-            else NOT_RECORDING  # no name or attributes to build for nobody
-        )
-        with span:
-            deadlines = self._deadlines
+        if not self._asked:
+            self._asked, self._recording = 64, self.telemetry.recording
+        self._asked -= 1
+        if self._recording:
+            with self.telemetry.span(f"provider.{operation}", {"provider.kind": self.kind}):
+                return await self._attempts(operation, function, args)
+        # No span to enter (no name or attributes to build for nobody), and the first
+        # attempt written out here rather than awaited as a coroutine of its own: a resync
+        # of 100,000 objects makes 100,000 of these calls.
+        deadlines = self._deadlines
+        try:
+            if deadlines is None:
+                return await function(*args)
+            # deadlines.guard(operation), written out.
+            task = deadlines.enter()
             try:
-                if deadlines is None:
-                    return await function(*args)
-                # deadlines.guard(operation), written out: a resync of 100,000 objects
-                # makes 100,000 of these calls.
-                task = deadlines.enter()
-                try:
-                    result = await function(*args)
-                except BaseException as exc:
-                    deadlines.leave(task, operation, cancelled=type(exc) is asyncio.CancelledError)
-                    raise
-                else:
-                    deadlines.leave(task, operation, cancelled=False)
-                    return result
-            except Exception as exc:
-                if self.attempts <= 1 or not retryable(exc):
-                    raise
-            return await self._retried(operation, function, args)
+                result = await function(*args)
+            except BaseException as exc:
+                deadlines.leave(task, operation, cancelled=type(exc) is asyncio.CancelledError)
+                raise
+            else:
+                deadlines.leave(task, operation, cancelled=False)
+                return result
+        except Exception as exc:
+            if self.attempts <= 1 or not retryable(exc):
+                raise
+        return await self._retried(operation, function, args)
+
+    async def _attempts(
+        self, operation: str, function: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
+    ) -> Any:
+        """The first attempt, then :meth:`_retried` after a transient failure."""
+        try:
+            with self._guard(operation):
+                return await function(*args)
+        except Exception as exc:
+            if self.attempts <= 1 or not retryable(exc):
+                raise
+        return await self._retried(operation, function, args)
 
     async def _retried(
         self, operation: str, function: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
