@@ -8,8 +8,9 @@ plain program, and against "lean" what is left is the engine's own cost.
 
 Phases, on N A record sets in one zone:
 
-1. converge from nothing: the engine creates each (one change: prerequisite "absent",
-   the records and the ownership mark) and reads it back (one query);
+1. converge from nothing: the engine creates each (one change: prerequisites "absent"
+   and "no CNAME at the name", the records and the ownership mark) and reads it back (one
+   query); the plain program sends the same change, and parses its names in this phase;
 2. no change: a resync; each record set is observed (two queries: the RRset and the
    ownership TXT), no UPDATE;
 3. repair: 10% changed by hand, then a resync: two queries each, and for the changed ones
@@ -28,6 +29,7 @@ import socket
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,8 @@ from reconcile import Runtime  # noqa: E402
 from reconcile.controller import Priority  # noqa: E402
 
 BATCH = 100
+#: The plain program's owner in its marks: as long as a store's identity.
+OWNER = "0123456789abcdef"
 
 
 class Counted(DnsClient):
@@ -159,8 +163,10 @@ async def plain(bind: Bind, size: int, workers: int, *, lean: bool = False) -> d
     is left of the gap when both sides talk the same way (the engine's own cost)."""
     key = dns.tsig.Key(KEY_NAME, bind.secret, dns.tsig.HMAC_SHA256)
     origin = dns.name.from_text(ZONE)
-    names = [dns.name.from_text(f"p{i:05d}", origin=origin) for i in range(size)]
-    marks = [dns.name.Name((b"_reconcile", *name.labels)) for name in names]
+    # Parsed in the converge phase, as the engine parses its record sets' names there (and
+    # keeps them for the later phases, as the engine's cache of names does).
+    names: list[dns.name.Name] = []
+    marks: list[dns.name.Name] = []
     counts = {"queries": 0, "updates": 0, "changes": 0}
     # ``workers`` TCP connections, each used for one message at a time, kept open (as the
     # provider's are): the concurrency both sides have.
@@ -212,9 +218,14 @@ async def plain(bind: Bind, size: int, workers: int, *, lean: bool = False) -> d
         await asyncio.gather(*(send(chunk, edit) for chunk in chunks))
 
     def create(message: dns.update.UpdateMessage, index: int) -> None:
+        # The engine's change exactly: the RRset absent and no CNAME at the name (the CNAME
+        # rule), the records, and a mark as long as the engine's (a 16-digit store identity,
+        # a uid in the form of a UUID).
         message.absent(names[index], "A")
+        message.absent(names[index], "CNAME")
         message.add(names[index], 300, "A", "192.0.2.1")
-        message.add(marks[index], 300, "TXT", f'"heritage=reconcile,owner=plain,type=A,uid={index}"')
+        uid = uuid.UUID(int=index)
+        message.add(marks[index], 300, "TXT", f'"heritage=reconcile,owner={OWNER},type=A,uid={uid}"')
 
     def repair(message: dns.update.UpdateMessage, index: int) -> None:
         message.replace(names[index], 300, "A", "192.0.2.1")
@@ -236,6 +247,8 @@ async def plain(bind: Bind, size: int, workers: int, *, lean: bool = False) -> d
         result[f"{name}_calls"] = {k: counts[k] - before[k] for k in counts}
 
     async def converge() -> None:
+        names.extend(dns.name.from_text(f"p{i:05d}", origin=origin) for i in range(size))
+        marks.extend(dns.name.Name((b"_reconcile", *name.labels)) for name in names)
         await batched(everything, create)
         await each(lambda i: ask(names[i], "A"), everything)
 
