@@ -30,11 +30,13 @@ import pytest
 import yaml
 from dns_server import FOREIGN_ZONE, KEY_NAME, ZONE, Bind
 from helpers import run_benchmark
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_files_provider import until_async
 
 from providers.dns import RECORD_SET, DnsProvider
 from providers.dns.client import DnsClient
-from providers.dns.records import parse_record
+from providers.dns.records import parse_record, relative_text
 from reconcile import InvalidError, KindRegistry, ObjectKey, Resource, Runtime, connect
 from reconcile.cli import main as cli_main
 from reconcile.testing import FakeClock, let_run
@@ -297,6 +299,23 @@ class TestAdmission:
             assert not (await client.list("recordset")).items
             stored = await client.apply(record_set("WWW.Example.Test.", "a", ["192.0.2.1"], label="canon"))
         assert (stored.spec.zone, stored.spec.name, stored.spec.type) == (ZONE, "www", "A")
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        name=st.one_of(
+            st.sampled_from(
+                ["@", "", "*", "*.a", "A\\.b", "\\065x", "www.Example.Test.", "a.b.example.test."]
+            ),
+            st.from_regex(r"(\*\.)?[A-Za-z0-9_-]{1,20}(\.[A-Za-z0-9_-]{1,20}){0,3}", fullmatch=True),
+        )
+    )
+    def test_canonical_name_is_dnspython_s_own_spelling(self, name: str) -> None:
+        """The canonical relative name (a fast path for plain labels) is what dnspython
+        writes for the name relative to the zone, in lower case, ``@`` for the apex."""
+        origin = dns.name.from_text(ZONE)
+        owner = dns.name.from_text(name, origin=origin) if name != "@" else origin
+        expected = "@" if owner == origin else owner.relativize(origin).to_text().lower()
+        assert relative_text(ZONE, name) == expected
 
     def test_config_refuses_an_inline_secret_and_names_no_secret(self) -> None:
         """A secret written in the config is refused; a missing variable is named; the

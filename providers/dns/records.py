@@ -11,6 +11,7 @@ holds exactly one record and never sits at the zone's apex.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "absolute_name",
     "canonical_records",
     "parse_record",
+    "relative_text",
     "zone_name",
 ]
 
@@ -39,6 +41,10 @@ API_VERSION = "dns.reconcile.dev/v1"
 TYPES = ("A", "AAAA", "CNAME", "TXT", "MX", "SRV", "CAA", "NS", "PTR")
 _MAX_TTL = 2**31 - 1
 _TXT_CHUNK = 255
+#: A relative name of plain labels (letters, digits, hyphens, underscores; a leading
+#: wildcard): dnspython writes it back exactly as given, so its canonical spelling is
+#: its lower case, and completed with the zone it is always inside it.
+_PLAIN_RELATIVE = re.compile(r"(?:\*\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
 
 
 @attrs.frozen
@@ -72,6 +78,23 @@ def absolute_name(zone: str, name: str) -> dns.name.Name:
     if name == "@":
         return origin
     return dns.name.from_text(name, origin=origin)
+
+
+@functools.lru_cache(maxsize=4096)
+def _zone_text(zone: str) -> str:
+    """``zone``'s canonical spelling (lower case, as dnspython writes it)."""
+    return zone_name(zone).to_text().lower()
+
+
+def relative_text(zone: str, name: str) -> str:
+    """``name``'s canonical spelling relative to ``zone``: lower case, ``@`` for the apex
+    (``name`` is inside ``zone``: validation saw to it)."""
+    if name == "@":
+        return name
+    if _PLAIN_RELATIVE.fullmatch(name):
+        return name.lower()
+    origin, owner = zone_name(zone), absolute_name(zone, name)
+    return "@" if owner == origin else owner.relativize(origin).to_text().lower()
 
 
 @functools.lru_cache(maxsize=65536)
@@ -116,7 +139,8 @@ def validate_record_set(spec: RecordSetSpec) -> Iterator[FieldError]:
     except dns.exception.DNSException as exc:
         yield FieldError("name", f"{spec.name!r} is not a DNS name: {exc}")
         return
-    if not owner.is_subdomain(zone):
+    # (A relative name is completed with the zone: inside it by construction.)
+    if spec.name.endswith(".") and not owner.is_subdomain(zone):
         yield FieldError("name", f"{spec.name!r} is outside the zone {spec.zone}")
     if not 0 <= spec.ttl <= _MAX_TTL:
         yield FieldError("ttl", f"must be between 0 and {_MAX_TTL}")
@@ -140,6 +164,8 @@ def validate_record_set(spec: RecordSetSpec) -> Iterator[FieldError]:
         except (dns.exception.DNSException, ValueError) as exc:
             yield FieldError(f"records[{index}]", f"not a valid {rtype} record: {exc}")
             continue
+        if len(spec.records) == 1:
+            break  # (one record: nothing to be a duplicate of, and no wire form to hash)
         count = len(seen)
         seen.add(rdata)  # (hashed once: an Rdata's hash renders its wire form)
         if len(seen) == count:
@@ -159,20 +185,19 @@ def admit_record_set(spec: RecordSetSpec, context: reconcile.AdmissionContext) -
     """Canonical spelling (so the identity is one per RRset): the zone and name in lower
     case, the name relative to the zone (``@`` for the apex), the type upper case; and a
     zone no configured server serves is refused (when the provider config names servers)."""
-    zone = zone_name(spec.zone)
-    owner = absolute_name(spec.zone, spec.name)
-    name = "@" if owner == zone else owner.relativize(zone).to_text().lower()
-    canonical = attrs.evolve(spec, zone=zone.to_text().lower(), name=name, type=spec.type.upper())
+    zone = _zone_text(spec.zone)
+    name = relative_text(spec.zone, spec.name)
+    canonical = RecordSetSpec(zone, name, spec.type.upper(), spec.records, spec.ttl)
     servers: Any = context.config.get("servers")
-    if isinstance(servers, list) and servers:
-        served = {
-            str(z).lower() for server in servers if isinstance(server, dict) for z in server.get("zones", ())
-        }
-        if canonical.zone not in served:
-            reason = (
-                f"no server in the dns provider config serves {canonical.zone} (it serves {sorted(served)})"
-            )
-            raise reconcile.InvalidError([FieldError("zone", reason)])
+    served = {
+        str(z).lower()
+        for server in (servers if isinstance(servers, list) else ())
+        if isinstance(server, dict)
+        for z in server.get("zones", ())
+    }
+    if isinstance(servers, list) and servers and zone not in served:
+        reason = f"no server in the dns provider config serves {zone} (it serves {sorted(served)})"
+        raise reconcile.InvalidError([FieldError("zone", reason)])
     return canonical
 
 
