@@ -36,7 +36,13 @@ import dns.update
 import reconcile
 from providers.dns.batching import Batcher, Change
 from providers.dns.config import DnsConfig, Server
-from providers.dns.records import absolute_name, canonical_records, parse_record
+from providers.dns.records import (
+    absolute_name,
+    canonical_records,
+    canonical_spec_records,
+    fqdn_text,
+    parse_record,
+)
 from providers.dns.wire import (
     Answer,
     Connections,
@@ -407,7 +413,7 @@ class DnsClient:
             return reconcile.Observation(exists=False, owner=owner)
         spec = resource.spec
         found = canonical_records(answer.rdatas)
-        wanted = canonical_records(self._wanted(resource))
+        wanted = canonical_spec_records(spec.type, tuple(spec.records), spec.zone)
         differences = [f"-{r}" for r in found if r not in wanted] + [
             f"+{r}" for r in wanted if r not in found
         ]
@@ -417,7 +423,7 @@ class DnsClient:
             owner_was = _fields(old).get("owner", "")
             differences.append(f"ownership mark owner {owner_was} -> {self.owner}")
         observed = {
-            "fqdn": absolute_name(spec.zone, spec.name).to_text(),
+            "fqdn": fqdn_text(spec.zone, spec.name),
             "type": spec.type,
             "ttl": answer.ttl,
             "records": found,

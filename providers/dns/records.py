@@ -32,6 +32,8 @@ __all__ = [
     "RecordSetSpec",
     "absolute_name",
     "canonical_records",
+    "canonical_spec_records",
+    "fqdn_text",
     "parse_record",
     "relative_text",
     "zone_name",
@@ -114,6 +116,18 @@ def parse_record(rdtype: str, text: str, zone: str) -> dns.rdata.Rdata:
 def canonical_records(rdatas: Sequence[dns.rdata.Rdata]) -> list[str]:
     """Records as observe reports them: absolute presentation text, sorted."""
     return sorted(r.to_text(relativize=False) for r in rdatas)
+
+
+@functools.lru_cache(maxsize=65536)
+def canonical_spec_records(rdtype: str, records: tuple[str, ...], zone: str) -> tuple[str, ...]:
+    """A spec's records as observe reports them (cached: every observe compares with them)."""
+    return tuple(canonical_records([parse_record(rdtype, text, zone) for text in records]))
+
+
+@functools.lru_cache(maxsize=65536)
+def fqdn_text(zone: str, name: str) -> str:
+    """The absolute owner name's text (cached, as the name is)."""
+    return absolute_name(zone, name).to_text()
 
 
 def _quoted(chunk: bytes) -> str:
