@@ -539,6 +539,44 @@ class TestConverging:
         finally:
             await client.close()
 
+    @pytest.mark.parametrize(
+        ("held", "ttl", "accepted"),
+        [
+            (["10 mail.example.test."], 300, True),
+            (["10 MAIL.Example.TEST."], 300, True),  # the same record, the name's case spelled otherwise
+            (["10 mail.example.test."], 60, False),
+            (["20 mail.example.test."], 300, False),
+            (["10 mail.example.test.", "20 backup.example.test."], 300, False),
+        ],
+    )
+    async def test_read_back_compares_records_and_ttl(
+        self, tsig: Bind, tmp_path: Path, held: list[str], ttl: int, accepted: bool
+    ) -> None:
+        """Read back accepts exactly the records sent with the TTL sent (a name's case
+        aside, as DNS compares names) and refuses anything else as a PermanentError."""
+        from providers.dns.wire import Answer  # noqa: PLC0415
+        from reconcile import PermanentError  # noqa: PLC0415
+
+        [obj] = await stored(tmp_path, [record_set(f"mx-{token()}", "MX", ["10 mail"])])
+        answer = Answer(ttl, tuple(parse_record("MX", text, ZONE) for text in held))
+
+        class Holding(DnsClient):
+            async def _query(self, *args: Any) -> Answer:  # noqa: ARG002
+                return answer
+
+        client = Holding(tsig.config())
+        try:
+            if accepted:
+                observed = await client._read_back(obj)
+                assert observed.exists
+                assert observed.owner == obj.metadata.uid
+                assert observed.observed["records"] == sorted(r.to_text() for r in answer.rdatas)
+            else:
+                with pytest.raises(PermanentError, match="answered NOERROR, but the zone does not hold"):
+                    await client._read_back(obj)
+        finally:
+            await client.close()
+
 
 async def stored(tmp_path: Path, manifests: list[dict[str, Any]]) -> list[Resource[Any, Any]]:
     """The manifests as admitted objects (with their uids), from a store of their own."""

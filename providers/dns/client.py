@@ -408,11 +408,12 @@ class DnsClient:
         owner: str | None,
         *,
         stale: list[dns.rdata.Rdata] | None = None,
+        found: list[str] | None = None,
     ) -> reconcile.Observation:
         if answer is None:
             return reconcile.Observation(exists=False, owner=owner)
         spec = resource.spec
-        found = canonical_records(answer.rdatas)
+        found = canonical_records(answer.rdatas) if found is None else found
         wanted = canonical_spec_records(spec.type, tuple(spec.records), spec.zone)
         differences = [f"-{r}" for r in found if r not in wanted] + [
             f"+{r}" for r in wanted if r not in found
@@ -442,14 +443,25 @@ class DnsClient:
         server = self._server(spec.zone)
         name = absolute_name(spec.zone, spec.name)
         answer = await self._query(server, name, spec.type, self.config.timeout)
-        if not same_records(answer, self._wanted(resource), spec.ttl):
+        # The records as observe reports them, compared first: equal texts are the same
+        # records (different ones may still be, a name's case spelled otherwise).
+        found = None if answer is None else canonical_records(answer.rdatas)
+        if (
+            answer is None
+            or found is None
+            or answer.ttl != spec.ttl
+            or (
+                found != list(canonical_spec_records(spec.type, tuple(spec.records), spec.zone))
+                and not same_records(answer, self._wanted(resource), spec.ttl)
+            )
+        ):
             msg = (
                 f"DNS server {server.address}:{server.port} answered NOERROR, but the zone does not hold "
                 f"{name} {spec.type} as sent (a CNAME cannot share its name with other data, and a server "
                 "may ignore what its update-policy does not grant): check the zone"
             )
             raise PermanentError(msg)
-        return self._observation(resource, answer, resource.metadata.uid)
+        return self._observation(resource, answer, resource.metadata.uid, found=found)
 
 
 def _txt(text: str) -> dns.rdata.Rdata:

@@ -47,6 +47,8 @@ _TXT_CHUNK = 255
 #: wildcard): dnspython writes it back exactly as given, so its canonical spelling is
 #: its lower case, and completed with the zone it is always inside it.
 _PLAIN_RELATIVE = re.compile(r"(?:\*\.)?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
+#: A zone of plain labels, absolute: dnspython writes it back exactly as given.
+_PLAIN_ZONE = re.compile(r"(?:[A-Za-z0-9_-]+\.)+")
 
 
 @attrs.frozen
@@ -126,7 +128,11 @@ def canonical_spec_records(rdtype: str, records: tuple[str, ...], zone: str) -> 
 
 @functools.lru_cache(maxsize=65536)
 def fqdn_text(zone: str, name: str) -> str:
-    """The absolute owner name's text (cached, as the name is)."""
+    """The absolute owner name's text, as dnspython writes it (cached, as the name is)."""
+    if name == "@" and _PLAIN_ZONE.fullmatch(zone):
+        return zone
+    if _PLAIN_RELATIVE.fullmatch(name) and _PLAIN_ZONE.fullmatch(zone):
+        return f"{name}.{zone}"
     return absolute_name(zone, name).to_text()
 
 
