@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import cattrs
 import pytest
 from helpers import widget
 from hypothesis import HealthCheck, given, settings
@@ -23,7 +24,9 @@ from hypothesis import strategies as st
 from reconcile import Bookmark, Client, ExpiredError, InvalidError, ReconcileError, Status, connect
 from reconcile.api import Admission
 from reconcile.model import make_converter
-from reconcile.model.serde import format_epoch
+from reconcile.model.conditions import Condition, ConditionStatus
+from reconcile.model.external import ManagedStatus
+from reconcile.model.serde import format_epoch, format_timestamp
 from reconcile.testing import example_kinds
 
 NAMES = st.sampled_from(["a", "b", "c"])
@@ -134,3 +137,45 @@ def test_format_epoch_is_format_timestamp_of_the_same_instant(seconds: float) ->
     assert len(made) == len("2026-12-04T09:11:07.010263Z")
     assert abs(parsed - expected) <= datetime.timedelta(microseconds=1)
     assert format_epoch(seconds + 1) > made or seconds + 1 >= 253402300800
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.tuples(inner) | st.dictionaries(st.text(max_size=3), inner)
+    ),
+    max_leaves=8,
+)
+STAMPS = st.datetimes(timezones=st.just(datetime.UTC)) | st.datetimes(
+    timezones=st.sampled_from([datetime.timezone(datetime.timedelta(hours=-5)), datetime.UTC])
+)
+CONDITIONS = st.builds(
+    Condition,
+    st.sampled_from(["Ready", "Synced"]),
+    st.sampled_from(list(ConditionStatus)),
+    st.text(max_size=5),
+    st.text(max_size=5),
+    st.none() | STAMPS,
+    st.integers(0, 9),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    conditions=st.lists(CONDITIONS, max_size=3),
+    at_provider=st.dictionaries(st.text(max_size=4), JSON, max_size=4),
+    shared=STAMPS,
+)
+def test_a_status_unstructures_as_cattrs_generic_path_does(
+    conditions: list[Condition], at_provider: dict[str, Any], shared: datetime.datetime
+) -> None:
+    """The converter's own hooks for conditions and ``dict[str, Any]`` make exactly what
+    cattrs' generic path makes with the same timestamp hook (conditions sharing a stamp
+    object too, which the formatter remembers)."""
+    generic = cattrs.Converter()
+    generic.register_unstructure_hook(datetime.datetime, format_timestamp)
+    together = [attrs.evolve(c, last_transition_time=shared) for c in conditions[:2]]
+    status = ManagedStatus(
+        observed_generation=1, conditions=(*conditions, *together), at_provider=at_provider
+    )
+    assert make_converter().unstructure(status, ManagedStatus) == generic.unstructure(status, ManagedStatus)

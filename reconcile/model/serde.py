@@ -13,6 +13,7 @@ import collections.abc
 import datetime
 import difflib
 import enum
+import functools
 import math
 import re
 import time
@@ -83,12 +84,23 @@ def _strict(expected: type, name: str) -> Any:
     return structure
 
 
+#: The datetime formatted last and its text, one tuple replaced whole: a status's
+#: conditions that changed together share one stamp (the same object).
+_last_formatted: list[tuple[datetime.datetime | None, str]] = [(None, "")]
+
+
 def format_timestamp(value: datetime.datetime) -> str:
     """RFC 3339 in UTC with microseconds, the form every stored timestamp takes."""
+    last, text = _last_formatted[0]
+    if value is last:
+        return text
     if value.tzinfo is datetime.UTC:  # the common case: "...+00:00" becomes "...Z"
-        return value.isoformat(timespec="microseconds")[:-6] + "Z"
-    utc = value.astimezone(datetime.UTC).replace(tzinfo=None)
-    return utc.isoformat(timespec="microseconds") + "Z"
+        text = value.isoformat(timespec="microseconds")[:-6] + "Z"
+    else:
+        utc = value.astimezone(datetime.UTC).replace(tzinfo=None)
+        text = utc.isoformat(timespec="microseconds") + "Z"
+    _last_formatted[0] = (value, text)
+    return text
 
 
 _MICROS = 1_000_000
@@ -161,7 +173,50 @@ def make_converter() -> cattrs.Converter:
     # Sequences of plain values unstructure to lists directly; cattrs' generic path calls
     # a handler per element, which was the largest cost of unstructuring a spec.
     converter.register_unstructure_hook_func(_is_plain_sequence, list)
+    # Every status the engine records goes through these two: a condition written out
+    # field by field (what cattrs makes, without its dispatch per field), and a
+    # ``dict[str, Any]`` (a managed status's ``at_provider``) copied as the JSON it is,
+    # anything else in it through the converter.
+    converter.register_unstructure_hook(Condition, _unstructure_condition)
+    converter.register_unstructure_hook_func(_is_conditions, _unstructure_conditions)
+    converter.register_unstructure_hook_func(_is_plain_mapping, functools.partial(_plain_copy, converter))
     return converter
+
+
+def _unstructure_condition(condition: Condition) -> dict[str, Any]:
+    at = condition.last_transition_time
+    return {
+        "type": condition.type,
+        "status": condition.status,
+        "reason": condition.reason,
+        "message": condition.message,
+        "last_transition_time": None if at is None else format_timestamp(at),
+        "observed_generation": condition.observed_generation,
+    }
+
+
+def _unstructure_conditions(conditions: tuple[Condition, ...]) -> list[dict[str, Any]]:
+    return [_unstructure_condition(condition) for condition in conditions]
+
+
+def _is_plain_mapping(type_: Any) -> bool:
+    return bool(type_ == dict[str, Any])
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _plain_copy(converter: cattrs.Converter, value: Any) -> Any:
+    """A copy of a JSON-shaped ``value``, new containers all the way down (what
+    unstructuring makes); a value of another type through the converter."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {key: _plain_copy(converter, item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [_plain_copy(converter, item) for item in value]
+    return converter.unstructure(value)
 
 
 def make_stored_converter() -> cattrs.Converter:
