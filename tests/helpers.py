@@ -31,12 +31,15 @@ async def settle(predicate: Callable[[], bool]) -> None:
             turn += 1
 
 
-def run_benchmark(name: str, size: int, tmp_path: Path) -> tuple[dict[str, dict[str, Any]], str]:
-    """Run ``benchmarks/<name>.py --size <size>``; its rows by phase, and what it printed."""
+def run_benchmark(
+    name: str, size: int, tmp_path: Path, *arguments: str
+) -> tuple[dict[str, dict[str, Any]], str]:
+    """Run ``benchmarks/<name>.py --size <size> [arguments]``; its rows by phase, and what
+    it printed."""
     out = tmp_path / f"{name}.json"
     script = Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
     result = subprocess.run(
-        [sys.executable, str(script), "--size", str(size), "--json", str(out)],
+        [sys.executable, str(script), "--size", str(size), "--json", str(out), *arguments],
         capture_output=True,
         text=True,
         check=False,
