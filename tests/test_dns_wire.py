@@ -43,10 +43,22 @@ class TestQueryMessage:
         assert query_message(expected.id, NAME, dns.rdatatype.TXT) == expected.to_wire()
 
 
-class TestReadAnswer:
-    """An answer read from the wire."""
+@pytest.fixture(params=["parsed", "question bytes"])
+def question_of(request: pytest.FixtureRequest) -> Callable[[bytes], bytes]:
+    """What ``read_answer`` is told of the question: nothing (the answer's question is
+    parsed and compared as a name), or the query's question bytes (compared as bytes
+    first); both readings must agree."""
+    if request.param == "parsed":
+        return lambda _query: b""
+    return lambda query: query[12:]
 
-    def test_records_with_compression_and_the_other_sections_skipped(self) -> None:
+
+class TestReadAnswer:
+    """An answer read from the wire (each test with and without the question's bytes)."""
+
+    def test_records_with_compression_and_the_other_sections_skipped(
+        self, question_of: Callable[[bytes], bytes]
+    ) -> None:
         """Two A records (names compressed), an authority and an additional section: the
         RRset, its TTL, the AA flag and the rcode; what dnspython's parser reads too."""
         request = query_message(7, NAME, dns.rdatatype.A)
@@ -54,25 +66,27 @@ class TestReadAnswer:
         response.authority.append(dns.rrset.from_text("example.test.", 300, "IN", "NS", "ns.example.test."))
         response.additional.append(dns.rrset.from_text("ns.example.test.", 300, "IN", "A", "127.0.0.1"))
         wire = response.to_wire()
-        rcode, authoritative, found = read_answer(wire, 7, NAME, dns.rdatatype.A)
+        rcode, authoritative, found = read_answer(wire, 7, NAME, dns.rdatatype.A, question_of(request))
         assert (rcode, authoritative) == (dns.rcode.NOERROR, True)
         assert found is not None
         assert found.ttl == 300
         assert set(found.rdatas) == set(dns.message.from_wire(wire).answer[0])
 
-    def test_names_compare_without_case_and_duplicates_count_once(self) -> None:
+    def test_names_compare_without_case_and_duplicates_count_once(
+        self, question_of: Callable[[bytes], bytes]
+    ) -> None:
         """``WWW.Example.TEST.`` is the name asked; a record sent twice is one record."""
         request = query_message(9, NAME, dns.rdatatype.A)
         upper = dns.name.from_text("WWW.Example.TEST.")
         record = dns.rrset.from_text(upper, 60, "IN", "A", "192.0.2.9")
         wire = _answer_to(request, record, record).to_wire()  # the same record twice
         assert wire.count(bytes([192, 0, 2, 9])) == 2
-        _, _, found = read_answer(wire, 9, NAME, dns.rdatatype.A)
+        _, _, found = read_answer(wire, 9, NAME, dns.rdatatype.A, question_of(request))
         assert found is not None
         assert [r.to_text() for r in found.rdatas] == ["192.0.2.9"]
         assert found.ttl == 60
 
-    def test_a_cname_followed_is_not_the_rrset(self) -> None:
+    def test_a_cname_followed_is_not_the_rrset(self, question_of: Callable[[bytes], bytes]) -> None:
         """A query for A at a name that holds a CNAME: the server answers the CNAME and
         its target's A; neither is the A RRset at the name asked."""
         request = query_message(11, NAME, dns.rdatatype.A)
@@ -81,16 +95,24 @@ class TestReadAnswer:
             dns.rrset.from_text(NAME, 300, "IN", "CNAME", "target.example.test."),
             dns.rrset.from_text("target.example.test.", 300, "IN", "A", "192.0.2.7"),
         )
-        assert read_answer(response.to_wire(), 11, NAME, dns.rdatatype.A) == (dns.rcode.NOERROR, True, None)
+        assert read_answer(response.to_wire(), 11, NAME, dns.rdatatype.A, question_of(request)) == (
+            dns.rcode.NOERROR,
+            True,
+            None,
+        )
 
-    def test_nxdomain_and_a_referral(self) -> None:
+    def test_nxdomain_and_a_referral(self, question_of: Callable[[bytes], bytes]) -> None:
         """No such name: NXDOMAIN and nothing found; an answer without AA says so."""
         request = query_message(13, NAME, dns.rdatatype.A)
         response = _answer_to(request)
         response.set_rcode(dns.rcode.NXDOMAIN)
-        assert read_answer(response.to_wire(), 13, NAME, dns.rdatatype.A) == (dns.rcode.NXDOMAIN, True, None)
+        assert read_answer(response.to_wire(), 13, NAME, dns.rdatatype.A, question_of(request)) == (
+            dns.rcode.NXDOMAIN,
+            True,
+            None,
+        )
         referral = _answer_to(request, authoritative=False)
-        assert read_answer(referral.to_wire(), 13, NAME, dns.rdatatype.A)[1] is False
+        assert read_answer(referral.to_wire(), 13, NAME, dns.rdatatype.A, question_of(request))[1] is False
 
     @pytest.mark.parametrize(
         ("change", "reason"),
@@ -104,20 +126,46 @@ class TestReadAnswer:
             (lambda wire: wire[:4] + b"\x00\x00" + wire[6:], "does not repeat the question"),
         ],
     )
-    def test_what_is_not_the_answer_is_refused(self, change: Callable[[bytes], bytes], reason: str) -> None:
+    def test_what_is_not_the_answer_is_refused(
+        self, change: Callable[[bytes], bytes], reason: str, question_of: Callable[[bytes], bytes]
+    ) -> None:
         """Another message's id, a query rather than an answer, a message cut short, an
         answer without the question: MalformedAnswerError, never a wrong RRset."""
         request = query_message(21, NAME, dns.rdatatype.A)
         wire = _answer_to(request, dns.rrset.from_text(NAME, 300, "IN", "A", "192.0.2.1")).to_wire()
         with pytest.raises(MalformedAnswerError, match=reason):
-            read_answer(change(wire), 21, NAME, dns.rdatatype.A)
+            read_answer(change(wire), 21, NAME, dns.rdatatype.A, question_of(request))
 
-    def test_an_answer_to_another_question_is_refused(self) -> None:
+    def test_an_answer_to_another_question_is_refused(self, question_of: Callable[[bytes], bytes]) -> None:
         """The answer to a query of another name (a connection out of step) is refused."""
         other = query_message(5, dns.name.from_text("other.example.test."), dns.rdatatype.A)
         wire = _answer_to(other).to_wire()
         with pytest.raises(MalformedAnswerError, match="another question"):
-            read_answer(wire, 5, NAME, dns.rdatatype.A)
+            read_answer(wire, 5, NAME, dns.rdatatype.A, question_of(query_message(5, NAME, dns.rdatatype.A)))
+
+    def test_a_question_echoed_in_another_case_and_an_owner_written_out(
+        self, question_of: Callable[[bytes], bytes]
+    ) -> None:
+        """A server that echoes the question with its letters' case changed (DNS 0x20)
+        and writes the owner name out instead of pointing at the question: the same
+        RRset (the bytes differ, so the names are parsed and compared as DNS does)."""
+        request = query_message(23, NAME, dns.rdatatype.A)
+        wire = _answer_to(request, dns.rrset.from_text(NAME, 300, "IN", "A", "192.0.2.1")).to_wire()
+        pointer = wire.index(b"\xc0\x0c", len(request))  # the owner: the first name after the question
+        assert wire[13:16] == b"www"
+        changed = wire[:13] + b"WwW" + wire[16:pointer] + NAME.to_wire() + wire[pointer + 2 :]
+        _, _, found = read_answer(changed, 23, NAME, dns.rdatatype.A, question_of(request))
+        assert found is not None
+        assert [r.to_text() for r in found.rdatas] == ["192.0.2.1"]
+
+    def test_another_type_asked_with_the_same_name_is_refused(
+        self, question_of: Callable[[bytes], bytes]
+    ) -> None:
+        """The answer to a query of the same name for another type is not this answer."""
+        other = query_message(6, NAME, dns.rdatatype.TXT)
+        wire = _answer_to(other).to_wire()
+        with pytest.raises(MalformedAnswerError, match="another question"):
+            read_answer(wire, 6, NAME, dns.rdatatype.A, question_of(query_message(6, NAME, dns.rdatatype.A)))
 
 
 class _Echo:

@@ -84,35 +84,49 @@ def query_message(qid: int, name: dns.name.Name, rdtype: int) -> bytes:
 
 
 def read_answer(
-    wire: bytes, qid: int, name: dns.name.Name, rdtype: int
+    wire: bytes, qid: int, name: dns.name.Name, rdtype: int, question: bytes = b""
 ) -> tuple[dns.rcode.Rcode, bool, Answer | None]:
     """The rcode, the AA flag and the RRset ``name``/``rdtype`` of the answer to the
-    query :func:`query_message` made; only the header, the question and the answer
-    section are read, with dnspython's own wire parsers (names, compression, rdata).
+    query :func:`query_message` made (``question``: that query's question section, its
+    bytes after the header); only the header, the question and the answer section are
+    read, with dnspython's own wire parsers (names, compression, rdata).
     MalformedAnswerError when it is not the answer to that query or is malformed."""
     try:
-        return _read_answer(dns.wire.Parser(wire), qid, name, rdtype)
+        return _read_answer(dns.wire.Parser(wire), qid, name, rdtype, question)
     except (dns.exception.DNSException, struct.error, ValueError, IndexError) as exc:
         raise MalformedAnswerError(f"malformed answer: {exc}") from exc
 
 
+#: A compressed owner name pointing at offset 12: the question's name.
+_QUESTION_NAME = b"\xc0\x0c"
+
+
 def _read_answer(
-    parser: dns.wire.Parser, qid: int, name: dns.name.Name, rdtype: int
+    parser: dns.wire.Parser, qid: int, name: dns.name.Name, rdtype: int, question: bytes
 ) -> tuple[dns.rcode.Rcode, bool, Answer | None]:
     rid, flags, questions, answers, _, _ = parser.get_struct(_QUERY_HEADER.format)
     if rid != qid or not flags & _QR or flags & _OPCODE:
         raise MalformedAnswerError("not the answer to this query")
     if questions != 1:
         raise MalformedAnswerError("the answer does not repeat the question")
-    asked = dns.name.from_wire_parser(parser)
-    if asked != name or parser.get_struct(_QUESTION_TAIL.format) != (rdtype, dns.rdataclass.IN):
-        raise MalformedAnswerError("the answer is to another question")
+    # A server copies the question as it was sent: byte for byte, it needs no parsing
+    # (otherwise it is parsed, and its name compared as DNS compares names).
+    if not question or parser.wire[parser.current : parser.current + len(question)] != question:
+        asked = dns.name.from_wire_parser(parser)
+        if asked != name or parser.get_struct(_QUESTION_TAIL.format) != (rdtype, dns.rdataclass.IN):
+            raise MalformedAnswerError("the answer is to another question")
+    else:
+        parser.seek(parser.current + len(question))
     rdatas: list[dns.rdata.Rdata] = []
     ttl = None
     for _ in range(answers):
-        owner = dns.name.from_wire_parser(parser)
+        if parser.wire[parser.current : parser.current + 2] == _QUESTION_NAME:
+            parser.seek(parser.current + 2)
+            ours = True  # the question's name, which is ``name``
+        else:
+            ours = dns.name.from_wire_parser(parser) == name
         type_, class_, rr_ttl, length = parser.get_struct(_RR_TAIL.format)
-        if type_ != rdtype or class_ != dns.rdataclass.IN or owner != name:
+        if type_ != rdtype or class_ != dns.rdataclass.IN or not ours:
             parser.seek(parser.current + length)  # a CNAME followed, say: not this RRset
             continue
         with parser.restrict_to(length):
@@ -130,9 +144,10 @@ async def query(
     """The RRset ``name``/``rdtype`` as ``server`` holds it; None when there is none."""
     wanted = dns.rdatatype.from_text(rdtype)
     qid = dns.entropy.random_16()
-    answer = await connections.exchange(server, query_message(qid, name, wanted), seconds)
+    message = query_message(qid, name, wanted)
+    answer = await connections.exchange(server, message, seconds)
     try:
-        rcode, authoritative, found = read_answer(answer, qid, name, wanted)
+        rcode, authoritative, found = read_answer(answer, qid, name, wanted, message[_QUERY_HEADER.size :])
     except MalformedAnswerError as exc:
         raise TransientError(f"DNS query of {name} {rdtype} to {where(server)} failed: {exc}") from exc
     if rcode not in {dns.rcode.NOERROR, dns.rcode.NXDOMAIN}:
