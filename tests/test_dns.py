@@ -36,7 +36,7 @@ from test_files_provider import until_async
 
 from providers.dns import RECORD_SET, DnsProvider
 from providers.dns.client import DnsClient
-from providers.dns.records import parse_record, relative_text
+from providers.dns.records import fqdn_text, parse_record, relative_text
 from reconcile import InvalidError, KindRegistry, ObjectKey, Resource, Runtime, connect
 from reconcile.cli import main as cli_main
 from reconcile.testing import FakeClock, let_run
@@ -311,11 +311,13 @@ class TestAdmission:
     )
     def test_canonical_name_is_dnspython_s_own_spelling(self, name: str) -> None:
         """The canonical relative name (a fast path for plain labels) is what dnspython
-        writes for the name relative to the zone, in lower case, ``@`` for the apex."""
+        writes for the name relative to the zone, in lower case, ``@`` for the apex; the
+        absolute name's text (another fast path) is dnspython's, case kept."""
         origin = dns.name.from_text(ZONE)
         owner = dns.name.from_text(name, origin=origin) if name != "@" else origin
         expected = "@" if owner == origin else owner.relativize(origin).to_text().lower()
         assert relative_text(ZONE, name) == expected
+        assert fqdn_text(ZONE, name) == owner.to_text()  # (the observed fqdn: dnspython's spelling)
 
     def test_config_refuses_an_inline_secret_and_names_no_secret(self) -> None:
         """A secret written in the config is refused; a missing variable is named; the
