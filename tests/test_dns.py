@@ -300,7 +300,7 @@ class TestAdmission:
             stored = await client.apply(record_set("WWW.Example.Test.", "a", ["192.0.2.1"], label="canon"))
         assert (stored.spec.zone, stored.spec.name, stored.spec.type) == (ZONE, "www", "A")
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=150, deadline=None)
     @given(
         name=st.one_of(
             st.sampled_from(

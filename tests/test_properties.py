@@ -160,7 +160,7 @@ CONDITIONS = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     conditions=st.lists(CONDITIONS, max_size=3),
     at_provider=st.dictionaries(st.text(max_size=4), JSON, max_size=4),
