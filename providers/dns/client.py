@@ -80,6 +80,8 @@ class DnsClient:
         #: mark under another owner stale (a client nobody bound, as ``reconcile plan``
         #: without a store, must not report every mark as drift).
         self._knows_owner = self.config.owner_id is not None
+        #: The server of each zone asked for (the config is this client's for its life).
+        self._servers: dict[str, Server] = {}
         #: Marks of a resource's record set written under another owner (before the store
         #: was named in them, or another owner_id), by uid, as observe found them: the
         #: update that follows replaces them with ours.
@@ -95,11 +97,14 @@ class DnsClient:
     # -- where things are -----------------------------------------------------------------
 
     def _server(self, zone: str) -> Server:
-        server = self.config.server_of(zone)
+        server = self._servers.get(zone)
         if server is None:
-            served = sorted(z for s in self.config.servers for z in s.zones)
-            msg = f"no server in the dns provider config serves zone {zone} (configured: {served})"
-            raise PermanentError(msg)
+            server = self.config.server_of(zone)
+            if server is None:
+                served = sorted(z for s in self.config.servers for z in s.zones)
+                msg = f"no server in the dns provider config serves zone {zone} (configured: {served})"
+                raise PermanentError(msg)
+            self._servers[zone] = server
         return server
 
     def _owner_name(self, resource: reconcile.Resource[Any, Any]) -> dns.name.Name:
