@@ -145,7 +145,7 @@ async def ours(bind: Bind, size: int, workers: int, db: Path) -> dict[str, Any]:
         result["repair_s"], result["repair_calls"] = time.perf_counter() - started, _since(before)
         before, started = _taken(), time.perf_counter()
         names = [obj.metadata.name for obj in controller.informer.list()]
-        await asyncio.gather(*(runtime.client.delete("recordset", name) for name in names))
+        await asyncio.gather(*(runtime.delete("recordset", name) for name in names))
         while controller.informer.cached_keys():  # the harness polling its own cache
             await asyncio.sleep(0.01)
         result["delete_s"], result["delete_calls"] = time.perf_counter() - started, _since(before)

@@ -257,11 +257,11 @@ async def ours(url: str, size: int, workers: int, db: Path) -> dict[str, Any]:
         started = time.perf_counter()
         # Objects first, then their buckets (a bucket holding objects is not deleted).
         names = [obj.metadata.name for obj in object_controller.informer.list()]
-        await asyncio.gather(*(runtime.client.delete("object", name) for name in names))
+        await asyncio.gather(*(runtime.delete("object", name) for name in names))
         while object_controller.informer.cached_keys():  # the harness polling its own cache
             await asyncio.sleep(0.01)
         names = [obj.metadata.name for obj in controller.informer.list()]
-        await asyncio.gather(*(runtime.client.delete("bucket", name) for name in names))
+        await asyncio.gather(*(runtime.delete("bucket", name) for name in names))
         while controller.informer.cached_keys():  # the harness polling its own cache
             await asyncio.sleep(0.01)
         result["delete_s"], result["delete_calls"] = time.perf_counter() - started, calls.take()

@@ -14,7 +14,7 @@ import attrs
 import pytest
 from helpers import settle, widget
 
-from reconcile import ConflictError, PermanentError, Request, Result, Runtime, TransientError
+from reconcile import ConflictError, NotFoundError, PermanentError, Request, Result, Runtime, TransientError
 from reconcile.controller import Context
 from reconcile.model import Condition, ConditionStatus
 from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider, example_kinds
@@ -101,6 +101,31 @@ async def test_a_custom_reconciler_reads_its_own_writes(tmp_path: Path, clock: F
         history = await runtime.client.history("widget", "w1")
         assert [e.actor for e in history if e.type == "StatusChanged"] == ["counter"] * 5
         assert len(counter.read_versions) == 5  # its own writes did not start more passes
+
+
+async def test_delete_through_the_runtime_is_cached_at_once(tmp_path: Path, clock: FakeClock) -> None:
+    """``Runtime.delete`` of a managed object: the marked object is what the cache holds
+    when it returns (before any watch event), its controller deletes the external
+    resource and the object goes; an object without finalizers is gone at once."""
+    cloud = MemoryCloud(clock=clock)
+    async with runtime_of(tmp_path / "d.db", clock, cloud) as runtime:
+        await runtime.apply(bucket("b1"))
+        state = await asyncio.wait_for(runtime.wait_converged(), DEADLINE)
+        assert state.converged
+        assert "b1" in cloud.items
+        marked = await runtime.delete("bucket", "b1")
+        assert marked is not None
+        assert marked.metadata.deletion_timestamp is not None
+        answered, cached = runtime.cache.get_now(marked.key)
+        assert answered
+        assert cached is not None
+        assert cached.metadata.resource_version == marked.metadata.resource_version
+        await asyncio.wait_for(settle(lambda: runtime.cache.get_now(marked.key) == (True, None)), DEADLINE)
+        assert "b1" not in cloud.items
+        await runtime.apply(widget("w1"))
+        assert await runtime.delete("widget", "w1") is None
+        with pytest.raises(NotFoundError):
+            await runtime.client.get("widget", "w1")
 
 
 async def test_the_decorator_form_runs_beside_the_managed_controllers(

@@ -395,6 +395,16 @@ class Runtime:
         applied object is cached at once and its controller hears of it now."""
         return await CachedClient(self.client, self.cache, manager=manager).apply(manifest, origin=origin)
 
+    async def delete(
+        self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE, manager: str = "reconcile"
+    ) -> AnyResource | None:
+        """Delete an object (``Client.delete``), through the controllers' cache: the object
+        marked for deletion is cached at once, its controller hears of it now, and its
+        watch event is dropped unparsed; None when it was removed at once (no finalizers),
+        and reads of it then wait for the watch to bring the removal."""
+        cached = CachedClient(self.client, self.cache, manager=manager)
+        return await cached.delete(kind, name, namespace=namespace)
+
     async def apply_many(
         self,
         manifests: Sequence[Mapping[str, Any] | AnyResource],
