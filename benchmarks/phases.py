@@ -79,8 +79,8 @@ def report(
             "ratio": ours_s / plain_s if plain_s else None,
             "plain_calls": limit[f"{phase}_calls"],
             "our_calls": our_calls,
-            "plain_runs": limit.get(f"{phase}_runs", [plain_s]),
-            "our_runs": engine.get(f"{phase}_runs", [ours_s]),
+            "plain_runs": limit[f"{phase}_runs"],
+            "our_runs": engine[f"{phase}_runs"],
             **extra(our_calls),
         }
         compared = []

@@ -80,8 +80,6 @@ class DnsClient:
         #: mark under another owner stale (a client nobody bound, as ``reconcile plan``
         #: without a store, must not report every mark as drift).
         self._knows_owner = self.config.owner_id is not None
-        #: The server of each zone asked for (the config is this client's for its life).
-        self._servers: dict[str, Server] = {}
         #: Marks of a resource's record set written under another owner (before the store
         #: was named in them, or another owner_id), by uid, as observe found them: the
         #: update that follows replaces them with ours.
@@ -97,14 +95,11 @@ class DnsClient:
     # -- where things are -----------------------------------------------------------------
 
     def _server(self, zone: str) -> Server:
-        server = self._servers.get(zone)
+        server = self.config.server_of(zone)
         if server is None:
-            server = self.config.server_of(zone)
-            if server is None:
-                served = sorted(z for s in self.config.servers for z in s.zones)
-                msg = f"no server in the dns provider config serves zone {zone} (configured: {served})"
-                raise PermanentError(msg)
-            self._servers[zone] = server
+            served = sorted(z for s in self.config.servers for z in s.zones)
+            msg = f"no server in the dns provider config serves zone {zone} (configured: {served})"
+            raise PermanentError(msg)
         return server
 
     def _owner_name(self, resource: reconcile.Resource[Any, Any]) -> dns.name.Name:
@@ -371,6 +366,12 @@ class DnsClient:
         spec = resource.spec
         return [parse_record(spec.type, text, spec.zone) for text in spec.records]
 
+    @staticmethod
+    def _wanted_texts(resource: reconcile.Resource[Any, Any]) -> list[str]:
+        """The spec's records as observe reports them."""
+        spec = resource.spec
+        return list(canonical_spec_records(spec.type, tuple(spec.records), spec.zone))
+
     def _owner_in(self, resource: reconcile.Resource[Any, Any], marks: Answer | None) -> str | None:
         """The uid our ownership TXT names for this record set's type (ours if present
         among several)."""
@@ -419,7 +420,7 @@ class DnsClient:
             return reconcile.Observation(exists=False, owner=owner)
         spec = resource.spec
         found = canonical_records(answer.rdatas) if found is None else found
-        wanted = canonical_spec_records(spec.type, tuple(spec.records), spec.zone)
+        wanted = self._wanted_texts(resource)
         differences = [f"-{r}" for r in found if r not in wanted] + [
             f"+{r}" for r in wanted if r not in found
         ]
@@ -450,13 +451,12 @@ class DnsClient:
         answer = await self._query(server, name, spec.type, self.config.timeout)
         # The records as observe reports them, compared first: equal texts are the same
         # records (different ones may still be, a name's case spelled otherwise).
-        found = None if answer is None else canonical_records(answer.rdatas)
+        found = [] if answer is None else canonical_records(answer.rdatas)
         if (
             answer is None
-            or found is None
             or answer.ttl != spec.ttl
             or (
-                found != list(canonical_spec_records(spec.type, tuple(spec.records), spec.zone))
+                found != self._wanted_texts(resource)
                 and not same_records(answer, self._wanted(resource), spec.ttl)
             )
         ):

@@ -98,10 +98,17 @@ class DnsConfig:
     batch_max: int = 100
     timeout: float = 5.0
     max_connections: int = 16
+    #: Each zone's first server (looked up for every query and update).
+    _by_zone: Mapping[str, Server] = attrs.field(
+        init=False,
+        repr=False,
+        eq=False,
+        default=attrs.Factory(lambda self: _first_servers(self.servers), takes_self=True),
+    )
 
     def server_of(self, zone: str) -> Server | None:
         """The first server that serves ``zone``."""
-        return next((s for s in self.servers if zone in s.zones), None)
+        return self._by_zone.get(zone)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> DnsConfig:
@@ -220,3 +227,11 @@ def _secret_text(
             return None
     errors.append(FieldError(where, "needs secret_file or secret_env"))
     return None
+
+
+def _first_servers(servers: tuple[Server, ...]) -> dict[str, Server]:
+    by_zone: dict[str, Server] = {}
+    for server in servers:
+        for zone in server.zones:
+            by_zone.setdefault(zone, server)
+    return by_zone

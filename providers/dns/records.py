@@ -209,15 +209,13 @@ def admit_record_set(spec: RecordSetSpec, context: reconcile.AdmissionContext) -
     name = relative_text(spec.zone, spec.name)
     canonical = RecordSetSpec(zone, name, spec.type.upper(), spec.records, spec.ttl)
     servers: Any = context.config.get("servers")
-    served = {
-        str(z).lower()
-        for server in (servers if isinstance(servers, list) else ())
-        if isinstance(server, dict)
-        for z in server.get("zones", ())
-    }
-    if isinstance(servers, list) and servers and zone not in served:
-        reason = f"no server in the dns provider config serves {zone} (it serves {sorted(served)})"
-        raise reconcile.InvalidError([FieldError("zone", reason)])
+    if isinstance(servers, list) and servers:
+        served = {
+            str(z).lower() for server in servers if isinstance(server, dict) for z in server.get("zones", ())
+        }
+        if zone not in served:
+            reason = f"no server in the dns provider config serves {zone} (it serves {sorted(served)})"
+            raise reconcile.InvalidError([FieldError("zone", reason)])
     return canonical
 
 

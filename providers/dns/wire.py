@@ -217,12 +217,7 @@ def signed_update(zone: str, key: dns.tsig.Key) -> dns.update.UpdateMessage:
 
 def same_records(answer: Answer | None, wanted: Sequence[dns.rdata.Rdata], ttl: int) -> bool:
     """Whether the server holds exactly ``wanted`` with ``ttl``."""
-    if answer is None or answer.ttl != ttl:
-        return False
-    found = answer.rdatas
-    if len(found) == len(wanted) == 1:  # (the common case: no sets to hash)
-        return bool(found[0] == wanted[0])
-    return set(found) == set(wanted)
+    return answer is not None and set(answer.rdatas) == set(wanted) and answer.ttl == ttl
 
 
 async def transfer(server: Server, zone: str, key: dns.tsig.Key, seconds: float) -> dns.zone.Zone:
