@@ -936,33 +936,3 @@ def test_dns_benchmark_smoke(tmp_path: Path) -> None:
     assert rows["converge"]["our_calls"]["changes"] == 30
     assert rows["converge"]["our_calls"]["updates"] < 30
     assert "x plain" in printed
-
-
-async def test_changes_arriving_while_a_message_is_in_flight_share_the_next() -> None:
-    """The batcher's pipelining: while the zone's message is unanswered, new changes wait
-    and then go together in one message; each caller hears its own outcome."""
-    from helpers import settle  # noqa: PLC0415
-
-    from providers.dns.batching import Batcher  # noqa: PLC0415
-
-    sent: list[dns.update.UpdateMessage] = []
-    answered = asyncio.Event()
-
-    async def send(message: dns.update.UpdateMessage) -> None:
-        sent.append(message)
-        if len(sent) == 1:
-            await answered.wait()
-
-    def adding(i: int) -> Any:
-        return lambda m: m.add(f"h{i}.example.test.", 300, "A", "192.0.2.1")
-
-    batcher = Batcher(lambda: dns.update.UpdateMessage(ZONE), send, window=0.0, size=100)
-    first = asyncio.create_task(batcher.submit(adding(0)))
-    await settle(lambda: len(sent) == 1)
-    later = [asyncio.create_task(batcher.submit(adding(i))) for i in range(1, 6)]
-    await settle(lambda: batcher.waiting == 5)
-    assert len(sent) == 1
-    answered.set()
-    await asyncio.gather(first, *later)
-    assert [len(m.update) for m in sent] == [1, 5]
-    await batcher.close()

@@ -5,9 +5,7 @@ reuse, replacement and deadlines against a small asyncio server of the test's ow
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import dns.flags
 import dns.message
@@ -16,8 +14,8 @@ import dns.rcode
 import dns.rdatatype
 import dns.rrset
 import pytest
+from dns_echo import Echo, serving
 
-from providers.dns.config import Server
 from providers.dns.streams import Connections
 from providers.dns.wire import MalformedAnswerError, query, query_message, read_answer
 from reconcile.errors import TransientError
@@ -168,56 +166,12 @@ class TestReadAnswer:
             read_answer(wire, 6, NAME, dns.rdatatype.A, question_of(query_message(6, NAME, dns.rdatatype.A)))
 
 
-class _Echo:
-    """A TCP server answering each framed message with ``reply(message)`` (None: no
-    answer), counting connections; ``close_idle`` ends a connection after one answer."""
-
-    def __init__(self, reply: Callable[[bytes], bytes | None], *, close_idle: bool = False) -> None:
-        self.reply, self.close_idle, self.connections = reply, close_idle, 0
-        self.server: asyncio.Server | None = None
-        self.writers: list[asyncio.StreamWriter] = []
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self.writers.append(writer)
-        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
-            while True:
-                length = int.from_bytes(await reader.readexactly(2), "big")
-                answer = self.reply(await reader.readexactly(length))
-                if answer is not None:
-                    writer.write(len(answer).to_bytes(2, "big") + answer)
-                    await writer.drain()
-                if self.close_idle:
-                    break
-        writer.close()
-
-    @property
-    def where(self) -> Server:
-        assert self.server is not None
-        host, port = self.server.sockets[0].getsockname()[:2]
-        return Server(host, port, ("example.test.",))
-
-
-@contextlib.asynccontextmanager
-async def _serving(echo: _Echo) -> AsyncIterator[_Echo]:
-    echo.server = await asyncio.start_server(echo.handle, "127.0.0.1", 0)
-    try:
-        yield echo
-    finally:
-        echo.server.close()
-        for writer in echo.writers:  # the server's side of every connection, closed too
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
-        await echo.server.wait_closed()
-
-
 class TestConnections:
     """Framed exchanges on reused connections."""
 
     async def test_one_connection_serves_one_message_after_another(self) -> None:
         """Each message gets its own answer, framed by length, on one connection."""
-        async with _serving(_Echo(lambda message: message[::-1])) as echo:
+        async with serving(Echo(lambda message: message[::-1])) as echo:
             connections = Connections()
             assert await connections.exchange(echo.where, b"abc", 5) == b"cba"
             assert await connections.exchange(echo.where, b"x" * 1000, 5) == b"x" * 1000
@@ -227,7 +181,7 @@ class TestConnections:
     async def test_a_connection_the_server_closed_is_replaced_once(self) -> None:
         """A server that closes idle connections: the next exchange finds its idle
         connection gone and goes again on a fresh one, without failing."""
-        async with _serving(_Echo(lambda message: message, close_idle=True)) as echo:
+        async with serving(Echo(lambda message: message, close_idle=True)) as echo:
             connections = Connections()
             assert await connections.exchange(echo.where, b"one", 5) == b"one"
             assert await connections.exchange(echo.where, b"two", 5) == b"two"
@@ -238,7 +192,7 @@ class TestConnections:
         """A server that does not answer: TransientError at the deadline, naming the
         server; the connection is closed, so a late answer is never read as the next."""
         answers = iter([None, b"late-proof"])
-        async with _serving(_Echo(lambda _message: next(answers))) as echo:
+        async with serving(Echo(lambda _message: next(answers))) as echo:
             connections = Connections()
             with pytest.raises(
                 TransientError, match=r"127\.0\.0\.1:\d+ is unreachable: no answer in 0\.05 s"
@@ -250,38 +204,17 @@ class TestConnections:
 
     async def test_a_server_not_listening_is_transient(self) -> None:
         """Connection refused: TransientError naming the server."""
-        async with _serving(_Echo(lambda message: message)) as echo:
+        async with serving(Echo(lambda message: message)) as echo:
             where = echo.where
         with pytest.raises(TransientError, match=f"{where.address}:{where.port} is unreachable"):
             await Connections().exchange(where, b"anyone?", 5)
-
-    async def test_an_update_goes_with_dnspythons_asyncio_api_on_a_kept_open_socket(self) -> None:
-        """An UPDATE message is sent by ``dns.asyncquery.tcp`` on a socket of dnspython's
-        asyncio backend, kept for the next; its answer comes back parsed. Queries (bytes)
-        keep connections of their own."""
-        update = dns.message.make_query(NAME, "SOA")
-
-        def reply(message: bytes) -> bytes:
-            return dns.message.make_response(dns.message.from_wire(message)).to_wire()
-
-        async with _serving(_Echo(reply)) as echo:
-            connections = Connections()
-            first = await connections.exchange_message(echo.where, update, 5)
-            assert first.id == update.id
-            assert first.flags & dns.flags.QR
-            again = dns.message.make_query(NAME, "SOA")
-            assert (await connections.exchange_message(echo.where, again, 5)).id == again.id
-            assert echo.connections == 1
-            await connections.exchange(echo.where, query_message(3, NAME, dns.rdatatype.A), 5)
-            assert echo.connections == 2
-            await connections.close()
 
 
 class TestQuery:
     """``query``: the RRset, a referral's NS records, a server that is not authoritative."""
 
     @staticmethod
-    def _server(*, authoritative: bool, rcode: dns.rcode.Rcode = dns.rcode.NOERROR) -> _Echo:
+    def _server(*, authoritative: bool, rcode: dns.rcode.Rcode = dns.rcode.NOERROR) -> Echo:
         def reply(message: bytes) -> bytes:
             request = dns.message.from_wire(message)
             response = _answer_to(message, authoritative=authoritative)
@@ -295,7 +228,7 @@ class TestQuery:
                 response.answer.append(dns.rrset.from_text(question.name, 60, "IN", "A", "192.0.2.5"))
             return response.to_wire()
 
-        return _Echo(reply)
+        return Echo(reply)
 
     @pytest.mark.parametrize(
         ("authoritative", "rdtype", "expected"),
@@ -309,7 +242,7 @@ class TestQuery:
     ) -> None:
         """An authoritative answer's RRset; a delegation's NS records from the authority
         section of a referral (the parent answers them without AA)."""
-        async with _serving(self._server(authoritative=authoritative)) as echo:
+        async with serving(self._server(authoritative=authoritative)) as echo:
             connections = Connections()
             found = await query(connections, echo.where, NAME, rdtype, 5)
             assert found is not None
@@ -318,12 +251,12 @@ class TestQuery:
 
     async def test_not_authoritative_and_refused_are_transient(self) -> None:
         """An answer without AA (a cache's view) and a REFUSED: TransientError saying so."""
-        async with _serving(self._server(authoritative=False)) as echo:
+        async with serving(self._server(authoritative=False)) as echo:
             connections = Connections()
             with pytest.raises(TransientError, match=r"not authoritative for www\.example\.test\."):
                 await query(connections, echo.where, NAME, "A", 5)
             await connections.close()
-        async with _serving(self._server(authoritative=True, rcode=dns.rcode.REFUSED)) as echo:
+        async with serving(self._server(authoritative=True, rcode=dns.rcode.REFUSED)) as echo:
             connections = Connections()
             refused = r"answered REFUSED to a query of www\.example\.test\. A"
             with pytest.raises(TransientError, match=refused):

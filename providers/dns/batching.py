@@ -6,7 +6,9 @@ others to share its message, and while a message of the zone is in flight, the c
 that arrive wait for it to be answered and then go together in the next (a server applies
 one zone's updates one at a time anyway: this is the group commit's pipelining). When the
 combined message's prerequisites fail, each change is sent again on its own, so that only
-the one somebody else's edit conflicts with fails. Every caller gets its own outcome.
+the one somebody else's edit conflicts with fails. The changes that do not fit in one DNS
+message (64 KiB) go in the next; a change too large for a message of its own fails alone.
+Every caller gets its own outcome.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-import dns.update
-
+from providers.dns.updates import MAX_MESSAGE, TSIG_RESERVE, Update
 from providers.dns.wire import PrerequisiteFailedError
+from reconcile.errors import PermanentError
 
 __all__ = ["Batcher", "Change"]
 
 #: Adds a change's prerequisites and updates to a message.
-Change = Callable[[dns.update.UpdateMessage], None]
+Change = Callable[[Update], None]
+#: A change, and the future its caller waits on.
+_Pending = tuple[Change, "asyncio.Future[None]"]
 
 
 class Batcher:
@@ -30,17 +34,20 @@ class Batcher:
 
     def __init__(
         self,
-        make: Callable[[], dns.update.UpdateMessage],
-        send: Callable[[dns.update.UpdateMessage], Awaitable[None]],
+        make: Callable[[], Update],
+        send: Callable[[Update], Awaitable[None]],
         *,
         window: float,
         size: int,
+        limit: int = MAX_MESSAGE - TSIG_RESERVE,
     ) -> None:
         self._make = make
         self._send = send
         self.window = window
         self.size = size
-        self._pending: list[tuple[Change, asyncio.Future[None]]] = []
+        #: Bytes a message may hold before its signature.
+        self.limit = limit
+        self._pending: list[_Pending] = []
         self._timer: asyncio.Task[None] | None = None
         #: The zone's messages in flight: while there is one, what comes waits for the next.
         self._flushing: set[asyncio.Task[None]] = set()
@@ -88,9 +95,55 @@ class Batcher:
         if self._pending and not self._flushing:
             self._flush_now()  # what came while it was in flight: the next message, at once
 
-    async def _flush(self, batch: list[tuple[Change, asyncio.Future[None]]]) -> None:
+    async def _flush(self, batch: list[_Pending]) -> None:
+        for together, message in self._messages(batch):
+            await self._flush_message(together, message)
+
+    def _messages(self, batch: list[_Pending]) -> list[tuple[list[_Pending], Update]]:
+        """The batch written into as few messages as it fits in; a change that fails to
+        write, or does not fit in a message of its own, is settled with why."""
+        messages: list[tuple[list[_Pending], Update]] = []
+        together: list[_Pending] = []
+        message = self._make()
+        for pending in batch:
+            fits = self._write(pending, message, self.limit)
+            if fits is False and together:  # the next message, if it fits in one
+                fresh = self._make()
+                fits = self._write(pending, fresh, self.limit)
+                if fits:
+                    messages.append((together, message))
+                    together, message = [], fresh
+            if fits is None:
+                continue
+            if not fits:
+                msg = f"the change is too large for one DNS message ({self.limit} bytes at most)"
+                _settle(pending[1], PermanentError(msg))
+                continue
+            together.append(pending)
+        if together:
+            messages.append((together, message))
+        return messages
+
+    @staticmethod
+    def _write(pending: _Pending, message: Update, limit: int) -> bool | None:
+        """Write the change into ``message``: True when it fits in ``limit`` bytes, False
+        (the message as it was) when not; None when it failed (its future says why)."""
+        change, future = pending
+        point = message.checkpoint()
         try:
-            await self._send_together([change for change, _ in batch])
+            change(message)
+        except Exception as exc:  # noqa: BLE001 - its caller hears it
+            message.rollback(point)
+            _settle(future, exc)
+            return None
+        if message.size <= limit:
+            return True
+        message.rollback(point)
+        return False
+
+    async def _flush_message(self, batch: list[_Pending], message: Update) -> None:
+        try:
+            await self._send_message(message, len(batch))
         except PrerequisiteFailedError as exc:
             if len(batch) == 1:
                 _settle(batch[0][1], exc)
@@ -107,18 +160,17 @@ class Batcher:
 
     async def _alone(self, change: Change, future: asyncio.Future[None]) -> None:
         try:
-            await self._send_together([change])
+            message = self._make()
+            change(message)
+            await self._send_message(message, 1)
         except BaseException as exc:  # noqa: BLE001 - the caller hears it
             _settle(future, exc)
         else:
             _settle(future, None)
 
-    async def _send_together(self, changes: list[Change]) -> None:
-        message = self._make()
-        for change in changes:
-            change(message)
+    async def _send_message(self, message: Update, changes: int) -> None:
         self.messages += 1
-        self.changes += len(changes)
+        self.changes += changes
         await self._send(message)
 
     async def close(self) -> None:

@@ -31,7 +31,6 @@ import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 import dns.rdtypes.ANY.TXT
-import dns.update
 
 import reconcile
 from providers.dns.batching import Batcher, Change
@@ -42,7 +41,9 @@ from providers.dns.records import (
     canonical_spec_records,
     fqdn_text,
     parse_record,
+    zone_name,
 )
+from providers.dns.updates import Update
 from providers.dns.wire import (
     Answer,
     Connections,
@@ -50,7 +51,6 @@ from providers.dns.wire import (
     query,
     same_records,
     send_update,
-    signed_update,
     transfer,
 )
 from reconcile.errors import (
@@ -125,14 +125,16 @@ class DnsClient:
             if key is None:
                 msg = f"the dns provider config has no TSIG key for zone {zone} (dns.zones[{zone!r}])"
                 raise PermanentError(msg)
-            tsig = key.key()
+            tsig, origin = key.key(), zone_name(zone)
 
-            async def send(message: dns.update.UpdateMessage) -> None:
+            async def send(message: Update) -> None:
                 async with self._wire:
-                    await send_update(self._connections, server, message, zone, self.config.timeout)
+                    await send_update(
+                        self._connections, server, message, zone, tsig, seconds=self.config.timeout
+                    )
 
             batcher = Batcher(
-                lambda: signed_update(zone, tsig),
+                lambda: Update(origin),
                 send,
                 window=self.config.batch_window,
                 size=self.config.batch_max,
@@ -168,7 +170,7 @@ class DnsClient:
         wanted = self._wanted(resource)
         owner_name, mark = self._owner_name(resource), self._mark(resource)
 
-        def change(message: dns.update.UpdateMessage) -> None:
+        def change(message: Update) -> None:
             if spec.type == "CNAME":
                 message.absent(name)  # the name holds nothing at all
             else:
@@ -215,7 +217,7 @@ class DnsClient:
         seen = [parse_record(spec.type, text, spec.zone) for text in observation.observed.get("records", ())]
         stale = self._stale.pop(str(resource.metadata.uid), [])
 
-        def change(message: dns.update.UpdateMessage) -> None:
+        def change(message: Update) -> None:
             if seen:
                 message.present(name, *seen)
             else:
@@ -248,7 +250,7 @@ class DnsClient:
         # another owner for the same uid (an older mark not rewritten yet).
         lines = [mark, *self._stale_marks(resource, marks)]
 
-        def change(message: dns.update.UpdateMessage) -> None:
+        def change(message: Update) -> None:
             message.present(owner_name, *marks.rdatas)
             message.delete(name, spec.type)
             for line in lines:
@@ -269,7 +271,7 @@ class DnsClient:
         spec = resource.spec
         owner_name, mark = self._owner_name(resource), self._mark(resource)
 
-        def change(message: dns.update.UpdateMessage) -> None:
+        def change(message: Update) -> None:
             message.add(owner_name, spec.ttl, mark)
 
         await self._submit(resource, change)
@@ -320,7 +322,7 @@ class DnsClient:
         owner_name = self._mark_name(name)
         mark = _txt(str(detail["mark"]))
 
-        def change(message: dns.update.UpdateMessage) -> None:
+        def change(message: Update) -> None:
             message.present(owner_name, mark)
             message.delete(name, str(detail["type"]))
             message.delete(owner_name, mark)

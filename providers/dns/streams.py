@@ -1,46 +1,28 @@
 """DNS over TCP (RFC 7766): idle connections to each server, reused for one message at a
 time, each message framed by its two-byte length.
 
-Two kinds of connection, kept apart:
-
-* queries go as bytes (built and read by :mod:`providers.dns.wire`) on plain asyncio
-  streams, with one deadline per exchange (``asyncio.timeout``): a third of the CPU of
-  dnspython's own TCP path per message, which waits on every read and write separately,
-  each wait a task of its own; a poll of a thousand record sets is two thousand queries;
-* UPDATE messages go with dnspython's asyncio API (``dns.asyncquery.tcp`` on a kept-open
-  socket of its asyncio backend), which signs them and verifies the answer's TSIG: a few
-  messages carry a zone's changes, so their transport's cost does not count.
+Messages go as bytes on plain asyncio streams, with one deadline per exchange
+(``asyncio.timeout``): queries built and read by :mod:`providers.dns.wire`, UPDATE
+messages written by :mod:`providers.dns.updates` and signed with dnspython's TSIG.
+dnspython's own TCP path waits on every read and write separately, each wait a task of
+its own: three times the CPU per message, and a poll of a thousand record sets is two
+thousand queries.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
-
-import dns.asyncbackend
-import dns.asyncquery
-import dns.exception
-import dns.inet
-import dns.message
 
 from providers.dns.config import Server
 from reconcile.errors import TransientError
 
 __all__ = ["Connections", "where"]
 
-T = TypeVar("T")
-
 
 def where(server: Server) -> str:
     """``address:port``, as messages name a server."""
     return f"{server.address}:{server.port}"
-
-
-class _Connection(Protocol):
-    async def close(self) -> None: ...
 
 
 class _Stream:
@@ -50,7 +32,7 @@ class _Stream:
         self.reader, self.writer = reader, writer
 
     @classmethod
-    async def open(cls, server: Server, _seconds: float) -> _Stream:
+    async def open(cls, server: Server) -> _Stream:
         return cls(*await asyncio.open_connection(server.address, server.port))
 
     async def exchange(self, message: bytes) -> bytes:
@@ -64,24 +46,6 @@ class _Stream:
             await self.writer.wait_closed()
 
 
-class _Socket:
-    """A socket of dnspython's asyncio backend, for ``dns.asyncquery.tcp``."""
-
-    def __init__(self, sock: Any) -> None:
-        self.sock = sock
-
-    @classmethod
-    async def open(cls, server: Server, seconds: float) -> _Socket:
-        backend: Any = dns.asyncbackend.get_backend("asyncio")
-        family = dns.inet.af_for_address(server.address)
-        address = (server.address, server.port)
-        return cls(await backend.make_socket(family, socket.SOCK_STREAM, 0, None, address, seconds))
-
-    async def close(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.sock.close()
-
-
 class Connections:
     """Idle TCP connections to each server, reused (a server answers many messages on
     one connection): no handshake per message. A connection that fails, or whose
@@ -91,46 +55,27 @@ class Connections:
     (connecting included) is a TransientError naming it."""
 
     def __init__(self) -> None:
-        self._idle: dict[tuple[Server, type], list[Any]] = {}
+        self._idle: dict[Server, list[_Stream]] = {}
 
     async def exchange(self, server: Server, message: bytes, seconds: float) -> bytes:
-        """A query (bytes) and its answer (bytes), on a plain asyncio stream."""
-        return await self._using(server, seconds, _Stream, lambda stream: stream.exchange(message))
-
-    async def exchange_message(
-        self, server: Server, message: dns.message.Message, seconds: float
-    ) -> dns.message.Message:
-        """An UPDATE and its answer, with dnspython's asyncio API (which signs the
-        message and verifies the answer's TSIG)."""
-
-        def send(connection: _Socket) -> Awaitable[dns.message.Message]:
-            address, port = server.address, server.port
-            return dns.asyncquery.tcp(message, address, port=port, timeout=seconds, sock=connection.sock)
-
-        return await self._using(server, seconds, _Socket, send)
-
-    async def _using(
-        self, server: Server, seconds: float, kind: Any, use: Callable[[Any], Awaitable[T]]
-    ) -> T:
+        """A message (bytes) and its answer (bytes)."""
         try:
             async with asyncio.timeout(seconds):
-                return await self._exchange(server, seconds, kind, use)
-        except (TimeoutError, dns.exception.Timeout) as exc:
+                return await self._exchange(server, message)
+        except TimeoutError as exc:
             reason = f"no answer in {seconds:g} s"
             raise TransientError(f"DNS server {where(server)} is unreachable: {reason}") from exc
         except (OSError, EOFError) as exc:
             reason = str(exc) or type(exc).__name__
             raise TransientError(f"DNS server {where(server)} is unreachable: {reason}") from exc
 
-    async def _exchange(
-        self, server: Server, seconds: float, kind: Any, use: Callable[[Any], Awaitable[T]]
-    ) -> T:
-        idle = self._idle.setdefault((server, kind), [])
+    async def _exchange(self, server: Server, message: bytes) -> bytes:
+        idle = self._idle.setdefault(server, [])
         for attempt in range(2):
             fresh = attempt > 0 or not idle
-            connection: _Connection = await kind.open(server, seconds) if fresh else idle.pop()
+            connection = await _Stream.open(server) if fresh else idle.pop()
             try:
-                answer = await use(connection)
+                answer = await connection.exchange(message)
             except (EOFError, ConnectionError):
                 await connection.close()
                 if fresh:

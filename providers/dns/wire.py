@@ -17,20 +17,22 @@ import attrs
 import dns.asyncquery
 import dns.entropy
 import dns.exception
+import dns.flags
 import dns.message
 import dns.name
+import dns.opcode
 import dns.rcode
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 import dns.tsig
-import dns.update
 import dns.wire
 import dns.xfr
 import dns.zone
 
 from providers.dns.config import Server
 from providers.dns.streams import Connections, where
+from providers.dns.updates import Update
 from reconcile.errors import PermanentError, TransientError
 
 __all__ = [
@@ -171,11 +173,22 @@ async def query(
 
 
 async def send_update(
-    connections: Connections, server: Server, message: dns.update.UpdateMessage, zone: str, seconds: float
+    connections: Connections,
+    server: Server,
+    message: Update,
+    zone: str,
+    key: dns.tsig.Key,
+    *,
+    seconds: float,
 ) -> None:
-    """Send one signed UPDATE; raise unless the server applied it (NOERROR)."""
+    """Send one UPDATE, signed with ``key``; raise unless the server applied it (NOERROR).
+    The answer's signature is verified (a server's TSIG error is named, never the
+    secret)."""
+    qid = dns.entropy.random_16()
     try:
-        response = await connections.exchange_message(server, message, seconds)
+        wire, mac = message.to_wire(qid, key)
+        answer = await connections.exchange(server, wire, seconds)
+        response = dns.message.from_wire(answer, keyring=key, request_mac=mac)
     except dns.tsig.PeerBadKey as exc:
         raise TransientError(
             f"DNS server {where(server)} does not know the TSIG key of zone {zone} (BADKEY)"
@@ -189,6 +202,9 @@ async def send_update(
         raise TransientError(f"DNS server {where(server)}: BADTIME (check the clocks)") from exc
     except dns.exception.DNSException as exc:
         raise TransientError(f"DNS update of zone {zone} at {where(server)} failed: {exc}") from exc
+    if response.id != qid or not response.flags & dns.flags.QR or response.opcode() != dns.opcode.UPDATE:
+        msg = f"DNS server {where(server)} answered an update of zone {zone} with another message"
+        raise TransientError(msg)
     rcode = response.rcode()
     if rcode == dns.rcode.NOERROR:
         return
@@ -206,13 +222,6 @@ async def send_update(
             "grant this key the change"
         )
     raise TransientError(f"DNS server {where(server)} answered {text} to an update of zone {zone}")
-
-
-def signed_update(zone: str, key: dns.tsig.Key) -> dns.update.UpdateMessage:
-    """An empty UPDATE for ``zone``, to be signed with ``key``."""
-    message = dns.update.UpdateMessage(zone)
-    message.use_tsig(key)
-    return message
 
 
 def same_records(answer: Answer | None, wanted: Sequence[dns.rdata.Rdata], ttl: int) -> bool:
