@@ -23,6 +23,7 @@ PermanentError saying so. The answer of that query is the observation the engine
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -104,7 +105,7 @@ class DnsClient:
 
     def _owner_name(self, resource: reconcile.Resource[Any, Any]) -> dns.name.Name:
         spec = resource.spec
-        return self._mark_name(absolute_name(spec.zone, spec.name))
+        return _mark_name(self.config.owner_prefix, spec.zone, spec.name)
 
     def _mark_name(self, name: dns.name.Name) -> dns.name.Name:
         """Where the ownership mark of the records at ``name`` lives."""
@@ -471,8 +472,16 @@ class DnsClient:
         return self._observation(resource, answer, resource.metadata.uid, found=found)
 
 
+@functools.lru_cache(maxsize=65536)
+def _mark_name(prefix: str, zone: str, name: str) -> dns.name.Name:
+    """Where the ownership mark of the record set ``name`` of ``zone`` lives (cached: the
+    same object every time, as :func:`absolute_name` is, so an UPDATE writes it once)."""
+    return dns.name.Name((prefix.encode(), *absolute_name(zone, name).labels))
+
+
+@functools.lru_cache(maxsize=65536)
 def _txt(text: str) -> dns.rdata.Rdata:
-    """A TXT record of one string."""
+    """A TXT record of one string (cached, as records are)."""
     return dns.rdtypes.ANY.TXT.TXT(dns.rdataclass.IN, dns.rdatatype.TXT, [text.encode()])
 
 

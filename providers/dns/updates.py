@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import struct
 import time
+from collections.abc import Callable
 
 import dns.name
 import dns.opcode
@@ -52,17 +53,58 @@ _IN, _ANY, _NONE = dns.rdataclass.IN, dns.rdataclass.ANY, dns.rdataclass.NONE
 _ZONE_POINTER = b"\xc0\x0c"
 
 
-@functools.lru_cache(maxsize=65536)
-def _canonical(name: dns.name.Name, zone: dns.name.Name) -> bytes:
-    """:func:`_owner` in lower case (cached, as it is)."""
-    return _owner(name.canonicalize(), zone)
+class _ByIdentity:
+    """Bytes written once per object (names and rdata are immutable, and the same objects
+    come every message: the provider caches its names and records), found by the object's
+    identity: hashing a ``dns.name.Name`` lowers every label each time, which costs more
+    than the bytes. The memo holds the objects, so an identity is never another's."""
+
+    __slots__ = ("_limit", "_memo")
+
+    def __init__(self, limit: int = 65536) -> None:
+        self._memo: dict[int, tuple[object, object, bytes]] = {}
+        self._limit = limit
+
+    def get(self, thing: object, zone: dns.name.Name, write: Callable[[], bytes]) -> bytes:
+        """``thing`` written in an UPDATE of ``zone``."""
+        hit = self._memo.get(id(thing))
+        if hit is not None and hit[0] is thing and hit[1] is zone:
+            return hit[2]
+        wire = write()
+        if len(self._memo) >= self._limit:
+            self._memo.clear()
+        self._memo[id(thing)] = (thing, zone, wire)
+        return wire
 
 
-@functools.lru_cache(maxsize=65536)
+_OWNERS, _CANONICAL_OWNERS, _RDATA = _ByIdentity(), _ByIdentity(), _ByIdentity()
+
+
 def _owner(name: dns.name.Name, zone: dns.name.Name) -> bytes:
+    """``name`` as an owner name in an UPDATE of ``zone`` (once per name object)."""
+    return _OWNERS.get(name, zone, lambda: _owner_wire(name, zone))
+
+
+def _canonical(name: dns.name.Name, zone: dns.name.Name) -> bytes:
+    """:func:`_owner` in lower case."""
+    return _CANONICAL_OWNERS.get(name, zone, lambda: _owner_wire(name.canonicalize(), zone))
+
+
+def _rdata(rdata: dns.rdata.Rdata, zone: dns.name.Name) -> bytes:
+    """``rdata`` written whole, its relative names completed with ``zone`` (once per
+    rdata object)."""
+
+    def write() -> bytes:
+        wire = rdata.to_wire(origin=zone)
+        assert wire is not None  # (None only when writing into a file)
+        return wire
+
+    return _RDATA.get(rdata, zone, write)
+
+
+def _owner_wire(name: dns.name.Name, zone: dns.name.Name) -> bytes:
     """``name`` as an owner name in an UPDATE of ``zone``: compressed against the zone
-    section when inside it; a relative name is the zone's (cached: the same names come every
-    message)."""
+    section when inside it; a relative name is the zone's."""
     if not name.is_absolute():
         name = name.derelativize(zone)
     if name.is_subdomain(zone):
@@ -116,8 +158,7 @@ class Update:
         """Update: add these records."""
         owner = _owner(name, self.zone)
         for rdata in rdatas:
-            data = rdata.to_wire(origin=self.zone)
-            assert data is not None
+            data = _rdata(rdata, self.zone)
             self._update(owner + _RR.pack(rdata.rdtype, _IN, ttl, len(data)) + data)
 
     def replace(self, name: dns.name.Name, ttl: int, *rdatas: dns.rdata.Rdata) -> None:
@@ -131,8 +172,7 @@ class Update:
         at the name (nothing)."""
         owner = _owner(name, self.zone)
         if isinstance(what, dns.rdata.Rdata):
-            data = what.to_wire(origin=self.zone)
-            assert data is not None
+            data = _rdata(what, self.zone)
             self._update(owner + _RR.pack(what.rdtype, _NONE, 0, len(data)) + data)
             return
         kind = dns.rdatatype.ANY if what is None else _type(what)
