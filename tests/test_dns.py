@@ -191,6 +191,16 @@ class TestAdmission:
             ),
             ({"zone": ZONE, "name": "www", "type": "A", "records": []}, "spec.records", "at least one"),
             (
+                {
+                    "zone": ZONE,
+                    "name": "big",
+                    "type": "TXT",
+                    "records": [f"{i:04d}" + "x" * 996 for i in range(31)],
+                },
+                "spec.records",
+                "at most 30000",
+            ),
+            (
                 {"zone": ZONE, "name": "www", "type": "A", "records": ["192.0.2.1", "192.0.2.1"]},
                 "spec.records[1]",
                 "duplicate",

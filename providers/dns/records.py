@@ -10,6 +10,7 @@ holds exactly one record and never sits at the zone's apex.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -43,6 +44,8 @@ API_VERSION = "dns.reconcile.dev/v1"
 TYPES = ("A", "AAAA", "CNAME", "TXT", "MX", "SRV", "CAA", "NS", "PTR")
 _MAX_TTL = 2**31 - 1
 _TXT_CHUNK = 255
+#: Bytes a record set's records may take on the wire.
+MAX_RRSET = 30000
 #: A relative name of plain labels (letters, digits, hyphens, underscores; a leading
 #: wildcard): dnspython writes it back exactly as given, so its canonical spelling is
 #: its lower case, and completed with the zone it is always inside it.
@@ -177,6 +180,7 @@ def validate_record_set(spec: RecordSetSpec) -> Iterator[FieldError]:
             yield FieldError(
                 "records", "a CNAME holds exactly one record (a name with a CNAME has no other data)"
             )
+    yield from _too_large(rtype, spec)
     seen: set[dns.rdata.Rdata] = set()
     for index, text in enumerate(spec.records):
         try:
@@ -190,6 +194,25 @@ def validate_record_set(spec: RecordSetSpec) -> Iterator[FieldError]:
         seen.add(rdata)  # (hashed once: an Rdata's hash renders its wire form)
         if len(seen) == count:
             yield FieldError(f"records[{index}]", f"duplicate record {text!r}")
+
+
+def _too_large(rtype: str, spec: RecordSetSpec) -> Iterator[FieldError]:
+    """An RRset larger than :data:`MAX_RRSET` bytes: an update carries a record set as
+    observed (its prerequisite) and as wanted in one DNS message of 64 KiB at most."""
+    # A record's wire form is at most its text, its names completed with the zone, and
+    # its strings' length bytes: only a record set near the limit is measured.
+    if sum(len(text) * 256 // 255 + len(spec.zone) + 4 for text in spec.records) <= MAX_RRSET:
+        return
+    size = 0
+    for text in spec.records:
+        with contextlib.suppress(dns.exception.DNSException, ValueError):  # (reported per record)
+            size += len(parse_record(rtype, text, spec.zone).to_wire() or b"")
+    if size > MAX_RRSET:
+        yield FieldError(
+            "records",
+            f"{size} bytes of records: at most {MAX_RRSET} (an update carries them twice, as observed and "
+            "as wanted, in one DNS message of 64 KiB)",
+        )
 
 
 def _zone_or_none(zone: str) -> dns.name.Name | None:
