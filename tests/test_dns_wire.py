@@ -70,6 +70,43 @@ class TestReadAnswer:
         assert found.ttl == 300
         assert set(found.rdatas) == set(dns.message.from_wire(wire).answer[0])
 
+    def test_records_without_names_come_as_their_bytes_and_parse_when_read(
+        self, question_of: Callable[[bytes], bytes]
+    ) -> None:
+        """A, AAAA, TXT and CAA records hold no names: the answer keeps their bytes (a
+        record twice, once), and parses them when ``rdatas`` is read, as dnspython does;
+        MX records hold a name (maybe compressed): parsed at once, no bytes kept."""
+        for rtype, texts in [
+            ("A", ["192.0.2.1", "192.0.2.2", "192.0.2.1"]),
+            ("AAAA", ["2001:db8::1"]),
+            ("TXT", ['"one" "two"', '"three"']),
+            ("CAA", ['0 issue "ca.example.net"']),
+            ("MX", ["10 mail.example.test."]),
+        ]:
+            request = query_message(5, NAME, dns.rdatatype.from_text(rtype))
+            rrset = dns.rrset.from_text(NAME, 60, "IN", rtype, *texts)
+            wire = _answer_to(request, rrset).to_wire()
+            _, _, found = read_answer(wire, 5, NAME, dns.rdatatype.from_text(rtype), question_of(request))
+            assert found is not None
+            expected = set(dns.message.from_wire(wire).answer[0])
+            if rtype == "MX":
+                assert found.wires is None
+            else:
+                assert found.wires is not None
+                assert set(found.wires) == {rdata.to_wire() for rdata in expected}
+                assert len(found.wires) == len(expected)
+            assert set(found.rdatas) == expected
+
+    def test_a_record_that_does_not_parse_is_transient_when_read(self) -> None:
+        """An A record of three bytes: kept as bytes, and a TransientError when parsed."""
+        request = query_message(5, NAME, dns.rdatatype.A)
+        wire = _answer_to(request, dns.rrset.from_text(NAME, 60, "IN", "A", "192.0.2.1")).to_wire()
+        short = wire[:-6] + b"\x00\x03" + wire[-4:-1]  # (the rdata length and the record, cut)
+        _, _, found = read_answer(short, 5, NAME, dns.rdatatype.A)
+        assert found is not None
+        with pytest.raises(TransientError, match="malformed record in a DNS answer"):
+            _ = found.rdatas
+
     def test_names_compare_without_case_and_duplicates_count_once(
         self, question_of: Callable[[bytes], bytes]
     ) -> None:

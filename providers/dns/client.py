@@ -42,6 +42,7 @@ from providers.dns.records import (
     canonical_spec_records,
     fqdn_text,
     parse_record,
+    spec_wires,
     zone_name,
 )
 from providers.dns.updates import Update
@@ -375,6 +376,16 @@ class DnsClient:
         spec = resource.spec
         return list(canonical_spec_records(spec.type, tuple(spec.records), spec.zone))
 
+    def _found(self, resource: reconcile.Resource[Any, Any], answer: Answer) -> list[str]:
+        """The records of ``answer`` as observe reports them: the spec's own texts when the
+        answer holds exactly the spec's records' bytes (no parsing), else parsed."""
+        spec = resource.spec
+        if answer.wires is not None and frozenset(answer.wires) == spec_wires(
+            spec.type, tuple(spec.records), spec.zone
+        ):
+            return self._wanted_texts(resource)
+        return canonical_records(answer.rdatas)
+
     def _owner_in(self, resource: reconcile.Resource[Any, Any], marks: Answer | None) -> str | None:
         """The uid our ownership TXT names for this record set's type (ours if present
         among several)."""
@@ -422,7 +433,7 @@ class DnsClient:
         if answer is None:
             return reconcile.Observation(exists=False, owner=owner)
         spec = resource.spec
-        found = canonical_records(answer.rdatas) if found is None else found
+        found = self._found(resource, answer) if found is None else found
         wanted = self._wanted_texts(resource)
         differences = [f"-{r}" for r in found if r not in wanted] + [
             f"+{r}" for r in wanted if r not in found
@@ -454,7 +465,7 @@ class DnsClient:
         answer = await self._query(server, name, spec.type, self.config.timeout)
         # The records as observe reports them, compared first: equal texts are the same
         # records (different ones may still be, a name's case spelled otherwise).
-        found = [] if answer is None else canonical_records(answer.rdatas)
+        found = [] if answer is None else self._found(resource, answer)
         if (
             answer is None
             or answer.ttl != spec.ttl

@@ -37,6 +37,7 @@ __all__ = [
     "fqdn_text",
     "parse_record",
     "relative_text",
+    "spec_wires",
     "zone_name",
 ]
 
@@ -127,6 +128,15 @@ def canonical_records(rdatas: Sequence[dns.rdata.Rdata]) -> list[str]:
 def canonical_spec_records(rdtype: str, records: tuple[str, ...], zone: str) -> tuple[str, ...]:
     """A spec's records as observe reports them (cached: every observe compares with them)."""
     return tuple(canonical_records([parse_record(rdtype, text, zone) for text in records]))
+
+
+@functools.lru_cache(maxsize=65536)
+def spec_wires(rdtype: str, records: tuple[str, ...], zone: str) -> frozenset[bytes]:
+    """A spec's records in wire form (cached: a read back and every observe of a type
+    without names in its records compare an answer's bytes with them)."""
+    return frozenset(
+        parse_record(rdtype, text, zone).to_wire(origin=zone_name(zone)) or b"" for text in records
+    )
 
 
 @functools.lru_cache(maxsize=65536)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-import attrs
 import dns.asyncquery
 import dns.entropy
 import dns.exception
@@ -62,12 +61,47 @@ class PrerequisiteFailedError(Exception):
         self.rcode = rcode
 
 
-@attrs.frozen
-class Answer:
-    """An RRset as the server holds it."""
+#: Types whose records hold no names: their wire form is never compressed, so the bytes
+#: of an answer's record are the record, comparable as they are.
+FLAT_TYPES = frozenset({dns.rdatatype.A, dns.rdatatype.AAAA, dns.rdatatype.TXT, dns.rdatatype.CAA})
 
-    ttl: int
-    rdatas: tuple[dns.rdata.Rdata, ...]
+
+class Answer:
+    """An RRset as the server holds it: its TTL and records. Records of a
+    :data:`FLAT_TYPES` type come as their bytes (``wires``) and are parsed when
+    ``rdatas`` is first read: a read back that finds the bytes it sent needs no parsing."""
+
+    __slots__ = ("_rdatas", "rdtype", "ttl", "wires")
+
+    def __init__(
+        self,
+        ttl: int,
+        rdatas: tuple[dns.rdata.Rdata, ...] | None = None,
+        *,
+        rdtype: int = 0,
+        wires: tuple[bytes, ...] | None = None,
+    ) -> None:
+        self.ttl, self.rdtype, self.wires = ttl, rdtype, wires
+        self._rdatas = rdatas
+
+    @property
+    def rdatas(self) -> tuple[dns.rdata.Rdata, ...]:
+        """The records, parsed (a record that does not parse: TransientError, as any
+        malformed answer)."""
+        if self._rdatas is None:
+            try:
+                self._rdatas = tuple(
+                    dns.rdata.from_wire(
+                        dns.rdataclass.IN, dns.rdatatype.RdataType(self.rdtype), wire, 0, len(wire)
+                    )
+                    for wire in self.wires or ()
+                )
+            except (dns.exception.DNSException, ValueError, IndexError) as exc:
+                raise TransientError(f"malformed record in a DNS answer: {exc}") from exc
+        return self._rdatas
+
+    def __repr__(self) -> str:
+        return f"Answer(ttl={self.ttl}, rdatas={self.rdatas!r})"
 
 
 _QUERY_HEADER = struct.Struct("!HHHHHH")  # id, flags, and the four section counts
@@ -120,6 +154,8 @@ def _read_answer(
     else:
         parser.seek(parser.current + len(question))
     rdatas: list[dns.rdata.Rdata] = []
+    flat = rdtype in FLAT_TYPES
+    wires: dict[bytes, None] = {}
     ttl = None
     for _ in range(answers):
         if parser.wire[parser.current : parser.current + 2] == _QUESTION_NAME:
@@ -131,12 +167,20 @@ def _read_answer(
         if type_ != rdtype or class_ != dns.rdataclass.IN or not ours:
             parser.seek(parser.current + length)  # a CNAME followed, say: not this RRset
             continue
-        with parser.restrict_to(length):
-            rdata = dns.rdata.from_wire_parser(class_, type_, parser)
-        if rdata not in rdatas:  # an RRset is a set (as dnspython's message parser keeps it)
-            rdatas.append(rdata)
+        if flat:  # (a set, as an RRset is: equal bytes are equal records for these types)
+            wires[parser.get_bytes(length)] = None
+        else:
+            with parser.restrict_to(length):
+                rdata = dns.rdata.from_wire_parser(class_, type_, parser)
+            if rdata not in rdatas:  # an RRset is a set (as dnspython's message parser keeps it)
+                rdatas.append(rdata)
         ttl = rr_ttl if ttl is None else min(ttl, rr_ttl)
-    found = None if ttl is None else Answer(ttl, tuple(rdatas))
+    if ttl is None:
+        found = None
+    elif flat:
+        found = Answer(ttl, rdtype=rdtype, wires=tuple(wires))
+    else:
+        found = Answer(ttl, tuple(rdatas), rdtype=rdtype)
     return dns.rcode.Rcode.make(flags & _RCODE), bool(flags & _AA), found
 
 
@@ -166,7 +210,7 @@ async def query(
             raise TransientError(f"DNS query of {name} {rdtype} to {where(server)} failed: {exc}") from exc
         for rrset in referral.authority:
             if rrset.name == name and rrset.rdtype == wanted:
-                return Answer(rrset.ttl, tuple(rrset))
+                return Answer(rrset.ttl, tuple(rrset), rdtype=wanted)
     raise TransientError(
         f"DNS server {where(server)} is not authoritative for {name} (NOTAUTH: its answer is not AA)"
     )
