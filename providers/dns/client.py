@@ -106,7 +106,7 @@ class DnsClient:
 
     def _owner_name(self, resource: reconcile.Resource[Any, Any]) -> dns.name.Name:
         spec = resource.spec
-        return _mark_name(self.config.owner_prefix, spec.zone, spec.name)
+        return _mark_name_of(self.config.owner_prefix, spec.zone, spec.name)
 
     def _mark_name(self, name: dns.name.Name) -> dns.name.Name:
         """Where the ownership mark of the records at ``name`` lives."""
@@ -484,7 +484,7 @@ class DnsClient:
 
 
 @functools.lru_cache(maxsize=65536)
-def _mark_name(prefix: str, zone: str, name: str) -> dns.name.Name:
+def _mark_name_of(prefix: str, zone: str, name: str) -> dns.name.Name:
     """Where the ownership mark of the record set ``name`` of ``zone`` lives (cached: the
     same object every time, as :func:`absolute_name` is, so an UPDATE writes it once)."""
     return dns.name.Name((prefix.encode(), *absolute_name(zone, name).labels))
