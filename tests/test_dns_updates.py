@@ -7,6 +7,7 @@ batcher keeping every message under the 64 KiB a DNS message may hold."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,8 @@ import dns.update
 import pytest
 from dns_echo import Echo, serving
 from helpers import settle
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from providers.dns.batching import Batcher
 from providers.dns.streams import Connections
@@ -169,6 +172,72 @@ class TestUpdate:
         other = dns.tsig.Key(KEY.name, "b3RoZXItc2VjcmV0LW90aGVyLXNlY3JldA==", dns.tsig.HMAC_SHA256)
         with pytest.raises(dns.tsig.BadSignature):
             parsed(wire, other)
+
+
+_NAMES = [
+    WWW,
+    MAIL,
+    ZONE,
+    OUTSIDE,
+    dns.name.from_text("WWW.example.TEST."),
+    dns.name.from_text("a.b.example.test."),
+]
+_RECORDS = [
+    rdata("A", "192.0.2.1"),
+    rdata("A", "192.0.2.2"),
+    rdata("TXT", '"heritage=reconcile,owner=x"'),
+    rdata("TXT", '"a" "b"'),
+    rdata("MX", "10 mx.example.test."),
+    rdata("MX", "20 MX.Example.Test."),
+]
+_TYPES = ["A", "TXT", "MX", "CNAME"]
+_OPERATION = st.one_of(
+    st.tuples(st.just("absent"), st.sampled_from(_NAMES), st.sampled_from([None, *_TYPES])),
+    st.tuples(st.just("present"), st.sampled_from(_NAMES), st.sampled_from([None, *_TYPES])),
+    st.tuples(st.just("present records"), st.sampled_from(_NAMES), st.sampled_from(_RECORDS)),
+    st.tuples(st.just("add"), st.sampled_from(_NAMES), st.sampled_from(_RECORDS)),
+    st.tuples(st.just("replace"), st.sampled_from(_NAMES), st.sampled_from(_RECORDS)),
+    st.tuples(st.just("delete"), st.sampled_from(_NAMES), st.sampled_from([None, *_TYPES])),
+    st.tuples(st.just("delete record"), st.sampled_from(_NAMES), st.sampled_from(_RECORDS)),
+)
+
+
+def _apply(message: Any, operations: list[tuple[str, dns.name.Name, Any]]) -> None:
+    for operation, name, what in operations:
+        if operation == "absent":
+            message.absent(name) if what is None else message.absent(name, what)
+        elif operation == "present":
+            message.present(name) if what is None else message.present(name, what)
+        elif operation == "present records":
+            message.present(name, what)
+        elif operation in {"add", "replace"}:
+            getattr(message, operation)(name, 300, what)
+        else:  # (delete, and delete record)
+            message.delete(name) if what is None else message.delete(name, what)
+
+
+def _records(section: list[dns.rrset.RRset]) -> Counter[tuple[Any, ...]]:
+    """A section's RRs, however they are grouped into RRsets."""
+    found: Counter[tuple[Any, ...]] = Counter()
+    for rrset in section:
+        key = (rrset.name, rrset.rdclass, rrset.rdtype, rrset.deleting)
+        if len(rrset) == 0:
+            found[(*key, 0, None)] += 1
+        for record in rrset:
+            found[(*key, rrset.ttl, record)] += 1
+    return found
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_OPERATION, max_size=12))
+def test_any_sequence_of_calls_sends_dnspythons_rrs(operations: list[tuple[str, dns.name.Name, Any]]) -> None:
+    """Property: whatever calls a change makes, the message holds the RRs dnspython's
+    ``UpdateMessage`` sends for them (read back by dnspython, signature verified): the
+    prerequisites as a set (the server compares RRsets), the updates as they come."""
+    expected = dnspythons(lambda m: _apply(m, operations))
+    got = ours(lambda m: _apply(m, operations))
+    assert set(_records(got.prerequisite)) == set(_records(expected.prerequisite))
+    assert _records(got.update) == _records(expected.update)
 
 
 def _answering(
