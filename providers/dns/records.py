@@ -67,7 +67,8 @@ class RecordSetSpec:
     type: str = reconcile.doc_field("The record type. Immutable.", values=TYPES)
     records: list[str] = reconcile.doc_field(  # noqa: RUF009 - an attrs field
         "The records in presentation format (`192.0.2.1`, `10 mail.example.test.`); relative names are "
-        "completed with the zone; an unquoted TXT value is one text, split into 255-byte strings."
+        "completed with the zone; an unquoted TXT value is one text, split into 255-byte strings. At most "
+        "30,000 bytes of records on the wire."
     )
     ttl: int = reconcile.doc_field("Time to live, in seconds.", default=300)
 
