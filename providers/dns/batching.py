@@ -106,10 +106,10 @@ class Batcher:
         together: list[_Pending] = []
         message = self._make()
         for pending in batch:
-            fits = self._write(pending, message, self.limit)
+            fits = self._write(pending, message)
             if fits is False and together:  # the next message, if it fits in one
                 fresh = self._make()
-                fits = self._write(pending, fresh, self.limit)
+                fits = self._write(pending, fresh)
                 if fits:
                     messages.append((together, message))
                     together, message = [], fresh
@@ -124,9 +124,8 @@ class Batcher:
             messages.append((together, message))
         return messages
 
-    @staticmethod
-    def _write(pending: _Pending, message: Update, limit: int) -> bool | None:
-        """Write the change into ``message``: True when it fits in ``limit`` bytes, False
+    def _write(self, pending: _Pending, message: Update) -> bool | None:
+        """Write the change into ``message``: True when it fits in :attr:`limit` bytes, False
         (the message as it was) when not; None when it failed (its future says why)."""
         change, future = pending
         point = message.checkpoint()
@@ -136,7 +135,7 @@ class Batcher:
             message.rollback(point)
             _settle(future, exc)
             return None
-        if message.size <= limit:
+        if message.size <= self.limit:
             return True
         message.rollback(point)
         return False

@@ -108,10 +108,6 @@ class DnsClient:
         spec = resource.spec
         return _mark_name_of(self.config.owner_prefix, spec.zone, spec.name)
 
-    def _mark_name(self, name: dns.name.Name) -> dns.name.Name:
-        """Where the ownership mark of the records at ``name`` lives."""
-        return dns.name.Name((self.config.owner_prefix.encode(), *name.labels))
-
     def _mark(self, resource: reconcile.Resource[Any, Any]) -> dns.rdata.Rdata:
         return _txt(self._mark_text(resource))
 
@@ -320,8 +316,9 @@ class DnsClient:
         as listed: a mark changed or taken over since is a ConflictError, and nothing
         is deleted."""
         detail = owned.detail
-        name = dns.name.from_text(str(detail["name"]))
-        owner_name = self._mark_name(name)
+        zone, absolute = str(detail["zone"]), str(detail["name"])
+        name = absolute_name(zone, absolute)
+        owner_name = _mark_name_of(self.config.owner_prefix, zone, absolute)
         mark = _txt(str(detail["mark"]))
 
         def change(message: Update) -> None:

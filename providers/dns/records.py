@@ -135,9 +135,7 @@ def canonical_spec_records(rdtype: str, records: tuple[str, ...], zone: str) -> 
 def spec_wires(rdtype: str, records: tuple[str, ...], zone: str) -> frozenset[bytes]:
     """A spec's records in wire form (cached: a read back and every observe of a type
     without names in its records compare an answer's bytes with them)."""
-    return frozenset(
-        parse_record(rdtype, text, zone).to_wire(origin=zone_name(zone)) or b"" for text in records
-    )
+    return frozenset(parse_record(rdtype, text, zone).to_wire() or b"" for text in records)
 
 
 @functools.lru_cache(maxsize=65536)

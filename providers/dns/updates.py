@@ -23,7 +23,6 @@ sets went there). The semantics are dnspython's:
 from __future__ import annotations
 
 import functools
-import struct
 import time
 from collections.abc import Callable
 
@@ -35,6 +34,8 @@ import dns.rdatatype
 import dns.rdtypes.ANY.TSIG
 import dns.tsig
 
+from providers.dns.wire import FIRST_NAME, HEADER, QUESTION_TAIL, RR_TAIL
+
 __all__ = ["MAX_MESSAGE", "Update"]
 
 #: A DNS message over TCP is at most this long (its two-byte length prefix).
@@ -44,13 +45,9 @@ TSIG_RESERVE = 600
 #: Seconds of clock difference the server may allow the signature (dnspython's default).
 FUDGE = 300
 
-_HEADER = struct.Struct("!HHHHHH")  # id, flags, and the four section counts
-_RR = struct.Struct("!HHIH")  # type, class, ttl, rdata length
-_ZONE_TAIL = struct.Struct("!HH").pack(dns.rdatatype.SOA, dns.rdataclass.IN)
+_ZONE_TAIL = QUESTION_TAIL.pack(dns.rdatatype.SOA, dns.rdataclass.IN)
 _FLAGS = dns.opcode.to_flags(dns.opcode.UPDATE)
 _IN, _ANY, _NONE = dns.rdataclass.IN, dns.rdataclass.ANY, dns.rdataclass.NONE
-#: A compressed name pointing at offset 12: the zone section's name.
-_ZONE_POINTER = b"\xc0\x0c"
 
 
 class _ByIdentity:
@@ -109,7 +106,7 @@ def _owner_wire(name: dns.name.Name, zone: dns.name.Name) -> bytes:
         name = name.derelativize(zone)
     if name.is_subdomain(zone):
         relative = name.labels[: len(name.labels) - len(zone.labels)]
-        return b"".join(len(label).to_bytes(1, "big") + label for label in relative) + _ZONE_POINTER
+        return b"".join(len(label).to_bytes(1, "big") + label for label in relative) + FIRST_NAME
     wire = name.to_wire()
     assert wire is not None  # (None only when writing into a file)
     return wire
@@ -123,14 +120,15 @@ def _type(rdtype: str) -> int:
 class Update:
     """One UPDATE message of ``zone``, being written."""
 
-    __slots__ = ("_prerequisites", "_size", "_updates", "zone")
+    __slots__ = ("_prerequisites", "_size", "_updates", "_zone_section", "zone")
 
     def __init__(self, zone: dns.name.Name) -> None:
         self.zone = zone
+        self._zone_section = (zone.to_wire() or b"") + _ZONE_TAIL
         #: Prerequisite RRs, each once (a dict keeps the order they came in).
         self._prerequisites: dict[bytes, None] = {}
         self._updates: list[bytes] = []
-        self._size = _HEADER.size + len(zone.to_wire() or b"") + len(_ZONE_TAIL)
+        self._size = HEADER.size + len(self._zone_section)
 
     # -- what a change writes (as dns.update.UpdateMessage's calls) ---------------------------
 
@@ -138,7 +136,7 @@ class Update:
         """Prerequisite: the RRset ``name``/``rdtype`` does not exist; without a type,
         the name holds nothing at all."""
         kind = dns.rdatatype.ANY if rdtype is None else _type(rdtype)
-        self._prerequisite(_canonical(name, self.zone) + _RR.pack(kind, _NONE, 0, 0))
+        self._prerequisite(_canonical(name, self.zone) + RR_TAIL.pack(kind, _NONE, 0, 0))
 
     def present(self, name: dns.name.Name, *what: dns.rdata.Rdata | str) -> None:
         """Prerequisite: the RRset is exactly these records (value-dependent), or, given a
@@ -147,24 +145,24 @@ class Update:
         owner = _canonical(name, self.zone)
         if not what or isinstance(what[0], str):
             kind = dns.rdatatype.ANY if not what else _type(str(what[0]))
-            self._prerequisite(owner + _RR.pack(kind, _ANY, 0, 0))
+            self._prerequisite(owner + RR_TAIL.pack(kind, _ANY, 0, 0))
             return
         for rdata in what:
             assert isinstance(rdata, dns.rdata.Rdata)
             data = rdata.to_digestable(self.zone)
-            self._prerequisite(owner + _RR.pack(rdata.rdtype, _IN, 0, len(data)) + data)
+            self._prerequisite(owner + RR_TAIL.pack(rdata.rdtype, _IN, 0, len(data)) + data)
 
     def add(self, name: dns.name.Name, ttl: int, *rdatas: dns.rdata.Rdata) -> None:
         """Update: add these records."""
         owner = _owner(name, self.zone)
         for rdata in rdatas:
             data = _rdata(rdata, self.zone)
-            self._update(owner + _RR.pack(rdata.rdtype, _IN, ttl, len(data)) + data)
+            self._update(owner + RR_TAIL.pack(rdata.rdtype, _IN, ttl, len(data)) + data)
 
     def replace(self, name: dns.name.Name, ttl: int, *rdatas: dns.rdata.Rdata) -> None:
         """Update: the RRset of these records' type becomes exactly them."""
         owner = _owner(name, self.zone)
-        self._update(owner + _RR.pack(rdatas[0].rdtype, _ANY, 0, 0))
+        self._update(owner + RR_TAIL.pack(rdatas[0].rdtype, _ANY, 0, 0))
         self.add(name, ttl, *rdatas)
 
     def delete(self, name: dns.name.Name, what: dns.rdata.Rdata | str | None = None) -> None:
@@ -173,10 +171,10 @@ class Update:
         owner = _owner(name, self.zone)
         if isinstance(what, dns.rdata.Rdata):
             data = _rdata(what, self.zone)
-            self._update(owner + _RR.pack(what.rdtype, _NONE, 0, len(data)) + data)
+            self._update(owner + RR_TAIL.pack(what.rdtype, _NONE, 0, len(data)) + data)
             return
         kind = dns.rdatatype.ANY if what is None else _type(what)
-        self._update(owner + _RR.pack(kind, _ANY, 0, 0))
+        self._update(owner + RR_TAIL.pack(kind, _ANY, 0, 0))
 
     # -- the message ------------------------------------------------------------------------
 
@@ -218,16 +216,14 @@ class Update:
     def to_wire(self, qid: int, key: dns.tsig.Key, now: int | None = None) -> tuple[bytes, bytes]:
         """The message, signed with ``key`` (``now``: the signing time, seconds since the
         epoch; the clock's by default), and its MAC (what the answer is signed with)."""
-        zone = self.zone.to_wire()
-        assert zone is not None
         counts = (1, len(self._prerequisites), len(self._updates))
-        body = b"".join((zone, _ZONE_TAIL, *self._prerequisites, *self._updates))
+        body = b"".join((self._zone_section, *self._prerequisites, *self._updates))
         # dnspython's TSIG code is untyped: what it returns is typed here.
         template = dns.rdtypes.ANY.TSIG.TSIG(  # type: ignore[no-untyped-call]
             dns.rdataclass.ANY, dns.rdatatype.TSIG, key.algorithm, 0, FUDGE, b"", qid, 0, b""
         )
         signing = int(time.time()) if now is None else now
-        unsigned = _HEADER.pack(qid, _FLAGS, *counts, 0) + body
+        unsigned = HEADER.pack(qid, _FLAGS, *counts, 0) + body
         signed = dns.tsig.sign(unsigned, key, template, signing, b"")  # type: ignore[no-untyped-call]
         tsig: dns.rdata.Rdata = signed[0]
         mac: bytes = signed[0].mac
@@ -235,5 +231,5 @@ class Update:
         key_name = key.name.to_wire()
         assert data is not None
         assert key_name is not None
-        record = key_name + _RR.pack(dns.rdatatype.TSIG, dns.rdataclass.ANY, 0, len(data)) + data
-        return _HEADER.pack(qid, _FLAGS, *counts, 1) + body + record, mac
+        record = key_name + RR_TAIL.pack(dns.rdatatype.TSIG, dns.rdataclass.ANY, 0, len(data)) + data
+        return HEADER.pack(qid, _FLAGS, *counts, 1) + body + record, mac

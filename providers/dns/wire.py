@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import dns.asyncquery
 import dns.entropy
@@ -31,8 +32,10 @@ import dns.zone
 
 from providers.dns.config import Server
 from providers.dns.streams import Connections, where
-from providers.dns.updates import Update
 from reconcile.errors import PermanentError, TransientError
+
+if TYPE_CHECKING:  # (updates.py writes its messages with this module's layout)
+    from providers.dns.updates import Update
 
 __all__ = [
     "Answer",
@@ -104,9 +107,14 @@ class Answer:
         return f"Answer(ttl={self.ttl}, rdatas={self.rdatas!r})"
 
 
-_QUERY_HEADER = struct.Struct("!HHHHHH")  # id, flags, and the four section counts
-_QUESTION_TAIL = struct.Struct("!HH")  # type, class
-_RR_TAIL = struct.Struct("!HHIH")  # type, class, ttl, rdata length
+# The message layout (RFC 1035 section 4.1), for queries here and UPDATE messages in
+# providers.dns.updates (whose zone section is a question's layout).
+HEADER = struct.Struct("!HHHHHH")  # id, flags, and the four section counts
+QUESTION_TAIL = struct.Struct("!HH")  # type, class
+RR_TAIL = struct.Struct("!HHIH")  # type, class, ttl, rdata length
+#: A compressed name pointing at offset 12: the first section's (the question's, or an
+#: UPDATE's zone's) name.
+FIRST_NAME = b"\xc0\x0c"
 _QR, _AA, _OPCODE, _RCODE = 0x8000, 0x0400, 0x7800, 0x000F
 
 
@@ -115,8 +123,8 @@ def query_message(qid: int, name: dns.name.Name, rdtype: int) -> bytes:
     ``dns.message.make_query`` with RD cleared and no EDNS makes, without the objects."""
     labels = name.to_wire()
     assert labels is not None  # (None only when writing into a file)
-    question = labels + _QUESTION_TAIL.pack(rdtype, dns.rdataclass.IN)
-    return _QUERY_HEADER.pack(qid, 0, 1, 0, 0, 0) + question
+    question = labels + QUESTION_TAIL.pack(rdtype, dns.rdataclass.IN)
+    return HEADER.pack(qid, 0, 1, 0, 0, 0) + question
 
 
 def read_answer(
@@ -133,14 +141,10 @@ def read_answer(
         raise MalformedAnswerError(f"malformed answer: {exc}") from exc
 
 
-#: A compressed owner name pointing at offset 12: the question's name.
-_QUESTION_NAME = b"\xc0\x0c"
-
-
 def _read_answer(
     parser: dns.wire.Parser, qid: int, name: dns.name.Name, rdtype: int, question: bytes
 ) -> tuple[dns.rcode.Rcode, bool, Answer | None]:
-    rid, flags, questions, answers, _, _ = parser.get_struct(_QUERY_HEADER.format)
+    rid, flags, questions, answers, _, _ = parser.get_struct(HEADER.format)
     if rid != qid or not flags & _QR or flags & _OPCODE:
         raise MalformedAnswerError("not the answer to this query")
     if questions != 1:
@@ -149,7 +153,7 @@ def _read_answer(
     # (otherwise it is parsed, and its name compared as DNS compares names).
     if not question or parser.wire[parser.current : parser.current + len(question)] != question:
         asked = dns.name.from_wire_parser(parser)
-        if asked != name or parser.get_struct(_QUESTION_TAIL.format) != (rdtype, dns.rdataclass.IN):
+        if asked != name or parser.get_struct(QUESTION_TAIL.format) != (rdtype, dns.rdataclass.IN):
             raise MalformedAnswerError("the answer is to another question")
     else:
         parser.seek(parser.current + len(question))
@@ -158,12 +162,12 @@ def _read_answer(
     wires: dict[bytes, None] = {}
     ttl = None
     for _ in range(answers):
-        if parser.wire[parser.current : parser.current + 2] == _QUESTION_NAME:
+        if parser.wire[parser.current : parser.current + 2] == FIRST_NAME:
             parser.seek(parser.current + 2)
             ours = True  # the question's name, which is ``name``
         else:
             ours = dns.name.from_wire_parser(parser) == name
-        type_, class_, rr_ttl, length = parser.get_struct(_RR_TAIL.format)
+        type_, class_, rr_ttl, length = parser.get_struct(RR_TAIL.format)
         if type_ != rdtype or class_ != dns.rdataclass.IN or not ours:
             parser.seek(parser.current + length)  # a CNAME followed, say: not this RRset
             continue
@@ -193,7 +197,7 @@ async def query(
     message = query_message(qid, name, wanted)
     answer = await connections.exchange(server, message, seconds)
     try:
-        rcode, authoritative, found = read_answer(answer, qid, name, wanted, message[_QUERY_HEADER.size :])
+        rcode, authoritative, found = read_answer(answer, qid, name, wanted, message[HEADER.size :])
     except MalformedAnswerError as exc:
         raise TransientError(f"DNS query of {name} {rdtype} to {where(server)} failed: {exc}") from exc
     if rcode not in {dns.rcode.NOERROR, dns.rcode.NXDOMAIN}:
