@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +13,9 @@ import attrs
 import pytest
 from helpers import settle
 
-from reconcile import Runtime
+from reconcile import ExternalClient, Observation, Runtime
 from reconcile.errors import PermanentError, ReconcileError, TransientError
-from reconcile.model import Condition, ConditionStatus, Status
+from reconcile.model import Condition, ConditionStatus, ObjectKey, Status
 from reconcile.model.external import (
     ANNOTATION_CREATE_PENDING,
     ANNOTATION_DELETION_POLICY,
@@ -24,6 +24,7 @@ from reconcile.model.external import (
     FINALIZER,
 )
 from reconcile.testing import BUCKET, WIDGET, FakeClock, MemoryCloud, MemoryProvider, example_kinds, let_run
+from reconcile.testing.memory import MemoryClient
 
 DEADLINE = 20.0
 POLL = 60.0
@@ -58,6 +59,22 @@ async def resync_passes(runtime: Runtime, cloud: MemoryCloud, clock: FakeClock, 
         await settle(lambda observed=observed: cloud.calls["observe"] > observed)
         await idle(runtime)
         observed = cloud.calls["observe"]
+
+
+class TerseClient(MemoryClient):
+    """Observes truthfully whether the item is up to date, but reports no field of it."""
+
+    async def observe(self, resource: Any) -> Observation:
+        """The memory client's observation without its observed fields."""
+        return attrs.evolve(await super().observe(resource), observed={})
+
+
+class TerseProvider(MemoryProvider):
+    """A provider built on the terse client."""
+
+    async def connect(self, config: Mapping[str, Any]) -> ExternalClient:  # noqa: ARG002
+        """The terse client."""
+        return TerseClient(self.cloud)
 
 
 @pytest.fixture
@@ -168,6 +185,88 @@ class TestDrift:
         assert drift
         assert drift[-1].data is not None
         assert "'evil' -> 'good'" in drift[-1].data["message"]
+
+    async def test_drift_after_quiet_polls_is_repaired(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """Polls that found nothing to do (the short way: one observe each, no write)
+        still notice drift, and repair it with the observation they made."""
+        async with started(db_path, cloud, clock, resync_period=None) as runtime:
+            await runtime.apply(bucket("b", "good"))
+            await ready(runtime, "b")
+            await idle(runtime)
+            revision = await runtime.client.revision()
+            for _ in range(3):
+                observes = cloud.calls["observe"]
+                clock.advance(POLL * 1.11)
+                await settle(lambda observes=observes: cloud.calls["observe"] > observes)
+                await idle(runtime)
+                assert cloud.calls["observe"] == observes + 1
+            assert await runtime.client.revision() == revision
+            cloud.tamper("b", "evil")
+            observes, updates = cloud.calls["observe"], cloud.calls["update"]
+            clock.advance(POLL * 1.11)
+            await settle(lambda: cloud.items["b"].value == "good")
+            await idle(runtime)
+            # One look found the drift (the pass acted on it, without a second look
+            # first); one more after the update, which answers with no observation.
+            assert cloud.calls["update"] == updates + 1
+            assert cloud.calls["observe"] == observes + 2
+            events = await runtime.client.history("bucket", "b")
+        assert [e.type for e in events if e.revision > revision] == [
+            "DriftDetected",
+            "UpdateRequested",
+            "UpdateSucceeded",
+        ]
+
+    async def test_out_of_date_after_quiet_polls_is_updated(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """A provider that reports no observed field of the drift (``at_provider`` stays
+        as it was) but says "not up to date": quiet polls still notice it and update."""
+        provider = TerseProvider(cloud)
+        runtime = Runtime(db_path, providers=[provider], clock=clock, wall_clock=clock, poll_interval=POLL)
+        async with runtime:
+            await runtime.apply(bucket("b", "good"))
+            await ready(runtime, "b")
+            await idle(runtime)
+            for _ in range(2):
+                observes = cloud.calls["observe"]
+                clock.advance(POLL * 1.11)
+                await settle(lambda observes=observes: cloud.calls["observe"] > observes)
+                await idle(runtime)
+            cloud.tamper("b", "evil")
+            clock.advance(POLL * 1.11)
+            await settle(lambda: cloud.items["b"].value == "good")
+            await idle(runtime)
+
+    async def test_taken_over_after_quiet_polls_is_left_alone(
+        self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
+    ) -> None:
+        """A resource that became somebody else's after quiet polls: NotOwned, untouched."""
+        async with started(db_path, cloud, clock, resync_period=None) as runtime:
+            await runtime.apply(bucket("b", "good"))
+            await ready(runtime, "b")
+            await idle(runtime)
+            for _ in range(2):
+                observes = cloud.calls["observe"]
+                clock.advance(POLL * 1.11)
+                await settle(lambda observes=observes: cloud.calls["observe"] > observes)
+                await idle(runtime)
+            writes = cloud.writes
+            cloud.items["b"].owner = "someone-else"  # only the marker: what it observes is the same
+            informer = runtime.controllers["bucket.memory.reconcile.dev"].informer
+            key = ObjectKey("memory.reconcile.dev", "Bucket", "default", "b")
+
+            def synced_reason() -> str | None:
+                obj = informer.get(key)
+                condition = None if obj is None else obj.status.condition("Synced")
+                return None if condition is None else condition.reason
+
+            clock.advance(POLL * 1.11)
+            await settle(lambda: synced_reason() == "NotOwned")
+            await idle(runtime)
+            assert cloud.writes == writes
 
     async def test_out_of_band_deletion_is_recreated(
         self, db_path: Path, cloud: MemoryCloud, clock: FakeClock

@@ -119,6 +119,10 @@ class ManagedReconciler(Recording):
         #: permanently: not attempted again (by a resync) until one of those changes, or
         #: the process restarts.
         self._gave_up: dict[ObjectKey, tuple[str | None, int, dict[str, str]]] = {}
+        #: key -> the cached object whose status a pass found already saying Synced and
+        #: Ready for it: the next poll or resync of that very object (the cache's, until
+        #: anything in it changes) compares only what it observed (``at_provider``).
+        self._steady: dict[ObjectKey, AnyResource] = {}
 
     async def _external(self) -> ExternalClient:
         # Connect once; the Runtime shares one client per provider between its kinds.
@@ -130,10 +134,35 @@ class ManagedReconciler(Recording):
 
     async def reconcile(self, request: Request) -> Result | None:
         """One pass over one object."""
-        obj = await self.client.get(request.key)
+        key = request.key
+        obj = await self.client.get(key)
         if obj is None:
-            self._gave_up.pop(request.key, None)
+            self._gave_up.pop(key, None)
+            self._steady.pop(key, None)
             return None
+        if self._steady.get(key) is not obj:
+            return await self._pass(key, obj, None)
+        # The common case of a poll or a resync: nothing in the object changed since a
+        # pass found its status already saying so (every check of the object alone
+        # passed then, and would again): only what the provider observes may differ.
+        external = self._client if self._client is not None else await self._external()
+        try:
+            observation: Observation = await self._call("observe", external.observe, obj)
+        except Exception as exc:  # noqa: BLE001 - recorded, then classified and re-raised
+            await self._observe_failed(obj, exc)
+        if (
+            observation.exists
+            and observation.owner == obj.metadata.uid
+            and observation.up_to_date
+            and getattr(obj.status, "at_provider", None) in (None, observation.observed)
+        ):
+            return self._poll()
+        del self._steady[key]
+        return await self._pass(key, obj, observation)
+
+    async def _pass(self, key: ObjectKey, obj: AnyResource, observed: Observation | None) -> Result | None:
+        """The whole pass: every check of the object, then observe (unless ``observed``
+        already) and act on what was found."""
         annotations = obj.metadata.annotations
         if annotations.get(ANNOTATION_PAUSED) == "true":
             await self._status(
@@ -156,10 +185,10 @@ class ManagedReconciler(Recording):
         external = self._client if self._client is not None else await self._external()
         if management == "Full" and self._unrecorded(obj):
             return await self._create(obj, external)
-        try:  # _observe written out: every poll and resync comes this way
-            observation: Observation = await self._call("observe", external.observe, obj)
-        except Exception as exc:  # noqa: BLE001 - recorded, then classified and re-raised
-            await self._observe_failed(obj, exc)
+        if observed is not None:
+            observation = observed
+        else:
+            observation = await self._observe(obj, external)
         if management == "ObserveOnly":
             ready = AVAILABLE if observation.exists else Verdict(FALSE, "NotFound", "does not exist")
             await self._status(
@@ -198,10 +227,11 @@ class ManagedReconciler(Recording):
                 status=self._new_status(obj, observation, synced=synced, ready=ready),
             )
             return self._poll()
-        # The common case of a poll or a resync: nothing changed, nothing to await.
         new = new_status(obj, observation, self._wall, synced=synced, ready=ready)
         if new is not None:
             await self._write_status(obj, new)
+        else:
+            self._steady[key] = obj  # the next pass over this very object takes the short way
         return self._poll()
 
     def _still_given_up(self, obj: AnyResource) -> None:
@@ -463,6 +493,7 @@ class ManagedReconciler(Recording):
 
     async def _failed(self, obj: AnyResource, exc: BaseException) -> NoReturn:
         """Say why in Synced, then let the controller retry (or not, for permanent errors)."""
+        self._steady.pop(obj.key, None)
         permanent = isinstance(exc, PermanentError)
         reason = ActionType.NOT_OWNED if isinstance(exc, NotOwnedError) else "ReconcileError"
         try:
