@@ -406,8 +406,30 @@ class ManagedReconciler(Recording):
             ready = Verdict(FALSE, doing, "waiting for the external system to reflect the change")
             result = Result(requeue_after=_SETTLE_POLL)
         status = self._new_status(obj, observation, synced=synced, ready=ready)
-        await self._act(obj, events, annotations=annotations, status=status)
+        written = await self._act(obj, events, annotations=annotations, status=status)
+        if ready is AVAILABLE:
+            self._remember_steady(written)
         return result
+
+    def _remember_steady(self, obj: AnyResource) -> None:
+        """Remember ``obj`` (what the cache now holds) as steady when a pass over it would
+        find nothing to do after observing: the checks of the object alone pass, and its
+        status already says Synced and Ready for its generation. The next poll or resync
+        of it then takes the short way (a converged object's first resync included)."""
+        meta = obj.metadata
+        annotations = meta.annotations
+        if (
+            meta.deletion_timestamp is None
+            and FINALIZER in meta.finalizers
+            and ANNOTATION_CREATE_SUCCEEDED in annotations
+            and annotations.get(ANNOTATION_PAUSED) != "true"
+            and annotations.get(ANNOTATION_DELETION_POLICY, "Delete") in DELETION_POLICIES
+            and annotations.get(ANNOTATION_MANAGEMENT_POLICY, "Full") == "Full"
+            and new_status(obj, None, self._wall, synced=SUCCESS, ready=AVAILABLE) is None
+        ):
+            key = obj.key
+            if key not in self._gave_up:
+                self._steady[key] = obj
 
     async def _not_owned(
         self, obj: AnyResource, observation: Observation, annotations: dict[str, str | None] | None = None
