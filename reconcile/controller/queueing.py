@@ -194,12 +194,33 @@ class WorkQueue(Generic[K]):
             return
         now = self._now()
         order = now + self._offsets[priority]
+        # _place and _push written out (a resync of 100,000 keys is made of this loop).
+        # Every entry has the same order: once the FIFO's tail is not later, none is, so
+        # where they go is decided once.
+        queued, processing, counter, plain = self._queued, self._processing, self._counter, _PLAIN[priority]
+        fifo = self._fifo
+        push = fifo.append if not fifo or order >= fifo[-1][0] else self._heap_push
         count = pushed = 0
         for key in keys:
             count += 1
-            pushed += self._place(key, order, now, priority, delayed=False)
+            if processing and key in processing:
+                self._defer(key, order, priority, delayed=False)
+                continue
+            current = queued.get(key)
+            if current is None:
+                entry = (order, next(counter), key, now, plain, False)
+            elif current[0] <= order:
+                continue
+            else:  # moved up: it has waited since its first add, for that add's reason
+                entry = (order, next(counter), key, current[3], current[4], current[5])
+            queued[key] = entry
+            push(entry)
+            pushed += 1
         self._adds += count
         self._became_ready(pushed)
+
+    def _heap_push(self, entry: _Entry[K]) -> None:
+        heapq.heappush(self._heap, entry)
 
     def _became_ready(self, ready: int) -> None:
         """``ready`` new keys are ready: the queue is not idle; wake as many workers."""
