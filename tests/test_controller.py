@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -84,6 +85,37 @@ class TestConvergence:
         assert await converged(client)
         obj = await client.get("widget", "w3")
         assert obj.status.observed_generation == 2
+
+    async def test_reconciles_that_never_wait_share_the_loop(self, client: Client, clock: FakeClock) -> None:
+        """A backlog of reconciles that never suspend (a resync of a large cache) does not
+        hold the event loop: other tasks run at least once per 64 keys a worker takes."""
+        await client.apply_many([widget(f"w{i}") for i in range(600)])
+        calls: list[ObjectKey] = []
+
+        class Instant:
+            async def reconcile(self, request: Request) -> Result | None:
+                calls.append(request.key)
+                return None
+
+        controller = Controller(client, WIDGET, Instant(), clock=clock, workers=4, resync_period=None)
+        seen: list[int] = []
+
+        async def other_task() -> None:
+            while True:
+                seen.append(len(calls))
+                await asyncio.sleep(0)
+
+        ticker = asyncio.create_task(other_task())
+        try:
+            async with running(controller):
+                await settle(lambda: len(calls) >= 600)
+                controller.enqueue_many(controller.informer.cached_keys())
+                await settle(lambda: len(calls) >= 1200)
+        finally:
+            ticker.cancel()
+        steps = [b - a for a, b in itertools.pairwise(seen)]
+        assert seen[-1] >= 1200
+        assert max(steps) <= 4 * 64
 
     async def test_second_pass_writes_nothing(self, client: Client, clock: FakeClock) -> None:
         """After convergence a resync reconciles everything again and appends no event."""
