@@ -88,8 +88,9 @@ class TestConvergence:
 
     async def test_reconciles_that_never_wait_share_the_loop(self, client: Client, clock: FakeClock) -> None:
         """A backlog of reconciles that never suspend (a resync of a large cache) does not
-        hold the event loop: other tasks run at least once per 64 keys a worker takes."""
-        await client.apply_many([widget(f"w{i}") for i in range(600)])
+        hold the event loop: other tasks run at least once per 256 keys a worker takes."""
+        count = 2500
+        await client.apply_many([widget(f"w{i}") for i in range(count)])
         calls: list[ObjectKey] = []
 
         class Instant:
@@ -108,14 +109,14 @@ class TestConvergence:
         ticker = asyncio.create_task(other_task())
         try:
             async with running(controller):
-                await settle(lambda: len(calls) >= 600)
+                await settle(lambda: len(calls) >= count)
                 controller.enqueue_many(controller.informer.cached_keys())
-                await settle(lambda: len(calls) >= 1200)
+                await settle(lambda: len(calls) >= 2 * count)
         finally:
             ticker.cancel()
         steps = [b - a for a, b in itertools.pairwise(seen)]
-        assert seen[-1] >= 1200
-        assert max(steps) <= 4 * 64
+        assert seen[-1] >= 2 * count
+        assert max(steps) <= 4 * 256
 
     async def test_second_pass_writes_nothing(self, client: Client, clock: FakeClock) -> None:
         """After convergence a resync reconciles everything again and appends no event."""

@@ -47,6 +47,9 @@ __all__ = ["Controller"]
 LOG = logging.getLogger("reconcile.controller")
 
 _TRIGGERS = {Priority.CHANGE: "change", Priority.RETRY: "retry", Priority.RESYNC: "resync"}
+#: Keys a worker takes before it lets the event loop run whatever else is ready (a
+#: multiple of 64: the worker asks the telemetry again every 64 keys).
+_KEYS_PER_TURN = 256
 
 
 class Controller:
@@ -178,22 +181,24 @@ class Controller:
         resync of 100,000 objects is made of these) takes the short way: the reconciler
         awaited here, its request reused, the key done and forgotten in one call. Whether
         anybody records is asked again every 64 keys (the host may install an SDK while
-        we run), when the worker also lets the loop run anything else that is ready.
-        Everything else goes through :meth:`_process`."""
+        we run); every :data:`_KEYS_PER_TURN` keys the worker lets the loop run anything
+        else that is ready. Everything else goes through :meth:`_process`."""
         queue = self.queue
         telemetry = self.telemetry
         requests, listeners = self._requests, self._listeners
         failures, gave_up, terminal = self.failures, self.gave_up, self._terminal
-        short, asked = False, 0
+        short, asked, turns = False, 0, 0
         while True:
             if not asked:
                 asked = 64
                 short = self.reconcile_timeout is None and not telemetry.recording and not telemetry.metering
-                # A turn of the loop for everything else it runs (the host's tasks, the
-                # informer's watch) every 64 keys: reconciles that never wait (a resync
-                # of a cache, a no-op provider) would otherwise hold it for the whole
-                # backlog, a second for 100,000 keys.
-                await asyncio.sleep(0)
+                turns = (turns + 1) % (_KEYS_PER_TURN // 64)
+                if not turns:
+                    # A turn of the loop for everything else it runs (the host's tasks,
+                    # the informer's watch): reconciles that never wait (a resync of a
+                    # cache, a provider answering from memory) would otherwise hold it
+                    # for the whole backlog, a second for 100,000 keys.
+                    await asyncio.sleep(0)
             asked -= 1
             try:
                 # A ready key is taken without a coroutine of its own (a no-op reconcile

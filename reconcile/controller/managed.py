@@ -184,7 +184,7 @@ class ManagedReconciler(Recording):
             self._still_given_up(obj)
         external = self._client if self._client is not None else await self._external()
         if management == "Full" and self._unrecorded(obj):
-            return await self._create(obj, external)
+            return await self._create(key, obj, external)
         if observed is not None:
             observation = observed
         else:
@@ -203,14 +203,14 @@ class ManagedReconciler(Recording):
                 return await self._adopt(obj, external, observation)
             await self._not_owned(obj, observation)
         if not observation.exists:
-            return await self._create(obj, external)
+            return await self._create(key, obj, external)
         if FINALIZER not in obj.metadata.finalizers:
             # (A create adds it in the same write as its pending marker.)
             obj = await self.client.add_finalizer(
                 self.kind, obj.metadata.name, FINALIZER, namespace=obj.metadata.namespace
             )
         if not observation.up_to_date:
-            return await self._update(obj, external, observation)
+            return await self._update(key, obj, external, observation)
         ready, synced = AVAILABLE, SUCCESS
         if ANNOTATION_CREATE_SUCCEEDED not in annotations:
             # A create whose success was not recorded (a crash came between), or an
@@ -273,7 +273,7 @@ class ManagedReconciler(Recording):
 
     # -- actions -------------------------------------------------------------------------------
 
-    async def _create(self, obj: AnyResource, external: ExternalClient) -> Result | None:
+    async def _create(self, key: ObjectKey, obj: AnyResource, external: ExternalClient) -> Result | None:
         annotations = obj.metadata.annotations
         succeeded = annotations.get(ANNOTATION_CREATE_SUCCEEDED)
         requested: list[Action] = []
@@ -343,16 +343,17 @@ class ManagedReconciler(Recording):
         if created.external_name:
             done[ANNOTATION_EXTERNAL_NAME] = created.external_name
         return await self._settle(
+            key,
             obj,
             external,
             "Creating",
             [*early, Action(ActionType.CREATE_SUCCEEDED)],
-            done,
+            annotations=done,
             known=created.observation,
         )
 
     async def _update(
-        self, obj: AnyResource, external: ExternalClient, observation: Observation
+        self, key: ObjectKey, obj: AnyResource, external: ExternalClient, observation: Observation
     ) -> Result | None:
         requested: list[Action] = []
         if obj.status.observed_generation == obj.metadata.generation:
@@ -373,17 +374,24 @@ class ManagedReconciler(Recording):
             obj = await self._act(obj, [*requested, Action(ActionType.UPDATE_FAILED, str(exc))])
             await self._failed(obj, exc)
         return await self._settle(
-            obj, external, "Updating", [*requested, Action(ActionType.UPDATE_SUCCEEDED)], None, known=after
+            key,
+            obj,
+            external,
+            "Updating",
+            [*requested, Action(ActionType.UPDATE_SUCCEEDED)],
+            annotations=None,
+            known=after,
         )
 
     async def _settle(
         self,
+        key: ObjectKey,
         obj: AnyResource,
         external: ExternalClient,
         doing: str,
         events: list[Action],
-        annotations: dict[str, str | None] | None,
         *,
+        annotations: dict[str, str | None] | None,
         known: Observation | None,
     ) -> Result | None:
         """Record the outcome, the markers and the status in one write, so status tells
@@ -408,10 +416,10 @@ class ManagedReconciler(Recording):
         status = self._new_status(obj, observation, synced=synced, ready=ready)
         written = await self._act(obj, events, annotations=annotations, status=status)
         if ready is AVAILABLE:
-            self._remember_steady(written)
+            self._remember_steady(key, written)
         return result
 
-    def _remember_steady(self, obj: AnyResource) -> None:
+    def _remember_steady(self, key: ObjectKey, obj: AnyResource) -> None:
         """Remember ``obj`` (what the cache now holds) as steady when a pass over it would
         find nothing to do after observing: the checks of the object alone pass, and its
         status already says Synced and Ready for its generation. The next poll or resync
@@ -426,10 +434,9 @@ class ManagedReconciler(Recording):
             and annotations.get(ANNOTATION_DELETION_POLICY, "Delete") in DELETION_POLICIES
             and annotations.get(ANNOTATION_MANAGEMENT_POLICY, "Full") == "Full"
             and new_status(obj, None, self._wall, synced=SUCCESS, ready=AVAILABLE) is None
+            and key not in self._gave_up
         ):
-            key = obj.key
-            if key not in self._gave_up:
-                self._steady[key] = obj
+            self._steady[key] = obj  # (the queue's own key: a new one per object would cost memory)
 
     async def _not_owned(
         self, obj: AnyResource, observation: Observation, annotations: dict[str, str | None] | None = None
