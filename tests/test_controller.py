@@ -280,6 +280,44 @@ class TestInformer:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
+    async def test_list_keeps_what_the_cache_wrote_undecoded(
+        self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Objects a write put in the cache before the first list (a bulk apply racing the
+        informer's start) are kept as they are: the list decodes none of them, and one
+        written after the list's snapshot is not deleted by it, nor decoded when its
+        watch event comes."""
+        informer = Informer(client, WIDGET, clock=clock)
+        first = await client.apply(widget("w1"))
+        informer.written(first, "me")
+        snapshot = await client.raw_list(WIDGET)
+        later = await client.apply(widget("w2"))
+        informer.written(later, "me")
+
+        async def stale_list(*args: Any, **kwargs: Any) -> Any:
+            return snapshot  # taken before w2 was written
+
+        monkeypatch.setattr(client, "raw_list", stale_list)
+        decodes: list[Any] = []
+        decode = client.decode
+
+        def counting(body: Any, **kwargs: Any) -> Any:
+            decodes.append(body)
+            return decode(body, **kwargs)
+
+        monkeypatch.setattr(client, "decode", counting)
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.wait_for(informer.synced.wait(), DEADLINE)
+            await settle(lambda: informer.revision >= (later.metadata.resource_version or 0))
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        assert informer.get(widget_key("w1")) is first
+        assert informer.get(widget_key("w2")) is later
+        assert decodes == []
+
     async def test_expired_watch_relists_and_reports_differences(
         self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
     ) -> None:

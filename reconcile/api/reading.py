@@ -18,7 +18,7 @@ from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
 from reconcile.model.selectors import LabelSelector
-from reconcile.store.contract import EventStore, RawEvent, StoredObject, VerifyReport
+from reconcile.store.contract import EventStore, ListPage, RawEvent, StoredObject, VerifyReport
 
 __all__ = ["KindRef", "Reading"]
 
@@ -144,6 +144,13 @@ class Reading:
                     yield item
             else:
                 yield self._event(item)
+
+    async def raw_list(self, kind: KindRef, *, namespace: str | None = None) -> ListPage:
+        """Every object of a kind as the store has it (bodies parsed, not decoded into
+        Resources) and the revision they reflect: for a cache that decodes only what it
+        does not hold already (:meth:`decode` makes a Resource of a body)."""
+        found = self._kind(kind)
+        return await self.store.list(found.api_group, found.kind, namespace=namespace)
 
     def raw_watch(
         self, kind: KindRef | None = None, *, namespace: str | None = None, since: int = 0

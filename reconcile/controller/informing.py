@@ -270,16 +270,21 @@ class Informer:
         LOG.debug("%s informer: watch failed; restarting in %.1fs", self.kind.kind, backoff, exc_info=exc)
 
     async def _list(self) -> None:
-        page = await self.client.list(self.kind, namespace=self.namespace)
+        page = await self.client.raw_list(self.kind, namespace=self.namespace)
         self._lists += 1
         self._remembered.clear()  # the list supersedes every remembered write
         self._heard.clear()
-        fresh = {item.key: item for item in page.items}
-        for key in [k for k in self._objects if k not in fresh]:
+        listed = {item.key: item for item in page.items}
+        # What the cache holds at the listed revision or newer (its own writes, put in as
+        # they landed: a bulk apply racing the first list) is kept, neither decoded again
+        # nor deleted; the watch from the list's revision brings what is newer.
+        after = page.revision + 1
+        for key in [k for k in self._objects if k not in listed and not self.holds(k, after)]:
             self._delete(key)
-        for key, obj in fresh.items():
-            self._put(key, obj)
-        self._advance(page.resource_version)
+        for key, item in listed.items():
+            if not self.holds(key, item.resource_version):
+                self._put(key, self.client.decode(item.body))
+        self._advance(page.revision)
         self.synced.set()
         if self._freeze_gc:
             # Also from now on: the young generation collected every 20,000 allocations
