@@ -51,6 +51,17 @@ async def idle(runtime: Runtime) -> None:
             await asyncio.sleep(0)
 
 
+async def quiet_polls(runtime: Runtime, cloud: MemoryCloud, clock: FakeClock, count: int) -> None:
+    """Let ``count`` polls run to the end, each observing once (and, for a converged
+    object, writing nothing)."""
+    for _ in range(count):
+        observes = cloud.calls["observe"]
+        clock.advance(POLL * 1.11)
+        await settle(lambda observes=observes: cloud.calls["observe"] > observes)
+        await idle(runtime)
+        assert cloud.calls["observe"] == observes + 1
+
+
 async def resync_passes(runtime: Runtime, cloud: MemoryCloud, clock: FakeClock, passes: int = 2) -> None:
     """Let ``passes`` resyncs (period 600 s) run to the end: each observes again."""
     observed = cloud.calls["observe"]
@@ -196,12 +207,7 @@ class TestDrift:
             await ready(runtime, "b")
             await idle(runtime)
             revision = await runtime.client.revision()
-            for _ in range(3):
-                observes = cloud.calls["observe"]
-                clock.advance(POLL * 1.11)
-                await settle(lambda observes=observes: cloud.calls["observe"] > observes)
-                await idle(runtime)
-                assert cloud.calls["observe"] == observes + 1
+            await quiet_polls(runtime, cloud, clock, 3)
             assert await runtime.client.revision() == revision
             cloud.tamper("b", "evil")
             observes, updates = cloud.calls["observe"], cloud.calls["update"]
@@ -230,11 +236,7 @@ class TestDrift:
             await runtime.apply(bucket("b", "good"))
             await ready(runtime, "b")
             await idle(runtime)
-            for _ in range(2):
-                observes = cloud.calls["observe"]
-                clock.advance(POLL * 1.11)
-                await settle(lambda observes=observes: cloud.calls["observe"] > observes)
-                await idle(runtime)
+            await quiet_polls(runtime, cloud, clock, 2)
             cloud.tamper("b", "evil")
             clock.advance(POLL * 1.11)
             await settle(lambda: cloud.items["b"].value == "good")
@@ -248,11 +250,7 @@ class TestDrift:
             await runtime.apply(bucket("b", "good"))
             await ready(runtime, "b")
             await idle(runtime)
-            for _ in range(2):
-                observes = cloud.calls["observe"]
-                clock.advance(POLL * 1.11)
-                await settle(lambda observes=observes: cloud.calls["observe"] > observes)
-                await idle(runtime)
+            await quiet_polls(runtime, cloud, clock, 2)
             writes = cloud.writes
             cloud.items["b"].owner = "someone-else"  # only the marker: what it observes is the same
             informer = runtime.controllers["bucket.memory.reconcile.dev"].informer
