@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from reconcile import Client, ExpiredError, ObjectKey, Status, TerminalError, TransientError
-from reconcile.controller import Controller, Informer, Request, Result, Telemetry, informing
+from reconcile.controller import Controller, Informer, Request, Result, Telemetry, controlling, informing
 from reconcile.testing import WIDGET, FakeClock
 
 DEADLINE = 10.0
@@ -117,6 +117,44 @@ class TestConvergence:
         steps = [b - a for a, b in itertools.pairwise(seen)]
         assert seen[-1] >= 2 * count
         assert max(steps) <= 4 * 256
+
+    async def test_a_large_resync_is_enqueued_in_chunks(
+        self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The periodic resync enqueues a large cache a chunk at a time, letting other
+        tasks run in between; every key is reconciled once."""
+        monkeypatch.setattr(controlling, "_RESYNC_CHUNK", 100)
+        count = 450
+        await client.apply_many([widget(f"w{i}") for i in range(count)])
+        calls: list[ObjectKey] = []
+
+        class Instant:
+            async def reconcile(self, request: Request) -> Result | None:
+                calls.append(request.key)
+                return None
+
+        controller = Controller(
+            client, WIDGET, Instant(), clock=clock, workers=2, resync_period=600, resync_jitter=0
+        )
+        adds: list[int] = []
+
+        async def other_task() -> None:
+            while True:
+                adds.append(controller.queue.statistics().adds)
+                await asyncio.sleep(0)
+
+        async with running(controller):
+            await settle(lambda: len(calls) >= count)
+            ticker = asyncio.create_task(other_task())
+            try:
+                clock.advance(600)
+                await settle(lambda: len(calls) >= 2 * count)
+            finally:
+                ticker.cancel()
+        steps = [b - a for a, b in itertools.pairwise(adds)]
+        assert sum(steps) == count
+        assert max(steps) == 100
+        assert sorted(calls[count:]) == sorted(calls[:count])
 
     async def test_second_pass_writes_nothing(self, client: Client, clock: FakeClock) -> None:
         """After convergence a resync reconciles everything again and appends no event."""

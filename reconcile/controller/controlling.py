@@ -50,6 +50,9 @@ _TRIGGERS = {Priority.CHANGE: "change", Priority.RETRY: "retry", Priority.RESYNC
 #: Keys a worker takes before it lets the event loop run whatever else is ready (a
 #: multiple of 64: the worker asks the telemetry again every 64 keys).
 _KEYS_PER_TURN = 256
+#: Keys a periodic resync enqueues at once (about 10 ms of the loop) before it lets the
+#: loop run whatever else is ready.
+_RESYNC_CHUNK = 8192
 
 
 class Controller:
@@ -170,7 +173,11 @@ class Controller:
         while True:
             spread = self.resync_period * self.resync_jitter
             await self.clock.sleep(self.resync_period + spread * (2 * self._random() - 1))
-            self.enqueue_many(self.informer.cached_keys(), Priority.RESYNC)
+            keys = self.informer.cached_keys()
+            for start in range(0, len(keys), _RESYNC_CHUNK):
+                if start:
+                    await asyncio.sleep(0)  # the loop's other tasks, between two chunks
+                self.enqueue_many(keys[start : start + _RESYNC_CHUNK], Priority.RESYNC)
 
     # -- working -------------------------------------------------------------------------------
 
