@@ -52,6 +52,35 @@ class StatusWriter:
         return queued.pop(0) if queued else None
 
 
+class Instant:
+    """A reconciler that never waits: records each key it is called with."""
+
+    def __init__(self) -> None:
+        self.calls: list[ObjectKey] = []
+
+    async def reconcile(self, request: Request) -> Result | None:
+        """Record the key; nothing to do."""
+        self.calls.append(request.key)
+        return None
+
+
+@contextlib.asynccontextmanager
+async def sampled_each_turn(probe: Callable[[], int]) -> AsyncIterator[list[int]]:
+    """``probe()`` read by another task at each turn of the loop it gets, for the block."""
+    seen: list[int] = []
+
+    async def sample() -> None:
+        while True:
+            seen.append(probe())
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(sample())
+    try:
+        yield seen
+    finally:
+        task.cancel()
+
+
 def make(client: Client, clock: FakeClock, **options: Any) -> tuple[Controller, StatusWriter]:
     """A Widget controller with a StatusWriter reconciler."""
     holder: dict[str, Controller] = {}
@@ -91,29 +120,12 @@ class TestConvergence:
         hold the event loop: other tasks run at least once per 256 keys a worker takes."""
         count = 2500
         await client.apply_many([widget(f"w{i}") for i in range(count)])
-        calls: list[ObjectKey] = []
-
-        class Instant:
-            async def reconcile(self, request: Request) -> Result | None:
-                calls.append(request.key)
-                return None
-
-        controller = Controller(client, WIDGET, Instant(), clock=clock, workers=4, resync_period=None)
-        seen: list[int] = []
-
-        async def other_task() -> None:
-            while True:
-                seen.append(len(calls))
-                await asyncio.sleep(0)
-
-        ticker = asyncio.create_task(other_task())
-        try:
-            async with running(controller):
-                await settle(lambda: len(calls) >= count)
-                controller.enqueue_many(controller.informer.cached_keys())
-                await settle(lambda: len(calls) >= 2 * count)
-        finally:
-            ticker.cancel()
+        reconciler = Instant()
+        controller = Controller(client, WIDGET, reconciler, clock=clock, workers=4, resync_period=None)
+        async with sampled_each_turn(lambda: len(reconciler.calls)) as seen, running(controller):
+            await settle(lambda: len(reconciler.calls) >= count)
+            controller.enqueue_many(controller.informer.cached_keys())
+            await settle(lambda: len(reconciler.calls) >= 2 * count)
         steps = [b - a for a, b in itertools.pairwise(seen)]
         assert seen[-1] >= 2 * count
         assert max(steps) <= 4 * 256
@@ -126,31 +138,16 @@ class TestConvergence:
         monkeypatch.setattr(controlling, "_RESYNC_CHUNK", 100)
         count = 450
         await client.apply_many([widget(f"w{i}") for i in range(count)])
-        calls: list[ObjectKey] = []
-
-        class Instant:
-            async def reconcile(self, request: Request) -> Result | None:
-                calls.append(request.key)
-                return None
-
+        reconciler = Instant()
         controller = Controller(
-            client, WIDGET, Instant(), clock=clock, workers=2, resync_period=600, resync_jitter=0
+            client, WIDGET, reconciler, clock=clock, workers=2, resync_period=600, resync_jitter=0
         )
-        adds: list[int] = []
-
-        async def other_task() -> None:
-            while True:
-                adds.append(controller.queue.statistics().adds)
-                await asyncio.sleep(0)
-
+        calls = reconciler.calls
         async with running(controller):
             await settle(lambda: len(calls) >= count)
-            ticker = asyncio.create_task(other_task())
-            try:
+            async with sampled_each_turn(lambda: controller.queue.statistics().adds) as adds:
                 clock.advance(600)
                 await settle(lambda: len(calls) >= 2 * count)
-            finally:
-                ticker.cancel()
         steps = [b - a for a, b in itertools.pairwise(adds)]
         assert sum(steps) == count
         assert max(steps) == 100
