@@ -61,6 +61,7 @@ from reconcile.model.discovery import discover_providers
 from reconcile.model.external import (
     ANNOTATION_CREATE_PENDING,
     ANNOTATION_CREATE_SUCCEEDED,
+    ANNOTATION_EXTERNAL_IDENTITY,
     Created,
     ExternalClient,
     ListingOwned,
@@ -69,6 +70,7 @@ from reconcile.model.external import (
     Owned,
     Provider,
     StoreBound,
+    ours,
 )
 from reconcile.model.kinds import doc_field
 from reconcile.runtime import Convergence, Runtime, RuntimeOptions
@@ -77,6 +79,7 @@ from reconcile.store import SQLiteStore, VerifyReport, open_store
 __all__ = [
     "ANNOTATION_CREATE_PENDING",
     "ANNOTATION_CREATE_SUCCEEDED",
+    "ANNOTATION_EXTERNAL_IDENTITY",
     "AdmissionContext",
     "AlreadyExistsError",
     "Bookmark",
@@ -137,5 +140,6 @@ __all__ = [
     "doc_field",
     "load_manifests",
     "open_store",
+    "ours",
     "read_manifests",
 ]

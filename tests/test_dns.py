@@ -741,6 +741,15 @@ class DnsOutside:
         """Replace its records by hand."""
         await self.hand.update(lambda m: m.replace(self._fqdn(resource), 300, "A", "198.51.100.99"))
 
+    async def replace(self, resource: Resource[Any, Any], manifest: Mapping[str, Any]) -> None:
+        """Delete the RRset and its mark, then make records there as somebody else.
+
+        With the mark left in place, records made at its name again are ours to repair:
+        DNS records carry no identity of their own (see the dns reference)."""
+        fqdn = self._fqdn(resource)
+        await self.hand.update(lambda m: (m.delete(fqdn, resource.spec.type), m.delete(f"_reconcile.{fqdn}")))
+        await self.plant_foreign(manifest)
+
     async def plant_foreign(self, manifest: Mapping[str, Any]) -> None:
         """Records at the manifest's name, made by somebody else."""
         fqdn = f"{manifest['spec']['name']}.{ZONE}"

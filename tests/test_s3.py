@@ -22,6 +22,7 @@ from s3_server import moto_server, reset
 from test_files_provider import until, until_async
 
 from providers.s3 import BUCKET, S3Provider
+from providers.s3.objects import OWNER_METADATA
 from reconcile import InvalidError, KindRegistry, NotFoundError, ObjectKey, Resource, Runtime, connect
 from reconcile.testing import FakeClock
 from reconcile.testing.conformance import CHECKS, Harness
@@ -547,8 +548,12 @@ class S3Outside:
         await self._call("put_bucket_tagging", Bucket=resource.spec.bucket, Tagging={"TagSet": tags})
 
     async def plant_foreign(self, manifest: Mapping[str, Any]) -> None:
-        """A bucket at the manifest's name, made by somebody else."""
+        """A bucket at the manifest's name, made by somebody else, in a later second than
+        any bucket of that name made before (S3 dates a bucket's creation to the second:
+        two made in one second cannot be told apart, see the s3 reference)."""
         name = manifest["spec"].get("bucket") or manifest["metadata"]["name"]
+        # The only thing to wait for is the clock S3 dates creations by: into the next second.
+        await asyncio.sleep(1.01 - time.time() % 1)
         await self._call(
             "create_bucket", Bucket=name, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
         )
@@ -804,8 +809,8 @@ class TestObjects:
         self, running: Runtime, raw: Any, clock: FakeClock
     ) -> None:
         """An object is uploaded with its headers (Content-Type guessed from the key),
-        compared by ETag, re-uploaded when changed or deleted by hand; an object that is
-        not ours is never overwritten."""
+        compared by its digest, re-uploaded when changed (keeping our mark) or deleted by
+        hand; an object that is not ours is never overwritten."""
         await running.apply(bucket("web-site"))
         await running.apply(s3_object("index", "web-site", "index.html", content="<h1>hi</h1>\n"))
         await running.apply(s3_object("logo", "web-site", "img/logo.png", content_base64="iVBORw0KGgo="))
@@ -817,7 +822,11 @@ class TestObjects:
         head = await raw.head_object(Bucket="web-site", Key="index.html")
         assert head["ContentType"] == "text/html"
         assert (await raw.head_object(Bucket="web-site", Key="img/logo.png"))["ContentType"] == "image/png"
-        await raw.put_object(Bucket="web-site", Key="index.html", Body=b"defaced")
+        # (Changed with our mark kept, as a tool that copies it would: still ours.)
+        mark = {key: value for key, value in head["Metadata"].items() if key == OWNER_METADATA}
+        await raw.put_object(
+            Bucket="web-site", Key="index.html", Body=b"defaced", Metadata=mark, ContentType="text/html"
+        )
         await raw.delete_object(Bucket="web-site", Key="img/logo.png")
 
         async def repaired() -> bool:
@@ -893,7 +902,10 @@ class TestObjects:
         body = await (await raw.get_object(Bucket="sourced", Key="about.html"))["Body"].read()
         assert body == b"<p>about</p>\n"
         (pages / "about.html").write_bytes(b"<p>edited, not applied</p>\n")
-        await raw.put_object(Bucket="sourced", Key="about.html", Body=b"drift")
+        mark = (await raw.head_object(Bucket="sourced", Key="about.html"))["Metadata"][OWNER_METADATA]
+        await raw.put_object(
+            Bucket="sourced", Key="about.html", Body=b"drift", Metadata={OWNER_METADATA: mark}
+        )
 
         clock.advance(70)
         await until_async(clock, _synced_says(running, "object", "about", "changed since it was applied"))

@@ -9,10 +9,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 import reconcile
 from providers.s3.config import S3Config
 from providers.s3.failing import code_of, read_or_none, s3_errors
-from providers.s3.kinds import OWNER_TAG, ensure_ours, ours
+from providers.s3.kinds import OWNER_TAG, ensure_ours
 from providers.s3.policies import same_policy
 from providers.s3.putting import delete_object, observe_object, put_object, update_object
 from providers.s3.rules import (
@@ -87,12 +89,14 @@ class S3Client:
         tags = await self._tags(client, name)
         if tags is None:
             return reconcile.Observation(exists=False)
-        owner = await self._owner(client, resource, tags)
+        owner, identity = await self._whose(client, resource, tags)
         tags.pop(OWNER_TAG, None)
         if resource.metadata.deletion_timestamp is not None:
             # Being deleted: whether it exists and whose it is is all the engine asks;
             # the settings are not read (two calls fewer per bucket deleted).
-            return reconcile.Observation(exists=True, owner=owner, observed={"bucket": name})
+            return reconcile.Observation(
+                exists=True, owner=owner, observed={"bucket": name}, identity=identity
+            )
         with s3_errors("GetBucketVersioning", name):
             versioning = (await client.get_bucket_versioning(Bucket=name)).get("Status")
         differences: list[str] = []
@@ -144,6 +148,7 @@ class S3Client:
             observed=observed,
             diff="; ".join(differences),
             owner=owner,
+            identity=identity,
         )
 
     async def create(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Created:
@@ -176,7 +181,11 @@ class S3Client:
                     raise
                 await self._ensure_ours(client, resource, await self._tags(client, name) or {})
         await self._settle(client, resource, None)
-        return reconcile.Created(observation=self._after(resource, region, None))
+        after = self._after(resource, region, None)
+        # The bucket's creation date: what tells it from a bucket of the same name made
+        # after it, should our owner tag ever be missing (see _whose).
+        identity = await self._creation_date(client, name)
+        return reconcile.Created(observation=attrs.evolve(after, identity=identity))
 
     async def update(
         self, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation
@@ -257,31 +266,41 @@ class S3Client:
                 raise
         return {tag["Key"]: tag["Value"] for tag in answer.get("TagSet", ())}
 
-    async def _owner(
+    async def _whose(
         self, client: Any, resource: reconcile.Resource[Any, Any], tags: Mapping[str, str]
-    ) -> str | None:
-        """Whose the bucket is: its owner tag; for an untagged one, ours when the
-        engine's create-pending marker is set and the bucket was created after it (a
-        create of ours cut short between CreateBucket and its tags), else nobody's."""
+    ) -> tuple[str | None, str | None]:
+        """Whose the bucket is (its owner tag) and its identity (its creation date), which
+        the engine's rule compares with the one recorded at our create
+        (:func:`reconcile.ours`): a bucket deleted and made again by somebody else is not
+        ours, whatever tags it carries (S3 drops them; some S3-compatible servers keep
+        them, and a tag set can be copied). An untagged bucket created after the engine's
+        create-pending marker is ours (a create of ours cut short between CreateBucket and
+        its tags)."""
         owner = tags.get(OWNER_TAG)
+        identity = await self._creation_date(client, resource.spec.bucket)
         pending = resource.metadata.annotations.get(reconcile.ANNOTATION_CREATE_PENDING)
-        if owner is not None or pending is None or ours(resource, owner):
-            return owner
-        name = resource.spec.bucket
+        if owner is None and identity is not None and pending is not None:
+            begun = datetime.datetime.fromisoformat(pending)
+            # S3 gives creation times to the second: a create begun in the same second counts.
+            if datetime.datetime.fromisoformat(identity) >= begun.replace(microsecond=0):
+                return resource.metadata.uid, identity
+        return owner, identity
+
+    @staticmethod
+    async def _creation_date(client: Any, name: str) -> str | None:
+        """When the bucket ``name`` was created (ISO 8601, as S3 gives it: to the second),
+        from ListBuckets; None when it is not listed."""
         with s3_errors("ListBuckets", name):
             answer = await client.list_buckets(Prefix=name)
         created = next((b.get("CreationDate") for b in answer.get("Buckets", ()) if b["Name"] == name), None)
-        begun = datetime.datetime.fromisoformat(pending)
-        # S3 gives creation times to the second: a create begun in the same second counts.
-        if created is not None and created >= begun.replace(microsecond=0):
-            return resource.metadata.uid
-        return None
+        return None if created is None else created.isoformat()
 
     async def _ensure_ours(
         self, client: Any, resource: reconcile.Resource[Any, Any], tags: Mapping[str, str]
     ) -> None:
         """NotOwnedError unless the existing bucket is ``resource``'s."""
-        ensure_ours(resource, await self._owner(client, resource, tags), f"bucket {resource.spec.bucket!r}")
+        owner, identity = await self._whose(client, resource, tags)
+        ensure_ours(resource, owner, f"bucket {resource.spec.bucket!r}", identity)
 
     def _after(
         self, resource: reconcile.Resource[Any, Any], region: str, before: reconcile.Observation | None

@@ -29,7 +29,6 @@ __all__ = [
     "LifecycleRule",
     "PublicAccessBlock",
     "ensure_ours",
-    "ours",
 ]
 
 API_VERSION = "s3.reconcile.dev/v1"
@@ -38,19 +37,14 @@ OWNER_TAG = "reconcile.dev/owner"
 VERSIONING_VALUES = ("Enabled", "Suspended")
 
 
-def ours(resource: reconcile.Resource[Any, Any], owner: str | None) -> bool:
-    """Whether a bucket or object carrying the owner mark ``owner`` is ``resource``'s,
-    by the engine's rule: marked with its uid, or unmarked while its create is recorded
-    (a mark removed by hand)."""
-    if owner is not None:
-        return owner == resource.metadata.uid
-    return reconcile.ANNOTATION_CREATE_SUCCEEDED in resource.metadata.annotations
-
-
-def ensure_ours(resource: reconcile.Resource[Any, Any], owner: str | None, what: str) -> None:
-    """NotOwnedError, saying whose ``what`` is, unless it is ``resource``'s."""
-    if not ours(resource, owner):
-        whose = f"marked {owner}" if owner else "not marked by reconcile"
+def ensure_ours(
+    resource: reconcile.Resource[Any, Any], owner: str | None, what: str, identity: str | None = None
+) -> None:
+    """NotOwnedError, saying whose ``what`` is, unless it is ``resource``'s by the
+    engine's one rule (:func:`reconcile.ours`: its mark, or for an unmarked one the
+    identity recorded at our last create or update)."""
+    if not reconcile.ours(resource, owner, identity):
+        whose = f"marked {owner}" if owner else "not marked by reconcile, and not the one we made"
         raise NotOwnedError(f"{what} exists and is not ours ({whose}); it is left alone")
 
 

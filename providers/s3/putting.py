@@ -12,7 +12,7 @@ from providers.s3.kinds import ensure_ours
 from providers.s3.objects import DIGEST_METADATA, OWNER_METADATA, body_of, content_type_of, digest_of, etag_of
 from reconcile.errors import TransientError
 
-__all__ = ["delete_object", "observe_object", "put_object", "update_object"]
+__all__ = ["delete_object", "identity_of", "observe_object", "put_object", "update_object"]
 
 _MISSING = ("404", "NoSuchKey", "NotFound")
 
@@ -25,6 +25,23 @@ def _no_bucket(exc: BaseException, resource: reconcile.Resource[Any, Any]) -> Tr
     if code_of(exc) == "NoSuchBucket":
         return TransientError(f"bucket {resource.spec.bucket!r} does not exist (yet); retrying with backoff")
     return None
+
+
+def identity_of(answer: dict[str, Any]) -> str | None:
+    """An object's identity from a HeadObject or PutObject answer: its ETag, and its
+    version id in a versioned bucket (``"<etag> <version>"``); what tells the object we
+    wrote from one somebody else put at the same key after it (which drops our metadata,
+    mark included). None without an ETag."""
+    etag = answer.get("ETag")
+    if etag is None:
+        return None
+    version = answer.get("VersionId")
+    return f"{etag} {version}" if version and version != "null" else str(etag)
+
+
+def _etag_in(identity: str | None) -> str | None:
+    """The ETag part of an identity (see :func:`identity_of`)."""
+    return None if identity is None else identity.split(" ", 1)[0]
 
 
 async def _head(client: Any, spec: Any) -> dict[str, Any] | None:
@@ -88,6 +105,8 @@ async def observe_object(
         observed=found,
         diff="; ".join(differences),
         owner=owner,
+        # (Every write changes it: for a marked object only the mark says whose it is.)
+        identity=identity_of(head) if owner is None else None,
     )
 
 
@@ -136,9 +155,7 @@ async def put_object(
     except _ThereAlreadyError:
         head = await _head(client, spec)
         if head is not None:
-            ensure_ours(
-                resource, (head.get("Metadata") or {}).get(OWNER_METADATA), f"object {_where(resource)}"
-            )
+            _ensure_ours(resource, head)
         answer = await _put(client, resource, arguments, part_size, only_if_absent=False)
     found: dict[str, Any] = {
         "etag": answer.get("ETag"),
@@ -156,7 +173,15 @@ async def put_object(
         up_to_date=True,
         observed=found,
         owner=resource.metadata.uid,
+        identity=identity_of(answer),
     )
+
+
+def _ensure_ours(resource: reconcile.Resource[Any, Any], head: dict[str, Any]) -> None:
+    """NotOwnedError unless the object HeadObject answered about is ``resource``'s."""
+    owner = (head.get("Metadata") or {}).get(OWNER_METADATA)
+    identity = identity_of(head) if owner is None else None  # (see observe_object)
+    ensure_ours(resource, owner, f"object {_where(resource)}", identity)
 
 
 class _ThereAlreadyError(Exception):
@@ -222,19 +247,20 @@ async def _upload_in_parts(
 
 async def delete_object(client: Any, resource: reconcile.Resource[Any, Any]) -> None:
     """DeleteObject of an object that is ours, and only then: conditional (``If-Match``) on
-    the ETag last seen (``status.at_provider.etag``), so an object replaced since is looked
-    at (HeadObject: its owner mark) before it is deleted, and one that is not ours is
-    NotOwned, untouched. A versioned bucket keeps the older versions, as S3 does."""
+    the ETag our own last write left (the identity the engine recorded), so an object
+    replaced since fails with 412 ("changed since"): then it is looked at again
+    (HeadObject), and deleted only if that look proves it ours (our mark, or the identity
+    recorded), conditional on what the look saw; anything else is NotOwned, untouched. The
+    ETag in ``status.at_provider`` is never used: a poll that found somebody else's object
+    records theirs there. A versioned bucket keeps the older versions, as S3 does."""
     spec = resource.spec
-    etag = (getattr(resource.status, "at_provider", None) or {}).get("etag")
+    etag = _etag_in(resource.metadata.annotations.get(reconcile.ANNOTATION_EXTERNAL_IDENTITY))
     for _ in range(2):
         if etag is None:
             head = await _head(client, spec)
             if head is None:
                 return
-            ensure_ours(
-                resource, (head.get("Metadata") or {}).get(OWNER_METADATA), f"object {_where(resource)}"
-            )
+            _ensure_ours(resource, head)
             etag = head.get("ETag")
         with s3_errors("DeleteObject", spec.bucket):
             try:
@@ -247,6 +273,6 @@ async def delete_object(client: Any, resource: reconcile.Resource[Any, Any]) -> 
                     raise
             else:
                 return
-        etag = None  # changed since it was last seen: look at it
+        etag = None  # changed since it was last seen: look at it again
     message = f"object {_where(resource)} changed while it was being deleted; retrying"
     raise TransientError(message)

@@ -29,7 +29,9 @@ engine cannot know whether a resource was made, so it stops with ``Synced=False`
 reason ``CreatePendingUnknown``, rather than risk a duplicate.
 
 Ownership: an external resource that exists but carries another owner's marker, or no
-marker while we have no record of creating it, is never touched (``NotOwned``).
+marker and not the identity our own last create or update recorded
+(``reconcile.dev/external-identity``), is never touched (``NotOwned``): see
+:func:`reconcile.ours`, the one rule.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from reconcile.model.external import (
     ANNOTATION_CREATE_PENDING,
     ANNOTATION_CREATE_SUCCEEDED,
     ANNOTATION_DELETION_POLICY,
+    ANNOTATION_EXTERNAL_IDENTITY,
     ANNOTATION_EXTERNAL_NAME,
     ANNOTATION_MANAGEMENT_POLICY,
     ANNOTATION_PAUSED,
@@ -67,6 +70,7 @@ from reconcile.model.external import (
     Created,
     ExternalClient,
     Observation,
+    ours,
 )
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
@@ -152,8 +156,8 @@ class ManagedReconciler(Recording):
             await self._observe_failed(obj, exc)
         if (
             observation.exists
-            and observation.owner == obj.metadata.uid
             and observation.up_to_date
+            and ours(obj, observation.owner, observation.identity)
             and getattr(obj.status, "at_provider", None) in (None, observation.observed)
         ):
             return self._poll()
@@ -195,10 +199,7 @@ class ManagedReconciler(Recording):
                 obj, observation, ready=ready, synced=Verdict(TRUE, "ReconcileSuccess", "observe only")
             )
             return self._poll()
-        if observation.exists and not (
-            observation.owner == obj.metadata.uid  # (_owned's common case, written out)
-            or self._owned(obj, observation)
-        ):
+        if observation.exists and not self._owned(obj, observation):
             if annotations.get(ANNOTATION_ADOPT) == "true":
                 return await self._adopt(obj, external, observation)
             await self._not_owned(obj, observation)
@@ -220,10 +221,16 @@ class ManagedReconciler(Recording):
                 if ANNOTATION_CREATE_PENDING in annotations
                 else observation.found or "found in place, marked as this resource's"
             )
+            found: dict[str, str | None] = {
+                ANNOTATION_CREATE_SUCCEEDED: self._now(),
+                ANNOTATION_CREATE_PENDING: None,
+            }
+            if observation.identity is not None and observation.owner == obj.metadata.uid:
+                found[ANNOTATION_EXTERNAL_IDENTITY] = observation.identity
             await self._act(
                 obj,
                 [Action(ActionType.CREATE_SUCCEEDED, how)],
-                annotations={ANNOTATION_CREATE_SUCCEEDED: self._now(), ANNOTATION_CREATE_PENDING: None},
+                annotations=found,
                 status=self._new_status(obj, observation, synced=synced, ready=ready),
             )
             return self._poll()
@@ -407,6 +414,15 @@ class ManagedReconciler(Recording):
                     obj, [*events, Action(ActionType.OBSERVE_FAILED, str(exc))], annotations=annotations
                 )
                 await self._failed(obj, exc)
+        identity = observation.identity
+        if (
+            identity is not None
+            and (known is not None or observation.owner == obj.metadata.uid)
+            and identity != obj.metadata.annotations.get(ANNOTATION_EXTERNAL_IDENTITY)
+        ):
+            # What our own call left (its answer, or a look that finds our mark): the
+            # record an unmarked resource is later compared with (ownership's one rule).
+            annotations = {**(annotations or {}), ANNOTATION_EXTERNAL_IDENTITY: identity}
         synced = SUCCESS
         if observation.exists and observation.up_to_date:
             ready, result = AVAILABLE, self._poll()

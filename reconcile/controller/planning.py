@@ -24,6 +24,7 @@ from reconcile.model.external import (
     FINALIZER,
     ExternalClient,
     Observation,
+    ours,
 )
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
@@ -46,17 +47,22 @@ class Planned:
 
 
 def owned(obj: AnyResource, observation: Observation, *, provider_decides: bool = False) -> bool:
-    """Whether the external resource observed is ``obj``'s: its owner mark says so, or
-    (for a system without marks, or a mark removed by hand) a create of it was recorded,
-    or begun. For a kind whose create is exclusive (``provider_decides``) a create begun
+    """Whether the external resource observed is ``obj``'s, by the one ownership rule
+    (:func:`reconcile.ours`: its owner mark, or for an unmarked one the identity the
+    engine recorded at its own last create or update), or it is unmarked while a create
+    of it was begun and never recorded (a crash between the provider's create and its
+    mark). For a kind whose create is exclusive (``provider_decides``) a create begun
     proves nothing about an unmarked resource (it is made without a look first): the
     provider reports an interrupted create of its own as marked. The managed reconciler
-    decides by the same rule."""
-    if observation.owner is not None:
-        return observation.owner == obj.metadata.uid
+    and :func:`plan` decide by this rule."""
+    if ours(obj, observation.owner, observation.identity):
+        return True
     annotations = obj.metadata.annotations
-    return ANNOTATION_CREATE_SUCCEEDED in annotations or (
-        not provider_decides and ANNOTATION_CREATE_PENDING in annotations
+    return (
+        observation.owner is None
+        and not provider_decides
+        and ANNOTATION_CREATE_PENDING in annotations
+        and ANNOTATION_CREATE_SUCCEEDED not in annotations
     )
 
 
@@ -87,7 +93,7 @@ async def plan(obj: AnyResource, external: ExternalClient, *, provider_decides: 
         return Planned(
             key, "nothing", "observe only: " + ("exists" if observation.exists else "does not exist")
         )
-    if observation.exists and not owned(obj, observation):
+    if observation.exists and not owned(obj, observation, provider_decides=provider_decides):
         if annotations.get(ANNOTATION_ADOPT) == "true":
             return Planned(key, "adopt", "takes over the existing external resource (reconcile.dev/adopt)")
         return Planned(key, "refuse", "exists and was not created by this object (NotOwned): left alone")

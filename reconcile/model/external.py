@@ -45,6 +45,7 @@ __all__ = [
     "ANNOTATION_CREATE_PENDING",
     "ANNOTATION_CREATE_SUCCEEDED",
     "ANNOTATION_DELETION_POLICY",
+    "ANNOTATION_EXTERNAL_IDENTITY",
     "ANNOTATION_EXTERNAL_NAME",
     "ANNOTATION_MANAGEMENT_POLICY",
     "ANNOTATION_PAUSED",
@@ -61,12 +62,18 @@ __all__ = [
     "Provider",
     "StoreBound",
     "bind_store",
+    "ours",
 ]
 
 #: The finalizer the engine puts on every managed resource it may have to clean up.
 FINALIZER = "reconcile.dev/managed"
 #: The external name (id) of the resource, when the external system chose it.
 ANNOTATION_EXTERNAL_NAME = "reconcile.dev/external-name"
+#: What the provider reported as the identity of the external resource the engine's own
+#: last create or update left (a bucket's creation date, an object's ETag and version):
+#: written by the engine with the action's outcome, never from a mere observation, so an
+#: unmarked resource somebody else put in ours' place is told apart (see :func:`ours`).
+ANNOTATION_EXTERNAL_IDENTITY = "reconcile.dev/external-identity"
 #: Set (durably) just before create is called, and when it returned.
 ANNOTATION_CREATE_PENDING = "reconcile.dev/external-create-pending"
 ANNOTATION_CREATE_SUCCEEDED = "reconcile.dev/external-create-succeeded"
@@ -98,6 +105,12 @@ class Observation:
     #: of it was recorded (the history's CreateSucceeded says it); empty: the engine's
     #: "found in place, marked as this resource's".
     found: str = ""
+    #: What tells this very external resource from another one put in its place (a
+    #: bucket's creation date, an object's ETag and version id, a file's inode): None
+    #: when the provider cannot tell or did not look. The engine records the identity
+    #: its own create and update report (``reconcile.dev/external-identity``); an
+    #: unmarked resource is ours only when its identity equals that record.
+    identity: str | None = None
 
 
 @attrs.frozen
@@ -189,6 +202,33 @@ class ListingOwned(Protocol):
 
     async def delete_owned(self, kind: Kind, owned: Owned) -> None:
         """Delete ``owned`` if it still carries the same mark (never anything else)."""
+
+
+def ours(resource: Resource[Any, Any], owner: str | None, identity: str | None = None) -> bool:
+    """Whether an external resource carrying the owner mark ``owner`` (None: unmarked)
+    and reporting ``identity`` is ``resource``'s: the one ownership rule, used by the
+    engine and by providers that check before they write or delete.
+
+    An identity other than the one the engine recorded at our last create or update
+    (``reconcile.dev/external-identity``) proves the resource is not the one we made,
+    whatever mark it carries (a bucket made again with our tags copied). Otherwise a
+    marked resource is ours when the mark names ``resource``'s uid. An unmarked one is
+    never ours by assumption (a re-created bucket or a re-put object loses every tag and
+    metadata, so somebody else's replacement is unmarked too): only when it is provably
+    the one our last write left, its ``identity`` equal to the one recorded. Anything
+    else is NotOwned and needs ``reconcile adopt``.
+
+    A provider reports an identity that survives the resource's own changes (a bucket's
+    creation date) for every observation; one that every write changes (an object's
+    ETag: drift of a marked object is still ours to repair) only for an unmarked
+    resource, and in the answers of its own create and update, which the engine
+    records."""
+    recorded = resource.metadata.annotations.get(ANNOTATION_EXTERNAL_IDENTITY)
+    if identity is not None and recorded is not None and identity != recorded:
+        return False
+    if owner is not None:
+        return owner == resource.metadata.uid
+    return identity is not None and identity == recorded
 
 
 def bind_store(client: object, identity: str) -> None:

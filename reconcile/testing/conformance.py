@@ -17,6 +17,8 @@ Each check starts a :class:`~reconcile.Runtime` with only that provider, on a
 * a crash between create and recording it neither leaks nor duplicates;
 * a resource that exists but is not ours is never touched, by the engine or by the
   provider's own create (and delete, for ``exclusive_delete`` kinds);
+* a resource replaced by somebody else after our create is not ours (NotOwned, untouched,
+  kept when the object is deleted);
 * an observation a create, update or delete returns agrees with a real ``observe`` made
   right after it (every check verifies this for every call the engine makes).
 """
@@ -75,6 +77,11 @@ class Outside(Protocol):
 
     async def count(self) -> int:
         """How many external resources exist (to find leaks and duplicates)."""
+
+    # Optional: ``async def replace(self, resource, manifest) -> None``, put somebody
+    # else's resource in place of ``resource`` as that system's users would (default:
+    # ``delete`` then ``plant_foreign``). A system whose ownership mark lives apart from
+    # the resource (DNS) removes the mark too: a mark left in place still says "ours".
 
 
 @attrs.define
@@ -408,6 +415,43 @@ async def check_not_ours_is_never_touched(h: Harness) -> None:
         assert await h.outside.exists(obj)
 
 
+async def check_replaced_by_somebody_else_is_not_ours(h: Harness) -> None:
+    """A resource replaced by somebody else after our create (deleted out of band and made
+    again by them, without our mark) is not ours: the next poll says NotOwned, nothing is
+    written to it, and deleting the object leaves it. Only our mark, or the identity the
+    engine recorded at our own create or update (:func:`reconcile.ours`), proves a
+    resource ours; that a create of ours was once recorded proves nothing about what is
+    there now."""
+    manifest = h.manifest("conf-m")
+    async with h.running() as runtime:
+        await runtime.apply(manifest)
+        obj = await h.ready("conf-m", manifest)
+        if not runtime.client.kinds.lookup(obj.api_version, obj.kind).deterministic_identity:
+            return  # the system names each created resource: nothing can take its place
+        await h.idle()
+        replace = getattr(h.outside, "replace", None)
+        if replace is not None:
+            await replace(obj, manifest)
+        else:
+            await h.outside.delete(obj)
+            await h.outside.plant_foreign(manifest)
+        writes = h.writes
+        h.clock.advance(POLL * 1.2)
+        kind, namespace = h.kind_name(manifest), obj.metadata.namespace
+
+        async def refused() -> bool:
+            synced = (await runtime.client.get(kind, "conf-m", namespace=namespace)).status.condition(
+                "Synced"
+            )
+            return synced is not None and synced.reason == "NotOwned"
+
+        await h.until(refused)
+        await runtime.client.delete(kind, "conf-m", namespace=namespace)
+        await h.until_gone(kind, "conf-m", namespace)
+        assert h.writes == writes, "the engine wrote to a resource somebody else put in place of ours"
+        assert await h.outside.exists(obj), "deleting the object deleted somebody else's resource"
+
+
 async def check_create_refuses_a_foreign_resource(h: Harness) -> None:
     """The provider's own ``create``, called directly for a resource somebody else made
     (deterministic identities: the same name): NotOwnedError, and nothing is written.
@@ -491,6 +535,7 @@ CHECKS: tuple[Callable[[Harness], Awaitable[None]], ...] = (
     check_observe_changes_nothing,
     check_crash_between_create_and_record,
     check_not_ours_is_never_touched,
+    check_replaced_by_somebody_else_is_not_ours,
     check_create_refuses_a_foreign_resource,
     check_delete_refuses_a_foreign_resource,
     check_owned_listing_names_this_store,

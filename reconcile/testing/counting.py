@@ -26,7 +26,8 @@ __all__ = ["CountingClient", "CountingProvider"]
 
 class CountingClient:
     """Wraps a provider's client and counts its calls (a create refused with
-    NotOwnedError, which changed nothing, as ``create.refused``). When a call returns the
+    NotOwnedError, which changed nothing, as ``create.refused``, a delete so refused as
+    ``delete.refused``). When a call returns the
     observation that holds after it, observes at once (uncounted) and keeps each
     disagreement in :attr:`disagreements`."""
 
@@ -44,6 +45,12 @@ class CountingClient:
         if said != found:
             self.disagreements.append(
                 f"{call} of {resource.key} returned (exists, up_to_date, owner) {said}, observe saw {found}"
+            )
+        if None not in (returned.identity, seen.identity) and returned.identity != seen.identity:
+            # (None: the provider did not look; two identities must name the same resource.)
+            self.disagreements.append(
+                f"{call} of {resource.key} returned identity {returned.identity!r}, "
+                f"observe saw {seen.identity!r}"
             )
 
     def bind_store(self, identity: str) -> None:
@@ -85,9 +92,14 @@ class CountingClient:
         return after
 
     async def delete(self, resource: AnyResource) -> Observation | None:
-        """Counted delete."""
+        """Counted delete (one refused with NotOwnedError, which changed nothing, as
+        ``delete.refused``)."""
+        try:
+            after = await self.inner.delete(resource)
+        except NotOwnedError:
+            self.calls["delete.refused"] += 1
+            raise
         self.calls["delete"] += 1
-        after = await self.inner.delete(resource)
         await self._check("delete", resource, after)
         return after
 
