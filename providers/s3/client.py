@@ -140,6 +140,9 @@ class S3Client:
         }
         if tags != dict(spec.tags):
             differences.append(f"tags: {_tag_diff(spec.tags, tags)}")
+        if owner is None:
+            # Ours only by the identity recorded (the engine's rule): the tag is put back.
+            differences.append(f"tags: +{OWNER_TAG} (the owner tag is missing)")
         if spec.versioning is not None and versioning != spec.versioning:
             differences.append(f"versioning: {versioning or 'Unversioned'} -> {spec.versioning}")
         return reconcile.Observation(

@@ -90,6 +90,9 @@ async def observe_object(
         differences.append(f"cache_control: {head.get('CacheControl')!r} -> {spec.cache_control!r}")
     if metadata != dict(spec.metadata):
         differences.append("metadata differs")
+    if owner is None:
+        # Ours only by the identity recorded (the engine's rule): the mark is put back.
+        differences.append("owner mark: missing")
     content_differs = bool(differences)
     if spec.tags is not None:
         with s3_errors("GetObjectTagging", spec.bucket):
