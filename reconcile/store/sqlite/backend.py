@@ -16,6 +16,7 @@ import asyncio
 import builtins
 import collections
 import contextlib
+import functools
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -40,7 +41,7 @@ from reconcile.store.finishing import finish
 from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
-from reconcile.store.sqlite.committing import PendingWrite, commit_batch
+from reconcile.store.sqlite.committing import PendingGroup, PendingWrite, commit_batch
 from reconcile.store.sqlite.connections import close_connections, in_thread, open_connection, open_read_only
 from reconcile.store.sqlite.maintenance import (
     compact,
@@ -56,6 +57,11 @@ from reconcile.store.watching import Tail
 __all__ = ["SQLiteStore"]
 
 T = TypeVar("T")
+#: A queued write, or a group of writes committed all or nothing, with its future.
+_Queued = (
+    tuple[PendingWrite, asyncio.Future[WriteResult]]
+    | tuple[PendingGroup, asyncio.Future[builtins.list[WriteResult]]]
+)
 
 _MAX_BATCH = 4096
 _WATCH_PAGE = 1000
@@ -102,9 +108,7 @@ class SQLiteStore:
         self._clock = clock
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
-        self._pending: collections.deque[tuple[PendingWrite, asyncio.Future[WriteResult]]] = (
-            collections.deque()
-        )
+        self._pending: collections.deque[_Queued] = collections.deque()
         self._wake = asyncio.Event()
         self._writer_task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -229,6 +233,23 @@ class SQLiteStore:
             self._wake.set()
         return futures
 
+    async def write_many(
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str
+    ) -> builtins.list[WriteResult]:
+        """Commit every write in one transaction of its own, all or nothing: the first
+        mutation that raises rolls them all back and its exception is raised. It holds
+        the database's write lock for the whole batch (other writers, other processes',
+        wait for it), so it is for batches a user asked to be atomic (``apply --atomic``)."""
+        self._check_writable()
+        assert self._loop is not None
+        if not writes:
+            return []
+        future: asyncio.Future[builtins.list[WriteResult]] = self._loop.create_future()
+        group = PendingGroup([PendingWrite(key, mutation, actor) for key, mutation in writes])
+        self._pending.append((group, future))
+        self._wake.set()
+        return await future
+
     def _check_writable(self) -> None:
         if self.read_only:
             raise StoreError(f"{self.path}: opened read-only")
@@ -263,8 +284,16 @@ class SQLiteStore:
                 # during the commit would spend a whole commit (an fsync) on a few writes
                 # and make everyone else wait for the next one.
                 await asyncio.sleep(0)
-                count = min(len(self._pending), _MAX_BATCH)
-                taken = [self._pending.popleft() for _ in range(count)]
+                first = self._pending[0]
+                if isinstance(first[0], PendingGroup):
+                    self._pending.popleft()
+                    await self._commit_group(first[0], first[1])
+                    continue
+                taken: list[tuple[PendingWrite, asyncio.Future[WriteResult]]] = []
+                while self._pending and len(taken) < _MAX_BATCH:
+                    if isinstance(self._pending[0][0], PendingGroup):
+                        break  # a group commits alone: its rollback must not take others along
+                    taken.append(self._pending.popleft())  # type: ignore[arg-type]
                 await self._commit(taken)
             if self._closing:
                 return
@@ -291,6 +320,30 @@ class SQLiteStore:
                     future.set_exception(result)
                 else:
                     future.set_result(result)
+            self._tail.advance(head)
+
+    async def _commit_group(
+        self, group: PendingGroup, future: asyncio.Future[builtins.list[WriteResult]]
+    ) -> None:
+        if future.done():  # its writer gave up waiting before the commit began: store nothing
+            return
+        assert self._writer is not None
+        with self._tail.local_commit():
+            try:
+                with self._store_errors():
+                    head, results, appended = await in_thread(
+                        self._writer,
+                        functools.partial(commit_batch, all_or_nothing=True),
+                        group.writes,
+                        self._clock(),
+                    )
+            except Exception as exc:  # noqa: BLE001 - the group's writer gets it
+                if not future.done():
+                    future.set_exception(exc)
+                return
+            self._recent.extend(appended)
+            if not future.done():
+                future.set_result([r for r in results if not isinstance(r, BaseException)])
             self._tail.advance(head)
 
     @contextlib.contextmanager
