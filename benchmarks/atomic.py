@@ -26,7 +26,7 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -56,7 +56,7 @@ class LongestCommit:
         self.longest = 0.0
         self._original = committing.commit_batch
 
-    def __enter__(self) -> LongestCommit:
+    def __enter__(self) -> Self:
         original = self._original
 
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -92,7 +92,9 @@ async def apply_once(path: Path, docs: list[dict[str, Any]], *, atomic: bool, he
 
 def main() -> None:
     """Measure and print (and write ``--json``)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path)
@@ -118,7 +120,10 @@ def main() -> None:
             heaps["atomic" if atomic else "group commits"] = row["heap_peak_mib"]
     rows = []
     print(f"{args.size} documents, {args.rounds} rounds each, synchronous=FULL")
-    print(f"{'mode':14} {'median s':>9} {'min s':>7} {'max s':>7} {'docs/s':>8} {'longest commit s':>17} {'heap MiB':>9}")
+    print(
+        f"{'mode':14} {'median s':>9} {'min s':>7} {'max s':>7} {'docs/s':>8} "
+        f"{'longest commit s':>17} {'heap MiB':>9}"
+    )
     for mode, runs in measured.items():
         seconds = [r["seconds"] for r in runs]
         longest = statistics.median(r["longest_commit"] for r in runs)

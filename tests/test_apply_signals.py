@@ -184,19 +184,40 @@ class TestAtomic:
     """``apply --atomic``: one transaction, so none or all of the documents, whatever stops it."""
 
     @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
-    def test_signal_leaves_none_or_all(self, tmp_path: Path, manifests: Path, signum: signal.Signals) -> None:
-        """Signalled once the store is open: none or all stored, exit 128+n, and the message says which."""
+    def test_signal_before_the_transaction_stores_nothing(
+        self, tmp_path: Path, manifests: Path, signum: signal.Signals
+    ) -> None:
+        """Signalled once the store is open (its writer held back): none or all stored,
+        exit 128+n, and the message says which."""
         db = tmp_path / "state.db"
         process = start_apply(db, manifests, "--atomic")
         wait_until(lambda: has_schema(db), process, "the store")
         with writer_paused(db):
             process.send_signal(signum)
+        self.check_none_or_all(db, process, signum)
+
+    @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
+    def test_signal_during_the_transaction_stores_all(
+        self, tmp_path: Path, manifests: Path, signum: signal.Signals
+    ) -> None:
+        """Signalled while its one transaction holds the write lock: it is not cut in
+        the middle (none or all stored), exit 128+n, and the message says which."""
+        db = tmp_path / "state.db"
+        process = start_apply(db, manifests, "--atomic")
+        wait_until(lambda: has_schema(db) and write_locked(db), process, "the apply's transaction")
+        process.send_signal(signum)
+        self.check_none_or_all(db, process, signum)
+
+    @staticmethod
+    def check_none_or_all(db: Path, process: subprocess.Popen[str], signum: signal.Signals) -> None:
+        """The apply ended on the signal, storing none or all, and said which."""
         code, out, err = finish(process)
         count = stored(db)
         assert code == 128 + signum.value, err
         assert count in (0, TOTAL)
+        assert err[0] == f"error: interrupted by {signum.name}"
         if count == 0:
-            assert err[1] == "error: nothing stored (of 10000 documents); re-run apply", err
+            assert err[1:] == ["error: nothing stored (of 10000 documents); re-run apply"], err
             assert out == []
         else:
             assert err[1].startswith("error: stored all 10000 documents"), err
