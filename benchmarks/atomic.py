@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from reconcile import connect  # noqa: E402
-from reconcile.store.sqlite import backend, committing  # noqa: E402
+from reconcile.store.sqlite import writing  # noqa: E402
 from reconcile.testing import example_kinds  # noqa: E402
 
 
@@ -54,7 +54,7 @@ class LongestCommit:
 
     def __init__(self) -> None:
         self.longest = 0.0
-        self._original = committing.commit_batch
+        self._original = writing.commit_batch
 
     def __enter__(self) -> Self:
         original = self._original
@@ -66,11 +66,11 @@ class LongestCommit:
             finally:
                 self.longest = max(self.longest, time.perf_counter() - started)
 
-        backend.commit_batch = timed  # type: ignore[assignment]
+        writing.commit_batch = timed  # type: ignore[assignment]
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        backend.commit_batch = self._original  # type: ignore[assignment]
+        writing.commit_batch = self._original  # type: ignore[assignment]
 
 
 async def apply_once(path: Path, docs: list[dict[str, Any]], *, atomic: bool, heap: bool) -> dict[str, float]:

@@ -34,7 +34,7 @@ from reconcile.store.contract import (
 from reconcile.store.encoding import dumps, load_body
 from reconcile.store.recent import EventRow
 
-__all__ = ["PendingGroup", "PendingWrite", "commit_batch"]
+__all__ = ["PendingWrite", "commit_batch"]
 
 _NAMES_PER_QUERY = 500
 
@@ -46,14 +46,6 @@ class PendingWrite:
     key: ObjectKey
     mutation: Mutation
     actor: str
-
-
-@attrs.define(eq=False)
-class PendingGroup:
-    """Writes waiting to be committed together, all or nothing, in a transaction of
-    their own (``EventStore.write_many``)."""
-
-    writes: list[PendingWrite]
 
 
 @attrs.define(eq=False)
