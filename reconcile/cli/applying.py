@@ -4,6 +4,14 @@
 the first write, and one refused document means none is stored (each problem is one line
 naming the file, the document and the field path). Admission is pure, so checking first
 costs a second pass over memory, not a second write.
+
+The writes are all or nothing too, by default (``--atomic``): one store transaction for
+every document, so a kill at any moment leaves none or all stored. ``--no-atomic`` writes
+runs of 1,024 documents one after the other (less memory, shorter holds of the write
+lock). Either way SIGINT and SIGTERM are taken from Python's defaults (a traceback, or
+death on the spot) while ``apply`` runs: a signal stops it between two runs of writes,
+never inside one, and it says exactly what is stored and where to go on from, exiting
+130 or 143 (:mod:`reconcile.cli.stopping`).
 """
 
 from __future__ import annotations
