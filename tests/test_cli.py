@@ -22,7 +22,7 @@ from helpers import widget
 
 from reconcile import Runtime, connect
 from reconcile.cli import main, maintaining, reading, running
-from reconcile.store.sqlite import backend
+from reconcile.store.sqlite import writing
 from reconcile.store.sqlite.schema import SCHEMA_VERSION
 from reconcile.testing import example_kinds
 
@@ -561,7 +561,7 @@ class TestApplyAndRead:
         def full(*_: object) -> None:
             raise sqlite3.OperationalError("database or disk is full")
 
-        monkeypatch.setattr(backend, "commit_batch", full)
+        monkeypatch.setattr(writing, "commit_batch", full)
         code, _, err = cli("run", "--once", "--timeout", "0.5", "-q")
         assert code == 1
         assert "File default/index: Ready=Unknown" in err

@@ -761,6 +761,59 @@ class TestApplyMany:
         assert isinstance(results[1].error, ConflictError)
         assert await client.revision() == revision
 
+    async def test_atomic_stores_all_in_one_transaction(self, client: Client) -> None:
+        """atomic: every document written together, later ones winning, one result each,
+        and every object heard of by on_applied."""
+        await client.apply(widget("old", 1))
+        heard: list[str] = []
+        results = await client.apply_many(
+            [widget("new", 1), widget("old", 2), widget("new", 7)],
+            atomic=True,
+            on_applied=lambda a: heard.append(a.outcome),
+        )
+        assert [r.outcome for r in results] == ["created", "configured", "configured"]
+        assert heard == ["created", "configured", "configured"]
+        assert (await client.get("widget", "new")).spec.size == 7
+        assert await client.revision() == 4
+
+    async def test_atomic_refusal_at_write_time_stores_nothing(self, client: Client) -> None:
+        """atomic: a document refused only when written (a version its own batch made
+        stale, which the check against the store cannot see) leaves every document
+        unwritten; it says why, the others are skipped."""
+        stored = await client.apply(widget("w1", 1))
+        first, second = widget("w1", 2), widget("w1", 3)
+        for doc in (first, second):
+            doc["metadata"]["resource_version"] = stored.metadata.resource_version  # type: ignore[index]
+        revision = await client.revision()
+        results = await client.apply_many([widget("w2", 1), first, second], atomic=True)
+        assert [r.outcome for r in results] == ["skipped", "skipped", "refused"]
+        assert isinstance(results[2].error, ConflictError)
+        assert await client.revision() == revision
+        assert (await client.get("widget", "w1")).spec.size == 1
+        with pytest.raises(NotFoundError):
+            await client.get("widget", "w2")
+
+    async def test_atomic_stop_before_the_transaction_stores_nothing(self, client: Client) -> None:
+        """atomic with a stop already asked for: nothing written, every document skipped."""
+        results = await client.apply_many([widget("w1"), widget("w2")], atomic=True, stop=lambda: True)
+        assert [r.outcome for r in results] == ["skipped", "skipped"]
+        assert await client.revision() == 0
+
+    async def test_stop_ends_between_runs(self, client: Client) -> None:
+        """Without atomic, stop is asked before each run: the runs before it are stored,
+        the rest skipped (each with its key)."""
+        asked: list[int] = []
+
+        def stop() -> bool:
+            asked.append(1)
+            return len(asked) > 2
+
+        results = await client.apply_many([widget(f"w{i}") for i in range(5)], batch=2, stop=stop)
+        assert [r.outcome for r in results] == ["created"] * 4 + ["skipped"]
+        assert results[4].key is not None
+        assert results[4].key.name == "w4"
+        assert await client.revision() == 4
+
     async def test_a_thousand_documents(self, client: Client) -> None:
         """A thousand documents (four concurrent runs of 256): every one created."""
         results = await client.apply_many([widget(f"w{i}", i) for i in range(1000)])

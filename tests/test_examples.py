@@ -48,6 +48,17 @@ class TestExamples:
         assert "DeletionRequested  bob" in result.stdout
         assert "verify: 8 events, 2 live objects, OK" in result.stdout
 
+    def test_atomic_benchmark_smoke(self, tmp_path: Path) -> None:
+        """benchmarks/atomic.py applies a few documents both ways and writes its JSON."""
+        out = tmp_path / "atomic.json"
+        script = str(ROOT / "benchmarks" / "atomic.py")
+        result = run(script, "--size", "50", "--rounds", "2", "--json", str(out))
+        assert result.returncode == 0, result.stderr
+        rows = {row["mode"]: row for row in json.loads(out.read_text())["rows"]}
+        assert set(rows) == {"atomic", "group commits"}
+        assert all(row["median_s"] > 0 and row["heap_peak_mib"] > 0 for row in rows.values())
+        assert "longest commit" in result.stdout
+
     def test_store_benchmark_smoke(self, tmp_path: Path) -> None:
         """benchmarks/store.py runs at a tiny size and writes its JSON."""
         out = tmp_path / "store.json"

@@ -11,7 +11,7 @@ import pytest
 
 from reconcile import ObjectKey
 from reconcile.store import Put, SQLiteStore
-from reconcile.store.sqlite import backend
+from reconcile.store.sqlite import writing
 
 CHAINS = 32
 STEPS = 8
@@ -27,13 +27,13 @@ async def test_released_writers_join_the_next_commit(tmp_path: Path, monkeypatch
     event loop), so the chains fall into step: one commit per step, not a second one
     for a straggler (every commit costs an fsync, and a small commit wastes it)."""
     batches: list[int] = []
-    commit = backend.commit_batch
+    commit = writing.commit_batch
 
     def counting(conn: Any, batch: Sequence[Any], now: float) -> Any:
         batches.append(len(batch))
         return commit(conn, batch, now)
 
-    monkeypatch.setattr(backend, "commit_batch", counting)
+    monkeypatch.setattr(writing, "commit_batch", counting)
 
     async def chain(i: int, store: SQLiteStore) -> None:
         for _ in range(i):  # start i turns of the loop late

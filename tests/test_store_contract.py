@@ -148,6 +148,58 @@ class TestStoreContract:
         assert order.index("event") >= 6, order
         assert store.submit_many([], actor="t") == []
 
+    async def test_write_many_commits_every_write_together(self, store: EventStore) -> None:
+        """write_many: one result per write, in order; two writes of one key chain; one
+        revision per event, all visible at once."""
+        keys = [ObjectKey(KEY.api_group, KEY.kind, "default", f"w{i}") for i in range(3)]
+        writes = [(k, put(name=k.name)) for k in keys]
+        writes.append((keys[0], put("SpecChanged", name="w0", size=7)))
+        results = await store.write_many(writes, actor="t")
+        assert [(r.revision, r.written) for r in results] == [(1, True), (2, True), (3, True), (4, True)]
+        assert await store.revision() == 4
+        stored = await store.read(keys[0])
+        assert stored is not None
+        assert stored.body["spec"]["size"] == 7
+        assert await store.write_many([], actor="t") == []
+
+    async def test_write_many_is_all_or_nothing(self, store: EventStore) -> None:
+        """One mutation that raises rolls back every write of the batch, and its error is raised."""
+        await store.write(KEY, put(size=1), actor="t")
+
+        def failing(_current: StoredObject | None) -> None:
+            raise ConflictError("no")
+
+        keys = [ObjectKey(KEY.api_group, KEY.kind, "default", f"w{i}") for i in range(3)]
+        writes = [(k, put(name=k.name)) for k in keys]
+        writes.insert(1, (KEY, put("SpecChanged", size=2)))
+        writes.append((KEY, failing))
+        with pytest.raises(ConflictError, match="no"):
+            await store.write_many(writes, actor="t")
+        assert await store.revision() == 1
+        assert [await store.read(k) for k in keys] == [None, None, None]
+        stored = await store.read(KEY)
+        assert stored is not None
+        assert stored.body["spec"]["size"] == 1
+        assert (await store.verify()).ok
+
+    async def test_write_many_rollback_spares_concurrent_writes(self, store: EventStore) -> None:
+        """Writes queued around a refused write_many are committed; only the batch is rolled back."""
+
+        def failing(_current: StoredObject | None) -> None:
+            raise ConflictError("no")
+
+        keys = [ObjectKey(KEY.api_group, KEY.kind, "default", f"w{i}") for i in range(4)]
+        before = store.submit_many([(keys[0], put(name="w0"))], actor="t")
+        batch = asyncio.ensure_future(
+            store.write_many([(keys[1], put(name="w1")), (keys[2], failing)], actor="t")
+        )
+        await asyncio.sleep(0)  # queued after the first write, before the last
+        after = store.submit_many([(keys[3], put(name="w3"))], actor="t")
+        results = await asyncio.gather(*before, batch, *after, return_exceptions=True)
+        assert isinstance(results[1], ConflictError)
+        assert [await store.read(k) is not None for k in keys] == [True, False, False, True]
+        assert await store.revision() == 2
+
     async def test_note_does_not_touch_the_object(self, store: EventStore) -> None:
         """A note appends an event without a snapshot and leaves resource_version alone."""
         await store.write(KEY, put(), actor="t")

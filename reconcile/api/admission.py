@@ -1,8 +1,10 @@
 """Admission: a manifest becomes a canonical, defaulted, validated body, or is rejected.
 
 Everything is checked before anything is stored, and every problem is reported at once
-with its field path: the envelope (``api_version``, ``kind``, unknown top-level fields),
-the metadata (DNS-1123 names, qualified label keys, label values), the spec (strict types
+with its field path: every value first (no string without a UTF-8 encoding, no integer
+past 64 bits: the one walk of the whole document that every kind gets), the envelope
+(``api_version``, ``kind``, unknown top-level fields), the metadata (DNS-1123 names,
+qualified label keys, label values), the spec (strict types
 and unknown fields through the one converter, the kind's attrs validators and its
 ``validate`` hook, then its ``admit`` hook with the provider's configuration and the
 manifest's origin). Defaults come from the spec class, so the stored object always has its
@@ -34,7 +36,14 @@ from reconcile.model.manifests import check_depth
 from reconcile.model.meta import ObjectMeta
 from reconcile.model.resource import Resource
 from reconcile.model.serde import structure_errors
-from reconcile.model.validation import dns1123_label, dns1123_subdomain, label_value, qualified_name
+from reconcile.model.validation import (
+    dns1123_label,
+    dns1123_subdomain,
+    label_value,
+    printable,
+    qualified_name,
+    unstorable,
+)
 from reconcile.store import ADMISSION_HEADROOM, MAX_OBJECT_BYTES
 from reconcile.store.encoding import dumps, loads
 
@@ -147,6 +156,12 @@ class Admission:
             check_depth(manifest)
         except ValueError as exc:
             raise InvalidError([FieldError("", str(exc))], subject=self._subject(manifest)) from None
+        # Before anything else reads a value: no later check, message or encoder has to
+        # cope with a string that cannot be encoded or an integer that cannot be stored.
+        hostile = unstorable(manifest)
+        if hostile:
+            errors = [FieldError(path, reason) for path, reason in hostile]
+            raise InvalidError(errors, subject=self._subject(manifest))
         errors = self._envelope_errors(manifest)
         api_version, kind_name = manifest.get("api_version"), manifest.get("kind")
         if not isinstance(api_version, str) or not api_version:
@@ -186,6 +201,10 @@ class Admission:
             if not isinstance(patch, Mapping):
                 errors.append(FieldError(f"metadata.{field}", "expected a mapping"))
                 continue
+            hostile = unstorable(patch, f"metadata.{field}")
+            if hostile:
+                errors += [FieldError(path, reason) for path, reason in hostile]
+                continue
             for key, value in patch.items():
                 path = f"metadata.{field}[{key!r}]"
                 if not isinstance(key, str):
@@ -219,7 +238,10 @@ class Admission:
         meta = manifest.get("metadata")
         name = meta.get("name") if isinstance(meta, Mapping) else None
         kind = manifest.get("kind")
-        parts = [str(kind) if isinstance(kind, str) else "", f'"{name}"' if isinstance(name, str) else ""]
+        parts = [
+            printable(kind) if isinstance(kind, str) else "",
+            f'"{printable(name)}"' if isinstance(name, str) else "",
+        ]
         return " ".join(p for p in parts if p)
 
     @staticmethod

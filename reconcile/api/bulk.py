@@ -10,7 +10,17 @@ admitted, and every mutation is dry-run against what is stored (the same functio
 write runs, so the same checks) together with the identity claims, and if any is refused
 nothing is written. The writes themselves are one store write per object, committed in
 group commits, not one multi-object transaction: a store failure in the middle (a full
-disk) leaves the documents before it applied and says so in their results.
+disk), or a process killed in the middle, leaves the documents before it applied and
+says so in their results. ``stop`` is asked before each run of writes is queued: a
+caller stopping on a signal ends the apply cleanly after the run in flight, the rest
+``skipped``.
+
+``atomic`` makes it all or nothing *through the writes too*: it implies
+``check_all_first``, and every document is written in one store transaction
+(``EventStore.write_many``), so a refusal found only then (a conflicting write that came
+after the check), a full disk, a crash or a SIGKILL leaves none of them stored. It costs
+holding the store's write lock for the whole apply (other writers wait: about 0.2 s for
+10,000 small documents) and every serialized body in memory at once.
 """
 
 from __future__ import annotations
@@ -26,10 +36,10 @@ import attrs
 
 from reconcile.api.admission import Admitted
 from reconcile.api.conflicts import Declared, conflict_error, conflicting
-from reconcile.errors import FieldError, InvalidError, ReconcileError
+from reconcile.errors import FieldError, InvalidError, ReconcileError, StoreError
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
-from reconcile.store.contract import WriteResult
+from reconcile.store.contract import Mutation, StoredObject, WriteResult
 
 if TYPE_CHECKING:
     from reconcile.api.client import Client
@@ -133,14 +143,19 @@ async def apply_many(
     check_all_first: bool = False,
     batch: int = 1024,
     on_applied: Callable[[Applied], None] | None = None,
+    atomic: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> list[Applied]:
     """Apply every manifest; one :class:`Applied` per manifest, in order. A later
     document declaring the same object as an earlier one is applied after it (never in
     the same concurrent run), so it wins, as it would one by one. ``on_applied`` hears of
-    each written document as soon as its write is durable (a cache puts it in at once)."""
+    each written document as soon as its write is durable (a cache puts it in at once).
+    With ``atomic``, all are stored in one transaction or none is. ``stop`` is asked
+    before each run of ``batch`` writes (before the one transaction, with ``atomic``):
+    when it answers True, the apply ends there, the documents not written ``skipped``."""
     results: list[Applied | None] = [None] * len(manifests)
     admitted = await _admit(client, manifests, results, origins=origins)
-    if check_all_first:
+    if check_all_first or atomic:
         await _check_all(client, admitted, results, manager)
         if any(r is not None for r in results):
             return [
@@ -151,9 +166,18 @@ async def apply_many(
     # the one before commits was measured too: no faster, the writer's thread and the
     # loop's holding the one interpreter by turns.)
     writes = _Writes(client, manager, results, on_applied)
-    for run in _runs(admitted, batch):
-        await writes.write(run)
-    return [r if r is not None else Applied(None, "skipped") for r in results]
+    if atomic:
+        if stop is None or not stop():
+            await writes.write_all(admitted)
+    else:
+        for run in _runs(admitted, batch):
+            if stop is not None and stop():
+                break
+            await writes.write(run)
+    return [
+        r or Applied(_key(a), "skipped")
+        for r, a in zip(results, _by_index(admitted, len(manifests)), strict=True)
+    ]
 
 
 async def _admit(
@@ -203,6 +227,41 @@ class _Writes:
         await asyncio.gather(*futures, return_exceptions=True)
         if self.raised:
             raise self.raised[0]
+
+    async def write_all(self, admitted: list[tuple[int, Admitted]]) -> None:
+        """Write every document in one store transaction: all results, or one refusal
+        (that document ``refused``, the others ``skipped``) and nothing stored."""
+        writes = [self.client.apply_write(item, manager=self.manager) for _, item in admitted]
+        # The document whose mutation ran last: when one raises, it names the refused one.
+        running: list[tuple[int, Admitted]] = []
+
+        def tracked(index: int, item: Admitted, mutation: Mutation) -> Mutation:
+            def run(current: StoredObject | None) -> Any:
+                running.append((index, item))
+                return mutation(current)
+
+            return run
+
+        try:
+            done = await self.client.store.write_many(
+                [
+                    (key, tracked(index, item, mutation))
+                    for (index, item), (key, mutation, _) in zip(admitted, writes, strict=True)
+                ],
+                actor=self.manager,
+            )
+        except (ReconcileError, OSError) as exc:
+            if isinstance(exc, ReconcileError) and not isinstance(exc, StoreError) and running:
+                index, item = running[-1]
+                self.results[index] = Applied(_key(item), "refused", error=exc)
+            else:  # the store failed (a full disk), not a document: every one says so
+                for index, item in admitted:
+                    self.results[index] = Applied(_key(item), "refused", error=exc)
+            return
+        for (index, _), (_, _, finish), result in zip(admitted, writes, done, strict=True):
+            applied = self.results[index] = finish(result)
+            if self.on_applied is not None:
+                self.on_applied(applied)
 
     def _landed(
         self, index: int, item: Admitted, finish: Callable[[WriteResult], Applied], future: Any

@@ -205,9 +205,12 @@ class Client(Reading):
         check_all_first: bool = False,
         batch: int = 1024,
         on_applied: Callable[[Applied], None] | None = None,
+        atomic: bool = False,
+        stop: Callable[[], bool] | None = None,
     ) -> builtins.list[Applied]:
         """Apply many manifests, one result per manifest in their order (see
-        :func:`reconcile.api.bulk.apply_many`)."""
+        :func:`reconcile.api.bulk.apply_many`). ``atomic``: all are stored, in one store
+        transaction, or none is (implies ``check_all_first``)."""
         return await bulk.apply_many(
             self,
             manifests,
@@ -216,6 +219,8 @@ class Client(Reading):
             check_all_first=check_all_first,
             batch=batch,
             on_applied=on_applied,
+            atomic=atomic,
+            stop=stop,
         )
 
     async def update(self, obj: AnyResource, *, manager: str = DEFAULT_MANAGER) -> AnyResource | None:

@@ -4,6 +4,14 @@
 the first write, and one refused document means none is stored (each problem is one line
 naming the file, the document and the field path). Admission is pure, so checking first
 costs a second pass over memory, not a second write.
+
+The writes are all or nothing too, by default (``--atomic``): one store transaction for
+every document, so a kill at any moment leaves none or all stored. ``--no-atomic`` writes
+runs of 1,024 documents one after the other (less memory, shorter holds of the write
+lock). Either way SIGINT and SIGTERM are taken from Python's defaults (a traceback, or
+death on the spot) while ``apply`` runs: a signal stops it between two runs of writes,
+never inside one, and it says exactly what is stored and where to go on from, exiting
+130 or 143 (:mod:`reconcile.cli.stopping`).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import click
 
 from reconcile.api import Client
 from reconcile.api.admission import Admission, Admitted
+from reconcile.api.bulk import Applied
 from reconcile.cli.completing import complete_kinds, complete_names
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
@@ -29,6 +38,7 @@ from reconcile.cli.reading import list_all
 from reconcile.cli.remembering import with_remembered_roots
 from reconcile.cli.rendering import as_yaml, qualified
 from reconcile.cli.settings import Settings
+from reconcile.cli.stopping import Stop, stopping_on_signals
 from reconcile.errors import FieldError, InvalidError, NotFoundError
 from reconcile.model import Document, Event, EventType, Resource, load_manifests, read_manifests
 from reconcile.model.external import ANNOTATION_ADOPT
@@ -36,6 +46,10 @@ from reconcile.model.external import ANNOTATION_ADOPT
 __all__ = ["Declared", "admit_all", "read_documents"]
 
 STDIN = "-"
+#: ``apply``'s default for ``--atomic``: one transaction was no slower for 10,000
+#: documents (0.76 s against 0.81 s, ``benchmarks/atomic.py``), for a longer hold of the
+#: write lock (0.16 s against 0.02 s) and a larger heap (63 MiB against 45 MiB).
+ATOMIC_DEFAULT = True
 
 
 @attrs.frozen
@@ -142,15 +156,23 @@ _FILENAMES = click.option(
 @click.option(
     "--plan", "plan_only", is_flag=True, help="Store nothing: show what run would do (reconcile plan -f)."
 )
+@click.option(
+    "--atomic/--no-atomic",
+    default=ATOMIC_DEFAULT,
+    show_default=True,
+    help="Store every object in one transaction: all or none, even if killed. --no-atomic "
+    "stores them 1,024 at a time (less memory, shorter holds of the store's write lock); "
+    "SIGINT/SIGTERM then stop after those in flight, saying what was stored.",
+)
 @click.pass_obj
-def apply(settings: Settings, filenames: tuple[str, ...], plan_only: bool) -> None:
+def apply(settings: Settings, filenames: tuple[str, ...], plan_only: bool, atomic: bool) -> None:
     """Declare the objects in manifests (YAML or JSON, multi-document)."""
     if plan_only:
         from reconcile.cli.planning import show_plan  # noqa: PLC0415 - planning builds on this module
 
         show_plan(settings, filenames)
         return
-    run_async(_apply(settings, filenames))
+    run_async(_apply(settings, filenames, atomic=atomic))
 
 
 async def _refusal_lines(client: Client, declared: Declared, error: Exception) -> list[str]:
@@ -172,35 +194,74 @@ async def _refusal_lines(client: Client, declared: Declared, error: Exception) -
     return invalid_lines(InvalidError(list(errors), subject=subject, source=declared.document.location))
 
 
-async def _apply(settings: Settings, filenames: Sequence[str]) -> None:
-    documents = read_documents(filenames)
-    settings = await with_remembered_roots(settings)
-    declared_all = admit_all(settings.admission(), documents)
-    async with settings.client(create=True) as client:
-        # One admission per document (done above, for every document before anything is
-        # written), and one mutation per document: checked against what is stored for
-        # all first (immutable fields, deletions, claims), then written in group commits.
-        results = await client.apply_many([d.admitted for d in declared_all], check_all_first=True)
-        if all(r.outcome in ("refused", "skipped") for r in results) and any(r.error for r in results):
-            # Nothing was written. A document the store's state refuses is bad input (exit
-            # 2); a conflict (a stale resource_version) is a runtime failure (exit 1).
-            errors = [r.error for r in results if r.error is not None]
-            if not all(isinstance(e, InvalidError) for e in errors):
-                raise next(e for e in errors if not isinstance(e, InvalidError))
-            problems = [
-                line
-                for declared, result in zip(declared_all, results, strict=True)
-                if result.error is not None
-                for line in await _refusal_lines(client, declared, result.error)
-            ]
-            raise BadInput(*problems)
-        for declared, result in zip(declared_all, results, strict=True):
-            if result.outcome in ("created", "configured", "unchanged"):
-                click.echo(f"{declared.name} {result.outcome}")
-        failed = next((r.error for r in results if r.error is not None), None)
-        if failed is not None:
-            # What was applied stays applied (and was printed); the first failure says why.
-            raise failed
+async def _apply(settings: Settings, filenames: Sequence[str], *, atomic: bool) -> None:
+    with stopping_on_signals() as stop:
+        documents = read_documents(filenames)
+        settings = await with_remembered_roots(settings)
+        declared_all = admit_all(settings.admission(), documents)
+        if stop():
+            raise stop.interrupted(f"nothing stored (of {len(declared_all)} documents); re-run apply")
+        async with settings.client(create=True) as client:
+            # One admission per document (done above, for every document before anything
+            # is written), and one mutation per document: checked against what is stored
+            # for all first (immutable fields, deletions, claims), then written in group
+            # commits, or in one transaction with --atomic. A signal stops the apply
+            # between two runs of writes (never inside one), and it says where.
+            results = await client.apply_many(
+                [d.admitted for d in declared_all], check_all_first=True, atomic=atomic, stop=stop
+            )
+            await _report(client, declared_all, results, stop)
+
+
+_STORED = ("created", "configured", "unchanged")
+
+
+def _stopped_lines(declared_all: Sequence[Declared], results: Sequence[Applied]) -> list[str]:
+    """What an interrupted apply stored and what it did not: the stored documents are
+    the first ones (runs are written in order, each after the one before is durable)."""
+    total = len(declared_all)
+    stored = [i for i, r in enumerate(results) if r.outcome in _STORED]
+    if not stored:
+        return [f"nothing stored (of {total} documents); re-run apply"]
+    last = declared_all[stored[-1]].document.location
+    if len(stored) == total:
+        return [f"stored all {total} documents (up to {last}) before stopping; nothing left to apply"]
+    rest = next(i for i, r in enumerate(results) if r.outcome not in _STORED)
+    first_missing = declared_all[rest].document.location
+    line = (
+        f"stored {len(stored)} of {total} documents (up to {last}); not stored: the other "
+        f"{total - len(stored)} (from {first_missing}); re-run apply to finish"
+    )
+    return [line]
+
+
+async def _report(
+    client: Client, declared_all: Sequence[Declared], results: Sequence[Applied], stop: Stop
+) -> None:
+    """Print what the apply did; raise what stopped it (a refusal, a failure, a signal)."""
+    if all(r.outcome in ("refused", "skipped") for r in results) and any(r.error for r in results):
+        # Nothing was written. A document the store's state refuses is bad input (exit
+        # 2); a conflict (a stale resource_version) is a runtime failure (exit 1).
+        errors = [r.error for r in results if r.error is not None]
+        if not all(isinstance(e, InvalidError) for e in errors):
+            raise next(e for e in errors if not isinstance(e, InvalidError))
+        problems = [
+            line
+            for declared, result in zip(declared_all, results, strict=True)
+            if result.error is not None
+            for line in await _refusal_lines(client, declared, result.error)
+        ]
+        raise BadInput(*problems)
+    for declared, result in zip(declared_all, results, strict=True):
+        if result.outcome in _STORED:
+            click.echo(f"{declared.name} {result.outcome}")
+    failed = next((r.error for r in results if r.error is not None), None)
+    if stop():
+        reason = [] if failed is None else [f"and: {failed}"]
+        raise stop.interrupted(*_stopped_lines(declared_all, results), *reason)
+    if failed is not None:
+        # What was applied stays applied (and was printed); the first failure says why.
+        raise failed
 
 
 def _comparable(body: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any]:

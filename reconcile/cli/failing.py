@@ -8,11 +8,13 @@ Exit codes (stable, for scripts):
   a verify that found differences);
 * ``2``: bad input (a manifest, a flag, a database path that is not a reconcile store);
   nothing was written;
-* ``130``: interrupted before it finished.
+* ``130``: interrupted (SIGINT, Ctrl-C) before it finished; ``143``: stopped by SIGTERM
+  (128 + the signal's number, as shells report it). ``apply`` says what it stored.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 
 from reconcile.errors import InvalidError
@@ -51,9 +53,15 @@ class BadInput(Failure):
 
 
 class Interrupted(Failure):
-    """A one-shot command was stopped by a signal (Ctrl-C, SIGTERM) before it finished."""
+    """A one-shot command was stopped by a signal (Ctrl-C, SIGTERM) before it finished.
+    With ``signum``, it exits 128 + that signal's number (143 for SIGTERM)."""
 
     exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, *lines: str, signum: signal.Signals | None = None) -> None:
+        super().__init__(*lines)
+        if signum is not None:
+            self.exit_code = 128 + signum.value
 
 
 def invalid_lines(error: InvalidError) -> list[str]:

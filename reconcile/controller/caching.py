@@ -198,6 +198,7 @@ class CachedClient:
         *,
         origins: Sequence[Path | None] | None = None,
         check_all_first: bool = False,
+        atomic: bool = False,
     ) -> builtins.list[Applied]:
         """``Client.apply_many``, each written object into the cache as its write lands."""
         gone: list[ObjectKey] = []
@@ -217,6 +218,7 @@ class CachedClient:
             origins=origins,
             check_all_first=check_all_first,
             on_applied=landed,
+            atomic=atomic,
         )
         if gone:
             revision = await self.client.revision()

@@ -412,11 +412,15 @@ class Runtime:
         manager: str = "reconcile",
         origins: Sequence[Path | None] | None = None,
         check_all_first: bool = False,
+        atomic: bool = False,
     ) -> list[Applied]:
         """Declare many objects (``Client.apply_many``: one admission each, writes
-        sharing group commits, one result per manifest), through the controllers' cache."""
+        sharing group commits, one result per manifest), through the controllers' cache.
+        ``atomic``: all stored in one transaction, or none."""
         cached = CachedClient(self.client, self.cache, manager=manager)
-        return await cached.apply_many(manifests, origins=origins, check_all_first=check_all_first)
+        return await cached.apply_many(
+            manifests, origins=origins, check_all_first=check_all_first, atomic=atomic
+        )
 
     def _controller_for(self, api_group: str, kind: str) -> Controller | None:
         return next(

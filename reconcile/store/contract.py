@@ -230,6 +230,15 @@ class EventStore(Protocol):
         does not affect the others). Callbacks added to a future run before the write's
         watch events are delivered."""
 
+    async def write_many(
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str
+    ) -> builtins.list[WriteResult]:
+        """Run every write's mutation in order (of two writes of one key, the second sees
+        the first) and commit them in one transaction: all are stored or none is. One
+        WriteResult per write, once all are durable; the first mutation that raises
+        rolls every write back and its exception is raised. A crash or a kill at any
+        point leaves none or all of them."""
+
     async def read(self, key: ObjectKey) -> StoredObject | None:
         """The current object, or None."""
 

@@ -1,7 +1,8 @@
 """The SQLite backend: an event log and its projection in one file, WAL mode.
 
 Two aiosqlite connections: a writer, whose thread runs each group-commit batch in one
-call (:mod:`.committing`), and a reader for gets, lists, history and watches, which in WAL
+call (:mod:`.committing`), fed by one task that queues and batches the writes
+(:mod:`.writing`), and a reader for gets, lists, history and watches, which in WAL
 mode never waits for the writer. Several processes may open the same file: SQLite's
 write lock and busy timeout serialize their transactions, and watches learn of the other
 processes' commits by polling the head revision (:mod:`reconcile.store.watching`).
@@ -14,11 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import collections
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -40,7 +40,6 @@ from reconcile.store.finishing import finish
 from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
-from reconcile.store.sqlite.committing import PendingWrite, commit_batch
 from reconcile.store.sqlite.connections import close_connections, in_thread, open_connection, open_read_only
 from reconcile.store.sqlite.maintenance import (
     compact,
@@ -51,13 +50,13 @@ from reconcile.store.sqlite.maintenance import (
     verify,
 )
 from reconcile.store.sqlite.paging import page_of
+from reconcile.store.sqlite.writing import Writer, store_errors
 from reconcile.store.watching import Tail
 
 __all__ = ["SQLiteStore"]
 
 T = TypeVar("T")
 
-_MAX_BATCH = 4096
 _WATCH_PAGE = 1000
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _EVENT_COLUMNS = (
@@ -102,16 +101,9 @@ class SQLiteStore:
         self._clock = clock
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
-        self._pending: collections.deque[tuple[PendingWrite, asyncio.Future[WriteResult]]] = (
-            collections.deque()
-        )
-        self._wake = asyncio.Event()
-        self._writer_task: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._writer_failure: BaseException | None = None
         self._tail = Tail(self.revision, fast=poll_interval[0], slow=poll_interval[1])
         self._recent = RecentEvents()
-        self._closing = False
+        self._writes = Writer(self.path, clock, self._tail, self._recent)
         self._close_task: asyncio.Task[None] | None = None
 
     @property
@@ -144,12 +136,7 @@ class SQLiteStore:
         except BaseException:
             await self._close_connections()
             raise
-        # The loop the store serves (its connections' results come back to it): kept, so
-        # a write does not look it up again (get_running_loop() per call adds up).
-        self._loop = asyncio.get_running_loop()
-        self._writer_task = self._loop.create_task(
-            self._write_loop(), name=f"reconcile-store-writer {self.path}"
-        )
+        self._writes.start(self._writer)
         return self
 
     async def _open_read_only(self) -> Self:
@@ -176,7 +163,7 @@ class SQLiteStore:
         """Commit what is queued, end every watch, and close the connections: once, to
         the end even if the caller is cancelled (a second call waits for the first)."""
         if self._close_task is None:
-            self._closing = True
+            self._writes.shut()
             self._close_task = asyncio.get_running_loop().create_task(
                 self._close(), name=f"close {self.path}"
             )
@@ -186,11 +173,8 @@ class SQLiteStore:
         # Cancelled anywhere (asyncio.run cancels what is left at its end), the connections
         # are still closed: their threads would keep the process from exiting.
         try:
-            if self._writer_task is not None:
-                self._wake.set()
-                # A writer that died already failed every waiting write; closing still closes.
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await self._writer_task
+            # A writer that died already failed every waiting write; closing still closes.
+            await self._writes.stop()
             await self._tail.close()
         finally:
             await self._close_connections()
@@ -205,11 +189,7 @@ class SQLiteStore:
     async def write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
         """Queue a write for the next group commit and wait until it is durable."""
         self._check_writable()
-        assert self._loop is not None  # opened: _check_writable found the writer
-        future: asyncio.Future[WriteResult] = self._loop.create_future()
-        self._pending.append((PendingWrite(key, mutation, actor), future))
-        self._wake.set()
-        return await future
+        return await self._writes.submit(key, mutation, actor)
 
     def submit_many(
         self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str
@@ -218,91 +198,31 @@ class SQLiteStore:
         future per write, resolved when the commit holding it ends, before the tail
         wakes the watches."""
         self._check_writable()
-        loop = self._loop
-        assert loop is not None
-        futures: list[asyncio.Future[WriteResult]] = []
-        for key, mutation in writes:
-            future: asyncio.Future[WriteResult] = loop.create_future()
-            self._pending.append((PendingWrite(key, mutation, actor), future))
-            futures.append(future)
-        if futures:
-            self._wake.set()
-        return futures
+        return self._writes.submit_many(writes, actor)
+
+    async def write_many(
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str
+    ) -> builtins.list[WriteResult]:
+        """Commit every write in one transaction of its own, all or nothing: the first
+        mutation that raises rolls them all back and its exception is raised. It holds
+        the database's write lock for the whole batch (other writers, other processes',
+        wait for it), so it is for batches a user asked to be atomic (``apply --atomic``)."""
+        self._check_writable()
+        if not writes:
+            return []
+        return await self._writes.submit_group(writes, actor)
+
+    @property
+    def _writer_task(self) -> asyncio.Task[None] | None:
+        return self._writes.task
 
     def _check_writable(self) -> None:
         if self.read_only:
             raise StoreError(f"{self.path}: opened read-only")
-        if self._closing or self._writer_task is None:
-            raise StoreError(f"{self.path}: store is closed")
-        if self._writer_task.done():
-            raise StoreError(f"{self.path}: the writer stopped ({self._writer_failure!r}); reopen the store")
+        self._writes.check()
 
-    async def _write_loop(self) -> None:
-        # If this task ever dies, no write may wait forever: fail every queued write
-        # loudly, and make every later write fail at once (see write()).
-        try:
-            await self._write_batches()
-        except BaseException as exc:
-            self._writer_failure = exc
-            error = StoreError(f"{self.path}: the writer stopped ({exc!r})")
-            while self._pending:
-                _, future = self._pending.popleft()
-                if not future.done():
-                    future.set_exception(error)
-            raise
-
-    async def _write_batches(self) -> None:
-        assert self._writer is not None
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._pending:
-                # One turn of the loop first: the writers the last commit released are
-                # ready to run and most write again at once (a reconcile's next step,
-                # the next document of an apply). Taking only the stragglers that came
-                # during the commit would spend a whole commit (an fsync) on a few writes
-                # and make everyone else wait for the next one.
-                await asyncio.sleep(0)
-                count = min(len(self._pending), _MAX_BATCH)
-                taken = [self._pending.popleft() for _ in range(count)]
-                await self._commit(taken)
-            if self._closing:
-                return
-
-    async def _commit(self, taken: list[tuple[PendingWrite, asyncio.Future[WriteResult]]]) -> None:
-        assert self._writer is not None
-        batch = [write for write, _ in taken]
-        with self._tail.local_commit():
-            try:
-                with self._store_errors():
-                    head, results, appended = await in_thread(
-                        self._writer, commit_batch, batch, self._clock()
-                    )
-            except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets it
-                for _, future in taken:
-                    if not future.done():
-                        future.set_exception(exc)
-                return
-            self._recent.extend(appended)
-            for (_, future), result in zip(taken, results, strict=True):
-                if future.done():
-                    continue
-                if isinstance(result, BaseException):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
-            self._tail.advance(head)
-
-    @contextlib.contextmanager
-    def _store_errors(self) -> Iterator[None]:
-        """Translate sqlite3's errors at the store's boundary, as httpcore's
-        ``map_exceptions`` does: a StoreError naming the database, raised from the
-        original (a full disk says so)."""
-        try:
-            yield
-        except sqlite3.Error as exc:
-            full = "disk full: " if "disk is full" in str(exc) else ""
-            raise StoreError(f"{self.path}: {full}{exc}") from exc
+    def _store_errors(self) -> contextlib.AbstractContextManager[None]:
+        return store_errors(self.path)
 
     # -- reading -----------------------------------------------------------------------
 

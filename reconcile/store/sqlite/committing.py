@@ -5,7 +5,8 @@ which runs in the writer connection's thread: ``BEGIN IMMEDIATE`` (which also se
 us with other processes on the same file), read the head revision and the current rows of
 every key in the batch, run each write's mutation in submission order against the
 in-batch state, then insert the events and upsert the projection rows with
-``executemany`` and commit once. A mutation that raises fails only its own write.
+``executemany`` and commit once. A mutation that raises fails only its own write, except
+in an all-or-nothing batch (``EventStore.write_many``), which it rolls back whole.
 Revisions are assigned here, under the write lock, so they are gap-free and in commit
 order: a watcher can never see revision N+1 before N.
 """
@@ -107,10 +108,12 @@ def _stamp(body: Body, revision: int) -> str:
 
 
 def commit_batch(
-    conn: sqlite3.Connection, batch: Sequence[PendingWrite], now: float
+    conn: sqlite3.Connection, batch: Sequence[PendingWrite], now: float, *, all_or_nothing: bool = False
 ) -> tuple[int, list[WriteResult | BaseException], list[EventRow]]:
     """Apply ``batch`` in one transaction; return the new head, one result per write, and
-    the events appended (what :class:`~reconcile.store.recent.RecentEvents` keeps)."""
+    the events appended (what :class:`~reconcile.store.recent.RecentEvents` keeps). With
+    ``all_or_nothing`` the first mutation that raises rolls the whole batch back, and its
+    exception is raised."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
@@ -128,8 +131,10 @@ def commit_batch(
                 next_id += 1
             try:
                 results.append(_run_one(write, slot, head + 1, now, events, claims=claims))
-            except Exception as exc:  # noqa: BLE001 - delivered to that write's caller
-                results.append(exc)
+            except Exception as exc:
+                if all_or_nothing:
+                    raise  # rolled back below: nothing of the batch is stored
+                results.append(exc)  # delivered to that write's caller
             if events:
                 head = events[-1][0]
         if events:
