@@ -378,7 +378,8 @@ class ManagedReconciler(Recording):
         try:
             after: Observation | None = await self._call("update", external.update, obj, observation)
         except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
-            obj = await self._act(obj, [*requested, Action(ActionType.UPDATE_FAILED, str(exc))])
+            if not self._repeats(obj, exc):
+                obj = await self._act(obj, [*requested, Action(ActionType.UPDATE_FAILED, str(exc))])
             await self._failed(obj, exc)
         return await self._settle(
             key,
@@ -519,7 +520,8 @@ class ManagedReconciler(Recording):
                 except NotOwnedError as exc:
                     events = [requested, Action(ActionType.DELETE_SKIPPED, f"{skipped}: {exc}")]
                 except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
-                    obj = await self._act(obj, [requested, Action(ActionType.DELETE_FAILED, str(exc))])
+                    if not self._repeats(obj, exc):
+                        obj = await self._act(obj, [requested, Action(ActionType.DELETE_FAILED, str(exc))])
                     await self._failed(obj, exc)
                 else:
                     events = [requested, Action(ActionType.DELETE_SUCCEEDED)]
@@ -562,8 +564,24 @@ class ManagedReconciler(Recording):
 
     async def _observe_failed(self, obj: AnyResource, exc: Exception) -> NoReturn:
         """Record ObserveFailed, say why in status, raise (see :meth:`_failed`)."""
-        await self._act(obj, [Action(ActionType.OBSERVE_FAILED, str(exc))])
+        if not self._repeats(obj, exc):
+            await self._act(obj, [Action(ActionType.OBSERVE_FAILED, str(exc))])
         await self._failed(obj, exc)
+
+    @staticmethod
+    def _repeats(obj: AnyResource, exc: BaseException) -> bool:
+        """Whether ``exc`` is the failure the object's Synced condition already reports
+        for its generation: a retry that fails the same way is not news, and is not
+        recorded again (a bucket that stays "not empty" through every backoff would
+        otherwise write two events per try). Its first occurrence, and any change, are."""
+        synced = obj.status.condition("Synced")
+        return (
+            synced is not None
+            and synced.status is FALSE
+            and synced.reason == "ReconcileError"
+            and synced.observed_generation == obj.metadata.generation
+            and synced.message == (str(exc) or type(exc).__name__)
+        )
 
     async def close(self) -> None:
         """Release what the reconciler holds beyond its calls (the deadline watchdog)."""

@@ -280,14 +280,17 @@ class WorkQueue(Generic[K]):
     def add_rate_limited(
         self, key: K, priority: Priority = Priority.RETRY, *, at_least: float = 0.0
     ) -> float:
-        """Queue ``key`` after its backoff (and the global bucket's, and ``at_least``);
-        count the failure; return the delay."""
+        """Queue ``key`` after its backoff (and the global bucket's); count the failure;
+        return the delay. ``at_least`` (a provider's ``retry_after``) is where the backoff
+        starts for this key: a failure that repeats waits it, then twice it, and so on,
+        up to the maximum delay (or ``at_least`` itself when that is longer)."""
         failures = self._failures[key]
         self._failures[key] = failures + 1
         self._retries += 1
         # The exponent is capped: 2.0**1024 overflows, and 2**64 times any base is past
         # every sensible maximum already.
-        delay = max(min(self._base_delay * 2.0 ** min(failures, _MAX_EXPONENT), self._max_delay), at_least)
+        growth = 2.0 ** min(failures, _MAX_EXPONENT)
+        delay = max(min(max(self._base_delay, at_least) * growth, self._max_delay), at_least)
         if self._bucket is not None:
             delay = max(delay, self._bucket.reserve())
         self.add_after(key, delay, priority)

@@ -1,0 +1,70 @@
+"""A bucket that cannot be deleted yet (not empty, no ``force_destroy``), against
+moto_server: the retries back off from the provider's ``retry_after``, doubling, and a
+failure that repeats is recorded once, not twice per try."""
+
+# ruff: noqa: F811 - the fixtures imported from test_s3 are requested by name
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import pytest
+from test_files_provider import until_async
+from test_s3 import (  # noqa: F401 - fixtures, used by name
+    _ready,
+    _synced_says,
+    bucket,
+    raw,
+    running,
+    s3,
+    s3_url,
+)
+
+from reconcile import Runtime
+from reconcile.testing import FakeClock
+
+REGION = {"LocationConstraint": "eu-west-1"}
+
+
+class TestNotEmpty:
+    """``forceDestroy: false`` and objects in the bucket."""
+
+    async def test_retries_double_and_the_failure_is_recorded_once(
+        self, running: Runtime, raw: Any, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The queue waits 5, 10, 20 s between tries (the provider's ``retry_after``,
+        doubling; not 5 s ten times), and history has one DeleteRequested/DeleteFailed
+        pair however many tries fail alike."""
+        await running.apply(bucket("full-site"))
+        await until_async(clock, _ready(running, "bucket", "full-site"))
+        await raw.put_object(Bucket="full-site", Key="keep.txt", Body=b"keep")
+        failures: list[str] = []
+        controller = running.controllers["bucket.s3.reconcile.dev"]
+        controller.add_listener(
+            lambda _key, outcome: failures.append(outcome) if outcome == "error" else None
+        )
+        caplog.set_level(logging.INFO, logger="reconcile.controller")
+        await running.client.delete("bucket", "full-site")
+
+        async def three_tries() -> bool:
+            return len(failures) >= 3
+
+        await until_async(clock, three_tries)
+        delays = [
+            round(float(match))
+            for record in caplog.records
+            if "full-site failed" in record.getMessage()
+            for match in re.findall(r"retry in ([0-9.]+)s", record.getMessage())
+        ]
+        assert delays[:3] == [5, 10, 20], delays
+        history = [e.type for e in await running.client.history("bucket", "full-site")]
+        assert history.count("DeleteFailed") == 1, history
+        assert history.count("DeleteRequested") == 1, history
+        assert await raw.head_object(Bucket="full-site", Key="keep.txt")
+        await raw.delete_object(Bucket="full-site", Key="keep.txt")  # emptied: the next try deletes it
+
+        async def gone() -> bool:
+            return not (await running.client.list("bucket")).items
+
+        await until_async(clock, gone)
