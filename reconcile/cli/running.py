@@ -25,7 +25,7 @@ import click
 from reconcile.cli.failing import BadInput, Failure, Interrupted
 from reconcile.cli.main import cli, isatty, run_async
 from reconcile.cli.reading import render_objects
-from reconcile.cli.rendering import event_detail, readiness
+from reconcile.cli.rendering import event_detail, one_line, readiness
 from reconcile.cli.settings import Settings
 from reconcile.errors import CorruptError, LockedError, StoreError
 from reconcile.model import Event, EventType
@@ -112,10 +112,12 @@ async def _print_actions(runtime: Runtime, echo: Callable[[str], None]) -> None:
         if not isinstance(event, Event) or event.type in _QUIET_TYPES:
             continue
         key = event.key
-        detail = event_detail(event).splitlines()
-        summary = f" {detail[0]}" if detail else ""
+        first, *rest = event_detail(event).splitlines() or [""]
+        summary = f" {first}" if first else ""
         when = event.time.strftime("%H:%M:%S")
         echo(f"{when} {key.kind} {key.namespace}/{key.name} {event.type} ({event.actor}){summary}")
+        for line in rest:  # the whole message (a diff, an error's report), indented below
+            echo(f"    {line}")
 
 
 @cli.command()
@@ -257,7 +259,7 @@ def _report_once(runtime: Runtime, state: Convergence | None, timeout: float) ->
 def _why(obj: AnyResource, failure: str | None = None) -> str:
     ready, synced, reason = readiness(obj)
     condition = obj.status.condition("Synced") if hasattr(obj.status, "condition") else None
-    message = condition.message.splitlines()[0] if condition is not None and condition.message else ""
+    message = one_line(condition.message) if condition is not None and condition.message else ""
     detail = f": {message}" if message and synced != "True" else ""
     if not reason and not detail and failure:
         detail = f": last reconcile failed: {failure}"  # its status could not say so (a full disk)
