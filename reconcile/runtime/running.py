@@ -31,7 +31,7 @@ from reconcile.controller.context import Context
 from reconcile.controller.controlling import Controller
 from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
 from reconcile.controller.reconciling import Reconciler
-from reconcile.errors import LockedError, ReconcileError
+from reconcile.errors import InvalidError, LockedError, ReconcileError
 from reconcile.model.discovery import discover_providers
 from reconcile.model.external import ExternalClient, Provider, bind_store
 from reconcile.model.kinds import Kind, KindRegistry
@@ -125,7 +125,10 @@ class Runtime:
         await self.close()
 
     async def start(self) -> None:
-        """Open the store and start every controller."""
+        """Open the store, connect every provider and start every controller.
+
+        Raises InvalidError (having closed what it opened) when a provider refuses its
+        config: nothing is reconciled with a config that cannot work."""
         self._closing = None
         providers = list(discover_providers() if self._providers is None else self._providers)
         registry = KindRegistry(self._extra_kinds or ())
@@ -146,6 +149,7 @@ class Runtime:
                 loop.add_signal_handler(sig, self.request_stop)
                 self._signals.append(sig)
         try:
+            await self._connect_all(providers)
             await self._claim_runner(store)
             if self._claim is None and self.options.runner_lock != "off":
                 return  # stopped while standing by: nothing to run (stop_requested says so)
@@ -157,6 +161,22 @@ class Runtime:
         except BaseException:
             await self.close()  # a half-started runtime leaves nothing running or open
             raise
+
+    async def _connect_all(self, providers: Sequence[Provider]) -> None:
+        """Connect every provider before the first reconcile, so a config it refuses
+        (InvalidError: a bad key, a missing profile) fails :meth:`start` with its reason,
+        rather than every object of its kinds, later, as a transient error retried
+        without end. Any other failure to connect (a server not up yet) is the
+        reconciles' to retry, as before: it is logged and left to them."""
+        for provider in providers:
+            if not provider.kinds:
+                continue
+            try:
+                await self._connect(provider)
+            except InvalidError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - not a config error: the reconciles retry it
+                LOG.warning("provider %s: cannot connect yet (%s); its reconciles retry", provider.name, exc)
 
     async def _claim_runner(self, store: EventStore) -> None:
         """Become the store's one runner: two would both create what one object declares,
