@@ -27,12 +27,12 @@ from reconcile.cli.main import cli, isatty, run_async
 from reconcile.cli.reading import render_objects
 from reconcile.cli.rendering import event_detail, one_line, readiness
 from reconcile.cli.settings import Settings
-from reconcile.errors import CorruptError, LockedError, StoreError
+from reconcile.errors import CorruptError, ExpiredError, LockedError, StoreError
 from reconcile.model import Event, EventType
 from reconcile.model.resource import AnyResource
 from reconcile.runtime import Convergence, Runtime
 
-__all__ = ["RunOptions"]
+__all__ = ["RunOptions", "print_actions"]
 
 _SHOW_EVERY = 0.1  # seconds between two progress lines (or redraws)
 _QUIET_TYPES = frozenset({EventType.STATUS_CHANGED})
@@ -106,18 +106,41 @@ async def _converge(runtime: Runtime, timeout: float, progress: _Progress) -> Co
                 await task
 
 
-async def _print_actions(runtime: Runtime, echo: Callable[[str], None]) -> None:
+async def print_actions(runtime: Runtime, echo: Callable[[str], None], *, since: int | None = None) -> None:
+    """Print each action the store records after revision ``since`` (default: from now)
+    until cancelled. A compaction that overtakes the printer (``reconcile compact`` under
+    churn: the watch's next page is gone) says which revisions were lost on stderr and
+    goes on from the compaction horizon, the way an informer relists; a printer has
+    nothing to list, only its place to find again."""
     client = runtime.client
-    async for event in client.watch(since=await client.revision()):
-        if not isinstance(event, Event) or event.type in _QUIET_TYPES:
-            continue
-        key = event.key
-        first, *rest = event_detail(event).splitlines() or [""]
-        summary = f" {first}" if first else ""
-        when = event.time.strftime("%H:%M:%S")
-        echo(f"{when} {key.kind} {key.namespace}/{key.name} {event.type} ({event.actor}){summary}")
-        for line in rest:  # the whole message (a diff, an error's report), indented below
-            echo(f"    {line}")
+    cursor = await client.revision() if since is None else since
+    while True:
+        try:
+            async for event in client.watch(since=cursor):
+                if not isinstance(event, Event):
+                    continue
+                cursor = event.revision
+                if event.type not in _QUIET_TYPES:
+                    _print_action(event, echo)
+        except ExpiredError as exc:
+            click.echo(
+                f"reconcile: revisions {cursor + 1} to {exc.horizon - 1} were compacted before they "
+                f"were printed; printing on from {exc.horizon}",
+                err=True,
+            )
+            cursor = exc.horizon - 1
+        else:
+            return  # the store closed
+
+
+def _print_action(event: Event, echo: Callable[[str], None]) -> None:
+    key = event.key
+    first, *rest = event_detail(event).splitlines() or [""]
+    summary = f" {first}" if first else ""
+    when = event.time.strftime("%H:%M:%S")
+    echo(f"{when} {key.kind} {key.namespace}/{key.name} {event.type} ({event.actor}){summary}")
+    for line in rest:  # the whole message (a diff, an error's report), indented below
+        echo(f"    {line}")
 
 
 @cli.command()
@@ -209,7 +232,7 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
     ok = True
     try:
         if not quiet and not (once and isatty()):
-            printer = asyncio.create_task(_print_actions(runtime, click.echo))
+            printer = asyncio.create_task(print_actions(runtime, click.echo))
         if once:
             progress = _Progress(rich=isatty())
             with progress.running():
