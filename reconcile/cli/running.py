@@ -5,7 +5,8 @@ store's watch picks up what ``apply`` and ``delete`` in other terminals write wi
 milliseconds. ``reconcile run --once`` converges and exits: 0 only when every object is
 Ready for its current generation and nothing is left deleting, 1 when ``--timeout``
 passes first (naming what is not Ready and why). Either way a signal starts a graceful
-shutdown: in-flight reconciles get ``--shutdown-deadline`` seconds to finish, and what is
+shutdown: in-flight reconciles get ``--shutdown-deadline`` seconds to finish (with ``--once``, no
+more than what is left of ``--timeout``: the command ends within it), and what is
 abandoned is safe (the log and the create markers make a restart resume).
 
 Progress is a rich progress bar on a terminal and a plain line per change otherwise.
@@ -201,6 +202,10 @@ class RunOptions:
 
 async def _run(settings: Settings, run_options: RunOptions) -> bool:
     once, timeout, quiet = run_options.once, run_options.timeout, run_options.quiet
+    # --once's --timeout bounds the whole command: converging waits what is left of it
+    # after starting, and the shutdown gets what is left after that (at most
+    # --shutdown-deadline): reconciles cut short are safe, as at any deadline.
+    deadline = time.monotonic() + timeout
     poll_interval = run_options.poll_interval
     options: dict[str, Any] = {} if poll_interval is None else {"poll_interval": poll_interval}
     path = settings.database_path()
@@ -236,7 +241,7 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
         if once:
             progress = _Progress(rich=isatty())
             with progress.running():
-                state = await _converge(runtime, timeout, progress)
+                state = await _converge(runtime, max(0.0, deadline - time.monotonic()), progress)
             ok = state is not None and state.converged
             _report_once(runtime, state, timeout)
         else:
@@ -248,7 +253,8 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
             printer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await printer
-        clean = await runtime.close()
+        left = max(0.0, deadline - time.monotonic())
+        clean = await runtime.close(deadline=min(run_options.shutdown_deadline, left) if once else None)
         if not clean:
             click.echo(
                 "reconcile: some reconciles were abandoned at the deadline; a restart resumes them", err=True

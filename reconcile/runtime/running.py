@@ -354,18 +354,22 @@ class Runtime:
         """Serve until :meth:`request_stop` (or a signal, with ``handle_signals``)."""
         await self._stop.wait()
 
-    async def close(self) -> bool:
-        """Drain and stop. Returns False if in-flight reconciles had to be abandoned at the
-        deadline (the log and the external markers keep that safe: a restart resumes).
+    async def close(self, *, deadline: float | None = None) -> bool:
+        """Drain and stop. In-flight reconciles get ``deadline`` seconds (default: the
+        ``shutdown_deadline`` option) to finish; returns False if some had to be
+        abandoned then (the log and the external markers keep that safe: a restart
+        resumes). A caller with a deadline of its own (``reconcile run --once
+        --timeout``) passes what is left of it.
 
         Idempotent, and shielded: a cancelled ``close()`` still finishes in the
         background (no store thread is left to keep the process alive), and a second
         ``close()`` waits for the first to end."""
         if self._closing is None:
-            self._closing = asyncio.get_running_loop().create_task(self._close(), name="runtime close")
+            budget = self.options.shutdown_deadline if deadline is None else max(0.0, deadline)
+            self._closing = asyncio.get_running_loop().create_task(self._close(budget), name="runtime close")
         return await finish(self._closing)
 
-    async def _close(self) -> bool:
+    async def _close(self, deadline: float) -> bool:
         loop = asyncio.get_running_loop()
         for sig in self._signals:
             loop.remove_signal_handler(sig)
@@ -373,9 +377,7 @@ class Runtime:
         self.supervisor.stopping = True
         results = [False]
         try:
-            results = await asyncio.gather(
-                *(c.shutdown(self.options.shutdown_deadline) for c in self.controllers.values())
-            )
+            results = await asyncio.gather(*(c.shutdown(deadline) for c in self.controllers.values()))
         finally:
             # Cancelled or not, what holds threads, files and locks is released.
             try:
