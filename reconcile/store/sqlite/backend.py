@@ -51,6 +51,7 @@ from reconcile.store.sqlite.maintenance import (
     verify,
 )
 from reconcile.store.sqlite.paging import page_of
+from reconcile.store.sqlite.space import disk_full
 from reconcile.store.watching import Tail
 
 __all__ = ["SQLiteStore"]
@@ -301,7 +302,7 @@ class SQLiteStore:
         try:
             yield
         except sqlite3.Error as exc:
-            full = "disk full: " if "disk is full" in str(exc) else ""
+            full = "disk full: " if disk_full(exc, self.path) else ""
             raise StoreError(f"{self.path}: {full}{exc}") from exc
 
     # -- reading -----------------------------------------------------------------------
