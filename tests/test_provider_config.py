@@ -111,6 +111,7 @@ class TestRuntime:
         [
             (S3Provider(), {"s3": {"addressing_style": "sideways"}}, "s3.addressing_style"),
             (S3Provider(), {"s3": {"profile": "nosuch"}}, "s3.profile: no profile 'nosuch'"),
+            (S3Provider(), {"s3": {"endpoint_url": "localhost:9000"}}, "s3.endpoint_url: 'localhost:9000'"),
             (DnsProvider(), {"dns": {"timeout": "soon"}}, "dns.timeout: must be a number of seconds"),
             (FilesProvider(), {"files": {"roots": 5}}, "files.roots: expected a folder or a list"),
             (FilesProvider(), {"files": {"root": "/srv"}}, "files.root: unknown setting"),

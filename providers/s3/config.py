@@ -18,6 +18,7 @@ credentials are the server's to say.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,6 +31,17 @@ __all__ = ["ADDRESSING_STYLES", "S3Config", "check_chain"]
 ADDRESSING_STYLES = ("auto", "virtual", "path")
 _MIN_PART = 5 * 1024 * 1024
 _SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "secret_access_key")
+
+
+def _is_endpoint(url: str) -> bool:
+    """Whether botocore can make a client for ``url`` (it raises "Invalid endpoint" at the
+    first call otherwise, which would be retried as if the network had failed)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        return False
+    return parts.scheme in {"http", "https"} and bool(parts.hostname) and not any(c.isspace() for c in url)
 
 
 def _paths(value: str | Sequence[str]) -> tuple[str, ...]:
@@ -72,6 +84,11 @@ class S3Config:
             for key in ("endpoint_url", "region", "profile")
             if config.get(key) is not None and not isinstance(config[key], str)
         )
+        endpoint = config.get("endpoint_url")
+        if isinstance(endpoint, str) and not _is_endpoint(endpoint):
+            errors.append(
+                FieldError("s3.endpoint_url", f"{endpoint!r} is not an http:// or https:// URL with a host")
+            )
         style = config.get("addressing_style", "auto")
         if style not in ADDRESSING_STYLES:
             errors.append(FieldError("s3.addressing_style", f"must be one of {', '.join(ADDRESSING_STYLES)}"))

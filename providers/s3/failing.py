@@ -93,9 +93,12 @@ def s3_errors(operation: str, bucket: str) -> Iterator[None]:
     except HTTPClientError as exc:
         # The HTTP client's own refusal of the request as built (aiohttp's ValueError for
         # a control character in a header, an UnicodeEncodeError) happens before a byte
-        # is sent and again at every retry; a connection that failed is an OSError.
+        # is sent and again at every retry; a connection that failed is an OSError or one
+        # of aiohttp's own errors (some of which are ValueErrors too: InvalidURL).
+        from aiohttp import ClientError as ConnectionFailed  # noqa: PLC0415 - aiobotocore's HTTP client
+
         cause = exc.kwargs.get("error")
-        if isinstance(cause, ValueError):
+        if isinstance(cause, ValueError) and not isinstance(cause, ConnectionFailed):
             message = f"S3 {operation} of bucket {bucket!r}: cannot be sent: {_one_line(cause)}"
             raise PermanentError(message) from exc
         raise TransientError(f"S3 {operation} of bucket {bucket!r}: {_one_line(exc)}") from exc
