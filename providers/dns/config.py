@@ -145,7 +145,11 @@ class DnsConfig:
                 else:
                     options[name] = kind(value)
         if "timeout" in raw:
-            options["timeout"] = float(raw["timeout"])
+            timeout = raw["timeout"]
+            if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not timeout > 0:
+                errors.append(FieldError("dns.timeout", "must be a number of seconds > 0"))
+            else:
+                options["timeout"] = float(timeout)
         if errors:
             raise InvalidError(errors, subject="the dns provider config")
         return cls(servers=servers, keys=keys, **options)

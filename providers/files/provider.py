@@ -16,6 +16,7 @@ from typing import Any
 
 import reconcile
 from providers.files.client import FilesClient
+from providers.files.configuring import check_config
 from providers.files.kinds import KINDS
 
 __all__ = ["FilesProvider"]
@@ -32,5 +33,7 @@ class FilesProvider:
         return KINDS
 
     async def connect(self, config: Mapping[str, Any]) -> reconcile.ExternalClient:
-        """A client confined to ``config["roots"]`` when given."""
+        """A client confined to ``config["roots"]`` when given (checked: InvalidError
+        naming a bad key)."""
+        check_config(config)
         return FilesClient(config)

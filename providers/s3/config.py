@@ -5,10 +5,20 @@ chain, exactly as boto users expect: ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_K
 ``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL`` and
 ``AWS_ENDPOINT_URL_S3``, ``AWS_PROFILE``, the shared config and credentials files.
 Credentials are never part of this configuration: it may be shared, logged and stored.
+
+A config is checked whole when the provider connects (:meth:`S3Config.from_mapping`,
+then :func:`check_chain`): its keys, and the parts of the chain that are read from
+files and can only be fixed outside (a profile that no file holds, a config or
+credentials file that cannot be parsed). The Runtime connects every provider before the
+first reconcile, so such a mistake stops ``reconcile run`` at once with the reason,
+instead of surfacing later as a transient error on every object. Credentials are not
+resolved here: that may ask the network (an instance's metadata service), and refused
+credentials are the server's to say.
 """
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,11 +26,22 @@ import attrs
 
 from reconcile.errors import FieldError, InvalidError
 
-__all__ = ["ADDRESSING_STYLES", "S3Config"]
+__all__ = ["ADDRESSING_STYLES", "S3Config", "check_chain"]
 
 ADDRESSING_STYLES = ("auto", "virtual", "path")
 _MIN_PART = 5 * 1024 * 1024
 _SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "secret_access_key")
+
+
+def _is_endpoint(url: str) -> bool:
+    """Whether botocore can make a client for ``url`` (it raises "Invalid endpoint" at the
+    first call otherwise, which would be retried as if the network had failed)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        return False
+    return parts.scheme in {"http", "https"} and bool(parts.hostname) and not any(c.isspace() for c in url)
 
 
 def _paths(value: str | Sequence[str]) -> tuple[str, ...]:
@@ -63,6 +84,11 @@ class S3Config:
             for key in ("endpoint_url", "region", "profile")
             if config.get(key) is not None and not isinstance(config[key], str)
         )
+        endpoint = config.get("endpoint_url")
+        if isinstance(endpoint, str) and not _is_endpoint(endpoint):
+            errors.append(
+                FieldError("s3.endpoint_url", f"{endpoint!r} is not an http:// or https:// URL with a host")
+            )
         style = config.get("addressing_style", "auto")
         if style not in ADDRESSING_STYLES:
             errors.append(FieldError("s3.addressing_style", f"must be one of {', '.join(ADDRESSING_STYLES)}"))
@@ -82,3 +108,31 @@ class S3Config:
         if errors:
             raise InvalidError(errors, subject="provider config")
         return cls(**{k: v for k, v in config.items() if k in attrs.fields_dict(cls)})
+
+
+def check_chain(config: S3Config) -> None:
+    """InvalidError when the AWS chain's files cannot serve ``config``: the profile it
+    (or ``AWS_PROFILE``) names is in no shared file, or a shared file cannot be parsed.
+    Reads only local files (``AWS_CONFIG_FILE``, ``AWS_SHARED_CREDENTIALS_FILE``)."""
+    from botocore.exceptions import (  # noqa: PLC0415 - botocore loads when the provider connects
+        ConfigParseError,
+        ProfileNotFound,
+    )
+    from botocore.session import Session  # noqa: PLC0415
+
+    session = Session()
+    if config.profile is not None:
+        session.set_config_variable("profile", config.profile)
+    try:
+        session.get_scoped_config()
+    except ProfileNotFound as exc:
+        path = "s3.profile" if config.profile is not None else "s3 (AWS_PROFILE)"
+        reason = (
+            f"no profile {exc.kwargs.get('profile')!r} in the shared config or credentials file "
+            "(AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE, ~/.aws)"
+        )
+        raise InvalidError([FieldError(path, reason)], subject="provider config") from exc
+    except ConfigParseError as exc:
+        path = exc.kwargs.get("path")
+        reason = f"the AWS chain's file {path} cannot be parsed (an INI file of [profile] sections)"
+        raise InvalidError([FieldError("s3", reason)], subject="provider config") from exc

@@ -3,8 +3,11 @@
 Throttling and server errors are transient (the engine retries with jittered backoff);
 a missing bucket is an answer, not an error; credentials that are missing or refused are
 transient too (they can be fixed outside, without a new spec) with a message naming the
-chain. Messages never carry a credential: botocore's do not, and ours name only the
-variables and files of the chain.
+chain. A request that botocore or the HTTP client refuses to send (a parameter botocore
+rejects, a header value aiohttp calls an injection) is permanent: the same spec would be
+refused the same way at every retry (admission refuses what it can foresee of these, see
+:mod:`providers.s3.headers`). Messages never carry a credential: botocore's do not, and
+ours name only the variables and files of the chain.
 """
 
 from __future__ import annotations
@@ -62,7 +65,9 @@ def s3_errors(operation: str, bucket: str) -> Iterator[None]:
         BotoCoreError,
         ClientError,
         EndpointConnectionError,
+        HTTPClientError,
         NoCredentialsError,
+        ParamValidationError,
         PartialCredentialsError,
     )
 
@@ -82,8 +87,28 @@ def s3_errors(operation: str, bucket: str) -> Iterator[None]:
         raise TransientError(f"S3 {operation}: no AWS credentials found; set {CHAIN}") from exc
     except EndpointConnectionError as exc:
         raise TransientError(f"S3 {operation}: the endpoint is unreachable: {exc}") from exc
+    except ParamValidationError as exc:
+        message = f"S3 {operation} of bucket {bucket!r}: cannot be sent: {_one_line(exc)}"
+        raise PermanentError(message) from exc
+    except HTTPClientError as exc:
+        # The HTTP client's own refusal of the request as built (aiohttp's ValueError for
+        # a control character in a header, an UnicodeEncodeError) happens before a byte
+        # is sent and again at every retry; a connection that failed is an OSError or one
+        # of aiohttp's own errors (some of which are ValueErrors too: InvalidURL).
+        from aiohttp import ClientError as ConnectionFailed  # noqa: PLC0415 - aiobotocore's HTTP client
+
+        cause = exc.kwargs.get("error")
+        if isinstance(cause, ValueError) and not isinstance(cause, ConnectionFailed):
+            message = f"S3 {operation} of bucket {bucket!r}: cannot be sent: {_one_line(cause)}"
+            raise PermanentError(message) from exc
+        raise TransientError(f"S3 {operation} of bucket {bucket!r}: {_one_line(exc)}") from exc
     except BotoCoreError as exc:
         raise TransientError(f"S3 {operation} of bucket {bucket!r}: {exc}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error's message on one line (botocore's validation report spans several)."""
+    return " ".join(str(exc).split())
 
 
 async def read_or_none(

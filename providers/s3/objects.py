@@ -19,6 +19,7 @@ import attrs
 import reconcile
 from providers.files.kinds import resolve_source
 from providers.files.sourcing import SourceError, fingerprint, read_source
+from providers.s3.headers import header_value_errors, metadata_key_errors
 from providers.s3.kinds import API_VERSION
 from providers.s3.naming import bucket_name_errors
 from reconcile import doc_field as _field
@@ -86,11 +87,19 @@ def validate_object(spec: ObjectSpec) -> Iterator[FieldError]:
             base64.b64decode(spec.content_base64, validate=True)
         except (binascii.Error, ValueError):
             yield FieldError("content_base64", "is not valid base64")
-    for name in spec.metadata:
+    for field in ("content_type", "cache_control"):
+        value = getattr(spec, field)
+        yield from (FieldError(field, reason) for reason in header_value_errors(value or ""))
+    for name, value in spec.metadata.items():
         if not name or not name.isascii() or name.lower() != name or name.startswith("reconcile-"):
             yield FieldError(
                 f"metadata[{name!r}]", "keys are lower-case ASCII (reconcile-* keys are reserved)"
             )
+        else:
+            yield from (FieldError(f"metadata[{name!r}]", reason) for reason in metadata_key_errors(name))
+        yield from (
+            FieldError(f"metadata[{name!r}]", f"the value {reason}") for reason in header_value_errors(value)
+        )
     if spec.tags is not None and len(spec.tags) > _MAX_OBJECT_TAGS:
         yield FieldError("tags", f"at most {_MAX_OBJECT_TAGS} tags on an object (S3's limit)")
     for key, value in (spec.tags or {}).items():

@@ -24,6 +24,7 @@ from reconcile.cli.rendering import (
     jsonpath,
     labels_text,
     object_data,
+    one_line,
     qualified,
     readiness,
     table,
@@ -143,7 +144,7 @@ def _jsonpath(data: object, output: str) -> str:
 
 def _message(obj: AnyResource) -> str:
     condition = obj.status.condition("Synced") if hasattr(obj.status, "condition") else None
-    message = condition.message.splitlines()[0] if condition is not None and condition.message else ""
+    message = one_line(condition.message) if condition is not None and condition.message else ""
     return message if len(message) <= 60 else message[:57] + "..."  # noqa: PLR2004
 
 
@@ -371,7 +372,7 @@ async def _describe(settings: Settings, kind: str, name: str, namespace: str, ev
                     c.status.value,
                     c.reason,
                     age(c.last_transition_time, now),
-                    c.message.splitlines()[0] if c.message else "",
+                    one_line(c.message) if c.message else "",
                 )
                 for c in conditions
             ]

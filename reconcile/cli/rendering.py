@@ -30,6 +30,7 @@ __all__ = [
     "event_data",
     "event_detail",
     "object_data",
+    "one_line",
     "qualified",
     "readiness",
     "table",
@@ -127,6 +128,13 @@ def event_detail(event: Event) -> str:
         conditions = getattr(event.object.status, "conditions", ())
         parts.insert(0, ", ".join(f"{c.type}={c.status.value} {c.reason}".rstrip() for c in conditions))
     return "; ".join(parts)
+
+
+def one_line(text: str) -> str:
+    """A message whole, on one line: its lines joined by a blank (a provider's error may
+    span several, and its first line alone can say nothing, "Parameter validation
+    failed:")."""
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def as_json(data: object) -> str:

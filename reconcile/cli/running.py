@@ -5,7 +5,8 @@ store's watch picks up what ``apply`` and ``delete`` in other terminals write wi
 milliseconds. ``reconcile run --once`` converges and exits: 0 only when every object is
 Ready for its current generation and nothing is left deleting, 1 when ``--timeout``
 passes first (naming what is not Ready and why). Either way a signal starts a graceful
-shutdown: in-flight reconciles get ``--shutdown-deadline`` seconds to finish, and what is
+shutdown: in-flight reconciles get ``--shutdown-deadline`` seconds to finish (with ``--once``, no
+more than what is left of ``--timeout``: the command ends within it), and what is
 abandoned is safe (the log and the create markers make a restart resume).
 
 Progress is a rich progress bar on a terminal and a plain line per change otherwise.
@@ -25,14 +26,14 @@ import click
 from reconcile.cli.failing import BadInput, Failure, Interrupted
 from reconcile.cli.main import cli, isatty, run_async
 from reconcile.cli.reading import render_objects
-from reconcile.cli.rendering import event_detail, readiness
+from reconcile.cli.rendering import event_detail, one_line, readiness
 from reconcile.cli.settings import Settings
-from reconcile.errors import CorruptError, LockedError, StoreError
+from reconcile.errors import CorruptError, ExpiredError, LockedError, StoreError
 from reconcile.model import Event, EventType
 from reconcile.model.resource import AnyResource
 from reconcile.runtime import Convergence, Runtime
 
-__all__ = ["RunOptions"]
+__all__ = ["RunOptions", "print_actions"]
 
 _SHOW_EVERY = 0.1  # seconds between two progress lines (or redraws)
 _QUIET_TYPES = frozenset({EventType.STATUS_CHANGED})
@@ -106,16 +107,41 @@ async def _converge(runtime: Runtime, timeout: float, progress: _Progress) -> Co
                 await task
 
 
-async def _print_actions(runtime: Runtime, echo: Callable[[str], None]) -> None:
+async def print_actions(runtime: Runtime, echo: Callable[[str], None], *, since: int | None = None) -> None:
+    """Print each action the store records after revision ``since`` (default: from now)
+    until cancelled. A compaction that overtakes the printer (``reconcile compact`` under
+    churn: the watch's next page is gone) says which revisions were lost on stderr and
+    goes on from the compaction horizon, the way an informer relists; a printer has
+    nothing to list, only its place to find again."""
     client = runtime.client
-    async for event in client.watch(since=await client.revision()):
-        if not isinstance(event, Event) or event.type in _QUIET_TYPES:
-            continue
-        key = event.key
-        detail = event_detail(event).splitlines()
-        summary = f" {detail[0]}" if detail else ""
-        when = event.time.strftime("%H:%M:%S")
-        echo(f"{when} {key.kind} {key.namespace}/{key.name} {event.type} ({event.actor}){summary}")
+    cursor = await client.revision() if since is None else since
+    while True:
+        try:
+            async for event in client.watch(since=cursor):
+                if not isinstance(event, Event):
+                    continue
+                cursor = event.revision
+                if event.type not in _QUIET_TYPES:
+                    _print_action(event, echo)
+        except ExpiredError as exc:
+            click.echo(
+                f"reconcile: revisions {cursor + 1} to {exc.horizon - 1} were compacted before they "
+                f"were printed; printing on from {exc.horizon}",
+                err=True,
+            )
+            cursor = exc.horizon - 1
+        else:
+            return  # the store closed
+
+
+def _print_action(event: Event, echo: Callable[[str], None]) -> None:
+    key = event.key
+    first, *rest = event_detail(event).splitlines() or [""]
+    summary = f" {first}" if first else ""
+    when = event.time.strftime("%H:%M:%S")
+    echo(f"{when} {key.kind} {key.namespace}/{key.name} {event.type} ({event.actor}){summary}")
+    for line in rest:  # the whole message (a diff, an error's report), indented below
+        echo(f"    {line}")
 
 
 @cli.command()
@@ -176,6 +202,10 @@ class RunOptions:
 
 async def _run(settings: Settings, run_options: RunOptions) -> bool:
     once, timeout, quiet = run_options.once, run_options.timeout, run_options.quiet
+    # --once's --timeout bounds the whole command: converging waits what is left of it
+    # after starting, and the shutdown gets what is left after that (at most
+    # --shutdown-deadline): reconciles cut short are safe, as at any deadline.
+    deadline = time.monotonic() + timeout
     poll_interval = run_options.poll_interval
     options: dict[str, Any] = {} if poll_interval is None else {"poll_interval": poll_interval}
     path = settings.database_path()
@@ -207,11 +237,11 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
     ok = True
     try:
         if not quiet and not (once and isatty()):
-            printer = asyncio.create_task(_print_actions(runtime, click.echo))
+            printer = asyncio.create_task(print_actions(runtime, click.echo))
         if once:
             progress = _Progress(rich=isatty())
             with progress.running():
-                state = await _converge(runtime, timeout, progress)
+                state = await _converge(runtime, max(0.0, deadline - time.monotonic()), progress)
             ok = state is not None and state.converged
             _report_once(runtime, state, timeout)
         else:
@@ -223,7 +253,8 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
             printer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await printer
-        clean = await runtime.close()
+        left = max(0.0, deadline - time.monotonic())
+        clean = await runtime.close(deadline=min(run_options.shutdown_deadline, left) if once else None)
         if not clean:
             click.echo(
                 "reconcile: some reconciles were abandoned at the deadline; a restart resumes them", err=True
@@ -257,7 +288,7 @@ def _report_once(runtime: Runtime, state: Convergence | None, timeout: float) ->
 def _why(obj: AnyResource, failure: str | None = None) -> str:
     ready, synced, reason = readiness(obj)
     condition = obj.status.condition("Synced") if hasattr(obj.status, "condition") else None
-    message = condition.message.splitlines()[0] if condition is not None and condition.message else ""
+    message = one_line(condition.message) if condition is not None and condition.message else ""
     detail = f": {message}" if message and synced != "True" else ""
     if not reason and not detail and failure:
         detail = f": last reconcile failed: {failure}"  # its status could not say so (a full disk)

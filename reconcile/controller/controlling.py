@@ -35,6 +35,7 @@ from reconcile.errors import (
     ConflictError,
     DeadlineExceededError,
     NotFoundError,
+    StoreError,
     TerminalError,
     TransientError,
 )
@@ -122,6 +123,10 @@ class Controller:
         #: or NotOwned among them), until one succeeds or the object goes: no retry is
         #: scheduled for them, so a one-shot caller need not wait for them.
         self.gave_up: dict[ObjectKey, str] = {}
+        #: The store failure last said (a full disk), until reconciles succeed again: said
+        #: once as a warning, not once per key and retry (it is nobody's object's fault,
+        #: and its status cannot say it: status is written to the same store).
+        self._store_failure: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._attributes = {"controller": self.name}
         self._outcomes = {
@@ -349,6 +354,8 @@ class Controller:
         """Act on a reconcile's result; return the outcome's name."""
         if self.failures:
             self.failures.pop(key, None)
+            if not self.failures:
+                self._store_failure = None
         if self.gave_up:
             self.gave_up.pop(key, None)
         if result is None:
@@ -397,7 +404,10 @@ class Controller:
         self._requeued.discard(key)
         retry_after = exc.retry_after if isinstance(exc, TransientError) else None
         delay = self.queue.add_rate_limited(key, at_least=retry_after or 0.0)
-        self.failures[key] = " ".join((str(exc) or type(exc).__name__).split())
+        self.failures[key] = message = " ".join((str(exc) or type(exc).__name__).split())
+        if isinstance(exc, StoreError) and message != self._store_failure:
+            self._store_failure = message
+            LOG.warning("%s: the store failed: %s; reconciles retry with backoff", self.name, message)
         LOG.info("%s: %s failed (%s); retry in %.3fs", self.name, key, exc, delay)
 
     # -- lifecycle -----------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from reconcile.controller.context import Context
 from reconcile.controller.controlling import Controller
 from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
 from reconcile.controller.reconciling import Reconciler
-from reconcile.errors import LockedError, ReconcileError
+from reconcile.errors import InvalidError, LockedError, ReconcileError
 from reconcile.model.discovery import discover_providers
 from reconcile.model.external import ExternalClient, Provider, bind_store
 from reconcile.model.kinds import Kind, KindRegistry
@@ -125,7 +125,10 @@ class Runtime:
         await self.close()
 
     async def start(self) -> None:
-        """Open the store and start every controller."""
+        """Open the store, connect every provider and start every controller.
+
+        Raises InvalidError (having closed what it opened) when a provider refuses its
+        config: nothing is reconciled with a config that cannot work."""
         self._closing = None
         providers = list(discover_providers() if self._providers is None else self._providers)
         registry = KindRegistry(self._extra_kinds or ())
@@ -146,6 +149,7 @@ class Runtime:
                 loop.add_signal_handler(sig, self.request_stop)
                 self._signals.append(sig)
         try:
+            await self._connect_all(providers)
             await self._claim_runner(store)
             if self._claim is None and self.options.runner_lock != "off":
                 return  # stopped while standing by: nothing to run (stop_requested says so)
@@ -157,6 +161,22 @@ class Runtime:
         except BaseException:
             await self.close()  # a half-started runtime leaves nothing running or open
             raise
+
+    async def _connect_all(self, providers: Sequence[Provider]) -> None:
+        """Connect every provider before the first reconcile, so a config it refuses
+        (InvalidError: a bad key, a missing profile) fails :meth:`start` with its reason,
+        rather than every object of its kinds, later, as a transient error retried
+        without end. Any other failure to connect (a server not up yet) is the
+        reconciles' to retry, as before: it is logged and left to them."""
+        for provider in providers:
+            if not provider.kinds:
+                continue
+            try:
+                await self._connect(provider)
+            except InvalidError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - not a config error: the reconciles retry it
+                LOG.warning("provider %s: cannot connect yet (%s); its reconciles retry", provider.name, exc)
 
     async def _claim_runner(self, store: EventStore) -> None:
         """Become the store's one runner: two would both create what one object declares,
@@ -334,18 +354,22 @@ class Runtime:
         """Serve until :meth:`request_stop` (or a signal, with ``handle_signals``)."""
         await self._stop.wait()
 
-    async def close(self) -> bool:
-        """Drain and stop. Returns False if in-flight reconciles had to be abandoned at the
-        deadline (the log and the external markers keep that safe: a restart resumes).
+    async def close(self, *, deadline: float | None = None) -> bool:
+        """Drain and stop. In-flight reconciles get ``deadline`` seconds (default: the
+        ``shutdown_deadline`` option) to finish; returns False if some had to be
+        abandoned then (the log and the external markers keep that safe: a restart
+        resumes). A caller with a deadline of its own (``reconcile run --once
+        --timeout``) passes what is left of it.
 
         Idempotent, and shielded: a cancelled ``close()`` still finishes in the
         background (no store thread is left to keep the process alive), and a second
         ``close()`` waits for the first to end."""
         if self._closing is None:
-            self._closing = asyncio.get_running_loop().create_task(self._close(), name="runtime close")
+            budget = self.options.shutdown_deadline if deadline is None else max(0.0, deadline)
+            self._closing = asyncio.get_running_loop().create_task(self._close(budget), name="runtime close")
         return await finish(self._closing)
 
-    async def _close(self) -> bool:
+    async def _close(self, deadline: float) -> bool:
         loop = asyncio.get_running_loop()
         for sig in self._signals:
             loop.remove_signal_handler(sig)
@@ -353,9 +377,7 @@ class Runtime:
         self.supervisor.stopping = True
         results = [False]
         try:
-            results = await asyncio.gather(
-                *(c.shutdown(self.options.shutdown_deadline) for c in self.controllers.values())
-            )
+            results = await asyncio.gather(*(c.shutdown(deadline) for c in self.controllers.values()))
         finally:
             # Cancelled or not, what holds threads, files and locks is released.
             try:

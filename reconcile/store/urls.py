@@ -2,6 +2,12 @@
 
 Options ride in the query string: ``sqlite:///state.db?synchronous=NORMAL&busy_timeout=10``
 (also ``cache_mib``, SQLite's page cache per connection, 64 by default).
+
+SQLite's in-memory database (``:memory:``) is refused with the reason: it belongs to one
+connection, and the store opens several (a writer, readers for its watchers), each of
+which would see an empty database of its own ("no such table: meta"); and a command line
+whose every command is a process of its own would lose everything between ``apply`` and
+``run``. Tests use a file in a temporary folder, as the project's own do.
 """
 
 from __future__ import annotations
@@ -19,10 +25,25 @@ __all__ = ["open_store", "parse_sqlite_url"]
 _SQLITE_OPTIONS = {"synchronous": str, "busy_timeout": float, "cache_mib": int}
 
 
+_IN_MEMORY = ":memory:"
+
+
+def _file(path: str, url: str) -> Path:
+    if path == _IN_MEMORY:
+        message = (
+            f"{url}: an in-memory database cannot hold a reconcile store: it lives in one "
+            "connection of one process, and the store opens several (and every reconcile "
+            "command is a process of its own); give a file path (a temporary one for tests)"
+        )
+        raise StoreError(message)
+    return Path(path)
+
+
 def parse_sqlite_url(url: str) -> tuple[Path, dict[str, Any]]:
-    """Split a SQLite URL (or plain path) into the file path and backend options."""
+    """Split a SQLite URL (or plain path) into the file path and backend options;
+    StoreError for a malformed URL or ``:memory:``."""
     if "://" not in url:
-        return Path(url), {}
+        return _file(url, url), {}
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "sqlite":
         raise StoreError(f"unsupported store URL scheme {parts.scheme!r} (supported: sqlite)")
@@ -40,7 +61,7 @@ def parse_sqlite_url(url: str) -> tuple[Path, dict[str, Any]]:
         except ValueError:
             raise StoreError(f"{url}: option {name} has an invalid value {value!r}") from None
     # sqlite:///state.db -> "/state.db" relative; sqlite:////abs.db -> "//abs.db" absolute.
-    return Path(path[1:]), options
+    return _file(path[1:], url), options
 
 
 async def open_store(url: str | Path, **options: Any) -> EventStore:

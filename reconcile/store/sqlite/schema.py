@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from reconcile.errors import SchemaVersionError, StoreError
+from reconcile.store.sqlite.space import disk_full
 
 __all__ = ["SCHEMA_VERSION", "check_current", "check_file", "prepare"]
 
@@ -125,6 +126,8 @@ def prepare(conn: sqlite3.Connection, path: str, synchronous: str) -> None:
         if "readonly" in str(exc) or "unable to open" in str(exc):
             reason = "cannot be written (a read-only file, folder or mount?); get and history still read it"
             raise StoreError(f"{path}: {reason} ({exc})") from exc
+        if disk_full(exc, path):
+            raise StoreError(f"{path}: disk full: free some space and start again ({exc})") from exc
         raise StoreError(f"{path}: corrupt or not a SQLite database ({exc})") from exc
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: corrupt or not a SQLite database ({exc})") from exc

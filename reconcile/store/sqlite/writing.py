@@ -28,6 +28,7 @@ from reconcile.store.contract import Mutation, WriteResult
 from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite.committing import PendingWrite, commit_batch
 from reconcile.store.sqlite.connections import in_thread
+from reconcile.store.sqlite.space import disk_full
 from reconcile.store.watching import Tail
 
 __all__ = ["Writer", "store_errors"]
@@ -53,7 +54,7 @@ def store_errors(path: Path) -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as exc:
-        full = "disk full: " if "disk is full" in str(exc) else ""
+        full = "disk full: " if disk_full(exc, path) else ""
         raise StoreError(f"{path}: {full}{exc}") from exc
 
 
