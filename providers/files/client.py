@@ -5,8 +5,10 @@ directories on the local filesystem, each idempotent.
   writes.
 * Every step is confined to the object's root by directory descriptors, following no
   symlink (:mod:`providers.files.operations`): a folder swapped for a symlink, before or
-  during a write, stops the write or the read with a PermanentError that names it, and
-  nothing outside the root is read or written.
+  during a write, stops the write or the read with an error that names it, and nothing
+  outside the root is read or written. What is found on disk is a TransientError (the
+  swap may be undone; the object is tried again with backoff and repaired then); what
+  the spec or the runner's config gets wrong is a PermanentError.
 * Writes are atomic, and missing parent folders are made marked ``parent`` in one step,
   so a ``Directory`` resource for one of them adopts it.
 * A ``source`` is read confined to its source root and must still match the fingerprint
@@ -50,7 +52,10 @@ from reconcile.errors import PermanentError, TransientError
 __all__ = ["FilesClient"]
 
 AnyResource = reconcile.Resource[Any, Any]
-_SPEC_ERRORS = {errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP}
+#: What retrying cannot fix until the spec changes. ENOTDIR, EISDIR and ELOOP are not
+#: among them: they say what is on disk now (a file or a symlink where a folder was), which
+#: can change back without the spec changing.
+_SPEC_ERRORS = {errno.ENAMETOOLONG}
 _Result = TypeVar("_Result")
 
 

@@ -10,9 +10,11 @@ or the new one, never half of either, and a crash leaves at most a marked tempor
 the next write into the folder sweeps (:mod:`providers.files.sweeping`).
 
 These functions block (fsync); the client runs writes in a worker thread and the short
-reads of ``observe`` inline. They raise PermanentError for what retrying cannot fix (a
-symlink on the way, a folder where a file should be), NotOwnedError for an entry that is
-not ours, and plain OSError for the rest, which the client translates.
+reads of ``observe`` inline. They raise TransientError for what is in the way on disk (a
+symlink on the way, a folder where a file should be: whoever put it there may undo it,
+and the next try repairs the object then), PermanentError for what only another spec
+fixes (adopting what is not there), NotOwnedError for an entry that is not ours, and
+plain OSError for the rest, which the client translates.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def lstat_entry(root: str, path: str) -> os.stat_result | None:
 
 def read_file(root: str, path: str) -> Found | None:
     """The file's bytes, stat and mark; None when it is missing. Anything but a regular
-    file there is a PermanentError."""
+    file there is a TransientError."""
     opened = open_existing(root, path)
     if opened is None:
         return None

@@ -16,6 +16,14 @@ Folders the provider makes for a file are created with their ``parent`` mark in 
 step: made under a temporary name, marked, then renamed into place with
 ``RENAME_NOREPLACE``. A ``Directory`` observing the folder meanwhile sees either nothing
 or a marked folder, never an unmarked one it would take for somebody else's.
+
+What a walk refuses on disk (a symlink or a non-folder on the way, the entry itself a
+symlink or of the wrong type, an entry replaced while it was opened) is a TransientError,
+not a PermanentError: it is the state of the world, which whoever planted it can undo
+without the spec changing (a folder swapped for a symlink and back). A permanent error
+would stop the object until its spec changed or the runner restarted; a transient one is
+tried again with the queue's backoff and repaired once the folder is back. Only what the
+stored path itself gets wrong (outside its root, not normalised) stays permanent.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import stat
 from collections.abc import Callable, Iterator
 
 from providers.files.marking import PARENT, write_mark
-from reconcile.errors import PermanentError
+from reconcile.errors import PermanentError, TransientError
 
 __all__ = [
     "DIRECTORY_FLAGS",
@@ -106,12 +114,13 @@ def entry_stat(folder: int, name: str) -> os.stat_result | None:
 
 def open_entry(folder: int, name: str, flags: int, shown: str) -> int:
     """Open one entry of a folder without following a symlink; ``shown`` names it in
-    errors. A symlink is a PermanentError; FileNotFoundError passes through."""
+    errors. A symlink is a TransientError (see the module's docstring); FileNotFoundError
+    passes through."""
     try:
         return os.open(name, flags, dir_fd=folder)
     except OSError as exc:
         if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(folder, name)):
-            raise PermanentError(f"{shown} is a symlink; the files provider follows no symlinks") from None
+            raise TransientError(f"{shown} is a symlink; the files provider follows no symlinks") from None
         raise
 
 
@@ -211,7 +220,7 @@ def kind_of(info: os.stat_result) -> str:
 def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, os.stat_result] | None:
     """An open descriptor of the regular file (or the folder) at ``path`` and its
     ``fstat``, reached by :func:`descend`; None when it is missing. Anything else there
-    is a PermanentError saying what it is; so is an entry replaced while it was opened."""
+    is a TransientError saying what it is; so is an entry replaced while it was opened."""
     wanted = stat.S_ISDIR if folder else stat.S_ISREG
     with descend(root, path) as found:
         if found is None:
@@ -221,7 +230,7 @@ def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, o
         if info is None:
             return None
         if not wanted(info.st_mode):
-            raise PermanentError(
+            raise TransientError(
                 f"{path} exists and is not a directory" if folder else f"{path} is {kind_of(info)}"
             )
         try:
@@ -231,7 +240,7 @@ def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, o
     opened = os.fstat(handle)
     if not wanted(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
         os.close(handle)
-        raise PermanentError(f"{path} changed while it was opened")
+        raise TransientError(f"{path} changed while it was opened")
     return handle, opened
 
 
@@ -239,7 +248,7 @@ def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, o
 def descend(root: str, path: str, *, create: bool = False) -> Iterator[tuple[int, str] | None]:
     """The open folder that holds ``path`` and the entry's name in it; None when a folder
     on the way is missing (and ``create`` is false). With ``create``, missing folders are
-    made, marked ``parent``. A symlink or a non-folder on the way is a PermanentError
+    made, marked ``parent``. A symlink or a non-folder on the way is a TransientError
     naming it; the descriptor is closed when the block ends."""
     parts = components(path, root)
     try:
@@ -248,7 +257,7 @@ def descend(root: str, path: str, *, create: bool = False) -> Iterator[tuple[int
         yield None
         return
     except OSError as exc:
-        raise PermanentError(f"{path}: cannot open its root {root}: {exc.strerror}") from None
+        raise TransientError(f"{path}: cannot open its root {root}: {exc.strerror}") from None
     try:
         walked = root.rstrip(os.sep)
         for part in parts[:-1]:
@@ -287,8 +296,8 @@ def _open_folder(folder: int, name: str, walked: str, path: str, *, create: bool
         except OSError as exc:
             if exc.errno == errno.ELOOP or _is_link(folder, name):
                 message = f"{path} leads through the symlink {walked}; the files provider follows no symlinks"
-                raise PermanentError(message) from None
+                raise TransientError(message) from None
             if exc.errno == errno.ENOTDIR:
-                raise PermanentError(f"{path}: {walked} is not a directory") from None
+                raise TransientError(f"{path}: {walked} is not a directory") from None
             raise
-    raise PermanentError(f"{path}: {walked} keeps disappearing")
+    raise TransientError(f"{path}: {walked} keeps disappearing")
