@@ -320,6 +320,27 @@ class TestSwapBack:
         assert "edited while swapped" in drift[-1]
         assert snapshot(outside) == before
 
+    async def test_a_symlink_in_place_of_the_file_is_in_the_way(
+        self, site: tuple[Path, Path], tmp_path: Path
+    ) -> None:
+        """Our file swapped for a symlink: observing and writing both refuse it as
+        something in the way (transient), not as somebody else's file (NotOwned, which
+        the engine would never try again); the symlink's target is not touched."""
+        root, outside = site
+        config = {"roots": [str(root)]}
+        obj = await admitted(tmp_path, file_manifest("x", "sub/x.txt", content="mine\n"), config)
+        client = FilesClient(config)
+        await client.create(obj)
+        (root / "sub" / "link").symlink_to(outside / "x.txt")
+        before = snapshot(outside)
+        with swapped(root / "sub", "x.txt", "link"):
+            with pytest.raises(TransientError, match="is a symlink"):
+                await client.observe(obj)
+            with pytest.raises(TransientError, match="is a symlink"):
+                await client.create(obj)
+        assert (await client.observe(obj)).up_to_date
+        assert snapshot(outside) == before
+
     async def test_every_file_is_repaired_after_a_swapping_loop(
         self, site: tuple[Path, Path], tmp_path: Path
     ) -> None:

@@ -110,7 +110,9 @@ def _check_owner(folder: int, name: str, path: str, owners: tuple[str | None, ..
     if info is None:
         return None
     if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-        raise NotOwnedError(f"{path} is {kind_of(info)}, not created by this resource")
+        # Not a resource of anybody's but something in the way (a symlink swapped in for
+        # our file, mid-write), which may be swapped back: tried again, never followed.
+        raise TransientError(f"{path} is {kind_of(info)}; it is left alone")
     flags = DIRECTORY_FLAGS if stat.S_ISDIR(info.st_mode) else FILE_FLAGS
     try:
         handle = open_entry(folder, name, flags, path)
