@@ -6,9 +6,9 @@ directories on the local filesystem, each idempotent.
 * Every step is confined to the object's root by directory descriptors, following no
   symlink (:mod:`providers.files.operations`): a folder swapped for a symlink, before or
   during a write, stops the write or the read with an error that names it, and nothing
-  outside the root is read or written. What is found on disk is a TransientError (the
-  swap may be undone; the object is tried again with backoff and repaired then); what
-  the spec or the runner's config gets wrong is a PermanentError.
+  outside the root is read or written. A symlink is a TransientError (the swap may be
+  undone: the object is tried again with backoff and repaired then); a folder where a
+  file goes, and what the spec or the runner's config gets wrong, a PermanentError.
 * Writes are atomic, and missing parent folders are made marked ``parent`` in one step,
   so a ``Directory`` resource for one of them adopts it.
 * A ``source`` is read confined to its source root and must still match the fingerprint
@@ -52,10 +52,10 @@ from reconcile.errors import PermanentError, TransientError
 __all__ = ["FilesClient"]
 
 AnyResource = reconcile.Resource[Any, Any]
-#: What retrying cannot fix until the spec changes. ENOTDIR, EISDIR and ELOOP are not
-#: among them: they say what is on disk now (a file or a symlink where a folder was), which
-#: can change back without the spec changing.
-_SPEC_ERRORS = {errno.ENAMETOOLONG}
+#: What retrying will not fix: a file or folder of the wrong type in the way (a conflict
+#: made by hand), a name too long. Not ELOOP: a symlink may be swapped back (a transient
+#: error, see :mod:`providers.files.walking`).
+_SPEC_ERRORS = {errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG}
 _Result = TypeVar("_Result")
 
 

@@ -54,8 +54,8 @@ def read_source(source: str, source_root: str) -> tuple[bytes, os.stat_result]:
     try:
         opened = open_existing(source_root, source)
     except (PermanentError, TransientError) as exc:
-        # What the walk found in the way (a symlink, a folder): for a source that is the
-        # author's business, refused until the manifest is applied again.
+        # A symlink in the way is transient for a target; for a source it is refused
+        # until the manifest is applied again, like any other change of the source.
         raise SourceError(str(exc)) from None
     except OSError as exc:
         raise SourceError(f"{source}: {exc.strerror}") from None

@@ -17,13 +17,15 @@ step: made under a temporary name, marked, then renamed into place with
 ``RENAME_NOREPLACE``. A ``Directory`` observing the folder meanwhile sees either nothing
 or a marked folder, never an unmarked one it would take for somebody else's.
 
-What a walk refuses on disk (a symlink or a non-folder on the way, the entry itself a
-symlink or of the wrong type, an entry replaced while it was opened) is a TransientError,
-not a PermanentError: it is the state of the world, which whoever planted it can undo
-without the spec changing (a folder swapped for a symlink and back). A permanent error
-would stop the object until its spec changed or the runner restarted; a transient one is
-tried again with the queue's backoff and repaired once the folder is back. Only what the
-stored path itself gets wrong (outside its root, not normalised) stays permanent.
+A symlink the walk meets (on the way, or in place of the entry) and an entry replaced
+while it was opened are TransientErrors, not PermanentErrors: a symlink under a root is
+never something to follow or own, only something in the way, and whoever swapped it in
+may swap the folder back without the spec changing. A permanent error would stop the
+object until its spec changed or the runner restarted (the engine does not call the
+provider again for it); a transient one is tried again with the queue's backoff and
+repaired once the folder is back. A folder where a file goes, or a file on the way, stays
+permanent: a conflict somebody made by hand, reported at once (``run --once`` does not
+wait for it), as is what the stored path itself gets wrong (outside its root).
 """
 
 from __future__ import annotations
@@ -220,7 +222,9 @@ def kind_of(info: os.stat_result) -> str:
 def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, os.stat_result] | None:
     """An open descriptor of the regular file (or the folder) at ``path`` and its
     ``fstat``, reached by :func:`descend`; None when it is missing. Anything else there
-    is a TransientError saying what it is; so is an entry replaced while it was opened."""
+    is an error saying what it is: a TransientError for a symlink and for an entry
+    replaced while it was opened, a PermanentError for a folder where a file goes (or
+    the other way round) or a special file."""
     wanted = stat.S_ISDIR if folder else stat.S_ISREG
     with descend(root, path) as found:
         if found is None:
@@ -230,9 +234,10 @@ def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, o
         if info is None:
             return None
         if not wanted(info.st_mode):
-            raise TransientError(
-                f"{path} exists and is not a directory" if folder else f"{path} is {kind_of(info)}"
-            )
+            what = f"{path} exists and is not a directory" if folder else f"{path} is {kind_of(info)}"
+            if stat.S_ISLNK(info.st_mode):
+                raise TransientError(what)
+            raise PermanentError(what)
         try:
             handle = open_entry(parent, name, DIRECTORY_FLAGS if folder else FILE_FLAGS, path)
         except FileNotFoundError:
@@ -248,8 +253,8 @@ def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, o
 def descend(root: str, path: str, *, create: bool = False) -> Iterator[tuple[int, str] | None]:
     """The open folder that holds ``path`` and the entry's name in it; None when a folder
     on the way is missing (and ``create`` is false). With ``create``, missing folders are
-    made, marked ``parent``. A symlink or a non-folder on the way is a TransientError
-    naming it; the descriptor is closed when the block ends."""
+    made, marked ``parent``. A symlink on the way is a TransientError naming it, a
+    non-folder a PermanentError; the descriptor is closed when the block ends."""
     parts = components(path, root)
     try:
         current = _open_root(root, create=create)
@@ -257,7 +262,7 @@ def descend(root: str, path: str, *, create: bool = False) -> Iterator[tuple[int
         yield None
         return
     except OSError as exc:
-        raise TransientError(f"{path}: cannot open its root {root}: {exc.strerror}") from None
+        raise PermanentError(f"{path}: cannot open its root {root}: {exc.strerror}") from None
     try:
         walked = root.rstrip(os.sep)
         for part in parts[:-1]:
@@ -298,6 +303,6 @@ def _open_folder(folder: int, name: str, walked: str, path: str, *, create: bool
                 message = f"{path} leads through the symlink {walked}; the files provider follows no symlinks"
                 raise TransientError(message) from None
             if exc.errno == errno.ENOTDIR:
-                raise TransientError(f"{path}: {walked} is not a directory") from None
+                raise PermanentError(f"{path}: {walked} is not a directory") from None
             raise
     raise TransientError(f"{path}: {walked} keeps disappearing")
