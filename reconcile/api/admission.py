@@ -32,6 +32,7 @@ from reconcile.model.external import (
 from reconcile.model.kinds import AdmissionContext, Kind, KindRegistry
 from reconcile.model.manifests import check_depth
 from reconcile.model.meta import ObjectMeta
+from reconcile.model.printing import printable
 from reconcile.model.resource import Resource
 from reconcile.model.serde import structure_errors
 from reconcile.model.validation import dns1123_label, dns1123_subdomain, label_value, qualified_name
@@ -219,7 +220,10 @@ class Admission:
         meta = manifest.get("metadata")
         name = meta.get("name") if isinstance(meta, Mapping) else None
         kind = manifest.get("kind")
-        parts = [str(kind) if isinstance(kind, str) else "", f'"{name}"' if isinstance(name, str) else ""]
+        parts = [
+            printable(kind) if isinstance(kind, str) else "",
+            printable(name, quoted=True) if isinstance(name, str) else "",
+        ]
         return " ".join(p for p in parts if p)
 
     @staticmethod

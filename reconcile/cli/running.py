@@ -29,6 +29,7 @@ from reconcile.cli.rendering import event_detail, readiness
 from reconcile.cli.settings import Settings
 from reconcile.errors import CorruptError, LockedError, StoreError
 from reconcile.model import Event, EventType
+from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
 from reconcile.runtime import Convergence, Runtime
 
@@ -115,7 +116,8 @@ async def _print_actions(runtime: Runtime, echo: Callable[[str], None]) -> None:
         detail = event_detail(event).splitlines()
         summary = f" {detail[0]}" if detail else ""
         when = event.time.strftime("%H:%M:%S")
-        echo(f"{when} {key.kind} {key.namespace}/{key.name} {event.type} ({event.actor}){summary}")
+        where = f"{printable(key.namespace)}/{printable(key.name)}"
+        echo(f"{when} {key.kind} {where} {event.type} ({event.actor}){summary}")
 
 
 @cli.command()
@@ -261,4 +263,5 @@ def _why(obj: AnyResource, failure: str | None = None) -> str:
     detail = f": {message}" if message and synced != "True" else ""
     if not reason and not detail and failure:
         detail = f": last reconcile failed: {failure}"  # its status could not say so (a full disk)
-    return f"{obj.kind} {obj.metadata.namespace}/{obj.metadata.name}: Ready={ready} {reason}{detail}".rstrip()
+    where = f"{printable(obj.metadata.namespace)}/{printable(obj.metadata.name)}"
+    return f"{obj.kind} {where}: Ready={ready} {reason}{detail}".rstrip()
