@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import threading
 import time
@@ -24,6 +25,7 @@ from test_files_provider import until_async
 
 from providers.files import DirectorySpec, FileSpec, FilesProvider
 from providers.files.client import FilesClient
+from providers.files.operations import read_file
 from providers.files.walking import RENAME_EXCHANGE, rename_at
 from reconcile import InvalidError, ObjectMeta, PermanentError, Resource, Runtime, connect
 from reconcile.errors import NotOwnedError, ReconcileError, TransientError
@@ -341,6 +343,27 @@ class TestSwapBack:
         assert (await client.observe(obj)).up_to_date
         assert snapshot(outside) == before
 
+    def test_a_folder_back_by_the_time_it_is_looked_at_is_transient(
+        self, site: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Opening a folder fails with ENOTDIR (a symlink was there at that instant) and
+        the folder is back when the walk looks at what failed: a transient error, not
+        "is not a directory" (permanent), which stopped Files after a swapping loop."""
+        root, _ = site
+        (root / "sub").mkdir()
+        real_open = os.open
+
+        def swapped_at_that_instant(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+            if path == "sub" and flags & os.O_DIRECTORY:
+                monkeypatch.setattr(os, "open", real_open)  # once: the swap is undone
+                raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+            return real_open(path, flags, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", swapped_at_that_instant)
+        with pytest.raises(TransientError, match="sub changed while it was opened"):
+            read_file(str(root), str(root / "sub" / "x.txt"))
+        assert read_file(str(root), str(root / "sub" / "x.txt")) is None
+
     async def test_every_file_is_repaired_after_a_swapping_loop(
         self, site: tuple[Path, Path], tmp_path: Path
     ) -> None:
@@ -384,9 +407,10 @@ class TestSwapBack:
             if swapper.swaps % 2:
                 exchange(root, "sub", "swap")  # the folder back where it began
             back = await within(runtime, clock, poll, repaired)
-            left = await failing()
+            objects = [await runtime.client.get("File", name) for name in names]
+        left = [c.message for o in objects if (c := o.status.condition("Synced")) and c.status == "False"]
         assert found, "no poll met the swapped folder: the test proves nothing"
-        assert back, f"{left} Files were not Synced again within a poll of the swapping's end"
+        assert back, f"not Synced again within a poll of the swapping's end: {left}"
         assert all((root / "sub" / f"{n}.txt").read_text() == f"{n}\n" for n in names)
         assert snapshot(outside) == before
 

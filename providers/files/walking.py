@@ -123,12 +123,22 @@ def open_entry(folder: int, name: str, flags: int, shown: str) -> int:
     except OSError as exc:
         if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(folder, name)):
             raise TransientError(f"{shown} is a symlink; the files provider follows no symlinks") from None
+        if exc.errno == errno.ENOTDIR and _swapped_back(folder, name):
+            raise TransientError(f"{shown} changed while it was opened") from None
         raise
 
 
 def _is_link(folder: int, name: str) -> bool:
     info = entry_stat(folder, name)
     return info is not None and stat.S_ISLNK(info.st_mode)
+
+
+def _swapped_back(folder: int, name: str) -> bool:
+    """After opening ``name`` as a folder failed with ENOTDIR: whether it is a folder again
+    (or gone), so what failed was something swapped in for a moment (a symlink, in the
+    swap the tests make), not a file that is in the way for good."""
+    info = entry_stat(folder, name)
+    return info is None or stat.S_ISDIR(info.st_mode)
 
 
 def _make_parent(folder: int, name: str) -> None:
@@ -303,6 +313,8 @@ def _open_folder(folder: int, name: str, walked: str, path: str, *, create: bool
                 message = f"{path} leads through the symlink {walked}; the files provider follows no symlinks"
                 raise TransientError(message) from None
             if exc.errno == errno.ENOTDIR:
+                if _swapped_back(folder, name):
+                    raise TransientError(f"{path}: {walked} changed while it was opened") from None
                 raise PermanentError(f"{path}: {walked} is not a directory") from None
             raise
     raise TransientError(f"{path}: {walked} keeps disappearing")
