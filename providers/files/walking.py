@@ -135,8 +135,8 @@ def _is_link(folder: int, name: str) -> bool:
 
 def _swapped_back(folder: int, name: str) -> bool:
     """After opening ``name`` as a folder failed with ENOTDIR: whether it is a folder again
-    (or gone), so what failed was something swapped in for a moment (a symlink, in the
-    swap the tests make), not a file that is in the way for good."""
+    (or gone), so what failed was something swapped in for a moment (a symlink exchanged
+    with the folder and back), not a file that is in the way for good."""
     info = entry_stat(folder, name)
     return info is None or stat.S_ISDIR(info.st_mode)
 
