@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import yaml
 from helpers import widget
@@ -878,3 +879,79 @@ def test_shell_completion_of_kinds_and_names(tmp_path: Path) -> None:
     assert complete("reconcile get fi", 2) == ["file", "files"]
     assert complete(f"reconcile --db {db} describe file in", 5) == ["index"]
     assert complete(f"reconcile --db {db} history directory ", 5) == ["public"]
+
+
+#: A name that would forge a line of output and clear the screen, printed raw.
+HOSTILE = "a\nerror: forged\x1b[2J"
+#: How it is shown: escaped, quoted.
+SHOWN = repr(HOSTILE)
+
+
+class TestHostileNames:
+    """A name with a newline or an escape sequence is shown escaped, never raw."""
+
+    def one_line(self, text: str) -> str:
+        """The single line ``text`` holds (it has no second one, and no ESC)."""
+        assert "\x1b" not in text
+        lines = text.splitlines()
+        assert len(lines) == 1, lines
+        return lines[0]
+
+    @pytest.mark.parametrize(
+        ("args", "said"),
+        [
+            (("get", "file", HOSTILE), f"error: File.files.reconcile.dev default/{SHOWN} not found"),
+            (("describe", "file", HOSTILE), f"error: File.files.reconcile.dev default/{SHOWN} not found"),
+            (
+                ("history", f"file/{HOSTILE}"),
+                f"error: File.files.reconcile.dev default/{SHOWN} has no history",
+            ),
+            (("delete", "file", HOSTILE), f"error: file.files.reconcile.dev/{SHOWN} not found in namespace"),
+            (("get", "file", "-n", HOSTILE), f"No resources found in namespace {SHOWN}."),
+            (("get", HOSTILE), f"error: kind: unknown kind {SHOWN}"),
+            (("get", f"{HOSTILE}/x/y"), f"error: {HOSTILE + '/x/y'!r}: expected KIND/NAME"),
+        ],
+        ids=["get", "describe", "history", "delete", "namespace", "kind", "kind/name"],
+    )
+    def test_names_given_on_the_command_line(self, cli: Cli, args: tuple[str, ...], said: str) -> None:
+        """get, describe, history, delete, a namespace, a kind: one line, the name escaped."""
+        cli.write("site.yaml", SITE)
+        assert cli("apply", "-f", str(cli.manifests))[0] == 0
+        code, out, err = cli(*args)
+        assert not out
+        assert self.one_line(err).startswith(said)
+        assert code in (0, 1, 2)
+
+    def test_a_refused_manifest_names_it_escaped(self, cli: Cli) -> None:
+        """A manifest whose name holds a newline and ESC: refused, the name escaped."""
+        path = cli.write(
+            "bad.yaml", HEAD.replace("name: x", f"name: {json.dumps(HOSTILE)}") + "spec: {path: x}\n"
+        )
+        code, _, err = cli("apply", "-f", str(path))
+        assert code == 2
+        assert self.one_line(err).startswith(f"error: {path}, document 1: File {SHOWN}: metadata.name: ")
+
+    def test_stored_names_in_tables_and_names(self, cli: Cli) -> None:
+        """An object stored before names were checked (made here in memory): the table,
+        ``-o name`` and the runner's summary show its name and namespace escaped."""
+        cli.write("site.yaml", SITE)
+        assert cli("apply", "-f", str(cli.manifests))[0] == 0
+
+        async def render() -> tuple[Any, str, str]:
+            async with connect(cli.db) as client:
+                stored = await client.get("File", "index")
+                meta = attrs.evolve(stored.metadata, name=HOSTILE, namespace="ns\r")
+                hostile = attrs.evolve(stored, metadata=meta)
+                table = reading.render_objects(client, [hostile], "table", namespaces=True, kinds=False)
+                names = reading.render_objects(client, [hostile], "name", namespaces=False, kinds=False)
+                return hostile, table, names
+
+        hostile, table, names = asyncio.run(render())
+        assert "\x1b" not in table
+        assert "\r" not in table
+        assert len(table.splitlines()) == 2  # the header and one row
+        row = table.splitlines()[1]
+        assert row.startswith("'ns\\r' ")
+        assert SHOWN in row
+        assert self.one_line(names) == f"file.files.reconcile.dev/{SHOWN}"
+        assert self.one_line(running._why(hostile)).startswith(f"File 'ns\\r'/{SHOWN}: Ready=")

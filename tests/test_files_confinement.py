@@ -8,30 +8,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import hypothesis
 import pytest
+from helpers import DEADLINE
 from hypothesis import strategies as st
 from test_files_provider import until_async
 
 from providers.files import DirectorySpec, FileSpec, FilesProvider
 from providers.files.client import FilesClient
+from providers.files.operations import read_file
 from providers.files.walking import RENAME_EXCHANGE, rename_at
 from reconcile import InvalidError, ObjectMeta, PermanentError, Resource, Runtime, connect
-from reconcile.errors import NotOwnedError, ReconcileError
-from reconcile.testing import FakeClock
+from reconcile.errors import NotOwnedError, ReconcileError, TransientError
+from reconcile.testing import FakeClock, let_run
 
 API = "files.reconcile.dev/v1"
 CANARY = "canary-of-a-0600-file"
 #: Real seconds a swapping thread runs: long enough for thousands of swaps.
 SWAP_SECONDS = 1.5
+#: The runtime's poll interval (fake seconds) in the swap-back tests, and its jitter.
+POLL, JITTER = 10.0, 0.1
 
 
 def file_manifest(name: str, path: str, **spec: Any) -> dict[str, Any]:
@@ -104,7 +109,8 @@ class Swapper:
 
 
 async def hammer(operation: Callable[[int], Any]) -> tuple[int, int]:
-    """Call ``operation(i)`` for SWAP_SECONDS; count successes and refusals."""
+    """Call ``operation(i)`` for SWAP_SECONDS; count successes and refusals (a symlink
+    found on the way is transient, a refused spec permanent)."""
     done = refused = 0
     deadline = time.monotonic() + SWAP_SECONDS
     i = 0
@@ -113,7 +119,7 @@ async def hammer(operation: Callable[[int], Any]) -> tuple[int, int]:
         try:
             await operation(i)
             done += 1
-        except (PermanentError, NotOwnedError):
+        except (TransientError, PermanentError, NotOwnedError):
             refused += 1
     return done, refused
 
@@ -202,6 +208,211 @@ class TestObserve:
         assert CANARY not in repr([(e.data, e.object) for e in history])
         assert CANARY not in repr(current)
         assert (outside / "x.txt").read_text() == f"{CANARY}\n"
+
+
+async def quiet(runtime: Runtime) -> None:
+    """Wait, within a real deadline, until no controller has a key ready or in flight:
+    what happens next waits on the fake clock."""
+    async with asyncio.timeout(DEADLINE):
+        turn = 0
+        while any(
+            (statistics := controller.queue.statistics()).depth or statistics.processing
+            for controller in runtime.controllers.values()
+        ):
+            await let_run(turn)
+            turn += 1
+
+
+async def within(
+    runtime: Runtime, clock: FakeClock, seconds: float, predicate: Callable[[], Awaitable[bool]]
+) -> bool:
+    """Whether ``predicate`` holds within ``seconds`` fake seconds: the clock is moved a
+    second at a time, each time once the runtime has done what was due (so fake time
+    never runs ahead of slow real work)."""
+    end = clock.now() + seconds
+    while True:
+        await quiet(runtime)
+        if await predicate():
+            return True
+        if clock.now() >= end:
+            return False
+        clock.advance(1)
+        for turn in range(8):  # the clock's sleepers wake and queue their keys
+            await let_run(turn)
+
+
+def exchange(folder: Path, first: str, second: str) -> None:
+    """Swap two entries of ``folder`` (``renameat2(RENAME_EXCHANGE)``)."""
+    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        rename_at(handle, first, second, RENAME_EXCHANGE)
+    finally:
+        os.close(handle)
+
+
+@contextlib.contextmanager
+def swapped(folder: Path, first: str, second: str) -> Iterator[None]:
+    """``first`` and ``second`` of ``folder`` exchanged for the block."""
+    exchange(folder, first, second)
+    try:
+        yield
+    finally:
+        exchange(folder, first, second)
+
+
+class TestSwapBack:
+    """A folder swapped for a symlink, then back: the runner picks up where it was."""
+
+    async def test_the_next_poll_repairs_what_drifted_while_swapped(
+        self, site: tuple[Path, Path], tmp_path: Path
+    ) -> None:
+        """Files under a folder swapped for a symlink report the symlink; once the folder
+        is back, every File is Synced again within a poll and the edit made meanwhile is
+        repaired."""
+        root, outside = site
+        clock = FakeClock()
+        runtime = Runtime(
+            tmp_path / "state.db",
+            providers=[FilesProvider()],
+            provider_config={"files": {"roots": [str(root)]}},
+            clock=clock,
+            wall_clock=clock,
+            poll_interval=POLL,
+            poll_jitter=JITTER,
+            provider_attempts=1,  # no retry inside a reconcile waiting on the fake clock
+            resync_period=None,
+        )
+        names = [f"f{i}" for i in range(5)]
+        (root / "swap").symlink_to(outside)
+        before = snapshot(outside)
+        async with runtime:
+            for name in names:
+                await runtime.apply(file_manifest(name, f"sub/{name}.txt", content=f"{name}\n"))
+            for name in names:
+                await asyncio.wait_for(runtime.wait_ready("File", name), DEADLINE)
+
+            async def synced(wanted: str, says: str = "") -> bool:
+                for name in names:
+                    condition = (await runtime.client.get("File", name)).status.condition("Synced")
+                    if condition is None or condition.status != wanted or says not in condition.message:
+                        return False
+                return True
+
+            async def refused() -> bool:
+                return await synced("False", "leads through the symlink")
+
+            async def repaired() -> bool:
+                return await synced("True")
+
+            async def never() -> bool:
+                return False
+
+            poll = POLL * (1 + JITTER) + 1
+            with swapped(root, "sub", "swap"):
+                # The real folder is now "swap": an edit made in it while "sub" is a symlink.
+                (root / "swap" / "f0.txt").write_text("edited while swapped\n")
+                assert await within(runtime, clock, poll, refused), "the polls did not find the symlink"
+                await within(runtime, clock, 2, never)  # held 2 s more
+            back = await within(runtime, clock, poll, repaired)
+            history = await runtime.client.history("File", "f0")
+        assert back, "the Files were not Synced again within a poll of the folder coming back"
+        assert (root / "sub" / "f0.txt").read_text() == "f0\n"
+        drift = [e.data["message"] for e in history if e.type == "DriftDetected"]
+        assert drift, "the edit made while swapped was not repaired as drift"
+        assert "edited while swapped" in drift[-1]
+        assert snapshot(outside) == before
+
+    async def test_a_symlink_in_place_of_the_file_is_in_the_way(
+        self, site: tuple[Path, Path], tmp_path: Path
+    ) -> None:
+        """Our file swapped for a symlink: observing and writing both refuse it as
+        something in the way (transient), not as somebody else's file (NotOwned, which
+        the engine would never try again); the symlink's target is not touched."""
+        root, outside = site
+        config = {"roots": [str(root)]}
+        obj = await admitted(tmp_path, file_manifest("x", "sub/x.txt", content="mine\n"), config)
+        client = FilesClient(config)
+        await client.create(obj)
+        (root / "sub" / "link").symlink_to(outside / "x.txt")
+        before = snapshot(outside)
+        with swapped(root / "sub", "x.txt", "link"):
+            with pytest.raises(TransientError, match="is a symlink"):
+                await client.observe(obj)
+            with pytest.raises(TransientError, match="is a symlink"):
+                await client.create(obj)
+        assert (await client.observe(obj)).up_to_date
+        assert snapshot(outside) == before
+
+    def test_a_folder_back_by_the_time_it_is_looked_at_is_transient(
+        self, site: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Opening a folder fails with ENOTDIR (a symlink was there at that instant) and
+        the folder is back when the walk looks at what failed: a transient error, not
+        "is not a directory" (permanent), which stopped Files after a swapping loop."""
+        root, _ = site
+        (root / "sub").mkdir()
+        real_open = os.open
+
+        def swapped_at_that_instant(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+            if path == "sub" and flags & os.O_DIRECTORY:
+                monkeypatch.setattr(os, "open", real_open)  # once: the swap is undone
+                raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+            return real_open(path, flags, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", swapped_at_that_instant)
+        with pytest.raises(TransientError, match="sub changed while it was opened"):
+            read_file(str(root), str(root / "sub" / "x.txt"))
+        assert read_file(str(root), str(root / "sub" / "x.txt")) is None
+
+    async def test_every_file_is_repaired_after_a_swapping_loop(
+        self, site: tuple[Path, Path], tmp_path: Path
+    ) -> None:
+        """A thread swaps the folder with a symlink in a tight loop while the polls run:
+        once it stops (the folder back in place), every File is Synced within a poll."""
+        root, outside = site
+        clock = FakeClock()
+        runtime = Runtime(
+            tmp_path / "state.db",
+            providers=[FilesProvider()],
+            provider_config={"files": {"roots": [str(root)]}},
+            clock=clock,
+            wall_clock=clock,
+            poll_interval=POLL,
+            poll_jitter=JITTER,
+            provider_attempts=1,
+            resync_period=None,
+        )
+        names = [f"f{i}" for i in range(20)]
+        (root / "swap").symlink_to(outside)
+        before = snapshot(outside)
+        async with runtime:
+            for name in names:
+                await runtime.apply(file_manifest(name, f"sub/{name}.txt", content=f"{name}\n"))
+            for name in names:
+                await asyncio.wait_for(runtime.wait_ready("File", name), DEADLINE)
+
+            async def failing() -> int:
+                objects = [await runtime.client.get("File", name) for name in names]
+                return sum(1 for o in objects if (c := o.status.condition("Synced")) and c.status == "False")
+
+            async def some_refused() -> bool:
+                return await failing() > 0
+
+            async def repaired() -> bool:
+                return await failing() == 0
+
+            poll = POLL * (1 + JITTER) + 1
+            with Swapper.running(root, "sub", "swap") as swapper:
+                found = await within(runtime, clock, 3 * poll, some_refused)
+            if swapper.swaps % 2:
+                exchange(root, "sub", "swap")  # the folder back where it began
+            back = await within(runtime, clock, poll, repaired)
+            objects = [await runtime.client.get("File", name) for name in names]
+        left = [c.message for o in objects if (c := o.status.condition("Synced")) and c.status == "False"]
+        assert found, "no poll met the swapped folder: the test proves nothing"
+        assert back, f"not Synced again within a poll of the swapping's end: {left}"
+        assert all((root / "sub" / f"{n}.txt").read_text() == f"{n}\n" for n in names)
+        assert snapshot(outside) == before
 
 
 class TestSources:

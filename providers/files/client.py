@@ -5,8 +5,10 @@ directories on the local filesystem, each idempotent.
   writes.
 * Every step is confined to the object's root by directory descriptors, following no
   symlink (:mod:`providers.files.operations`): a folder swapped for a symlink, before or
-  during a write, stops the write or the read with a PermanentError that names it, and
-  nothing outside the root is read or written.
+  during a write, stops the write or the read with an error that names it, and nothing
+  outside the root is read or written. A symlink is a TransientError (the swap may be
+  undone: the object is tried again with backoff and repaired then); a folder where a
+  file goes, and what the spec or the runner's config gets wrong, a PermanentError.
 * Writes are atomic, and missing parent folders are made marked ``parent`` in one step,
   so a ``Directory`` resource for one of them adopts it.
 * A ``source`` is read confined to its source root and must still match the fingerprint
@@ -50,7 +52,10 @@ from reconcile.errors import PermanentError, TransientError
 __all__ = ["FilesClient"]
 
 AnyResource = reconcile.Resource[Any, Any]
-_SPEC_ERRORS = {errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP}
+#: What retrying will not fix: a file or folder of the wrong type in the way (a conflict
+#: made by hand), a name too long. Not ELOOP: a symlink may be swapped back (a transient
+#: error, see :mod:`providers.files.walking`).
+_SPEC_ERRORS = {errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG}
 _Result = TypeVar("_Result")
 
 

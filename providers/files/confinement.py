@@ -10,8 +10,10 @@ Two checks, with the same rule:
 * at **every read and write** (:func:`check_still_confined`, then
   :mod:`providers.files.walking`): the root must be one this process may use, and the
   entry is reached from the root by directory descriptors following no symlink, so a
-  symlink planted after admission (even mid-write) carries nothing in or out. These
-  fail the reconcile with a PermanentError (Synced=False says why).
+  symlink planted after admission (even mid-write) carries nothing in or out. A root
+  or path outside its roots fails the reconcile with a PermanentError; a symlink found
+  on the way, with a TransientError, since it may be swapped back (Synced=False says why
+  either way).
 
 Roots are compared after ``os.path.realpath``, so a root reached through a symlink
 (``/tmp`` on some systems) still works; below a root, no symlink is followed.

@@ -10,9 +10,11 @@ or the new one, never half of either, and a crash leaves at most a marked tempor
 the next write into the folder sweeps (:mod:`providers.files.sweeping`).
 
 These functions block (fsync); the client runs writes in a worker thread and the short
-reads of ``observe`` inline. They raise PermanentError for what retrying cannot fix (a
-symlink on the way, a folder where a file should be), NotOwnedError for an entry that is
-not ours, and plain OSError for the rest, which the client translates.
+reads of ``observe`` inline. They raise TransientError for a symlink in the way (on the
+way or in place of the entry: whoever swapped it in may swap it back, and the next try
+repairs the object then), PermanentError for what retrying cannot fix (a folder where a
+file should be), NotOwnedError for an entry that is not ours, and plain OSError for the
+rest, which the client translates.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def lstat_entry(root: str, path: str) -> os.stat_result | None:
 
 def read_file(root: str, path: str) -> Found | None:
     """The file's bytes, stat and mark; None when it is missing. Anything but a regular
-    file there is a PermanentError."""
+    file there is an error (see :func:`~providers.files.walking.open_existing`)."""
     opened = open_existing(root, path)
     if opened is None:
         return None
@@ -107,6 +109,10 @@ def _check_owner(folder: int, name: str, path: str, owners: tuple[str | None, ..
     info = entry_stat(folder, name)
     if info is None:
         return None
+    if stat.S_ISLNK(info.st_mode):
+        # Not anybody's resource but something in the way (a symlink swapped in for our
+        # file, mid-write), which may be swapped back: tried again, never followed.
+        raise TransientError(f"{path} is {kind_of(info)}; it is left alone")
     if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
         raise NotOwnedError(f"{path} is {kind_of(info)}, not created by this resource")
     flags = DIRECTORY_FLAGS if stat.S_ISDIR(info.st_mode) else FILE_FLAGS

@@ -23,7 +23,7 @@ import hashlib
 import os
 
 from providers.files.walking import open_existing
-from reconcile.errors import PermanentError
+from reconcile.errors import PermanentError, TransientError
 
 __all__ = ["PSEUDO_FILESYSTEMS", "SourceError", "fingerprint", "read_source"]
 
@@ -53,7 +53,9 @@ def read_source(source: str, source_root: str) -> tuple[bytes, os.stat_result]:
         raise SourceError(f"{source} is a kernel pseudo-file, not content")
     try:
         opened = open_existing(source_root, source)
-    except PermanentError as exc:
+    except (PermanentError, TransientError) as exc:
+        # A symlink in the way is transient for a target; for a source it is refused
+        # until the manifest is applied again, like any other change of the source.
         raise SourceError(str(exc)) from None
     except OSError as exc:
         raise SourceError(f"{source}: {exc.strerror}") from None

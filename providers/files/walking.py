@@ -16,6 +16,16 @@ Folders the provider makes for a file are created with their ``parent`` mark in 
 step: made under a temporary name, marked, then renamed into place with
 ``RENAME_NOREPLACE``. A ``Directory`` observing the folder meanwhile sees either nothing
 or a marked folder, never an unmarked one it would take for somebody else's.
+
+A symlink the walk meets (on the way, or in place of the entry) and an entry replaced
+while it was opened are TransientErrors, not PermanentErrors: a symlink under a root is
+never something to follow or own, only something in the way, and whoever swapped it in
+may swap the folder back without the spec changing. A permanent error would stop the
+object until its spec changed or the runner restarted (the engine does not call the
+provider again for it); a transient one is tried again with the queue's backoff and
+repaired once the folder is back. A folder where a file goes, or a file on the way, stays
+permanent: a conflict somebody made by hand, reported at once (``run --once`` does not
+wait for it), as is what the stored path itself gets wrong (outside its root).
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import stat
 from collections.abc import Callable, Iterator
 
 from providers.files.marking import PARENT, write_mark
-from reconcile.errors import PermanentError
+from reconcile.errors import PermanentError, TransientError
 
 __all__ = [
     "DIRECTORY_FLAGS",
@@ -106,18 +116,29 @@ def entry_stat(folder: int, name: str) -> os.stat_result | None:
 
 def open_entry(folder: int, name: str, flags: int, shown: str) -> int:
     """Open one entry of a folder without following a symlink; ``shown`` names it in
-    errors. A symlink is a PermanentError; FileNotFoundError passes through."""
+    errors. A symlink is a TransientError (see the module's docstring); FileNotFoundError
+    passes through."""
     try:
         return os.open(name, flags, dir_fd=folder)
     except OSError as exc:
         if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(folder, name)):
-            raise PermanentError(f"{shown} is a symlink; the files provider follows no symlinks") from None
+            raise TransientError(f"{shown} is a symlink; the files provider follows no symlinks") from None
+        if exc.errno == errno.ENOTDIR and _swapped_back(folder, name):
+            raise TransientError(f"{shown} changed while it was opened") from None
         raise
 
 
 def _is_link(folder: int, name: str) -> bool:
     info = entry_stat(folder, name)
     return info is not None and stat.S_ISLNK(info.st_mode)
+
+
+def _swapped_back(folder: int, name: str) -> bool:
+    """After opening ``name`` as a folder failed with ENOTDIR: whether it is a folder again
+    (or gone), so what failed was something swapped in for a moment (a symlink exchanged
+    with the folder and back), not a file that is in the way for good."""
+    info = entry_stat(folder, name)
+    return info is None or stat.S_ISDIR(info.st_mode)
 
 
 def _make_parent(folder: int, name: str) -> None:
@@ -211,7 +232,9 @@ def kind_of(info: os.stat_result) -> str:
 def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, os.stat_result] | None:
     """An open descriptor of the regular file (or the folder) at ``path`` and its
     ``fstat``, reached by :func:`descend`; None when it is missing. Anything else there
-    is a PermanentError saying what it is; so is an entry replaced while it was opened."""
+    is an error saying what it is: a TransientError for a symlink and for an entry
+    replaced while it was opened, a PermanentError for a folder where a file goes (or
+    the other way round) or a special file."""
     wanted = stat.S_ISDIR if folder else stat.S_ISREG
     with descend(root, path) as found:
         if found is None:
@@ -221,9 +244,10 @@ def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, o
         if info is None:
             return None
         if not wanted(info.st_mode):
-            raise PermanentError(
-                f"{path} exists and is not a directory" if folder else f"{path} is {kind_of(info)}"
-            )
+            what = f"{path} exists and is not a directory" if folder else f"{path} is {kind_of(info)}"
+            if stat.S_ISLNK(info.st_mode):
+                raise TransientError(what)
+            raise PermanentError(what)
         try:
             handle = open_entry(parent, name, DIRECTORY_FLAGS if folder else FILE_FLAGS, path)
         except FileNotFoundError:
@@ -231,7 +255,7 @@ def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, o
     opened = os.fstat(handle)
     if not wanted(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
         os.close(handle)
-        raise PermanentError(f"{path} changed while it was opened")
+        raise TransientError(f"{path} changed while it was opened")
     return handle, opened
 
 
@@ -239,8 +263,8 @@ def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, o
 def descend(root: str, path: str, *, create: bool = False) -> Iterator[tuple[int, str] | None]:
     """The open folder that holds ``path`` and the entry's name in it; None when a folder
     on the way is missing (and ``create`` is false). With ``create``, missing folders are
-    made, marked ``parent``. A symlink or a non-folder on the way is a PermanentError
-    naming it; the descriptor is closed when the block ends."""
+    made, marked ``parent``. A symlink on the way is a TransientError naming it, a
+    non-folder a PermanentError; the descriptor is closed when the block ends."""
     parts = components(path, root)
     try:
         current = _open_root(root, create=create)
@@ -287,8 +311,10 @@ def _open_folder(folder: int, name: str, walked: str, path: str, *, create: bool
         except OSError as exc:
             if exc.errno == errno.ELOOP or _is_link(folder, name):
                 message = f"{path} leads through the symlink {walked}; the files provider follows no symlinks"
-                raise PermanentError(message) from None
+                raise TransientError(message) from None
             if exc.errno == errno.ENOTDIR:
+                if _swapped_back(folder, name):
+                    raise TransientError(f"{path}: {walked} changed while it was opened") from None
                 raise PermanentError(f"{path}: {walked} is not a directory") from None
             raise
-    raise PermanentError(f"{path}: {walked} keeps disappearing")
+    raise TransientError(f"{path}: {walked} keeps disappearing")

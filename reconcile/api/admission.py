@@ -34,13 +34,13 @@ from reconcile.model.external import (
 from reconcile.model.kinds import AdmissionContext, Kind, KindRegistry
 from reconcile.model.manifests import check_depth
 from reconcile.model.meta import ObjectMeta
+from reconcile.model.printing import printable
 from reconcile.model.resource import Resource
 from reconcile.model.serde import structure_errors
 from reconcile.model.validation import (
     dns1123_label,
     dns1123_subdomain,
     label_value,
-    printable,
     qualified_name,
     unstorable,
 )
@@ -240,7 +240,7 @@ class Admission:
         kind = manifest.get("kind")
         parts = [
             printable(kind) if isinstance(kind, str) else "",
-            f'"{printable(name)}"' if isinstance(name, str) else "",
+            printable(name, quoted=True) if isinstance(name, str) else "",
         ]
         return " ".join(p for p in parts if p)
 

@@ -42,6 +42,7 @@ from reconcile.cli.stopping import Stop, stopping_on_signals
 from reconcile.errors import FieldError, InvalidError, NotFoundError
 from reconcile.model import Document, Event, EventType, Resource, load_manifests, read_manifests
 from reconcile.model.external import ANNOTATION_ADOPT
+from reconcile.model.printing import printable
 
 __all__ = ["Declared", "admit_all", "read_documents"]
 
@@ -401,7 +402,9 @@ async def _delete(
                 await client.delete(target_kind, name, namespace=target_namespace)
             except NotFoundError:
                 if not ignore_not_found:
-                    missing.append(f'{label} not found in namespace "{target_namespace}"')
+                    missing.append(
+                        f"{label} not found in namespace {printable(target_namespace, quoted=True)}"
+                    )
                 continue
             click.echo(f"{label} deleted")
             if wait:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reconcile.cli.failing import BadInput
+from reconcile.model.printing import printable
 
 __all__ = ["split_names", "type_and_name"]
 
@@ -14,7 +15,7 @@ __all__ = ["split_names", "type_and_name"]
 def _split(token: str) -> tuple[str, str]:
     kind, _, name = token.partition("/")
     if not kind or not name or "/" in name:
-        raise BadInput(f"{token}: expected KIND/NAME, such as file/index")
+        raise BadInput(f"{printable(token)}: expected KIND/NAME, such as file/index")
     return kind, name
 
 
@@ -23,7 +24,7 @@ def type_and_name(kind: str | None, name: str | None) -> tuple[str | None, str |
     if kind is None or "/" not in kind:
         return kind, name
     if name is not None:
-        raise BadInput(f"{kind} {name}: give KIND/NAME or KIND NAME, not both")
+        raise BadInput(f"{printable(kind)} {printable(name)}: give KIND/NAME or KIND NAME, not both")
     return _split(kind)
 
 
@@ -34,5 +35,5 @@ def split_names(kind: str | None, names: Sequence[str]) -> tuple[str | None, tup
     pairs = [_split(token) for token in (kind, *names)]
     kinds = {k for k, _ in pairs}
     if len(kinds) > 1:
-        raise BadInput(f"one kind at a time: {', '.join(sorted(kinds))}")
+        raise BadInput(f"one kind at a time: {', '.join(printable(k) for k in sorted(kinds))}")
     return pairs[0][0], tuple(n for _, n in pairs)

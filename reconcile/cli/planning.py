@@ -29,6 +29,7 @@ from reconcile.controller.planning import ACTIONS, CHANGES, Planned, plan
 from reconcile.model import Kind
 from reconcile.model.discovery import discover_providers
 from reconcile.model.external import ExternalClient, bind_store
+from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
 
 __all__ = ["show_plan"]
@@ -155,7 +156,7 @@ async def _observe_all(
 
 def _name(planned: Planned) -> str:
     key = planned.key
-    return f"{key.kind} {key.namespace}/{key.name}"
+    return f"{key.kind} {printable(key.namespace)}/{printable(key.name)}"
 
 
 def _data(planned: Planned) -> dict[str, str]:
@@ -174,7 +175,9 @@ def _print(planned: Sequence[Planned]) -> None:
     rows = []
     for item in planned:
         first, *rest = (item.detail or "").splitlines() or [""]
-        rows.append([item.action, item.key.kind, item.key.namespace, item.key.name, first])
+        rows.append(
+            [item.action, item.key.kind, printable(item.key.namespace), printable(item.key.name), first]
+        )
         rows.extend(["", "", "", "", f"  {line}"] for line in rest)
     if rows:
         click.echo(table(["ACTION", "KIND", "NAMESPACE", "NAME", "DETAIL"], rows))

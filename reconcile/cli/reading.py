@@ -31,6 +31,7 @@ from reconcile.cli.rendering import (
 )
 from reconcile.cli.settings import Settings
 from reconcile.model import Event, Kind, LabelSelector, api_group_of
+from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
 
 __all__ = ["OUTPUTS"]
@@ -95,8 +96,14 @@ def render_objects(
     rows = []
     for obj in objects:
         ready, synced, reason = readiness(obj)
-        row = [*([obj.metadata.namespace] if namespaces else []), *([obj.kind] if kinds else [])]
-        row += [obj.metadata.name, ready, synced, reason, age(obj.metadata.creation_timestamp, now)]
+        row = [*([printable(obj.metadata.namespace)] if namespaces else []), *([obj.kind] if kinds else [])]
+        row += [
+            printable(obj.metadata.name),
+            ready,
+            synced,
+            reason,
+            age(obj.metadata.creation_timestamp, now),
+        ]
         if options.wide:
             row += [
                 str(obj.metadata.generation),
@@ -288,7 +295,7 @@ async def _show(client: Client, *, kind: str | None, name: str | None, listing: 
             listed = ", ".join(f"{name} ({count})" for name, count in skipped)
             click.echo(f"skipped objects of kinds no installed provider declares: {listed}", err=True)
     if not objects and output in ("table", "name"):
-        where = "any namespace" if namespace is None else f'namespace "{namespace}"'
+        where = "any namespace" if namespace is None else f"namespace {printable(namespace, quoted=True)}"
         click.echo(f"No resources found in {where}.", err=True)
         return
     if listing.sort_by:
@@ -339,8 +346,8 @@ async def _describe(settings: Settings, kind: str, name: str, namespace: str, ev
         meta, data = obj.metadata, object_data(client, obj)
         now = _now(client)
         lines = [
-            f"Name:              {meta.name}",
-            f"Namespace:         {meta.namespace}",
+            f"Name:              {printable(meta.name)}",
+            f"Namespace:         {printable(meta.namespace)}",
             f"Kind:              {obj.kind}",
             f"API Version:       {obj.api_version}",
             f"UID:               {meta.uid}",
@@ -476,6 +483,6 @@ async def _watch(
                 key = event.key
                 detail = _first_line(event_detail(event))
                 when = event.time.strftime("%H:%M:%S")
-                where = f"{key.kind}/{key.namespace}/{key.name}"
+                where = f"{key.kind}/{printable(key.namespace)}/{printable(key.name)}"
                 line = f"{event.revision:>8}  {when}  {where}  {event.type}  {event.actor}  {detail}"
                 click.echo(line.rstrip())

@@ -20,6 +20,7 @@ import yaml
 from reconcile.api import Client
 from reconcile.model import Event
 from reconcile.model.conditions import ConditionStatus
+from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
 
 __all__ = [
@@ -76,8 +77,9 @@ def readiness(obj: AnyResource) -> tuple[str, str, str]:
 
 
 def qualified(kind: str, api_group: str, name: str) -> str:
-    """``file.files.reconcile.dev/index``: how kubectl names an object in its output."""
-    return f"{kind.lower()}.{api_group}/{name}"
+    """``file.files.reconcile.dev/index``: how kubectl names an object in its output (a
+    name that does not print, escaped: :func:`~reconcile.model.printing.printable`)."""
+    return f"{kind.lower()}.{api_group}/{printable(name)}"
 
 
 def object_data(client: Client, obj: AnyResource) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from reconcile.cli.rendering import event_detail, one_line, readiness
 from reconcile.cli.settings import Settings
 from reconcile.errors import CorruptError, ExpiredError, LockedError, StoreError
 from reconcile.model import Event, EventType
+from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
 from reconcile.runtime import Convergence, Runtime
 
@@ -139,7 +140,8 @@ def _print_action(event: Event, echo: Callable[[str], None]) -> None:
     first, *rest = event_detail(event).splitlines() or [""]
     summary = f" {first}" if first else ""
     when = event.time.strftime("%H:%M:%S")
-    echo(f"{when} {key.kind} {key.namespace}/{key.name} {event.type} ({event.actor}){summary}")
+    where = f"{printable(key.namespace)}/{printable(key.name)}"
+    echo(f"{when} {key.kind} {where} {event.type} ({event.actor}){summary}")
     for line in rest:  # the whole message (a diff, an error's report), indented below
         echo(f"    {line}")
 
@@ -292,4 +294,5 @@ def _why(obj: AnyResource, failure: str | None = None) -> str:
     detail = f": {message}" if message and synced != "True" else ""
     if not reason and not detail and failure:
         detail = f": last reconcile failed: {failure}"  # its status could not say so (a full disk)
-    return f"{obj.kind} {obj.metadata.namespace}/{obj.metadata.name}: Ready={ready} {reason}{detail}".rstrip()
+    where = f"{printable(obj.metadata.namespace)}/{printable(obj.metadata.name)}"
+    return f"{obj.kind} {where}: Ready={ready} {reason}{detail}".rstrip()

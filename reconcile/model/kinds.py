@@ -22,6 +22,7 @@ import attrs
 
 from reconcile.errors import FieldError, InvalidError
 from reconcile.model.conditions import Status
+from reconcile.model.printing import printable
 from reconcile.model.resource import api_group_of
 
 __all__ = ["ENTRY_POINT_GROUP", "AdmissionContext", "Kind", "KindRegistry", "doc_field"]
@@ -195,7 +196,7 @@ class KindRegistry:
         if versions:
             reason = f"unknown api_version for kind {kind} (known: {', '.join(versions)})"
             raise InvalidError([FieldError("api_version", reason)])
-        reason = f'unknown kind "{kind}" in {api_version}'
+        reason = f"unknown kind {printable(kind, quoted=True)} in {printable(api_version)}"
         raise InvalidError([FieldError("kind", reason)])
 
     def resolve(self, name: str) -> Kind:
@@ -208,9 +209,9 @@ class KindRegistry:
             known = sorted({n for k in self._kinds.values() for n in k.names()})
             close = difflib.get_close_matches(wanted, known, n=1)
             hint = f' (did you mean "{close[0]}"?)' if close else ""
-            raise InvalidError([FieldError("kind", f'unknown kind "{name}"{hint}')])
+            raise InvalidError([FieldError("kind", f"unknown kind {printable(name, quoted=True)}{hint}")])
         groups = ", ".join(sorted(f"{k.kind}.{k.api_group}" for k in matches))
-        raise InvalidError([FieldError("kind", f'"{name}" is ambiguous: {groups}')])
+        raise InvalidError([FieldError("kind", f"{printable(name, quoted=True)} is ambiguous: {groups}")])
 
     @classmethod
     def from_providers(cls, providers: Iterable[Any]) -> KindRegistry:

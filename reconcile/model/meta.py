@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 import attrs
 
+from reconcile.model.printing import printable
+
 __all__ = ["DEFAULT_NAMESPACE", "ObjectKey", "ObjectMeta", "OwnerReference"]
 
 DEFAULT_NAMESPACE = "default"
@@ -32,9 +34,10 @@ class ObjectKey(NamedTuple):
     name: str
 
     def __str__(self) -> str:
-        """``Kind.group namespace/name``."""
+        """``Kind.group namespace/name`` (a control character in any of them escaped:
+        see :mod:`reconcile.model.printing`)."""
         group = f".{self.api_group}" if self.api_group else ""
-        return f"{self.kind}{group} {self.namespace}/{self.name}"
+        return f"{self.kind}{group} {printable(self.namespace)}/{printable(self.name)}"
 
 
 @attrs.frozen

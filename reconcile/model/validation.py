@@ -25,7 +25,6 @@ __all__ = [
     "dns1123_label",
     "dns1123_subdomain",
     "label_value",
-    "printable",
     "qualified_name",
     "unstorable",
 ]
@@ -119,12 +118,6 @@ def _encodes(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def printable(text: str) -> str:
-    """``text`` itself, or its escaped ``ascii()`` form when it does not encode as UTF-8
-    (an error message that quotes a lone surrogate must not fail to print)."""
-    return text if _encodes(text) else ascii(text)[1:-1]
 
 
 def _text_reason(text: str) -> str:
