@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -466,8 +467,8 @@ async def check_owned_listing_names_this_store(h: Harness) -> None:
         try:
             if not isinstance(ours, ListingOwned):
                 return
-            bind_store(ours, identity)
-            bind_store(theirs, "0" * 16 if identity != "0" * 16 else "1" * 16)
+            bind_store(ours, identity, await runtime.client.store_mark_key())
+            bind_store(theirs, "0" * 16 if identity != "0" * 16 else "1" * 16, secrets.token_bytes(32))
             listed = [item for item in await ours.list_owned(kind) if item.uid == obj.metadata.uid]
             assert len(listed) == 1, f"the resource the engine made is listed once, not {len(listed)} times"
             assert isinstance(theirs, ListingOwned)

@@ -46,9 +46,9 @@ class CountingClient:
                 f"{call} of {resource.key} returned (exists, up_to_date, owner) {said}, observe saw {found}"
             )
 
-    def bind_store(self, identity: str) -> None:
+    def bind_store(self, identity: str, key: bytes = b"") -> None:
         """Passed on to the inner client (when it takes the store's identity)."""
-        bind_store(self.inner, identity)
+        bind_store(self.inner, identity, key)
 
     @property
     def writes(self) -> int:
