@@ -366,6 +366,8 @@ async def _crash_after_create(h: Harness, name: str, markers: dict[str, str]) ->
     async with h.running() as runtime:
         obj = await runtime.apply(crashed)
         client = await h.connect()
+        # (The process that died ran on this store: its client was bound to it.)
+        bind_store(client, await runtime.client.store_identity(), await runtime.client.store_mark_key())
         before = await h.outside.count()
         await client.create(obj)  # the create went through, then the process died
         await client.close()
