@@ -6,7 +6,10 @@ others to share its message, and while a message of the zone is in flight, the c
 that arrive wait for it to be answered and then go together in the next (a server applies
 one zone's updates one at a time anyway: this is the group commit's pipelining). When the
 combined message's prerequisites fail, each change is sent again on its own, so that only
-the one somebody else's edit conflicts with fails. The changes that do not fit in one DNS
+the one somebody else's edit conflicts with fails; so, too, when the server will not
+apply the message as a whole (REFUSED, SERVFAIL, NOTIMP, FORMERR: a name its
+update-policy does not grant, a record it will not take), so that one bad change fails
+alone instead of every innocent one sharing its message. The changes that do not fit in one DNS
 message (64 KiB) go in the next; a change too large for a message of its own fails alone.
 Every caller gets its own outcome.
 """
@@ -18,7 +21,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 from providers.dns.updates import MAX_MESSAGE, TSIG_RESERVE, Update
-from providers.dns.wire import PrerequisiteFailedError
+from providers.dns.wire import MessageFailedError, PrerequisiteFailedError
 from reconcile.errors import PermanentError
 
 __all__ = ["Batcher", "Change"]
@@ -143,11 +146,11 @@ class Batcher:
     async def _flush_message(self, batch: list[_Pending], message: Update) -> None:
         try:
             await self._send_message(message, len(batch))
-        except PrerequisiteFailedError as exc:
+        except (PrerequisiteFailedError, MessageFailedError) as exc:
             if len(batch) == 1:
                 _settle(batch[0][1], exc)
                 return
-            # One of them conflicts: each on its own, so only that one fails.
+            # One of them conflicts, or is refused: each on its own, so only that one fails.
             await asyncio.gather(*(self._alone(change, future) for change, future in batch))
             return
         except BaseException as exc:  # noqa: BLE001 - every caller hears it
