@@ -1,16 +1,26 @@
-"""What the DNS server says, failing only what it is about, against BIND9: a change its
-update-policy refuses, sent in one UPDATE message with many innocent ones, fails alone
-(the message's changes are sent again one by one)."""
+"""What the DNS server says, or does not, failing only what it is about, against BIND9: a
+change its update-policy refuses, sent in one UPDATE message with many innocent ones,
+fails alone (the message's changes are sent again one by one); a server frozen with
+SIGSTOP under a few hundred record sets is noticed at once, every waiting change fails
+within its deadline naming the server, and all converge once it answers again."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from dns_server import Bind
+import pytest
+from dns_server import Bind, bind_server
 from test_dns import ByHand, _condition, by_hand, record_set, running, stored, token
 from test_files_provider import until_async
 
+from providers.dns import DnsProvider
 from providers.dns.client import DnsClient
 from reconcile import PermanentError, Runtime
 from reconcile.testing import FakeClock
@@ -65,3 +75,91 @@ class TestOneRefusedChange:
         assert synced is not None
         assert "REFUSED" in synced.message
         assert await by_hand.records(f"in7-{t}", "AAAA") == ["2001:db8::8"]
+
+
+async def _until(runtime: Runtime, holds: Callable[[list[Any]], bool], seconds: float) -> float:
+    """Poll the RecordSets until ``holds(objects)``, within ``seconds`` (else fail saying
+    what was last seen); how long it took."""
+    started = time.monotonic()
+    deadline = started + seconds
+    while True:
+        objects = (await runtime.client.list("recordset")).items
+        if holds(objects):
+            return time.monotonic() - started
+        if time.monotonic() > deadline:
+            synced = [o.status.condition("Synced") for o in objects]
+            seen = sorted({(c.status.value, c.message[:120]) for c in synced if c is not None})[:5]
+            pytest.fail(f"not within {seconds:g} s; conditions seen: {seen}")
+        await asyncio.sleep(0.05)  # (a poll of the condition, not a wait for a result)
+
+
+def _converged(generation: int) -> Callable[[list[Any]], bool]:
+    def holds(objects: list[Any]) -> bool:
+        return all(
+            o.metadata.generation == generation
+            and o.status.observed_generation == generation
+            and (c := o.status.condition("Synced")) is not None
+            and c.status.value == "True"
+            for o in objects
+        )
+
+    return holds
+
+
+class TestAFrozenServer:
+    """A server that stops answering (SIGSTOP), noticed at once."""
+
+    async def test_every_waiting_change_fails_within_its_deadline_naming_the_server(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """300 record sets converged on a named this test started; SIGSTOP, then a change
+        to every one: each fails within twice the configured timeout of the change (the
+        message ahead, and its own), Synced naming the server that stopped answering,
+        which is logged once; after SIGCONT every one converges."""
+        count, timeout = 300, 1.0
+        caplog.set_level(logging.WARNING, logger="providers.dns")
+        with bind_server() as bind:
+            monkeypatch.setenv("TSIG_SECRET", bind.secret)
+            runtime = Runtime(
+                tmp_path / "state.db",
+                providers=[DnsProvider()],
+                provider_config={"dns": bind.config(timeout=timeout)},
+                poll_interval=3600,
+                resync_period=None,
+            )
+            by_hand = ByHand(bind)
+            async with runtime:
+                await runtime.client.apply_many(
+                    [
+                        record_set(f"f{i}", "A", [f"192.0.2.{i % 250 + 1}"], label=f"f{i}")
+                        for i in range(count)
+                    ]
+                )
+                await _until(runtime, _converged(1), 120)
+                os.kill(bind.pid, signal.SIGSTOP)
+                try:
+                    await runtime.client.apply_many(
+                        [
+                            record_set(f"f{i}", "A", [f"198.51.100.{i % 250 + 1}"], label=f"f{i}")
+                            for i in range(count)
+                        ]
+                    )
+                    server = f"DNS server {bind.address}:{bind.port} is unreachable: no answer in 1 s"
+
+                    def all_failed(objects: list[Any]) -> bool:
+                        return len(objects) == count and all(
+                            (c := o.status.condition("Synced")) is not None
+                            and c.status.value == "False"
+                            and server in c.message
+                            for o in objects
+                        )
+
+                    took = await _until(runtime, all_failed, 60)
+                    assert took < 2 * timeout + 3.0, f"{took:.1f} s before every change had failed"
+                    stopped = [r for r in caplog.records if "stopped answering" in r.getMessage()]
+                    assert len(stopped) == 1, "noticed once, for the server"
+                finally:
+                    os.kill(bind.pid, signal.SIGCONT)
+                await _until(runtime, _converged(2), 120)
+            for i in (0, 149, 299):
+                assert await by_hand.records(f"f{i}", "A") == [f"198.51.100.{i % 250 + 1}"]

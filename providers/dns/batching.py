@@ -12,6 +12,12 @@ update-policy does not grant, a record it will not take), so that one bad change
 alone instead of every innocent one sharing its message. The changes that do not fit in one DNS
 message (64 KiB) go in the next; a change too large for a message of its own fails alone.
 Every caller gets its own outcome.
+
+A change waits at most ``deadline`` seconds for its outcome, from the moment it is
+submitted: a server that stops answering holds the message in flight for its timeout,
+and the changes queued behind it must not wait out every message ahead of them, one
+timeout after another. A change past its deadline fails (TransientError, naming the
+server) and, if it was not sent yet, is never sent.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from collections.abc import Awaitable, Callable
 
 from providers.dns.updates import MAX_MESSAGE, TSIG_RESERVE, Update
 from providers.dns.wire import MessageFailedError, PrerequisiteFailedError
-from reconcile.errors import PermanentError
+from reconcile.errors import PermanentError, TransientError
 
 __all__ = ["Batcher", "Change"]
 
@@ -43,11 +49,17 @@ class Batcher:
         window: float,
         size: int,
         limit: int = MAX_MESSAGE - TSIG_RESERVE,
+        deadline: float | None = None,
+        name: str = "the zone",
     ) -> None:
         self._make = make
         self._send = send
         self.window = window
         self.size = size
+        #: Seconds a change waits for its outcome at most (None: as long as it takes).
+        self.deadline = deadline
+        #: What the changes go to, for errors (``zone example.test. at DNS server ...``).
+        self.name = name
         #: Bytes a message may hold before its signature.
         self.limit = limit
         self._pending: list[_Pending] = []
@@ -74,7 +86,19 @@ class Batcher:
             self._flush_now()
         elif self._timer is None:
             self._timer = asyncio.create_task(self._after_window())
-        await future
+        if self.deadline is None:
+            await future
+            return
+        try:
+            async with asyncio.timeout(self.deadline):
+                await future
+        except TimeoutError:
+            # (The future is cancelled: a change not sent yet never will be.)
+            msg = (
+                f"no answer to the change within {self.deadline:g} s: {self.name} answered neither it "
+                "nor the messages before it"
+            )
+            raise TransientError(msg) from None
 
     async def _after_window(self) -> None:
         await asyncio.sleep(self.window)
@@ -109,6 +133,8 @@ class Batcher:
         together: list[_Pending] = []
         message = self._make()
         for pending in batch:
+            if pending[1].done():
+                continue  # its caller gave up waiting (its deadline): never sent
             fits = self._write(pending, message)
             if fits is False and together:  # the next message, if it fits in one
                 fresh = self._make()
@@ -161,6 +187,8 @@ class Batcher:
             _settle(future, None)
 
     async def _alone(self, change: Change, future: asyncio.Future[None]) -> None:
+        if future.done():
+            return  # its caller gave up waiting (its deadline)
         try:
             message = self._make()
             change(message)

@@ -25,8 +25,9 @@ PermanentError saying so. The answer of that query is the observation the engine
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import dns.name
@@ -37,6 +38,7 @@ import dns.rdatatype
 import reconcile
 from providers.dns.batching import Batcher, Change
 from providers.dns.config import DnsConfig, Server
+from providers.dns.health import Health, where
 from providers.dns.marks import fields_of, mark_name_of, signed_mark, subject_of, text_of, txt, verifies
 from providers.dns.records import (
     absolute_name,
@@ -64,6 +66,7 @@ from reconcile.errors import (
     NotOwnedError,
     PermanentError,
     ReconcileError,
+    TransientError,
 )
 
 __all__ = ["DnsClient"]
@@ -77,7 +80,8 @@ class DnsClient:
         self._batchers: dict[str, Batcher] = {}
         #: Queries and updates on the wire at once (reconciles beyond wait their turn).
         self._wire = asyncio.Semaphore(self.config.max_connections)
-        self._connections = Connections()
+        #: Which servers answer: one that stopped is noticed once, and backs off as one.
+        self._connections = Connections(Health(self.config.timeout))
         #: Who "we" are in the marks: the config's owner_id, else the store's identity
         #: once bound (a client never bound, as in a bare test, says "reconcile").
         self.owner = self.config.owner_id or "reconcile"
@@ -150,7 +154,7 @@ class DnsClient:
             tsig, origin = key.key(), zone_name(zone)
 
             async def send(message: Update) -> None:
-                async with self._wire:
+                async with self._on_wire(server):
                     await send_update(
                         self._connections, server, message, zone, tsig, seconds=self.config.timeout
                     )
@@ -160,6 +164,10 @@ class DnsClient:
                 send,
                 window=self.config.batch_window,
                 size=self.config.batch_max,
+                # The message ahead of a change, and its own: no change waits longer in a
+                # queue behind others (a server that stopped answering is known by then).
+                deadline=2 * self.config.timeout,
+                name=f"zone {zone} at DNS server {where(server)}",
             )
             self._batchers[zone] = batcher
         return batcher
@@ -381,14 +389,38 @@ class DnsClient:
     # -- helpers ---------------------------------------------------------------------------
 
     async def _query(self, server: Server, name: dns.name.Name, rdtype: str, seconds: float) -> Answer | None:
-        async with self._wire:
+        async with self._on_wire(server):
             return await query(self._connections, server, name, rdtype, seconds)
 
+    @contextlib.asynccontextmanager
+    async def _on_wire(self, server: Server) -> AsyncIterator[None]:
+        """One of the ``max_connections`` places on the wire, waited for at most
+        ``timeout`` (a TransientError saying so); an exchange with a server known to have
+        stopped answering fails at once, before waiting (see :mod:`providers.dns.health`)."""
+        self._connections.health.refuse_if_down(server)
+        seconds = self.config.timeout
+        try:
+            async with asyncio.timeout(seconds):
+                await self._wire.acquire()
+        except TimeoutError:
+            self._connections.health.refuse_if_down(server)  # (why nothing was answered)
+            msg = (
+                f"no place on the wire for DNS server {where(server)} within {seconds:g} s "
+                f"({self.config.max_connections} exchanges in flight, none answered meanwhile)"
+            )
+            raise TransientError(msg) from None
+        try:
+            yield
+        finally:
+            self._wire.release()
+
     def statistics(self) -> dict[str, int]:
-        """UPDATE messages sent and changes carried, over all zones."""
+        """UPDATE messages sent and changes carried, over all zones; servers down now, and
+        exchanges refused at once because theirs was."""
         return {
             "messages": sum(b.messages for b in self._batchers.values()),
             "changes": sum(b.changes for b in self._batchers.values()),
+            **self._connections.health.statistics(),
         }
 
     async def _submit(self, resource: reconcile.Resource[Any, Any], change: Change) -> None:
