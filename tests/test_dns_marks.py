@@ -63,6 +63,17 @@ class TestTheOwnershipNamespace:
             assert await client.revision() == 0
             await client.apply(record_set("_reconcile-not.victim", "TXT", ["x"], label="fine"))
 
+    @pytest.mark.parametrize(
+        ("option", "value"), [("owner_prefix", "a.b"), ("owner_prefix", ""), ("owner_id", "x,uid=1")]
+    )
+    def test_a_prefix_or_owner_that_would_break_the_marks_is_refused(
+        self, tsig: Bind, option: str, value: str
+    ) -> None:
+        """An owner_prefix that is not one label, or an owner_id holding a mark's field
+        separators: the config's error names the key."""
+        with pytest.raises(InvalidError, match=f"dns.{option}"):
+            DnsClient(tsig.config(**{option: value}))
+
     async def test_the_client_refuses_to_write_there(
         self, tsig: Bind, tmp_path: Path, by_hand: ByHand
     ) -> None:
