@@ -39,7 +39,18 @@ import reconcile
 from providers.dns.batching import Batcher, Change
 from providers.dns.config import DnsConfig, Server
 from providers.dns.health import Health, where
-from providers.dns.marks import fields_of, mark_name_of, signed_mark, subject_of, text_of, txt, verifies
+from providers.dns.marks import (
+    fields_of,
+    mark_name_of,
+    owner_in,
+    signed_in_zone,
+    signed_mark,
+    stale_difference,
+    stale_lines,
+    subject_of,
+    txt,
+    verifies,
+)
 from providers.dns.records import (
     absolute_name,
     canonical_records,
@@ -322,7 +333,6 @@ class DnsClient:
         zones hold."""
         if kind.kind != "RecordSet":
             return []
-        prefix = self.config.owner_prefix.encode()
         owned: list[reconcile.Owned] = []
         problems: list[str] = []
         for zone in sorted(self.config.keys):
@@ -332,20 +342,10 @@ class DnsClient:
             except ReconcileError as exc:
                 problems.append(str(exc))
                 continue
-            for relative, node in copy.nodes.items():
-                name = relative.derelativize(copy.origin or dns.name.root)
-                rdataset = node.get_rdataset(dns.rdataclass.IN, dns.rdatatype.TXT)
-                if rdataset is None or len(name.labels) < 2 or name.labels[0] != prefix:  # noqa: PLR2004
-                    continue
-                target = dns.name.Name(name.labels[1:])
-                subject = (zone, target.canonicalize().to_text())
-                for rdata in rdataset:
-                    fields = fields_of(text_of(rdata))
-                    if not verifies(self._key, fields, subject):
-                        continue
-                    rtype, uid = fields.get("type", ""), fields.get("uid", "")
-                    detail = {"zone": zone, "name": target.to_text(), "type": rtype, "mark": text_of(rdata)}
-                    owned.append(reconcile.Owned(uid, f"{target.to_text()} {rtype}", detail))
+            for target, fields, text in signed_in_zone(self._key, copy, zone, self.config.owner_prefix):
+                rtype, uid = fields.get("type", ""), fields.get("uid", "")
+                detail = {"zone": zone, "name": target.to_text(), "type": rtype, "mark": text}
+                owned.append(reconcile.Owned(uid, f"{target.to_text()} {rtype}", detail))
         if problems:
             raise IncompleteListingError("; ".join(problems), owned)
         return owned
@@ -456,54 +456,21 @@ class DnsClient:
         return canonical_records(answer.rdatas)
 
     def _owner_in(self, resource: reconcile.Resource[Any, Any], marks: Answer | None) -> str | None:
-        """The uid the ownership TXT names for this record set's type in a line this store
-        signed (ours if present among several). A line it did not sign proves nothing: it
-        is reported as ``<uid> without this store's signature``, which is no resource's
-        uid (so the record set is NotOwned, never ours), and None when there is no line
-        for the type at all."""
+        """Whose the record set is by its mark (see :func:`providers.dns.marks.owner_in`)."""
         if marks is None:
             return None
-        spec, uid = resource.spec, str(resource.metadata.uid)
-        current = self._mark_text(resource)
-        subject = subject_of(spec.zone, spec.name)
-        signed, unsigned = [], []
-        for rdata in marks.rdatas:
-            text = text_of(rdata)
-            if text == current:
-                return uid  # (the common case: our own line, nothing to parse or sign)
-            fields = fields_of(text)
-            if fields.get("heritage") != "reconcile" or fields.get("type") != spec.type:
-                continue
-            if verifies(self._key, fields, subject):
-                signed.append(fields.get("uid", ""))
-            else:
-                unsigned.append(fields.get("uid", "") or "?")
-        if uid in signed:
-            return uid
-        if signed:
-            return signed[0]
-        return f"{unsigned[0]} without this store's signature" if unsigned else None
+        spec = resource.spec
+        subject, uid = subject_of(spec.zone, spec.name), str(resource.metadata.uid)
+        return owner_in(self._key, self._mark_text(resource), subject, spec.type, uid, lines=marks.rdatas)
 
     def _stale_marks(
         self, resource: reconcile.Resource[Any, Any], marks: Answer | None
     ) -> list[dns.rdata.Rdata]:
-        """The lines of the mark naming this resource's uid and type under another owner."""
+        """The lines of the mark naming this resource's uid and type, but not its signed line."""
         if marks is None:
             return []
-        uid, rtype, current = resource.metadata.uid, resource.spec.type, self._mark_text(resource)
-        stale = []
-        for rdata in marks.rdatas:
-            text = text_of(rdata)
-            if text == current:
-                continue  # (the common case: our own line, nothing to parse)
-            fields = fields_of(text)
-            if (
-                fields.get("heritage") == "reconcile"
-                and fields.get("uid") == uid
-                and fields.get("type") == rtype
-            ):
-                stale.append(rdata)
-        return stale
+        current, uid = self._mark_text(resource), str(resource.metadata.uid)
+        return stale_lines(current, resource.spec.type, uid, marks.rdatas)
 
     def _observation(
         self,
@@ -525,12 +492,7 @@ class DnsClient:
         if answer.ttl != spec.ttl:
             differences.append(f"ttl {answer.ttl} -> {spec.ttl}")
         subject = subject_of(spec.zone, spec.name)
-        for old in stale or ():
-            fields = fields_of(text_of(old))
-            if verifies(self._key, fields, subject):
-                differences.append(f"ownership mark owner {fields.get('owner', '')} -> {self.owner}")
-            else:
-                differences.append("an ownership mark line for this uid not signed by this store removed")
+        differences += [stale_difference(self._key, subject, old, self.owner) for old in stale or ()]
         observed = {
             "fqdn": fqdn_text(spec.zone, spec.name),
             "type": spec.type,

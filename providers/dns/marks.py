@@ -27,12 +27,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+from collections.abc import Iterator, Sequence
 
 import dns.name
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 import dns.rdtypes.ANY.TXT
+import dns.zone
 
 from providers.dns.records import absolute_name, zone_name
 
@@ -40,7 +42,11 @@ __all__ = [
     "MAC_BYTES",
     "fields_of",
     "mark_name_of",
+    "owner_in",
+    "signed_in_zone",
     "signed_mark",
+    "stale_difference",
+    "stale_lines",
     "subject_of",
     "text_of",
     "txt",
@@ -106,3 +112,84 @@ def text_of(rdata: dns.rdata.Rdata) -> str:
 def fields_of(text: str) -> dict[str, str]:
     """The ``key=value`` fields of a mark's text."""
     return dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+
+
+def owner_in(
+    key: bytes,
+    current: str,
+    subject: tuple[str, str],
+    rtype: str,
+    uid: str,
+    *,
+    lines: Sequence[dns.rdata.Rdata],
+) -> str | None:
+    """Whose the record set ``subject``/``rtype`` is, by the ``lines`` of its mark:
+    ``uid`` when its signed line (``current``) or another line naming it that ``key``
+    signed is among them, else the uid of another line ``key`` signed for the type (a
+    resource of this store that is not this one). A line ``key`` did not sign proves
+    nothing: it is reported as ``<uid> without this store's signature``, which is no
+    resource's uid (the record set is NotOwned, never ours); None when no line is for
+    the type."""
+    signed, unsigned = [], []
+    for rdata in lines:
+        text = text_of(rdata)
+        if text == current:
+            return uid  # (the common case: our own line, nothing to parse or sign)
+        fields = fields_of(text)
+        if fields.get("heritage") != "reconcile" or fields.get("type") != rtype:
+            continue
+        if verifies(key, fields, subject):
+            signed.append(fields.get("uid", ""))
+        else:
+            unsigned.append(fields.get("uid", "") or "?")
+    if uid in signed:
+        return uid
+    if signed:
+        return signed[0]
+    return f"{unsigned[0]} without this store's signature" if unsigned else None
+
+
+def stale_lines(
+    current: str, rtype: str, uid: str, lines: Sequence[dns.rdata.Rdata]
+) -> list[dns.rdata.Rdata]:
+    """The ``lines`` that name the resource ``uid`` and ``rtype`` but are not its signed
+    line ``current`` (written under another owner, before marks were signed, or typed by
+    somebody): the update or delete of the record set removes them."""
+    stale = []
+    for rdata in lines:
+        text = text_of(rdata)
+        if text == current:
+            continue  # (the common case: our own line, nothing to parse)
+        fields = fields_of(text)
+        if fields.get("heritage") == "reconcile" and fields.get("uid") == uid and fields.get("type") == rtype:
+            stale.append(rdata)
+    return stale
+
+
+def stale_difference(key: bytes, subject: tuple[str, str], line: dns.rdata.Rdata, owner: str) -> str:
+    """How observe's diff says that a stale line goes."""
+    fields = fields_of(text_of(line))
+    if verifies(key, fields, subject):
+        return f"ownership mark owner {fields.get('owner', '')} -> {owner}"
+    return "an ownership mark line for this uid not signed by this store removed"
+
+
+def signed_in_zone(
+    key: bytes, copy: dns.zone.Zone, zone: str, prefix: str
+) -> Iterator[tuple[dns.name.Name, dict[str, str], str]]:
+    """Every mark line in a transferred ``zone`` that ``key`` signed: the record set's
+    name, the line's fields and its text (a line naming this store that it did not sign
+    is not one)."""
+    label = prefix.encode()
+    for relative, node in copy.nodes.items():
+        name = relative.derelativize(copy.origin or dns.name.root)
+        rdataset = node.get_rdataset(dns.rdataclass.IN, dns.rdatatype.TXT)
+        if rdataset is None or len(name.labels) < 2 or name.labels[0] != label:  # noqa: PLR2004
+            continue
+        target = dns.name.Name(name.labels[1:])
+        subject = (zone, target.canonicalize().to_text())
+        for rdata in rdataset:
+            text = text_of(rdata)
+            fields = fields_of(text)
+            if verifies(key, fields, subject):
+                yield target, fields, text
