@@ -23,6 +23,7 @@ server) and, if it was not sent yet, is never sent.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from collections.abc import Awaitable, Callable
 
@@ -63,6 +64,9 @@ class Batcher:
         #: Bytes a message may hold before its signature.
         self.limit = limit
         self._pending: list[_Pending] = []
+        #: Each waiting change's deadline, in order, and the timer of the earliest.
+        self._deadlines: collections.deque[tuple[float, asyncio.Future[None]]] = collections.deque()
+        self._expiry: asyncio.TimerHandle | None = None
         self._timer: asyncio.Task[None] | None = None
         #: The zone's messages in flight: while there is one, what comes waits for the next.
         self._flushing: set[asyncio.Task[None]] = set()
@@ -86,19 +90,33 @@ class Batcher:
             self._flush_now()
         elif self._timer is None:
             self._timer = asyncio.create_task(self._after_window())
-        if self.deadline is None:
-            await future
-            return
-        try:
-            async with asyncio.timeout(self.deadline):
-                await future
-        except TimeoutError:
-            # (The future is cancelled: a change not sent yet never will be.)
-            msg = (
-                f"no answer to the change within {self.deadline:g} s: {self.name} answered neither it "
-                "nor the messages before it"
-            )
-            raise TransientError(msg) from None
+        if self.deadline is not None:
+            self._watch(future)
+        await future
+
+    def _watch(self, future: asyncio.Future[None]) -> None:
+        """Fail ``future`` at its deadline unless settled before: one timer for all, at the
+        earliest deadline (changes come in order, so their deadlines do), not one each."""
+        assert self.deadline is not None
+        loop = future.get_loop()
+        self._deadlines.append((loop.time() + self.deadline, future))
+        if self._expiry is None:
+            self._expiry = loop.call_at(self._deadlines[0][0], self._expire)
+
+    def _expire(self) -> None:
+        self._expiry = None
+        deadlines = self._deadlines
+        now = asyncio.get_running_loop().time() + 0.001  # (a timer may fire a hair early)
+        while deadlines and (deadlines[0][0] <= now or deadlines[0][1].done()):
+            _, future = deadlines.popleft()
+            if not future.done():  # (a change not sent yet never will be: see _messages)
+                msg = (
+                    f"no answer to the change within {self.deadline:g} s: {self.name} answered neither it "
+                    "nor the messages before it"
+                )
+                future.set_exception(TransientError(msg))
+        if deadlines:
+            self._expiry = asyncio.get_running_loop().call_at(deadlines[0][0], self._expire)
 
     async def _after_window(self) -> None:
         await asyncio.sleep(self.window)
@@ -208,6 +226,9 @@ class Batcher:
         self._flush_now(force=True)
         with contextlib.suppress(Exception):
             await asyncio.gather(*self._flushing, return_exceptions=True)
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
 
 
 def _settle(future: asyncio.Future[None], exc: BaseException | None) -> None:

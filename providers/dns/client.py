@@ -25,9 +25,8 @@ PermanentError saying so. The answer of that query is the observation the engine
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import dns.name
@@ -165,10 +164,13 @@ class DnsClient:
             tsig, origin = key.key(), zone_name(zone)
 
             async def send(message: Update) -> None:
-                async with self._on_wire(server):
+                await self._enter_wire(server)
+                try:
                     await send_update(
                         self._connections, server, message, zone, tsig, seconds=self.config.timeout
                     )
+                finally:
+                    self._wire.release()
 
             batcher = Batcher(
                 lambda: Update(origin),
@@ -389,15 +391,21 @@ class DnsClient:
     # -- helpers ---------------------------------------------------------------------------
 
     async def _query(self, server: Server, name: dns.name.Name, rdtype: str, seconds: float) -> Answer | None:
-        async with self._on_wire(server):
+        await self._enter_wire(server)
+        try:
             return await query(self._connections, server, name, rdtype, seconds)
+        finally:
+            self._wire.release()
 
-    @contextlib.asynccontextmanager
-    async def _on_wire(self, server: Server) -> AsyncIterator[None]:
-        """One of the ``max_connections`` places on the wire, waited for at most
-        ``timeout`` (a TransientError saying so); an exchange with a server known to have
-        stopped answering fails at once, before waiting (see :mod:`providers.dns.health`)."""
+    async def _enter_wire(self, server: Server) -> None:
+        """Take one of the ``max_connections`` places on the wire (give it back with
+        ``self._wire.release()``), waited for at most ``timeout`` (a TransientError
+        saying so); an exchange with a server known to have stopped answering fails at
+        once, before waiting (see :mod:`providers.dns.health`)."""
         self._connections.health.refuse_if_down(server)
+        if not self._wire.locked():
+            await self._wire.acquire()  # (free: no wait to bound, no timer to set)
+            return
         seconds = self.config.timeout
         try:
             async with asyncio.timeout(seconds):
@@ -409,10 +417,6 @@ class DnsClient:
                 f"({self.config.max_connections} exchanges in flight, none answered meanwhile)"
             )
             raise TransientError(msg) from None
-        try:
-            yield
-        finally:
-            self._wire.release()
 
     def statistics(self) -> dict[str, int]:
         """UPDATE messages sent and changes carried, over all zones; servers down now, and

@@ -42,6 +42,8 @@ class ServerDownError(TransientError):
 
 @attrs.define
 class _Down:
+    #: Which time the server went down (exchanges begun before it are not its probes).
+    epoch: int
     reason: str
     #: When it was marked down, and its wall-clock time for messages.
     since: float
@@ -71,6 +73,8 @@ class Health:
         self.most = max(FIRST_WAIT, 6 * timeout)
         self._clock, self._wall = clock, wall
         self._down: dict[Server, _Down] = {}
+        #: Counts the times any server went down: an exchange's start, cheaper than a clock.
+        self._epoch = 0
         #: Exchanges refused at once because their server was down (for tests, benchmarks).
         self.refused = 0
 
@@ -84,16 +88,17 @@ class Health:
                 self.refused += 1
                 raise self._error(server, down, now)
 
-    def check(self, server: Server) -> float:
-        """Before an exchange: its start time, when the server is up or due to be tried
-        (then this exchange is the probe); ServerDownError, at once, when it is down."""
-        now = self._clock()
+    def check(self, server: Server) -> int:
+        """Before an exchange: when it began (for :meth:`failed`), when the server is up or
+        due to be tried (then this exchange is the probe); ServerDownError, at once, when
+        it is down."""
         down = self._down.get(server)
         if down is None:
-            return now
+            return self._epoch
+        now = self._clock()
         if now >= down.retry_at:
             down.retry_at = now + self.timeout  # (the others wait for the probe's answer)
-            return now
+            return self._epoch
         self.refused += 1
         raise self._error(server, down, now)
 
@@ -108,7 +113,7 @@ class Health:
                 down.reason,
             )
 
-    def failed(self, server: Server, reason: str, started: float) -> ServerDownError:
+    def failed(self, server: Server, reason: str, started: int) -> ServerDownError:
         """An exchange with ``server`` begun at ``started`` failed for ``reason`` (no
         answer in time, no connection): mark it down, or, when this was the probe, wait
         twice as long; the error to raise (exchanges on the wire before it went down change
@@ -116,10 +121,12 @@ class Health:
         now = self._clock()
         down = self._down.get(server)
         if down is None:
-            down = _Down(reason, now, self._wall(), now + FIRST_WAIT, min(2 * FIRST_WAIT, self.most))
+            self._epoch += 1
+            wait = min(2 * FIRST_WAIT, self.most)
+            down = _Down(self._epoch, reason, now, self._wall(), now + FIRST_WAIT, wait)
             self._down[server] = down
             LOG.warning("DNS server %s stopped answering: %s", where(server), reason)
-        elif started >= down.since:  # the probe (or an exchange begun after it went down)
+        elif started >= down.epoch:  # the probe (or an exchange begun after it went down)
             down.reason, down.retry_at = reason, now + down.wait
             down.wait = min(2 * down.wait, self.most)
         return self._error(server, down, now)
