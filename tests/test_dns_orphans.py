@@ -215,3 +215,27 @@ def test_a_mark_written_before_marks_were_signed_is_proof_of_nothing(tsig: Bind,
     _ok(_run(db, config, tsig, "run", "--once", "--timeout", "120"))
     assert asyncio.run(hand.records(name, "A")) == []
     assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) == [], "every line of the mark went"
+
+
+def test_plan_judges_marks_with_the_store_s_secret(tsig: Bind, tmp_path: Path) -> None:
+    """``reconcile plan`` after a run: the record set the run made is unchanged (its mark
+    verified with the store's secret, as the runner's is), and one whose mark was
+    replaced by an unsigned copy is not ours."""
+    t = token()
+    config = _config(tmp_path, tsig)
+    db = tmp_path / "state.db"
+    hand = ByHand(tsig)
+    _apply(
+        db,
+        config,
+        tsig,
+        tmp_path,
+        record_set(f"p1-{t}", "A", ["192.0.2.1"], label="p1"),
+        record_set(f"p2-{t}", "A", ["192.0.2.2"], label="p2"),
+    )
+    (mark,) = asyncio.run(hand.records(f"_reconcile.p2-{t}", "TXT"))
+    unsigned = mark.split(",mac=")[0] + '"'
+    asyncio.run(hand.update(lambda m: m.replace(f"_reconcile.p2-{t}.{ZONE}", 300, "TXT", unsigned)))
+    planned = json.loads(_run(db, config, tsig, "plan", "-o", "json").stdout)
+    actions = {row["name"]: row["action"] for row in planned}
+    assert actions == {"p1": "nothing", "p2": "refuse"}
