@@ -102,9 +102,9 @@ class DnsClient:
         #: What marks are signed with: the store's secret once bound; until then one of
         #: this client's own (its marks are its own, no other's).
         self._key = secrets.token_bytes(32)
-        #: Marks of a resource's record set written under another owner (before the store
-        #: was named in them, or another owner_id), by uid, as observe found them: the
-        #: update that follows replaces them with ours.
+        #: Lines of a resource's mark other than its signed one (written under another
+        #: owner_id, before marks were signed, or typed by somebody), by uid, as observe
+        #: found them: the update that follows (the record set being ours) removes them.
         self._stale: dict[str, list[dns.rdata.Rdata]] = {}
 
     def bind_store(self, identity: str, key: bytes = b"") -> None:
@@ -360,8 +360,10 @@ class DnsClient:
         detail = owned.detail
         zone, absolute = str(detail["zone"]), str(detail["name"])
         name = absolute_name(zone, absolute)
-        if not verifies(self._key, fields_of(str(detail["mark"])), subject_of(zone, absolute)) or (
-            fields_of(str(detail["mark"])).get("type") != str(detail["type"])
+        fields = fields_of(str(detail["mark"]))
+        if (
+            not verifies(self._key, fields, subject_of(zone, absolute))
+            or fields.get("type") != detail["type"]
         ):
             msg = f"{owned.external}: its ownership mark is not signed by this store; it is left alone"
             raise NotOwnedError(msg)
