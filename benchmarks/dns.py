@@ -70,6 +70,7 @@ from reconcile.controller import Priority  # noqa: E402
 BATCH = 100
 #: The plain program's owner in its marks: as long as a store's identity.
 OWNER = "0123456789abcdef"
+MAC = "0123456789abcdef" * 2
 
 
 class Counted(DnsClient):
@@ -238,12 +239,13 @@ async def plain(bind: Bind, size: int, workers: int, *, lean: bool = False) -> d
     def create(message: Any, index: int) -> None:
         # The engine's change exactly: the RRset absent and no CNAME at the name (the CNAME
         # rule), the records, and a mark as long as the engine's (a 16-digit store identity,
-        # a uid in the form of a UUID).
+        # a uid in the form of a UUID, a MAC of 32 hex digits).
         message.absent(names[index], "A")
         message.absent(names[index], "CNAME")
         message.add(names[index], 300, record("A", "192.0.2.1"))
         uid = uuid.UUID(int=index)
-        message.add(marks[index], 300, record("TXT", f'"heritage=reconcile,owner={OWNER},type=A,uid={uid}"'))
+        mark = f"heritage=reconcile,owner={OWNER},type=A,uid={uid},mac={MAC}"
+        message.add(marks[index], 300, record("TXT", f'"{mark}"'))
 
     def repair(message: Any, index: int) -> None:
         message.replace(names[index], 300, record("A", "192.0.2.1"))

@@ -1,7 +1,8 @@
 """BIND9 for the dns provider's tests: ``named -g`` on a free 127.0.0.1 port, from a fresh
 temporary directory with a generated TSIG key, the test zones and an update-policy;
 ready only when a TCP SOA query of the zone answers with authority; stopped and its
-directory removed afterwards.
+directory removed afterwards. The update-policy grants the key the whole zone but the
+names under :data:`REFUSED_NAME`, which it refuses (REFUSED), as a narrowed policy does.
 
 Under ``CI=true`` a server that does not start fails the run; elsewhere the tests that
 need it are skipped with the reason (``make test`` installs bind9 when named is missing).
@@ -29,6 +30,8 @@ ZONE = "example.test."
 #: A zone the server is configured for in the provider config, but does not serve.
 FOREIGN_ZONE = "elsewhere.test."
 KEY_NAME = "reconciler-key."
+#: Updates of this name, or any below it, are REFUSED by the update-policy.
+REFUSED_NAME = f"refused.{ZONE}"
 
 _CONF = """
 key "{key}" {{ algorithm hmac-sha256; secret "{secret}"; }};
@@ -46,7 +49,7 @@ controls {{ }};
 zone "{zone}" {{
     type primary;
     file "{dir}/zone.db";
-    update-policy {{ grant {key} zonesub ANY; }};
+    update-policy {{ deny {key} subdomain {refused} ANY; grant {key} zonesub ANY; }};
 }};
 """
 _ZONE_FILE = """$TTL 300
@@ -58,12 +61,14 @@ ns  IN A   127.0.0.1
 
 @attrs.frozen
 class Bind:
-    """A running named: where it listens and the TSIG secret (base64) it trusts."""
+    """A running named: where it listens, the TSIG secret (base64) it trusts, and its
+    process id (for a test that stops it with SIGSTOP)."""
 
     address: str
     port: int
     secret: str
     directory: Path
+    pid: int = 0
 
     def config(self, **extra: object) -> dict[str, object]:
         """The dns provider config for it, the secret from the environment variable
@@ -108,7 +113,9 @@ def bind_server() -> Iterator[Bind]:
     port = free_port()
     secret = base64.b64encode(secrets.token_bytes(32)).decode()
     conf = directory / "named.conf"
-    conf.write_text(_CONF.format(key=KEY_NAME, secret=secret, dir=directory, port=port, zone=ZONE))
+    conf.write_text(
+        _CONF.format(key=KEY_NAME, secret=secret, dir=directory, port=port, zone=ZONE, refused=REFUSED_NAME)
+    )
     (directory / "zone.db").write_text(_ZONE_FILE.format(zone=ZONE))
     try:
         with (
@@ -120,8 +127,8 @@ def bind_server() -> Iterator[Bind]:
                 answers=lambda: _answers(port),
                 log=log,
                 tail=lambda: (directory / "named.log").read_text(errors="replace")[-800:],
-            ),
+            ) as process,
         ):
-            yield Bind("127.0.0.1", port, secret, directory)
+            yield Bind("127.0.0.1", port, secret, directory, process.pid)
     finally:
         shutil.rmtree(directory, ignore_errors=True)

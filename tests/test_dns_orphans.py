@@ -1,7 +1,8 @@
 """``reconcile orphans`` with the dns provider against the BIND fixture: the store's
 identity in every ownership mark, a TSIG-signed zone transfer listing what this store
 made, what no object declares listed and (with --delete) deleted, what was orphaned on
-purpose or belongs to another store never touched."""
+purpose, belongs to another store or carries a mark this store did not sign never
+touched."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +104,15 @@ def test_orphans_after_a_restore_listed_then_deleted(tsig: Bind, tmp_path: Path)
     _ok(_run(db, config, tsig, "run", "--once", "--timeout", "120"))
     _apply(other, config, tsig, tmp_path, record_set(f"theirs-{t}", "A", ["192.0.2.4"], label="theirs"))
 
+    # A mark naming this store that it did not sign (typed by somebody who read the
+    # identity in another mark): never listed, never deleted.
+    forged = f"heritage=reconcile,owner={identity},type=A,uid={uuid.uuid4()}"
+    for text in (forged, f"{forged},mac={'0' * 32}"):
+        asyncio.run(
+            hand.update(lambda m, text=text: m.add(f"_reconcile.forged-{t}.{ZONE}", 300, "TXT", f'"{text}"'))
+        )
+    asyncio.run(hand.update(lambda m: m.add(f"forged-{t}.{ZONE}", 300, "A", "203.0.113.9")))
+
     listed = json.loads(_ok(_run(db, config, tsig, "orphans", "recordset", "-o", "json")).stdout)
     mine = {row["external"]: row["state"] for row in listed if t in row["external"]}
     assert mine == {
@@ -116,7 +127,7 @@ def test_orphans_after_a_restore_listed_then_deleted(tsig: Bind, tmp_path: Path)
     for name, rtype in ((f"lost1-{t}", "A"), (f"lost2-{t}", "TXT")):
         assert asyncio.run(hand.records(name, rtype)) == []
         assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) == []
-    for name in (f"kept-{t}", f"left-{t}", f"theirs-{t}"):
+    for name in (f"kept-{t}", f"left-{t}", f"theirs-{t}", f"forged-{t}"):
         assert asyncio.run(hand.records(name, "A")) != [], name
         assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) != [], name
     again = json.loads(_ok(_run(db, config, tsig, "orphans", "-o", "json")).stdout)
@@ -167,10 +178,11 @@ def test_bad_input_exits_2(tsig: Bind, tmp_path: Path, args: tuple[str, ...], re
     assert _revision(db) == revision
 
 
-def test_a_mark_of_another_owner_is_rewritten_then_deleted_whole(tsig: Bind, tmp_path: Path) -> None:
-    """A record set marked before marks named the store (``owner=reconcile``): the next
-    pass rewrites the mark to this store's, recorded as drift; a delete removes every line
-    of the mark for the uid, the old one included."""
+def test_a_mark_written_before_marks_were_signed_is_proof_of_nothing(tsig: Bind, tmp_path: Path) -> None:
+    """A record set whose mark has no signature (as versions before it wrote them, and as
+    anybody can type): NotOwned, its records and mark left as they were; ``adopt`` marks
+    it with a signed line and the next pass removes the old one (recorded as drift); a
+    delete removes every line of the mark for the uid, an old one included."""
     t = token()
     config = _config(tmp_path, tsig)
     db = tmp_path / "state.db"
@@ -178,17 +190,52 @@ def test_a_mark_of_another_owner_is_rewritten_then_deleted_whole(tsig: Bind, tmp
     name = f"legacy-{t}"
     _apply(db, config, tsig, tmp_path, record_set(name, "A", ["192.0.2.5"], label="legacy"))
     (mark,) = asyncio.run(hand.records(f"_reconcile.{name}", "TXT"))
-    identity = _identity(db)
-    legacy = mark.replace(f"owner={identity}", "owner=reconcile")
+    assert ",mac=" in mark
+    legacy = mark.split(",mac=")[0] + '"'
     asyncio.run(hand.update(lambda m: m.replace(f"_reconcile.{name}.{ZONE}", 300, "TXT", legacy)))
+    asyncio.run(hand.update(lambda m: m.replace(f"{name}.{ZONE}", 300, "A", "198.51.100.5")))
 
-    _ok(_run(db, config, tsig, "run", "--once", "--timeout", "120"))
-    assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) == [mark], "one line, naming the store"
+    _run(db, config, tsig, "run", "--once", "--timeout", "30")
+    described = _ok(_run(db, config, tsig, "get", "recordset/legacy", "-o", "json")).stdout
+    assert "without this store's signature" in described
+    assert asyncio.run(hand.records(name, "A")) == ["198.51.100.5"], "not repaired: not ours"
+    assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) == [legacy]
+
+    _ok(_run(db, config, tsig, "adopt", "recordset/legacy"))
+    _ok(_run(db, config, tsig, "run", "--once", "--timeout", "120"))  # adopted (marked)
+    _ok(_run(db, config, tsig, "run", "--once", "--timeout", "120"))  # brought to the spec
+    assert asyncio.run(hand.records(name, "A")) == ["192.0.2.5"]
+    assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) == [mark], "one line, signed"
     history = _ok(_run(db, config, tsig, "history", "recordset/legacy", "-o", "json")).stdout
-    assert f"ownership mark owner reconcile -> {identity}" in history
+    assert "Adopted" in history
+    assert "not signed by this store removed" in history
 
     asyncio.run(hand.update(lambda m: m.add(f"_reconcile.{name}.{ZONE}", 300, "TXT", legacy)))
     _ok(_run(db, config, tsig, "delete", "recordset", "legacy"))
     _ok(_run(db, config, tsig, "run", "--once", "--timeout", "120"))
     assert asyncio.run(hand.records(name, "A")) == []
     assert asyncio.run(hand.records(f"_reconcile.{name}", "TXT")) == [], "every line of the mark went"
+
+
+def test_plan_judges_marks_with_the_store_s_secret(tsig: Bind, tmp_path: Path) -> None:
+    """``reconcile plan`` after a run: the record set the run made is unchanged (its mark
+    verified with the store's secret, as the runner's is), and one whose mark was
+    replaced by an unsigned copy is not ours."""
+    t = token()
+    config = _config(tmp_path, tsig)
+    db = tmp_path / "state.db"
+    hand = ByHand(tsig)
+    _apply(
+        db,
+        config,
+        tsig,
+        tmp_path,
+        record_set(f"p1-{t}", "A", ["192.0.2.1"], label="p1"),
+        record_set(f"p2-{t}", "A", ["192.0.2.2"], label="p2"),
+    )
+    (mark,) = asyncio.run(hand.records(f"_reconcile.p2-{t}", "TXT"))
+    unsigned = mark.split(",mac=")[0] + '"'
+    asyncio.run(hand.update(lambda m: m.replace(f"_reconcile.p2-{t}.{ZONE}", 300, "TXT", unsigned)))
+    planned = json.loads(_run(db, config, tsig, "plan", "-o", "json").stdout)
+    actions = {row["name"]: row["action"] for row in planned}
+    assert actions == {"p1": "nothing", "p2": "refuse"}

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from providers.dns.batching import Batcher
 from providers.dns.streams import Connections
 from providers.dns.updates import Update
-from providers.dns.wire import PrerequisiteFailedError, query_message, send_update
+from providers.dns.wire import PrerequisiteFailedError, UpdateRefusedError, query_message, send_update
 from reconcile.errors import PermanentError, TransientError
 
 ZONE = dns.name.from_text("example.test.")
@@ -397,4 +397,51 @@ class TestBatcherMessages:
         answered.set()
         await asyncio.gather(first, *later)
         assert [m.updates for m in sent] == [1, 5]
+        await batcher.close()
+
+    async def test_a_change_behind_a_message_never_answered_fails_at_its_deadline(self) -> None:
+        """A message in flight that is never answered: the changes queued behind it fail
+        at their deadline, naming where they were going, and are never sent."""
+        sent: list[Update] = []
+        never = asyncio.Event()
+
+        async def send(message: Update) -> None:
+            sent.append(message)
+            await never.wait()
+
+        batcher = Batcher(lambda: Update(ZONE), send, window=0.0, size=100, deadline=0.2, name="zone z at S")
+        first = asyncio.create_task(batcher.submit(_sized(0, 10)))
+        await settle(lambda: len(sent) == 1)
+        behind = await asyncio.gather(
+            *(batcher.submit(_sized(i, 10)) for i in range(1, 4)), return_exceptions=True
+        )
+        assert all(isinstance(outcome, TransientError) for outcome in behind)
+        assert "no answer to the change within 0.2 s: zone z at S answered neither it" in str(behind[0])
+        with pytest.raises(TransientError):
+            await first
+        never.set()
+        await batcher.close()
+        assert len(sent) == 1, "the changes whose callers gave up were never sent"
+
+    async def test_a_message_the_server_refuses_is_sent_again_change_by_change(self) -> None:
+        """REFUSED (or SERVFAIL, NOTIMP, FORMERR) for a combined message: each change goes
+        alone, and only the one refused alone fails, with the server's own error."""
+        sent: list[Update] = []
+
+        async def send(message: Update) -> None:
+            sent.append(message)
+            if message.updates != 1 or len(sent) == 3:  # the combined one, and change 1 alone
+                raise UpdateRefusedError("REFUSED the update", "REFUSED")
+
+        batcher = Batcher(lambda: Update(ZONE), send, window=0.01, size=100)
+        outcomes = await asyncio.gather(
+            *(batcher.submit(_sized(i, 10)) for i in range(4)), return_exceptions=True
+        )
+        assert [m.updates for m in sent] == [4, 1, 1, 1, 1]
+        assert [type(o).__name__ for o in outcomes] == [
+            "NoneType",
+            "UpdateRefusedError",
+            "NoneType",
+            "NoneType",
+        ]
         await batcher.close()

@@ -5,6 +5,7 @@ reuse, replacement and deadlines against a small asyncio server of the test's ow
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import dns.flags
@@ -16,6 +17,8 @@ import dns.rrset
 import pytest
 from dns_echo import Echo, serving
 
+from providers.dns.config import Server
+from providers.dns.health import FIRST_WAIT, Health, ServerDownError
 from providers.dns.streams import Connections
 from providers.dns.wire import MalformedAnswerError, query, query_message, read_answer
 from reconcile.errors import TransientError
@@ -229,12 +232,14 @@ class TestConnections:
         """A server that does not answer: TransientError at the deadline, naming the
         server; the connection is closed, so a late answer is never read as the next."""
         answers = iter([None, b"late-proof"])
+        now = [0.0]
         async with serving(Echo(lambda _message: next(answers))) as echo:
-            connections = Connections()
+            connections = Connections(Health(5, clock=lambda: now[0]))
             with pytest.raises(
                 TransientError, match=r"127\.0\.0\.1:\d+ is unreachable: no answer in 0\.05 s"
             ):
                 await connections.exchange(echo.where, b"first", 0.05)
+            now[0] += FIRST_WAIT  # (the server is tried again: see TestHealth)
             assert await connections.exchange(echo.where, b"second", 5) == b"late-proof"
             assert echo.connections == 2
             await connections.close()
@@ -245,6 +250,59 @@ class TestConnections:
             where = echo.where
         with pytest.raises(TransientError, match=f"{where.address}:{where.port} is unreachable"):
             await Connections().exchange(where, b"anyone?", 5)
+
+
+class TestHealth:
+    """A server that stopped answering is noticed once and backs off as one server."""
+
+    async def test_after_no_answer_the_next_exchanges_fail_at_once_until_a_probe_answers(self) -> None:
+        """The first exchange without an answer marks the server down; the next fail at
+        once, naming it, since when and when it is tried again (retry_after), without
+        reaching it; when that time comes one exchange goes as the probe (the others still
+        fail at once), and its answer marks the server up."""
+        now = [100.0]
+        answers = iter([None, b"probe", b"after"])
+        async with serving(Echo(lambda _message: next(answers))) as echo:
+            health = Health(5, clock=lambda: now[0], wall=lambda: 0.0)
+            connections = Connections(health)
+            with pytest.raises(ServerDownError, match=r"no answer in 0\.05 s"):
+                await connections.exchange(echo.where, b"first", 0.05)
+            for _ in range(3):
+                with pytest.raises(ServerDownError) as caught:
+                    await connections.exchange(echo.where, b"waiting", 5)
+                message = str(caught.value)
+                assert (
+                    f"DNS server 127.0.0.1:{echo.where.port} is unreachable: no answer in 0.05 s" in message
+                )
+                assert "not answering since 00:00:00 UTC" in message
+                assert caught.value.retry_after == pytest.approx(FIRST_WAIT)
+            assert echo.connections == 1, "nothing reached the server"
+            now[0] += FIRST_WAIT
+            probe = asyncio.create_task(connections.exchange(echo.where, b"probe", 5))
+            await asyncio.sleep(0)  # (the probe claimed; it has not been answered yet)
+            with pytest.raises(ServerDownError):
+                await connections.exchange(echo.where, b"meanwhile", 5)
+            assert await probe == b"probe"
+            assert await connections.exchange(echo.where, b"after", 5) == b"after"
+            assert health.statistics() == {"down": 0, "refused": 4}
+            await connections.close()
+
+    def test_a_failed_probe_doubles_the_wait_and_earlier_exchanges_do_not(self) -> None:
+        """Exchanges begun before the server went down fail without changing the wait; each
+        failed probe doubles it, up to six times the timeout."""
+        now = [0.0]
+        health = Health(2, clock=lambda: now[0])
+        server = Server("192.0.2.1", 53, ())
+        started = [health.check(server) for _ in range(16)]  # 16 on the wire
+        now[0] = 2.0
+        waits = [health.failed(server, "no answer in 2 s", begun).retry_after for begun in started]
+        assert waits == [FIRST_WAIT] * 16
+        for expected in (2.0, 4.0, 8.0, 12.0, 12.0):
+            now[0] += waits[-1] or 0.0
+            begun = health.check(server)  # the probe
+            now[0] += 2.0
+            waits.append(health.failed(server, "no answer in 2 s", begun).retry_after)
+            assert waits[-1] == expected
 
 
 class TestQuery:

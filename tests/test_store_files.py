@@ -200,6 +200,40 @@ class TestMigration:
         with contextlib.closing(sqlite3.connect(path)) as conn:
             assert conn.execute("SELECT version FROM reconcile_schema").fetchone()[0] == schema.SCHEMA_VERSION
 
+    async def test_the_mark_key_is_made_once_kept_and_never_in_the_log(self, tmp_path: Path) -> None:
+        """A new store has a secret of 32 random bytes that stays across reopens, is in no
+        event and no other store's; a store of schema version 3 gets one when first opened
+        read-write, and reads as empty opened read-only, nothing written."""
+        path, other = tmp_path / "new.db", tmp_path / "other.db"
+        async with connect(path, kinds=example_kinds()) as client:
+            first = await client.store_mark_key()
+            await client.apply(
+                {
+                    "api_version": "example.reconcile.dev/v1",
+                    "kind": "Widget",
+                    "metadata": {"name": "w"},
+                    "spec": {"size": 1},
+                }
+            )
+        async with connect(path, kinds=example_kinds()) as client:
+            assert await client.store_mark_key() == first
+        async with connect(other, kinds=example_kinds()) as client:
+            assert await client.store_mark_key() != first
+        assert len(first) == 32
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            for row in conn.execute("SELECT body, data FROM events"):
+                assert first.hex() not in str(row)
+                assert first not in str(row).encode()
+            conn.execute("DELETE FROM meta WHERE key = 'mark_key'")  # back to version 3
+            conn.execute("UPDATE reconcile_schema SET version = 3")
+            conn.commit()
+        async with connect(path, kinds=example_kinds(), read_only=True) as client:
+            assert await client.store_mark_key() == b""
+        async with connect(path, kinds=example_kinds()) as client:
+            migrated = await client.store_mark_key()
+        assert len(migrated) == 32
+        assert migrated != first
+
     async def test_failed_migration_leaves_the_database(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -2,13 +2,15 @@
 TSIG-signed UPDATE messages with RFC 2136 prerequisites, confirmed by query.
 
 Ownership: a TXT record at ``<owner_prefix>.<name>`` (``_reconcile.www.example.test.``)
-holds one string per record set of ours at that name,
-``heritage=reconcile,owner=<owner>,type=<TYPE>,uid=<uid>``, the owner being the store's
-identity (``bind_store``; or the config's ``owner_id``); it is written in the same UPDATE
-as the records, so a record set is never ours without its mark, or the reverse. A record
-set without our mark is never changed or deleted (NotOwned). Which record set is whose is
-decided by the uid; the owner is how :meth:`DnsClient.list_owned` finds this store's
-marks, by a TSIG-signed zone transfer, for ``reconcile orphans``.
+holds one string per record set of ours at that name, signed with the store's secret
+(:mod:`providers.dns.marks`), the owner being the store's identity (``bind_store``; or the
+config's ``owner_id``); it is written in the same UPDATE as the records, so a record set
+is never ours without its mark, or the reverse. A record set without a mark this store
+signed is never changed or deleted (NotOwned). Which record set is whose is decided by
+the uid of the signed line; :meth:`DnsClient.list_owned` finds this store's marks, by a
+TSIG-signed zone transfer, for ``reconcile orphans``, and trusts only signed ones too. A
+record set inside the ownership namespace is never created, changed or deleted
+(PermanentError): only the client's own marks live there.
 
 Concurrency: an update's prerequisites pin the RRset exactly as observed (a create's:
 that there is none), and a delete's pin the ownership TXT RRset as read, so a change
@@ -23,7 +25,7 @@ PermanentError saying so. The answer of that query is the observation the engine
 from __future__ import annotations
 
 import asyncio
-import functools
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,16 +33,29 @@ import dns.name
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
-import dns.rdtypes.ANY.TXT
 
 import reconcile
 from providers.dns.batching import Batcher, Change
 from providers.dns.config import DnsConfig, Server
+from providers.dns.health import Health, where
+from providers.dns.marks import (
+    fields_of,
+    mark_name_of,
+    owner_in,
+    signed_in_zone,
+    signed_mark,
+    stale_difference,
+    stale_lines,
+    subject_of,
+    txt,
+    verifies,
+)
 from providers.dns.records import (
     absolute_name,
     canonical_records,
     canonical_spec_records,
     fqdn_text,
+    inside_namespace,
     parse_record,
     spec_wires,
     zone_name,
@@ -61,6 +76,7 @@ from reconcile.errors import (
     NotOwnedError,
     PermanentError,
     ReconcileError,
+    TransientError,
 )
 
 __all__ = ["DnsClient"]
@@ -74,7 +90,8 @@ class DnsClient:
         self._batchers: dict[str, Batcher] = {}
         #: Queries and updates on the wire at once (reconciles beyond wait their turn).
         self._wire = asyncio.Semaphore(self.config.max_connections)
-        self._connections = Connections()
+        #: Which servers answer: one that stopped is noticed once, and backs off as one.
+        self._connections = Connections(Health(self.config.timeout))
         #: Who "we" are in the marks: the config's owner_id, else the store's identity
         #: once bound (a client never bound, as in a bare test, says "reconcile").
         self.owner = self.config.owner_id or "reconcile"
@@ -82,17 +99,23 @@ class DnsClient:
         #: mark under another owner stale (a client nobody bound, as ``reconcile plan``
         #: without a store, must not report every mark as drift).
         self._knows_owner = self.config.owner_id is not None
-        #: Marks of a resource's record set written under another owner (before the store
-        #: was named in them, or another owner_id), by uid, as observe found them: the
-        #: update that follows replaces them with ours.
+        #: What marks are signed with: the store's secret once bound; until then one of
+        #: this client's own (its marks are its own, no other's).
+        self._key = secrets.token_bytes(32)
+        #: Lines of a resource's mark other than its signed one (written under another
+        #: owner_id, before marks were signed, or typed by somebody), by uid, as observe
+        #: found them: the update that follows (the record set being ours) removes them.
         self._stale: dict[str, list[dns.rdata.Rdata]] = {}
 
-    def bind_store(self, identity: str) -> None:
+    def bind_store(self, identity: str, key: bytes = b"") -> None:
         """Mark what is created from now on as the store ``identity``'s (unless the config
-        names an ``owner_id``)."""
+        names an ``owner_id``), signed with the store's secret ``key``: only marks signed
+        with it are ours."""
         if self.config.owner_id is None and identity:
             self.owner = identity
             self._knows_owner = True
+        if key:
+            self._key = key
 
     # -- where things are -----------------------------------------------------------------
 
@@ -106,14 +129,29 @@ class DnsClient:
 
     def _owner_name(self, resource: reconcile.Resource[Any, Any]) -> dns.name.Name:
         spec = resource.spec
-        return _mark_name_of(self.config.owner_prefix, spec.zone, spec.name)
+        return mark_name_of(self.config.owner_prefix, spec.zone, spec.name)
 
     def _mark(self, resource: reconcile.Resource[Any, Any]) -> dns.rdata.Rdata:
-        return _txt(self._mark_text(resource))
+        return txt(self._mark_text(resource))
 
     def _mark_text(self, resource: reconcile.Resource[Any, Any]) -> str:
-        spec, uid = resource.spec, resource.metadata.uid
-        return f"heritage=reconcile,owner={self.owner},type={spec.type},uid={uid}"
+        spec = resource.spec
+        subject = subject_of(spec.zone, spec.name)
+        return signed_mark(self._key, self.owner, subject, spec.type, str(resource.metadata.uid))
+
+    def _outside_namespace(self, resource: reconcile.Resource[Any, Any]) -> None:
+        """PermanentError for a record set inside the ownership namespace: writing there
+        could forge a mark, or delete the marks of others at the name (admission refuses
+        such a name; this holds for objects stored before it did, or under another
+        prefix)."""
+        spec, prefix = resource.spec, self.config.owner_prefix
+        if inside_namespace(prefix, absolute_name(spec.zone, spec.name)):
+            msg = (
+                f"{spec.name} {spec.type} in {spec.zone} is inside the ownership namespace ({prefix}): "
+                "reconcile never writes there except its own marks (to let the object go, set "
+                "reconcile.dev/deletion-policy: Orphan)"
+            )
+            raise PermanentError(msg)
 
     def _batcher(self, zone: str) -> Batcher:
         batcher = self._batchers.get(zone)
@@ -126,16 +164,23 @@ class DnsClient:
             tsig, origin = key.key(), zone_name(zone)
 
             async def send(message: Update) -> None:
-                async with self._wire:
+                await self._enter_wire(server)
+                try:
                     await send_update(
                         self._connections, server, message, zone, tsig, seconds=self.config.timeout
                     )
+                finally:
+                    self._wire.release()
 
             batcher = Batcher(
                 lambda: Update(origin),
                 send,
                 window=self.config.batch_window,
                 size=self.config.batch_max,
+                # The message ahead of a change, and its own: no change waits longer in a
+                # queue behind others (a server that stopped answering is known by then).
+                deadline=2 * self.config.timeout,
+                name=f"zone {zone} at DNS server {where(server)}",
             )
             self._batchers[zone] = batcher
         return batcher
@@ -163,6 +208,7 @@ class DnsClient:
         other data; other data needs it free of a CNAME). When the RRset exists: ours (an
         interrupted create) is brought to the spec; anybody else's is NotOwned, untouched.
         When the CNAME rule fails, a PermanentError says which way."""
+        self._outside_namespace(resource)
         spec = resource.spec
         name = absolute_name(spec.zone, spec.name)
         wanted = self._wanted(resource)
@@ -208,6 +254,7 @@ class DnsClient:
     ) -> reconcile.Observation:
         """Replace the RRset, the prerequisite pinning it as observed; our mark is added
         in the same message (a no-op when it is there)."""
+        self._outside_namespace(resource)
         spec = resource.spec
         name = absolute_name(spec.zone, spec.name)
         wanted = self._wanted(resource)
@@ -232,6 +279,7 @@ class DnsClient:
         """Delete the RRset and our mark, the prerequisite pinning the ownership TXT RRset
         as it was just read (and holding our mark): a record set that is not ours, or was
         taken over meanwhile, is never deleted."""
+        self._outside_namespace(resource)
         spec = resource.spec
         server = self._server(spec.zone)
         name = absolute_name(spec.zone, spec.name)
@@ -266,6 +314,7 @@ class DnsClient:
     async def adopt(self, resource: reconcile.Resource[Any, Any]) -> None:
         """Take over existing records (``reconcile.dev/adopt``): add our mark beside them,
         change nothing else (the next reconcile brings them to the spec)."""
+        self._outside_namespace(resource)
         spec = resource.spec
         owner_name, mark = self._owner_name(resource), self._mark(resource)
 
@@ -277,14 +326,15 @@ class DnsClient:
     # -- what this store owns ----------------------------------------------------------------
 
     async def list_owned(self, kind: reconcile.Kind) -> list[reconcile.Owned]:
-        """Every record set whose mark names this store (``owner``), in every zone of the
-        config that has a key, read by a TSIG-signed AXFR: the only zone transfer the
-        provider makes (observing is by query). Zones that cannot be transferred (a
-        server refusing, or not answering) are named in an IncompleteListingError that
-        carries what the other zones hold."""
+        """Every record set whose mark this store signed, in every zone of the config that
+        has a key, read by a TSIG-signed AXFR: the only zone transfer the provider makes
+        (observing is by query). A mark that names this store but was not signed with its
+        secret (typed or copied by somebody else, or written before marks were signed) is
+        not listed. Zones that cannot be transferred (a server refusing, or not
+        answering) are named in an IncompleteListingError that carries what the other
+        zones hold."""
         if kind.kind != "RecordSet":
             return []
-        prefix = self.config.owner_prefix.encode()
         owned: list[reconcile.Owned] = []
         problems: list[str] = []
         for zone in sorted(self.config.keys):
@@ -294,19 +344,10 @@ class DnsClient:
             except ReconcileError as exc:
                 problems.append(str(exc))
                 continue
-            for relative, node in copy.nodes.items():
-                name = relative.derelativize(copy.origin or dns.name.root)
-                rdataset = node.get_rdataset(dns.rdataclass.IN, dns.rdatatype.TXT)
-                if rdataset is None or len(name.labels) < 2 or name.labels[0] != prefix:  # noqa: PLR2004
-                    continue
-                target = dns.name.Name(name.labels[1:])
-                for rdata in rdataset:
-                    fields = _fields(rdata)
-                    if fields.get("heritage") != "reconcile" or fields.get("owner") != self.owner:
-                        continue
-                    rtype, uid = fields.get("type", ""), fields.get("uid", "")
-                    detail = {"zone": zone, "name": target.to_text(), "type": rtype, "mark": _text(rdata)}
-                    owned.append(reconcile.Owned(uid, f"{target.to_text()} {rtype}", detail))
+            for target, fields, text in signed_in_zone(self._key, copy, zone, self.config.owner_prefix):
+                rtype, uid = fields.get("type", ""), fields.get("uid", "")
+                detail = {"zone": zone, "name": target.to_text(), "type": rtype, "mark": text}
+                owned.append(reconcile.Owned(uid, f"{target.to_text()} {rtype}", detail))
         if problems:
             raise IncompleteListingError("; ".join(problems), owned)
         return owned
@@ -314,12 +355,23 @@ class DnsClient:
     async def delete_owned(self, kind: reconcile.Kind, owned: reconcile.Owned) -> None:  # noqa: ARG002
         """Delete the record set and its mark in one UPDATE whose prerequisite is the mark
         as listed: a mark changed or taken over since is a ConflictError, and nothing
-        is deleted."""
+        is deleted; a mark this store did not sign (whoever made up ``owned``) is
+        NotOwned, and nothing is sent."""
         detail = owned.detail
         zone, absolute = str(detail["zone"]), str(detail["name"])
         name = absolute_name(zone, absolute)
-        owner_name = _mark_name_of(self.config.owner_prefix, zone, absolute)
-        mark = _txt(str(detail["mark"]))
+        fields = fields_of(str(detail["mark"]))
+        if (
+            not verifies(self._key, fields, subject_of(zone, absolute))
+            or fields.get("type") != detail["type"]
+        ):
+            msg = f"{owned.external}: its ownership mark is not signed by this store; it is left alone"
+            raise NotOwnedError(msg)
+        if inside_namespace(self.config.owner_prefix, name):
+            msg = f"{owned.external} is inside the ownership namespace ({self.config.owner_prefix})"
+            raise PermanentError(msg)
+        owner_name = mark_name_of(self.config.owner_prefix, zone, absolute)
+        mark = txt(str(detail["mark"]))
 
         def change(message: Update) -> None:
             message.present(owner_name, mark)
@@ -341,14 +393,40 @@ class DnsClient:
     # -- helpers ---------------------------------------------------------------------------
 
     async def _query(self, server: Server, name: dns.name.Name, rdtype: str, seconds: float) -> Answer | None:
-        async with self._wire:
+        await self._enter_wire(server)
+        try:
             return await query(self._connections, server, name, rdtype, seconds)
+        finally:
+            self._wire.release()
+
+    async def _enter_wire(self, server: Server) -> None:
+        """Take one of the ``max_connections`` places on the wire (give it back with
+        ``self._wire.release()``), waited for at most ``timeout`` (a TransientError
+        saying so); an exchange with a server known to have stopped answering fails at
+        once, before waiting (see :mod:`providers.dns.health`)."""
+        self._connections.health.refuse_if_down(server)
+        if not self._wire.locked():
+            await self._wire.acquire()  # (free: no wait to bound, no timer to set)
+            return
+        seconds = self.config.timeout
+        try:
+            async with asyncio.timeout(seconds):
+                await self._wire.acquire()
+        except TimeoutError:
+            self._connections.health.refuse_if_down(server)  # (why nothing was answered)
+            msg = (
+                f"no place on the wire for DNS server {where(server)} within {seconds:g} s "
+                f"({self.config.max_connections} exchanges in flight, none answered meanwhile)"
+            )
+            raise TransientError(msg) from None
 
     def statistics(self) -> dict[str, int]:
-        """UPDATE messages sent and changes carried, over all zones."""
+        """UPDATE messages sent and changes carried, over all zones; servers down now, and
+        exchanges refused at once because theirs was."""
         return {
             "messages": sum(b.messages for b in self._batchers.values()),
             "changes": sum(b.changes for b in self._batchers.values()),
+            **self._connections.health.statistics(),
         }
 
     async def _submit(self, resource: reconcile.Resource[Any, Any], change: Change) -> None:
@@ -384,39 +462,21 @@ class DnsClient:
         return canonical_records(answer.rdatas)
 
     def _owner_in(self, resource: reconcile.Resource[Any, Any], marks: Answer | None) -> str | None:
-        """The uid our ownership TXT names for this record set's type (ours if present
-        among several)."""
+        """Whose the record set is by its mark (see :func:`providers.dns.marks.owner_in`)."""
         if marks is None:
             return None
-        owners = []
-        for rdata in marks.rdatas:
-            fields = _fields(rdata)
-            if fields.get("heritage") == "reconcile" and fields.get("type") == resource.spec.type:
-                owners.append(fields.get("uid", ""))
-        if resource.metadata.uid in owners:
-            return str(resource.metadata.uid)
-        return owners[0] if owners else None
+        spec = resource.spec
+        subject, uid = subject_of(spec.zone, spec.name), str(resource.metadata.uid)
+        return owner_in(self._key, self._mark_text(resource), subject, spec.type, uid, lines=marks.rdatas)
 
     def _stale_marks(
         self, resource: reconcile.Resource[Any, Any], marks: Answer | None
     ) -> list[dns.rdata.Rdata]:
-        """The lines of the mark naming this resource's uid and type under another owner."""
+        """The lines of the mark naming this resource's uid and type, but not its signed line."""
         if marks is None:
             return []
-        uid, rtype, current = resource.metadata.uid, resource.spec.type, self._mark_text(resource)
-        stale = []
-        for rdata in marks.rdatas:
-            text = _text(rdata)
-            if text == current:
-                continue  # (the common case: our own line, nothing to parse)
-            fields = _fields_of(text)
-            if (
-                fields.get("heritage") == "reconcile"
-                and fields.get("uid") == uid
-                and fields.get("type") == rtype
-            ):
-                stale.append(rdata)
-        return stale
+        current, uid = self._mark_text(resource), str(resource.metadata.uid)
+        return stale_lines(current, resource.spec.type, uid, marks.rdatas)
 
     def _observation(
         self,
@@ -437,9 +497,8 @@ class DnsClient:
         ]
         if answer.ttl != spec.ttl:
             differences.append(f"ttl {answer.ttl} -> {spec.ttl}")
-        for old in stale or ():
-            owner_was = _fields(old).get("owner", "")
-            differences.append(f"ownership mark owner {owner_was} -> {self.owner}")
+        subject = subject_of(spec.zone, spec.name)
+        differences += [stale_difference(self._key, subject, old, self.owner) for old in stale or ()]
         observed = {
             "fqdn": fqdn_text(spec.zone, spec.name),
             "type": spec.type,
@@ -478,31 +537,3 @@ class DnsClient:
             )
             raise PermanentError(msg)
         return self._observation(resource, answer, resource.metadata.uid, found=found)
-
-
-@functools.lru_cache(maxsize=65536)
-def _mark_name_of(prefix: str, zone: str, name: str) -> dns.name.Name:
-    """Where the ownership mark of the record set ``name`` of ``zone`` lives (cached: the
-    same object every time, as :func:`absolute_name` is, so an UPDATE writes it once)."""
-    return dns.name.Name((prefix.encode(), *absolute_name(zone, name).labels))
-
-
-@functools.lru_cache(maxsize=65536)
-def _txt(text: str) -> dns.rdata.Rdata:
-    """A TXT record of one string (cached, as records are)."""
-    return dns.rdtypes.ANY.TXT.TXT(dns.rdataclass.IN, dns.rdatatype.TXT, [text.encode()])
-
-
-def _text(rdata: dns.rdata.Rdata) -> str:
-    """A TXT record's strings, joined."""
-    return b"".join(getattr(rdata, "strings", ())).decode(errors="replace")
-
-
-def _fields(rdata: dns.rdata.Rdata) -> dict[str, str]:
-    """A mark's ``key=value`` fields."""
-    return _fields_of(_text(rdata))
-
-
-def _fields_of(text: str) -> dict[str, str]:
-    """The ``key=value`` fields of a mark's text."""
-    return dict(part.split("=", 1) for part in text.split(",") if "=" in part)

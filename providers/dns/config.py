@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -150,9 +151,24 @@ class DnsConfig:
                 errors.append(FieldError("dns.timeout", "must be a number of seconds > 0"))
             else:
                 options["timeout"] = float(timeout)
+        _check_mark_options(options, errors)
         if errors:
             raise InvalidError(errors, subject="the dns provider config")
         return cls(servers=servers, keys=keys, **options)
+
+
+#: What ``owner_prefix`` may be: one DNS label (the marks live at ``<prefix>.<name>``).
+_LABEL = re.compile(r"[A-Za-z0-9_-]{1,63}")
+#: What ``owner_id`` may be: no ``,`` or ``=``, which would be read as another field of a mark.
+_OWNER = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+def _check_mark_options(options: dict[str, Any], errors: list[FieldError]) -> None:
+    prefix, owner = options.get("owner_prefix"), options.get("owner_id")
+    if prefix is not None and not _LABEL.fullmatch(prefix):
+        errors.append(FieldError("dns.owner_prefix", "one DNS label: letters, digits, '_' and '-', 1 to 63"))
+    if owner is not None and not _OWNER.fullmatch(owner):
+        errors.append(FieldError("dns.owner_id", "letters, digits, '.', '_', ':' and '-', 1 to 64"))
 
 
 def _canonical_zone(zone: str) -> str:

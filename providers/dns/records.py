@@ -35,6 +35,7 @@ __all__ = [
     "canonical_records",
     "canonical_spec_records",
     "fqdn_text",
+    "inside_namespace",
     "parse_record",
     "relative_text",
     "spec_wires",
@@ -42,6 +43,8 @@ __all__ = [
 ]
 
 API_VERSION = "dns.reconcile.dev/v1"
+#: Where ownership marks live by default (the provider config's ``owner_prefix``).
+OWNER_PREFIX = "_reconcile"
 TYPES = ("A", "AAAA", "CNAME", "TXT", "MX", "SRV", "CAA", "NS", "PTR")
 _MAX_TTL = 2**31 - 1
 _TXT_CHUNK = 255
@@ -148,6 +151,23 @@ def fqdn_text(zone: str, name: str) -> str:
     return absolute_name(zone, name).to_text()
 
 
+def inside_namespace(prefix: str, owner: dns.name.Name) -> bool:
+    """Whether ``owner`` lies in the ownership namespace of ``prefix``: one of its labels
+    is the prefix (DNS compares labels without case). Marks live at ``<prefix>.<name>``;
+    a record set there, or below, could hold or shadow one, so nothing but the marks the
+    client writes itself goes there."""
+    label = prefix.encode().lower()
+    return any(part.lower() == label for part in owner.labels)
+
+
+def _namespace_error(prefix: str, name: str) -> FieldError:
+    return FieldError(
+        "name",
+        f"{name!r} is inside the ownership namespace ({prefix}): reconcile keeps its ownership marks "
+        "there and never writes anything else",
+    )
+
+
 def _quoted(chunk: bytes) -> str:
     escaped = "".join(
         chr(b) if 0x20 <= b < 0x7F and chr(b) not in '"\\' else f"\\{b:03d}"  # noqa: PLR2004 - printable ASCII
@@ -174,6 +194,8 @@ def validate_record_set(spec: RecordSetSpec) -> Iterator[FieldError]:
     # (A relative name is completed with the zone: inside it by construction.)
     if spec.name.endswith(".") and not owner.is_subdomain(zone):
         yield FieldError("name", f"{spec.name!r} is outside the zone {spec.zone}")
+    if inside_namespace(OWNER_PREFIX, owner):
+        yield _namespace_error(OWNER_PREFIX, spec.name)
     if not 0 <= spec.ttl <= _MAX_TTL:
         yield FieldError("ttl", f"must be between 0 and {_MAX_TTL}")
     if not spec.records:
@@ -236,10 +258,15 @@ def _zone_or_none(zone: str) -> dns.name.Name | None:
 def admit_record_set(spec: RecordSetSpec, context: reconcile.AdmissionContext) -> RecordSetSpec:
     """Canonical spelling (so the identity is one per RRset): the zone and name in lower
     case, the name relative to the zone (``@`` for the apex), the type upper case; and a
-    zone no configured server serves is refused (when the provider config names servers)."""
+    zone no configured server serves is refused (when the provider config names servers),
+    and so is a name inside the configured ownership namespace (``owner_prefix``; the
+    default's is refused by validation, config or not)."""
     zone = _zone_text(spec.zone)
     name = relative_text(spec.zone, spec.name)
     canonical = RecordSetSpec(zone, name, spec.type.upper(), spec.records, spec.ttl)
+    prefix: Any = context.config.get("owner_prefix")
+    if isinstance(prefix, str) and prefix and inside_namespace(prefix, absolute_name(spec.zone, spec.name)):
+        raise reconcile.InvalidError([_namespace_error(prefix, spec.name)])
     servers: Any = context.config.get("servers")
     if isinstance(servers, list) and servers:
         served = {

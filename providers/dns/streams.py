@@ -7,6 +7,9 @@ messages written by :mod:`providers.dns.updates` and signed with dnspython's TSI
 dnspython's own TCP path waits on every read and write separately, each wait a task of
 its own: three times the CPU per message, and a poll of a thousand record sets is two
 thousand queries.
+
+Which servers answer is :mod:`providers.dns.health`'s: an exchange with a server known to
+have stopped answering fails at once, and the first that gets no answer marks it so.
 """
 
 from __future__ import annotations
@@ -15,14 +18,9 @@ import asyncio
 import contextlib
 
 from providers.dns.config import Server
-from reconcile.errors import TransientError
+from providers.dns.health import Health, where
 
 __all__ = ["Connections", "where"]
-
-
-def where(server: Server) -> str:
-    """``address:port``, as messages name a server."""
-    return f"{server.address}:{server.port}"
 
 
 class _Stream:
@@ -52,22 +50,26 @@ class Connections:
     exchange was cut short, is closed (an answer still on its way would be read as the
     next message's); one the server closed while idle is replaced once. A server that
     cannot be reached, closes the connection or does not answer in ``seconds``
-    (connecting included) is a TransientError naming it."""
+    (connecting included) is a TransientError naming it (a ServerDownError, which
+    :attr:`health` keeps: the next exchanges with it fail at once until it is tried
+    again)."""
 
-    def __init__(self) -> None:
+    def __init__(self, health: Health | None = None) -> None:
         self._idle: dict[Server, list[_Stream]] = {}
+        self.health = Health(5.0) if health is None else health
 
     async def exchange(self, server: Server, message: bytes, seconds: float) -> bytes:
         """A message (bytes) and its answer (bytes)."""
+        started = self.health.check(server)
         try:
             async with asyncio.timeout(seconds):
-                return await self._exchange(server, message)
+                answer = await self._exchange(server, message)
         except TimeoutError as exc:
-            reason = f"no answer in {seconds:g} s"
-            raise TransientError(f"DNS server {where(server)} is unreachable: {reason}") from exc
+            raise self.health.failed(server, f"no answer in {seconds:g} s", started) from exc
         except (OSError, EOFError) as exc:
-            reason = str(exc) or type(exc).__name__
-            raise TransientError(f"DNS server {where(server)} is unreachable: {reason}") from exc
+            raise self.health.failed(server, str(exc) or type(exc).__name__, started) from exc
+        self.health.answered(server)
+        return answer
 
     async def _exchange(self, server: Server, message: bytes) -> bytes:
         idle = self._idle.setdefault(server, [])

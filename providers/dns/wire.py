@@ -4,8 +4,10 @@ UPDATE messages (RFC 2136), with the server's answers turned into the engine's e
 A query answer must be authoritative (AA): a server that is not authoritative for the
 zone would otherwise hand out a cache's view. Prerequisite failures (YXDOMAIN, YXRRSET,
 NXDOMAIN, NXRRSET) are :class:`PrerequisiteFailed`, which the batcher splits and the
-client turns into a ConflictError; a refused signature or key names the TSIG error and
-the key, never the secret.
+client turns into a ConflictError; a message the server will not apply as a whole
+(REFUSED, SERVFAIL, NOTIMP, FORMERR) is a :class:`MessageFailedError`, which the batcher
+splits too, so that only the change the server objects to fails; a refused signature or
+key names the TSIG error and the key, never the secret.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import dns.zone
 
 from providers.dns.config import Server
 from providers.dns.streams import Connections, where
-from reconcile.errors import PermanentError, TransientError
+from reconcile.errors import PermanentError, ReconcileError, TransientError
 
 if TYPE_CHECKING:  # (updates.py writes its messages with this module's layout)
     from providers.dns.updates import Update
@@ -41,7 +43,10 @@ __all__ = [
     "Answer",
     "Connections",
     "MalformedAnswerError",
+    "MessageFailedError",
     "PrerequisiteFailedError",
+    "UpdateFailedError",
+    "UpdateRefusedError",
     "query",
     "query_message",
     "read_answer",
@@ -50,6 +55,8 @@ __all__ = [
 ]
 
 _PREREQUISITE = {dns.rcode.YXDOMAIN, dns.rcode.YXRRSET, dns.rcode.NXDOMAIN, dns.rcode.NXRRSET}
+#: Answers to a whole UPDATE message, maybe for one change in it (REFUSED aside).
+_MESSAGE_FAILED = {dns.rcode.SERVFAIL, dns.rcode.NOTIMP, dns.rcode.FORMERR}
 
 
 class MalformedAnswerError(Exception):
@@ -62,6 +69,27 @@ class PrerequisiteFailedError(Exception):
     def __init__(self, rcode: str) -> None:
         super().__init__(rcode)
         self.rcode = rcode
+
+
+class MessageFailedError(ReconcileError):
+    """The server answered an UPDATE with REFUSED, SERVFAIL, NOTIMP or FORMERR: it applied
+    none of the message, maybe because of one change in it (a name its update-policy does
+    not grant, a record it will not take). The batcher sends a combined message's changes
+    again one by one; each class below says what the caller does when its change alone
+    is answered so."""
+
+    def __init__(self, message: str, rcode: str) -> None:
+        super().__init__(message)
+        self.rcode = rcode
+
+
+class UpdateRefusedError(MessageFailedError, PermanentError):
+    """REFUSED: the update-policy does not grant the change (or the zone's checks refuse
+    it): permanent."""
+
+
+class UpdateFailedError(MessageFailedError, TransientError):
+    """SERVFAIL, NOTIMP, FORMERR: the server failed the message: transient."""
 
 
 #: Types whose records hold no names: their wire form is never compressed, so the bytes
@@ -265,9 +293,14 @@ async def send_update(
             "update names something outside it"
         )
     if rcode == dns.rcode.REFUSED:
-        raise PermanentError(
+        raise UpdateRefusedError(
             f"DNS server {where(server)} REFUSED the update of zone {zone}: its update-policy does not "
-            "grant this key the change"
+            "grant this key the change",
+            text,
+        )
+    if rcode in _MESSAGE_FAILED:
+        raise UpdateFailedError(
+            f"DNS server {where(server)} answered {text} to an update of zone {zone}", text
         )
     raise TransientError(f"DNS server {where(server)} answered {text} to an update of zone {zone}")
 

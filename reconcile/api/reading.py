@@ -183,6 +183,12 @@ class Reading:
         restore): what providers write into their ownership marks."""
         return await self.store.identity()
 
+    async def store_mark_key(self) -> bytes:
+        """The store's secret (made once with the database, kept by a copy or a restore,
+        never in the event log): what providers sign their ownership marks with. Keep it
+        out of logs and output."""
+        return await self.store.mark_key()
+
     async def compact(self, before: int) -> int:
         """Drop history before revision ``before``; each object's latest state stays."""
         return await self.store.compact(before)

@@ -63,7 +63,7 @@ async def _orphans(
     problems: list[str] = []
     clients: dict[str, ExternalClient] = {}
     async with settings.client() as client:
-        identity = await client.store_identity()
+        identity, key = await client.store_identity(), await client.store_mark_key()
         try:
             for kind in kinds:
                 name = settings.kinds.provider_of(kind)
@@ -71,7 +71,7 @@ async def _orphans(
                     continue
                 if name not in clients:
                     clients[name] = await providers[name].connect(settings.provider_config.get(name, {}))
-                    bind_store(clients[name], identity)
+                    bind_store(clients[name], identity, key)
                 external = clients[name]
                 if not isinstance(external, ListingOwned):
                     if named:

@@ -99,8 +99,8 @@ async def _plan(settings: Settings, filenames: Sequence[str], timeout: float) ->
             objects = [await _as_applied(client, d) for d in declared]
         else:
             objects = await list_all(client, list(client.kinds), None, None)
-        identity = await client.store_identity()
-    return await _observe_all(settings, objects, timeout, identity)
+        identity, key = await client.store_identity(), await client.store_mark_key()
+    return await _observe_all(settings, objects, timeout, identity, key)
 
 
 def _fresh(body: dict[str, Any]) -> dict[str, Any]:
@@ -125,10 +125,11 @@ async def _as_applied(client: Client, declared: Any) -> AnyResource:
 
 
 async def _observe_all(
-    settings: Settings, objects: Sequence[AnyResource], timeout: float, identity: str = ""
+    settings: Settings, objects: Sequence[AnyResource], timeout: float, identity: str = "", key: bytes = b""
 ) -> list[Planned]:
     """What a run would do for each object, its provider's client bound to the store
-    (``identity``: its marks are then judged as the runner's would be)."""
+    (``identity`` and the store's secret ``key``: its marks are then judged as the
+    runner's would be)."""
     registry = settings.kinds
     providers = {p.name: p for p in discover_providers()}
     clients: dict[str, ExternalClient] = {}
@@ -141,7 +142,7 @@ async def _observe_all(
                 continue  # not a managed kind here: nothing a run would do for it
             if name not in clients:
                 clients[name] = await providers[name].connect(settings.provider_config.get(name, {}))
-                bind_store(clients[name], identity)
+                bind_store(clients[name], identity, key)
             try:
                 async with asyncio.timeout(timeout):
                     planned.append(await plan(obj, clients[name], provider_decides=kind.exclusive_create))

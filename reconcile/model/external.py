@@ -31,7 +31,8 @@ conditions, retries, ownership) is the engine's job, not the plugin's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -172,10 +173,17 @@ class StoreBound(Protocol):
     (optional): ``bind_store`` is called once, right after ``connect``, by whatever
     connects it (the Runtime, ``reconcile plan``, ``reconcile orphans``). Stores that
     share one external system (two teams' stores on one DNS zone) can then tell their
-    resources apart, and :class:`ListingOwned` can list this store's."""
+    resources apart, and :class:`ListingOwned` can list this store's.
 
-    def bind_store(self, identity: str) -> None:
-        """Mark what is created from now on as made by the store ``identity``."""
+    ``key`` is the store's secret (made once with the store, kept only in it): a client
+    that takes it signs its marks with it (an HMAC), so that a mark somebody else wrote
+    or copied, knowing the identity (it is in every mark), is not taken for this
+    store's. A client whose ``bind_store`` takes only ``identity`` (written before the
+    key existed) is still called that way."""
+
+    def bind_store(self, identity: str, key: bytes = b"") -> None:
+        """Mark what is created from now on as made by the store ``identity`` (signed
+        with ``key`` when given)."""
 
 
 @attrs.frozen
@@ -231,11 +239,26 @@ def ours(resource: Resource[Any, Any], owner: str | None, identity: str | None =
     return identity is not None and identity == recorded
 
 
-def bind_store(client: object, identity: str) -> None:
-    """Tell ``client`` the store's identity when it is :class:`StoreBound`."""
+def bind_store(client: object, identity: str, key: bytes = b"") -> None:
+    """Tell ``client`` the store's identity, and its secret ``key`` when the client's
+    ``bind_store`` takes one, when it is :class:`StoreBound`."""
     bind = getattr(client, "bind_store", None)
-    if callable(bind):
+    if not callable(bind):
+        return
+    if key and _takes_key(bind):
+        bind(identity, key=key)
+    else:
         bind(identity)
+
+
+def _takes_key(bind: Callable[..., object]) -> bool:
+    """Whether a ``bind_store`` takes the key (clients written before it take only the
+    identity)."""
+    try:
+        parameters = inspect.signature(bind).parameters
+    except (TypeError, ValueError):
+        return False
+    return "key" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
 class Provider(Protocol):

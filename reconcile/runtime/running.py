@@ -333,7 +333,7 @@ class Runtime:
             connection = self._connections.get(provider.name)
             if connection is None:
                 connection = await provider.connect(self._provider_config.get(provider.name, {}))
-                bind_store(connection, await self.client.store_identity())
+                bind_store(connection, await self.client.store_identity(), await self.client.store_mark_key())
                 self._connections[provider.name] = connection
             return connection
 

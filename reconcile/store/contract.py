@@ -264,6 +264,11 @@ class EventStore(Protocol):
         """The store's identity, made once with it (providers mark what they create with
         it, so that stores sharing an external system can tell their resources apart)."""
 
+    async def mark_key(self) -> bytes:
+        """The store's secret, made once with it and kept only in it (never in the log):
+        what providers sign their ownership marks with, so that a mark somebody else
+        wrote, knowing the identity, is not this store's."""
+
     async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
         """Those of ``uids`` with an event of ``event_type`` in the retained log."""
 

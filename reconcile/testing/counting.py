@@ -53,9 +53,9 @@ class CountingClient:
                 f"observe saw {seen.identity!r}"
             )
 
-    def bind_store(self, identity: str) -> None:
+    def bind_store(self, identity: str, key: bytes = b"") -> None:
         """Passed on to the inner client (when it takes the store's identity)."""
-        bind_store(self.inner, identity)
+        bind_store(self.inner, identity, key)
 
     @property
     def writes(self) -> int:

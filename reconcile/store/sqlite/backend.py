@@ -247,6 +247,12 @@ class SQLiteStore:
         rows = await self._fetch("SELECT value FROM meta WHERE key = 'identity'")
         return f"{int(rows[0][0]):016x}" if rows else ""
 
+    async def mark_key(self) -> bytes:
+        """The store's secret: 32 random bytes, made once with the database (empty for a
+        store of an older schema opened read-only, which has none yet)."""
+        rows = await self._fetch("SELECT value FROM meta WHERE key = 'mark_key'")
+        return bytes(rows[0][0]) if rows else b""
+
     async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
         """Those of ``uids`` with an event of ``event_type`` in the retained log (a scan
         of the log: for maintenance commands, not for a reconcile)."""

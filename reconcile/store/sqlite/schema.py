@@ -9,8 +9,9 @@ Tables:
   object is deleted (a tombstone keeps the key's history reachable by integer id). The
   body is stored once, in the event, not copied into the projection: that halves the
   bytes every commit writes and fsyncs, and a read is one primary-key lookup away.
-* ``meta`` -- the head ``revision``, the compaction ``horizon`` and the store's
-  ``identity`` (random, made once).
+* ``meta`` -- the head ``revision``, the compaction ``horizon``, the store's
+  ``identity`` (random, made once) and its ``mark_key`` (a random secret, made once:
+  what providers sign their ownership marks with; in no event, never printed).
 * ``reconcile_schema`` -- the schema version; a newer one than we know is refused.
 
 Opening never writes to a file until it is known to be ours: a file that is not SQLite,
@@ -30,7 +31,7 @@ from reconcile.store.sqlite.space import disk_full
 
 __all__ = ["SCHEMA_VERSION", "check_current", "check_file", "prepare"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA_V1 = """
@@ -84,7 +85,21 @@ def _add_store_identity(conn: sqlite3.Connection) -> None:
 
 #: MIGRATIONS[n] upgrades a database at version n to n + 1, inside one transaction. A
 #: new database is created at version 1 and migrated like any other.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_identity, 2: _add_store_identity}
+def _add_mark_key(conn: sqlite3.Connection) -> None:
+    """Version 4: the store's secret, ``meta.mark_key``: 32 random bytes (a BLOB, which
+    the column's integer affinity keeps as it is) made once, when the database is
+    created (or migrated), kept for its life and by a copy, like the identity. Providers
+    sign their ownership marks with it (``StoreBound.bind_store``), so that a mark
+    somebody else wrote or copied, knowing the identity, is not this store's. It lives
+    only here: never in the event log, never printed."""
+    conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('mark_key', ?)", (secrets.token_bytes(32),))
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _add_identity,
+    2: _add_store_identity,
+    3: _add_mark_key,
+}
 
 
 def check_file(path: Path) -> None:
