@@ -61,7 +61,6 @@ _SPEC_ERRORS = {errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG}
 _Result = TypeVar("_Result")
 #: The annotation a user sets to ``ObserveOnly`` so that the engine never writes (the
 #: engine's own constant is not public API).
-_MANAGEMENT_POLICY = "reconcile.dev/management-policy"
 
 
 def _creates(resource: AnyResource) -> bool:
@@ -70,7 +69,7 @@ def _creates(resource: AnyResource) -> bool:
     annotations = resource.metadata.annotations
     return (
         reconcile.ANNOTATION_CREATE_SUCCEEDED not in annotations
-        and annotations.get(_MANAGEMENT_POLICY, "Full") == "Full"
+        and annotations.get(reconcile.ANNOTATION_MANAGEMENT_POLICY, "Full") == "Full"
     )
 
 
