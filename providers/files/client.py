@@ -59,8 +59,6 @@ AnyResource = reconcile.Resource[Any, Any]
 #: error, see :mod:`providers.files.walking`).
 _SPEC_ERRORS = {errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG}
 _Result = TypeVar("_Result")
-#: The annotation a user sets to ``ObserveOnly`` so that the engine never writes (the
-#: engine's own constant is not public API).
 
 
 def _creates(resource: AnyResource) -> bool:
