@@ -104,6 +104,19 @@ class TestApplyAndRead:
         assert "file.files.reconcile.dev/index unchanged" in out
         assert cli.revision() == revision
 
+    def test_a_folder_passes_over_a_file_that_is_not_a_manifest(self, cli: Cli) -> None:
+        """``apply -f DIR`` skips a provider config inside the folder, saying so on
+        stderr; the same file named on its own is still refused."""
+        config = cli.write("providers.yaml", "files: {}\n")
+        cli.write("site.yaml", SITE)
+        code, out, err = cli("apply", "-f", str(cli.manifests))
+        assert code == 0, err
+        assert "file.files.reconcile.dev/index created" in out
+        assert f"skipped {config}: not a manifest (no apiVersion or kind)" in err
+        code, _, err = cli("apply", "-f", str(config))
+        assert code == 2
+        assert "document 1: kind: required string field missing" in err
+
     def test_apply_from_stdin_needs_a_root(self, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
         """stdin has no folder: without --root the path cannot be confined; with it, fine."""
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(SITE.encode())))
