@@ -114,6 +114,22 @@ class TestAdmission:
         paths = sorted(e.path for e in caught.value.errors)
         assert paths == ["metadata.name", "spec.extra", "spec.size"]
 
+    async def test_unknown_fields_do_not_hide_the_other_problems(self, client: Client) -> None:
+        """An unknown field is reported beside the validators' and the name's refusals,
+        in one InvalidError (cattrs builds nothing when a key is unknown, so the
+        validators used to stay silent)."""
+        manifest = {**widget("Bad"), "spec": {"size": -1, "colour": "red"}}
+        manifest["metadata"] = {**manifest["metadata"], "lables": {}}
+        with pytest.raises(InvalidError) as caught:
+            await client.apply(manifest)
+        assert sorted(e.path for e in caught.value.errors) == [
+            "metadata.lables",
+            "metadata.name",
+            "spec.colour",
+            "spec.size",
+        ]
+        assert await client.revision() == 0
+
     async def test_object_too_large(self, client: Client) -> None:
         """An object over 1.5 MiB is refused and nothing is stored."""
         huge = widget("big", annotations={})

@@ -114,3 +114,30 @@ def test_readme_example(tmp_path: Path) -> None:
     types = [line.split()[1] for line in result.stdout.splitlines()]
     assert types[0] == "Created"
     assert "CreateSucceeded" in types
+
+
+class TestFirstSteps:
+    """docs/tutorial/first-steps.md's Python, run as the page shows it."""
+
+    async def test_a_mistake_reports_every_problem_at_once(self, tmp_path: Path) -> None:
+        """Step 3's apply raises one InvalidError whose message is the page's: the
+        range error and the unknown field together."""
+        import pytest  # noqa: PLC0415
+
+        import reconcile  # noqa: PLC0415
+        from reconcile.testing import example_kinds  # noqa: PLC0415
+
+        page = (ROOT / "docs" / "tutorial" / "first-steps.md").read_text()
+        blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
+        declare, mistake = blocks[1], blocks[2]
+        comment = [line.removeprefix("#").strip() for line in mistake.splitlines() if line.startswith("#")]
+        shown = " ".join(comment).removeprefix("reconcile.errors.InvalidError: ")
+        body = "\n".join(f"    {line}" for line in (declare + mistake).splitlines())
+        namespace: dict[str, object] = {}
+        exec(f"async def steps(client):\n{body}\n", namespace)  # noqa: S102 - the page's own code
+        async with reconcile.connect(
+            f"sqlite:///{tmp_path / 'tutorial.db'}", kinds=example_kinds()
+        ) as client:
+            with pytest.raises(reconcile.InvalidError) as caught:
+                await namespace["steps"](client)  # type: ignore[operator]
+        assert str(caught.value) == shown
