@@ -258,6 +258,10 @@ class TestApplyAndRead:
         assert code == 0
         assert "FIELD:    spec.path <str>" in out
         assert "NOTES:    immutable, identity" in out
+        assert "DEFAULT:  none (required)" in out
+        code, out, _ = cli("explain", "File.spec.mode")
+        assert code == 0
+        assert 'DEFAULT:  "0644"\n' in out, "the default is said once, not 'default: default: ...'"
         code, _, err = cli("explain", "File.spec.nope")
         assert code == 2
         assert "File.spec has no field 'nope'" in err
