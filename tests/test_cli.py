@@ -641,7 +641,7 @@ class TestBadInput:
     )
     def test_deep_nesting(self, cli: Cli, text: str, reason: str) -> None:
         """Nesting deep enough to overflow a recursive parser or encoder: a clear error, exit 2."""
-        path = cli.write("deep.yaml", text)
+        path = cli.write("deep.json" if "JSON" in reason else "deep.yaml", text)
         err = self.refused(cli, "apply", "-f", str(path))
         assert f"error: {path}: {reason}" in err
 

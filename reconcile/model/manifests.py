@@ -38,6 +38,8 @@ MAX_DEPTH = 64
 MAX_DOCUMENT_NODES = 1_000_000
 #: Bytes one manifest file or stream may have.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
+#: Files read as YAML whatever their first character.
+_YAML_SUFFIXES = (".yaml", ".yml")
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -180,7 +182,9 @@ def _flatten(data: object) -> Iterator[object]:
 
 
 def load_manifests(text: str | bytes, *, source: str = "<stdin>") -> list[Document]:
-    """Parse every document in ``text`` (YAML, or JSON when it looks like JSON)."""
+    """Parse every document in ``text``: YAML when ``source`` names a ``.yaml``/``.yml``
+    file (YAML includes JSON: a file whose first document is a flow mapping ``{...}``
+    followed by more is YAML, not broken JSON), else JSON when it looks like JSON."""
     if len(text) > MAX_INPUT_BYTES:
         raise _invalid(source, f"input is larger than {MAX_INPUT_BYTES} bytes")
     if isinstance(text, bytes):
@@ -189,7 +193,7 @@ def load_manifests(text: str | bytes, *, source: str = "<stdin>") -> list[Docume
         except UnicodeDecodeError as exc:
             raise _invalid(source, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     raw: list[object]
-    if text.lstrip()[:1] in ("{", "["):
+    if not source.endswith(_YAML_SUFFIXES) and text.lstrip()[:1] in ("{", "["):
         try:
             raw = [json.loads(text, object_pairs_hook=_unique_pairs)]
             check_depth(raw[0])
