@@ -538,8 +538,15 @@ class TestApplyAndRead:
         assert code == 0, out
         assert (cli.manifests / "out" / "index.html").read_text() == "<h1>Hello</h1>\n"
         assert "ready 2/2" in out
+        assert "ready 0/0" not in out, "the caches loading is not progress to print"
         rows = [line.split() for line in out.splitlines() if line.startswith("default")]
         assert [row[3:5] for row in rows] == [["True", "True"], ["True", "True"]]
+
+    def test_run_once_on_an_empty_store_says_nothing_is_declared(self, cli: Cli) -> None:
+        """run --once with no objects: exit 0, saying nothing is declared (not ``ready 0/0``)."""
+        code, out, err = cli("run", "--once", "--timeout", "60")
+        assert code == 0, err
+        assert out.splitlines() == ["nothing declared: no objects to reconcile (apply some first)"]
 
     def test_run_passes_the_provider_timeout(self, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
         """--provider-timeout reaches the Runtime; 0 means no limit."""
