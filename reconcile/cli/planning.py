@@ -36,7 +36,8 @@ __all__ = ["show_plan"]
 
 _NEW_UID = "00000000-0000-0000-0000-000000000000"  # no external resource carries this mark
 #: Observes in flight at once, by default: ``run``'s reconciles per kind. One at a time,
-#: ``plan`` of 300 S3 objects took 7.2 s where ``run --once`` converged them in 4.8 s.
+#: ``plan`` was slower than ``run --once`` on the same objects (300 S3 objects against
+#: moto_server: 1.76 s one at a time, 1.48 s with 16, as long as a converged run).
 WORKERS = 16
 
 
