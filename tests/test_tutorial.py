@@ -141,3 +141,34 @@ class TestFirstSteps:
             with pytest.raises(reconcile.InvalidError) as caught:
                 await namespace["steps"](client)  # type: ignore[operator]
         assert str(caught.value) == shown
+
+
+class TestOwnKinds:
+    """The how-to's and the reference's example of a kind of one's own runs as shown."""
+
+    def test_the_embed_how_to_declares_and_reconciles_its_own_kind(self, tmp_path: Path) -> None:
+        """docs/how-to/embed.md's "Declare your own kind" runs as a script and prints what
+        its comments show; docs/reference/reconciler.md's snippet is a part of it."""
+        blocks = re.findall(
+            r"```python\n(.*?)```", (ROOT / "docs" / "how-to" / "embed.md").read_text(), re.DOTALL
+        )
+        [example] = [block for block in blocks if "reconcile.Kind(" in block]
+        (tmp_path / "greetings.py").write_text(example)
+        result = subprocess.run(
+            [sys.executable, "greetings.py"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        shown = [line.removeprefix("# ") for line in example.splitlines() if line.startswith("# ")]
+        assert result.stdout.splitlines() == shown
+        reference = (ROOT / "docs" / "reference" / "reconciler.md").read_text()
+        [snippet] = [
+            b for b in re.findall(r"```python\n(.*?)```", reference, re.DOTALL) if "reconcile.Kind(" in b
+        ]
+        lines = {line.strip() for line in example.splitlines()}
+        assert all(line.strip() in lines for line in snippet.splitlines()), "the reference's snippet drifted"
