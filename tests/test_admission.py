@@ -9,8 +9,9 @@ import attrs
 import pytest
 from helpers import widget
 
-from reconcile import Client, InvalidError, NotFoundError
-from reconcile.model import Condition, ConditionStatus
+from reconcile import Client, InvalidError, Kind, KindRegistry, NotFoundError, doc_field
+from reconcile.api.admission import Admission
+from reconcile.model import Condition, ConditionStatus, make_converter
 from reconcile.store import ADMISSION_HEADROOM, MAX_OBJECT_BYTES
 from reconcile.store.encoding import dumps
 
@@ -114,6 +115,22 @@ class TestAdmission:
         paths = sorted(e.path for e in caught.value.errors)
         assert paths == ["metadata.name", "spec.extra", "spec.size"]
 
+    async def test_unknown_fields_do_not_hide_the_other_problems(self, client: Client) -> None:
+        """An unknown field is reported beside the validators' and the name's refusals,
+        in one InvalidError (cattrs builds nothing when a key is unknown, so the
+        validators used to stay silent)."""
+        manifest = {**widget("Bad"), "spec": {"size": -1, "colour": "red"}}
+        manifest["metadata"] = {**manifest["metadata"], "lables": {}}
+        with pytest.raises(InvalidError) as caught:
+            await client.apply(manifest)
+        assert sorted(e.path for e in caught.value.errors) == [
+            "metadata.lables",
+            "metadata.name",
+            "spec.colour",
+            "spec.size",
+        ]
+        assert await client.revision() == 0
+
     async def test_object_too_large(self, client: Client) -> None:
         """An object over 1.5 MiB is refused and nothing is stored."""
         huge = widget("big", annotations={})
@@ -171,3 +188,31 @@ class TestAdmission:
         assert all(not isinstance(r, BaseException) for r in results[:5])
         assert isinstance(results[5], Exception)
         assert len((await client.list("widget")).items) == 5
+
+
+@attrs.frozen
+class _Shelf:
+    """A spec declared with ``reconcile.doc_field`` only, as the provider how-to says."""
+
+    slots: int = doc_field("How many slots.", default=1, validator=attrs.validators.ge(1))
+    label: str = doc_field(
+        "What is on it.",
+        default="books",
+        validator=[attrs.validators.instance_of(str), attrs.validators.in_(("books", "maps"))],
+    )
+
+
+class TestDocField:
+    """``reconcile.doc_field`` takes attrs validators in place of ``attrs.field``."""
+
+    def test_a_doc_field_validator_refuses_with_the_path(self) -> None:
+        """doc_field(validator=one or a list) is checked at admission, with its path."""
+        kind = Kind("shelves.example.dev/v1", "Shelf", _Shelf)
+        admission = Admission(KindRegistry([kind]), make_converter())
+        manifest = {"api_version": "shelves.example.dev/v1", "kind": "Shelf", "metadata": {"name": "s"}}
+        assert admission.admit({**manifest, "spec": {"slots": 2}}).spec == _Shelf(slots=2)
+        for spec, path in (({"slots": 0}, "spec.slots"), ({"label": "toys"}, "spec.label")):
+            with pytest.raises(InvalidError) as caught:
+                admission.admit({**manifest, "spec": spec})
+            assert [e.path for e in caught.value.errors] == [path]
+        assert attrs.fields(_Shelf).slots.metadata["doc"] == "How many slots."

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
@@ -103,6 +104,19 @@ class TestApplyAndRead:
         assert code == 0
         assert "file.files.reconcile.dev/index unchanged" in out
         assert cli.revision() == revision
+
+    def test_a_folder_passes_over_a_file_that_is_not_a_manifest(self, cli: Cli) -> None:
+        """``apply -f DIR`` skips a provider config inside the folder, saying so on
+        stderr; the same file named on its own is still refused."""
+        config = cli.write("providers.yaml", "files: {}\n")
+        cli.write("site.yaml", SITE)
+        code, out, err = cli("apply", "-f", str(cli.manifests))
+        assert code == 0, err
+        assert "file.files.reconcile.dev/index created" in out
+        assert f"skipped {config}: not a manifest (no apiVersion or kind)" in err
+        code, _, err = cli("apply", "-f", str(config))
+        assert code == 2
+        assert "document 1: kind: required string field missing" in err
 
     def test_apply_from_stdin_needs_a_root(self, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
         """stdin has no folder: without --root the path cannot be confined; with it, fine."""
@@ -245,6 +259,10 @@ class TestApplyAndRead:
         assert code == 0
         assert "FIELD:    spec.path <str>" in out
         assert "NOTES:    immutable, identity" in out
+        assert "DEFAULT:  none (required)" in out
+        code, out, _ = cli("explain", "File.spec.mode")
+        assert code == 0
+        assert 'DEFAULT:  "0644"\n' in out, "the default is said once, not 'default: default: ...'"
         code, _, err = cli("explain", "File.spec.nope")
         assert code == 2
         assert "File.spec has no field 'nope'" in err
@@ -474,6 +492,26 @@ class TestApplyAndRead:
         assert f"schema {SCHEMA_VERSION}" in out
         assert "provider files: Directory, File" in out
 
+    def test_compact_does_not_grow_the_file(self, cli: Cli) -> None:
+        """compact without --vacuum, with another connection on the file (a running
+        ``reconcile run``): the database and its write-ahead log are no larger after."""
+        docs = "---\n".join(
+            HEAD.replace("name: x", f"name: f{i}") + f"spec: {{path: f{i}.txt, content: '{'y' * 500}'}}\n"
+            for i in range(100)
+        )
+        path = cli.write("many.yaml", docs)
+        for n in range(5):
+            path.write_text(docs.replace("'y", f"'{n}y"))
+            assert cli("apply", "-f", str(path))[0] == 0
+        with contextlib.closing(sqlite3.connect(cli.db)) as other:
+            other.execute("SELECT count(*) FROM events").fetchone()
+            before = maintaining._file_bytes(cli.db)
+            code, out, _ = cli("compact", "--yes")
+            assert code == 0, out
+            after = maintaining._file_bytes(cli.db)
+        assert after <= before, f"{before:,} -> {after:,} bytes"
+        assert cli("verify", "--deep")[0] == 0
+
     def test_compact_vacuum_shrinks_the_file(self, cli: Cli) -> None:
         """After churn, compact --vacuum gives the space back: the file shrinks, and the
         store still verifies."""
@@ -500,8 +538,15 @@ class TestApplyAndRead:
         assert code == 0, out
         assert (cli.manifests / "out" / "index.html").read_text() == "<h1>Hello</h1>\n"
         assert "ready 2/2" in out
+        assert "ready 0/0" not in out, "the caches loading is not progress to print"
         rows = [line.split() for line in out.splitlines() if line.startswith("default")]
         assert [row[3:5] for row in rows] == [["True", "True"], ["True", "True"]]
+
+    def test_run_once_on_an_empty_store_says_nothing_is_declared(self, cli: Cli) -> None:
+        """run --once with no objects: exit 0, saying nothing is declared (not ``ready 0/0``)."""
+        code, out, err = cli("run", "--once", "--timeout", "60")
+        assert code == 0, err
+        assert out.splitlines() == ["nothing declared: no objects to reconcile (apply some first)"]
 
     def test_run_passes_the_provider_timeout(self, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
         """--provider-timeout reaches the Runtime; 0 means no limit."""
@@ -603,7 +648,7 @@ class TestBadInput:
     )
     def test_deep_nesting(self, cli: Cli, text: str, reason: str) -> None:
         """Nesting deep enough to overflow a recursive parser or encoder: a clear error, exit 2."""
-        path = cli.write("deep.yaml", text)
+        path = cli.write("deep.json" if "JSON" in reason else "deep.yaml", text)
         err = self.refused(cli, "apply", "-f", str(path))
         assert f"error: {path}: {reason}" in err
 

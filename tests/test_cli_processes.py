@@ -359,19 +359,20 @@ def test_run_once_interrupted_exits_130(tmp_path: Path, signum: signal.Signals) 
 
 
 def test_get_watch_prints_a_row_per_change(tmp_path: Path) -> None:
-    """get -w: the table, then a row for each change of a matching object, until SIGINT
-    (exit 0); -w of one object is a usage error."""
+    """get -w: the table, then a row for each change of a matching object, lined up with
+    the table's header, until SIGINT (exit 0); -w of one object is a usage error."""
     db = tmp_path / "state.db"
     manifest = tmp_path / "site.yaml"
     manifest.write_text(SITE)
     assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
     watching = Cli(db, "get", "files", "-w")
-    watching.out.wait_for("NAME")
+    header = watching.out.wait_for("NAME")
     watching.out.wait_for("index")
-    other = tmp_path / "about.yaml"
-    other.write_text(SITE.replace("index", "about"))
+    other = tmp_path / "ab.yaml"
+    other.write_text(SITE.replace("index", "ab"))
     assert main(["--db", str(db), "apply", "-f", str(other)]) == 0
-    row = watching.out.wait_for("about")
-    assert row.split()[:3] == ["about", "Unknown", "Unknown"]
+    row = watching.out.wait_for("ab ")
+    assert row.split()[:3] == ["ab", "Unknown", "Unknown"]
+    assert row.index("Unknown") == header.index("READY"), f"{header!r}\n{row!r}"
     assert watching.stop(signal.SIGINT) == 0
     assert main(["--db", str(db), "get", "file/index", "-w"]) == 2

@@ -922,7 +922,7 @@ def test_the_dns_example_converges(tsig: Bind, tmp_path: Path) -> None:
     """examples/dns/zone.yaml through the CLI against named (the example's config with
     this server's port): every record set converges in one run --once."""
     root = Path(__file__).parents[1]
-    example = yaml.safe_load((root / "examples" / "dns" / "providers.yaml").read_text())
+    example = yaml.safe_load((root / "examples" / "dns.providers.yaml").read_text())
     example["dns"]["servers"][0]["port"] = tsig.port
     config = tmp_path / "providers.yaml"
     config.write_text(yaml.safe_dump(example))

@@ -30,6 +30,18 @@ class TestManifests:
         assert len(load_manifests('[{"kind": "A"}, {"kind": "B"}]')) == 2
         assert len(load_manifests('{"kind": "List", "items": [{"kind": "A"}, {"kind": "B"}]}')) == 2
 
+    @pytest.mark.parametrize("suffix", [".yaml", ".yml"])
+    def test_a_yaml_file_starting_with_a_brace_is_yaml(self, tmp_path: Path, suffix: str) -> None:
+        """A .yaml/.yml file whose first document is a flow mapping, followed by more
+        documents, is read as the YAML it is (not as broken JSON)."""
+        path = tmp_path / f"site{suffix}"
+        path.write_text("{kind: A, metadata: {name: a}}\n---\nkind: B\n")
+        assert [d.data for d in read_manifests(path)] == [
+            {"kind": "A", "metadata": {"name": "a"}},
+            {"kind": "B"},
+        ]
+        assert [d.data for d in load_manifests('{"kind": "C"}', source=str(path))] == [{"kind": "C"}]
+
     def test_folder_is_read_recursively(self, tmp_path: Path) -> None:
         """A folder stands for every .yaml, .yml and .json file under it, sorted."""
         (tmp_path / "sub").mkdir()
@@ -54,11 +66,13 @@ class TestHostileInput:
         ],
     )
     def test_malformed(self, text: str | bytes, message: str) -> None:
-        """Malformed YAML or JSON names the problem and where."""
+        """Malformed YAML or JSON names the problem and where (JSON read from a .json
+        file: a .yaml file is YAML, where ``{"a": 1,}`` is a valid flow mapping)."""
+        source = "in.json" if "JSON" in message else "in.yaml"
         with pytest.raises(InvalidError) as caught:
-            load_manifests(text, source="in.yaml")
+            load_manifests(text, source=source)
         assert message in str(caught.value)
-        assert str(caught.value).startswith("in.yaml: ")
+        assert str(caught.value).startswith(f"{source}: ")
 
     @pytest.mark.parametrize(
         "text",

@@ -158,3 +158,35 @@ def test_adopt_takes_over_a_foreign_file(tmp_path: Path, capsys: pytest.CaptureF
     assert "took over the existing external resource (unmarked)" in adopted[0]["data"]["message"]
     code, out, _ = site("get", "file/x", "-o", "json")
     assert "reconcile.dev/adopt" not in json.loads(out)["metadata"]["annotations"]
+
+
+class TestWorkers:
+    """``plan --workers``: observes in flight at once, the plan in the objects' order."""
+
+    @pytest.mark.parametrize("workers", [1, 3])
+    def test_observes_run_concurrently(
+        self, site: Site, monkeypatch: pytest.MonkeyPatch, workers: int
+    ) -> None:
+        """Up to --workers observes are in flight together (one at a time before), and the
+        plan is the same, in the same order, whatever the number."""
+        import asyncio  # noqa: PLC0415
+
+        from reconcile.cli import planning  # noqa: PLC0415
+
+        real, in_flight, most = planning.plan, [0], [0]
+
+        async def counting(*args: object, **kwargs: object) -> object:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+            try:
+                await asyncio.sleep(0)  # let the others start, if they may
+                return await real(*args, **kwargs)  # type: ignore[arg-type]
+            finally:
+                in_flight[0] -= 1
+
+        _, expected, _ = site("plan", "-o", "json")
+        monkeypatch.setattr(planning, "plan", counting)
+        code, out, err = site("plan", "-o", "json", "--workers", str(workers))
+        assert code == 0, err
+        assert out == expected
+        assert most[0] == workers

@@ -30,7 +30,7 @@ from test_s3 import (  # noqa: F401 - fixtures, used by name
     tags_of,
 )
 
-from reconcile import ANNOTATION_EXTERNAL_IDENTITY, Runtime
+from reconcile import ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_IDENTITY, Runtime
 from reconcile.testing import FakeClock
 
 REGION = {"LocationConstraint": "eu-west-1"}
@@ -216,3 +216,27 @@ class TestReplacedObjects:
 
         clock.advance(70)
         await until_async(clock, marked_again)
+
+
+class TestTheirsBeforeUs:
+    """A bucket that somebody else made before the object was applied."""
+
+    async def test_a_refused_create_is_recorded_as_failed(
+        self, running: Runtime, raw: Any, clock: FakeClock
+    ) -> None:
+        """The create the engine requested is refused (the bucket exists, not ours):
+        NotOwned, and the history answers its CreateRequested with CreateFailed (it showed
+        a create requested and never answered, for a bucket never created), never
+        CreateSucceeded."""
+        await raw.create_bucket(Bucket="theirs-first", CreateBucketConfiguration=REGION)
+        await running.apply(bucket("theirs-first"))
+        await until_async(
+            clock, _synced_says(running, "bucket", "theirs-first", "not created by this object")
+        )
+        history = await running.client.history("bucket", "theirs-first")
+        taken = {"CreateRequested", "CreateSucceeded", "CreateFailed", "NotOwned"}
+        actions = [t for t in types_of(history) if t in taken]
+        assert actions == ["CreateRequested", "CreateFailed", "NotOwned"], types_of(history)
+        assert "refused" in next(e.data["message"] for e in history if e.type == "CreateFailed" and e.data)
+        obj = await running.client.get("bucket", "theirs-first")
+        assert ANNOTATION_CREATE_PENDING not in obj.metadata.annotations

@@ -114,3 +114,61 @@ def test_readme_example(tmp_path: Path) -> None:
     types = [line.split()[1] for line in result.stdout.splitlines()]
     assert types[0] == "Created"
     assert "CreateSucceeded" in types
+
+
+class TestFirstSteps:
+    """docs/tutorial/first-steps.md's Python, run as the page shows it."""
+
+    async def test_a_mistake_reports_every_problem_at_once(self, tmp_path: Path) -> None:
+        """Step 3's apply raises one InvalidError whose message is the page's: the
+        range error and the unknown field together."""
+        import pytest  # noqa: PLC0415
+
+        import reconcile  # noqa: PLC0415
+        from reconcile.testing import example_kinds  # noqa: PLC0415
+
+        page = (ROOT / "docs" / "tutorial" / "first-steps.md").read_text()
+        blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
+        declare, mistake = blocks[1], blocks[2]
+        comment = [line.removeprefix("#").strip() for line in mistake.splitlines() if line.startswith("#")]
+        shown = " ".join(comment).removeprefix("reconcile.errors.InvalidError: ")
+        body = "\n".join(f"    {line}" for line in (declare + mistake).splitlines())
+        namespace: dict[str, object] = {}
+        exec(f"async def steps(client):\n{body}\n", namespace)  # noqa: S102 - the page's own code
+        async with reconcile.connect(
+            f"sqlite:///{tmp_path / 'tutorial.db'}", kinds=example_kinds()
+        ) as client:
+            with pytest.raises(reconcile.InvalidError) as caught:
+                await namespace["steps"](client)  # type: ignore[operator]
+        assert str(caught.value) == shown
+
+
+class TestOwnKinds:
+    """The how-to's and the reference's example of a kind of one's own runs as shown."""
+
+    def test_the_embed_how_to_declares_and_reconciles_its_own_kind(self, tmp_path: Path) -> None:
+        """docs/how-to/embed.md's "Declare your own kind" runs as a script and prints what
+        its comments show; docs/reference/reconciler.md's snippet is a part of it."""
+        blocks = re.findall(
+            r"```python\n(.*?)```", (ROOT / "docs" / "how-to" / "embed.md").read_text(), re.DOTALL
+        )
+        [example] = [block for block in blocks if "reconcile.Kind(" in block]
+        (tmp_path / "greetings.py").write_text(example)
+        result = subprocess.run(
+            [sys.executable, "greetings.py"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        shown = [line.removeprefix("# ") for line in example.splitlines() if line.startswith("# ")]
+        assert result.stdout.splitlines() == shown
+        reference = (ROOT / "docs" / "reference" / "reconciler.md").read_text()
+        [snippet] = [
+            b for b in re.findall(r"```python\n(.*?)```", reference, re.DOTALL) if "reconcile.Kind(" in b
+        ]
+        lines = {line.strip() for line in example.splitlines()}
+        assert all(line.strip() in lines for line in snippet.splitlines()), "the reference's snippet drifted"

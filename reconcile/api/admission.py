@@ -141,6 +141,29 @@ class Admission:
         #: Each provider's configuration, by provider name, for the kinds' ``admit`` hooks.
         self.provider_config = dict(provider_config or {})
         self._default_status: dict[Kind, str] = {}
+        self._lenient: cattrs.Converter | None = None
+
+    def _structure(self, raw: Mapping[str, Any], type_: type[Any], path: str) -> tuple[Any, list[FieldError]]:
+        """``raw`` as ``type_``, or every problem with it. cattrs builds the object only
+        when every field structured, and an unknown field is one of its structuring
+        errors: the attrs validators (which run in ``__init__``) would never run beside
+        it, and ``size: -1`` with a misspelt ``colour`` would report only the misspelling.
+        So a failure is structured again ignoring unknown fields, and what that finds
+        (the validators' complaints) is reported with it: one InvalidError, every problem.
+        The value returned beside errors is that second pass's, when it succeeded, for
+        the checks that need a whole object (names, a kind's ``validate``); never stored."""
+        try:
+            return self.converter.structure(raw, type_), []
+        except Exception as exc:  # noqa: BLE001 - cattrs raises groups of anything
+            strict = structure_errors(exc, path)
+        if self._lenient is None:
+            self._lenient = self.converter.copy(forbid_extra_keys=False)
+        value, lenient = None, []
+        try:
+            value = self._lenient.structure(raw, type_)
+        except Exception as exc:  # noqa: BLE001 - cattrs raises groups of anything
+            lenient = structure_errors(exc, path)
+        return value, [*lenient, *(error for error in strict if error not in lenient)]
 
     def admit(
         self, manifest: Mapping[str, Any] | Resource[Any, Any], *, origin: Path | None = None
@@ -267,11 +290,10 @@ class Admission:
             for k, v in raw.items()
             if k not in ("uid", "generation", "creation_timestamp", "deletion_timestamp", "managed_fields")
         }
-        try:
-            meta = self.converter.structure(settable, ObjectMeta)
-        except Exception as exc:  # noqa: BLE001 - cattrs raises groups of anything
-            return None, structure_errors(exc, "metadata")
-        return meta, _meta_errors(meta)
+        meta, errors = self._structure(settable, ObjectMeta, "metadata")
+        if meta is not None:
+            errors.extend(_meta_errors(meta))
+        return meta, errors
 
     def _spec(
         self, kind: Kind, raw: object, origin: Path | None, name: str | None = None
@@ -280,16 +302,16 @@ class Admission:
             raw = {}
         if not isinstance(raw, Mapping):
             return None, [FieldError("spec", "expected a mapping")]
-        try:
-            spec = self.converter.structure(raw, kind.spec_type)
-        except Exception as exc:  # noqa: BLE001 - cattrs raises groups of anything
-            return None, structure_errors(exc, "spec")
-        errors = [] if kind.validate is None else list(kind.validate(spec))
-        if not errors and kind.admit is not None:
+        spec, refused = self._structure(raw, kind.spec_type, "spec")
+        errors = [] if kind.validate is None or spec is None else list(kind.validate(spec))
+        if not refused and not errors and kind.admit is not None:
             provider = self.kinds.provider_of(kind)
             config = self.provider_config.get(provider, {}) if provider is not None else {}
             try:
                 spec = kind.admit(spec, AdmissionContext(config, origin, name))
             except InvalidError as exc:
                 errors = list(exc.errors)
-        return spec, [FieldError(f"spec.{e.path}" if e.path else "spec", e.message) for e in errors]
+        return spec, [
+            *refused,
+            *(FieldError(f"spec.{e.path}" if e.path else "spec", e.message) for e in errors),
+        ]

@@ -76,7 +76,7 @@ def read_documents(filenames: Sequence[str]) -> list[Document]:
             if filename == STDIN:
                 documents.extend(load_manifests(sys.stdin.buffer.read(), source="<stdin>"))
             else:
-                documents.extend(read_manifests(filename))
+                documents.extend(read_manifests(filename, skipped=_say_skipped))
         except InvalidError as exc:
             problems.extend(invalid_lines(exc))
     if problems:
@@ -84,6 +84,10 @@ def read_documents(filenames: Sequence[str]) -> list[Document]:
     if not documents:
         raise BadInput(f"no objects in {', '.join(filenames)}")
     return documents
+
+
+def _say_skipped(path: Path) -> None:
+    click.echo(f"reconcile: skipped {printable(str(path))}: not a manifest (no apiVersion or kind)", err=True)
 
 
 def origin(document: Document) -> Path | None:

@@ -164,12 +164,20 @@ def _type_name(annotation: object) -> str:
     return str(text).replace("typing.", "")
 
 
-def _default(field: attrs.Attribute[Any]) -> str:
+def _default_value(field: attrs.Attribute[Any]) -> str | None:
+    """A field's default as a manifest would spell it: ``"0644"``, ``empty``; None when
+    the field is required."""
     if field.default is attrs.NOTHING:
-        return "required"
+        return None
     if isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
-        return "default: empty"
-    return f"default: {json.dumps(field.default)}"
+        return "empty"
+    return json.dumps(field.default)
+
+
+def _default(field: attrs.Attribute[Any]) -> str:
+    """The table's column: ``required`` or ``default: "0644"``."""
+    value = _default_value(field)
+    return "required" if value is None else f"default: {value}"
 
 
 _RST = re.compile(r":[a-z]+:`~?([^`]+)`|``([^`]+)``")
@@ -233,7 +241,8 @@ def _explain_field(kind: Kind, path: str) -> str:
     if field is None:
         known = ", ".join(fields) or "none"
         raise BadInput(f"{kind.kind}.spec has no field {path!r} (its fields: {known})")
-    name, type_, default, doc = _field_row(field)
+    name, type_, _, doc = _field_row(field)
+    default = _default_value(field) or "none (required)"
     notes = [
         n for n, on in (("immutable", name in kind.immutable), ("identity", name in kind.identity)) if on
     ]

@@ -35,6 +35,10 @@ from reconcile.model.resource import AnyResource
 __all__ = ["show_plan"]
 
 _NEW_UID = "00000000-0000-0000-0000-000000000000"  # no external resource carries this mark
+#: Observes in flight at once, by default: ``run``'s reconciles per kind. One at a time,
+#: ``plan`` was slower than ``run --once`` on the same objects (300 S3 objects against
+#: moto_server: 1.76 s one at a time, 1.48 s with 16, as long as a converged run).
+WORKERS = 16
 
 
 @cli.command(name="plan")
@@ -54,12 +58,19 @@ _NEW_UID = "00000000-0000-0000-0000-000000000000"  # no external resource carrie
     show_default=True,
     help="Seconds one observe may take.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=WORKERS,
+    show_default=True,
+    help="Observes in flight at once (run's --workers, the same default).",
+)
 @click.pass_obj
-def plan_command(
-    settings: Settings, filenames: tuple[str, ...], output: str, exit_code: bool, timeout: float
+def plan_command(  # noqa: PLR0917 - click passes one parameter per option
+    settings: Settings, filenames: tuple[str, ...], output: str, exit_code: bool, timeout: float, workers: int
 ) -> None:
     """Show what run would do (create, update with the diff, delete, adopt), observing only."""
-    show_plan(settings, filenames, output=output, exit_code=exit_code, timeout=timeout)
+    show_plan(settings, filenames, output=output, exit_code=exit_code, timeout=timeout, workers=workers)
 
 
 def show_plan(
@@ -69,10 +80,11 @@ def show_plan(
     output: str = "table",
     exit_code: bool = False,
     timeout: float = 60.0,
+    workers: int = WORKERS,
 ) -> None:
     """Plan, print, and fail (exit 1) on an object that cannot be observed, or with
     ``exit_code`` on a plan that changes something (``plan``, ``apply --plan``)."""
-    planned = run_async(_plan(settings, filenames, timeout))
+    planned = run_async(_plan(settings, filenames, timeout, workers))
     if output == "json":
         click.echo(as_json([_data(p) for p in planned]))
     else:
@@ -84,7 +96,7 @@ def show_plan(
         raise Failure
 
 
-async def _plan(settings: Settings, filenames: Sequence[str], timeout: float) -> list[Planned]:
+async def _plan(settings: Settings, filenames: Sequence[str], timeout: float, workers: int) -> list[Planned]:
     if filenames:
         documents = read_documents(filenames)
         settings = await with_remembered_roots(settings)
@@ -93,14 +105,14 @@ async def _plan(settings: Settings, filenames: Sequence[str], timeout: float) ->
         if not filenames:
             return []
         objects = [_as_new(settings, d.admitted.body) for d in declared]
-        return await _observe_all(settings, objects, timeout)
+        return await _observe_all(settings, objects, timeout=timeout, workers=workers)
     async with settings.client(read_only=True) as client:
         if filenames:
             objects = [await _as_applied(client, d) for d in declared]
         else:
             objects = await list_all(client, list(client.kinds), None, None)
         identity, key = await client.store_identity(), await client.store_mark_key()
-    return await _observe_all(settings, objects, timeout, identity, key)
+    return await _observe_all(settings, objects, timeout=timeout, workers=workers, identity=identity, key=key)
 
 
 def _fresh(body: dict[str, Any]) -> dict[str, Any]:
@@ -125,15 +137,23 @@ async def _as_applied(client: Client, declared: Any) -> AnyResource:
 
 
 async def _observe_all(
-    settings: Settings, objects: Sequence[AnyResource], timeout: float, identity: str = "", key: bytes = b""
+    settings: Settings,
+    objects: Sequence[AnyResource],
+    *,
+    timeout: float,
+    workers: int,
+    identity: str = "",
+    key: bytes = b"",
 ) -> list[Planned]:
     """What a run would do for each object, its provider's client bound to the store
     (``identity`` and the store's secret ``key``: its marks are then judged as the
-    runner's would be)."""
+    runner's would be). Up to ``workers`` observes are in flight at once, as a run's
+    reconciles are (a plan spends its time waiting on the outside world); the plan keeps
+    the objects' order."""
     registry = settings.kinds
     providers = {p.name: p for p in discover_providers()}
     clients: dict[str, ExternalClient] = {}
-    planned: list[Planned] = []
+    work: list[tuple[AnyResource, Kind, str]] = []
     try:
         for obj in objects:
             kind: Kind | None = registry.get(obj.api_version, obj.kind)
@@ -143,16 +163,22 @@ async def _observe_all(
             if name not in clients:
                 clients[name] = await providers[name].connect(settings.provider_config.get(name, {}))
                 bind_store(clients[name], identity, key)
-            try:
-                async with asyncio.timeout(timeout):
-                    planned.append(await plan(obj, clients[name], provider_decides=kind.exclusive_create))
-            except TimeoutError:
-                planned.append(Planned(obj.key, "error", f"observe did not answer within {timeout:g} s"))
+            work.append((obj, kind, name))
+        slots = asyncio.Semaphore(workers)
+
+        async def one(obj: AnyResource, kind: Kind, name: str) -> Planned:
+            async with slots:
+                try:
+                    async with asyncio.timeout(timeout):
+                        return await plan(obj, clients[name], provider_decides=kind.exclusive_create)
+                except TimeoutError:
+                    return Planned(obj.key, "error", f"observe did not answer within {timeout:g} s")
+
+        return list(await asyncio.gather(*(one(*item) for item in work)))
     finally:
         for external in clients.values():
             with contextlib.suppress(Exception):
                 await external.close()
-    return planned
 
 
 def _name(planned: Planned) -> str:

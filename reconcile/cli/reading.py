@@ -19,6 +19,7 @@ from reconcile.cli.rendering import (
     as_json,
     as_json_line,
     as_yaml,
+    column_widths,
     event_data,
     event_detail,
     jsonpath,
@@ -77,9 +78,10 @@ def render_objects(
     namespaces: bool,
     kinds: bool,
     options: TableOptions = TableOptions(),
+    min_widths: Sequence[int] = (),
 ) -> str:
     """Objects as a table (READY, SYNCED, REASON, AGE; with ``wide`` the generations and
-    the Synced message too), YAML, JSON or names."""
+    the Synced message too; each column at least ``min_widths`` wide), YAML, JSON or names."""
     if output == "json":
         return as_json(
             {"api_version": "v1", "kind": "List", "items": [object_data(client, o) for o in objects]}
@@ -88,6 +90,17 @@ def render_objects(
         return as_yaml([object_data(client, o) for o in objects], many=True).rstrip()
     if output == "name":
         return "\n".join(qualified(o.kind, api_group_of(o.api_version), o.metadata.name) for o in objects)
+    header, rows = table_rows(client, objects, namespaces=namespaces, kinds=kinds, options=options)
+    drawn = table(header, rows, min_widths)
+    if options.colour:
+        drawn = _coloured(drawn)
+    return drawn if options.headers else "\n".join(drawn.splitlines()[1:])
+
+
+def table_rows(
+    client: Client, objects: Sequence[AnyResource], *, namespaces: bool, kinds: bool, options: TableOptions
+) -> tuple[list[str], list[list[str]]]:
+    """The header and the rows of ``get``'s table, not yet aligned."""
     now = _now(client)
     header = [*(["NAMESPACE"] if namespaces else []), *(["KIND"] if kinds else []), "NAME", "READY", "SYNCED"]
     header += ["REASON", "AGE"]
@@ -113,10 +126,7 @@ def render_objects(
         if options.labels:
             row.append(labels_text(obj.metadata.labels))
         rows.append(row)
-    drawn = table(header, rows)
-    if options.colour:
-        drawn = _coloured(drawn)
-    return drawn if options.headers else "\n".join(drawn.splitlines()[1:])
+    return header, rows
 
 
 _STATES = {"True": "green", "False": "red", "Unknown": "yellow", "Updating": "yellow"}
@@ -248,29 +258,44 @@ async def _get(
 ) -> None:
     async with settings.client(read_only=True) as client:
         since = await client.revision()
-        await _show(client, kind=kind, name=name, listing=listing)
+        shown = await _show(client, kind=kind, name=name, listing=listing)
         if follow:
-            await _follow(client, kind, since, listing)
+            await _follow(client, kind, since, listing, shown)
 
 
-async def _follow(client: Client, kind: str | None, since: int, listing: Listing) -> None:
-    """``get -w``: a row (no header) per change of a matching object, until interrupted."""
+async def _follow(
+    client: Client, kind: str | None, since: int, listing: Listing, shown: Sequence[AnyResource]
+) -> None:
+    """``get -w``: a row (no header) per change of a matching object, until interrupted,
+    lined up with the table drawn before it (a row drawn alone would take its own widths:
+    a short name shifted every column after it left of its header)."""
     wanted = LabelSelector.parse(listing.selector)
     rows = attrs.evolve(listing.options, headers=False)
     resolved = None if kind is None else client.kinds.resolve(kind)
-    everywhere = listing.namespace is None
+    everywhere, kinds = listing.namespace is None, kind is None
+    header, drawn = table_rows(client, shown, namespaces=everywhere, kinds=kinds, options=rows)
+    widths = column_widths([header, *drawn])
     async for event in client.watch(resolved, namespace=listing.namespace, since=since):
         if not isinstance(event, Event) or event.object is None:
             continue
         if not wanted.matches(event.object.metadata.labels):
             continue
         row = render_objects(
-            client, [event.object], "table", namespaces=everywhere, kinds=kind is None, options=rows
+            client,
+            [event.object],
+            "table",
+            namespaces=everywhere,
+            kinds=kinds,
+            options=rows,
+            min_widths=widths,
         )
         click.echo(row, color=rows.colour or None)
 
 
-async def _show(client: Client, *, kind: str | None, name: str | None, listing: Listing) -> None:
+async def _show(
+    client: Client, *, kind: str | None, name: str | None, listing: Listing
+) -> Sequence[AnyResource]:
+    """Print what ``get`` lists; return the objects of the table drawn (none otherwise)."""
     output, selector, namespace = listing.output, listing.selector, listing.namespace
     if name is not None:
         assert kind is not None
@@ -286,7 +311,7 @@ async def _show(client: Client, *, kind: str | None, name: str | None, listing: 
                 render_objects(client, [obj], output, namespaces=False, kinds=False, options=listing.options),
                 color=listing.options.colour or None,
             )
-        return
+        return ()
     kinds = list(client.kinds) if kind is None else [client.kinds.resolve(kind)]
     objects = await list_all(client, kinds, namespace, selector)
     if kind is None:
@@ -297,13 +322,13 @@ async def _show(client: Client, *, kind: str | None, name: str | None, listing: 
     if not objects and output in ("table", "name"):
         where = "any namespace" if namespace is None else f"namespace {printable(namespace, quoted=True)}"
         click.echo(f"No resources found in {where}.", err=True)
-        return
+        return ()
     if listing.sort_by:
         objects = sort_objects(client, objects, listing.sort_by)
     if output.startswith("jsonpath="):
         items = [object_data(client, o) for o in objects]
         click.echo(_jsonpath({"api_version": "v1", "kind": "List", "items": items}, output))
-        return
+        return ()
     click.echo(
         render_objects(
             client,
@@ -315,6 +340,7 @@ async def _show(client: Client, *, kind: str | None, name: str | None, listing: 
         ),
         color=listing.options.colour or None,  # click strips colour off a terminal otherwise
     )
+    return objects
 
 
 @cli.command()

@@ -38,13 +38,20 @@ __all__ = [
 ]
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Columns aligned with two spaces, kubectl style."""
+def table(header: Sequence[str], rows: Iterable[Sequence[str]], min_widths: Sequence[int] = ()) -> str:
+    """Columns aligned with two spaces, kubectl style; each at least as wide as
+    ``min_widths`` says (``get -w``: a row lined up with the table drawn before it)."""
     rows = [list(header), *(list(r) for r in rows)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    widths = column_widths(rows)
+    widths = [max(w, m) for w, m in zip(widths, [*min_widths, *[0] * len(widths)], strict=False)]
     return "\n".join(
         "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
     )
+
+
+def column_widths(rows: Sequence[Sequence[str]]) -> list[int]:
+    """The width of each column of ``rows`` (the header among them)."""
+    return [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
 
 
 def age(since: datetime.datetime | None, now: datetime.datetime) -> str:

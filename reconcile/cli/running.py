@@ -72,6 +72,8 @@ class _Progress:
     def update(self, ready: int, total: int, *, final: bool = False) -> None:
         if (ready, total) == self.shown:
             return
+        if total == 0:
+            return  # the caches still loading, or nothing declared (said once, at the end)
         now = time.monotonic()
         if not final and self.shown is not None and now - self._at < _SHOW_EVERY:
             return  # called at every move of a convergence: a line or a redraw at most this often
@@ -273,6 +275,8 @@ def _report_once(runtime: Runtime, state: Convergence | None, timeout: float) ->
     if objects:
         click.echo(render_objects(runtime.client, objects, "table", namespaces=True, kinds=True))
     if state is not None and state.converged:
+        if state.total == 0:
+            click.echo("nothing declared: no objects to reconcile (apply some first)")
         return
     waiting = list(now.waiting)
     if now.unsynced and not runtime.stop_requested:

@@ -335,6 +335,17 @@ class ManagedReconciler(Recording):
                 except Exception:  # noqa: BLE001 - no look: recorded below as the create's failure
                     seen = None
                 if seen is not None and seen.exists and seen.owner != obj.metadata.uid:
+                    if not early:
+                        # CreateRequested is in the log already (written with the pending
+                        # marker before the call): its outcome goes beside it, so the
+                        # history does not show a create of somebody else's resource as
+                        # requested and never answered. (Written with the outcome, as for
+                        # an atomic create, the request is not recorded at all.)
+                        obj = await self._act(
+                            obj,
+                            [Action(ActionType.CREATE_FAILED, f"refused: {exc}")],
+                            annotations={ANNOTATION_CREATE_PENDING: None},
+                        )
                     await self._not_owned(obj, seen, {ANNOTATION_CREATE_PENDING: None})
             unknown = isinstance(exc, DeadlineExceededError)
             obj = await self._act(

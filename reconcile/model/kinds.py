@@ -30,13 +30,21 @@ __all__ = ["ENTRY_POINT_GROUP", "AdmissionContext", "Kind", "KindRegistry", "doc
 ENTRY_POINT_GROUP = "reconcile.providers"
 
 
-def doc_field(doc: str, *, default: Any = attrs.NOTHING, values: Sequence[str] = ()) -> Any:
+def doc_field(
+    doc: str,
+    *,
+    default: Any = attrs.NOTHING,
+    values: Sequence[str] = (),
+    validator: Callable[[Any, Any, Any], Any] | Sequence[Callable[[Any, Any, Any], Any]] | None = None,
+) -> Any:
     """A spec class's attrs field with its description (and its allowed values), which
-    ``reconcile explain KIND`` prints."""
+    ``reconcile explain KIND`` prints; ``validator`` is attrs' (one or a list), so that
+    it replaces ``attrs.field`` everywhere (admission reports its refusal with the path)."""
     metadata: dict[str, Any] = {"doc": doc}
     if values:
         metadata["values"] = tuple(values)
-    return attrs.field(default=default, metadata=metadata)
+    checks = list(validator) if isinstance(validator, Sequence) else validator
+    return attrs.field(default=default, metadata=metadata, validator=checks)
 
 
 @attrs.frozen

@@ -13,7 +13,7 @@ recursive step (structuring, encoding) can overflow the stack on hostile input.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -38,6 +38,8 @@ MAX_DEPTH = 64
 MAX_DOCUMENT_NODES = 1_000_000
 #: Bytes one manifest file or stream may have.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
+#: Files read as YAML whatever their first character.
+_YAML_SUFFIXES = (".yaml", ".yml")
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -180,7 +182,9 @@ def _flatten(data: object) -> Iterator[object]:
 
 
 def load_manifests(text: str | bytes, *, source: str = "<stdin>") -> list[Document]:
-    """Parse every document in ``text`` (YAML, or JSON when it looks like JSON)."""
+    """Parse every document in ``text``: YAML when ``source`` names a ``.yaml``/``.yml``
+    file (YAML includes JSON: a file whose first document is a flow mapping ``{...}``
+    followed by more is YAML, not broken JSON), else JSON when it looks like JSON."""
     if len(text) > MAX_INPUT_BYTES:
         raise _invalid(source, f"input is larger than {MAX_INPUT_BYTES} bytes")
     if isinstance(text, bytes):
@@ -189,7 +193,7 @@ def load_manifests(text: str | bytes, *, source: str = "<stdin>") -> list[Docume
         except UnicodeDecodeError as exc:
             raise _invalid(source, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     raw: list[object]
-    if text.lstrip()[:1] in ("{", "["):
+    if not source.endswith(_YAML_SUFFIXES) and text.lstrip()[:1] in ("{", "["):
         try:
             raw = [json.loads(text, object_pairs_hook=_unique_pairs)]
             check_depth(raw[0])
@@ -205,10 +209,32 @@ def load_manifests(text: str | bytes, *, source: str = "<stdin>") -> list[Docume
     return [Document(source, index, item) for index, item in enumerate(items, start=1)]
 
 
-def read_manifests(path: str | Path) -> list[Document]:
-    """Read one manifest file, or every ``.yaml``/``.yml``/``.json`` file under a folder."""
+#: Top-level fields of which a manifest has at least one; a file of a folder whose
+#: documents have none (a provider config kept beside the manifests) is not one.
+_MANIFEST_FIELDS = ("apiVersion", "api_version", "kind")
+
+
+def _is_manifest(documents: list[Document]) -> bool:
+    """Whether a file's documents look like manifests: some document is a mapping with an
+    ``apiVersion`` (or ``api_version``) or a ``kind``. One with only half of them still
+    counts, so that a manifest missing its ``kind`` is refused with the field path rather
+    than passed over."""
+    return any(
+        isinstance(document.data, dict) and any(field in document.data for field in _MANIFEST_FIELDS)
+        for document in documents
+    )
+
+
+def read_manifests(path: str | Path, *, skipped: Callable[[Path], None] | None = None) -> list[Document]:
+    """Read one manifest file, or every ``.yaml``/``.yml``/``.json`` file under a folder.
+
+    In a folder, a file that is not a manifest (no document has ``apiVersion`` or
+    ``kind``: a provider config, a CI file) is passed over and handed to ``skipped`` (the
+    CLI says so on stderr); a file named on its own is always read as manifests, so
+    giving the wrong one is an error naming what is missing."""
     root = Path(path)
-    if root.is_dir():
+    folder = root.is_dir()
+    if folder:
         files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json"))
     else:
         files = [root]
@@ -219,5 +245,10 @@ def read_manifests(path: str | Path) -> list[Document]:
                 text = handle.read(MAX_INPUT_BYTES + 1)
         except OSError as exc:
             raise _invalid(str(file), f"cannot read: {exc.strerror}") from None
-        documents.extend(load_manifests(text, source=str(file)))
+        found = load_manifests(text, source=str(file))
+        if folder and found and not _is_manifest(found):
+            if skipped is not None:
+                skipped(file)
+            continue
+        documents.extend(found)
     return documents

@@ -55,7 +55,8 @@ def compactable(conn: sqlite3.Connection, before: int) -> int:
 
 def compact(conn: sqlite3.Connection, before: int) -> int:
     """Drop events before ``before`` except each live object's latest snapshot, forget
-    tombstones left without events, and raise the horizon. Returns the events dropped."""
+    tombstones left without events, and raise the horizon; then checkpoint the write-ahead
+    log. Returns the events dropped."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
@@ -70,6 +71,12 @@ def compact(conn: sqlite3.Connection, before: int) -> int:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    # The deletions went to the write-ahead log: every page they touched, about as large
+    # as what they dropped. SQLite folds the log back only when its last connection
+    # closes, so with another process on the file (a running ``reconcile run``) the log
+    # stayed, and compacting made the database and its log larger than before. Fold it
+    # in now and truncate it (a reader still in a transaction only makes this partial).
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return int(dropped)
 
 
