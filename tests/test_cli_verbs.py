@@ -478,7 +478,7 @@ class TestEdit:
         assert (code, out) == (0, "Edit cancelled, no changes made.\n"), err
         assert "the change to it was ignored" in err
         _, second, third = editor.shown()
-        assert "# * invalid YAML:" in second
+        assert "# * invalid YAML at line " in second
         assert '# * File "index": metadata.name: cannot be changed here' in third
         assert cli.revision() == revision
 

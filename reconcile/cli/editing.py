@@ -131,6 +131,10 @@ def _parse(text: str) -> Any:
     """The one document saved (None for an empty file)."""
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+        raise _UnreadableError(f"invalid YAML{where}: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise _UnreadableError(f"invalid YAML: {exc}") from None
     if len(documents) > 1:
