@@ -434,12 +434,12 @@ class TestEdit:
 
     def test_unchanged_or_emptied(self, cli: Cli, editor: Editor, tmp_path: Path) -> None:
         """Saved as it was (or only comments and blanks changed): nothing written, exit
-        0; emptied: the same, said as kubectl says it."""
+        0; emptied: the same; each said on stderr as kubectl says it."""
         revision = cli.revision()
         editor.steps({"replace": [["# Please", "#  Please"], ["kind: File", "kind:   File\n\n"]]})
-        assert cli("edit", "file", "index") == (0, "Edit cancelled, no changes made.\n", "")
+        assert cli("edit", "file", "index") == (0, "", "Edit cancelled, no changes made.\n")
         editor.steps({"write": "# nothing\n\n"})
-        assert cli("edit", "file", "index") == (0, "Edit cancelled, saved file was empty.\n", "")
+        assert cli("edit", "file", "index") == (0, "", "Edit cancelled, saved file was empty.\n")
         assert cli.revision() == revision
         assert leftovers(tmp_path) == []
 
@@ -475,8 +475,11 @@ class TestEdit:
         )
         revision = cli.revision()
         code, out, err = cli("edit", "file/index")
-        assert (code, out) == (0, "Edit cancelled, no changes made.\n"), err
-        assert "the change to it was ignored" in err
+        assert (code, out) == (0, ""), err
+        assert err.splitlines() == [
+            "warning: status is written by the controllers; the change to it was ignored",
+            "Edit cancelled, no changes made.",
+        ]
         _, second, third = editor.shown()
         assert "# * invalid YAML at line " in second
         assert '# * File "index": metadata.name: cannot be changed here' in third

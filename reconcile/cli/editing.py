@@ -201,17 +201,17 @@ def _edit_loop(settings: Settings, opened: _Opened, command: Sequence[str], path
             errors = [str(exc)]
             continue
         if parsed is None:
-            click.echo(EMPTIED)
+            click.echo(EMPTIED, err=True)
             return
         if json_equal(parsed, original):
-            click.echo(UNCHANGED)
+            click.echo(UNCHANGED, err=True)
             return
         try:
             change = changes(original, parsed, subject=subject)
             if change.status_ignored:
                 warn_status_ignored()
             if not change.patch:
-                click.echo(UNCHANGED)
+                click.echo(UNCHANGED, err=True)
                 return
             run_async(_write(settings, target, change))
         except InvalidError as exc:
