@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -464,8 +465,8 @@ class TestEdit:
         """YAML that does not parse, and a field that may not change, reopen too; a
         change to status alone is ignored, said so."""
         editor.steps(
-            {"replace": [["kind: File", "kind: [File"]]},
-            {"replace": [["kind: [File", "kind: File"], ["  name: index", "  name: renamed"]]},
+            {"replace": [["mode: '0644'", "mode: ''0644''"]]},
+            {"replace": [["mode: ''0644''", "mode: '0644'"], ["  name: index", "  name: renamed"]]},
             {
                 "replace": [
                     ["  name: renamed", "  name: index"],
@@ -481,7 +482,10 @@ class TestEdit:
             "Edit cancelled, no changes made.",
         ]
         _, second, third = editor.shown()
-        assert "# * invalid YAML at line " in second
+        said = re.search(r"# \* invalid YAML at line (\d+), column (\d+): (.*)", second)
+        assert said is not None, second
+        line, column = int(said[1]), int(said[2])
+        assert second.splitlines()[line - 1][column - 1 :] == "0644''", "it names the line the editor shows"
         assert '# * File "index": metadata.name: cannot be changed here' in third
         assert cli.revision() == revision
 

@@ -124,19 +124,33 @@ def _run_editor(command: Sequence[str], path: Path) -> None:
 
 
 class _UnreadableError(ValueError):
-    """What was saved is not one YAML document."""
+    """What was saved is not one YAML document; ``line`` (0-based, in the object's text
+    below the comment block) and ``column`` when the parser says where."""
+
+    def __init__(self, problem: str, line: int | None = None, column: int = 0) -> None:
+        super().__init__(problem)
+        self.problem, self.line, self.column = problem, line, column
+
+    def said(self, first_line: int) -> str:
+        """The message, its line counted in a file whose object starts at line
+        ``first_line`` (1-based): the file the editor is about to show."""
+        if self.line is None:
+            return f"invalid YAML: {self.problem}"
+        return f"invalid YAML at line {first_line + self.line}, column {self.column + 1}: {self.problem}"
 
 
 def _parse(text: str) -> Any:
-    """The one document saved (None for an empty file)."""
+    """The one document in the object's text (None when there is none)."""
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
-        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
-        raise _UnreadableError(f"invalid YAML{where}: {exc.problem or exc.context}") from None
+        problem = str(exc.problem or exc.context)
+        raise _UnreadableError(
+            problem, None if mark is None else mark.line, 0 if mark is None else mark.column
+        ) from None
     except yaml.YAMLError as exc:
-        raise _UnreadableError(f"invalid YAML: {exc}") from None
+        raise _UnreadableError(" ".join(str(exc).split())) from None
     if len(documents) > 1:
         raise _UnreadableError(f"expected one object, found {len(documents)} YAML documents")
     return documents[0] if documents else None
@@ -186,19 +200,26 @@ def _edit_loop(settings: Settings, opened: _Opened, command: Sequence[str], path
     target, original = opened.target, opened.document
     subject = f"{target.kind.kind} {printable(target.name, quoted=True)}"
     body = as_yaml(original)
-    errors: list[str] = []
+    errors: list[str | _UnreadableError] = []
     while True:
-        path.write_text(_HEADER + (_error_block(target.label, errors) if errors else "") + body)
+        header = _HEADER
+        if errors:
+            # The block has one line per error: the object's first line is known
+            # before the errors are written, and a YAML error can name its line in
+            # the file the editor shows.
+            first_line = header.count("\n") + len(errors) + 3
+            said = [e.said(first_line) if isinstance(e, _UnreadableError) else e for e in errors]
+            header += _error_block(target.label, said)
+        path.write_text(header + body)
         _run_editor(command, path)
-        saved = path.read_text()
-        edited = _without_header(saved)
+        edited = _without_header(path.read_text())
         if errors and edited.strip() == body.strip():
             raise _Kept(path, NOT_SAVED)
         body = edited
         try:
-            parsed = _parse(saved)
+            parsed = _parse(edited)
         except _UnreadableError as exc:
-            errors = [str(exc)]
+            errors = [exc]
             continue
         if parsed is None:
             click.echo(EMPTIED, err=True)
@@ -215,7 +236,7 @@ def _edit_loop(settings: Settings, opened: _Opened, command: Sequence[str], path
                 return
             run_async(_write(settings, target, change))
         except InvalidError as exc:
-            errors = invalid_lines(exc)
+            errors = list(invalid_lines(exc))
             continue
         except ConflictError:
             raise _Kept(
