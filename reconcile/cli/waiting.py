@@ -37,7 +37,7 @@ from reconcile.model import EventType
 from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
 
-__all__ = ["Condition", "Deleted", "parse_duration", "parse_for"]
+__all__ = ["Gone", "HasCondition", "parse_duration", "parse_for"]
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -67,7 +67,7 @@ def _timeout(_context: click.Context, _parameter: click.Parameter, value: str) -
 
 
 @attrs.frozen
-class Condition:
+class HasCondition:
     """``--for=condition=TYPE[=VALUE]``."""
 
     type: str
@@ -106,20 +106,20 @@ class Condition:
 
 
 @attrs.frozen
-class Deleted:
+class Gone:
     """``--for=delete``."""
 
     def __str__(self) -> str:
         return "delete"
 
 
-Wanted = Condition | Deleted
+Wanted = HasCondition | Gone
 
 
 def parse_for(text: str) -> Wanted:
     """``condition=TYPE[=VALUE]`` or ``delete``."""
     if text.lower() == "delete":
-        return Deleted()
+        return Gone()
     what, _, rest = text.partition("=")
     if what.lower() != "condition" or not rest:
         raise BadInput(
@@ -128,7 +128,7 @@ def parse_for(text: str) -> Wanted:
     name, _, value = rest.partition("=")
     if not name:
         raise BadInput(f"--for: {printable(text)}: no condition name (such as condition=Ready)")
-    return Condition(name, value or "True")
+    return HasCondition(name, value or "True")
 
 
 def _still_there(obj: AnyResource) -> str:
@@ -153,19 +153,19 @@ async def _wait_one(client: Client, target: Target, wanted: Wanted, deadline: fl
     try:
         seen = _Seen(await client.get(target.kind, target.name, namespace=target.namespace))
     except NotFoundError:
-        if isinstance(wanted, Deleted):
+        if isinstance(wanted, Gone):
             return f"{target.label} deleted"
         raise Failure(
             f"{target.label} not found in namespace {printable(target.namespace, quoted=True)}"
         ) from None
     while True:
-        if isinstance(wanted, Condition) and wanted.met(seen.obj):
+        if isinstance(wanted, HasCondition) and wanted.met(seen.obj):
             return f"{target.label} condition met"
         try:
             async with asyncio.timeout_at(deadline):
                 gone = await _watch(client, target, wanted, seen)
         except TimeoutError:
-            what = _still_there(seen.obj) if isinstance(wanted, Deleted) else wanted.seen(seen.obj)
+            what = _still_there(seen.obj) if isinstance(wanted, Gone) else wanted.seen(seen.obj)
             raise Failure(f"timed out waiting for the condition on {target.label}: {what}") from None
         except ExpiredError:
             # The log was compacted past where the watch started: read again, go on.
@@ -177,7 +177,7 @@ async def _wait_one(client: Client, target: Target, wanted: Wanted, deadline: fl
                 continue
         if not gone:
             return f"{target.label} condition met"
-        if isinstance(wanted, Deleted):
+        if isinstance(wanted, Gone):
             return f"{target.label} deleted"
         raise Failure(f"{target.label} was deleted while waiting for the condition {wanted}")
 
@@ -194,7 +194,7 @@ async def _watch(client: Client, target: Target, wanted: Wanted, seen: _Seen) ->
         if event.object is None:
             continue
         seen.obj = event.object
-        if isinstance(wanted, Condition) and wanted.met(event.object):
+        if isinstance(wanted, HasCondition) and wanted.met(event.object):
             return False
     raise Failure(f"the watch of {target.label} ended")  # pragma: no cover - a watch is endless
 
