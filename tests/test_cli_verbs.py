@@ -25,7 +25,9 @@ from test_cli_processes import flip_byte
 from reconcile import KindRegistry, connect
 from reconcile.api import Client
 from reconcile.cli import editing, main
+from reconcile.cli import waiting as waiting_module
 from reconcile.cli.changing import Target, change_object
+from reconcile.cli.waiting import Gone, HasCondition
 from reconcile.errors import ConflictError
 from reconcile.model.conditions import Condition, ConditionStatus
 
@@ -567,6 +569,18 @@ class Waiting:
         return self.code
 
 
+class _Watched(Client):
+    """A client that says when a watch starts."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.watching = asyncio.Event()
+
+    def watch(self, *args: Any, **kwargs: Any) -> Any:
+        self.watching.set()
+        return super().watch(*args, **kwargs)
+
+
 class TestWait:
     """wait --for=condition=NAME[=VALUE] and --for=delete."""
 
@@ -607,6 +621,28 @@ class TestWait:
         set_ready(cli.db, "index")
         assert waiting.result() == 0
         assert f"{INDEX} condition met" in cli.capsys.readouterr().out
+
+    async def test_sees_what_is_written_after_it_looked(self, cli: Cli) -> None:
+        """A change written once the wait has looked (and started watching) is seen:
+        the condition as it changes, then the deletion."""
+        async with connect(cli.db, kinds=KindRegistry.from_entry_points()) as plain:
+            client = _Watched(plain.store, plain.kinds)
+            target = Target(client.kinds.resolve("file"), "index", "default")
+            deadline = asyncio.get_running_loop().time() + DEADLINE
+            waiting = asyncio.create_task(
+                waiting_module.wait_one(client, target, HasCondition("Ready"), deadline)
+            )
+            await asyncio.wait_for(client.watching.wait(), DEADLINE)
+            await asyncio.to_thread(set_ready, cli.db, "index", "False")
+            assert not waiting.done()
+            await asyncio.to_thread(set_ready, cli.db, "index")
+            assert await asyncio.wait_for(waiting, DEADLINE) == f"{INDEX} condition met"
+            client.watching.clear()
+            gone = asyncio.create_task(waiting_module.wait_one(client, target, Gone(), deadline))
+            await asyncio.wait_for(client.watching.wait(), DEADLINE)
+            await client.delete("file", "index")
+            await client.remove_finalizer("file", "index", "reconcile.dev/managed")
+            assert await asyncio.wait_for(gone, DEADLINE) == f"{INDEX} deleted"
 
     def test_delete(self, cli: Cli) -> None:
         """--for=delete: exit 0 once the object is gone (at once when it is not

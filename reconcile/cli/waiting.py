@@ -147,7 +147,7 @@ class _Seen:
     obj: AnyResource
 
 
-async def _wait_one(client: Client, target: Target, wanted: Wanted, deadline: float) -> str:
+async def wait_one(client: Client, target: Target, wanted: Wanted, deadline: float) -> str:
     """What to print once the object met ``wanted``; Failure on timeout, or when the
     object whose condition it waits for is not there."""
     try:
@@ -257,4 +257,4 @@ async def _wait(
         if not found:
             raise Failure("no matching resources found")
         for target in found:
-            click.echo(await _wait_one(client, target, wanted, deadline))
+            click.echo(await wait_one(client, target, wanted, deadline))
