@@ -163,7 +163,7 @@ class _Kept(Failure):
         super().__init__(*lines, f'A copy of your changes has been stored to "{path}"')
 
 
-@cli.command()
+@cli.command(short_help="Edit one object in $EDITOR; what changed is saved.")
 @click.argument("kind", shell_complete=complete_kinds)
 @click.argument("name", required=False, shell_complete=complete_names)
 @click.option("-n", "--namespace", default="default", show_default=True)

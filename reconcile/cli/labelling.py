@@ -106,7 +106,7 @@ def _command(field: str, past: str) -> Any:
     noun = field.removesuffix("s")
 
     @click.argument("kind", shell_complete=complete_kinds)
-    @click.argument("arguments", nargs=-1)
+    @click.argument("arguments", nargs=-1, metavar="[NAME]... KEY=VALUE... KEY-...")
     @click.option("-n", "--namespace", default="default", show_default=True)
     @click.option("--overwrite", is_flag=True, help=f"Allow changing the value of an existing {noun}.")
     @click.option("-l", "--selector", help="The objects of KIND whose labels match (app=web,tier!=db).")
@@ -174,11 +174,13 @@ async def _change(
 
 label = cli.command(
     name="label",
+    short_help="Set or remove labels of objects (KEY=VALUE, KEY-).",
     help="Set (KEY=VALUE) or remove (KEY-) labels of objects: KIND NAME... (or KIND/NAME...), "
     "KIND -l SELECTOR or KIND --all. Changing an existing value needs --overwrite.",
 )(_command("labels", "labeled"))
 annotate = cli.command(
     name="annotate",
+    short_help="Set or remove annotations of objects (KEY=VALUE, KEY-).",
     help="Set (KEY=VALUE) or remove (KEY-) annotations of objects: KIND NAME... (or KIND/NAME...), "
     "KIND -l SELECTOR or KIND --all. Changing an existing value needs --overwrite.",
 )(_command("annotations", "annotated"))

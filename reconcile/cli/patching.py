@@ -47,7 +47,7 @@ def parse_patch(text: str, patch_type: str, *, source: str = "-p") -> Any:
     return patch
 
 
-@cli.command()
+@cli.command(short_help="Change one object by a merge patch or a JSON patch.")
 @click.argument("kind", shell_complete=complete_kinds)
 @click.argument("name", required=False, shell_complete=complete_names)
 @click.option("-n", "--namespace", default="default", show_default=True)

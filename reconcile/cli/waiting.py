@@ -27,7 +27,7 @@ import click
 
 from reconcile.api import Client
 from reconcile.cli.changing import Target, targets
-from reconcile.cli.completing import complete_kinds
+from reconcile.cli.completing import complete_kinds, complete_names
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.rendering import one_line
@@ -199,9 +199,9 @@ async def _watch(client: Client, target: Target, wanted: Wanted, seen: _Seen) ->
     raise Failure(f"the watch of {target.label} ended")  # pragma: no cover - a watch is endless
 
 
-@cli.command()
+@cli.command(short_help="Wait until objects have a condition, or are deleted.")
 @click.argument("kind", shell_complete=complete_kinds)
-@click.argument("names", nargs=-1)
+@click.argument("names", nargs=-1, shell_complete=complete_names)
 @click.option(
     "--for",
     "for_",
