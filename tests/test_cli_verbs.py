@@ -320,6 +320,21 @@ class TestLabel:
         assert len(out.splitlines()) == 3
         assert stored(cli, "other")["metadata"]["labels"] == {"seen": "yes"}
 
+    def test_one_refusal_changes_none(self, cli: Cli) -> None:
+        """Several objects: a value one of them would lose without --overwrite, or one
+        that is not there, stops the command before any is changed."""
+        revision = cli.revision()
+        code, out, err = cli("label", "file", "--all", "app=web")
+        assert (code, out) == (2, "")
+        clash = '"app" already has a value (site), and --overwrite is false'
+        assert err.splitlines() == [
+            f"error: file.files.reconcile.dev/about: {clash}",
+            f"error: {INDEX}: {clash}",
+        ]
+        code, out, _ = cli("label", "file", "other", "nope", "app=web")
+        assert (code, out) == (1, "")
+        assert cli.revision() == revision
+
     def test_annotate(self, cli: Cli) -> None:
         """annotate: a value may hold "=" and spaces; --overwrite the same way."""
         code, out, _ = cli("annotate", "file/index", "note=a = b")

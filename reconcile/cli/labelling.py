@@ -43,19 +43,25 @@ class MetadataChange:
         """``label`` or ``annotation``."""
         return self.field.removesuffix("s")
 
+    def refusals(self, current: Mapping[str, Any]) -> list[str]:
+        """Why the change may not be made to these labels (annotations): each value it
+        would replace without ``overwrite``."""
+        if self.overwrite:
+            return []
+        return [
+            f"{printable(key, quoted=True)} already has a value ({printable(current[key])}), "
+            "and --overwrite is false"
+            for key, value in self.set.items()
+            if key in current and current[key] != value
+        ]
+
     def apply(self, document: dict[str, Any]) -> dict[str, Any]:
         """The document with the change made; BadInput for a value that would be
         replaced without ``overwrite``."""
         current: dict[str, Any] = dict(document["metadata"].get(self.field) or {})
-        if not self.overwrite:
-            clashes = [
-                f"{printable(key, quoted=True)} already has a value ({printable(current[key])}), "
-                "and --overwrite is false"
-                for key, value in self.set.items()
-                if key in current and current[key] != value
-            ]
-            if clashes:
-                raise BadInput(*clashes)
+        refused = self.refusals(current)
+        if refused:
+            raise BadInput(*refused)
         for key in self.remove:
             if key not in current:
                 click.echo(f"{self.noun} {printable(key, quoted=True)} not found.", err=True)
@@ -167,6 +173,18 @@ async def _change(
             raise BadInput("--resource-version: one object only")
         if not found:
             click.echo(f"No resources found in namespace {printable(namespace, quoted=True)}.", err=True)
+        # Every object is looked at before the first is changed, so that a refusal (or
+        # one that is not there) leaves all of them as they were; a change made by others
+        # meanwhile is checked again as each is written.
+        refused = []
+        for target in found:
+            obj = await client.get(target.kind, target.name, namespace=target.namespace)
+            current = getattr(obj.metadata, change.field)
+            refused += [
+                f"{target.label}: {line}" if len(found) > 1 else line for line in change.refusals(current)
+            ]
+        if refused:
+            raise BadInput(*refused)
         for target in found:
             written = await change_object(client, target, change.apply, resource_version=resource_version)
             click.echo(f"{target.label} {past}" if written else f"{target.label} not {past}")
