@@ -148,6 +148,11 @@ class TestFailures:
             ({"a": 1}, [{"op": "remove", "path": ""}], "the whole document cannot be removed"),
             ({"a": "x"}, [{"op": "add", "path": "/a/b", "value": 1}], "the parent is a string"),
             ({"a": True}, [{"op": "test", "path": "/a", "value": 1}], "test /a: is true, not 1"),
+            (
+                {"/": 9, "~1": 10},
+                [{"op": "test", "path": "/~01", "value": "10"}],
+                'test /~01: is 10, not "10"',
+            ),
         ],
     )
     def test_failure(self, document: Any, operations: list[Any], expected: str) -> None:
