@@ -1,220 +1,218 @@
-"""A one-page HTML report of the benchmarks' JSON: each figure beside its limits.
+"""The benchmark report: one HTML page with every figure beside its limit.
 
-    python benchmarks/report.py [--reconcile PATH] [--store PATH] [--out PATH]
+    python benchmarks/report.py RESULT.json [RESULT.json ...] [--out PATH]
 
-Reads what ``benchmarks/reconcile.py --json`` and ``benchmarks/store.py --json`` wrote
-(``make bench`` runs both at 1,000 / 10,000 / 100,000 and then this) and writes one HTML
-file with inline SVG charts, no script and nothing fetched: cold convergence per size
-beside the minimal loop, the contract floor and one commit per event (log scale, so the
-scaling reads as parallel lines), the per-resource cost against size (flat means linear),
-and the store's rates beside their limits.
+Reads the JSON each benchmark writes with ``--json`` (``make bench`` runs them all and
+passes every file: ``store``, ``reconcile``, ``files``, ``growth``, ``s3``, ``dns``) and
+writes one self-contained page: inline SVG and CSS, no script, nothing fetched. It opens
+with a summary, every benchmark's figures beside the limit measured in the same run,
+then a section per benchmark (:mod:`sections`): what was measured, a chart of each
+figure over its limit, and tables whose legends say what each column means.
+
+The page is stamped with where and when it was built: the commit (``dirty`` when
+tracked files differ from it), the date, and the machine (CPU model, cores, Python).
+A report is only as current as its JSON files, so each is listed with the Python and
+cores it recorded and when it was written.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import html
 import json
-import math
+import os
+import platform
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-WIDTH, HEIGHT, MARGIN = 640, 300, 60
-COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from charts import LIMIT, MEASURED, figure
+from sections import SECTIONS, Section, section_of
+
+ROOT = Path(__file__).resolve().parents[1]
+STYLE = f"""
+body {{ font-family: DejaVu Sans, Verdana, Arial, sans-serif; max-width: 1000px; margin: 2em auto;
+       padding: 0 1em; color: #222; }}
+svg {{ display: block; max-width: 100%; height: auto; margin: 1em 0 0.3em; }}
+table {{ border-collapse: collapse; margin: 1em 0 0.3em; }}
+td, th {{ padding: 2px 10px; text-align: right; border-bottom: 1px solid #eee; }}
+td:first-child, th:first-child {{ text-align: left; }}
+.stamp {{ color: #555; font-size: 0.9em; }}
+.legend {{ color: #555; font-size: 0.85em; margin: 0 0 1.2em; }}
+dl.legend {{ display: grid; grid-template-columns: max-content auto; gap: 0 1em; }}
+dl.legend dt {{ font-weight: bold; }} dl.legend dd {{ margin: 0; }}
+.swatch {{ display: inline-block; width: 1.2em; height: 0.8em; vertical-align: middle; }}
+.swatch.measured {{ background: {MEASURED}; }} .swatch.limit {{ background: {LIMIT}; }}
+"""
 
 
-def _ticks(low: float, high: float) -> list[float]:
-    """Powers of ten (and their halves' neighbours 2 and 5) spanning low..high."""
-    ticks = []
-    for exponent in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1):
-        ticks += [m * 10.0**exponent for m in (1, 2, 5)]
-    return [t for t in ticks if low <= t <= high] or [low, high]
-
-
-def line_chart(title: str, xs: Sequence[float], series: dict[str, Sequence[float]], unit: str) -> str:
-    """An SVG chart with log-scaled axes, one polyline and its points per series."""
-    values = [v for points in series.values() for v in points if v > 0]
-    low, high = min(values) / 1.5, max(values) * 1.5
-    x_low, x_high = min(xs) / 1.5, max(xs) * 1.5
-
-    def x_at(x: float) -> float:
-        share = (math.log10(x) - math.log10(x_low)) / (math.log10(x_high) - math.log10(x_low))
-        return MARGIN + share * (WIDTH - 2 * MARGIN)
-
-    def y_at(y: float) -> float:
-        share = (math.log10(y) - math.log10(low)) / (math.log10(high) - math.log10(low))
-        return HEIGHT - MARGIN - share * (HEIGHT - 2 * MARGIN)
-
-    bottom, right = HEIGHT - MARGIN, WIDTH - MARGIN
-    parts = [
-        (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT + 20 * len(series)}" '
-            f'role="img" aria-label="{html.escape(title)}">'
-        ),
-        f'<text x="{MARGIN}" y="20" font-weight="bold">{html.escape(title)}</text>',
-        f'<line x1="{MARGIN}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#999"/>',
-        f'<line x1="{MARGIN}" y1="{MARGIN}" x2="{MARGIN}" y2="{bottom}" stroke="#999"/>',
-    ]
-    for tick in _ticks(low, high):
-        y = y_at(tick)
-        parts.append(f'<line x1="{MARGIN - 4}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#eee"/>')
-        parts.append(
-            f'<text x="{MARGIN - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{tick:g}</text>'
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(  # noqa: S603 - git, with arguments of our own
+            ["git", "-C", str(ROOT), *args],  # noqa: S607 - git as the user's PATH finds it
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
         )
-    parts.extend(
-        f'<text x="{x_at(x):.1f}" y="{bottom + 16}" text-anchor="middle" font-size="11">{x:,.0f}</text>'
-        for x in xs
-    )
-    parts.append(
-        f'<text x="14" y="{HEIGHT / 2}" font-size="11" transform="rotate(-90 14 {HEIGHT / 2})">{unit}</text>'
-    )
-    for index, (name, points) in enumerate(series.items()):
-        colour = COLOURS[index % len(COLOURS)]
-        coordinates = [(x_at(x), y_at(y)) for x, y in zip(xs, points, strict=True) if y > 0]
-        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coordinates)
-        parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
-        parts += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>' for x, y in coordinates]
-        legend_y = HEIGHT + 20 * index
-        parts.append(f'<rect x="{MARGIN}" y="{legend_y - 9}" width="12" height="4" fill="{colour}"/>')
-        parts.append(f'<text x="{MARGIN + 18}" y="{legend_y}" font-size="12">{html.escape(name)}</text>')
-    parts.append("</svg>")
-    return "\n".join(parts)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
 
 
-def bar_chart(title: str, bars: Sequence[tuple[str, float, float]], unit: str) -> str:
-    """Horizontal bars, each figure beside its limit (a lighter bar behind it)."""
-    height = 58 + 28 * len(bars)
-    top = max(max(value, limit) for _, value, limit in bars)
-    left, room = 190, WIDTH - 190 - 150  # names on the left, figures on the right
-    scale = room / top
-    parts = [
-        (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-            f'role="img" aria-label="{html.escape(title)}">'
-        ),
-        f'<text x="10" y="20" font-weight="bold">{html.escape(title)}</text>',
-        f'<text x="10" y="38" font-size="11">{html.escape(unit)}</text>',
-    ]
-    for index, (name, value, limit) in enumerate(bars):
-        y = 50 + 28 * index
-        ratio = value / limit if limit else 0.0
-        parts += [
-            f'<text x="10" y="{y + 14}" font-size="12">{html.escape(name)}</text>',
-            f'<rect x="{left}" y="{y}" width="{limit * scale:.1f}" height="20" fill="#ddd"/>',
-            f'<rect x="{left}" y="{y + 4}" width="{value * scale:.1f}" height="12" fill="{COLOURS[0]}"/>',
-            (
-                f'<text x="{left + 6 + max(value, limit) * scale:.1f}" y="{y + 14}" font-size="11">'
-                f"{value:,.0f} ({ratio:.2f}x)</text>"
-            ),
-        ]
-    parts.append("</svg>")
-    return "\n".join(parts)
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
 
 
-def reconcile_section(data: dict[str, Any]) -> list[str]:
-    """Cold convergence over sizes, per resource against size, and the no-op rate."""
-    rows = sorted(data["convergence"], key=lambda row: row["size"])
-    sizes = [row["size"] for row in rows]
-    chart = line_chart(
-        "Cold convergence (seconds, log-log)",
-        sizes,
-        {
-            "engine": [row["converge_s"] for row in rows],
-            "contract floor": [row["floor_s"] for row in rows],
-            "one commit per status event": [row["per_event_commit_s"] for row in rows],
-            "minimal loop (the limit)": [row["limit_s"] for row in rows],
-        },
-        "seconds",
-    )
-    per_resource = line_chart(
-        "Cost per resource (µs; flat = linear)",
-        sizes,
-        {
-            "engine": [1e6 * row["converge_s"] / row["size"] for row in rows],
-            "contract floor": [1e6 * row["floor_s"] / row["size"] for row in rows],
-            "minimal loop": [1e6 * row["limit_s"] / row["size"] for row in rows],
-        },
-        "µs per resource",
-    )
-    table = ["<table><tr><th>size</th><th>engine s</th><th>x floor</th><th>x limit</th>"]
-    table[0] += "<th>resync s</th><th>decodes/obj</th><th>RSS MiB</th></tr>"
-    table.extend(
-        f"<tr><td>{row['size']:,}</td><td>{row['converge_s']:.2f}</td><td>{row['floor_ratio']:.1f}</td>"
-        f"<td>{row['ratio']:.1f}</td><td>{row['resync_s']:.2f}</td>"
-        f"<td>{row['decodes_per_object']:.2f}</td><td>{row['peak_rss_mib']:.0f}</td></tr>"
-        for row in rows
-    )
-    table.append("</table>")
-    noop = data["noop"]
-    noop_bar = bar_chart(
-        "No-op reconciles per second",
-        [
-            ("controller (best of 3)", noop["controller_per_s"], noop["bare_per_s"]),
-            *(
-                [("keys without objects", noop["controller_absent_per_s"], noop["bare_per_s"])]
-                if "controller_absent_per_s" in noop
-                else []
-            ),
-        ],
-        "grey: a bare asyncio dedup queue with 16 workers (the limit)",
-    )
-    return ["<h2>Reconcile</h2>", chart, per_resource, "\n".join(table), noop_bar]
+def stamp() -> dict[str, str]:
+    """The commit, date and machine this report is built on."""
+    commit = _git("rev-parse", "HEAD") or "unknown (not a git checkout)"
+    if _git("status", "--porcelain", "--untracked-files=no"):
+        commit += " (dirty)"
+    return {
+        "commit": commit,
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{_cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
+        "python": f"Python {platform.python_version()} ({platform.python_implementation()})",
+    }
 
 
-def store_section(data: dict[str, Any]) -> list[str]:
-    """Each store case beside its own limit, per synchronous setting."""
-    sections = ["<h2>Store</h2>"]
-    for sync in sorted({row["synchronous"] for row in data["rows"]}):
-        bars = [
-            (row["case"], row["events_per_s"], row["events_per_s"] / row["ratio_to_limit"])
-            for row in data["rows"]
-            if row["synchronous"] == sync and "ratio_to_limit" in row
-        ]
-        # The limit of a store that keeps its I/O off the event loop: the store's rows
-        # through aiosqlite's thread, a round trip between threads per commit.
-        bars += [
-            (
-                f"{row['case']} (off the loop)",
-                row["events_per_s"],
-                row["events_per_s"] / row["ratio_to_off_loop"],
+def _summary(sections: Sequence[Section]) -> str:
+    """Every figure of every benchmark beside its limit, in one table."""
+    rows = []
+    for section in sections:
+        for c in section.comparisons:
+            better = "lower" if c.lower_is_better else "higher"
+            rows.append(
+                f'<tr><td><a href="#{section.benchmark}">{html.escape(section.benchmark)}</a></td>'
+                f"<td>{html.escape(c.name)}</td><td>{figure(c.measured, c.unit)}</td>"
+                f"<td>{figure(c.limit, c.unit)}</td><td>{html.escape(c.limit_name)}</td>"
+                f"<td>{c.ratio:.2f}</td><td>{better}</td></tr>"
             )
-            for row in data["rows"]
-            if row["synchronous"] == sync and "ratio_to_off_loop" in row
-        ]
-        sections.append(
-            bar_chart(
-                f"Store, synchronous={sync}: events per second",
-                bars,
-                "grey: each case's raw sqlite3 limit; in brackets, the ratio to it",
+    head = "".join(
+        f"<th>{h}</th>" for h in ("benchmark", "figure", "measured", "limit", "limit is", "x limit", "better")
+    )
+    legend = (
+        '<dl class="legend"><dt>measured</dt><dd>the engine\'s figure</dd>'
+        "<dt>limit</dt><dd>the same work done with nothing in between, measured in the same run</dd>"
+        "<dt>limit is</dt><dd>what the limit is</dd>"
+        "<dt>x limit</dt><dd>measured / limit</dd>"
+        "<dt>better</dt><dd>whether a lower or a higher figure is better (seconds, bytes: lower; "
+        "rates: higher)</dd></dl>"
+    )
+    table = f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+    return f'<h2 id="summary">Every figure beside its limit</h2>\n{table}\n{legend}'
+
+
+def _sources(paths: Sequence[Path], documents: Sequence[dict[str, Any]]) -> str:
+    """Each JSON file read, with what it recorded of its run."""
+    rows = []
+    for path, data in zip(paths, documents, strict=True):
+        written = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<td>{html.escape(str(cell))}</td>"
+                for cell in (
+                    data.get("benchmark", "?"),
+                    path,
+                    written,
+                    data.get("python", ""),
+                    data.get("cpus", ""),
+                    data.get("size", ""),
+                )
             )
+            + "</tr>"
         )
-    return sections
+    head = "".join(f"<th>{h}</th>" for h in ("benchmark", "file", "written", "python", "cpus", "size"))
+    legend = (
+        '<dl class="legend"><dt>written</dt><dd>when the benchmark wrote the file (the figures are of '
+        "that run)</dd><dt>python, cpus, size</dt><dd>as the benchmark recorded them</dd></dl>"
+    )
+    return f"<h2>Sources</h2>\n<table><tr>{head}</tr>{''.join(rows)}</table>\n{legend}"
+
+
+class UnreadableError(ValueError):
+    """A result file that is not a benchmark's JSON, or not of the shape its benchmark writes."""
+
+
+def _read(path: Path) -> tuple[dict[str, Any], Section]:
+    """A result file and its section; UnreadableError naming the file and what is wrong."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        message = f"{path}: not a benchmark's JSON ({exc})"
+        raise UnreadableError(message) from None
+    if not isinstance(data, dict):
+        message = f"{path}: not a benchmark's JSON (a {type(data).__name__}, not an object)"
+        raise UnreadableError(message)
+    try:
+        return data, section_of(data)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        message = (
+            f"{path}: not what benchmarks/{data.get('benchmark')}.py writes ({type(exc).__name__}: {exc})"
+        )
+        raise UnreadableError(message) from None
+
+
+def render(paths: Sequence[Path]) -> str:
+    """The page for the benchmark JSON files at ``paths``."""
+    read = [_read(path) for path in paths]
+    documents = [data for data, _ in read]
+    order = list(SECTIONS)
+    sections = sorted(
+        (section for _, section in read),
+        key=lambda s: order.index(s.benchmark) if s.benchmark in order else len(order),
+    )
+    where = stamp()
+    body = [
+        "<h1>reconcile benchmarks</h1>",
+        '<p class="stamp">'
+        + "<br>".join(f"<b>{key}</b>: {html.escape(value)}" for key, value in where.items())
+        + "</p>",
+        (
+            "<p>Each figure is measured beside its limit in the same run: compare the ratios, which "
+            "are measured side by side, rather than seconds across runs or machines.</p>"
+        ),
+        "<p>" + " · ".join(f'<a href="#{s.benchmark}">{html.escape(s.title)}</a>' for s in sections) + "</p>",
+        _summary(sections),
+    ]
+    for section in sections:
+        body.append(f'<h2 id="{html.escape(section.benchmark)}">{html.escape(section.title)}</h2>')
+        body += section.parts
+    body.append(_sources(paths, documents))
+    return (
+        "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>reconcile benchmarks</title><style>{STYLE}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
 
 
 def main() -> None:
     """Read the JSON files given, write the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reconcile", type=Path, help="JSON of benchmarks/reconcile.py")
-    parser.add_argument("--store", type=Path, help="JSON of benchmarks/store.py")
+    parser.add_argument("results", nargs="+", type=Path, help="JSON files the benchmarks wrote (--json)")
     parser.add_argument("--out", type=Path, default=Path("bench-output/report.html"))
     args = parser.parse_args()
-    if args.reconcile is None and args.store is None:
-        parser.error("give --reconcile and/or --store")
-    body = ["<h1>reconcile benchmarks</h1>"]
-    for path, section in ((args.reconcile, reconcile_section), (args.store, store_section)):
-        if path is not None:
-            data = json.loads(path.read_text())
-            body += section(data)
-            body.append(
-                f"<p><small>{html.escape(str(path))}: python {data.get('python')}, "
-                f"{data.get('cpus')} CPUs</small></p>"
-            )
-    page = (
-        "<!doctype html><meta charset='utf-8'><title>reconcile benchmarks</title>"
-        "<style>body{font-family:sans-serif;max-width:700px;margin:2em auto}"
-        "td,th{padding:2px 8px;text-align:right}</style>\n" + "\n".join(body) + "\n"
-    )
+    missing = [str(path) for path in args.results if not path.is_file()]
+    if missing:
+        parser.error(f"no such file: {', '.join(missing)}")
+    try:
+        page = render(args.results)
+    except UnreadableError as exc:
+        parser.error(str(exc))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(page)
     print(f"wrote {args.out}")

@@ -547,7 +547,7 @@ class TestApplyAndRead:
         code, _, err = cli("run", "--once", "--timeout", "300", "-q")
         assert time.monotonic() - started < 60
         assert code == 1
-        assert "2 not Ready, and no retry is scheduled" in err  # the folder made by hand too
+        assert "2 not Synced and Ready, and no retry is scheduled" in err  # the folder made by hand too
         reason = "is a directory" if case == "permanent" else "NotOwned"
         assert "File default/index: Ready=" in err
         assert reason in err

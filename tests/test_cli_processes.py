@@ -354,7 +354,7 @@ def test_run_once_interrupted_exits_130(tmp_path: Path, signum: signal.Signals) 
     run.out.wait_for("File default/index")
     assert run.stop(signum) == 130
     lines = run.err.rest()
-    assert any("interrupted: 1 not Ready" in line for line in lines), lines
+    assert any("interrupted: 1 not converged" in line for line in lines), lines
     assert any("File default/index: Ready=" in line for line in lines), lines
 
 

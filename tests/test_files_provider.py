@@ -13,8 +13,10 @@ import pytest
 from helpers import DEADLINE
 
 from providers.files import FilesProvider
+from providers.files.client import FilesClient
 from providers.files.marking import PARENT, read_mark, write_mark
 from reconcile import InvalidError, KindRegistry, Resource, connect
+from reconcile.controller.planning import plan
 from reconcile.testing import FakeClock, let_run
 from reconcile.testing.conformance import CHECKS, Harness
 
@@ -321,7 +323,7 @@ class TestConverging:
         assert "changed-by-hand" not in log
 
     async def test_directory_adopts_a_parent_made_for_a_file(self, running: Any, root: Path) -> None:
-        """A File applied before its Directory: the folder made as a parent is adopted."""
+        """A File applied before its Directory: the folder made as a parent becomes the Directory's."""
         runtime, _ = running
         await runtime.apply(file_manifest("page", "site/index.html"))
         await asyncio.wait_for(runtime.wait_ready("File", "page"), 20)
@@ -329,6 +331,47 @@ class TestConverging:
         obj = await asyncio.wait_for(runtime.wait_ready("Directory", "site"), 20)
         assert read_mark(str(root / "site")) == obj.metadata.uid
         assert stat.S_IMODE((root / "site").stat().st_mode) == 0o750
+
+    async def test_a_parent_taken_over_is_created_once_in_the_history(
+        self, running: Any, root: Path, tmp_path: Path
+    ) -> None:
+        """The File makes the folder before its Directory reconciles: the Directory's
+        history is one CreateRequested/CreateSucceeded, and plan has nothing to adopt."""
+        runtime, clock = running
+        await runtime.apply(file_manifest("page", "public/index.html"))
+        await asyncio.wait_for(runtime.wait_ready("File", "page"), 20)
+        assert read_mark(str(root / "public")) == PARENT
+        await runtime.apply(directory_manifest("public"))
+        obj = await asyncio.wait_for(runtime.wait_ready("Directory", "public"), 20)
+        for _ in range(3):  # polls after the take-over record nothing more
+            clock.advance(90)
+            for turn in range(50):
+                await let_run(turn)
+        obj = await runtime.client.get("Directory", "public")
+        assert read_mark(str(root / "public")) == obj.metadata.uid
+        controller = [
+            e.type
+            for e in await runtime.client.history("Directory", "public")
+            if e.type.endswith(("Requested", "Succeeded", "Failed", "Detected", "Adopted"))
+            and e.type != "DeletionRequested"
+        ]
+        assert controller == ["CreateRequested", "CreateSucceeded"]
+        client = FilesClient({"roots": [str(root)], "source_roots": [str(tmp_path)]})
+        assert (await plan(obj, client)).action == "nothing"
+
+    async def test_an_observe_only_directory_sees_a_parent_folder(self, running: Any, root: Path) -> None:
+        """ObserveOnly on a folder made as a File's parent: it exists, and stays unmarked."""
+        runtime, _ = running
+        await runtime.apply(file_manifest("page", "public/index.html"))
+        await asyncio.wait_for(runtime.wait_ready("File", "page"), 20)
+        manifest = directory_manifest("public")
+        manifest["metadata"]["annotations"] = {"reconcile.dev/management-policy": "ObserveOnly"}
+        await runtime.apply(manifest)
+        obj = await asyncio.wait_for(runtime.wait_ready("Directory", "public"), 20)
+        ready = obj.status.condition("Ready")
+        assert ready is not None
+        assert ready.status == "True"
+        assert read_mark(str(root / "public")) == PARENT
 
     async def test_ensure_absent_removes_the_file(self, running: Any, root: Path) -> None:
         """ensure: absent deletes a file that is there, whoever wrote it."""

@@ -223,5 +223,5 @@ class TestWaitConverged:
             await asyncio.wait_for(settle(lambda: clock.sleepers > before), DEADLINE)
             assert not waiter.done()
             clock.advance(30)
-            with pytest.raises(TimeoutError, match="1 of 1 not Ready"):
+            with pytest.raises(TimeoutError, match="1 of 1 not Synced and Ready"):
                 await asyncio.wait_for(waiter, DEADLINE)

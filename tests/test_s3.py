@@ -111,13 +111,17 @@ class TestAdmission:
             (bucket("b", bucket="-bucket"), "spec.bucket: must begin and end with a letter or a digit"),
             (bucket("b", bucket="my..bucket"), 'spec.bucket: must not hold two dots in a row ("..")'),
             (bucket("b", bucket="192.168.5.4"), "spec.bucket: must not be formatted as an IP address"),
+            (bucket("b", bucket="01.2.3.4"), "spec.bucket: must not be formatted as an IP address"),
+            (bucket("b", bucket="999.999.999.999"), "spec.bucket: must not be formatted as an IP address"),
             (bucket("b", bucket="xn--bucket"), 'spec.bucket: must not begin with "xn--"'),
             (bucket("b", bucket="sthree-bucket"), 'spec.bucket: must not begin with "sthree-"'),
+            (bucket("b", bucket="sthree-configurator"), 'spec.bucket: must not begin with "sthree-"'),
             (bucket("b", bucket="amzn-s3-demo-x"), 'spec.bucket: must not begin with "amzn-s3-demo-"'),
             (bucket("b", bucket="bucket-s3alias"), 'spec.bucket: must not end with "-s3alias"'),
             (bucket("b", bucket="bucket--ol-s3"), 'spec.bucket: must not end with "--ol-s3"'),
             (bucket("b", bucket="bucket.mrap"), 'spec.bucket: must not end with ".mrap"'),
             (bucket("b", bucket="bucket--x-s3"), 'spec.bucket: must not end with "--x-s3"'),
+            (bucket("b", bucket="bucket--table-s3"), 'spec.bucket: must not end with "--table-s3"'),
             (bucket("bkt", region="mars"), "spec.region: 'mars' is not a region name"),
             (bucket("bkt", versioning="Disabled"), "spec.versioning: must be one of Enabled, Suspended"),
             (bucket("bkt", tags={f"k{i}": "v" for i in range(50)}), "spec.tags: at most 49 tags"),
@@ -168,6 +172,16 @@ class TestAdmission:
                 await client.apply(manifest)
             assert message in str(caught.value)
             assert await client.revision() == 0
+
+    @pytest.mark.parametrize(
+        "name",
+        ["1.2.3.4.5", "bucket.1.2.3", "v1.2.3.4x", "sthree", "bucket-table-s3", "my-s3alias-logs"],
+    )
+    def test_names_near_a_rule_are_accepted(self, name: str) -> None:
+        """A name that only looks like a reserved one (five numbers, one hyphen short) is valid."""
+        from providers.s3.naming import bucket_name_errors  # noqa: PLC0415
+
+        assert bucket_name_errors(name) == []
 
     async def test_name_and_region_default_and_are_immutable(self, tmp_path: Path) -> None:
         """bucket defaults to metadata.name, region to the config's; neither may change."""

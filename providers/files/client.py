@@ -9,8 +9,10 @@ directories on the local filesystem, each idempotent.
   outside the root is read or written. A symlink is a TransientError (the swap may be
   undone: the object is tried again with backoff and repaired then); a folder where a
   file goes, and what the spec or the runner's config gets wrong, a PermanentError.
-* Writes are atomic, and missing parent folders are made marked ``parent`` in one step,
-  so a ``Directory`` resource for one of them adopts it.
+* Writes are atomic, and missing parent folders are made marked ``parent`` in one step.
+  A ``Directory`` resource for one of them, not yet created, observes it as missing, and
+  its create takes it over: the folder the engine made for a declared Directory is that
+  Directory's, created once in its history, whichever reconciled first.
 * A ``source`` is read confined to its source root and must still match the fingerprint
   recorded at admission (:mod:`providers.files.sourcing`).
 
@@ -57,6 +59,16 @@ AnyResource = reconcile.Resource[Any, Any]
 #: error, see :mod:`providers.files.walking`).
 _SPEC_ERRORS = {errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG}
 _Result = TypeVar("_Result")
+
+
+def _creates(resource: AnyResource) -> bool:
+    """Whether the engine is to create ``resource``: its create is not recorded as done,
+    and its management policy (the documented annotation) lets the engine write."""
+    annotations = resource.metadata.annotations
+    return (
+        reconcile.ANNOTATION_CREATE_SUCCEEDED not in annotations
+        and annotations.get(reconcile.ANNOTATION_MANAGEMENT_POLICY, "Full") == "Full"
+    )
 
 
 def _translate(path: str, exc: OSError) -> Exception:
@@ -260,12 +272,20 @@ class FilesClient:
         if found is None:
             return reconcile.Observation(exists=False)
         owner = found.mark
+        if owner == PARENT and _creates(resource):
+            # Made by this provider as some file's parent, before this Directory's create:
+            # the folder is the one the engine makes for it, so it is to be created, and
+            # create takes it over (marks it, sets the mode). Reported as found, it would be
+            # recorded as somebody else's taken over ("found in place", ``plan``'s "adopt")
+            # after an update: a history the engine did not live.
+            return reconcile.Observation(exists=False)
         mode, wanted = stat.S_IMODE(found.info.st_mode), self._mode(spec)
         diff = "" if mode == wanted else describe_mode(mode, wanted)
         if owner == PARENT:
-            # Made by this provider as some file's parent: adopt it (update marks it ours).
+            # Created, then removed and made again as some file's parent: ours again (the
+            # update marks it).
             owner = resource.metadata.uid
-            diff = "\n".join(filter(None, ["adopting the folder made as a parent of a file", diff]))
+            diff = "\n".join(filter(None, ["taking back the folder made again as a parent of a file", diff]))
         return reconcile.Observation(
             exists=True, up_to_date=not diff, observed={"mode": f"{mode:04o}"}, diff=diff, owner=owner
         )

@@ -4,7 +4,8 @@ A file or directory the provider creates carries the extended attribute
 ``user.reconcile.owner`` with the uid of the resource that declared it (set on the
 temporary file before the rename, so the mark and the content appear together). A
 directory the provider made only because a file needed a parent carries the mark
-``parent``: a ``Directory`` resource for it adopts it instead of refusing it as foreign.
+``parent``: a ``Directory`` resource for it takes it over as its create, instead of
+refusing it as foreign.
 
 Extended attributes need Linux and a filesystem that keeps ``user.*`` attributes (ext4,
 xfs, btrfs, tmpfs on recent kernels); elsewhere the provider refuses to write, with a

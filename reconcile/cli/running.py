@@ -2,9 +2,10 @@
 
 ``reconcile run`` serves until SIGINT or SIGTERM, printing what the engine does; the
 store's watch picks up what ``apply`` and ``delete`` in other terminals write within
-milliseconds. ``reconcile run --once`` converges and exits: 0 only when every object is
-Ready for its current generation and nothing is left deleting, 1 when ``--timeout``
-passes first (naming what is not Ready and why). Either way a signal starts a graceful
+milliseconds. ``reconcile run --once`` converges and exits: 0 only when every object was
+observed in this run and is Synced and Ready for its current generation, and nothing is
+left deleting (paused objects aside); 1 otherwise, once nothing more will change or
+``--timeout`` passes first, naming each object that is not and why. Either way a signal starts a graceful
 shutdown: in-flight reconciles get ``--shutdown-deadline`` seconds to finish (with ``--once``, no
 more than what is left of ``--timeout``: the command ends within it), and what is
 abandoned is safe (the log and the create markers make a restart resume).
@@ -277,22 +278,28 @@ def _report_once(runtime: Runtime, state: Convergence | None, timeout: float) ->
     if now.unsynced and not runtime.stop_requested:
         kinds = ", ".join(now.unsynced)
         raise Failure(f"not converged after {timeout:g} s: the store could not be listed for {kinds}")
-    reasons = [_why(o, now.failures.get(o.key)) for o in waiting[:20]]
+    reasons = [_why(o, now.failures.get(o.key), unobserved=o.key in now.unobserved) for o in waiting[:20]]
     more = [f"... and {len(waiting) - 20} more"] if len(waiting) > 20 else []  # noqa: PLR2004
     if runtime.stop_requested:
-        raise Interrupted(f"interrupted: {len(waiting)} not Ready", *reasons, *more)
+        raise Interrupted(f"interrupted: {len(waiting)} not converged", *reasons, *more)
     if state is not None and state.settled:
-        first = f"{len(waiting)} not Ready, and no retry is scheduled (they need a new spec or a fix outside)"
+        first = (
+            f"{len(waiting)} not Synced and Ready, and no retry is scheduled "
+            "(they need a new spec or a fix outside)"
+        )
         raise Failure(first, *reasons, *more)
-    raise Failure(f"not converged after {timeout:g} s: {len(waiting)} not Ready", *reasons, *more)
+    raise Failure(f"not converged after {timeout:g} s: {len(waiting)} not Synced and Ready", *reasons, *more)
 
 
-def _why(obj: AnyResource, failure: str | None = None) -> str:
+def _why(obj: AnyResource, failure: str | None = None, *, unobserved: bool = False) -> str:
+    """One object's line in the report: its conditions and why it is not converged."""
     ready, synced, reason = readiness(obj)
     condition = obj.status.condition("Synced") if hasattr(obj.status, "condition") else None
     message = one_line(condition.message) if condition is not None and condition.message else ""
     detail = f": {message}" if message and synced != "True" else ""
-    if not reason and not detail and failure:
+    if not detail and failure:
         detail = f": last reconcile failed: {failure}"  # its status could not say so (a full disk)
+    elif not detail and unobserved:
+        detail = ": not observed in this run (its status is from before)"
     where = f"{printable(obj.metadata.namespace)}/{printable(obj.metadata.name)}"
-    return f"{obj.kind} {where}: Ready={ready} {reason}{detail}".rstrip()
+    return f"{obj.kind} {where}: Ready={ready} Synced={synced}{f' {reason}' if reason else ''}{detail}"

@@ -81,7 +81,7 @@ __all__ = ["ENGINE_MANAGER", "ManagedReconciler"]
 LOG = logging.getLogger("reconcile.managed")
 
 ENGINE_MANAGER = "reconcile-engine"
-TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
+TRUE, FALSE, UNKNOWN = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 SUCCESS = Verdict(TRUE, "ReconcileSuccess")
 AVAILABLE = Verdict(TRUE, "Available")
 #: How soon to look again when the external system has not yet caught up with an action.
@@ -538,13 +538,18 @@ class ManagedReconciler(Recording):
         await self._release(obj, FINALIZER, events)
         return None
 
-    async def _failed(self, obj: AnyResource, exc: BaseException) -> NoReturn:
-        """Say why in Synced, then let the controller retry (or not, for permanent errors)."""
+    async def _failed(
+        self, obj: AnyResource, exc: BaseException, *, ready: Verdict | None = None
+    ) -> NoReturn:
+        """Say why in Synced (and what ``ready`` says in Ready), then let the controller
+        retry (or not, for permanent errors)."""
         self._steady.pop(obj.key, None)
         permanent = isinstance(exc, PermanentError)
         reason = ActionType.NOT_OWNED if isinstance(exc, NotOwnedError) else "ReconcileError"
         try:
-            await self._status(obj, synced=Verdict(FALSE, reason, str(exc) or type(exc).__name__))
+            await self._status(
+                obj, synced=Verdict(FALSE, reason, str(exc) or type(exc).__name__), ready=ready
+            )
         except Exception:
             LOG.exception("%s: could not record the failure in status", obj.key)
         if permanent:
@@ -563,10 +568,13 @@ class ManagedReconciler(Recording):
         return observation
 
     async def _observe_failed(self, obj: AnyResource, exc: Exception) -> NoReturn:
-        """Record ObserveFailed, say why in status, raise (see :meth:`_failed`)."""
+        """Record ObserveFailed, say why in status, raise (see :meth:`_failed`). Ready
+        turns Unknown (Kubernetes' "we cannot tell"): a Ready=True left from an earlier
+        look is no longer known to hold, and a reader must not trust it; the message
+        keeps when it was last known Ready."""
         if not self._repeats(obj, exc):
             await self._act(obj, [Action(ActionType.OBSERVE_FAILED, str(exc))])
-        await self._failed(obj, exc)
+        await self._failed(obj, exc, ready=_cannot_tell(obj, exc))
 
     @staticmethod
     def _repeats(obj: AnyResource, exc: BaseException) -> bool:
@@ -586,3 +594,19 @@ class ManagedReconciler(Recording):
     async def close(self) -> None:
         """Release what the reconciler holds beyond its calls (the deadline watchdog)."""
         await self._calls.close()
+
+
+_LAST_KNOWN = "; last known Ready "
+
+
+def _cannot_tell(obj: AnyResource, exc: BaseException) -> Verdict:
+    """Ready=Unknown after a failed observe, saying why and, when it was Ready before,
+    since when it had been (kept through later failures)."""
+    message = f"cannot tell: observing failed: {str(exc) or type(exc).__name__}"
+    ready = obj.status.condition("Ready")
+    if ready is not None and ready.status is TRUE and ready.last_transition_time is not None:
+        since = ready.last_transition_time.strftime("%Y-%m-%dT%H:%M:%SZ")
+        message += f"{_LAST_KNOWN}(since {since})"
+    elif ready is not None and ready.status is UNKNOWN and _LAST_KNOWN in ready.message:
+        message += _LAST_KNOWN + ready.message.split(_LAST_KNOWN, 1)[1]
+    return Verdict(UNKNOWN, "ObserveFailed", message)

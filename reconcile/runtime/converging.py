@@ -1,10 +1,17 @@
 """Is everything Ready? The Runtime's answer, kept up to date as the caches change.
 
-A :class:`Tracker` listens to every controller it is given: each informer change updates
-the set of objects not Ready for their generation (or still being deleted), and each
-finished reconcile wakes whoever waits. So :meth:`Tracker.wait_converged` costs nothing
-while nothing moves, and a check is a look at that set, not a scan of every cache; its
-deadline runs on the Runtime's clock.
+Converged means, for each object: **observed in this run** (a reconcile of it finished
+without failing since the Runtime started; a status written by an earlier run proves
+nothing about now), ``Synced`` not False or Unknown and ``Ready=True``, both for its
+current generation, and not being deleted. An object paused by annotation is not
+waited for (the engine does nothing for it by request). ``wait_ready``,
+``wait_converged`` and ``reconcile run --once`` use this one definition.
+
+A :class:`Tracker` listens to every controller it is given: each informer change and
+each finished reconcile updates the set of objects not converged, and wakes whoever
+waits. So :meth:`Tracker.wait_converged` costs nothing while nothing moves, and a check
+is a look at that set, not a scan of every cache; its deadline runs on the Runtime's
+clock.
 """
 
 from __future__ import annotations
@@ -22,25 +29,37 @@ from reconcile.controller.informing import InformerEvent
 from reconcile.errors import CorruptError, NotFoundError, ReconcileError
 from reconcile.model.conditions import ConditionStatus
 from reconcile.model.events import Event
+from reconcile.model.external import ANNOTATION_PAUSED
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
 
 __all__ = ["Convergence", "Tracker", "is_ready", "ready_from_store"]
 
+#: A reconcile's outcomes (see ``Controller.add_listener``) that observed nothing sure.
+_FAILED = frozenset({"error", "terminal"})
+
 
 def is_ready(obj: AnyResource) -> bool:
-    """Ready=True for the object's current generation."""
-    ready = obj.status.condition("Ready") if hasattr(obj.status, "condition") else None
-    return (
-        ready is not None
-        and ready.status == ConditionStatus.TRUE
-        and obj.status.observed_generation == obj.metadata.generation
-    )
+    """Ready=True, and Synced neither False nor Unknown, for the object's current
+    generation (what its status says; whether it was observed in this run is the
+    Tracker's to know)."""
+    status = obj.status
+    if not hasattr(status, "condition") or status.observed_generation != obj.metadata.generation:
+        return False
+    ready = status.condition("Ready")
+    if ready is None or ready.status != ConditionStatus.TRUE:
+        return False
+    synced = status.condition("Synced")
+    return synced is None or synced.status == ConditionStatus.TRUE
+
+
+def _paused(obj: AnyResource) -> bool:
+    return obj.metadata.annotations.get(ANNOTATION_PAUSED) == "true"
 
 
 def _settled(obj: AnyResource) -> bool:
-    return obj.metadata.deletion_timestamp is None and is_ready(obj)
+    return obj.metadata.deletion_timestamp is None and (is_ready(obj) or _paused(obj))
 
 
 @attrs.frozen
@@ -49,7 +68,8 @@ class Convergence:
 
     #: Objects cached.
     total: int
-    #: Those not Ready for their generation, or being deleted.
+    #: Those not converged: not observed in this run yet, not Synced and Ready for their
+    #: generation, or being deleted.
     waiting: tuple[AnyResource, ...]
     #: Of ``waiting``, those the engine gave up on: no retry is scheduled, so only a new
     #: spec or a fix outside will change them.
@@ -60,6 +80,8 @@ class Convergence:
     busy: bool
     #: Why each waiting key's last reconcile failed, when its status could not say it.
     failures: dict[ObjectKey, str] = attrs.field(factory=dict)
+    #: Of ``waiting``, the keys not observed in this run yet (whatever their status says).
+    unobserved: frozenset[ObjectKey] = frozenset()
 
     @property
     def ready(self) -> int:
@@ -112,8 +134,10 @@ class Tracker:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.controllers: list[Controller] = []
-        #: (api_group, kind) -> the keys not Ready for their generation (or deleting)
+        #: (api_group, kind) -> the keys not converged (see the module's docstring)
         self._waiting: dict[tuple[str, str], dict[ObjectKey, None]] = {}
+        #: The keys a reconcile observed in this run, its last one not failing.
+        self._observed: set[ObjectKey] = set()
         self._moved = _Moved()
         self._ready_waiters: dict[ObjectKey, list[asyncio.Future[AnyResource]]] = {}
 
@@ -122,21 +146,42 @@ class Tracker:
         self.controllers.append(controller)
         controller.informer.add_handler(self._on_change)
         controller.informer.add_error_handler(self._moved)
-        controller.add_listener(self._moved)
+        get = controller.informer.get
+
+        def reconciled(key: ObjectKey, outcome: str) -> None:
+            # Called once per reconcile (100,000 times in a resync): the common case, a
+            # key observed already and observed again, is one set lookup.
+            if outcome in _FAILED:
+                self._observed.discard(key)
+            elif key in self._observed:
+                self._moved()
+                return
+            else:
+                self._observed.add(key)
+            self._place(key, get(key))
+            self._moved()
+
+        controller.add_listener(reconciled)
 
     def _on_change(self, event: InformerEvent) -> None:
-        new, key = event.new, event.key
-        if new is None or _settled(new):
+        if event.new is None:
+            self._observed.discard(event.key)
+        self._place(event.key, event.new)
+        self._moved()
+
+    def _place(self, key: ObjectKey, obj: AnyResource | None) -> None:
+        """Put ``key`` among the waiting or not, as ``obj`` (its cached object) says;
+        answer whoever waits for it to be Ready."""
+        if obj is None or (key in self._observed and _settled(obj)):
             waiting = self._waiting.get((key.api_group, key.kind))
             if waiting:
                 waiting.pop(key, None)
         else:
             self._waiting.setdefault((key.api_group, key.kind), {})[key] = None
-        self._moved()
-        if new is not None and self._ready_waiters and is_ready(new):
-            for waiter in self._ready_waiters.pop(event.key, ()):
+        if obj is not None and self._ready_waiters and key in self._observed and is_ready(obj):
+            for waiter in self._ready_waiters.pop(key, ()):
                 if not waiter.done():
-                    waiter.set_result(new)
+                    waiter.set_result(obj)
 
     # -- convergence -----------------------------------------------------------------------
 
@@ -164,7 +209,8 @@ class Tracker:
                 if key in controller.failures:
                     failures[key] = controller.failures[key]
         unsynced, busy = self._unsynced(controllers), self._busy(controllers)
-        return Convergence(total, tuple(waiting), tuple(stuck), unsynced, busy, failures)
+        unobserved = frozenset(o.key for o in waiting if o.key not in self._observed)
+        return Convergence(total, tuple(waiting), tuple(stuck), unsynced, busy, failures, unobserved)
 
     @staticmethod
     def _unsynced(controllers: list[Controller]) -> tuple[str, ...]:
@@ -226,7 +272,8 @@ class Tracker:
                     await self._next_move(controllers)
         except TimeoutError:
             state = self.convergence(chosen)
-            msg = f"not converged in {timeout:g} s: {len(state.waiting)} of {state.total} not Ready"
+            waiting = f"{len(state.waiting)} of {state.total}"
+            msg = f"not converged in {timeout:g} s: {waiting} not Synced and Ready"
             raise TimeoutError(msg) from None
 
     async def _next_move(self, controllers: list[Controller]) -> None:
@@ -248,13 +295,14 @@ class Tracker:
     async def wait_ready(
         self, controller: Controller, key: ObjectKey, last: list[AnyResource]
     ) -> AnyResource:
-        """Wait until the cached object is Ready for its generation (``last`` gets the
-        last version seen, for the caller's timeout message)."""
+        """Wait until the cached object is observed in this run, Synced and Ready for its
+        generation (``last`` gets the last version seen, for the caller's timeout
+        message)."""
         informer = controller.informer
         try:
             await informer.synced.wait()
             cached = informer.get(key)
-            if cached is not None and is_ready(cached):
+            if cached is not None and key in self._observed and is_ready(cached):
                 return cached
             waiter: asyncio.Future[AnyResource] = asyncio.get_running_loop().create_future()
             self._ready_waiters.setdefault(key, []).append(waiter)
