@@ -373,10 +373,11 @@ class TestApplyAndRead:
         }
 
     def test_diff_writes_nothing(self, cli: Cli) -> None:
-        """diff shows the change and writes nothing; --exit-code makes a difference exit 1."""
+        """diff shows the change and writes nothing; a difference exits 1 (--exit-code,
+        deprecated, changes nothing)."""
         path = cli.write("site.yaml", SITE)
         code, out, _ = cli("diff", "-f", str(path))
-        assert code == 0
+        assert code == 1
         assert "+++ file.files.reconcile.dev/index (declared)" in out
         assert not cli.db.exists(), "diff created the database"
         cli("apply", "-f", str(path))

@@ -3,7 +3,34 @@
 Importing it registers every command; ``main()`` runs one and returns its exit code.
 """
 
-from reconcile.cli import applying, maintaining, orphaning, planning, reading, running
+from reconcile.cli import (
+    applying,
+    completing,
+    editing,
+    labelling,
+    maintaining,
+    orphaning,
+    patching,
+    planning,
+    reading,
+    running,
+    waiting,
+)
 from reconcile.cli.main import cli, entry, main
 
-__all__ = ["applying", "cli", "entry", "main", "maintaining", "orphaning", "planning", "reading", "running"]
+__all__ = [
+    "applying",
+    "cli",
+    "completing",
+    "editing",
+    "entry",
+    "labelling",
+    "main",
+    "maintaining",
+    "orphaning",
+    "patching",
+    "planning",
+    "reading",
+    "running",
+    "waiting",
+]

@@ -31,7 +31,7 @@ from reconcile.api import Client
 from reconcile.api.admission import Admission, Admitted
 from reconcile.api.bulk import Applied
 from reconcile.cli.completing import complete_kinds, complete_names
-from reconcile.cli.failing import BadInput, Failure, invalid_lines
+from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.naming import split_names, type_and_name
 from reconcile.cli.reading import list_all
@@ -39,7 +39,7 @@ from reconcile.cli.remembering import with_remembered_roots
 from reconcile.cli.rendering import as_yaml, qualified
 from reconcile.cli.settings import Settings
 from reconcile.cli.stopping import Stop, stopping_on_signals
-from reconcile.errors import FieldError, InvalidError, NotFoundError
+from reconcile.errors import FieldError, InvalidError, NotFoundError, ReconcileError
 from reconcile.model import Document, Event, EventType, Resource, load_manifests, read_manifests
 from reconcile.model.external import ANNOTATION_ADOPT
 from reconcile.model.printing import printable
@@ -283,13 +283,36 @@ def _comparable(body: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any
     return result
 
 
+class _DiffFailed(Failure):
+    """diff could not compare: exit 2, so that 1 means only "there are differences"."""
+
+    exit_code = EXIT_INPUT
+
+
 @cli.command()
 @_FILENAMES
-@click.option("--exit-code", is_flag=True, help="Exit 1 when there are differences (like git diff).")
+@click.option(
+    "--exit-code",
+    is_flag=True,
+    help="Deprecated, no effect: diff exits 1 whenever there are differences.",
+)
 @click.pass_obj
-def diff(settings: Settings, filenames: tuple[str, ...], exit_code: bool) -> None:
-    """Show what apply would change, without writing anything."""
-    if run_async(_diff(settings, filenames)) and exit_code:
+def diff(settings: Settings, filenames: tuple[str, ...], exit_code: bool) -> None:  # noqa: ARG001 - deprecated
+    """Show what apply would change, without writing anything. Exit 0: no differences;
+    1: differences; 2: an error (kubectl's and diff(1)'s convention)."""
+    try:
+        changed = run_async(_diff(settings, filenames))
+    except Failure as exc:
+        if exc.exit_code != EXIT_FAILURE:
+            raise  # bad input (2) or interrupted (130) already say so
+        raise _DiffFailed(*exc.lines) from exc
+    except InvalidError:
+        raise
+    except ReconcileError as exc:
+        raise _DiffFailed(str(exc)) from exc
+    except OSError as exc:
+        raise _DiffFailed(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)) from exc
+    if changed:
         raise Failure
 
 

@@ -1,5 +1,7 @@
-"""Shell completion of kind names and object names (click's completion, enabled with
-``eval "$(_RECONCILE_COMPLETE=bash_source reconcile)"``).
+"""Shell completion: ``reconcile completion bash|zsh|fish`` prints the script (click's,
+for the ``reconcile`` console script) that a shell's startup file sources, as
+``kubectl completion`` does; besides commands and options, it completes kind names and
+object names.
 
 Completion runs without the commands' callbacks, so it reads what it needs itself: the
 kinds from the installed providers, the names from the database ``--db`` (or
@@ -14,12 +16,17 @@ import sqlite3
 from pathlib import Path
 
 import click
-from click.shell_completion import CompletionItem
+from click.shell_completion import CompletionItem, get_completion_class
 
+from reconcile.cli.main import cli
 from reconcile.errors import ReconcileError
 from reconcile.model import KindRegistry
 
-__all__ = ["complete_kinds", "complete_names"]
+__all__ = ["SHELLS", "complete_kinds", "complete_names"]
+
+SHELLS = ("bash", "zsh", "fish")
+#: The variable click's scripts set to ask the program for completions (``_{PROG}_COMPLETE``).
+_COMPLETE_VARIABLE = "_RECONCILE_COMPLETE"
 
 
 def complete_kinds(
@@ -60,3 +67,15 @@ def complete_names(
     except sqlite3.Error:
         return []
     return [CompletionItem(name) for (name,) in rows]
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(SHELLS))
+def completion(shell: str) -> None:
+    """Print the shell completion script for bash, zsh or fish. Load it from the shell's
+    startup file: `source <(reconcile completion bash)` in ~/.bashrc, `source <(reconcile
+    completion zsh)` in ~/.zshrc, `reconcile completion fish | source` in
+    ~/.config/fish/config.fish."""
+    completer = get_completion_class(shell)
+    assert completer is not None  # click registers all three
+    click.echo(completer(cli, {}, "reconcile", _COMPLETE_VARIABLE).source())
