@@ -21,6 +21,7 @@ import click
 import yaml
 
 from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, EXIT_INTERRUPTED, BadInput, Failure, invalid_lines
+from reconcile.cli.importing import ENVIRONMENT, imports_from
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError, NotFoundError, ReconcileError, StoreError
 
@@ -84,6 +85,14 @@ def _provider_config(
     type=click.Path(dir_okay=False, path_type=Path),
     help="A YAML file mapping provider names to their config.",
 )
+@click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    metavar="MODULE[:ATTRIBUTE]",
+    help="Import a module that declares kinds (its `kinds`: an iterable of Kind, or a provider), "
+    "so commands know a service's own kinds. Repeatable. Env: RECONCILE_IMPORT (comma-separated).",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.version_option(package_name="reconcile-engine", prog_name="reconcile")
 @click.pass_context
@@ -93,6 +102,7 @@ def cli(  # noqa: PLR0917 - click passes one parameter per global option
     roots: tuple[str, ...],
     source_roots: tuple[str, ...],
     provider_config: Path | None,
+    imports: tuple[str, ...],
     debug: bool,
 ) -> None:
     """Keep files, buckets, DNS records ... at their declared state.
@@ -101,7 +111,12 @@ def cli(  # noqa: PLR0917 - click passes one parameter per global option
     with `get`, `describe` and `history`.
     """
     config = _provider_config(provider_config, roots, source_roots)
-    context.obj = Settings(db=db, provider_config=config, debug=debug)
+    modules = imports_from(imports, os.environ.get(ENVIRONMENT))
+    context.obj = Settings(db=db, provider_config=config, debug=debug, imports=modules)
+    if modules:
+        # Imported now, whatever the command: a module that cannot be is bad input before
+        # anything else is looked at (a database, a manifest).
+        _ = context.obj.kinds
 
 
 @contextlib.contextmanager

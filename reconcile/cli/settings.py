@@ -1,6 +1,7 @@
 """What every command shares: the database, the provider configuration, ``--debug``,
 and opening a client on them.
 
+Kinds are the installed providers' and those of the modules ``--import`` names.
 The database comes from ``--db``, else ``RECONCILE_DB``, else ``./reconcile.db``.
 Provider configuration comes from ``--provider-config FILE`` (a YAML mapping of provider
 name to its config) and ``--root DIR`` (the files provider's roots; without any, each
@@ -20,6 +21,7 @@ import attrs
 from reconcile.api import Client, connect
 from reconcile.api.admission import Admission
 from reconcile.cli.failing import BadInput, Failure
+from reconcile.cli.importing import import_kinds
 from reconcile.errors import StoreError
 from reconcile.model import KindRegistry, make_converter
 from reconcile.store.urls import parse_sqlite_url
@@ -34,13 +36,18 @@ class Settings:
     db: str = "reconcile.db"
     provider_config: Mapping[str, Mapping[str, Any]] = attrs.Factory(dict)
     debug: bool = False
+    #: The modules ``--import`` (and ``RECONCILE_IMPORT``) name: their kinds join the
+    #: installed ones (:mod:`reconcile.cli.importing`).
+    imports: tuple[str, ...] = ()
     _kinds: KindRegistry | None = None
 
     @property
     def kinds(self) -> KindRegistry:
-        """The installed kinds (entry points read once per invocation)."""
+        """The installed kinds and the imported modules' (entry points read and modules
+        imported once per invocation, when a command first needs them)."""
         if self._kinds is None:
-            self._kinds = KindRegistry.from_entry_points()
+            registry = KindRegistry.from_entry_points()
+            self._kinds = import_kinds(registry, self.imports) if self.imports else registry
         return self._kinds
 
     def database_path(self) -> Path:
