@@ -346,6 +346,7 @@ class TestApplyAndRead:
             "time",
             "type",
             "actor",
+            "user",
             "kind",
             "namespace",
             "name",

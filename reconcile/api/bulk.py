@@ -220,7 +220,7 @@ class _Writes:
         """Queue ``run``'s writes and wait until each is durable."""
         writes = [self.client.apply_write(item, manager=self.manager) for _, item in run]
         futures = self.client.store.submit_many(
-            [(key, mutation) for key, mutation, _ in writes], actor=self.manager
+            [(key, mutation) for key, mutation, _ in writes], actor=self.manager, user=self.client.user
         )
         for (index, item), (_, _, finish), future in zip(run, writes, futures, strict=True):
             future.add_done_callback(functools.partial(self._landed, index, item, finish))
@@ -249,6 +249,7 @@ class _Writes:
                     for (index, item), (key, mutation, _) in zip(admitted, writes, strict=True)
                 ],
                 actor=self.manager,
+                user=self.client.user,
             )
         except (ReconcileError, OSError) as exc:
             if isinstance(exc, ReconcileError) and not isinstance(exc, StoreError) and running:

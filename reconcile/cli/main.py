@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import logging
 import os
+import socket
 import sys
 import traceback
 from collections.abc import Coroutine, Iterator, Sequence
@@ -20,10 +22,12 @@ from typing import Any
 import click
 import yaml
 
+from reconcile.api import DEFAULT_MANAGER
 from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, EXIT_INTERRUPTED, BadInput, Failure, invalid_lines
 from reconcile.cli.importing import ENVIRONMENT, imports_from
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError, NotFoundError, ReconcileError, StoreError
+from reconcile.model.printing import printable
 
 __all__ = ["cli", "main", "run_async"]
 
@@ -56,6 +60,33 @@ def _provider_config(
     if source_roots:
         config.setdefault("files", {})["source_roots"] = [str(Path(root).absolute()) for root in source_roots]
     return config
+
+
+#: kubectl's limit on a field manager's name; a user's is held to it too.
+_MAX_NAME = 128
+
+
+def _name(option: str, value: str) -> str:
+    """A user or field manager name: one printable line, recorded in every event."""
+    if not value.strip():
+        raise BadInput(f"{option}: must not be empty")
+    if len(value) > _MAX_NAME:
+        raise BadInput(f"{option}: must be at most {_MAX_NAME} characters, not {len(value)}")
+    if not value.isprintable():
+        raise BadInput(
+            f"{option}: {printable(value, quoted=True)}: must be printable (no control characters)"
+        )
+    return value
+
+
+def _os_user() -> str:
+    """``user@host``: who runs this process, as the OS knows them (the uid when it has no
+    name for it, as in a container without a passwd entry)."""
+    try:
+        name = getpass.getuser()
+    except (OSError, KeyError):
+        name = f"uid {os.getuid()}"
+    return f"{name}@{socket.gethostname()}"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -93,6 +124,21 @@ def _provider_config(
     help="Import a module that declares kinds (its `kinds`: an iterable of Kind, or a provider), "
     "so commands know a service's own kinds. Repeatable. Env: RECONCILE_IMPORT (comma-separated).",
 )
+@click.option(
+    "--as",
+    "user",
+    metavar="NAME",
+    help="Who the writes are by, recorded in each event (history's BY). Default: the OS user "
+    "and host (alice@laptop).",
+)
+@click.option(
+    "--field-manager",
+    default=DEFAULT_MANAGER,
+    show_default=True,
+    metavar="NAME",
+    help="The field manager writes are recorded under (events' actor; who owns applied labels, "
+    "annotations and finalizers).",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.version_option(package_name="reconcile-engine", prog_name="reconcile")
 @click.pass_context
@@ -103,6 +149,8 @@ def cli(  # noqa: PLR0917 - click passes one parameter per global option
     source_roots: tuple[str, ...],
     provider_config: Path | None,
     imports: tuple[str, ...],
+    user: str | None,
+    field_manager: str,
     debug: bool,
 ) -> None:
     """Keep files, buckets, DNS records ... at their declared state.
@@ -112,7 +160,14 @@ def cli(  # noqa: PLR0917 - click passes one parameter per global option
     """
     config = _provider_config(provider_config, roots, source_roots)
     modules = imports_from(imports, os.environ.get(ENVIRONMENT))
-    context.obj = Settings(db=db, provider_config=config, debug=debug, imports=modules)
+    context.obj = Settings(
+        db=db,
+        provider_config=config,
+        debug=debug,
+        imports=modules,
+        user=_name("--as", user) if user is not None else _os_user(),
+        field_manager=_name("--field-manager", field_manager),
+    )
     if modules:
         # Imported now, whatever the command: a module that cannot be is bad input before
         # anything else is looked at (a database, a manifest).

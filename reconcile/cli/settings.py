@@ -2,6 +2,10 @@
 and opening a client on them.
 
 Kinds are the installed providers' and those of the modules ``--import`` names.
+Writes are recorded as by ``--as`` (default the OS user and host) through the field
+manager ``--field-manager`` (default ``reconcile``, the manager every earlier release's
+CLI wrote under: another would leave the labels and annotations those applies own
+without a manager to remove them); ``history`` shows both.
 The database comes from ``--db``, else ``RECONCILE_DB``, else ``./reconcile.db``.
 Provider configuration comes from ``--provider-config FILE`` (a YAML mapping of provider
 name to its config) and ``--root DIR`` (the files provider's roots; without any, each
@@ -18,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from reconcile.api import Client, connect
+from reconcile.api import DEFAULT_MANAGER, Client, connect
 from reconcile.api.admission import Admission
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.importing import import_kinds
@@ -39,6 +43,10 @@ class Settings:
     #: The modules ``--import`` (and ``RECONCILE_IMPORT``) name: their kinds join the
     #: installed ones (:mod:`reconcile.cli.importing`).
     imports: tuple[str, ...] = ()
+    #: Who the writes are by: ``--as`` (default the OS user and host, ``alice@laptop``).
+    user: str | None = None
+    #: The field manager the writes are recorded under: ``--field-manager``.
+    field_manager: str = DEFAULT_MANAGER
     _kinds: KindRegistry | None = None
 
     @property
@@ -75,7 +83,12 @@ class Settings:
             try:
                 client = await stack.enter_async_context(
                     connect(
-                        self.db, kinds=self.kinds, provider_config=self.provider_config, read_only=read_only
+                        self.db,
+                        kinds=self.kinds,
+                        provider_config=self.provider_config,
+                        manager=self.field_manager,
+                        user=self.user,
+                        read_only=read_only,
                     )
                 )
             except StoreError as exc:
