@@ -151,6 +151,11 @@ class Client(Reading):
             finalizers=self._default_finalizers(admitted),
         )
 
+    def delete_mutation(self, key: ObjectKey, *, resource_version: int | None = None) -> Mutation:
+        """The store mutation that deleting ``key`` is (guarded by ``resource_version``
+        when given), for writers that queue it with others (``apply_many``'s prune)."""
+        return mutations.delete(key, now=self._now(), expected=resource_version)
+
     def _default_finalizers(self, admitted: Admitted) -> tuple[str, ...]:
         """The managed finalizer for a new object of a kind a provider manages (unless it
         is only observed): on from the apply's own event, so the external create needs no
@@ -215,10 +220,13 @@ class Client(Reading):
         on_applied: Callable[[Applied], None] | None = None,
         atomic: bool = False,
         stop: Callable[[], bool] | None = None,
+        prune: Sequence[tuple[ObjectKey, int]] = (),
     ) -> builtins.list[Applied]:
         """Apply many manifests, one result per manifest in their order (see
         :func:`reconcile.api.bulk.apply_many`). ``atomic``: all are stored, in one store
-        transaction, or none is (implies ``check_all_first``)."""
+        transaction, or none is (implies ``check_all_first``). ``prune``: objects
+        (key, resource_version) deleted with them, in the same transaction with
+        ``atomic``; their results follow the manifests'."""
         return await bulk.apply_many(
             self,
             manifests,
@@ -229,6 +237,7 @@ class Client(Reading):
             on_applied=on_applied,
             atomic=atomic,
             stop=stop,
+            prune=prune,
         )
 
     async def update(self, obj: AnyResource, *, manager: str | None = None) -> AnyResource | None:

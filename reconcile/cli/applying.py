@@ -34,6 +34,7 @@ from reconcile.cli.completing import complete_kinds, complete_names
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.naming import split_names, type_and_name
+from reconcile.cli.pruning import Pruning, prune_targets
 from reconcile.cli.reading import list_all
 from reconcile.cli.remembering import with_remembered_roots
 from reconcile.cli.rendering import as_yaml, qualified
@@ -42,6 +43,7 @@ from reconcile.cli.stopping import Stop, stopping_on_signals
 from reconcile.errors import FieldError, InvalidError, NotFoundError
 from reconcile.model import Document, Event, EventType, Resource, load_manifests, read_manifests
 from reconcile.model.external import ANNOTATION_ADOPT
+from reconcile.model.meta import ObjectKey
 from reconcile.model.printing import printable
 
 __all__ = ["Declared", "admit_all", "read_documents"]
@@ -165,15 +167,42 @@ _FILENAMES = click.option(
     "stores them 1,024 at a time (less memory, shorter holds of the store's write lock); "
     "SIGINT/SIGTERM then stop after those in flight, saying what was stored.",
 )
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Delete the stored objects -l SELECTOR (or --all) selects that the manifests no longer "
+    "declare, with the apply (in its transaction, with --atomic).",
+)
+@click.option(
+    "-l", "--selector", help="Apply only the documents whose labels match; with --prune, the set pruned."
+)
+@click.option("--all", "prune_all", is_flag=True, help="With --prune: every stored object is in the set.")
 @click.pass_obj
-def apply(settings: Settings, filenames: tuple[str, ...], plan_only: bool, atomic: bool) -> None:
+def apply(  # noqa: PLR0917 - click passes one parameter per option
+    settings: Settings,
+    filenames: tuple[str, ...],
+    plan_only: bool,
+    atomic: bool,
+    prune: bool,
+    selector: str | None,
+    prune_all: bool,
+) -> None:
     """Declare the objects in manifests (YAML or JSON, multi-document)."""
+    if prune and selector is None and not prune_all:
+        raise BadInput(
+            "--prune needs -l SELECTOR or --all: which stored objects are the set the manifests declare?"
+        )
+    if prune_all and not prune:
+        raise BadInput("--all is for --prune (apply --prune --all)")
+    if plan_only and prune:
+        raise BadInput("--plan does not show what --prune would delete; give one or the other")
+    pruning = Pruning(selector, everything=prune_all) if prune or selector is not None else None
     if plan_only:
         from reconcile.cli.planning import show_plan  # noqa: PLC0415 - planning builds on this module
 
         show_plan(settings, filenames)
         return
-    run_async(_apply(settings, filenames, atomic=atomic))
+    run_async(_apply(settings, filenames, atomic=atomic, pruning=pruning, prune=prune))
 
 
 async def _refusal_lines(client: Client, declared: Declared, error: Exception) -> list[str]:
@@ -195,11 +224,15 @@ async def _refusal_lines(client: Client, declared: Declared, error: Exception) -
     return invalid_lines(InvalidError(list(errors), subject=subject, source=declared.document.location))
 
 
-async def _apply(settings: Settings, filenames: Sequence[str], *, atomic: bool) -> None:
+async def _apply(
+    settings: Settings, filenames: Sequence[str], *, atomic: bool, pruning: Pruning | None, prune: bool
+) -> None:
     with stopping_on_signals() as stop:
         documents = read_documents(filenames)
         settings = await with_remembered_roots(settings)
         declared_all = admit_all(settings.admission(), documents)
+        if pruning is not None:  # -l: the documents in the set only, as kubectl apply -l
+            declared_all = [d for d in declared_all if pruning.matches(d.admitted.metadata.get("labels"))]
         if stop():
             raise stop.interrupted(f"nothing stored (of {len(declared_all)} documents); re-run apply")
         async with settings.client(create=True) as client:
@@ -208,8 +241,17 @@ async def _apply(settings: Settings, filenames: Sequence[str], *, atomic: bool) 
             # for all first (immutable fields, deletions, claims), then written in group
             # commits, or in one transaction with --atomic. A signal stops the apply
             # between two runs of writes (never inside one), and it says where.
+            pruned = (
+                await prune_targets(client, pruning, [_key_of(d) for d in declared_all])
+                if prune and pruning is not None
+                else []
+            )
             results = await client.apply_many(
-                [d.admitted for d in declared_all], check_all_first=True, atomic=atomic, stop=stop
+                [d.admitted for d in declared_all],
+                check_all_first=True,
+                atomic=atomic,
+                stop=stop,
+                prune=pruned,
             )
             await _report(client, declared_all, results, stop)
 
@@ -236,11 +278,21 @@ def _stopped_lines(declared_all: Sequence[Declared], results: Sequence[Applied])
     return [line]
 
 
+def _key_of(declared: Declared) -> ObjectKey:
+    kind, meta = declared.admitted.kind, declared.admitted.metadata
+    return ObjectKey(kind.api_group, kind.kind, meta["namespace"], meta["name"])
+
+
 async def _report(
-    client: Client, declared_all: Sequence[Declared], results: Sequence[Applied], stop: Stop
+    client: Client, declared_all: Sequence[Declared], every_result: Sequence[Applied], stop: Stop
 ) -> None:
-    """Print what the apply did; raise what stopped it (a refusal, a failure, a signal)."""
-    if all(r.outcome in ("refused", "skipped") for r in results) and any(r.error for r in results):
+    """Print what the apply did; raise what stopped it (a refusal, a failure, a signal).
+    ``every_result`` has the documents' results, then those of the objects pruned."""
+    results, pruned = every_result[: len(declared_all)], every_result[len(declared_all) :]
+    if all(r.outcome in ("refused", "skipped") for r in every_result) and any(r.error for r in every_result):
+        if any(r.error is not None for r in pruned):
+            # The prune was refused (an object changed since it was listed): nothing stored.
+            raise next(r.error for r in pruned if r.error is not None)
         # Nothing was written. A document the store's state refuses is bad input (exit
         # 2); a conflict (a stale resource_version) is a runtime failure (exit 1).
         errors = [r.error for r in results if r.error is not None]
@@ -256,7 +308,10 @@ async def _report(
     for declared, result in zip(declared_all, results, strict=True):
         if result.outcome in _STORED:
             click.echo(f"{declared.name} {result.outcome}")
-    failed = next((r.error for r in results if r.error is not None), None)
+    for result in pruned:
+        if result.outcome == "pruned" and result.key is not None:
+            click.echo(f"{qualified(result.key.kind, result.key.api_group, result.key.name)} pruned")
+    failed = next((r.error for r in every_result if r.error is not None), None)
     if stop():
         reason = [] if failed is None else [f"and: {failed}"]
         raise stop.interrupted(*_stopped_lines(declared_all, results), *reason)
