@@ -38,6 +38,7 @@ from reconcile.cli.pruning import Pruning, prune_targets
 from reconcile.cli.reading import list_all
 from reconcile.cli.remembering import with_remembered_roots
 from reconcile.cli.rendering import as_yaml, qualified
+from reconcile.cli.saving import admission_lines, is_saved_plan, load_plan, moved_lines, refuse_moved
 from reconcile.cli.settings import Settings
 from reconcile.cli.stopping import Stop, stopping_on_signals
 from reconcile.errors import FieldError, InvalidError, NotFoundError
@@ -96,8 +97,15 @@ def origin(document: Document) -> Path | None:
 _ONE_OBJECT = "one external resource is declared by one object"
 
 
-def admit_all(admission: Admission, documents: Sequence[Document], *, unique: bool = True) -> list[Declared]:
-    """Admit every document; BadInput listing every problem if any is refused. With
+def admit_all(
+    admission: Admission,
+    documents: Sequence[Document],
+    *,
+    unique: bool = True,
+    origins: Sequence[Path | None] | None = None,
+) -> list[Declared]:
+    """Admit every document; BadInput listing every problem if any is refused.
+    ``origins``: the files they came from, when not their ``source`` (a saved plan's). With
     ``unique``, an object declared twice (the same kind, namespace and name), or two
     objects declaring one external resource (``Kind.identity``), are problems too: which
     should win is the user's call, not the order of the files."""
@@ -105,9 +113,10 @@ def admit_all(admission: Admission, documents: Sequence[Document], *, unique: bo
     problems: list[str] = []
     first: dict[tuple[str, str, str, str], Declared] = {}
     claimed: dict[tuple[str, str, str], Declared] = {}
-    for document in documents:
+    for position, document in enumerate(documents):
+        where = origin(document) if origins is None else origins[position]
         try:
-            admitted = admission.admit(document.data, origin=origin(document))  # type: ignore[arg-type]
+            admitted = admission.admit(document.data, origin=where)  # type: ignore[arg-type]
         except InvalidError as exc:
             problems.extend(invalid_lines(exc.with_source(document.location)))
             continue
@@ -155,7 +164,16 @@ _FILENAMES = click.option(
 
 
 @cli.command()
-@_FILENAMES
+@click.argument(
+    "saved_plan", metavar="[PLANFILE]", required=False, type=click.Path(dir_okay=False, path_type=Path)
+)
+@click.option(
+    "-f",
+    "--filename",
+    "filenames",
+    multiple=True,
+    help="A manifest file, a folder (read recursively), or - for stdin. Repeatable.",
+)
 @click.option(
     "--plan", "plan_only", is_flag=True, help="Store nothing: show what run would do (reconcile plan -f)."
 )
@@ -180,6 +198,7 @@ _FILENAMES = click.option(
 @click.pass_obj
 def apply(  # noqa: PLR0917 - click passes one parameter per option
     settings: Settings,
+    saved_plan: Path | None,
     filenames: tuple[str, ...],
     plan_only: bool,
     atomic: bool,
@@ -187,7 +206,20 @@ def apply(  # noqa: PLR0917 - click passes one parameter per option
     selector: str | None,
     prune_all: bool,
 ) -> None:
-    """Declare the objects in manifests (YAML or JSON, multi-document)."""
+    """Declare the objects in manifests (-f: YAML or JSON, multi-document), or those of
+    a plan saved by `reconcile plan -f ... -out PLANFILE`, exactly as planned."""
+    if saved_plan is not None:
+        if filenames or selector is not None or prune or prune_all or plan_only:
+            raise BadInput(
+                f"{saved_plan}: a saved plan is applied as it is: give it alone (no -f, -l, --prune, --plan)"
+            )
+        run_async(_apply_saved(settings, saved_plan, atomic=atomic))
+        return
+    if not filenames:
+        raise BadInput("give the manifests with -f FILE|DIR|- (or a saved plan: reconcile apply PLANFILE)")
+    for filename in filenames:
+        if filename != STDIN and is_saved_plan(Path(filename)):
+            raise BadInput(f"{filename} is a saved plan: apply it with `reconcile apply {filename}` (no -f)")
     if prune and selector is None and not prune_all:
         raise BadInput(
             "--prune needs -l SELECTOR or --all: which stored objects are the set the manifests declare?"
@@ -253,6 +285,42 @@ async def _apply(
                 stop=stop,
                 prune=pruned,
             )
+            await _report(client, declared_all, results, stop)
+
+
+async def _apply_saved(settings: Settings, path: Path, *, atomic: bool) -> None:
+    """Apply a saved plan exactly, or refuse (see :mod:`reconcile.cli.saving`)."""
+    plan = load_plan(path)
+    with stopping_on_signals() as stop:
+        settings = await with_remembered_roots(settings)
+        saved = plan.documents
+        declared_all = admit_all(
+            settings.admission(), [s.document for s in saved], origins=[s.origin for s in saved]
+        )
+        different = admission_lines(saved, [d.admitted.body for d in declared_all])
+        if different:
+            raise Failure(f"{path}: the manifests are not what was planned; nothing applied", *different)
+        if stop():
+            raise stop.interrupted(f"nothing stored (of {len(declared_all)} documents); re-run apply")
+        async with settings.client(create=True) as client:
+            moved = await moved_lines(client, plan)
+            if moved:
+                raise refuse_moved(plan, moved, path)
+            # Each object's planned version is the write's precondition, inside the one
+            # transaction: a change landing after the check is a conflict, not overwritten.
+            admitted = [
+                d.admitted
+                if s.resource_version is None
+                else attrs.evolve(
+                    d.admitted,
+                    body={
+                        **d.admitted.body,
+                        "metadata": {**d.admitted.metadata, "resource_version": s.resource_version},
+                    },
+                )
+                for d, s in zip(declared_all, saved, strict=True)
+            ]
+            results = await client.apply_many(admitted, check_all_first=True, atomic=atomic, stop=stop)
             await _report(client, declared_all, results, stop)
 
 
