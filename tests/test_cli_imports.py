@@ -21,6 +21,17 @@ class GadgetSpec:
 
 
 kinds = [Kind("gadgets.example.dev/v1", "Gadget", GadgetSpec, short_names=("gd",))]
+
+
+class GadgetProvider:
+    name = "gadgets"
+    kinds = kinds
+
+    async def connect(self, config):
+        raise NotImplementedError
+
+
+provider = GadgetProvider()
 '''
 
 GADGET = "api_version: gadgets.example.dev/v1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: 3}\n"
@@ -71,6 +82,12 @@ class TestImport:
         code, out, _ = cli("explain", "gadget")
         assert code == 0
         assert "KIND:      Gadget" in out
+
+    def test_a_provider_names_its_kinds(self, cli: Cli) -> None:
+        """MODULE:ATTRIBUTE naming a provider: its kinds, listed under its name."""
+        code, out, _ = cli("--import", "gadgetsvc:provider", "explain", "gd")
+        assert code == 0
+        assert "PROVIDER:  gadgets" in out
 
     @pytest.mark.parametrize(
         ("module", "said"),

@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +50,7 @@ FORMAT = "reconcile.dev/plan"
 VERSION = 1
 #: How many bytes of a file are read to tell whether it is a saved plan.
 _SNIFF = 4096
+_FORMAT_FIELD = re.compile(rb'"format"\s*:\s*"' + re.escape(FORMAT.encode()) + rb'"')
 
 
 @attrs.frozen
@@ -141,7 +143,7 @@ def is_saved_plan(path: Path) -> bool:
             head = stream.read(_SNIFF)
     except OSError:
         return False
-    return head.lstrip().startswith(b"{") and f'"format": "{FORMAT}"'.encode() in head
+    return head.lstrip().startswith(b"{") and _FORMAT_FIELD.search(head) is not None
 
 
 def load_plan(path: Path) -> SavedPlan:
