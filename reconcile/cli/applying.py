@@ -38,7 +38,6 @@ from reconcile.cli.pruning import Pruning, prune_targets
 from reconcile.cli.reading import list_all
 from reconcile.cli.remembering import with_remembered_roots
 from reconcile.cli.rendering import as_yaml, qualified
-from reconcile.cli.saving import admission_lines, is_saved_plan, load_plan, moved_lines, refuse_moved
 from reconcile.cli.settings import Settings
 from reconcile.cli.stopping import Stop, stopping_on_signals
 from reconcile.errors import FieldError, InvalidError, NotFoundError
@@ -47,7 +46,7 @@ from reconcile.model.external import ANNOTATION_ADOPT
 from reconcile.model.meta import ObjectKey
 from reconcile.model.printing import printable
 
-__all__ = ["Declared", "admit_all", "read_documents"]
+__all__ = ["Declared", "admit_all", "read_documents", "report"]
 
 STDIN = "-"
 #: ``apply``'s default for ``--atomic``: one transaction was no slower for 10,000
@@ -213,10 +212,14 @@ def apply(  # noqa: PLR0917 - click passes one parameter per option
             raise BadInput(
                 f"{saved_plan}: a saved plan is applied as it is: give it alone (no -f, -l, --prune, --plan)"
             )
-        run_async(_apply_saved(settings, saved_plan, atomic=atomic))
+        from reconcile.cli.saving import apply_saved  # noqa: PLC0415 - saving builds on this module
+
+        run_async(apply_saved(settings, saved_plan, atomic=atomic))
         return
     if not filenames:
         raise BadInput("give the manifests with -f FILE|DIR|- (or a saved plan: reconcile apply PLANFILE)")
+    from reconcile.cli.saving import is_saved_plan  # noqa: PLC0415 - saving builds on this module
+
     for filename in filenames:
         if filename != STDIN and is_saved_plan(Path(filename)):
             raise BadInput(f"{filename} is a saved plan: apply it with `reconcile apply {filename}` (no -f)")
@@ -285,43 +288,7 @@ async def _apply(
                 stop=stop,
                 prune=pruned,
             )
-            await _report(client, declared_all, results, stop)
-
-
-async def _apply_saved(settings: Settings, path: Path, *, atomic: bool) -> None:
-    """Apply a saved plan exactly, or refuse (see :mod:`reconcile.cli.saving`)."""
-    plan = load_plan(path)
-    with stopping_on_signals() as stop:
-        settings = await with_remembered_roots(settings)
-        saved = plan.documents
-        declared_all = admit_all(
-            settings.admission(), [s.document for s in saved], origins=[s.origin for s in saved]
-        )
-        different = admission_lines(saved, [d.admitted.body for d in declared_all])
-        if different:
-            raise Failure(f"{path}: the manifests are not what was planned; nothing applied", *different)
-        if stop():
-            raise stop.interrupted(f"nothing stored (of {len(declared_all)} documents); re-run apply")
-        async with settings.client(create=True) as client:
-            moved = await moved_lines(client, plan)
-            if moved:
-                raise refuse_moved(plan, moved, path)
-            # Each object's planned version is the write's precondition, inside the one
-            # transaction: a change landing after the check is a conflict, not overwritten.
-            admitted = [
-                d.admitted
-                if s.resource_version is None
-                else attrs.evolve(
-                    d.admitted,
-                    body={
-                        **d.admitted.body,
-                        "metadata": {**d.admitted.metadata, "resource_version": s.resource_version},
-                    },
-                )
-                for d, s in zip(declared_all, saved, strict=True)
-            ]
-            results = await client.apply_many(admitted, check_all_first=True, atomic=atomic, stop=stop)
-            await _report(client, declared_all, results, stop)
+            await report(client, declared_all, results, stop)
 
 
 _STORED = ("created", "configured", "unchanged")
@@ -351,7 +318,7 @@ def _key_of(declared: Declared) -> ObjectKey:
     return ObjectKey(kind.api_group, kind.kind, meta["namespace"], meta["name"])
 
 
-async def _report(
+async def report(
     client: Client, declared_all: Sequence[Declared], every_result: Sequence[Applied], stop: Stop
 ) -> None:
     """Print what the apply did; raise what stopped it (a refusal, a failure, a signal).

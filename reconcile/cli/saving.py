@@ -38,13 +38,26 @@ from typing import Any
 import attrs
 
 from reconcile.api import Client
+from reconcile.cli.applying import admit_all, report
 from reconcile.cli.failing import BadInput, Failure
+from reconcile.cli.remembering import with_remembered_roots
 from reconcile.cli.rendering import qualified
+from reconcile.cli.settings import Settings
+from reconcile.cli.stopping import stopping_on_signals
 from reconcile.model import Document
 from reconcile.model.meta import ObjectKey
 from reconcile.store.encoding import dumps, loads
 
-__all__ = ["FORMAT", "VERSION", "SavedDocument", "SavedPlan", "load_plan", "moved_lines", "save_plan"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "SavedDocument",
+    "SavedPlan",
+    "apply_saved",
+    "is_saved_plan",
+    "load_plan",
+    "save_plan",
+]
 
 FORMAT = "reconcile.dev/plan"
 VERSION = 1
@@ -231,3 +244,39 @@ def refuse_moved(plan: SavedPlan, lines: Sequence[str], path: Path) -> Failure:
         *lines,
         "make a new plan (reconcile plan -f ... -out FILE) and review it",
     )
+
+
+async def apply_saved(settings: Settings, path: Path, *, atomic: bool) -> None:
+    """Apply a saved plan exactly, or refuse (see :mod:`reconcile.cli.saving`)."""
+    plan = load_plan(path)
+    with stopping_on_signals() as stop:
+        settings = await with_remembered_roots(settings)
+        saved = plan.documents
+        declared_all = admit_all(
+            settings.admission(), [s.document for s in saved], origins=[s.origin for s in saved]
+        )
+        different = admission_lines(saved, [d.admitted.body for d in declared_all])
+        if different:
+            raise Failure(f"{path}: the manifests are not what was planned; nothing applied", *different)
+        if stop():
+            raise stop.interrupted(f"nothing stored (of {len(declared_all)} documents); re-run apply")
+        async with settings.client(create=True) as client:
+            moved = await moved_lines(client, plan)
+            if moved:
+                raise refuse_moved(plan, moved, path)
+            # Each object's planned version is the write's precondition, inside the one
+            # transaction: a change landing after the check is a conflict, not overwritten.
+            admitted = [
+                d.admitted
+                if s.resource_version is None
+                else attrs.evolve(
+                    d.admitted,
+                    body={
+                        **d.admitted.body,
+                        "metadata": {**d.admitted.metadata, "resource_version": s.resource_version},
+                    },
+                )
+                for d, s in zip(declared_all, saved, strict=True)
+            ]
+            results = await client.apply_many(admitted, check_all_first=True, atomic=atomic, stop=stop)
+            await report(client, declared_all, results, stop)
