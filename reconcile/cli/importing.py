@@ -26,9 +26,12 @@ import importlib
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reconcile.cli.failing import BadInput
-from reconcile.model import Kind, KindRegistry
+
+if TYPE_CHECKING:  # the model is imported when a module is, not for every command
+    from reconcile.model import Kind, KindRegistry
 
 __all__ = ["ENVIRONMENT", "import_kinds", "imports_from"]
 
@@ -71,6 +74,8 @@ def _load(spec: str) -> object:
 
 
 def _kinds_of(spec: str, value: object) -> tuple[str | None, list[Kind]]:
+    from reconcile.model import Kind  # noqa: PLC0415 - see the imports above
+
     provider = None
     if _is_provider(value):
         provider, value = str(value.name), value.kinds  # type: ignore[attr-defined]

@@ -22,12 +22,10 @@ from typing import Any
 import click
 import yaml
 
-from reconcile.api import DEFAULT_MANAGER
 from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, EXIT_INTERRUPTED, BadInput, Failure, invalid_lines
 from reconcile.cli.importing import ENVIRONMENT, imports_from
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError, NotFoundError, ReconcileError, StoreError
-from reconcile.model.printing import printable
 
 __all__ = ["cli", "main", "run_async"]
 
@@ -73,6 +71,8 @@ def _name(option: str, value: str) -> str:
     if len(value) > _MAX_NAME:
         raise BadInput(f"{option}: must be at most {_MAX_NAME} characters, not {len(value)}")
     if not value.isprintable():
+        from reconcile.model.printing import printable  # noqa: PLC0415 - only for this message
+
         raise BadInput(
             f"{option}: {printable(value, quoted=True)}: must be printable (no control characters)"
         )
@@ -133,11 +133,9 @@ def _os_user() -> str:
 )
 @click.option(
     "--field-manager",
-    default=DEFAULT_MANAGER,
-    show_default=True,
     metavar="NAME",
     help="The field manager writes are recorded under (events' actor; who owns applied labels, "
-    "annotations and finalizers).",
+    "annotations and finalizers). Default: reconcile.",
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.version_option(package_name="reconcile-engine", prog_name="reconcile")
@@ -150,7 +148,7 @@ def cli(  # noqa: PLR0917 - click passes one parameter per global option
     provider_config: Path | None,
     imports: tuple[str, ...],
     user: str | None,
-    field_manager: str,
+    field_manager: str | None,
     debug: bool,
 ) -> None:
     """Keep files, buckets, DNS records ... at their declared state.
@@ -166,7 +164,7 @@ def cli(  # noqa: PLR0917 - click passes one parameter per global option
         debug=debug,
         imports=modules,
         user=_name("--as", user) if user is not None else _os_user(),
-        field_manager=_name("--field-manager", field_manager),
+        field_manager=None if field_manager is None else _name("--field-manager", field_manager),
     )
     if modules:
         # Imported now, whatever the command: a module that cannot be is bad input before

@@ -45,8 +45,9 @@ class Settings:
     imports: tuple[str, ...] = ()
     #: Who the writes are by: ``--as`` (default the OS user and host, ``alice@laptop``).
     user: str | None = None
-    #: The field manager the writes are recorded under: ``--field-manager``.
-    field_manager: str = DEFAULT_MANAGER
+    #: The field manager the writes are recorded under: ``--field-manager`` (None: the
+    #: client's default, ``reconcile``).
+    field_manager: str | None = None
     _kinds: KindRegistry | None = None
 
     @property
@@ -86,7 +87,7 @@ class Settings:
                         self.db,
                         kinds=self.kinds,
                         provider_config=self.provider_config,
-                        manager=self.field_manager,
+                        manager=self.field_manager or DEFAULT_MANAGER,
                         user=self.user,
                         read_only=read_only,
                     )
