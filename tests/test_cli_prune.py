@@ -109,6 +109,7 @@ class TestPrune:
             (("--prune", "--all", "-l", "app=site"), "--prune: give -l SELECTOR or --all, not both"),
             (("--prune", "-l", "app in (a"), "-l: "),
             (("--prune", "-l", "app=site", "--plan"), "--plan does not show what --prune would delete"),
+            (("-l", "app=site", "--plan"), "--plan plans every document: -l is for apply"),
         ],
     )
     def test_bad_options(self, cli: Cli, args: tuple[str, ...], said: str) -> None:

@@ -231,6 +231,8 @@ def apply(  # noqa: PLR0917 - click passes one parameter per option
         raise BadInput("--all is for --prune (apply --prune --all)")
     if plan_only and prune:
         raise BadInput("--plan does not show what --prune would delete; give one or the other")
+    if plan_only and selector is not None:
+        raise BadInput("--plan plans every document: -l is for apply (and --prune)")
     pruning = Pruning(selector, everything=prune_all) if prune or selector is not None else None
     if plan_only:
         from reconcile.cli.planning import show_plan  # noqa: PLC0415 - planning builds on this module
