@@ -68,14 +68,14 @@ def raw_sqlite(path: Path, size: int, synchronous: str, batch: int = 1000) -> fl
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute(
         "CREATE TABLE events (revision INTEGER PRIMARY KEY, time REAL, object_id INTEGER, "
-        "uid TEXT, type TEXT, actor TEXT, body TEXT, data TEXT)"
+        "uid TEXT, type TEXT, actor TEXT, body TEXT, data TEXT, user TEXT)"
     )
     bodies = [payload(i) for i in range(size)]
     started = time.perf_counter()
     for start in range(0, size, batch):
         conn.execute("BEGIN")
         conn.executemany(
-            "INSERT INTO events VALUES (?, ?, ?, ?, 'Created', 'bench', ?, NULL)",
+            "INSERT INTO events VALUES (?, ?, ?, ?, 'Created', 'bench', ?, NULL, NULL)",
             [
                 (i + 1, time.time(), i + 1, f"u{i}", dumps(bodies[i]))
                 for i in range(start, min(start + batch, size))
@@ -116,7 +116,7 @@ def _same_rows_transaction(
         [(i + 1, f"w{i}", f"u{i}", head + 1 + i - start) for i in numbers],
     )
     conn.executemany(
-        "INSERT INTO events VALUES (?, ?, ?, ?, 'Created', 'bench', ?, NULL)",
+        "INSERT INTO events VALUES (?, ?, ?, ?, 'Created', 'bench', ?, NULL, NULL)",
         [(head + 1 + i - start, time.time(), i + 1, f"u{i}", dumps(bodies[i])) for i in numbers],
     )
     conn.execute("UPDATE meta SET value = ? WHERE key = 'revision'", (head + len(numbers),))

@@ -364,6 +364,7 @@ class TestApplyAndRead:
             "time",
             "type",
             "actor",
+            "user",
             "kind",
             "namespace",
             "name",
@@ -410,15 +411,17 @@ class TestApplyAndRead:
         assert cli("delete")[0] == 2
 
     def test_no_zombie_after_releasing_a_finalizer(self, cli: Cli) -> None:
-        """apply with ``finalizers: [x]``, delete, apply with ``finalizers: []``: the object
-        goes, and ``run --once`` has nothing left to wait for."""
+        """apply with ``finalizers: [x]``, delete, apply adding a finalizer (refused), apply
+        with ``finalizers: []``: the object goes, and ``run --once`` has nothing left to
+        wait for."""
         held = HEAD.replace("metadata: {name: x}", "metadata: {name: x, finalizers: [example.dev/x]}")
         path = cli.write("x.yaml", held + "spec: {path: x.txt}\n")
         assert cli("apply", "-f", str(path))[0] == 0
         assert cli("delete", "file", "x")[0] == 0
-        changed = cli.write("x.yaml", held + "spec: {path: x.txt, content: new}\n")
+        more = held.replace("[example.dev/x]", "[example.dev/x, example.dev/y]")
+        changed = cli.write("x.yaml", more + "spec: {path: x.txt, content: new}\n")
         err = TestBadInput().refused(cli, "apply", "-f", str(changed))
-        assert "metadata.deletion_timestamp: the object is being deleted" in err
+        assert "metadata.finalizers: cannot add finalizer 'example.dev/y': the object is being deleted" in err
         cli.write("x.yaml", held.replace("[example.dev/x]", "[]") + "spec: {path: x.txt}\n")
         assert cli("apply", "-f", str(path))[0] == 0
         # Only the engine's own finalizer is left: the runner's cleanup releases it.

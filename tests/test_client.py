@@ -654,15 +654,21 @@ class TestDeletingObjects:
             await client.get("widget", "w")
         assert (await client.verify()).ok
 
-    async def test_a_spec_change_to_a_deleting_object_is_refused(self, client: Client) -> None:
-        """A new spec for an object on its way out: refused, saying why; nothing stored."""
+    async def test_a_deleting_object_takes_spec_changes_but_no_new_finalizer(self, client: Client) -> None:
+        """A new spec for an object on its way out is stored (it stays deleting); a new
+        finalizer is refused, saying why, and nothing is stored."""
         await client.apply(widget("w", finalizers=["example.dev/x"]))
         await client.delete("widget", "w")
+        changed = await client.apply(widget("w", 2, finalizers=["example.dev/x"]))
+        assert changed.metadata.deletion_timestamp is not None
+        assert changed.metadata.generation == 2
         revision = await client.revision()
-        with pytest.raises(InvalidError, match=r"being deleted .*waiting on finalizers: example.dev/x"):
-            await client.apply(widget("w", 2, finalizers=["example.dev/x"]))
+        with pytest.raises(
+            InvalidError, match=r"cannot add finalizer 'example.dev/y': the object is being deleted"
+        ):
+            await client.apply(widget("w", 2, finalizers=["example.dev/x", "example.dev/y"]))
         assert await client.revision() == revision
-        await client.apply(widget("w", finalizers=["example.dev/x"]))  # the same: a no-op
+        await client.apply(widget("w", 2, finalizers=["example.dev/x"]))  # the same: a no-op
         assert await client.revision() == revision
 
     @pytest.mark.parametrize(

@@ -68,3 +68,33 @@ class TestNotEmpty:
             return not (await running.client.list("bucket")).items
 
         await until_async(clock, gone)
+
+
+class TestRescue:
+    """An object stuck deleting is rescued by changing its spec, as Kubernetes allows."""
+
+    async def test_force_destroy_set_while_deleting_lets_the_bucket_go(
+        self, running: Runtime, raw: Any, clock: FakeClock
+    ) -> None:
+        """A bucket stuck "not empty" gets ``force_destroy: true`` by apply while it is
+        being deleted: the apply is taken, and the next try empties and deletes it."""
+        await running.apply(bucket("stuck-site"))
+        await until_async(clock, _ready(running, "bucket", "stuck-site"))
+        await raw.put_object(Bucket="stuck-site", Key="keep.txt", Body=b"keep")
+        await running.client.delete("bucket", "stuck-site")
+
+        async def refused() -> bool:
+            events = await running.client.history("bucket", "stuck-site")
+            return any(e.type == "DeleteFailed" and "not empty" in str(e.data) for e in events)
+
+        await until_async(clock, refused)
+        rescued = await running.apply(bucket("stuck-site", force_destroy=True))
+        assert rescued.metadata.deletion_timestamp is not None
+        assert rescued.spec.force_destroy is True
+
+        async def gone() -> bool:
+            return not (await running.client.list("bucket")).items
+
+        await until_async(clock, gone)
+        listed = await raw.list_buckets()
+        assert "stuck-site" not in [b["Name"] for b in listed["Buckets"]]

@@ -234,6 +234,36 @@ class TestMigration:
         assert len(migrated) == 32
         assert migrated != first
 
+    async def test_events_record_the_user_from_version_5(self, tmp_path: Path) -> None:
+        """Events carry who asked for the write beside the field manager (version 5): a
+        store of version 4 reads them as None opened read-only, nothing written, and is
+        migrated when opened read-write; watches served from memory carry the user too."""
+        path = tmp_path / "old.db"
+        widget = {
+            "api_version": "example.reconcile.dev/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w"},
+            "spec": {"size": 1},
+        }
+        async with connect(path, kinds=example_kinds()) as client:
+            await client.apply(widget)
+        with contextlib.closing(sqlite3.connect(path)) as conn:  # back to version 4
+            conn.execute("ALTER TABLE events DROP COLUMN user")
+            conn.execute("UPDATE reconcile_schema SET version = 4")
+            conn.commit()
+        async with connect(path, kinds=example_kinds(), read_only=True) as client:
+            [event] = await client.history("widget", "w")
+            assert (event.actor, event.user) == ("reconcile", None)
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            assert conn.execute("SELECT version FROM reconcile_schema").fetchone()[0] == 4
+        async with connect(path, kinds=example_kinds(), manager="deployer", user="alice@laptop") as client:
+            await client.apply({**widget, "spec": {"size": 2}})
+            events = await client.history("widget", "w")
+            assert [(e.actor, e.user) for e in events] == [("reconcile", None), ("deployer", "alice@laptop")]
+            async with contextlib.aclosing(client.store.watch(since=1)) as watch:
+                raw = await anext(watch)
+            assert (raw.actor, raw.user) == ("deployer", "alice@laptop")  # type: ignore[union-attr]
+
     async def test_failed_migration_leaves_the_database(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -21,6 +21,15 @@ caller stopping on a signal ends the apply cleanly after the run in flight, the 
 after the check), a full disk, a crash or a SIGKILL leaves none of them stored. It costs
 holding the store's write lock for the whole apply (other writers wait: about 0.2 s for
 10,000 small documents) and every serialized body in memory at once.
+
+``prune`` deletes objects with the documents (kubectl's ``apply --prune``: what the
+caller found selected but not declared any more), each only if it is still at the
+resource_version the caller saw (a ConflictError otherwise: somebody changed it since,
+so the decision to delete it was made on stale state). With ``atomic`` the deletions go
+in the same transaction as the documents: all of it or none. Without, they are written
+after every document was, and only if none was refused or failed and no stop was asked:
+a document that did not land never leaves its old self pruned. Their results follow the
+documents', ``pruned`` (or ``unchanged`` for one already being deleted).
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ __all__ = ["Applied", "Deferred", "Outcome", "apply_many"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
-Outcome = Literal["created", "configured", "unchanged", "refused", "skipped"]
+Outcome = Literal["created", "configured", "unchanged", "refused", "skipped", "pruned"]
 
 
 class Deferred:
@@ -79,7 +88,7 @@ class Applied:
     key: ObjectKey | None
     #: ``created``, ``configured``, ``unchanged``; ``refused`` (``error`` says why);
     #: ``skipped`` (not written because another document was refused, with
-    #: ``check_all_first``).
+    #: ``check_all_first``); ``pruned`` (deleted by ``prune``).
     outcome: Outcome
     _object: AnyResource | Deferred | None = attrs.field(
         default=None, alias="object", eq=_resolved, repr=lambda value: repr(_resolved(value))
@@ -145,6 +154,7 @@ async def apply_many(
     on_applied: Callable[[Applied], None] | None = None,
     atomic: bool = False,
     stop: Callable[[], bool] | None = None,
+    prune: Sequence[tuple[ObjectKey, int]] = (),
 ) -> list[Applied]:
     """Apply every manifest; one :class:`Applied` per manifest, in order. A later
     document declaring the same object as an earlier one is applied after it (never in
@@ -152,32 +162,50 @@ async def apply_many(
     each written document as soon as its write is durable (a cache puts it in at once).
     With ``atomic``, all are stored in one transaction or none is. ``stop`` is asked
     before each run of ``batch`` writes (before the one transaction, with ``atomic``):
-    when it answers True, the apply ends there, the documents not written ``skipped``."""
-    results: list[Applied | None] = [None] * len(manifests)
+    when it answers True, the apply ends there, the documents not written ``skipped``.
+    ``prune``: objects (key, resource_version) deleted with them (see the module's
+    docstring); their results follow the documents'."""
+    results: list[Applied | None] = [None] * (len(manifests) + len(prune))
     admitted = await _admit(client, manifests, results, origins=origins)
+    pruning = [
+        (len(manifests) + offset, key, client.delete_mutation(key, resource_version=version))
+        for offset, (key, version) in enumerate(prune)
+    ]
     if check_all_first or atomic:
         await _check_all(client, admitted, results, manager)
         if any(r is not None for r in results):
-            return [
-                r or Applied(_key(a), "skipped")
-                for r, a in zip(results, _by_index(admitted, len(manifests)), strict=True)
-            ]
+            return _finished(results, admitted, len(manifests), prune)
     # Every document admitted first, then written run after run. (Admitting a chunk while
     # the one before commits was measured too: no faster, the writer's thread and the
     # loop's holding the one interpreter by turns.)
     writes = _Writes(client, manager, results, on_applied)
     if atomic:
         if stop is None or not stop():
-            await writes.write_all(admitted)
+            await writes.write_all(admitted, pruning)
     else:
         for run in _runs(admitted, batch):
             if stop is not None and stop():
                 break
             await writes.write(run)
-    return [
+        landed = all(r is not None and r.error is None for r in results[: len(manifests)])
+        if pruning and landed and (stop is None or not stop()):
+            await writes.prune(pruning)
+    return _finished(results, admitted, len(manifests), prune)
+
+
+def _finished(
+    results: list[Applied | None],
+    admitted: list[tuple[int, Admitted]],
+    count: int,
+    prune: Sequence[tuple[ObjectKey, int]],
+) -> list[Applied]:
+    """The results, every one not written ``skipped``: the documents', then the prunes'."""
+    documents = [
         r or Applied(_key(a), "skipped")
-        for r, a in zip(results, _by_index(admitted, len(manifests)), strict=True)
+        for r, a in zip(results[:count], _by_index(admitted, count), strict=True)
     ]
+    pruned = [r or Applied(key, "skipped") for r, (key, _) in zip(results[count:], prune, strict=True)]
+    return documents + pruned
 
 
 async def _admit(
@@ -220,7 +248,7 @@ class _Writes:
         """Queue ``run``'s writes and wait until each is durable."""
         writes = [self.client.apply_write(item, manager=self.manager) for _, item in run]
         futures = self.client.store.submit_many(
-            [(key, mutation) for key, mutation, _ in writes], actor=self.manager
+            [(key, mutation) for key, mutation, _ in writes], actor=self.manager, user=self.client.user
         )
         for (index, item), (_, _, finish), future in zip(run, writes, futures, strict=True):
             future.add_done_callback(functools.partial(self._landed, index, item, finish))
@@ -228,40 +256,62 @@ class _Writes:
         if self.raised:
             raise self.raised[0]
 
-    async def write_all(self, admitted: list[tuple[int, Admitted]]) -> None:
-        """Write every document in one store transaction: all results, or one refusal
-        (that document ``refused``, the others ``skipped``) and nothing stored."""
+    async def write_all(
+        self, admitted: list[tuple[int, Admitted]], pruning: Sequence[tuple[int, ObjectKey, Mutation]] = ()
+    ) -> None:
+        """Write every document, and delete every pruned object, in one store
+        transaction: all results, or one refusal (that document or deletion ``refused``,
+        the others ``skipped``) and nothing stored."""
         writes = [self.client.apply_write(item, manager=self.manager) for _, item in admitted]
-        # The document whose mutation ran last: when one raises, it names the refused one.
-        running: list[tuple[int, Admitted]] = []
+        # The write whose mutation ran last: when one raises, it names the refused one.
+        running: list[tuple[int, ObjectKey | None]] = []
 
-        def tracked(index: int, item: Admitted, mutation: Mutation) -> Mutation:
+        def tracked(index: int, key: ObjectKey | None, mutation: Mutation) -> Mutation:
             def run(current: StoredObject | None) -> Any:
-                running.append((index, item))
+                running.append((index, key))
                 return mutation(current)
 
             return run
 
+        everything = [
+            (key, tracked(index, key, mutation))
+            for (index, _), (key, mutation, _) in zip(admitted, writes, strict=True)
+        ]
+        everything += [(key, tracked(index, key, mutation)) for index, key, mutation in pruning]
         try:
-            done = await self.client.store.write_many(
-                [
-                    (key, tracked(index, item, mutation))
-                    for (index, item), (key, mutation, _) in zip(admitted, writes, strict=True)
-                ],
-                actor=self.manager,
-            )
+            done = await self.client.store.write_many(everything, actor=self.manager, user=self.client.user)
         except (ReconcileError, OSError) as exc:
             if isinstance(exc, ReconcileError) and not isinstance(exc, StoreError) and running:
-                index, item = running[-1]
-                self.results[index] = Applied(_key(item), "refused", error=exc)
+                index, key = running[-1]
+                self.results[index] = Applied(key, "refused", error=exc)
             else:  # the store failed (a full disk), not a document: every one says so
                 for index, item in admitted:
                     self.results[index] = Applied(_key(item), "refused", error=exc)
+                for index, key, _ in pruning:
+                    self.results[index] = Applied(key, "refused", error=exc)
             return
-        for (index, _), (_, _, finish), result in zip(admitted, writes, done, strict=True):
+        for (index, _), (_, _, finish), result in zip(admitted, writes, done[: len(writes)], strict=True):
             applied = self.results[index] = finish(result)
             if self.on_applied is not None:
                 self.on_applied(applied)
+        for (index, key, _), result in zip(pruning, done[len(writes) :], strict=True):
+            self.results[index] = _pruned(key, result)
+
+    async def prune(self, pruning: Sequence[tuple[int, ObjectKey, Mutation]]) -> None:
+        """Delete the pruned objects (after the documents, without ``atomic``): each
+        deletion stands alone, a refused one (changed since) ``refused``."""
+        futures = self.client.store.submit_many(
+            [(key, mutation) for _, key, mutation in pruning], actor=self.manager, user=self.client.user
+        )
+        for (index, key, _), outcome in zip(
+            pruning, await asyncio.gather(*futures, return_exceptions=True), strict=True
+        ):
+            if isinstance(outcome, ReconcileError | OSError):
+                self.results[index] = Applied(key, "refused", error=outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                self.results[index] = _pruned(key, outcome)
 
     def _landed(
         self, index: int, item: Admitted, finish: Callable[[WriteResult], Applied], future: Any
@@ -302,6 +352,11 @@ async def _refuse_conflicts(
         identity = item.kind.identity_of(item.body["spec"])
         if identity is not None:
             declared[(item.kind.api_group, item.kind.kind, identity)] = key
+
+
+def _pruned(key: ObjectKey, result: WriteResult) -> Applied:
+    """A prune's result: ``pruned``, or ``unchanged`` when it was already being deleted."""
+    return Applied(key, "pruned" if result.written else "unchanged")
 
 
 def _key(admitted: Admitted | None) -> ObjectKey | None:

@@ -54,8 +54,16 @@ class Client(Reading):
         *,
         clock: Callable[[], float] = time.time,
         provider_config: Mapping[str, Mapping[str, Any]] | None = None,
+        manager: str = DEFAULT_MANAGER,
+        user: str | None = None,
     ) -> None:
+        """``manager`` is the field manager this client's writes are recorded under when a
+        call names none (the events' actor, the key of ``managed_fields``); ``user`` is
+        who asks for them (``alice@laptop``), recorded beside it in every event it writes
+        (None: nobody in particular, as for a controller)."""
         self.store = store
+        self.manager = manager
+        self.user = user
         self.kinds = kinds
         self.converter = make_converter()
         self.decoder = Decoder(kinds)
@@ -67,8 +75,8 @@ class Client(Reading):
         """The wall clock this client stamps times with (``time.time`` by default)."""
         return self._clock
 
-    async def _write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
-        return await self.store.write(key, mutation, actor=actor)
+    async def _write(self, key: ObjectKey, mutation: Mutation, *, actor: str | None) -> WriteResult:
+        return await self.store.write(key, mutation, actor=actor or self.manager, user=self.user)
 
     def _now(self) -> str:
         return format_epoch(self._clock())
@@ -88,7 +96,7 @@ class Client(Reading):
         self,
         manifest: Mapping[str, Any] | AnyResource,
         *,
-        manager: str = DEFAULT_MANAGER,
+        manager: str | None = None,
         origin: Path | None = None,
     ) -> AnyResource:
         """Declare an object: create it, or bring the stored one to the manifest.
@@ -103,7 +111,7 @@ class Client(Reading):
         self,
         manifest: Mapping[str, Any] | AnyResource,
         *,
-        manager: str = DEFAULT_MANAGER,
+        manager: str | None = None,
         origin: Path | None = None,
     ) -> AnyResource:
         """Create an object; :class:`AlreadyExistsError` when it exists."""
@@ -113,7 +121,7 @@ class Client(Reading):
         self,
         manifest: Mapping[str, Any] | AnyResource,
         *,
-        manager: str,
+        manager: str | None,
         create_only: bool,
         origin: Path | None,
     ) -> AnyResource:
@@ -124,7 +132,7 @@ class Client(Reading):
         return applied.object
 
     def apply_mutation(
-        self, admitted: Admitted, *, manager: str = DEFAULT_MANAGER, create_only: bool = False
+        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
     ) -> tuple[ObjectKey, Mutation]:
         """The key and the store mutation that applying an admitted manifest is: the
         immutable-field, version and deletion checks run inside it, against the stored
@@ -134,7 +142,7 @@ class Client(Reading):
             key,
             admitted.body,
             self.admission.default_status(admitted.kind),
-            manager=manager,
+            manager=manager or self.manager,
             uid=new_uid(),
             now=self._now(),
             create_only=create_only,
@@ -142,6 +150,11 @@ class Client(Reading):
             identity=admitted.kind.identity_of(admitted.body["spec"]),
             finalizers=self._default_finalizers(admitted),
         )
+
+    def delete_mutation(self, key: ObjectKey, *, resource_version: int | None = None) -> Mutation:
+        """The store mutation that deleting ``key`` is (guarded by ``resource_version``
+        when given), for writers that queue it with others (``apply_many``'s prune)."""
+        return mutations.delete(key, now=self._now(), expected=resource_version)
 
     def _default_finalizers(self, admitted: Admitted) -> tuple[str, ...]:
         """The managed finalizer for a new object of a kind a provider manages (unless it
@@ -155,7 +168,7 @@ class Client(Reading):
         return (FINALIZER,)
 
     async def write_admitted(
-        self, admitted: Admitted, *, manager: str = DEFAULT_MANAGER, create_only: bool = False
+        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
     ) -> Applied:
         """Apply a manifest admission has already passed (``Client.admission.admit``):
         no second admission. Says what it did (created, configured, unchanged)."""
@@ -167,7 +180,7 @@ class Client(Reading):
         return finish(await self._write(key, applying, actor=manager))
 
     def apply_write(
-        self, admitted: Admitted, *, manager: str = DEFAULT_MANAGER, create_only: bool = False
+        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
     ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
         """The store write that applying an admitted manifest is: its key, its mutation,
         and what turns the write's result into an :class:`Applied` (for writers that
@@ -200,30 +213,34 @@ class Client(Reading):
         self,
         manifests: Sequence[Mapping[str, Any] | AnyResource | Admitted],
         *,
-        manager: str = DEFAULT_MANAGER,
+        manager: str | None = None,
         origins: Sequence[Path | None] | None = None,
         check_all_first: bool = False,
         batch: int = 1024,
         on_applied: Callable[[Applied], None] | None = None,
         atomic: bool = False,
         stop: Callable[[], bool] | None = None,
+        prune: Sequence[tuple[ObjectKey, int]] = (),
     ) -> builtins.list[Applied]:
         """Apply many manifests, one result per manifest in their order (see
         :func:`reconcile.api.bulk.apply_many`). ``atomic``: all are stored, in one store
-        transaction, or none is (implies ``check_all_first``)."""
+        transaction, or none is (implies ``check_all_first``). ``prune``: objects
+        (key, resource_version) deleted with them, in the same transaction with
+        ``atomic``; their results follow the manifests'."""
         return await bulk.apply_many(
             self,
             manifests,
-            manager=manager,
+            manager=manager or self.manager,
             origins=origins,
             check_all_first=check_all_first,
             batch=batch,
             on_applied=on_applied,
             atomic=atomic,
             stop=stop,
+            prune=prune,
         )
 
-    async def update(self, obj: AnyResource, *, manager: str = DEFAULT_MANAGER) -> AnyResource | None:
+    async def update(self, obj: AnyResource, *, manager: str | None = None) -> AnyResource | None:
         """Replace spec, labels, annotations, finalizers and owner references, on the
         condition that the object is still at ``obj.metadata.resource_version``.
 
@@ -243,7 +260,7 @@ class Client(Reading):
         *,
         namespace: str = DEFAULT_NAMESPACE,
         resource_version: int | None = None,
-        manager: str = DEFAULT_MANAGER,
+        manager: str | None = None,
     ) -> AnyResource:
         """Apply an RFC 7386 merge patch to ``spec``, ``metadata.labels`` and
         ``metadata.annotations``. Without ``resource_version`` a concurrent change is
@@ -296,7 +313,7 @@ class Client(Reading):
         raise ConflictError(f"{key}: gave up after {_PATCH_ATTEMPTS} conflicting attempts")
 
     async def update_status(
-        self, obj: AnyResource, *, manager: str = DEFAULT_MANAGER, force: bool = False
+        self, obj: AnyResource, *, manager: str | None = None, force: bool = False
     ) -> AnyResource:
         """Replace the status only. Guarded by ``obj.metadata.resource_version`` unless
         ``force``; a status equal to the stored one appends nothing."""
@@ -323,7 +340,7 @@ class Client(Reading):
         *,
         namespace: str = DEFAULT_NAMESPACE,
         resource_version: int | None = None,
-        manager: str = DEFAULT_MANAGER,
+        manager: str | None = None,
     ) -> AnyResource | None:
         """Delete: the object is marked (``deletion_timestamp``) while finalizers remain
         and removed when none do. Returns the marked object, or None once removed."""
@@ -339,7 +356,7 @@ class Client(Reading):
         finalizer: str,
         *,
         namespace: str = DEFAULT_NAMESPACE,
-        manager: str = DEFAULT_MANAGER,
+        manager: str | None = None,
     ) -> AnyResource:
         """Add a finalizer (a no-op when present)."""
         _, key = self._key(kind, name, namespace)
@@ -353,7 +370,7 @@ class Client(Reading):
         finalizer: str,
         *,
         namespace: str = DEFAULT_NAMESPACE,
-        manager: str = DEFAULT_MANAGER,
+        manager: str | None = None,
     ) -> AnyResource | None:
         """Remove a finalizer; returns None when that removed a deleting object."""
         _, key = self._key(kind, name, namespace)
@@ -368,7 +385,7 @@ class Client(Reading):
         *,
         namespace: str = DEFAULT_NAMESPACE,
         data: Mapping[str, Any] | None = None,
-        manager: str = DEFAULT_MANAGER,
+        manager: str | None = None,
     ) -> int:
         """Record what was done about an object (``CreateRequested``, ``DriftDetected``,
         ...) without changing it: the event joins its history and watches see it, with
@@ -420,7 +437,7 @@ class Client(Reading):
         *,
         namespace: str = DEFAULT_NAMESPACE,
         status: Any = None,
-        manager: str = DEFAULT_MANAGER,
+        manager: str | None = None,
     ) -> tuple[AnyResource | None, int]:
         """Record action events and remove ``finalizer`` in one write (a controller's
         cleanup and its record together: a crash keeps both or neither). When it was the
@@ -442,7 +459,7 @@ class Client(Reading):
         annotations: Mapping[str, str | None] | None = None,
         add_finalizer: str | None = None,
         status: Any = None,
-        manager: str = DEFAULT_MANAGER,
+        manager: str | None = None,
         based_on: AnyResource | None = None,
     ) -> AnyResource:
         """Record action events (``(type, data)``) and, atomically with them, merge

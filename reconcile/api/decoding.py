@@ -116,4 +116,5 @@ class Decoder:
             actor=raw.actor,
             object=None if raw.body is None else self.resource(raw.body),
             data=raw.data,
+            user=raw.user,
         )

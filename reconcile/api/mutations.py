@@ -13,7 +13,10 @@ Rules, after the Kubernetes API conventions:
   merge: it removes what the same manager applied before and no longer declares, and
   keeps what others (controllers, ``patch``) added.
 * ``delete`` of an object with finalizers only sets ``deletion_timestamp``; the object goes
-  when the last finalizer is removed. No finalizer may be added once deletion began.
+  when the last finalizer is removed. No finalizer may be added once deletion began; its
+  spec, labels and annotations may still change (Kubernetes allows it too), which is how
+  an object stuck deleting is rescued: a bucket refused as "not empty" gets
+  ``forceDestroy: true`` and its controller's next try empties it.
 * status writes never touch spec or metadata; spec writes never touch status.
 """
 
@@ -35,7 +38,6 @@ __all__ = [
     "add_finalizer",
     "apply",
     "delete",
-    "deletion_errors",
     "patch_metadata",
     "record_actions",
     "remove_finalizer",
@@ -127,29 +129,11 @@ def _check_new_finalizers(key: ObjectKey, old: Mapping[str, Any], new: Mapping[s
         return
     added = set(new.get("finalizers") or ()) - set(old.get("finalizers") or ())
     if added:
-        reason = f"cannot add finalizer {min(added)!r}: the object is being deleted"
+        reason = (
+            f"cannot add finalizer {min(added)!r}: the object is being deleted (since "
+            f"{old['deletion_timestamp']}); its spec, labels and annotations may still change"
+        )
         raise InvalidError([FieldError("metadata.finalizers", reason)], subject=str(key))
-
-
-def deletion_errors(meta: Mapping[str, Any]) -> list[FieldError]:
-    """Why the spec of an object being deleted may not change (none when it is not being
-    deleted): its external resource is on its way out, and Kubernetes likewise refuses
-    what would resurrect it."""
-    since = meta.get("deletion_timestamp")
-    if since is None:
-        return []
-    waiting = ", ".join(meta.get("finalizers") or ()) or "nothing"
-    reason = (
-        f"the object is being deleted (since {since}, waiting on finalizers: {waiting}); "
-        "wait until it is gone, then apply it again"
-    )
-    return [FieldError("metadata.deletion_timestamp", reason)]
-
-
-def _check_not_deleting(key: ObjectKey, meta: Mapping[str, Any]) -> None:
-    errors = deletion_errors(meta)
-    if errors:
-        raise InvalidError(errors, subject=str(key))
 
 
 def _finish_if_released(body: Body, event_type: str) -> Change:
@@ -203,7 +187,6 @@ def apply(
         new["metadata"] = _merge_metadata(old["metadata"], desired["metadata"], manager)
         _check_new_finalizers(key, old["metadata"], new["metadata"])
         if new["spec"] != old["spec"]:
-            _check_not_deleting(key, old["metadata"])
             new["metadata"]["generation"] = old["metadata"]["generation"] + 1
         change = _changed(current, new, EventType.SPEC_CHANGED)
         if change is not None and isinstance(change, Put):

@@ -34,6 +34,7 @@ from reconcile.cli.completing import complete_kinds, complete_names
 from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.naming import split_names, type_and_name
+from reconcile.cli.pruning import Pruning, prune_targets
 from reconcile.cli.reading import list_all
 from reconcile.cli.remembering import with_remembered_roots
 from reconcile.cli.rendering import as_yaml, qualified
@@ -42,9 +43,10 @@ from reconcile.cli.stopping import Stop, stopping_on_signals
 from reconcile.errors import FieldError, InvalidError, NotFoundError, ReconcileError
 from reconcile.model import Document, Event, EventType, Resource, load_manifests, read_manifests
 from reconcile.model.external import ANNOTATION_ADOPT
+from reconcile.model.meta import ObjectKey
 from reconcile.model.printing import printable
 
-__all__ = ["Declared", "admit_all", "read_documents"]
+__all__ = ["Declared", "admit_all", "read_documents", "report"]
 
 STDIN = "-"
 #: ``apply``'s default for ``--atomic``: one transaction was no slower for 10,000
@@ -98,8 +100,15 @@ def origin(document: Document) -> Path | None:
 _ONE_OBJECT = "one external resource is declared by one object"
 
 
-def admit_all(admission: Admission, documents: Sequence[Document], *, unique: bool = True) -> list[Declared]:
-    """Admit every document; BadInput listing every problem if any is refused. With
+def admit_all(
+    admission: Admission,
+    documents: Sequence[Document],
+    *,
+    unique: bool = True,
+    origins: Sequence[Path | None] | None = None,
+) -> list[Declared]:
+    """Admit every document; BadInput listing every problem if any is refused.
+    ``origins``: the files they came from, when not their ``source`` (a saved plan's). With
     ``unique``, an object declared twice (the same kind, namespace and name), or two
     objects declaring one external resource (``Kind.identity``), are problems too: which
     should win is the user's call, not the order of the files."""
@@ -107,9 +116,10 @@ def admit_all(admission: Admission, documents: Sequence[Document], *, unique: bo
     problems: list[str] = []
     first: dict[tuple[str, str, str, str], Declared] = {}
     claimed: dict[tuple[str, str, str], Declared] = {}
-    for document in documents:
+    for position, document in enumerate(documents):
+        where = origin(document) if origins is None else origins[position]
         try:
-            admitted = admission.admit(document.data, origin=origin(document))  # type: ignore[arg-type]
+            admitted = admission.admit(document.data, origin=where)  # type: ignore[arg-type]
         except InvalidError as exc:
             problems.extend(invalid_lines(exc.with_source(document.location)))
             continue
@@ -157,7 +167,16 @@ _FILENAMES = click.option(
 
 
 @cli.command()
-@_FILENAMES
+@click.argument(
+    "saved_plan", metavar="[PLANFILE]", required=False, type=click.Path(dir_okay=False, path_type=Path)
+)
+@click.option(
+    "-f",
+    "--filename",
+    "filenames",
+    multiple=True,
+    help="A manifest file, a folder (read recursively), or - for stdin. Repeatable.",
+)
 @click.option(
     "--plan", "plan_only", is_flag=True, help="Store nothing: show what run would do (reconcile plan -f)."
 )
@@ -169,15 +188,62 @@ _FILENAMES = click.option(
     "stores them 1,024 at a time (less memory, shorter holds of the store's write lock); "
     "SIGINT/SIGTERM then stop after those in flight, saying what was stored.",
 )
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Delete the stored objects -l SELECTOR (or --all) selects that the manifests no longer "
+    "declare, with the apply (in its transaction, with --atomic).",
+)
+@click.option(
+    "-l", "--selector", help="Apply only the documents whose labels match; with --prune, the set pruned."
+)
+@click.option("--all", "prune_all", is_flag=True, help="With --prune: every stored object is in the set.")
 @click.pass_obj
-def apply(settings: Settings, filenames: tuple[str, ...], plan_only: bool, atomic: bool) -> None:
-    """Declare the objects in manifests (YAML or JSON, multi-document)."""
+def apply(  # noqa: PLR0917 - click passes one parameter per option
+    settings: Settings,
+    saved_plan: Path | None,
+    filenames: tuple[str, ...],
+    plan_only: bool,
+    atomic: bool,
+    prune: bool,
+    selector: str | None,
+    prune_all: bool,
+) -> None:
+    """Declare the objects in manifests (-f: YAML or JSON, multi-document), or those of
+    a plan saved by `reconcile plan -f ... -out PLANFILE`, exactly as planned."""
+    if saved_plan is not None:
+        if filenames or selector is not None or prune or prune_all or plan_only:
+            raise BadInput(
+                f"{saved_plan}: a saved plan is applied as it is: give it alone (no -f, -l, --prune, --plan)"
+            )
+        from reconcile.cli.saving import apply_saved  # noqa: PLC0415 - saving builds on this module
+
+        run_async(apply_saved(settings, saved_plan, atomic=atomic))
+        return
+    if not filenames:
+        raise BadInput("give the manifests with -f FILE|DIR|- (or a saved plan: reconcile apply PLANFILE)")
+    from reconcile.cli.saving import is_saved_plan  # noqa: PLC0415 - saving builds on this module
+
+    for filename in filenames:
+        if filename != STDIN and is_saved_plan(Path(filename)):
+            raise BadInput(f"{filename} is a saved plan: apply it with `reconcile apply {filename}` (no -f)")
+    if prune and selector is None and not prune_all:
+        raise BadInput(
+            "--prune needs -l SELECTOR or --all: which stored objects are the set the manifests declare?"
+        )
+    if prune_all and not prune:
+        raise BadInput("--all is for --prune (apply --prune --all)")
+    if plan_only and prune:
+        raise BadInput("--plan does not show what --prune would delete; give one or the other")
+    if plan_only and selector is not None:
+        raise BadInput("--plan plans every document: -l is for apply (and --prune)")
+    pruning = Pruning(selector, everything=prune_all) if prune or selector is not None else None
     if plan_only:
         from reconcile.cli.planning import show_plan  # noqa: PLC0415 - planning builds on this module
 
         show_plan(settings, filenames)
         return
-    run_async(_apply(settings, filenames, atomic=atomic))
+    run_async(_apply(settings, filenames, atomic=atomic, pruning=pruning, prune=prune))
 
 
 async def _refusal_lines(client: Client, declared: Declared, error: Exception) -> list[str]:
@@ -199,11 +265,15 @@ async def _refusal_lines(client: Client, declared: Declared, error: Exception) -
     return invalid_lines(InvalidError(list(errors), subject=subject, source=declared.document.location))
 
 
-async def _apply(settings: Settings, filenames: Sequence[str], *, atomic: bool) -> None:
+async def _apply(
+    settings: Settings, filenames: Sequence[str], *, atomic: bool, pruning: Pruning | None, prune: bool
+) -> None:
     with stopping_on_signals() as stop:
         documents = read_documents(filenames)
         settings = await with_remembered_roots(settings)
         declared_all = admit_all(settings.admission(), documents)
+        if pruning is not None:  # -l: the documents in the set only, as kubectl apply -l
+            declared_all = [d for d in declared_all if pruning.matches(d.admitted.metadata.get("labels"))]
         if stop():
             raise stop.interrupted(f"nothing stored (of {len(declared_all)} documents); re-run apply")
         async with settings.client(create=True) as client:
@@ -212,10 +282,19 @@ async def _apply(settings: Settings, filenames: Sequence[str], *, atomic: bool) 
             # for all first (immutable fields, deletions, claims), then written in group
             # commits, or in one transaction with --atomic. A signal stops the apply
             # between two runs of writes (never inside one), and it says where.
-            results = await client.apply_many(
-                [d.admitted for d in declared_all], check_all_first=True, atomic=atomic, stop=stop
+            pruned = (
+                await prune_targets(client, pruning, [_key_of(d) for d in declared_all])
+                if prune and pruning is not None
+                else []
             )
-            await _report(client, declared_all, results, stop)
+            results = await client.apply_many(
+                [d.admitted for d in declared_all],
+                check_all_first=True,
+                atomic=atomic,
+                stop=stop,
+                prune=pruned,
+            )
+            await report(client, declared_all, results, stop)
 
 
 _STORED = ("created", "configured", "unchanged")
@@ -240,11 +319,21 @@ def _stopped_lines(declared_all: Sequence[Declared], results: Sequence[Applied])
     return [line]
 
 
-async def _report(
-    client: Client, declared_all: Sequence[Declared], results: Sequence[Applied], stop: Stop
+def _key_of(declared: Declared) -> ObjectKey:
+    kind, meta = declared.admitted.kind, declared.admitted.metadata
+    return ObjectKey(kind.api_group, kind.kind, meta["namespace"], meta["name"])
+
+
+async def report(
+    client: Client, declared_all: Sequence[Declared], every_result: Sequence[Applied], stop: Stop
 ) -> None:
-    """Print what the apply did; raise what stopped it (a refusal, a failure, a signal)."""
-    if all(r.outcome in ("refused", "skipped") for r in results) and any(r.error for r in results):
+    """Print what the apply did; raise what stopped it (a refusal, a failure, a signal).
+    ``every_result`` has the documents' results, then those of the objects pruned."""
+    results, pruned = every_result[: len(declared_all)], every_result[len(declared_all) :]
+    if all(r.outcome in ("refused", "skipped") for r in every_result) and any(r.error for r in every_result):
+        if any(r.error is not None for r in pruned):
+            # The prune was refused (an object changed since it was listed): nothing stored.
+            raise next(r.error for r in pruned if r.error is not None)
         # Nothing was written. A document the store's state refuses is bad input (exit
         # 2); a conflict (a stale resource_version) is a runtime failure (exit 1).
         errors = [r.error for r in results if r.error is not None]
@@ -260,7 +349,10 @@ async def _report(
     for declared, result in zip(declared_all, results, strict=True):
         if result.outcome in _STORED:
             click.echo(f"{declared.name} {result.outcome}")
-    failed = next((r.error for r in results if r.error is not None), None)
+    for result in pruned:
+        if result.outcome == "pruned" and result.key is not None:
+            click.echo(f"{qualified(result.key.kind, result.key.api_group, result.key.name)} pruned")
+    failed = next((r.error for r in every_result if r.error is not None), None)
     if stop():
         reason = [] if failed is None else [f"and: {failed}"]
         raise stop.interrupted(*_stopped_lines(declared_all, results), *reason)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import logging
 import os
+import socket
 import sys
 import traceback
 from collections.abc import Coroutine, Iterator, Sequence
@@ -21,6 +23,7 @@ import click
 import yaml
 
 from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, EXIT_INTERRUPTED, BadInput, Failure, invalid_lines
+from reconcile.cli.importing import ENVIRONMENT, imports_from
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError, NotFoundError, ReconcileError, StoreError
 
@@ -57,6 +60,35 @@ def _provider_config(
     return config
 
 
+#: kubectl's limit on a field manager's name; a user's is held to it too.
+_MAX_NAME = 128
+
+
+def _name(option: str, value: str) -> str:
+    """A user or field manager name: one printable line, recorded in every event."""
+    if not value.strip():
+        raise BadInput(f"{option}: must not be empty")
+    if len(value) > _MAX_NAME:
+        raise BadInput(f"{option}: must be at most {_MAX_NAME} characters, not {len(value)}")
+    if not value.isprintable():
+        from reconcile.model.printing import printable  # noqa: PLC0415 - only for this message
+
+        raise BadInput(
+            f"{option}: {printable(value, quoted=True)}: must be printable (no control characters)"
+        )
+    return value
+
+
+def _os_user() -> str:
+    """``user@host``: who runs this process, as the OS knows them (the uid when it has no
+    name for it, as in a container without a passwd entry)."""
+    try:
+        name = getpass.getuser()
+    except (OSError, KeyError):
+        name = f"uid {os.getuid()}"
+    return f"{name}@{socket.gethostname()}"
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--db",
@@ -84,6 +116,27 @@ def _provider_config(
     type=click.Path(dir_okay=False, path_type=Path),
     help="A YAML file mapping provider names to their config.",
 )
+@click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    metavar="MODULE[:ATTRIBUTE]",
+    help="Import a module that declares kinds (its `kinds`: an iterable of Kind, or a provider), "
+    "so commands know a service's own kinds. Repeatable. Env: RECONCILE_IMPORT (comma-separated).",
+)
+@click.option(
+    "--as",
+    "user",
+    metavar="NAME",
+    help="Who the writes are by, recorded in each event (history's BY). Default: the OS user "
+    "and host (alice@laptop).",
+)
+@click.option(
+    "--field-manager",
+    metavar="NAME",
+    help="The field manager writes are recorded under (events' actor; who owns applied labels, "
+    "annotations and finalizers). Default: reconcile.",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.version_option(package_name="reconcile-engine", prog_name="reconcile")
 @click.pass_context
@@ -93,6 +146,9 @@ def cli(  # noqa: PLR0917 - click passes one parameter per global option
     roots: tuple[str, ...],
     source_roots: tuple[str, ...],
     provider_config: Path | None,
+    imports: tuple[str, ...],
+    user: str | None,
+    field_manager: str | None,
     debug: bool,
 ) -> None:
     """Keep files, buckets, DNS records ... at their declared state.
@@ -101,7 +157,19 @@ def cli(  # noqa: PLR0917 - click passes one parameter per global option
     with `get`, `describe` and `history`.
     """
     config = _provider_config(provider_config, roots, source_roots)
-    context.obj = Settings(db=db, provider_config=config, debug=debug)
+    modules = imports_from(imports, os.environ.get(ENVIRONMENT))
+    context.obj = Settings(
+        db=db,
+        provider_config=config,
+        debug=debug,
+        imports=modules,
+        user=_name("--as", user) if user is not None else _os_user(),
+        field_manager=None if field_manager is None else _name("--field-manager", field_manager),
+    )
+    if modules:
+        # Imported now, whatever the command: a module that cannot be is bad input before
+        # anything else is looked at (a database, a manifest).
+        _ = context.obj.kinds
 
 
 @contextlib.contextmanager

@@ -198,10 +198,11 @@ def _field_row(field: attrs.Attribute[Any]) -> tuple[str, str, str, str]:
 
 @cli.command()
 @click.argument("kind", shell_complete=complete_kinds)
-def explain(kind: str) -> None:
+@click.pass_obj
+def explain(settings: Settings, kind: str) -> None:
     """The fields of a kind's spec and status (like kubectl explain); KIND.spec.FIELD
     explains one field."""
-    registry = KindRegistry.from_entry_points()
+    registry = settings.kinds
     name, _, path = kind.partition(".spec.")
     try:
         found = registry.resolve(name if path else kind)

@@ -5,6 +5,9 @@ Without ``-f`` it plans the stored objects; with ``-f`` the manifests as ``apply
 store them (an object not stored yet gets a fresh identity, so a resource that exists
 already is reported as not ours, as a run would find it). The providers are connected
 and asked to ``observe`` only; the database is opened read-only.
+
+``-out FILE`` saves the plan of ``-f``'s manifests for ``apply FILE``, which applies
+exactly it or refuses (see :mod:`reconcile.cli.saving`).
 """
 
 from __future__ import annotations
@@ -12,18 +15,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 
 from reconcile.api import Client
 from reconcile.api.decoding import Decoder
-from reconcile.cli.applying import admit_all, current_of, read_documents
-from reconcile.cli.failing import Failure
+from reconcile.cli.applying import Declared, admit_all, current_of, origin, read_documents
+from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.reading import list_all
 from reconcile.cli.remembering import with_remembered_roots
 from reconcile.cli.rendering import as_json, table
+from reconcile.cli.saving import SavedDocument, SavedPlan, now, save_plan
 from reconcile.cli.settings import Settings
 from reconcile.controller.planning import ACTIONS, CHANGES, Planned, plan
 from reconcile.model import Kind
@@ -39,6 +45,16 @@ _NEW_UID = "00000000-0000-0000-0000-000000000000"  # no external resource carrie
 #: ``plan`` was slower than ``run --once`` on the same objects (300 S3 objects against
 #: moto_server: 1.76 s one at a time, 1.48 s with 16, as long as a converged run).
 WORKERS = 16
+
+
+@attrs.define
+class _Snapshot:
+    """What a plan of manifests was made against, for ``-out``: the store's revision
+    (read before the objects) and each declared object's version (None: absent)."""
+
+    revision: int = 0
+    declared: list[Declared] = attrs.Factory(list)
+    versions: list[int | None] = attrs.Factory(list)
 
 
 @cli.command(name="plan")
@@ -65,12 +81,30 @@ WORKERS = 16
     show_default=True,
     help="Observes in flight at once (run's --workers, the same default).",
 )
+@click.option(
+    "-out",
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Save the plan of -f's manifests to this file: `reconcile apply FILE` applies exactly it, "
+    "or refuses if the state moved since.",
+)
 @click.pass_obj
 def plan_command(  # noqa: PLR0917 - click passes one parameter per option
-    settings: Settings, filenames: tuple[str, ...], output: str, exit_code: bool, timeout: float, workers: int
+    settings: Settings,
+    filenames: tuple[str, ...],
+    output: str,
+    exit_code: bool,
+    timeout: float,
+    workers: int,
+    out: Path | None,
 ) -> None:
     """Show what run would do (create, update with the diff, delete, adopt), observing only."""
-    show_plan(settings, filenames, output=output, exit_code=exit_code, timeout=timeout, workers=workers)
+    if out is not None and not filenames:
+        raise BadInput("-out saves the plan of manifests: give them with -f")
+    show_plan(
+        settings, filenames, output=output, exit_code=exit_code, timeout=timeout, workers=workers, out=out
+    )
 
 
 def show_plan(
@@ -81,10 +115,13 @@ def show_plan(
     exit_code: bool = False,
     timeout: float = 60.0,
     workers: int = WORKERS,
+    out: Path | None = None,
 ) -> None:
     """Plan, print, and fail (exit 1) on an object that cannot be observed, or with
-    ``exit_code`` on a plan that changes something (``plan``, ``apply --plan``)."""
-    planned = run_async(_plan(settings, filenames, timeout, workers))
+    ``exit_code`` on a plan that changes something (``plan``, ``apply --plan``). With
+    ``out``, save it (not when an object could not be observed: that plan is not whole)."""
+    snapshot = _Snapshot()
+    planned = run_async(_plan(settings, filenames, timeout, workers, snapshot))
     if output == "json":
         click.echo(as_json([_data(p) for p in planned]))
     else:
@@ -92,15 +129,39 @@ def show_plan(
     errors = [p for p in planned if p.action == "error"]
     if errors:
         raise Failure(*(f"{_name(p)}: cannot observe: {p.detail}" for p in errors))
+    if out is not None:
+        _save(out, snapshot, planned)
+        click.echo(f"Saved the plan to {out}: `reconcile apply {out}` applies exactly it.", err=True)
     if exit_code and any(p.action in CHANGES for p in planned):
         raise Failure
 
 
-async def _plan(settings: Settings, filenames: Sequence[str], timeout: float, workers: int) -> list[Planned]:
+def _absolute(path: Path | None) -> Path | None:
+    """A manifest's file as a path that means the same from another folder."""
+    return None if path is None else path.absolute()
+
+
+def _save(out: Path, snapshot: _Snapshot, planned: Sequence[Planned]) -> None:
+    documents = tuple(
+        SavedDocument(d.document, _absolute(origin(d.document)), d.admitted.body, version)
+        for d, version in zip(snapshot.declared, snapshot.versions, strict=True)
+    )
+    save_plan(out, SavedPlan(snapshot.revision, now(), documents, tuple(_data(p) for p in planned)))
+
+
+async def _plan(
+    settings: Settings,
+    filenames: Sequence[str],
+    timeout: float,
+    workers: int = WORKERS,
+    snapshot: _Snapshot | None = None,
+) -> list[Planned]:
+    snapshot = _Snapshot() if snapshot is None else snapshot
     if filenames:
         documents = read_documents(filenames)
         settings = await with_remembered_roots(settings)
-        declared = admit_all(settings.admission(), documents)
+        declared = snapshot.declared = admit_all(settings.admission(), documents)
+        snapshot.versions = [None] * len(declared)
     if not settings.database_path().exists():
         if not filenames:
             return []
@@ -108,7 +169,10 @@ async def _plan(settings: Settings, filenames: Sequence[str], timeout: float, wo
         return await _observe_all(settings, objects, timeout=timeout, workers=workers)
     async with settings.client(read_only=True) as client:
         if filenames:
-            objects = [await _as_applied(client, d) for d in declared]
+            snapshot.revision = await client.revision()  # before the objects: see saving
+            currents = [await current_of(client, d) for d in declared]
+            snapshot.versions = [None if c is None else c.metadata.resource_version for c in currents]
+            objects = [_as_applied(client, d, c) for d, c in zip(declared, currents, strict=True)]
         else:
             objects = await list_all(client, list(client.kinds), None, None)
         identity, key = await client.store_identity(), await client.store_mark_key()
@@ -126,9 +190,8 @@ def _as_new(settings: Settings, body: dict[str, Any]) -> AnyResource:
     )
 
 
-async def _as_applied(client: Client, declared: Any) -> AnyResource:
+def _as_applied(client: Client, declared: Any, current: AnyResource | None) -> AnyResource:
     """A declared object as apply would leave it: the stored one with the declared spec."""
-    current = await current_of(client, declared)
     body = declared.admitted.body
     if current is None:
         return client.decode(_fresh(body))

@@ -29,6 +29,7 @@ from reconcile.cli.rendering import (
     qualified,
     readiness,
     table,
+    who,
 )
 from reconcile.cli.settings import Settings
 from reconcile.model import Event, Kind, LabelSelector, api_group_of
@@ -413,10 +414,10 @@ async def _describe(settings: Settings, kind: str, name: str, namespace: str, ev
         lines.append("Events:" + ("  <none>" if not history else ""))
         recent = history[-event_count:] if event_count > 0 else []
         rows = [
-            (str(e.revision), age(e.time, now), e.type, e.actor, _first_line(event_detail(e))) for e in recent
+            (str(e.revision), age(e.time, now), e.type, who(e), _first_line(event_detail(e))) for e in recent
         ]
         if rows:
-            lines.append(_indent(table(("REVISION", "AGE", "TYPE", "ACTOR", "DETAIL"), rows)))
+            lines.append(_indent(table(("REVISION", "AGE", "TYPE", "BY", "DETAIL"), rows)))
         click.echo("\n".join(lines))
 
 
@@ -442,13 +443,13 @@ def history(settings: Settings, kind: str, name: str | None, namespace: str, out
 
 def render_history(events: Sequence[Event]) -> str:
     """One row per event; a multi-line detail (a diff) continues, indented, below."""
-    header = ("REVISION", "TIME", "TYPE", "ACTOR", "DETAIL")
+    header = ("REVISION", "TIME", "TYPE", "BY", "DETAIL")
     rows = []
     continuation: dict[int, list[str]] = {}
     for index, event in enumerate(events):
         detail = event_detail(event).splitlines() or [""]
         time = event.time.strftime("%Y-%m-%d %H:%M:%S")
-        rows.append((str(event.revision), time, event.type, event.actor, detail[0]))
+        rows.append((str(event.revision), time, event.type, who(event), detail[0]))
         if len(detail) > 1:
             continuation[index] = detail[1:]
     lines = table(header, rows).splitlines()
@@ -510,5 +511,5 @@ async def _watch(
                 detail = _first_line(event_detail(event))
                 when = event.time.strftime("%H:%M:%S")
                 where = f"{key.kind}/{printable(key.namespace)}/{printable(key.name)}"
-                line = f"{event.revision:>8}  {when}  {where}  {event.type}  {event.actor}  {detail}"
+                line = f"{event.revision:>8}  {when}  {where}  {event.type}  {who(event)}  {detail}"
                 click.echo(line.rstrip())

@@ -3,8 +3,9 @@
 ``-o json`` is the stable, documented form: an object is its stored body (``api_version``,
 ``kind``, ``metadata``, ``spec``, ``status``, snake_case keys, RFC 3339 UTC times); a list
 is ``{"api_version": "v1", "kind": "List", "items": [...]}``; ``history`` and ``watch``
-give events as ``{"revision", "time", "type", "actor", "kind", "namespace", "name",
-"uid", "data", "changes"}``. Fields are only ever added, never renamed.
+give events as ``{"revision", "time", "type", "actor", "user", "kind", "namespace",
+"name", "uid", "data", "changes"}`` (``actor`` the field manager, ``user`` who asked,
+null when not recorded). Fields are only ever added, never renamed.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "qualified",
     "readiness",
     "table",
+    "who",
 ]
 
 
@@ -95,6 +97,12 @@ def object_data(client: Client, obj: AnyResource) -> dict[str, Any]:
     return data
 
 
+def who(event: Event) -> str:
+    """Who an event is by, for a table: the user who asked for it when recorded (the
+    CLI's ``--as``), else its field manager (a controller's name)."""
+    return printable(event.user) if event.user else printable(event.actor)
+
+
 def event_data(event: Event) -> dict[str, Any]:
     """An event as plain data."""
     return {
@@ -102,6 +110,7 @@ def event_data(event: Event) -> dict[str, Any]:
         "time": event.time.isoformat().replace("+00:00", "Z"),
         "type": event.type,
         "actor": event.actor,
+        "user": event.user,
         "kind": event.key.kind,
         "namespace": event.key.namespace,
         "name": event.key.name,

@@ -1,6 +1,11 @@
 """What every command shares: the database, the provider configuration, ``--debug``,
 and opening a client on them.
 
+Kinds are the installed providers' and those of the modules ``--import`` names.
+Writes are recorded as by ``--as`` (default the OS user and host) through the field
+manager ``--field-manager`` (default ``reconcile``, the manager every earlier release's
+CLI wrote under: another would leave the labels and annotations those applies own
+without a manager to remove them); ``history`` shows both.
 The database comes from ``--db``, else ``RECONCILE_DB``, else ``./reconcile.db``.
 Provider configuration comes from ``--provider-config FILE`` (a YAML mapping of provider
 name to its config) and ``--root DIR`` (the files provider's roots; without any, each
@@ -17,9 +22,10 @@ from typing import Any
 
 import attrs
 
-from reconcile.api import Client, connect
+from reconcile.api import DEFAULT_MANAGER, Client, connect
 from reconcile.api.admission import Admission
 from reconcile.cli.failing import BadInput, Failure
+from reconcile.cli.importing import import_kinds
 from reconcile.errors import StoreError
 from reconcile.model import KindRegistry, make_converter
 from reconcile.store.urls import parse_sqlite_url
@@ -34,13 +40,23 @@ class Settings:
     db: str = "reconcile.db"
     provider_config: Mapping[str, Mapping[str, Any]] = attrs.Factory(dict)
     debug: bool = False
+    #: The modules ``--import`` (and ``RECONCILE_IMPORT``) name: their kinds join the
+    #: installed ones (:mod:`reconcile.cli.importing`).
+    imports: tuple[str, ...] = ()
+    #: Who the writes are by: ``--as`` (default the OS user and host, ``alice@laptop``).
+    user: str | None = None
+    #: The field manager the writes are recorded under: ``--field-manager`` (None: the
+    #: client's default, ``reconcile``).
+    field_manager: str | None = None
     _kinds: KindRegistry | None = None
 
     @property
     def kinds(self) -> KindRegistry:
-        """The installed kinds (entry points read once per invocation)."""
+        """The installed kinds and the imported modules' (entry points read and modules
+        imported once per invocation, when a command first needs them)."""
         if self._kinds is None:
-            self._kinds = KindRegistry.from_entry_points()
+            registry = KindRegistry.from_entry_points()
+            self._kinds = import_kinds(registry, self.imports) if self.imports else registry
         return self._kinds
 
     def database_path(self) -> Path:
@@ -68,7 +84,12 @@ class Settings:
             try:
                 client = await stack.enter_async_context(
                     connect(
-                        self.db, kinds=self.kinds, provider_config=self.provider_config, read_only=read_only
+                        self.db,
+                        kinds=self.kinds,
+                        provider_config=self.provider_config,
+                        manager=self.field_manager or DEFAULT_MANAGER,
+                        user=self.user,
+                        read_only=read_only,
                     )
                 )
             except StoreError as exc:

@@ -87,6 +87,9 @@ class Event:
     data: Mapping[str, Any] | None = None
     #: What this event changed, relative to the previous snapshot (filled by ``history``).
     changes: tuple[FieldChange, ...] = ()
+    #: Who asked for the write (``alice@laptop``), when its writer said: the CLI's
+    #: ``--as``, by default the OS user and host. ``actor`` is the field manager.
+    user: str | None = None
 
 
 @attrs.frozen

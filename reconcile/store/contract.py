@@ -107,15 +107,28 @@ class WriteResult:
 
 
 class RawEvent:
-    """An event as stored: its revision, time, type, key, uid and actor, the snapshot
-    body after it (None for a note) and its data.
+    """An event as stored: its revision, time, type, key, uid and actor (the field
+    manager that wrote it), the user who asked for it (None unless the writer said), the
+    snapshot body after it (None for a note) and its data.
 
     The body and the data are parsed from their stored JSON text on first access, not
     before: a watcher that already holds the object at this revision (its own write, put
     in its cache) drops the event having parsed nothing. :attr:`has_body` says whether
     there is a body without parsing it."""
 
-    __slots__ = ("_body", "_data", "_data_text", "_text", "actor", "key", "revision", "time", "type", "uid")
+    __slots__ = (
+        "_body",
+        "_data",
+        "_data_text",
+        "_text",
+        "actor",
+        "key",
+        "revision",
+        "time",
+        "type",
+        "uid",
+        "user",
+    )
 
     def __init__(  # noqa: PLR0917 - the columns of a stored event, in their order
         self,
@@ -130,7 +143,9 @@ class RawEvent:
         data_text: str | bytes | None = None,
         body: Body | None = None,
         data: Mapping[str, Any] | None = None,
+        user: str | None = None,
     ) -> None:
+        self.user = user
         self.revision, self.time, self.type, self.key, self.uid, self.actor = (
             revision,
             time,
@@ -165,7 +180,17 @@ class RawEvent:
         return self._data
 
     def _fields(self) -> tuple[Any, ...]:
-        return (self.revision, self.time, self.type, self.key, self.uid, self.actor, self.body, self.data)
+        return (
+            self.revision,
+            self.time,
+            self.type,
+            self.key,
+            self.uid,
+            self.actor,
+            self.user,
+            self.body,
+            self.data,
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RawEvent) and self._fields() == other._fields()
@@ -218,11 +243,16 @@ class EventStore(Protocol):
     async def close(self) -> None:
         """Finish pending writes, end watches and release the database."""
 
-    async def write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
-        """Run ``mutation`` on the current object inside a write transaction, and commit."""
+    async def write(
+        self, key: ObjectKey, mutation: Mutation, *, actor: str, user: str | None = None
+    ) -> WriteResult:
+        """Run ``mutation`` on the current object inside a write transaction, and commit.
+        Its events record ``actor`` (the field manager: a controller's name, the CLI's
+        ``--field-manager``) and ``user``, who asked for it, when the writer knows (the
+        CLI's ``--as``); both come back on :class:`RawEvent`."""
 
     def submit_many(
-        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str, user: str | None = None
     ) -> list[asyncio.Future[WriteResult]]:
         """Queue many writes at once for the next group commits (in order, so of two
         writes of one key the later wins): one future per write, done once that write is
@@ -231,7 +261,7 @@ class EventStore(Protocol):
         watch events are delivered."""
 
     async def write_many(
-        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str, user: str | None = None
     ) -> builtins.list[WriteResult]:
         """Run every write's mutation in order (of two writes of one key, the second sees
         the first) and commit them in one transaction: all are stored or none is. One

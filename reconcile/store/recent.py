@@ -43,6 +43,8 @@ class EventRow(NamedTuple):
     body: str | None
     #: The event data's JSON text, if any.
     data: str | None
+    #: Who asked for the write, when the writer said.
+    user: str | None = None
 
 
 class RecentEvents:
@@ -98,8 +100,8 @@ class RecentEvents:
         if not first <= cursor + 1 <= events[-1].revision + 1:
             return None
         return [
-            RawEvent(revision, at, type_, key, uid, actor, text=text, data_text=data)
-            for revision, at, type_, key, uid, actor, text, data in events[cursor + 1 - first :]
+            RawEvent(revision, at, type_, key, uid, actor, text=text, data_text=data, user=user)
+            for revision, at, type_, key, uid, actor, text, data, user in events[cursor + 1 - first :]
             if matches is None or matches(key)
         ]
 

@@ -60,14 +60,17 @@ T = TypeVar("T")
 _WATCH_PAGE = 1000
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _EVENT_COLUMNS = (
-    "e.revision, e.time, e.type, e.uid, e.actor, e.body, e.data, o.api_group, o.kind, o.namespace, o.name"
+    "e.revision, e.time, e.type, e.uid, e.actor, e.body, e.data, o.api_group, o.kind, o.namespace, o.name, "
+    "e.user"
 )
+#: The same, for a file opened read-only at a schema older than ``events.user``.
+_EVENT_COLUMNS_BEFORE_USER = _EVENT_COLUMNS.replace("e.user", "NULL")
 
 
 def _event(row: tuple[Any, ...]) -> RawEvent:
-    revision, at, type_, uid, actor, body, data, group, kind, namespace, name = row
+    revision, at, type_, uid, actor, body, data, group, kind, namespace, name, user = row
     key = ObjectKey(group, kind, namespace, name)
-    return RawEvent(revision, at, type_, key, uid, actor, text=body, data_text=data)
+    return RawEvent(revision, at, type_, key, uid, actor, text=body, data_text=data, user=user)
 
 
 class SQLiteStore:
@@ -105,6 +108,7 @@ class SQLiteStore:
         self._recent = RecentEvents()
         self._writes = Writer(self.path, clock, self._tail, self._recent)
         self._close_task: asyncio.Task[None] | None = None
+        self._event_columns = _EVENT_COLUMNS
 
     @property
     def url(self) -> str:
@@ -143,6 +147,8 @@ class SQLiteStore:
         try:
             self._reader = await open_read_only(self.path, self._busy_timeout)
             await in_thread(self._reader, schema.check_current, str(self.path))
+            if not await in_thread(self._reader, schema.has_event_user):
+                self._event_columns = _EVENT_COLUMNS_BEFORE_USER
             await self._reader.execute(f"PRAGMA cache_size = -{self.cache_mib * 1024}")
             self._tail.head = await self.revision()
         except sqlite3.Error as exc:
@@ -186,22 +192,24 @@ class SQLiteStore:
 
     # -- writing -----------------------------------------------------------------------
 
-    async def write(self, key: ObjectKey, mutation: Mutation, *, actor: str) -> WriteResult:
+    async def write(
+        self, key: ObjectKey, mutation: Mutation, *, actor: str, user: str | None = None
+    ) -> WriteResult:
         """Queue a write for the next group commit and wait until it is durable."""
         self._check_writable()
-        return await self._writes.submit(key, mutation, actor)
+        return await self._writes.submit(key, mutation, actor, user)
 
     def submit_many(
-        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str, user: str | None = None
     ) -> list[asyncio.Future[WriteResult]]:
         """Queue every write at once for the next group commits (no task per write); one
         future per write, resolved when the commit holding it ends, before the tail
         wakes the watches."""
         self._check_writable()
-        return self._writes.submit_many(writes, actor)
+        return self._writes.submit_many(writes, actor, user)
 
     async def write_many(
-        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str, user: str | None = None
     ) -> builtins.list[WriteResult]:
         """Commit every write in one transaction of its own, all or nothing: the first
         mutation that raises rolls them all back and its exception is raised. It holds
@@ -210,7 +218,7 @@ class SQLiteStore:
         self._check_writable()
         if not writes:
             return []
-        return await self._writes.submit_group(writes, actor)
+        return await self._writes.submit_group(writes, actor, user)
 
     @property
     def _writer_task(self) -> asyncio.Task[None] | None:
@@ -306,7 +314,7 @@ class SQLiteStore:
     async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
         """Every retained event of one object key, oldest first."""
         rows = await self._fetch(
-            f"SELECT {_EVENT_COLUMNS} FROM objects o JOIN events e ON e.object_id = o.id "
+            f"SELECT {self._event_columns} FROM objects o JOIN events e ON e.object_id = o.id "
             "WHERE o.api_group = ? AND o.kind = ? AND o.namespace = ? AND o.name = ? "
             "ORDER BY e.revision",
             (key.api_group, key.kind, key.namespace, key.name),
@@ -362,7 +370,7 @@ class SQLiteStore:
                     continue
             head = await self.revision()
             rows = await self._fetch(
-                f"SELECT {_EVENT_COLUMNS} FROM events e JOIN objects o ON o.id = e.object_id "
+                f"SELECT {self._event_columns} FROM events e JOIN objects o ON o.id = e.object_id "
                 f"WHERE e.revision > ? AND e.revision <= ?{where} ORDER BY e.revision LIMIT ?",
                 [cursor, head, *params, _WATCH_PAGE],
             )

@@ -46,6 +46,7 @@ class PendingWrite:
     key: ObjectKey
     mutation: Mutation
     actor: str
+    user: str | None = None
 
 
 @attrs.define(eq=False)
@@ -160,7 +161,7 @@ def commit_batch(
                     if s.dirty
                 ],
             )
-            conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", events)
+            conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?)", events)
             conn.execute("UPDATE meta SET value = ? WHERE key = 'revision'", (head,))
         conn.execute("COMMIT")
     except BaseException:
@@ -169,8 +170,8 @@ def commit_batch(
         raise
     keys = {slot.id: key for key, slot in slots.items()}
     appended = [
-        EventRow(revision, at, type_, keys[object_id], uid, actor, body, data)
-        for revision, at, object_id, uid, type_, actor, body, data in events
+        EventRow(revision, at, type_, keys[object_id], uid, actor, body, data, user)
+        for revision, at, object_id, uid, type_, actor, body, data, user in events
     ]
     return head, results, appended
 
@@ -244,7 +245,7 @@ def _run_one(
         if isinstance(change, Note):
             if not uid:
                 raise NotFoundError(f"{write.key} not found")
-            pending.append((at, now, slot.id, uid, change.event_type, write.actor, None, data))
+            pending.append((at, now, slot.id, uid, change.event_type, write.actor, None, data, write.user))
             continue
         body = change.body
         if isinstance(change, Put) and change.identity is not None and change.identity != identity:
@@ -252,7 +253,7 @@ def _run_one(
             identity = change.identity
         snapshot = _stamp(body, at)
         uid = str(body.get("metadata", {}).get("uid") or "")
-        pending.append((at, now, slot.id, uid, change.event_type, write.actor, snapshot, data))
+        pending.append((at, now, slot.id, uid, change.event_type, write.actor, snapshot, data, write.user))
         stamped = at
         text = None if isinstance(change, Remove) else snapshot
     events.extend(pending)

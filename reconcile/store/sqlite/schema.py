@@ -29,9 +29,9 @@ from pathlib import Path
 from reconcile.errors import SchemaVersionError, StoreError
 from reconcile.store.sqlite.space import disk_full
 
-__all__ = ["SCHEMA_VERSION", "check_current", "check_file", "prepare"]
+__all__ = ["SCHEMA_VERSION", "check_current", "check_file", "has_event_user", "prepare"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA_V1 = """
@@ -95,11 +95,27 @@ def _add_mark_key(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('mark_key', ?)", (secrets.token_bytes(32),))
 
 
+def _add_event_user(conn: sqlite3.Connection) -> None:
+    """Version 5: ``events.user``, who asked for the write when the writer said so (the
+    CLI's ``--as``, by default the OS user and host); ``actor`` stays the field manager.
+    Events written before it have none. A read-only open of an older file reads NULL in
+    its place (see ``has_event_user``). Idempotent, as the mark key's is."""
+    if not has_event_user(conn):
+        conn.execute("ALTER TABLE events ADD COLUMN user TEXT")
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _add_identity,
     2: _add_store_identity,
     3: _add_mark_key,
+    4: _add_event_user,
 }
+
+
+def has_event_user(conn: sqlite3.Connection) -> bool:
+    """Whether the events table has the ``user`` column (schema version 5 and later): a
+    file opened read-only is not migrated."""
+    return any(row[1] == "user" for row in conn.execute("PRAGMA table_info(events)"))
 
 
 def check_file(path: Path) -> None:

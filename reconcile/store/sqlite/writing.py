@@ -103,17 +103,19 @@ class Writer:
         if self.task.done():
             raise StoreError(f"{self.path}: the writer stopped ({self._failure!r}); reopen the store")
 
-    def submit(self, key: ObjectKey, mutation: Mutation, actor: str) -> asyncio.Future[WriteResult]:
+    def submit(
+        self, key: ObjectKey, mutation: Mutation, actor: str, user: str | None = None
+    ) -> asyncio.Future[WriteResult]:
         """Queue one write; its future."""
         self.check()
         assert self._loop is not None  # started: check() found the task
         future: asyncio.Future[WriteResult] = self._loop.create_future()
-        self._pending.append((PendingWrite(key, mutation, actor), future))
+        self._pending.append((PendingWrite(key, mutation, actor, user), future))
         self._wake.set()
         return future
 
     def submit_many(
-        self, writes: Sequence[tuple[ObjectKey, Mutation]], actor: str
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], actor: str, user: str | None = None
     ) -> list[asyncio.Future[WriteResult]]:
         """Queue every write at once (no task per write); one future per write."""
         self.check()
@@ -122,21 +124,23 @@ class Writer:
         futures: list[asyncio.Future[WriteResult]] = []
         for key, mutation in writes:
             future: asyncio.Future[WriteResult] = loop.create_future()
-            self._pending.append((PendingWrite(key, mutation, actor), future))
+            self._pending.append((PendingWrite(key, mutation, actor, user), future))
             futures.append(future)
         if futures:
             self._wake.set()
         return futures
 
     def submit_group(
-        self, writes: Sequence[tuple[ObjectKey, Mutation]], actor: str
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], actor: str, user: str | None = None
     ) -> asyncio.Future[list[WriteResult]]:
         """Queue writes to commit together, all or nothing; one future for them all (a
         future cancelled before its commit begins stores nothing)."""
         self.check()
         assert self._loop is not None
         future: asyncio.Future[list[WriteResult]] = self._loop.create_future()
-        self._pending.append(_Group([PendingWrite(key, mutation, actor) for key, mutation in writes], future))
+        self._pending.append(
+            _Group([PendingWrite(key, mutation, actor, user) for key, mutation in writes], future)
+        )
         self._wake.set()
         return future
 
