@@ -348,8 +348,11 @@ def test_run_once_interrupted_exits_130(tmp_path: Path, signum: signal.Signals) 
     db = tmp_path / "state.db"
     manifest = tmp_path / "site.yaml"
     manifest.write_text(SITE)
-    (tmp_path / "www" / "index.html").mkdir(parents=True)  # a folder where the file goes
+    # The folder on the way is a symlink: retried with backoff, never settled, so only the
+    # signal ends the run (a permanent failure would let it end by itself, racing it).
     assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "www").symlink_to(tmp_path / "elsewhere")
     run = Cli(db, "run", "--once", "--timeout", "600")
     run.out.wait_for("File default/index")
     assert run.stop(signum) == 130

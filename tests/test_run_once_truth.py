@@ -127,7 +127,11 @@ class TestReadyUnknown:
             assert not runtime.convergence().converged
             cloud._faults.clear()
             await until_async(clock, ready_is(runtime, ConditionStatus.TRUE))
-            assert runtime.convergence().waiting == ()
+
+            async def converged() -> bool:
+                return runtime.convergence().waiting == ()
+
+            await until_async(clock, converged)  # (once the reconcile that wrote it has finished)
 
 
 def ready_is(runtime: Runtime, wanted: ConditionStatus) -> Callable[[], Awaitable[bool]]:
