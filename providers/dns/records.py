@@ -37,6 +37,7 @@ __all__ = [
     "fqdn_text",
     "inside_namespace",
     "parse_record",
+    "possible_cuts",
     "relative_text",
     "spec_wires",
     "zone_name",
@@ -149,6 +150,22 @@ def fqdn_text(zone: str, name: str) -> str:
     if _PLAIN_RELATIVE.fullmatch(name) and _PLAIN_ZONE.fullmatch(zone):
         return f"{name}.{zone}"
     return absolute_name(zone, name).to_text()
+
+
+@functools.lru_cache(maxsize=65536)
+def possible_cuts(zone: str, name: str, rtype: str) -> tuple[dns.name.Name, ...]:
+    """Where a delegation (NS below the apex: a zone cut) would occlude the record set
+    ``name``/``rtype`` of ``zone``: its name and every name between it and the apex (its
+    own name not for an NS record set, which is the delegation itself). Cached: the same
+    objects each time, so an UPDATE writes each once."""
+    origin, owner = zone_name(zone), absolute_name(zone, name)
+    cuts = []
+    while owner != origin and owner.is_subdomain(origin):
+        cuts.append(owner)
+        owner = owner.parent()
+    if rtype.upper() == "NS" and cuts:
+        del cuts[0]
+    return tuple(cuts)
 
 
 def inside_namespace(prefix: str, owner: dns.name.Name) -> bool:
