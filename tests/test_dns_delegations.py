@@ -16,16 +16,18 @@ import dns.rdatatype
 import dns.zone
 import pytest
 from dns_server import ZONE, Bind
-from test_dns import ByHand, by_hand, record_set, stored, token
+from test_dns import ByHand, _condition, by_hand, record_set, running, stored, token
+from test_files_provider import until_async
 
 from providers.dns import RECORD_SET
 from providers.dns.client import DnsClient
 from providers.dns.marks import mark_name_of, signed_in_zone, signed_mark, subject_of
 from providers.dns.wire import OccludedError
-from reconcile import NotOwnedError, Owned
+from reconcile import NotOwnedError, Owned, Runtime
 from reconcile.model.external import bind_store
+from reconcile.testing import FakeClock
 
-__all__ = ["by_hand"]  # (the fixture, imported to be found)
+__all__ = ["by_hand", "running"]  # (the fixtures, imported to be found)
 
 IDENTITY = "0123456789abcdef"
 
@@ -96,6 +98,62 @@ class TestTheDelegationsRecordSet:
         assert mark_name_of("_reconcile", ZONE, "@", "NS").to_text() == f"_reconcile.{ZONE}"
         assert mark_name_of("_reconcile", ZONE, "www", "A").to_text() == f"_reconcile.www.{ZONE}"
         assert mark_name_of("_reconcile", ZONE, "a.b", "NS").to_text() == f"a._reconcile.b.{ZONE}"
+
+
+class TestThroughTheRuntime:
+    """A delegation declared, kept and deleted by the engine."""
+
+    async def test_ready_repaired_and_deleted(
+        self, running: Runtime, by_hand: ByHand, clock: FakeClock
+    ) -> None:
+        """Ready; changed by hand, put back at the next poll (DriftDetected); deleted with
+        its mark."""
+        name = f"engine-{token()}"
+        await running.apply(delegation(name) | {"metadata": {"name": "sub"}})
+        await until_async(clock, _condition(running, "sub", "Ready"))
+        await by_hand.update(lambda m: m.replace(f"{name}.{ZONE}", 300, "NS", "ns9.example.net."))
+        clock.advance(70)
+
+        async def repaired() -> bool:
+            history = await running.client.history("recordset", "sub")
+            return await by_hand.records(name, "NS") == ["ns1.example.net.", "ns2.example.net."] and any(
+                e.type == "UpdateSucceeded" for e in history
+            )
+
+        await until_async(clock, repaired)
+        drift = [e for e in await running.client.history("recordset", "sub") if e.type == "DriftDetected"]
+        assert "-ns9.example.net." in drift[-1].data["message"]
+        await running.client.delete("recordset", "sub")
+
+        async def gone() -> bool:
+            return not (await running.client.list("recordset")).items
+
+        await until_async(clock, gone)
+        assert await by_hand.records(name, "NS") == []
+        assert await by_hand.records(f"{name}._reconcile", "TXT") == []
+
+    async def test_a_delegation_marked_under_its_cut_is_adopted(
+        self, running: Runtime, by_hand: ByHand, clock: FakeClock
+    ) -> None:
+        """A delegation whose mark an earlier version wrote under its cut (unreadable):
+        NotOwned; adopted, it gets a mark beside the cut and is kept."""
+        name = f"old-{token()}"
+        old = "heritage=reconcile,owner=x,type=NS,uid=y,mac=" + "0" * 32
+        await by_hand.update(
+            lambda m: (
+                m.add(f"{name}.{ZONE}", 300, "NS", "ns1.example.net."),
+                m.add(f"_reconcile.{name}.{ZONE}", 300, "TXT", f'"{old}"'),
+            )
+        )
+        await running.apply(delegation(name) | {"metadata": {"name": "old"}})
+        await until_async(clock, _condition(running, "old", "Synced", "NotOwned"))
+        await running.client.patch(
+            "recordset", "old", {"metadata": {"annotations": {"reconcile.dev/adopt": "true"}}}
+        )
+        await until_async(clock, _condition(running, "old", "Ready"))
+        assert await by_hand.records(name, "NS") == ["ns1.example.net.", "ns2.example.net."]
+        [mark] = await by_hand.records(f"{name}._reconcile", "TXT")
+        assert "type=NS" in mark
 
 
 class TestNotOurs:
