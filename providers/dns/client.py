@@ -1,16 +1,23 @@
 """The dns provider's ExternalClient: record sets observed by direct query, changed by
 TSIG-signed UPDATE messages with RFC 2136 prerequisites, confirmed by query.
 
-Ownership: a TXT record at ``<owner_prefix>.<name>`` (``_reconcile.www.example.test.``)
-holds one string per record set of ours at that name, signed with the store's secret
-(:mod:`providers.dns.marks`), the owner being the store's identity (``bind_store``; or the
-config's ``owner_id``); it is written in the same UPDATE as the records, so a record set
-is never ours without its mark, or the reverse. A record set without a mark this store
-signed is never changed or deleted (NotOwned). Which record set is whose is decided by
-the uid of the signed line; :meth:`DnsClient.list_owned` finds this store's marks, by a
-TSIG-signed zone transfer, for ``reconcile orphans``, and trusts only signed ones too. A
-record set inside the ownership namespace is never created, changed or deleted
-(PermanentError): only the client's own marks live there.
+Ownership: a TXT record at ``<owner_prefix>.<name>`` (``_reconcile.www.example.test.``;
+a delegation's beside its cut, ``sub._reconcile.example.test.``: see
+:func:`providers.dns.marks.mark_name_of`) holds one string per record set of ours there,
+signed with the store's secret (:mod:`providers.dns.marks`), the owner being the store's
+identity (``bind_store``; or the config's ``owner_id``); it is written in the same
+UPDATE as the records, so a record set is never ours without its mark, or the reverse. A
+record set without a mark this store signed is never changed or deleted (NotOwned).
+Which record set is whose is decided by the uid of the signed line;
+:meth:`DnsClient.list_owned` finds this store's marks, by a TSIG-signed zone transfer,
+for ``reconcile orphans``, and trusts only signed ones too. A record set inside the
+ownership namespace is never created, changed or deleted (PermanentError): only the
+client's own marks live there.
+
+Delegations: an NS record set below the apex is a zone cut; its NS RRset is read from
+the primary's referral, and anything else at or below a cut is occluded, never served:
+observe fails naming the delegation (:class:`providers.dns.wire.OccludedError`), and a
+create's prerequisites require no NS at or above its name, so nothing is written there.
 
 Concurrency: an update's prerequisites pin the RRset exactly as observed (a create's:
 that there is none), and a delete's pin the ownership TXT RRset as read, so a change
