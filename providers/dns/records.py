@@ -170,9 +170,10 @@ def possible_cuts(zone: str, name: str, rtype: str) -> tuple[dns.name.Name, ...]
 
 def inside_namespace(prefix: str, owner: dns.name.Name) -> bool:
     """Whether ``owner`` lies in the ownership namespace of ``prefix``: one of its labels
-    is the prefix (DNS compares labels without case). Marks live at ``<prefix>.<name>``;
-    a record set there, or below, could hold or shadow one, so nothing but the marks the
-    client writes itself goes there."""
+    is the prefix (DNS compares labels without case). Marks live at ``<prefix>.<name>``
+    (a delegation's at ``<first label>.<prefix>.<rest>``); a record set there, or below,
+    could hold or shadow one, so nothing but the marks the client writes itself goes
+    there."""
     label = prefix.encode().lower()
     return any(part.lower() == label for part in owner.labels)
 
