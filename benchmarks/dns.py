@@ -9,9 +9,10 @@ the engine's own cost.
 
 Phases, on N A record sets in one zone:
 
-1. converge from nothing: the engine creates each (one change: prerequisites "absent"
-   and "no CNAME at the name", the records and the ownership mark) and reads it back (one
-   query); the plain program sends the same change, and parses its names in this phase;
+1. converge from nothing: the engine creates each (one change: prerequisites "absent",
+   "no CNAME at the name" and "no delegation there", the records and the ownership mark)
+   and reads it back (one query); the plain program sends the same change, and parses its
+   names in this phase;
 2. no change: a resync; each record set is observed (two queries: the RRset and the
    ownership TXT), no UPDATE;
 3. repair: 10% changed by hand, then a resync: two queries each, and for the changed ones
@@ -237,11 +238,13 @@ async def plain(bind: Bind, size: int, workers: int, *, lean: bool = False) -> d
 
     # Each edit takes dnspython's UpdateMessage (plain) or the provider's Update (lean).
     def create(message: Any, index: int) -> None:
-        # The engine's change exactly: the RRset absent and no CNAME at the name (the CNAME
-        # rule), the records, and a mark as long as the engine's (a 16-digit store identity,
-        # a uid in the form of a UUID, a MAC of 32 hex digits).
+        # The engine's change exactly: the RRset absent, no CNAME at the name (the CNAME
+        # rule) and no delegation there (NS), the records, and a mark as long as the
+        # engine's (a 16-digit store identity, a uid in the form of a UUID, a MAC of 32 hex
+        # digits).
         message.absent(names[index], "A")
         message.absent(names[index], "CNAME")
+        message.absent(names[index], "NS")
         message.add(names[index], 300, record("A", "192.0.2.1"))
         uid = uuid.UUID(int=index)
         mark = f"heritage=reconcile,owner={OWNER},type=A,uid={uid},mac={MAC}"

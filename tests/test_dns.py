@@ -89,12 +89,15 @@ class ByHand:
         ]
         return sorted(r.to_text() for rrset in found for r in rrset)
 
-    def zone_names(self) -> list[str]:
-        """Every name in the zone (a TSIG-signed AXFR)."""
-        zone = dns.zone.from_xfr(
+    def zone(self) -> dns.zone.Zone:
+        """The whole zone, names relative (a TSIG-signed AXFR)."""
+        return dns.zone.from_xfr(
             dns.query.xfr(self.bind.address, ZONE, port=self.bind.port, keyring=self.key, keyname=KEY_NAME)
         )
-        return [name.to_text() for name in zone.nodes]
+
+    def zone_names(self) -> list[str]:
+        """Every name in the zone, relative (a TSIG-signed AXFR)."""
+        return [name.to_text() for name in self.zone().nodes]
 
 
 @pytest.fixture

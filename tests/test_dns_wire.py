@@ -20,10 +20,11 @@ from dns_echo import Echo, serving
 from providers.dns.config import Server
 from providers.dns.health import FIRST_WAIT, Health, ServerDownError
 from providers.dns.streams import Connections
-from providers.dns.wire import MalformedAnswerError, query, query_message, read_answer
+from providers.dns.wire import MalformedAnswerError, OccludedError, query, query_message, read_answer
 from reconcile.errors import TransientError
 
 NAME = dns.name.from_text("www.example.test.")
+ZONE = dns.name.from_text("example.test.")
 
 
 def _answer_to(request: bytes, *rrsets: dns.rrset.RRset, authoritative: bool = True) -> dns.message.Message:
@@ -309,39 +310,74 @@ class TestQuery:
     """``query``: the RRset, a referral's NS records, a server that is not authoritative."""
 
     @staticmethod
-    def _server(*, authoritative: bool, rcode: dns.rcode.Rcode = dns.rcode.NOERROR) -> Echo:
+    def _server(
+        *,
+        authoritative: bool,
+        rcode: dns.rcode.Rcode = dns.rcode.NOERROR,
+        cut: dns.name.Name | None = None,
+    ) -> Echo:
         def reply(message: bytes) -> bytes:
             request = dns.message.from_wire(message)
             response = _answer_to(message, authoritative=authoritative)
             response.set_rcode(rcode)
             question = request.question[0]
-            if question.rdtype == dns.rdatatype.NS:  # a delegation: the child's NS as a referral
-                response.authority.append(
-                    dns.rrset.from_text(question.name, 600, "IN", "NS", "ns.child.test.")
-                )
-            elif authoritative:
+            if not authoritative:  # a delegation: the child's NS as a referral
+                where = question.name if cut is None else cut
+                response.authority.append(dns.rrset.from_text(where, 600, "IN", "NS", "ns.child.test."))
+            else:
                 response.answer.append(dns.rrset.from_text(question.name, 60, "IN", "A", "192.0.2.5"))
             return response.to_wire()
 
         return Echo(reply)
 
-    @pytest.mark.parametrize(
-        ("authoritative", "rdtype", "expected"),
-        [
+    async def test_the_rrset_and_a_referral(self) -> None:
+        """An authoritative answer's RRset; a delegation's NS records from the authority
+        section of a referral (the parent, the zone's primary, answers them without AA)."""
+        for authoritative, rdtype, expected in (
             (True, "A", (60, ["192.0.2.5"])),  # the answer's RRset
             (False, "NS", (600, ["ns.child.test."])),  # a delegation's NS, from the parent's referral
+        ):
+            async with serving(self._server(authoritative=authoritative)) as echo:
+                connections = Connections()
+                found = await query(connections, echo.where, NAME, rdtype, 5, zone=ZONE)
+                assert found is not None
+                assert (found.ttl, [r.to_text() for r in found.rdatas]) == expected
+                await connections.close()
+
+    @pytest.mark.parametrize(
+        ("rcode", "cut", "zone"),
+        [
+            (dns.rcode.NOERROR, None, None),  # no zone to be a delegation of
+            (dns.rcode.NXDOMAIN, None, ZONE),  # not a referral's rcode
+            (dns.rcode.NOERROR, ZONE, ZONE),  # the apex's NS: the zone is not this server's
+            (dns.rcode.NOERROR, dns.name.from_text("test."), ZONE),  # a cut above the zone
+            (dns.rcode.NOERROR, dns.name.from_text("other.example.test."), ZONE),  # not above the name
         ],
     )
-    async def test_the_rrset_and_a_referral(
-        self, authoritative: bool, rdtype: str, expected: tuple[int, list[str]]
+    async def test_a_referral_of_another_shape_is_not_the_delegation(
+        self, rcode: dns.rcode.Rcode, cut: dns.name.Name | None, zone: dns.name.Name | None
     ) -> None:
-        """An authoritative answer's RRset; a delegation's NS records from the authority
-        section of a referral (the parent answers them without AA)."""
-        async with serving(self._server(authoritative=authoritative)) as echo:
+        """Only NOERROR, no AA and the NS RRset of the name asked for, strictly below the
+        zone's apex, is a delegation's NS RRset; anything else is NOTAUTH."""
+        async with serving(self._server(authoritative=False, rcode=rcode, cut=cut)) as echo:
             connections = Connections()
-            found = await query(connections, echo.where, NAME, rdtype, 5)
-            assert found is not None
-            assert (found.ttl, [r.to_text() for r in found.rdatas]) == expected
+            with pytest.raises(TransientError, match=r"not authoritative for www\.example\.test\."):
+                await query(connections, echo.where, NAME, "NS", 5, zone=zone)
+            await connections.close()
+
+    async def test_below_a_delegation_is_occluded(self) -> None:
+        """A referral to a cut at or above the name asked for (but the NS at the cut): an
+        OccludedError naming the delegation."""
+        cut = dns.name.from_text("sub.example.test.")
+        below = dns.name.from_text("x.sub.example.test.")
+        async with serving(self._server(authoritative=False, cut=cut)) as echo:
+            connections = Connections()
+            with pytest.raises(
+                OccludedError, match=r"^x\.sub\.example\.test\. is below the delegation at sub"
+            ):
+                await query(connections, echo.where, below, "NS", 5, zone=ZONE)
+            with pytest.raises(OccludedError, match=r"^sub\.example\.test\. is at the delegation at sub"):
+                await query(connections, echo.where, cut, "A", 5, zone=ZONE)
             await connections.close()
 
     async def test_not_authoritative_and_refused_are_transient(self) -> None:

@@ -1,16 +1,23 @@
 """The dns provider's ExternalClient: record sets observed by direct query, changed by
 TSIG-signed UPDATE messages with RFC 2136 prerequisites, confirmed by query.
 
-Ownership: a TXT record at ``<owner_prefix>.<name>`` (``_reconcile.www.example.test.``)
-holds one string per record set of ours at that name, signed with the store's secret
-(:mod:`providers.dns.marks`), the owner being the store's identity (``bind_store``; or the
-config's ``owner_id``); it is written in the same UPDATE as the records, so a record set
-is never ours without its mark, or the reverse. A record set without a mark this store
-signed is never changed or deleted (NotOwned). Which record set is whose is decided by
-the uid of the signed line; :meth:`DnsClient.list_owned` finds this store's marks, by a
-TSIG-signed zone transfer, for ``reconcile orphans``, and trusts only signed ones too. A
-record set inside the ownership namespace is never created, changed or deleted
-(PermanentError): only the client's own marks live there.
+Ownership: a TXT record at ``<owner_prefix>.<name>`` (``_reconcile.www.example.test.``;
+a delegation's beside its cut, ``sub._reconcile.example.test.``: see
+:func:`providers.dns.marks.mark_name_of`) holds one string per record set of ours there,
+signed with the store's secret (:mod:`providers.dns.marks`), the owner being the store's
+identity (``bind_store``; or the config's ``owner_id``); it is written in the same
+UPDATE as the records, so a record set is never ours without its mark, or the reverse. A
+record set without a mark this store signed is never changed or deleted (NotOwned).
+Which record set is whose is decided by the uid of the signed line;
+:meth:`DnsClient.list_owned` finds this store's marks, by a TSIG-signed zone transfer,
+for ``reconcile orphans``, and trusts only signed ones too. A record set inside the
+ownership namespace is never created, changed or deleted (PermanentError): only the
+client's own marks live there.
+
+Delegations: an NS record set below the apex is a zone cut; its NS RRset is read from
+the primary's referral, and anything else at or below a cut is occluded, never served:
+observe fails naming the delegation (:class:`providers.dns.wire.OccludedError`), and a
+create's prerequisites require no NS at or above its name, so nothing is written there.
 
 Concurrency: an update's prerequisites pin the RRset exactly as observed (a create's:
 that there is none), and a delete's pin the ownership TXT RRset as read, so a change
@@ -57,6 +64,7 @@ from providers.dns.records import (
     fqdn_text,
     inside_namespace,
     parse_record,
+    possible_cuts,
     spec_wires,
     zone_name,
 )
@@ -129,7 +137,7 @@ class DnsClient:
 
     def _owner_name(self, resource: reconcile.Resource[Any, Any]) -> dns.name.Name:
         spec = resource.spec
-        return mark_name_of(self.config.owner_prefix, spec.zone, spec.name)
+        return mark_name_of(self.config.owner_prefix, spec.zone, spec.name, spec.type)
 
     def _mark(self, resource: reconcile.Resource[Any, Any]) -> dns.rdata.Rdata:
         return txt(self._mark_text(resource))
@@ -190,10 +198,9 @@ class DnsClient:
     async def observe(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
         """Two direct queries: the RRset, and the ownership TXT at its prefixed name."""
         spec = resource.spec
-        server = self._server(spec.zone)
         name = absolute_name(spec.zone, spec.name)
-        answer = await self._query(server, name, spec.type, self.config.timeout)
-        marks = await self._query(server, self._owner_name(resource), "TXT", self.config.timeout)
+        answer = await self._query(spec.zone, name, spec.type)
+        marks = await self._query(spec.zone, self._owner_name(resource), "TXT")
         owner = self._owner_in(resource, marks)
         stale = self._stale_marks(resource, marks) if self._knows_owner else []
         if stale:
@@ -204,15 +211,18 @@ class DnsClient:
 
     async def create(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Created:
         """Add the records and our mark in one UPDATE whose prerequisites are that the
-        RRset does not exist and that the CNAME rule holds (a CNAME needs its name free of
-        other data; other data needs it free of a CNAME). When the RRset exists: ours (an
-        interrupted create) is brought to the spec; anybody else's is NotOwned, untouched.
-        When the CNAME rule fails, a PermanentError says which way."""
+        RRset does not exist, that the CNAME rule holds (a CNAME needs its name free of
+        other data; other data needs it free of a CNAME), and that no delegation occludes
+        the name (no NS at it or above it, below the apex). When the RRset exists: ours
+        (an interrupted create) is brought to the spec; anybody else's is NotOwned,
+        untouched. When the CNAME rule fails, a PermanentError says which way; under a
+        delegation, the OccludedError of the observe that follows says where."""
         self._outside_namespace(resource)
         spec = resource.spec
         name = absolute_name(spec.zone, spec.name)
         wanted = self._wanted(resource)
         owner_name, mark = self._owner_name(resource), self._mark(resource)
+        cuts = possible_cuts(spec.zone, spec.name, spec.type)
 
         def change(message: Update) -> None:
             if spec.type == "CNAME":
@@ -220,6 +230,10 @@ class DnsClient:
             else:
                 message.absent(name, spec.type)
                 message.absent(name, "CNAME")
+            # Records written under a delegation would be served by nobody, and neither
+            # could their mark be read (to observe or delete them): none are written.
+            for cut in cuts:
+                message.absent(cut, "NS")
             message.add(name, spec.ttl, *wanted)
             message.add(owner_name, spec.ttl, mark)
 
@@ -240,9 +254,8 @@ class DnsClient:
         """PermanentError when the create failed on the CNAME rule rather than on an RRset
         of its own type (RFC 1034: a CNAME is alone at its name)."""
         spec = resource.spec
-        server = self._server(spec.zone)
         if spec.type != "CNAME":
-            if await self._query(server, name, "CNAME", self.config.timeout) is not None:
+            if await self._query(spec.zone, name, "CNAME") is not None:
                 msg = f"{name} holds a CNAME: a {spec.type} record set cannot share its name (RFC 1034)"
                 raise PermanentError(msg)
             return
@@ -284,9 +297,9 @@ class DnsClient:
         server = self._server(spec.zone)
         name = absolute_name(spec.zone, spec.name)
         owner_name, mark = self._owner_name(resource), self._mark(resource)
-        marks = await self._query(server, owner_name, "TXT", self.config.timeout)
+        marks = await self._query(spec.zone, owner_name, "TXT")
         if self._owner_in(resource, marks) != resource.metadata.uid:
-            answer = await self._query(server, name, spec.type, self.config.timeout)
+            answer = await self._query(spec.zone, name, spec.type)
             if answer is None:
                 return reconcile.Observation(exists=False)
             msg = f"{name} {spec.type} is not marked as this resource's; it is left alone"
@@ -303,7 +316,7 @@ class DnsClient:
                 message.delete(owner_name, line)
 
         await self._submit(resource, change)
-        if await self._query(server, name, spec.type, self.config.timeout) is not None:
+        if await self._query(spec.zone, name, spec.type) is not None:
             msg = (
                 f"DNS server {server.address}:{server.port} answered NOERROR to the delete of {name} "
                 f"{spec.type}, but the zone still holds it: check the zone's update-policy"
@@ -370,7 +383,7 @@ class DnsClient:
         if inside_namespace(self.config.owner_prefix, name):
             msg = f"{owned.external} is inside the ownership namespace ({self.config.owner_prefix})"
             raise PermanentError(msg)
-        owner_name = mark_name_of(self.config.owner_prefix, zone, absolute)
+        owner_name = mark_name_of(self.config.owner_prefix, zone, absolute, str(detail["type"]))
         mark = txt(str(detail["mark"]))
 
         def change(message: Update) -> None:
@@ -392,10 +405,16 @@ class DnsClient:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    async def _query(self, server: Server, name: dns.name.Name, rdtype: str, seconds: float) -> Answer | None:
+    async def _query(self, zone: str, name: dns.name.Name, rdtype: str) -> Answer | None:
+        """The RRset ``name``/``rdtype`` of ``zone`` as its server holds it (a delegation's
+        NS read from the referral; anything else below a delegation, OccludedError: see
+        :func:`providers.dns.wire.query`)."""
+        server = self._server(zone)
         await self._enter_wire(server)
         try:
-            return await query(self._connections, server, name, rdtype, seconds)
+            return await query(
+                self._connections, server, name, rdtype, self.config.timeout, zone=zone_name(zone)
+            )
         finally:
             self._wire.release()
 
@@ -518,7 +537,7 @@ class DnsClient:
         spec = resource.spec
         server = self._server(spec.zone)
         name = absolute_name(spec.zone, spec.name)
-        answer = await self._query(server, name, spec.type, self.config.timeout)
+        answer = await self._query(spec.zone, name, spec.type)
         # The records as observe reports them, compared first: equal texts are the same
         # records (different ones may still be, a name's case spelled otherwise).
         found = [] if answer is None else self._found(resource, answer)

@@ -157,7 +157,8 @@ class DnsConfig:
         return cls(servers=servers, keys=keys, **options)
 
 
-#: What ``owner_prefix`` may be: one DNS label (the marks live at ``<prefix>.<name>``).
+#: What ``owner_prefix`` may be: one DNS label (the marks live at ``<prefix>.<name>``, a
+#: delegation's at ``<first label>.<prefix>.<rest>``).
 _LABEL = re.compile(r"[A-Za-z0-9_-]{1,63}")
 #: What ``owner_id`` may be: no ``,`` or ``=``, which would be read as another field of a mark.
 _OWNER = re.compile(r"[A-Za-z0-9._:-]{1,64}")

@@ -1,8 +1,13 @@
 """Ownership marks: the TXT records that say which record sets are ours, signed so that
 only this store can make one.
 
-A record set's mark lives at ``<owner_prefix>.<name>`` (``_reconcile.www.example.test.``):
-one string per record set of ours at that name,
+A record set's mark lives at ``<owner_prefix>.<name>`` (``_reconcile.www.example.test.``),
+except a delegation's: an NS record set below the zone's apex is a zone cut, and
+everything below the cut is the child zone's (occluded: the server answers a query for
+it with a referral, and never the TXT), so its mark lives at
+``<first label>.<owner_prefix>.<rest of the name>`` (``sub._reconcile.example.test.``
+for ``sub.example.test.``), beside the cut rather than under it (:func:`mark_name_of`,
+the one place that says where). One string per record set of ours at that name,
 ``heritage=reconcile,owner=<store identity>,type=<TYPE>,uid=<uid>,mac=<32 hex digits>``.
 The text alone proves nothing: the store's identity is in every mark anybody can read,
 and a uid is in every status. ``mac`` is an HMAC-SHA256, truncated to 128 bits, of the
@@ -42,6 +47,7 @@ __all__ = [
     "MAC_BYTES",
     "fields_of",
     "mark_name_of",
+    "marked_by",
     "owner_in",
     "signed_in_zone",
     "signed_mark",
@@ -92,10 +98,30 @@ def verifies(key: bytes, fields: dict[str, str], subject: tuple[str, str]) -> bo
 
 
 @functools.lru_cache(maxsize=65536)
-def mark_name_of(prefix: str, zone: str, name: str) -> dns.name.Name:
-    """Where the ownership mark of the record set ``name`` of ``zone`` lives (cached: the
-    same object every time, as :func:`absolute_name` is, so an UPDATE writes it once)."""
-    return dns.name.Name((prefix.encode(), *absolute_name(zone, name).labels))
+def mark_name_of(prefix: str, zone: str, name: str, rtype: str) -> dns.name.Name:
+    """Where the ownership mark of the record set ``name``/``rtype`` of ``zone`` lives:
+    ``<prefix>.<name>``, or ``<first label>.<prefix>.<rest>`` for a delegation (NS below
+    the apex), whose own name's subtree is occluded (cached: the same object every time,
+    as :func:`absolute_name` is, so an UPDATE writes it once)."""
+    owner = absolute_name(zone, name)
+    if rtype.upper() == "NS" and owner != zone_name(zone):
+        return dns.name.Name((owner.labels[0], prefix.encode(), *owner.labels[1:]))
+    return dns.name.Name((prefix.encode(), *owner.labels))
+
+
+def marked_by(prefix: str, mark: dns.name.Name) -> dns.name.Name | None:
+    """The record set name a mark at ``mark`` may stand for (the inverse of
+    :func:`mark_name_of`: the prefix first, or second for a delegation's); None when
+    ``mark`` is no mark's name. Which type a line there may name is checked with
+    :func:`mark_name_of` (a delegation's line at ``<prefix>.<name>`` is not where its
+    mark lives)."""
+    label = prefix.encode().lower()
+    labels = [part.lower() for part in mark.labels[:2]]
+    if len(mark.labels) >= 2 and labels[0] == label:  # noqa: PLR2004 - a label and the root
+        return dns.name.Name(mark.labels[1:])
+    if len(mark.labels) >= 3 and labels[1] == label:  # noqa: PLR2004 - two labels and the root
+        return dns.name.Name((mark.labels[0], *mark.labels[2:]))
+    return None
 
 
 @functools.lru_cache(maxsize=65536)
@@ -177,19 +203,22 @@ def stale_difference(key: bytes, subject: tuple[str, str], line: dns.rdata.Rdata
 def signed_in_zone(
     key: bytes, copy: dns.zone.Zone, zone: str, prefix: str
 ) -> Iterator[tuple[dns.name.Name, dict[str, str], str]]:
-    """Every mark line in a transferred ``zone`` that ``key`` signed: the record set's
-    name, the line's fields and its text (a line naming this store that it did not sign
-    is not one)."""
-    label = prefix.encode()
+    """Every mark line in a transferred ``zone`` that ``key`` signed, found where the mark
+    of its record set lives (:func:`mark_name_of`: a line elsewhere is one observe never
+    reads): the record set's name, the line's fields and its text (a line naming this
+    store that it did not sign is not one)."""
     for relative, node in copy.nodes.items():
         name = relative.derelativize(copy.origin or dns.name.root)
         rdataset = node.get_rdataset(dns.rdataclass.IN, dns.rdatatype.TXT)
-        if rdataset is None or len(name.labels) < 2 or name.labels[0] != label:  # noqa: PLR2004
+        target = None if rdataset is None else marked_by(prefix, name)
+        if rdataset is None or target is None:
             continue
-        target = dns.name.Name(name.labels[1:])
         subject = (zone, target.canonicalize().to_text())
         for rdata in rdataset:
             text = text_of(rdata)
             fields = fields_of(text)
-            if verifies(key, fields, subject):
+            if (
+                verifies(key, fields, subject)
+                and mark_name_of(prefix, zone, subject[1], fields.get("type", "")) == name
+            ):
                 yield target, fields, text

@@ -37,6 +37,7 @@ __all__ = [
     "fqdn_text",
     "inside_namespace",
     "parse_record",
+    "possible_cuts",
     "relative_text",
     "spec_wires",
     "zone_name",
@@ -151,11 +152,28 @@ def fqdn_text(zone: str, name: str) -> str:
     return absolute_name(zone, name).to_text()
 
 
+@functools.lru_cache(maxsize=65536)
+def possible_cuts(zone: str, name: str, rtype: str) -> tuple[dns.name.Name, ...]:
+    """Where a delegation (NS below the apex: a zone cut) would occlude the record set
+    ``name``/``rtype`` of ``zone``: its name and every name between it and the apex (its
+    own name not for an NS record set, which is the delegation itself). Cached: the same
+    objects each time, so an UPDATE writes each once."""
+    origin, owner = zone_name(zone), absolute_name(zone, name)
+    cuts = []
+    while owner != origin and owner.is_subdomain(origin):
+        cuts.append(owner)
+        owner = owner.parent()
+    if rtype.upper() == "NS" and cuts:
+        del cuts[0]
+    return tuple(cuts)
+
+
 def inside_namespace(prefix: str, owner: dns.name.Name) -> bool:
     """Whether ``owner`` lies in the ownership namespace of ``prefix``: one of its labels
-    is the prefix (DNS compares labels without case). Marks live at ``<prefix>.<name>``;
-    a record set there, or below, could hold or shadow one, so nothing but the marks the
-    client writes itself goes there."""
+    is the prefix (DNS compares labels without case). Marks live at ``<prefix>.<name>``
+    (a delegation's at ``<first label>.<prefix>.<rest>``); a record set there, or below,
+    could hold or shadow one, so nothing but the marks the client writes itself goes
+    there."""
     label = prefix.encode().lower()
     return any(part.lower() == label for part in owner.labels)
 

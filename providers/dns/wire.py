@@ -2,7 +2,11 @@
 UPDATE messages (RFC 2136), with the server's answers turned into the engine's errors.
 
 A query answer must be authoritative (AA): a server that is not authoritative for the
-zone would otherwise hand out a cache's view. Prerequisite failures (YXDOMAIN, YXRRSET,
+zone would otherwise hand out a cache's view. The one exception is a delegation inside
+the zone (an NS record set below the apex: a zone cut): the zone's primary answers a
+query for that NS RRset with a referral (no AA, the RRset in the authority section), and
+that referral is read as the zone's data; anything else at or below the cut is occluded,
+which :class:`OccludedError` says. Prerequisite failures (YXDOMAIN, YXRRSET,
 NXDOMAIN, NXRRSET) are :class:`PrerequisiteFailed`, which the batcher splits and the
 client turns into a ConflictError; a message the server will not apply as a whole
 (REFUSED, SERVFAIL, NOTIMP, FORMERR) is a :class:`MessageFailedError`, which the batcher
@@ -27,6 +31,7 @@ import dns.rcode
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
+import dns.rrset
 import dns.tsig
 import dns.wire
 import dns.xfr
@@ -44,6 +49,7 @@ __all__ = [
     "Connections",
     "MalformedAnswerError",
     "MessageFailedError",
+    "OccludedError",
     "PrerequisiteFailedError",
     "UpdateFailedError",
     "UpdateRefusedError",
@@ -216,10 +222,29 @@ def _read_answer(
     return dns.rcode.Rcode.make(flags & _RCODE), bool(flags & _AA), found
 
 
+class OccludedError(PermanentError):
+    """The name asked for lies at or below a delegation inside the zone (a zone cut: an
+    NS record set below the apex): the server holds no data there that it serves, it
+    refers the asker to the child zone's servers instead."""
+
+
 async def query(
-    connections: Connections, server: Server, name: dns.name.Name, rdtype: str, seconds: float
+    connections: Connections,
+    server: Server,
+    name: dns.name.Name,
+    rdtype: str,
+    seconds: float,
+    *,
+    zone: dns.name.Name | None = None,
 ) -> Answer | None:
-    """The RRset ``name``/``rdtype`` as ``server`` holds it; None when there is none."""
+    """The RRset ``name``/``rdtype`` as ``server`` holds it; None when there is none.
+
+    ``zone``: the zone ``server`` is the primary of and ``name`` is in. A referral from it
+    (NOERROR, no AA, no answer, an NS RRset in the authority section for a name strictly
+    below the apex, at or above ``name``) is a delegation of the zone: its NS RRset is the
+    zone's own data when it is exactly what was asked (NS at the cut), and anything else
+    at or below the cut is occluded (:class:`OccludedError`). Without ``zone``, or in any
+    other shape, an answer without AA is a TransientError (NOTAUTH)."""
     wanted = dns.rdatatype.from_text(rdtype)
     qid = dns.entropy.random_16()
     message = query_message(qid, name, wanted)
@@ -233,19 +258,43 @@ async def query(
         raise TransientError(f"DNS server {where(server)} answered {text} to a query of {name} {rdtype}")
     if authoritative:
         return found
-    if wanted == dns.rdatatype.NS:
-        # A delegation's NS records are answered as a referral (the parent holds them,
-        # the child zone is authoritative for them): found in the authority section.
-        try:
-            referral = dns.message.from_wire(answer)
-        except dns.exception.DNSException as exc:
-            raise TransientError(f"DNS query of {name} {rdtype} to {where(server)} failed: {exc}") from exc
-        for rrset in referral.authority:
-            if rrset.name == name and rrset.rdtype == wanted:
-                return Answer(rrset.ttl, tuple(rrset), rdtype=wanted)
+    cut = None
+    if zone is not None and rcode == dns.rcode.NOERROR and found is None:
+        cut = _delegation(answer, name, zone, server)
+    if cut is not None:
+        if wanted == dns.rdatatype.NS and cut.name == name:
+            # The parent's (this zone's) NS RRset of the delegation, answered as a referral.
+            return Answer(cut.ttl, tuple(cut), rdtype=wanted)
+        position = "at" if cut.name == name else "below"
+        raise OccludedError(
+            f"{name} is {position} the delegation at {cut.name}: occluded (DNS server {where(server)} "
+            f"refers a query for {name} {rdtype} to the delegated zone's servers: at a delegation only "
+            "its NS records, and below it nothing, is this zone's data)"
+        )
     raise TransientError(
         f"DNS server {where(server)} is not authoritative for {name} (NOTAUTH: its answer is not AA)"
     )
+
+
+def _delegation(
+    answer: bytes, name: dns.name.Name, zone: dns.name.Name, server: Server
+) -> dns.rrset.RRset | None:
+    """The NS RRset of the referral ``answer`` when it refers ``name`` to a delegation of
+    ``zone`` (a cut strictly below the apex, at or above ``name``); None otherwise."""
+    try:
+        referral = dns.message.from_wire(answer)
+    except dns.exception.DNSException as exc:
+        raise TransientError(f"DNS query of {name} to {where(server)} failed: {exc}") from exc
+    for rrset in referral.authority:
+        if (
+            rrset.rdtype == dns.rdatatype.NS
+            and rrset.rdclass == dns.rdataclass.IN
+            and rrset.name != zone
+            and rrset.name.is_subdomain(zone)
+            and name.is_subdomain(rrset.name)
+        ):
+            return rrset
+    return None
 
 
 async def send_update(
