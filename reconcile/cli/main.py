@@ -7,7 +7,6 @@ one of reconcile's errors) and ``main`` turns that into lines on stderr and an e
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -18,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
+from reconcile.cli.commands import COMMANDS, LazyGroup
 from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, EXIT_INTERRUPTED, BadInput, Failure, invalid_lines
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError, NotFoundError, ReconcileError, StoreError
@@ -29,6 +28,8 @@ __all__ = ["cli", "main", "run_async"]
 
 def run_async(coroutine: Coroutine[Any, Any, Any]) -> Any:
     """Run a command's coroutine in a fresh event loop."""
+    import asyncio  # noqa: PLC0415 - not for the commands that need no event loop
+
     return asyncio.run(coroutine)
 
 
@@ -37,6 +38,8 @@ def _provider_config(
 ) -> dict[str, dict[str, Any]]:
     config: dict[str, dict[str, Any]] = {}
     if path is not None:
+        import yaml  # noqa: PLC0415 - only with --provider-config (yaml takes 10 ms to import)
+
         try:
             loaded = yaml.safe_load(path.read_text())
         except OSError as exc:
@@ -57,7 +60,11 @@ def _provider_config(
     return config
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.option(
     "--db",
     envvar="RECONCILE_DB",

@@ -13,15 +13,17 @@ import datetime
 import enum
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from reconcile.api import Client
 from reconcile.model import Event
 from reconcile.model.conditions import ConditionStatus
 from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
+
+if TYPE_CHECKING:
+    from reconcile.api import Client
 
 __all__ = [
     "age",

@@ -13,16 +13,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from reconcile.api import Client, connect
-from reconcile.api.admission import Admission
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.errors import StoreError
-from reconcile.model import KindRegistry, make_converter
-from reconcile.store.urls import parse_sqlite_url
+
+if TYPE_CHECKING:
+    from reconcile.api import Client
+    from reconcile.api.admission import Admission
+    from reconcile.model import KindRegistry
 
 __all__ = ["Settings"]
 
@@ -40,11 +41,15 @@ class Settings:
     def kinds(self) -> KindRegistry:
         """The installed kinds (entry points read once per invocation)."""
         if self._kinds is None:
+            from reconcile.model import KindRegistry  # noqa: PLC0415 - the commands that need kinds pay for them
+
             self._kinds = KindRegistry.from_entry_points()
         return self._kinds
 
     def database_path(self) -> Path:
         """The database file the ``--db`` URL or path names."""
+        from reconcile.store.urls import parse_sqlite_url  # noqa: PLC0415 - not the whole store for a path
+
         try:
             path, _ = parse_sqlite_url(self.db)
         except StoreError as exc:
@@ -54,6 +59,9 @@ class Settings:
     def admission(self) -> Admission:
         """Admission for the installed kinds, without opening the store (so bad input is
         refused before the database is even created)."""
+        from reconcile.api.admission import Admission  # noqa: PLC0415 - only the commands that write
+        from reconcile.model import make_converter  # noqa: PLC0415
+
         return Admission(self.kinds, make_converter(), self.provider_config)
 
     @contextlib.asynccontextmanager
@@ -61,6 +69,8 @@ class Settings:
         """A client on the database; ``create`` allows making a new one; ``read_only``
         (the commands that only read) opens it so that a database this user may not write
         can still be read."""
+        from reconcile.api import connect  # noqa: PLC0415 - only the commands that open the store
+
         path = self.database_path()
         if not create and not path.exists():
             raise Failure(f"no database at {path} (apply something first, or give --db / RECONCILE_DB)")
