@@ -55,11 +55,12 @@ def cases(db: Path) -> dict[str, list[str]]:
     }
 
 
-def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds of one run (which must succeed)."""
+def _timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one run (which must succeed). ``cwd`` is not a checkout:
+    ``python -m`` puts the current folder first on the path, ahead of PYTHONPATH."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)  # noqa: S603
+    result = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, check=False)  # noqa: S603
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
@@ -72,17 +73,21 @@ def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
 def measure(folder: Path, size: int, rounds: int, source: Path) -> list[dict[str, object]]:
     """Make the store, then time every case ``rounds`` times, taking turns."""
     env = {**os.environ, "PYTHONPATH": str(source), "NO_COLOR": "1"}
+    # As installed: modules load from .pyc files (the warm-up writes them), not compiled
+    # from source on every start as PYTHONDONTWRITEBYTECODE (set in some CI and
+    # containers) would have it.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     db, manifests = folder / "state.db", folder / "dirs.yaml"
     manifests.write_text(_directories(size))
     setup = [sys.executable, "-m", "reconcile", "--db", str(db), "--root", str(folder / "root")]
-    _timed([*setup, "apply", "-f", str(manifests)], env)
+    _timed([*setup, "apply", "-f", str(manifests)], env, folder)
     commands = cases(db)
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for command in commands.values():  # one warm-up each: the OS's file cache, .pyc files
-        _timed(command, env)
+        _timed(command, env, folder)
     for _ in range(rounds):
         for name, command in commands.items():
-            times[name].append(_timed(command, env))
+            times[name].append(_timed(command, env, folder))
     floor = statistics.median(wall for wall, _ in times["python -c 'import click'"])
     rows: list[dict[str, object]] = []
     for name, samples in times.items():
