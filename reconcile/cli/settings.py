@@ -19,6 +19,7 @@ import attrs
 
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.errors import StoreError
+from reconcile.store.urls import parse_sqlite_url
 
 if TYPE_CHECKING:
     from reconcile.api import Client
@@ -48,8 +49,6 @@ class Settings:
 
     def database_path(self) -> Path:
         """The database file the ``--db`` URL or path names."""
-        from reconcile.store.urls import parse_sqlite_url  # noqa: PLC0415 - not the whole store for a path
-
         try:
             path, _ = parse_sqlite_url(self.db)
         except StoreError as exc:
