@@ -21,6 +21,9 @@ from charts import Bar, bar_chart, figure, line_chart
 
 __all__ = ["SECTIONS", "Comparison", "Section", "section_of"]
 
+TARGET_MS = 150
+"""What a command of the CLI should start and answer within (benchmarks/startup.py)."""
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -357,6 +360,41 @@ def growth_section(data: Mapping[str, Any]) -> Section:
     return section
 
 
+def startup_section(data: Mapping[str, Any]) -> Section:
+    """Each command's start, as a user waits for it, beside a bare click program."""
+    section = Section("startup", "CLI startup")
+    section.parts.append(
+        "<p>Whole processes, wall time: <code>reconcile version</code>, <code>get</code> and "
+        f"<code>history</code> on a store of {data['size']:,} objects, beside "
+        '<code>python -c "import click"</code> (the floor of any click command line) measured '
+        f"in the same run; the target is {TARGET_MS:.0f} ms a command.</p>"
+    )
+    rows = data["rows"]
+    floor = next(row["median_s"] for row in rows if row["phase"] == "python -c 'import click'")
+    comparisons = [
+        Comparison(row["phase"], row["median_s"], floor, "python -c 'import click'", "s")
+        for row in rows
+        if not row["limit"]
+    ]
+    _compared(section, "CLI startup: seconds", "s", comparisons, lower_is_better=True)
+    section.parts.append(
+        _table(
+            ["case", "median s", "min s", "cpu s"],
+            [
+                [row["phase"], figure(row["median_s"]), figure(row["min_s"]), figure(row["cpu_s"])]
+                for row in rows
+            ],
+            {
+                "case": "the command run, or a limit (python -c ...)",
+                "median s": f"median wall seconds of {data['rounds']} runs, the cases taking turns",
+                "min s": "the fastest run",
+                "cpu s": "median user + system seconds of the process",
+            },
+        )
+    )
+    return section
+
+
 def _phases_section(
     benchmark: str, title: str, about: str, plain: str, data: Mapping[str, Any], *, lean: str | None = None
 ) -> Section:
@@ -445,6 +483,7 @@ SECTIONS: dict[str, Callable[[Mapping[str, Any]], Section]] = {
     "store": store_section,
     "files": files_section,
     "growth": growth_section,
+    "startup": startup_section,
     "s3": s3_section,
     "dns": dns_section,
 }

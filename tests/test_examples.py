@@ -128,6 +128,25 @@ def test_growth_benchmark_smoke(tmp_path: Path) -> None:
     assert_report(tmp_path, out, "file per event, with the WAL")
 
 
+def test_startup_benchmark_smoke(tmp_path: Path) -> None:
+    """benchmarks/startup.py times the commands beside python and click, and its report
+    section draws them."""
+    out = tmp_path / "startup.json"
+    result = run(str(ROOT / "benchmarks" / "startup.py"), "--size", "3", "--rounds", "1", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = {row["phase"]: row for row in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {
+        "python -c pass",
+        "python -c 'import click'",
+        "reconcile version",
+        "reconcile get",
+        "reconcile history",
+    }
+    assert all(row["median_s"] > 0 and row["cpu_s"] >= 0 for row in rows.values())
+    assert "reconcile get" in result.stdout
+    assert_report(tmp_path, out, "CLI startup: seconds")
+
+
 def test_the_demo_site_converges_every_time(tmp_path: Path) -> None:
     """apply -f examples/files/ then run --once into an existing, empty root, ten times:
     each converges (the Directories beside the files being created used to fail with

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import reconcile
-from providers.dns.client import DnsClient
 from providers.dns.records import RECORD_SET
 
 __all__ = ["DnsProvider"]
@@ -25,4 +24,6 @@ class DnsProvider:
 
     async def connect(self, config: Mapping[str, Any]) -> reconcile.ExternalClient:
         """A client for the configured servers (checked: InvalidError naming a bad key)."""
+        from providers.dns.client import DnsClient  # noqa: PLC0415 - listing kinds needs no dnspython client
+
         return DnsClient(config)

@@ -6,6 +6,9 @@ presentation format (``"10 mail.example.test."`` for MX) and checked with dnspyt
 own rdata parsers at admission, relative names completed with the zone; a TXT value that
 is not quoted is one string of text, split into 255-byte strings as DNS needs. A CNAME
 holds exactly one record and never sits at the zone's apex.
+
+dnspython is imported where a record set is checked, not with the kind: every command
+that lists the installed kinds (``reconcile version``, ``get``) loads this module.
 """
 
 from __future__ import annotations
@@ -14,17 +17,16 @@ import contextlib
 import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import dns.exception
-import dns.name
-import dns.rdata
-import dns.rdataclass
-import dns.rdatatype
 
 import reconcile
 from reconcile.errors import FieldError
+
+if TYPE_CHECKING:
+    import dns.name
+    import dns.rdata
 
 __all__ = [
     "API_VERSION",
@@ -80,6 +82,8 @@ class RecordSetSpec:
 @functools.lru_cache(maxsize=4096)
 def zone_name(zone: str) -> dns.name.Name:
     """``zone`` as a name (cached: a few zones are asked for by every record set)."""
+    import dns.name  # noqa: PLC0415 - see the module's docstring
+
     return dns.name.from_text(zone)
 
 
@@ -87,6 +91,8 @@ def zone_name(zone: str) -> dns.name.Name:
 def absolute_name(zone: str, name: str) -> dns.name.Name:
     """The absolute owner name ``name`` stands for in ``zone`` (cached: names are
     immutable, and every observe and write asks)."""
+    import dns.name  # noqa: PLC0415 - see the module's docstring
+
     origin = zone_name(zone)
     if name == "@":
         return origin
@@ -114,6 +120,10 @@ def relative_text(zone: str, name: str) -> str:
 def parse_record(rdtype: str, text: str, zone: str) -> dns.rdata.Rdata:
     """One record of ``rdtype`` from its presentation text (SyntaxError-like dnspython
     errors propagate; cached: rdata are immutable)."""
+    import dns.rdata  # noqa: PLC0415 - see the module's docstring
+    import dns.rdataclass  # noqa: PLC0415
+    import dns.rdatatype  # noqa: PLC0415
+
     origin = zone_name(zone)
     if rdtype == "TXT" and not text.startswith('"'):
         raw = text.encode()
@@ -197,6 +207,8 @@ def _quoted(chunk: bytes) -> str:
 def validate_record_set(spec: RecordSetSpec) -> Iterator[FieldError]:
     """Names that fit the zone, a known type, records that parse as that type, and the
     CNAME rules."""
+    import dns.exception  # noqa: PLC0415 - see the module's docstring
+
     zone = _zone_or_none(spec.zone)
     if zone is None:
         yield FieldError("zone", f"{spec.zone!r} is not an absolute DNS name (it ends with a dot)")
@@ -252,6 +264,8 @@ def _too_large(rtype: str, spec: RecordSetSpec) -> Iterator[FieldError]:
     # its strings' length bytes: only a record set near the limit is measured.
     if sum(len(text) * 256 // 255 + len(spec.zone) + 4 for text in spec.records) <= MAX_RRSET:
         return
+    import dns.exception  # noqa: PLC0415 - see the module's docstring
+
     size = 0
     for text in spec.records:
         with contextlib.suppress(dns.exception.DNSException, ValueError):  # (reported per record)
@@ -265,6 +279,8 @@ def _too_large(rtype: str, spec: RecordSetSpec) -> Iterator[FieldError]:
 
 
 def _zone_or_none(zone: str) -> dns.name.Name | None:
+    import dns.exception  # noqa: PLC0415 - see the module's docstring
+
     if not zone.endswith("."):
         return None
     try:

@@ -32,7 +32,6 @@ from reconcile.model.external import (
     MANAGEMENT_POLICIES,
 )
 from reconcile.model.kinds import AdmissionContext, Kind, KindRegistry
-from reconcile.model.manifests import check_depth
 from reconcile.model.meta import ObjectMeta
 from reconcile.model.printing import printable
 from reconcile.model.resource import Resource
@@ -175,6 +174,10 @@ class Admission:
         if not isinstance(manifest, Mapping):
             reason = "expected a mapping with api_version, kind, metadata and spec"
             raise InvalidError([FieldError("", reason)])
+        # Here, not at the top: the manifest reader imports yaml, which the commands that
+        # only read (``reconcile get``) should not pay for.
+        from reconcile.model.manifests import check_depth  # noqa: PLC0415
+
         try:
             check_depth(manifest)
         except ValueError as exc:

@@ -1,36 +1,10 @@
 """The ``reconcile`` command line (click), on top of the runtime and the API.
 
-Importing it registers every command; ``main()`` runs one and returns its exit code.
+``main()`` runs one command and returns its exit code. Each command's module is imported
+when that command runs (see :mod:`reconcile.cli.commands`), so ``reconcile version``
+starts without the runtime ``reconcile run`` needs.
 """
 
-from reconcile.cli import (
-    applying,
-    completing,
-    editing,
-    labelling,
-    maintaining,
-    orphaning,
-    patching,
-    planning,
-    reading,
-    running,
-    waiting,
-)
 from reconcile.cli.main import cli, entry, main
 
-__all__ = [
-    "applying",
-    "cli",
-    "completing",
-    "editing",
-    "entry",
-    "labelling",
-    "main",
-    "maintaining",
-    "orphaning",
-    "patching",
-    "planning",
-    "reading",
-    "running",
-    "waiting",
-]
+__all__ = ["cli", "entry", "main"]

@@ -7,7 +7,6 @@ one of reconcile's errors) and ``main`` turns that into lines on stderr and an e
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import getpass
 import logging
@@ -20,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
+from reconcile.cli.commands import COMMANDS, LazyGroup
 from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, EXIT_INTERRUPTED, BadInput, Failure, invalid_lines
 from reconcile.cli.importing import ENVIRONMENT, imports_from
 from reconcile.cli.settings import Settings
@@ -32,6 +31,8 @@ __all__ = ["cli", "main", "run_async"]
 
 def run_async(coroutine: Coroutine[Any, Any, Any]) -> Any:
     """Run a command's coroutine in a fresh event loop."""
+    import asyncio  # noqa: PLC0415 - not for the commands that need no event loop
+
     return asyncio.run(coroutine)
 
 
@@ -40,6 +41,8 @@ def _provider_config(
 ) -> dict[str, dict[str, Any]]:
     config: dict[str, dict[str, Any]] = {}
     if path is not None:
+        import yaml  # noqa: PLC0415 - only with --provider-config (yaml takes 10 ms to import)
+
         try:
             loaded = yaml.safe_load(path.read_text())
         except OSError as exc:
@@ -89,7 +92,11 @@ def _os_user() -> str:
     return f"{name}@{socket.gethostname()}"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.option(
     "--db",
     envvar="RECONCILE_DB",

@@ -22,7 +22,6 @@ from reconcile.cli.rendering import as_json, table
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError
 from reconcile.model import Kind, KindRegistry
-from reconcile.store.sqlite.schema import SCHEMA_VERSION
 
 __all__: list[str] = []
 
@@ -66,6 +65,8 @@ def providers(output: str) -> None:
 @click.pass_obj
 def version(settings: Settings, output: str) -> None:
     """The version of reconcile, the store's schema version, and the installed providers."""
+    from reconcile.store.sqlite.schema import SCHEMA_VERSION  # noqa: PLC0415 - not the store for the others
+
     info: dict[str, Any] = {
         "reconcile": importlib.metadata.version("reconcile-engine"),
         "schema": SCHEMA_VERSION,

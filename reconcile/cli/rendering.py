@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import datetime
 import enum
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from reconcile.api import Client
 from reconcile.model import Event
 from reconcile.model.conditions import ConditionStatus
 from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
+
+if TYPE_CHECKING:
+    import yaml
+
+    from reconcile.api import Client
 
 __all__ = [
     "age",
@@ -165,30 +168,36 @@ def as_json_line(data: object) -> str:
     return json.dumps(data, sort_keys=True, default=str, separators=(",", ":"))
 
 
-class _Dumper(yaml.SafeDumper):
-    pass
+@functools.cache
+def _dumper() -> type[yaml.SafeDumper]:
+    """The YAML dumper: block style, multi-line strings as ``|`` blocks, enums as their
+    values. Built on first use: yaml is imported only by the commands that print YAML."""
+    import yaml  # noqa: PLC0415
 
+    def multiline(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
-def _multiline(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+    def enum_value(dumper: yaml.SafeDumper, value: enum.Enum) -> yaml.Node:
+        # ConditionStatus and friends are StrEnums: in the stored body (and in -o json)
+        # they are their values; SafeDumper knows only exact built-in types.
+        return multiline(dumper, str(value.value))
 
+    class Dumper(yaml.SafeDumper):
+        pass
 
-def _enum(dumper: yaml.SafeDumper, value: enum.Enum) -> yaml.Node:
-    # ConditionStatus and friends are StrEnums: in the stored body (and in -o json) they
-    # are their values; SafeDumper knows only exact built-in types.
-    return _multiline(dumper, str(value.value))
-
-
-_Dumper.add_representer(str, _multiline)
-_Dumper.add_multi_representer(enum.Enum, _enum)
+    Dumper.add_representer(str, multiline)
+    Dumper.add_multi_representer(enum.Enum, enum_value)
+    return Dumper
 
 
 def as_yaml(data: object, *, many: bool = False) -> str:
     """Block-style YAML (``---``-separated documents with ``many``)."""
+    import yaml  # noqa: PLC0415
+
     if many and isinstance(data, Sequence):
-        return yaml.dump_all(data, Dumper=_Dumper, sort_keys=False, explicit_start=True)
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False)
+        return yaml.dump_all(data, Dumper=_dumper(), sort_keys=False, explicit_start=True)
+    return yaml.dump(data, Dumper=_dumper(), sort_keys=False)
 
 
 def labels_text(labels: Mapping[str, str]) -> str:

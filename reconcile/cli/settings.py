@@ -18,17 +18,19 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from reconcile.api import DEFAULT_MANAGER, Client, connect
-from reconcile.api.admission import Admission
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.importing import import_kinds
 from reconcile.errors import StoreError
-from reconcile.model import KindRegistry, make_converter
 from reconcile.store.urls import parse_sqlite_url
+
+if TYPE_CHECKING:
+    from reconcile.api import Client
+    from reconcile.api.admission import Admission
+    from reconcile.model import KindRegistry
 
 __all__ = ["Settings"]
 
@@ -55,6 +57,8 @@ class Settings:
         """The installed kinds and the imported modules' (entry points read and modules
         imported once per invocation, when a command first needs them)."""
         if self._kinds is None:
+            from reconcile.model import KindRegistry  # noqa: PLC0415 - the commands that need kinds pay for them
+
             registry = KindRegistry.from_entry_points()
             self._kinds = import_kinds(registry, self.imports) if self.imports else registry
         return self._kinds
@@ -70,6 +74,9 @@ class Settings:
     def admission(self) -> Admission:
         """Admission for the installed kinds, without opening the store (so bad input is
         refused before the database is even created)."""
+        from reconcile.api.admission import Admission  # noqa: PLC0415 - only the commands that write
+        from reconcile.model import make_converter  # noqa: PLC0415
+
         return Admission(self.kinds, make_converter(), self.provider_config)
 
     @contextlib.asynccontextmanager
@@ -77,6 +84,8 @@ class Settings:
         """A client on the database; ``create`` allows making a new one; ``read_only``
         (the commands that only read) opens it so that a database this user may not write
         can still be read."""
+        from reconcile.api import DEFAULT_MANAGER, connect  # noqa: PLC0415 - only the commands that open the store
+
         path = self.database_path()
         if not create and not path.exists():
             raise Failure(f"no database at {path} (apply something first, or give --db / RECONCILE_DB)")

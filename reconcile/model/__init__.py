@@ -1,13 +1,53 @@
-"""The model layer: resources, metadata, conditions, events, kinds, manifests, serde."""
+"""The model layer: resources, metadata, conditions, events, kinds, manifests, serde.
 
-from reconcile.model.conditions import Condition, ConditionStatus, Status
-from reconcile.model.events import Bookmark, Event, EventType, FieldChange, diff_objects
-from reconcile.model.kinds import ENTRY_POINT_GROUP, AdmissionContext, Kind, KindRegistry
-from reconcile.model.manifests import Document, load_manifests, read_manifests
-from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey, ObjectMeta, OwnerReference
-from reconcile.model.resource import Resource, api_group_of
-from reconcile.model.selectors import LabelSelector
-from reconcile.model.serde import format_timestamp, make_converter, parse_timestamp, structure_errors
+Its names are imported on first use (PEP 562), as :mod:`reconcile`'s are: listing the
+installed kinds needs neither the manifest reader (yaml) nor the converter (cattrs).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reconcile.model.conditions import Condition, ConditionStatus, Status
+    from reconcile.model.events import Bookmark, Event, EventType, FieldChange, diff_objects
+    from reconcile.model.kinds import ENTRY_POINT_GROUP, AdmissionContext, Kind, KindRegistry
+    from reconcile.model.manifests import Document, load_manifests, read_manifests
+    from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey, ObjectMeta, OwnerReference
+    from reconcile.model.resource import Resource, api_group_of
+    from reconcile.model.selectors import LabelSelector
+    from reconcile.model.serde import format_timestamp, make_converter, parse_timestamp, structure_errors
+
+_HOMES: dict[str, str] = {
+    "AdmissionContext": "reconcile.model.kinds",
+    "Bookmark": "reconcile.model.events",
+    "Condition": "reconcile.model.conditions",
+    "ConditionStatus": "reconcile.model.conditions",
+    "DEFAULT_NAMESPACE": "reconcile.model.meta",
+    "Document": "reconcile.model.manifests",
+    "ENTRY_POINT_GROUP": "reconcile.model.kinds",
+    "Event": "reconcile.model.events",
+    "EventType": "reconcile.model.events",
+    "FieldChange": "reconcile.model.events",
+    "Kind": "reconcile.model.kinds",
+    "KindRegistry": "reconcile.model.kinds",
+    "LabelSelector": "reconcile.model.selectors",
+    "ObjectKey": "reconcile.model.meta",
+    "ObjectMeta": "reconcile.model.meta",
+    "OwnerReference": "reconcile.model.meta",
+    "Resource": "reconcile.model.resource",
+    "Status": "reconcile.model.conditions",
+    "api_group_of": "reconcile.model.resource",
+    "diff_objects": "reconcile.model.events",
+    "format_timestamp": "reconcile.model.serde",
+    "load_manifests": "reconcile.model.manifests",
+    "make_converter": "reconcile.model.serde",
+    "parse_timestamp": "reconcile.model.serde",
+    "read_manifests": "reconcile.model.manifests",
+    "structure_errors": "reconcile.model.serde",
+}
+"""Where each name lives: the module imported on its first use."""
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -37,3 +77,19 @@ __all__ = [
     "read_manifests",
     "structure_errors",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a name's home on first use, and keep it."""
+    home = _HOMES.get(name)
+    if home is None:
+        message = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(message)
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names, loaded or not."""
+    return sorted({*globals(), *__all__})

@@ -2,24 +2,52 @@
 
 Backends implement :class:`~reconcile.store.contract.EventStore`; :func:`open_store`
 picks one from a URL. SQLite is the embedded default.
+
+Its names are imported on first use (PEP 562), as :mod:`reconcile`'s are: a program that
+needs one constant of the store (``reconcile version`` its schema version) does not pay
+for the SQLite backend and asyncio.
 """
 
-from reconcile.store.contract import (
-    ADMISSION_HEADROOM,
-    MAX_OBJECT_BYTES,
-    EventStore,
-    ListPage,
-    Mutation,
-    Note,
-    Put,
-    RawEvent,
-    Remove,
-    StoredObject,
-    VerifyReport,
-    WriteResult,
-)
-from reconcile.store.sqlite.backend import SQLiteStore
-from reconcile.store.urls import open_store
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reconcile.store.contract import (
+        ADMISSION_HEADROOM,
+        MAX_OBJECT_BYTES,
+        EventStore,
+        ListPage,
+        Mutation,
+        Note,
+        Put,
+        RawEvent,
+        Remove,
+        StoredObject,
+        VerifyReport,
+        WriteResult,
+    )
+    from reconcile.store.sqlite.backend import SQLiteStore
+    from reconcile.store.urls import open_store
+
+_HOMES: dict[str, str] = {
+    "ADMISSION_HEADROOM": "reconcile.store.contract",
+    "EventStore": "reconcile.store.contract",
+    "ListPage": "reconcile.store.contract",
+    "MAX_OBJECT_BYTES": "reconcile.store.contract",
+    "Mutation": "reconcile.store.contract",
+    "Note": "reconcile.store.contract",
+    "Put": "reconcile.store.contract",
+    "RawEvent": "reconcile.store.contract",
+    "Remove": "reconcile.store.contract",
+    "SQLiteStore": "reconcile.store.sqlite.backend",
+    "StoredObject": "reconcile.store.contract",
+    "VerifyReport": "reconcile.store.contract",
+    "WriteResult": "reconcile.store.contract",
+    "open_store": "reconcile.store.urls",
+}
+"""Where each name lives: the module imported on its first use."""
 
 __all__ = [
     "ADMISSION_HEADROOM",
@@ -37,3 +65,19 @@ __all__ = [
     "WriteResult",
     "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a name's home on first use, and keep it."""
+    home = _HOMES.get(name)
+    if home is None:
+        message = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(message)
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names, loaded or not."""
+    return sorted({*globals(), *__all__})

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconcile.errors import StoreError
-from reconcile.store.contract import EventStore
-from reconcile.store.sqlite.backend import SQLiteStore
+
+if TYPE_CHECKING:
+    from reconcile.store.contract import EventStore
 
 __all__ = ["open_store", "parse_sqlite_url"]
 
@@ -66,6 +67,9 @@ def parse_sqlite_url(url: str) -> tuple[Path, dict[str, Any]]:
 
 async def open_store(url: str | Path, **options: Any) -> EventStore:
     """Open the store a URL names; keyword options override those in the URL."""
+    # Imported here: reading a URL (the command line's --db) needs no backend.
+    from reconcile.store.sqlite.backend import SQLiteStore  # noqa: PLC0415
+
     path, parsed = parse_sqlite_url(str(url))
     store = SQLiteStore(path, **{**parsed, **options})
     return await store.open()
