@@ -59,14 +59,14 @@ import dns.update  # noqa: E402
 from dns_server import KEY_NAME, ZONE, Bind, bind_server  # noqa: E402
 
 from benchmarks.phases import arguments, best_of, report  # noqa: E402
-from providers.dns import DnsProvider  # noqa: E402
-from providers.dns.client import DnsClient  # noqa: E402
-from providers.dns.config import Server  # noqa: E402
-from providers.dns.streams import Connections  # noqa: E402
-from providers.dns.updates import Update  # noqa: E402
-from providers.dns.wire import Answer, query, send_update  # noqa: E402
 from reconcile import Runtime  # noqa: E402
 from reconcile.controller import Priority  # noqa: E402
+from reconcile_providers.dns import DnsProvider  # noqa: E402
+from reconcile_providers.dns.client import DnsClient  # noqa: E402
+from reconcile_providers.dns.config import Server  # noqa: E402
+from reconcile_providers.dns.streams import Connections  # noqa: E402
+from reconcile_providers.dns.updates import Update  # noqa: E402
+from reconcile_providers.dns.wire import Answer, query, send_update  # noqa: E402
 
 BATCH = 100
 #: The plain program's owner in its marks: as long as a store's identity.

@@ -29,8 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from providers.files import FilesProvider  # noqa: E402
 from reconcile import Runtime  # noqa: E402
+from reconcile_providers.files import FilesProvider  # noqa: E402
 
 PER_FOLDER = 100
 WORKERS = 16

@@ -37,10 +37,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from s3_server import moto_server, reset  # noqa: E402
 
 from benchmarks.phases import arguments, best_of, report  # noqa: E402
-from providers.s3 import S3Provider  # noqa: E402
-from providers.s3.client import S3Client  # noqa: E402
 from reconcile import Runtime  # noqa: E402
 from reconcile.controller import Priority  # noqa: E402
+from reconcile_providers.s3 import S3Provider  # noqa: E402
+from reconcile_providers.s3.client import S3Client  # noqa: E402
 
 REGION = "eu-west-1"
 TAGS = {"team": "web", "tier": "static"}

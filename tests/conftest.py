@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from dns_server import Bind, bind_server
 
-from providers.files import FilesProvider
 from reconcile import Client, KindRegistry, Runtime
 from reconcile.store import EventStore, SQLiteStore
 from reconcile.testing import FakeClock, example_kinds
+from reconcile_providers.files import FilesProvider
 
 BACKENDS = ["sqlite"]
 

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 
-from providers.dns.config import Server
+from reconcile_providers.dns.config import Server
 
 __all__ = ["Echo", "serving"]
 

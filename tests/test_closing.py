@@ -16,10 +16,10 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from providers.files import FilesProvider
 from reconcile import Runtime, StoreError
 from reconcile.store import SQLiteStore
 from reconcile.store.finishing import finish
+from reconcile_providers.files import FilesProvider
 
 ROOT = Path(__file__).parents[1]
 
@@ -92,7 +92,7 @@ class TestCancelledClose:
 
 SCRIPT = """
 import asyncio, sys
-from providers.files import FilesProvider
+from reconcile_providers.files import FilesProvider
 from reconcile import Runtime, StoreError
 
 async def main():

@@ -34,13 +34,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_files_provider import until_async
 
-from providers.dns import RECORD_SET, DnsProvider
-from providers.dns.client import DnsClient
-from providers.dns.records import fqdn_text, parse_record, relative_text
 from reconcile import InvalidError, KindRegistry, ObjectKey, Resource, Runtime, connect
 from reconcile.cli import main as cli_main
 from reconcile.testing import FakeClock, let_run
 from reconcile.testing.conformance import CHECKS, Harness
+from reconcile_providers.dns import RECORD_SET, DnsProvider
+from reconcile_providers.dns.client import DnsClient
+from reconcile_providers.dns.records import fqdn_text, parse_record, relative_text
 
 DEADLINE = 30.0
 
@@ -569,8 +569,8 @@ class TestConverging:
     ) -> None:
         """Read back accepts exactly the records sent with the TTL sent (a name's case
         aside, as DNS compares names) and refuses anything else as a PermanentError."""
-        from providers.dns.wire import Answer  # noqa: PLC0415
         from reconcile import PermanentError  # noqa: PLC0415
+        from reconcile_providers.dns.wire import Answer  # noqa: PLC0415
 
         [obj] = await stored(tmp_path, [record_set(f"mx-{token()}", "MX", ["10 mail"])])
         answer = Answer(ttl, tuple(parse_record("MX", text, ZONE) for text in held))

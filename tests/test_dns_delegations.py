@@ -19,13 +19,13 @@ from dns_server import ZONE, Bind
 from test_dns import ByHand, _condition, by_hand, record_set, running, stored, token
 from test_files_provider import until_async
 
-from providers.dns import RECORD_SET
-from providers.dns.client import DnsClient
-from providers.dns.marks import mark_name_of, signed_in_zone, signed_mark, subject_of
-from providers.dns.wire import OccludedError
 from reconcile import NotOwnedError, Owned, Runtime
 from reconcile.model.external import bind_store
 from reconcile.testing import FakeClock
+from reconcile_providers.dns import RECORD_SET
+from reconcile_providers.dns.client import DnsClient
+from reconcile_providers.dns.marks import mark_name_of, signed_in_zone, signed_mark, subject_of
+from reconcile_providers.dns.wire import OccludedError
 
 __all__ = ["by_hand", "running"]  # (the fixtures, imported to be found)
 

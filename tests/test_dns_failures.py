@@ -20,10 +20,10 @@ from dns_server import Bind, bind_server
 from test_dns import ByHand, _condition, by_hand, record_set, running, stored, token
 from test_files_provider import until_async
 
-from providers.dns import DnsProvider
-from providers.dns.client import DnsClient
 from reconcile import PermanentError, Runtime
 from reconcile.testing import FakeClock
+from reconcile_providers.dns import DnsProvider
+from reconcile_providers.dns.client import DnsClient
 
 __all__ = ["by_hand", "running"]  # (fixtures, imported to be found)
 
@@ -117,7 +117,7 @@ class TestAFrozenServer:
         message ahead, and its own), Synced naming the server that stopped answering,
         which is logged once; after SIGCONT every one converges."""
         count, timeout = 300, 1.0
-        caplog.set_level(logging.WARNING, logger="providers.dns")
+        caplog.set_level(logging.WARNING, logger="reconcile_providers.dns")
         with bind_server() as bind:
             monkeypatch.setenv("TSIG_SECRET", bind.secret)
             runtime = Runtime(

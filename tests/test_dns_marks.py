@@ -16,11 +16,11 @@ from dns_server import ZONE, Bind
 from test_dns import DEADLINE, ByHand, by_hand, record_set, stored, token
 from test_files_provider import until_async
 
-from providers.dns import RECORD_SET, DnsProvider
-from providers.dns.client import DnsClient
 from reconcile import InvalidError, KindRegistry, PermanentError, Runtime, connect
 from reconcile.model.external import bind_store
 from reconcile.testing import FakeClock
+from reconcile_providers.dns import RECORD_SET, DnsProvider
+from reconcile_providers.dns.client import DnsClient
 
 __all__ = ["by_hand"]  # (the fixture, imported to be found)
 

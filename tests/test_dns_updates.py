@@ -1,4 +1,4 @@
-"""UPDATE messages as the dns provider writes them (``providers.dns.updates``): each call
+"""UPDATE messages as the dns provider writes them (``reconcile_providers.dns.updates``): each call
 the same RRs dnspython's ``UpdateMessage`` sends, read back by dnspython's own parser with
 the signature verified; prerequisites once; names compressed against the zone; sending
 one over the kept-open streams and the server's answers turned into errors; and the
@@ -26,11 +26,16 @@ from helpers import settle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from providers.dns.batching import Batcher
-from providers.dns.streams import Connections
-from providers.dns.updates import Update
-from providers.dns.wire import PrerequisiteFailedError, UpdateRefusedError, query_message, send_update
 from reconcile.errors import PermanentError, TransientError
+from reconcile_providers.dns.batching import Batcher
+from reconcile_providers.dns.streams import Connections
+from reconcile_providers.dns.updates import Update
+from reconcile_providers.dns.wire import (
+    PrerequisiteFailedError,
+    UpdateRefusedError,
+    query_message,
+    send_update,
+)
 
 ZONE = dns.name.from_text("example.test.")
 KEY = dns.tsig.Key("reconciler-key.", "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0", dns.tsig.HMAC_SHA256)

@@ -17,11 +17,17 @@ import dns.rrset
 import pytest
 from dns_echo import Echo, serving
 
-from providers.dns.config import Server
-from providers.dns.health import FIRST_WAIT, Health, ServerDownError
-from providers.dns.streams import Connections
-from providers.dns.wire import MalformedAnswerError, OccludedError, query, query_message, read_answer
 from reconcile.errors import TransientError
+from reconcile_providers.dns.config import Server
+from reconcile_providers.dns.health import FIRST_WAIT, Health, ServerDownError
+from reconcile_providers.dns.streams import Connections
+from reconcile_providers.dns.wire import (
+    MalformedAnswerError,
+    OccludedError,
+    query,
+    query_message,
+    read_answer,
+)
 
 NAME = dns.name.from_text("www.example.test.")
 ZONE = dns.name.from_text("example.test.")

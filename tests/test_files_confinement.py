@@ -23,13 +23,13 @@ from helpers import DEADLINE
 from hypothesis import strategies as st
 from test_files_provider import until_async
 
-from providers.files import DirectorySpec, FileSpec, FilesProvider
-from providers.files.client import FilesClient
-from providers.files.operations import read_file
-from providers.files.walking import RENAME_EXCHANGE, rename_at
 from reconcile import InvalidError, ObjectMeta, PermanentError, Resource, Runtime, connect
 from reconcile.errors import NotOwnedError, ReconcileError, TransientError
 from reconcile.testing import FakeClock, let_run
+from reconcile_providers.files import DirectorySpec, FileSpec, FilesProvider
+from reconcile_providers.files.client import FilesClient
+from reconcile_providers.files.operations import read_file
+from reconcile_providers.files.walking import RENAME_EXCHANGE, rename_at
 
 API = "files.reconcile.dev/v1"
 CANARY = "canary-of-a-0600-file"

@@ -19,17 +19,17 @@ from typing import Any
 import pytest
 from test_files_provider import directory_manifest, until_async
 
-from providers.files import operations, walking
-from providers.files.client import FilesClient
-from providers.files.kinds import FileSpec
-from providers.files.marking import PARENT, read_mark, write_mark
-from providers.files.operations import write_file
-from providers.files.sweeping import TEMPORARY, sweep
 from reconcile import NotFoundError, NotOwnedError, ObjectMeta, Resource, TransientError
+from reconcile_providers.files import operations, walking
+from reconcile_providers.files.client import FilesClient
+from reconcile_providers.files.kinds import FileSpec
+from reconcile_providers.files.marking import PARENT, read_mark, write_mark
+from reconcile_providers.files.operations import write_file
+from reconcile_providers.files.sweeping import TEMPORARY, sweep
 
 CRASHING_WRITER = """
 import os, sys
-from providers.files.walking import make_temporary_file
+from reconcile_providers.files.walking import make_temporary_file
 folder = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
 with make_temporary_file(folder, "f.bin", sys.argv[2]) as (handle, temporary):
     os.write(handle, b"half")

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from helpers import DEADLINE
 
-from providers.files import FilesProvider
-from providers.files.client import FilesClient
-from providers.files.marking import PARENT, read_mark, write_mark
 from reconcile import InvalidError, KindRegistry, Resource, connect
 from reconcile.controller.planning import plan
 from reconcile.testing import FakeClock, let_run
 from reconcile.testing.conformance import CHECKS, Harness
+from reconcile_providers.files import FilesProvider
+from reconcile_providers.files.client import FilesClient
+from reconcile_providers.files.marking import PARENT, read_mark, write_mark
 
 API = "files.reconcile.dev/v1"
 

@@ -32,8 +32,11 @@ def lint(tree: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """A copy of the packages and the contracts."""
-    for package in ("reconcile", "providers"):
-        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    for package, where in (
+        ("reconcile", "reconcile"),
+        ("reconcile_providers", "providers/reconcile_providers"),
+    ):
+        shutil.copytree(ROOT / where, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
 
@@ -64,17 +67,17 @@ def test_the_copy_keeps_the_contracts(tree: Path) -> None:
         ("reconcile/runtime/health.py", "import reconcile.testing", "Layers point downward only"),
         ("reconcile/controller/clocks.py", "import reconcile.typing", "Layers point downward only"),
         (
-            "providers/files/client.py",
+            "reconcile_providers/files/client.py",
             "import reconcile.runtime.running",
             "Providers use only reconcile's public API",
         ),
         (
-            "providers/files/client.py",
+            "reconcile_providers/files/client.py",
             "import reconcile.cli.main",
             "Providers use only reconcile's public API",
         ),
         (
-            "providers/files/client.py",
+            "reconcile_providers/files/client.py",
             "import reconcile.store.contract",
             "Providers use only reconcile's public API",
         ),

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from test_s3 import s3, s3_url  # noqa: F401 - s3, s3_url: fixtures
 
-from providers.dns import DnsProvider
-from providers.files import FilesProvider
-from providers.s3 import S3Provider
 from reconcile import InvalidError, Runtime, connect
+from reconcile_providers.dns import DnsProvider
+from reconcile_providers.files import FilesProvider
+from reconcile_providers.s3 import S3Provider
 
 ROOT = Path(__file__).parents[1]
 #: Seconds a refused config may take to be said (a start, not a --timeout).

@@ -21,11 +21,11 @@ from helpers import run_benchmark
 from s3_server import moto_server, reset
 from test_files_provider import until, until_async
 
-from providers.s3 import BUCKET, S3Provider
-from providers.s3.objects import OWNER_METADATA
 from reconcile import InvalidError, KindRegistry, NotFoundError, ObjectKey, Resource, Runtime, connect
 from reconcile.testing import FakeClock
 from reconcile.testing.conformance import CHECKS, Harness
+from reconcile_providers.s3 import BUCKET, S3Provider
+from reconcile_providers.s3.objects import OWNER_METADATA
 
 SECRET = "s3cr3t-never-in-the-log-9f2c"  # noqa: S105 - a fake key, to grep for
 DEADLINE = 30.0
@@ -179,7 +179,7 @@ class TestAdmission:
     )
     def test_names_near_a_rule_are_accepted(self, name: str) -> None:
         """A name that only looks like a reserved one (five numbers, one hyphen short) is valid."""
-        from providers.s3.naming import bucket_name_errors  # noqa: PLC0415
+        from reconcile_providers.s3.naming import bucket_name_errors  # noqa: PLC0415
 
         assert bucket_name_errors(name) == []
 
@@ -196,7 +196,7 @@ class TestAdmission:
 
     def test_credentials_in_the_provider_config_are_refused(self) -> None:
         """A secret in a shared config file is an error naming the key, not echoing it."""
-        from providers.s3.config import S3Config  # noqa: PLC0415
+        from reconcile_providers.s3.config import S3Config  # noqa: PLC0415
 
         with pytest.raises(InvalidError) as caught:
             S3Config.from_mapping({"aws_secret_access_key": SECRET, "colour": "red"})
@@ -723,7 +723,7 @@ class TestFailures:
         """CreateBucket answered SlowDown (503) once: retried, one bucket, Ready."""
         from botocore.exceptions import ClientError  # noqa: PLC0415
 
-        from providers.s3.client import S3Client  # noqa: PLC0415
+        from reconcile_providers.s3.client import S3Client  # noqa: PLC0415
 
         answered: list[str] = []
 
@@ -809,7 +809,7 @@ class TestObjects:
     )
     async def test_refused(self, tmp_path: Path, spec: dict[str, Any], message: str) -> None:
         """Each bad Object: InvalidError with the field path, nothing stored."""
-        from providers.s3 import OBJECT  # noqa: PLC0415
+        from reconcile_providers.s3 import OBJECT  # noqa: PLC0415
 
         manifest = s3_object("o", "site", "index.html")
         manifest["spec"] = {**manifest["spec"], **spec}
@@ -868,7 +868,7 @@ class TestObjects:
         """Under SSE-KMS (and SSE-C) S3's ETag is not the MD5 of the bytes: the SHA-256
         stored with the upload is what observe compares, so such an object is up to date,
         and one whose bytes differ is not."""
-        from providers.s3.client import S3Client  # noqa: PLC0415
+        from reconcile_providers.s3.client import S3Client  # noqa: PLC0415
 
         await running.apply(bucket("kms-site"))
         await running.apply(s3_object("page", "kms-site", "index.html", content="<h1>hi</h1>\n"))

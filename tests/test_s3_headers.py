@@ -15,11 +15,11 @@ import pytest
 from test_files_provider import until_async
 from test_s3 import DEADLINE, bucket, s3, s3_object, s3_url  # noqa: F401 - s3, s3_url: fixtures
 
-from providers.s3 import BUCKET, OBJECT, S3Provider
-from providers.s3.failing import s3_errors
 from reconcile import InvalidError, Kind, KindRegistry, PermanentError, Runtime, connect
 from reconcile.cli import running
 from reconcile.testing import FakeClock
+from reconcile_providers.s3 import BUCKET, OBJECT, S3Provider
+from reconcile_providers.s3.failing import s3_errors
 
 UNSENDABLE = [
     ({"content_type": "text/plain\r\nX-Evil: 1"}, "spec.content_type: holds a control character, '\\r'"),

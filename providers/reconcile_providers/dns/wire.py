@@ -37,12 +37,12 @@ import dns.wire
 import dns.xfr
 import dns.zone
 
-from providers.dns.config import Server
-from providers.dns.streams import Connections, where
 from reconcile.errors import PermanentError, ReconcileError, TransientError
+from reconcile_providers.dns.config import Server
+from reconcile_providers.dns.streams import Connections, where
 
 if TYPE_CHECKING:  # (updates.py writes its messages with this module's layout)
-    from providers.dns.updates import Update
+    from reconcile_providers.dns.updates import Update
 
 __all__ = [
     "Answer",
@@ -142,7 +142,7 @@ class Answer:
 
 
 # The message layout (RFC 1035 section 4.1), for queries here and UPDATE messages in
-# providers.dns.updates (whose zone section is a question's layout).
+# reconcile_providers.dns.updates (whose zone section is a question's layout).
 HEADER = struct.Struct("!HHHHHH")  # id, flags, and the four section counts
 QUESTION_TAIL = struct.Struct("!HH")  # type, class
 RR_TAIL = struct.Struct("!HHIH")  # type, class, ttl, rdata length

@@ -2,13 +2,13 @@
 time, each message framed by its two-byte length.
 
 Messages go as bytes on plain asyncio streams, with one deadline per exchange
-(``asyncio.timeout``): queries built and read by :mod:`providers.dns.wire`, UPDATE
-messages written by :mod:`providers.dns.updates` and signed with dnspython's TSIG.
+(``asyncio.timeout``): queries built and read by :mod:`reconcile_providers.dns.wire`, UPDATE
+messages written by :mod:`reconcile_providers.dns.updates` and signed with dnspython's TSIG.
 dnspython's own TCP path waits on every read and write separately, each wait a task of
 its own: three times the CPU per message, and a poll of a thousand record sets is two
 thousand queries.
 
-Which servers answer is :mod:`providers.dns.health`'s: an exchange with a server known to
+Which servers answer is :mod:`reconcile_providers.dns.health`'s: an exchange with a server known to
 have stopped answering fails at once, and the first that gets no answer marks it so.
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from providers.dns.config import Server
-from providers.dns.health import Health, where
+from reconcile_providers.dns.config import Server
+from reconcile_providers.dns.health import Health, where
 
 __all__ = ["Connections", "where"]
 

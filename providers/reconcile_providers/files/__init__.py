@@ -5,8 +5,8 @@ Registered as the ``files`` entry point of the ``reconcile.providers`` group; it
 only reconcile's public API, as a third-party provider would.
 """
 
-from providers.files.kinds import API_VERSION, DIRECTORY, FILE, DirectorySpec, FileSpec
-from providers.files.provider import FilesProvider
+from reconcile_providers.files.kinds import API_VERSION, DIRECTORY, FILE, DirectorySpec, FileSpec
+from reconcile_providers.files.provider import FilesProvider
 
 __all__ = ["API_VERSION", "DIRECTORY", "FILE", "DirectorySpec", "FileSpec", "FilesProvider", "provider"]
 

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 import attrs
 
 import reconcile
-from providers.files.confinement import confine, inside, real_roots
-from providers.files.sourcing import SourceError, fingerprint, read_source
 from reconcile.errors import FieldError, InvalidError
+from reconcile_providers.files.confinement import confine, inside, real_roots
+from reconcile_providers.files.sourcing import SourceError, fingerprint, read_source
 
 __all__ = [
     "API_VERSION",
@@ -57,7 +57,7 @@ class FileSpec:
     should exist. ``sensitive`` keeps the content out of the event log. ``root``,
     ``source_root`` and ``source_digest`` are filled in at admission: the root the path
     was confined to, the source root the source was read from, and what the source held
-    then (see :mod:`providers.files.sourcing`)."""
+    then (see :mod:`reconcile_providers.files.sourcing`)."""
 
     path: str = _field("Where the file goes: relative to the first root, or absolute in one.")
     content: str | None = _field("The file's text (UTF-8).", default=None)

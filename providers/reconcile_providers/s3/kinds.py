@@ -14,9 +14,9 @@ from typing import Any
 import attrs
 
 import reconcile
-from providers.s3.naming import bucket_name_errors
 from reconcile import doc_field
 from reconcile.errors import FieldError, NotOwnedError
+from reconcile_providers.s3.naming import bucket_name_errors
 
 __all__ = [
     "API_VERSION",

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import reconcile
-from providers.files.configuring import check_config
-from providers.files.kinds import KINDS
+from reconcile_providers.files.configuring import check_config
+from reconcile_providers.files.kinds import KINDS
 
 __all__ = ["FilesProvider"]
 
@@ -34,7 +34,7 @@ class FilesProvider:
     async def connect(self, config: Mapping[str, Any]) -> reconcile.ExternalClient:
         """A client confined to ``config["roots"]`` when given (checked: InvalidError
         naming a bad key)."""
-        from providers.files.client import FilesClient  # noqa: PLC0415 - listing kinds needs no client
+        from reconcile_providers.files.client import FilesClient  # noqa: PLC0415 - listing kinds needs no client
 
         check_config(config)
         return FilesClient(config)

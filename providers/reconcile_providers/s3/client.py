@@ -12,12 +12,13 @@ from typing import Any
 import attrs
 
 import reconcile
-from providers.s3.config import S3Config
-from providers.s3.failing import code_of, read_or_none, s3_errors
-from providers.s3.kinds import OWNER_TAG, ensure_ours
-from providers.s3.policies import same_policy
-from providers.s3.putting import delete_object, observe_object, put_object, update_object
-from providers.s3.rules import (
+from reconcile.errors import TransientError
+from reconcile_providers.s3.config import S3Config
+from reconcile_providers.s3.failing import code_of, read_or_none, s3_errors
+from reconcile_providers.s3.kinds import OWNER_TAG, ensure_ours
+from reconcile_providers.s3.policies import same_policy
+from reconcile_providers.s3.putting import delete_object, observe_object, put_object, update_object
+from reconcile_providers.s3.rules import (
     cors_from_s3,
     cors_to_s3,
     lifecycle_from_s3,
@@ -25,7 +26,6 @@ from providers.s3.rules import (
     normal_cors,
     normal_lifecycle,
 )
-from reconcile.errors import TransientError
 
 __all__ = ["S3Client"]
 

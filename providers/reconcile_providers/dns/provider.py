@@ -1,5 +1,5 @@
 """The dns provider: its name, its kind, and ``connect(config)`` (see
-:mod:`providers.dns.config` for the configuration)."""
+:mod:`reconcile_providers.dns.config` for the configuration)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import reconcile
-from providers.dns.records import RECORD_SET
+from reconcile_providers.dns.records import RECORD_SET
 
 __all__ = ["DnsProvider"]
 
@@ -24,6 +24,6 @@ class DnsProvider:
 
     async def connect(self, config: Mapping[str, Any]) -> reconcile.ExternalClient:
         """A client for the configured servers (checked: InvalidError naming a bad key)."""
-        from providers.dns.client import DnsClient  # noqa: PLC0415 - listing kinds needs no dnspython client
+        from reconcile_providers.dns.client import DnsClient  # noqa: PLC0415 - listing kinds needs no dnspython client
 
         return DnsClient(config)

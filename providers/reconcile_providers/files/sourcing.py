@@ -6,7 +6,7 @@ author could not read:
 
 * **Confined to source roots**: the folders given as ``source_roots`` in the provider
   config (``reconcile --source-root DIR``), by default the manifest's own folder. The
-  file is reached by :func:`~providers.files.walking.descend` from its source root, so a
+  file is reached by :func:`~reconcile_providers.files.walking.descend` from its source root, so a
   symlink anywhere on the way, planted before or after admission, is refused.
 * **Regular files only**: a FIFO, a device, a socket, or a file of a pseudo filesystem
   (``/proc``, ``/sys``: ``/proc/self/environ`` looks like a regular file) is refused.
@@ -22,8 +22,8 @@ from __future__ import annotations
 import hashlib
 import os
 
-from providers.files.walking import open_existing
 from reconcile.errors import PermanentError, TransientError
+from reconcile_providers.files.walking import open_existing
 
 __all__ = ["PSEUDO_FILESYSTEMS", "SourceError", "fingerprint", "read_source"]
 

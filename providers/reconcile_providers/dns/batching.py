@@ -27,9 +27,9 @@ import collections
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from providers.dns.updates import MAX_MESSAGE, TSIG_RESERVE, Update
-from providers.dns.wire import MessageFailedError, PrerequisiteFailedError
 from reconcile.errors import PermanentError, TransientError
+from reconcile_providers.dns.updates import MAX_MESSAGE, TSIG_RESERVE, Update
+from reconcile_providers.dns.wire import MessageFailedError, PrerequisiteFailedError
 
 __all__ = ["Batcher", "Change"]
 

@@ -24,7 +24,7 @@ removes the old line.
 
 Nothing but marks is written inside the ownership namespace: a name with a label equal
 to the prefix is refused at admission and by the client (see
-:func:`providers.dns.records.inside_namespace`).
+:func:`reconcile_providers.dns.records.inside_namespace`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import dns.rdatatype
 import dns.rdtypes.ANY.TXT
 import dns.zone
 
-from providers.dns.records import absolute_name, zone_name
+from reconcile_providers.dns.records import absolute_name, zone_name
 
 __all__ = [
     "MAC_BYTES",

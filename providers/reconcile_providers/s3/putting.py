@@ -1,4 +1,4 @@
-"""Observe, write and delete one ``Object`` (see :mod:`providers.s3.objects`)."""
+"""Observe, write and delete one ``Object`` (see :mod:`reconcile_providers.s3.objects`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,17 @@ import urllib.parse
 from typing import Any
 
 import reconcile
-from providers.s3.failing import code_of, read_or_none, s3_errors
-from providers.s3.kinds import ensure_ours
-from providers.s3.objects import DIGEST_METADATA, OWNER_METADATA, body_of, content_type_of, digest_of, etag_of
 from reconcile.errors import TransientError
+from reconcile_providers.s3.failing import code_of, read_or_none, s3_errors
+from reconcile_providers.s3.kinds import ensure_ours
+from reconcile_providers.s3.objects import (
+    DIGEST_METADATA,
+    OWNER_METADATA,
+    body_of,
+    content_type_of,
+    digest_of,
+    etag_of,
+)
 
 __all__ = ["delete_object", "identity_of", "observe_object", "put_object", "update_object"]
 

@@ -24,12 +24,12 @@ from collections.abc import Callable
 
 import attrs
 
-from providers.dns.config import Server
 from reconcile.errors import TransientError
+from reconcile_providers.dns.config import Server
 
 __all__ = ["FIRST_WAIT", "Health", "ServerDownError"]
 
-LOG = logging.getLogger("providers.dns")
+LOG = logging.getLogger("reconcile_providers.dns")
 
 #: Seconds before a server that stopped answering is tried again, the first time.
 FIRST_WAIT = 1.0

@@ -22,8 +22,8 @@ import os
 import re
 import stat
 
-from providers.files.marking import read_mark
-from providers.files.walking import DIRECTORY_FLAGS, FILE_FLAGS, entry_stat
+from reconcile_providers.files.marking import read_mark
+from reconcile_providers.files.walking import DIRECTORY_FLAGS, FILE_FLAGS, entry_stat
 
 __all__ = ["TEMPORARY", "sweep"]
 

@@ -8,7 +8,7 @@ Two checks, with the same rule:
   reason. The admitted spec carries the absolute path and the root that contains it, so
   the stored object means the same thing to every process.
 * at **every read and write** (:func:`check_still_confined`, then
-  :mod:`providers.files.walking`): the root must be one this process may use, and the
+  :mod:`reconcile_providers.files.walking`): the root must be one this process may use, and the
   entry is reached from the root by directory descriptors following no symlink, so a
   symlink planted after admission (even mid-write) carries nothing in or out. A root
   or path outside its roots fails the reconcile with a PermanentError; a symlink found
@@ -107,7 +107,7 @@ def confine(path: str, root: str | None, allowed: Sequence[str] | None) -> tuple
 def check_still_confined(path: str, root: str, allowed: Sequence[str] | None) -> None:
     """Refuse (PermanentError) a stored path outside its root, and a root outside the
     roots this process was given; what changed on disk since admission is the walk's
-    business (:mod:`providers.files.walking`)."""
+    business (:mod:`reconcile_providers.files.walking`)."""
     if allowed is not None and not any(inside(root, a) for a in allowed):
         raise PermanentError(f"{path}: its root {root} is outside the roots this runner may write")
     if not inside(os.path.normpath(path), root) or path == root:

@@ -6,9 +6,9 @@ reconcile's public API, as a third-party provider would. aiobotocore is imported
 provider first connects, not when it is discovered.
 """
 
-from providers.s3.kinds import API_VERSION, BUCKET, BucketSpec
-from providers.s3.objects import OBJECT, ObjectSpec
-from providers.s3.provider import S3Provider
+from reconcile_providers.s3.kinds import API_VERSION, BUCKET, BucketSpec
+from reconcile_providers.s3.objects import OBJECT, ObjectSpec
+from reconcile_providers.s3.provider import S3Provider
 
 __all__ = ["API_VERSION", "BUCKET", "OBJECT", "BucketSpec", "ObjectSpec", "S3Provider", "provider"]
 

@@ -3,8 +3,8 @@ TSIG-signed UPDATE messages with RFC 2136 prerequisites, confirmed by query.
 
 Ownership: a TXT record at ``<owner_prefix>.<name>`` (``_reconcile.www.example.test.``;
 a delegation's beside its cut, ``sub._reconcile.example.test.``: see
-:func:`providers.dns.marks.mark_name_of`) holds one string per record set of ours there,
-signed with the store's secret (:mod:`providers.dns.marks`), the owner being the store's
+:func:`reconcile_providers.dns.marks.mark_name_of`) holds one string per record set of ours there,
+signed with the store's secret (:mod:`reconcile_providers.dns.marks`), the owner being the store's
 identity (``bind_store``; or the config's ``owner_id``); it is written in the same
 UPDATE as the records, so a record set is never ours without its mark, or the reverse. A
 record set without a mark this store signed is never changed or deleted (NotOwned).
@@ -16,7 +16,7 @@ client's own marks live there.
 
 Delegations: an NS record set below the apex is a zone cut; its NS RRset is read from
 the primary's referral, and anything else at or below a cut is occluded, never served:
-observe fails naming the delegation (:class:`providers.dns.wire.OccludedError`), and a
+observe fails naming the delegation (:class:`reconcile_providers.dns.wire.OccludedError`), and a
 create's prerequisites require no NS at or above its name, so nothing is written there.
 
 Concurrency: an update's prerequisites pin the RRset exactly as observed (a create's:
@@ -42,10 +42,18 @@ import dns.rdataclass
 import dns.rdatatype
 
 import reconcile
-from providers.dns.batching import Batcher, Change
-from providers.dns.config import DnsConfig, Server
-from providers.dns.health import Health, where
-from providers.dns.marks import (
+from reconcile.errors import (
+    ConflictError,
+    IncompleteListingError,
+    NotOwnedError,
+    PermanentError,
+    ReconcileError,
+    TransientError,
+)
+from reconcile_providers.dns.batching import Batcher, Change
+from reconcile_providers.dns.config import DnsConfig, Server
+from reconcile_providers.dns.health import Health, where
+from reconcile_providers.dns.marks import (
     fields_of,
     mark_name_of,
     owner_in,
@@ -57,7 +65,7 @@ from providers.dns.marks import (
     txt,
     verifies,
 )
-from providers.dns.records import (
+from reconcile_providers.dns.records import (
     absolute_name,
     canonical_records,
     canonical_spec_records,
@@ -68,8 +76,8 @@ from providers.dns.records import (
     spec_wires,
     zone_name,
 )
-from providers.dns.updates import Update
-from providers.dns.wire import (
+from reconcile_providers.dns.updates import Update
+from reconcile_providers.dns.wire import (
     Answer,
     Connections,
     PrerequisiteFailedError,
@@ -77,14 +85,6 @@ from providers.dns.wire import (
     same_records,
     send_update,
     transfer,
-)
-from reconcile.errors import (
-    ConflictError,
-    IncompleteListingError,
-    NotOwnedError,
-    PermanentError,
-    ReconcileError,
-    TransientError,
 )
 
 __all__ = ["DnsClient"]
@@ -408,7 +408,7 @@ class DnsClient:
     async def _query(self, zone: str, name: dns.name.Name, rdtype: str) -> Answer | None:
         """The RRset ``name``/``rdtype`` of ``zone`` as its server holds it (a delegation's
         NS read from the referral; anything else below a delegation, OccludedError: see
-        :func:`providers.dns.wire.query`)."""
+        :func:`reconcile_providers.dns.wire.query`)."""
         server = self._server(zone)
         await self._enter_wire(server)
         try:
@@ -422,7 +422,7 @@ class DnsClient:
         """Take one of the ``max_connections`` places on the wire (give it back with
         ``self._wire.release()``), waited for at most ``timeout`` (a TransientError
         saying so); an exchange with a server known to have stopped answering fails at
-        once, before waiting (see :mod:`providers.dns.health`)."""
+        once, before waiting (see :mod:`reconcile_providers.dns.health`)."""
         self._connections.health.refuse_if_down(server)
         if not self._wire.locked():
             await self._wire.acquire()  # (free: no wait to bound, no timer to set)
@@ -481,7 +481,7 @@ class DnsClient:
         return canonical_records(answer.rdatas)
 
     def _owner_in(self, resource: reconcile.Resource[Any, Any], marks: Answer | None) -> str | None:
-        """Whose the record set is by its mark (see :func:`providers.dns.marks.owner_in`)."""
+        """Whose the record set is by its mark (see :func:`reconcile_providers.dns.marks.owner_in`)."""
         if marks is None:
             return None
         spec = resource.spec

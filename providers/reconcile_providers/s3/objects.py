@@ -17,13 +17,13 @@ from collections.abc import Iterator, Sequence
 import attrs
 
 import reconcile
-from providers.files.kinds import resolve_source
-from providers.files.sourcing import SourceError, fingerprint, read_source
-from providers.s3.headers import header_value_errors, metadata_key_errors
-from providers.s3.kinds import API_VERSION
-from providers.s3.naming import bucket_name_errors
 from reconcile import doc_field as _field
 from reconcile.errors import FieldError, PermanentError
+from reconcile_providers.files.kinds import resolve_source
+from reconcile_providers.files.sourcing import SourceError, fingerprint, read_source
+from reconcile_providers.s3.headers import header_value_errors, metadata_key_errors
+from reconcile_providers.s3.kinds import API_VERSION
+from reconcile_providers.s3.naming import bucket_name_errors
 
 __all__ = [
     "DIGEST_METADATA",

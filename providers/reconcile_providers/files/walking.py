@@ -39,8 +39,8 @@ import secrets
 import stat
 from collections.abc import Callable, Iterator
 
-from providers.files.marking import PARENT, write_mark
 from reconcile.errors import PermanentError, TransientError
+from reconcile_providers.files.marking import PARENT, write_mark
 
 __all__ = [
     "DIRECTORY_FLAGS",

@@ -1,13 +1,13 @@
 """The files provider's filesystem operations, each confined to its root.
 
 Every function takes the object's root and absolute path and works through
-:func:`~providers.files.walking.descend`: the folder that holds the entry is reached from
+:func:`~reconcile_providers.files.walking.descend`: the folder that holds the entry is reached from
 the root by descriptors, and the entry itself is named relative to that folder, so no
-path is resolved twice and no symlink is followed (see :mod:`providers.files.walking`).
+path is resolved twice and no symlink is followed (see :mod:`reconcile_providers.files.walking`).
 Writes are atomic: a temporary in the same folder, marked and locked first, written,
 fsynced and renamed over the target, then the folder fsynced; a reader sees the old entry
 or the new one, never half of either, and a crash leaves at most a marked temporary that
-the next write into the folder sweeps (:mod:`providers.files.sweeping`).
+the next write into the folder sweeps (:mod:`reconcile_providers.files.sweeping`).
 
 These functions block (fsync); the client runs writes in a worker thread and the short
 reads of ``observe`` inline. They raise TransientError for a symlink in the way (on the
@@ -27,9 +27,10 @@ from collections.abc import Callable
 
 import attrs
 
-from providers.files.marking import PARENT, read_mark, write_mark
-from providers.files.sweeping import sweep
-from providers.files.walking import (
+from reconcile.errors import NotOwnedError, PermanentError, TransientError
+from reconcile_providers.files.marking import PARENT, read_mark, write_mark
+from reconcile_providers.files.sweeping import sweep
+from reconcile_providers.files.walking import (
     DIRECTORY_FLAGS,
     FILE_FLAGS,
     RENAME_NOREPLACE,
@@ -42,7 +43,6 @@ from providers.files.walking import (
     open_existing,
     rename_at,
 )
-from reconcile.errors import NotOwnedError, PermanentError, TransientError
 
 __all__ = [
     "Found",
@@ -79,7 +79,7 @@ def lstat_entry(root: str, path: str) -> os.stat_result | None:
 
 def read_file(root: str, path: str) -> Found | None:
     """The file's bytes, stat and mark; None when it is missing. Anything but a regular
-    file there is an error (see :func:`~providers.files.walking.open_existing`)."""
+    file there is an error (see :func:`~reconcile_providers.files.walking.open_existing`)."""
     opened = open_existing(root, path)
     if opened is None:
         return None

@@ -1,5 +1,5 @@
 """The s3 provider: its name, its kinds, and ``connect(config)`` (see
-:mod:`providers.s3.config` for the configuration and the AWS chain)."""
+:mod:`reconcile_providers.s3.config` for the configuration and the AWS chain)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import reconcile
-from providers.s3.config import S3Config, check_chain
-from providers.s3.kinds import BUCKET
-from providers.s3.objects import OBJECT
+from reconcile_providers.s3.config import S3Config, check_chain
+from reconcile_providers.s3.kinds import BUCKET
+from reconcile_providers.s3.objects import OBJECT
 
 __all__ = ["S3Provider"]
 
@@ -27,7 +27,7 @@ class S3Provider:
     async def connect(self, config: Mapping[str, Any]) -> reconcile.ExternalClient:
         """A client for the configured endpoint (checked: InvalidError naming a bad key,
         a profile no shared file holds, or a shared file that cannot be parsed)."""
-        from providers.s3.client import S3Client  # noqa: PLC0415 - listing kinds needs no client
+        from reconcile_providers.s3.client import S3Client  # noqa: PLC0415 - listing kinds needs no client
 
         check_chain(S3Config.from_mapping(config))
         return S3Client(config)

@@ -6,7 +6,7 @@ transient too (they can be fixed outside, without a new spec) with a message nam
 chain. A request that botocore or the HTTP client refuses to send (a parameter botocore
 rejects, a header value aiohttp calls an injection) is permanent: the same spec would be
 refused the same way at every retry (admission refuses what it can foresee of these, see
-:mod:`providers.s3.headers`). Messages never carry a credential: botocore's do not, and
+:mod:`reconcile_providers.s3.headers`). Messages never carry a credential: botocore's do not, and
 ours name only the variables and files of the chain.
 """
 

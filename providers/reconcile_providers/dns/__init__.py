@@ -6,8 +6,8 @@ Registered as the ``dns`` entry point of the ``reconcile.providers`` group; it i
 only reconcile's public API, as a third-party provider would.
 """
 
-from providers.dns.provider import DnsProvider
-from providers.dns.records import API_VERSION, RECORD_SET, RecordSetSpec
+from reconcile_providers.dns.provider import DnsProvider
+from reconcile_providers.dns.records import API_VERSION, RECORD_SET, RecordSetSpec
 
 __all__ = ["API_VERSION", "RECORD_SET", "DnsProvider", "RecordSetSpec", "provider"]
 

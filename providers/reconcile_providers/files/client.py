@@ -4,7 +4,7 @@ directories on the local filesystem, each idempotent.
 * ``observe`` only reads (the entry's stat, its owner mark, a file's content) and never
   writes.
 * Every step is confined to the object's root by directory descriptors, following no
-  symlink (:mod:`providers.files.operations`): a folder swapped for a symlink, before or
+  symlink (:mod:`reconcile_providers.files.operations`): a folder swapped for a symlink, before or
   during a write, stops the write or the read with an error that names it, and nothing
   outside the root is read or written. A symlink is a TransientError (the swap may be
   undone: the object is tried again with backoff and repaired then); a folder where a
@@ -14,7 +14,7 @@ directories on the local filesystem, each idempotent.
   its create takes it over: the folder the engine made for a declared Directory is that
   Directory's, created once in its history, whichever reconciled first.
 * A ``source`` is read confined to its source root and must still match the fingerprint
-  recorded at admission (:mod:`providers.files.sourcing`).
+  recorded at admission (:mod:`reconcile_providers.files.sourcing`).
 
 Blocking calls that may wait on the disk (fsync) run in a worker thread; the short reads
 of ``observe`` run inline, which is cheaper than a thread hop for small files.
@@ -32,11 +32,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import reconcile
-from providers.files.confinement import check_still_confined, inside
-from providers.files.describing import describe_content, describe_mode, digest
-from providers.files.kinds import DirectorySpec, FileSpec, allowed_roots, parse_mode, special_mode_error
-from providers.files.marking import PARENT
-from providers.files.operations import (
+from reconcile.errors import PermanentError, TransientError
+from reconcile_providers.files.confinement import check_still_confined, inside
+from reconcile_providers.files.describing import describe_content, describe_mode, digest
+from reconcile_providers.files.kinds import (
+    DirectorySpec,
+    FileSpec,
+    allowed_roots,
+    parse_mode,
+    special_mode_error,
+)
+from reconcile_providers.files.marking import PARENT
+from reconcile_providers.files.operations import (
     adopt,
     chmod,
     lstat_entry,
@@ -47,16 +54,15 @@ from providers.files.operations import (
     write_directory,
     write_file,
 )
-from providers.files.sourcing import SourceError, fingerprint, read_source
-from providers.files.sweeping import sweep
-from reconcile.errors import PermanentError, TransientError
+from reconcile_providers.files.sourcing import SourceError, fingerprint, read_source
+from reconcile_providers.files.sweeping import sweep
 
 __all__ = ["FilesClient"]
 
 AnyResource = reconcile.Resource[Any, Any]
 #: What retrying will not fix: a file or folder of the wrong type in the way (a conflict
 #: made by hand), a name too long. Not ELOOP: a symlink may be swapped back (a transient
-#: error, see :mod:`providers.files.walking`).
+#: error, see :mod:`reconcile_providers.files.walking`).
 _SPEC_ERRORS = {errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG}
 _Result = TypeVar("_Result")
 
