@@ -55,6 +55,17 @@ class TestRunOnce:
         assert "File default/index: Ready=Unknown Synced=False" in err
         assert "leads through the symlink" in err
 
+    def test_another_root_is_not_converged(self, cli: Cli) -> None:
+        """The second run pointed at another ``--root``: nothing it declares can be
+        observed there, so it exits 1 naming each (it printed ``ready N/N``, exit 0)."""
+        converged_once(cli)
+        other = cli.tmp / "other-root"
+        other.mkdir()
+        code, _, err = cli("--root", str(other), "run", "--once", "--timeout", "4", "-q")
+        assert code == 1, err
+        assert "File default/index: Ready=Unknown Synced=False" in err
+        assert "outside the roots this runner may write" in err
+
     def test_status_already_false_is_counted(self, cli: Cli) -> None:
         """A file that stays unwritable across two runs: the second says how many are not
         converged and names them (it said the contradictory "0 not Ready")."""
