@@ -240,3 +240,33 @@ class TestTheirsBeforeUs:
         assert "refused" in next(e.data["message"] for e in history if e.type == "CreateFailed" and e.data)
         obj = await running.client.get("bucket", "theirs-first")
         assert ANNOTATION_CREATE_PENDING not in obj.metadata.annotations
+
+
+class TestAdoptingObjects:
+    """``reconcile adopt object/NAME`` takes over the object, and only the object."""
+
+    async def test_adopt_marks_the_object_not_its_bucket(
+        self, running: Runtime, raw: Any, clock: FakeClock
+    ) -> None:
+        """An object somebody else put, adopted: the object carries our mark, then our
+        bytes; the bucket's tags are untouched (adopt tagged the bucket with the object's
+        uid, which made the bucket's own resource NotOwned)."""
+        await running.apply(bucket("adopt-site"))
+        await until_async(clock, _ready(running, "bucket", "adopt-site"))
+        bucket_tags = await tags_of(raw, "adopt-site")
+        await raw.put_object(Bucket="adopt-site", Key="legacy.html", Body=b"old", ContentType="text/html")
+        manifest = s3_object("legacy", "adopt-site", "legacy.html", content="<p>new</p>\n")
+        manifest["metadata"]["annotations"] = {"reconcile.dev/adopt": "true"}
+        await running.apply(manifest)
+        await until_async(clock, _ready(running, "object", "legacy"))
+        obj = await running.client.get("object", "legacy")
+        head = await raw.head_object(Bucket="adopt-site", Key="legacy.html")
+        assert head["Metadata"]["reconcile-owner"] == obj.metadata.uid
+        assert await body_of(raw, "adopt-site", "legacy.html") == b"<p>new</p>\n"
+        assert await tags_of(raw, "adopt-site") == bucket_tags
+        history = types_of(await running.client.history("object", "legacy"))
+        assert "Adopted" in history
+        bucket_obj = await running.client.get("bucket", "adopt-site")
+        synced = bucket_obj.status.condition("Synced")
+        assert synced is not None
+        assert synced.reason != "NotOwned"

@@ -495,10 +495,14 @@ class ManagedReconciler(Recording):
             raise TerminalError(message)
         await self._call("adopt", adopt, obj)
         whose = f"marked {observation.owner}" if observation.owner else "unmarked"
+        adopted: dict[str, str | None] = {ANNOTATION_ADOPT: None, ANNOTATION_CREATE_SUCCEEDED: self._now()}
+        # The resource taken over is from now on the one ours is (a replacement of it is
+        # not): its identity, as the look before the adopt saw it, is the record.
+        adopted[ANNOTATION_EXTERNAL_IDENTITY] = observation.identity
         await self._act(
             obj,
             [Action(ActionType.ADOPTED, f"took over the existing external resource ({whose})")],
-            annotations={ANNOTATION_ADOPT: None, ANNOTATION_CREATE_SUCCEEDED: self._now()},
+            annotations=adopted,
             finalizer=FINALIZER,
         )
         return Result(requeue=True)

@@ -17,7 +17,13 @@ from reconcile_providers.s3.config import S3Config
 from reconcile_providers.s3.failing import code_of, read_or_none, s3_errors
 from reconcile_providers.s3.kinds import OWNER_TAG, ensure_ours
 from reconcile_providers.s3.policies import same_policy
-from reconcile_providers.s3.putting import delete_object, observe_object, put_object, update_object
+from reconcile_providers.s3.putting import (
+    adopt_object,
+    delete_object,
+    observe_object,
+    put_object,
+    update_object,
+)
 from reconcile_providers.s3.rules import (
     cors_from_s3,
     cors_to_s3,
@@ -239,7 +245,11 @@ class S3Client:
 
     async def adopt(self, resource: reconcile.Resource[Any, Any]) -> None:
         """Take over an existing bucket (``reconcile.dev/adopt``): add our owner tag to its
-        tags; change nothing else (the next reconcile brings it to the spec)."""
+        tags; change nothing else (the next reconcile brings it to the spec). An Object:
+        our owner mark added to its metadata (see :func:`adopt_object`)."""
+        if resource.kind == "Object":
+            await adopt_object(await self._client(None), resource)
+            return
         name = resource.spec.bucket
         client = await self._client(self._region(resource))
         tags = {**(await self._tags(client, name) or {}), OWNER_TAG: resource.metadata.uid}

@@ -19,7 +19,7 @@ from reconcile_providers.s3.objects import (
     etag_of,
 )
 
-__all__ = ["delete_object", "identity_of", "observe_object", "put_object", "update_object"]
+__all__ = ["adopt_object", "delete_object", "identity_of", "observe_object", "put_object", "update_object"]
 
 _MISSING = ("404", "NoSuchKey", "NotFound")
 
@@ -286,3 +286,32 @@ async def delete_object(client: Any, resource: reconcile.Resource[Any, Any]) -> 
         etag = None  # changed since it was last seen: look at it again
     message = f"object {_where(resource)} changed while it was being deleted; retrying"
     raise TransientError(message)
+
+
+async def adopt_object(client: Any, resource: reconcile.Resource[Any, Any]) -> None:
+    """Take over an existing object (``reconcile.dev/adopt``): our owner mark added to its
+    metadata by a copy onto itself (S3 cannot change an object's metadata in place), its
+    bytes, headers, other metadata and tags kept; the next reconcile brings it to the
+    spec. Conditional on the ETag just seen, so an object replaced meanwhile is not the
+    one marked (the engine tries again)."""
+    spec = resource.spec
+    head = await _head(client, spec)
+    if head is None:
+        message = f"object {_where(resource)} to adopt does not exist (any more); retrying"
+        raise TransientError(message)
+    metadata = {**(head.get("Metadata") or {}), OWNER_METADATA: resource.metadata.uid}
+    metadata.pop(DIGEST_METADATA, None)  # (a digest of somebody else's: compare by ETag until our upload)
+    headers: dict[str, Any] = {}
+    for name in ("ContentType", "CacheControl", "ContentEncoding", "ContentDisposition", "ContentLanguage"):
+        if head.get(name):
+            headers[name] = head[name]
+    with s3_errors("CopyObject", spec.bucket):
+        await client.copy_object(
+            Bucket=spec.bucket,
+            Key=spec.key,
+            CopySource={"Bucket": spec.bucket, "Key": spec.key},
+            CopySourceIfMatch=head["ETag"],
+            MetadataDirective="REPLACE",
+            Metadata=metadata,
+            **headers,
+        )
