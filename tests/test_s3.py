@@ -712,7 +712,10 @@ class TestFailures:
             await runtime.apply(bucket("far-away"))
             await self._synced_message(runtime, clock, "far-away", "the endpoint is unreachable")
             queue = runtime.controllers["bucket.s3.reconcile.dev"].queue
-            assert queue.num_requeues(ObjectKey("s3.reconcile.dev", "Bucket", "default", "far-away")) >= 1
+            key = ObjectKey("s3.reconcile.dev", "Bucket", "default", "far-away")
+            # The managed reconciler writes Synced=False before its error reaches the
+            # queue: the retry is counted a few turns of the loop later.
+            await until(clock, lambda: queue.num_requeues(key) >= 1)
 
     @pytest.mark.usefixtures("s3")
     async def test_one_attempt_per_call(self, tmp_path: Path, clock: FakeClock) -> None:
