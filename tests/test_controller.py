@@ -241,10 +241,10 @@ class TestFailures:
     async def test_failures_are_warned_once_per_streak_and_period(
         self, client: Client, clock: FakeClock, caplog: pytest.LogCaptureFixture
     ) -> None:
-        """A reconciler's exception is logged at WARNING, with its traceback, the first
-        time; its retries within a minute only at INFO; then once more, with how many
+        """A reconciler's exception is logged at WARNING the first time (its traceback at
+        DEBUG); its retries within a minute only at INFO; then once more, with how many
         were not said; a success ends the streak, so the next failure is said at once."""
-        caplog.set_level(logging.WARNING, logger="reconcile.controller")
+        caplog.set_level(logging.DEBUG, logger="reconcile.controller")
         await client.apply(widget("bad"))
         controller, reconciler = make(client, clock, resync_period=None)
         reconciler.fail["bad"] = KeyError("size")
@@ -256,7 +256,8 @@ class TestFailures:
             await settle(lambda: reconciler.calls.get("bad") == 1)
             [first] = warnings()
             assert "failed: 'size'" in first.getMessage()
-            assert first.exc_info is not None
+            assert first.exc_info is None
+            assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [reconciler.fail["bad"]]
             for calls in range(2, 6):  # retries at 5, 10, 20, 40 ms
                 clock.advance(0.05)
                 await settle(lambda calls=calls: reconciler.calls["bad"] == calls)

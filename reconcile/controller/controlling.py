@@ -424,9 +424,10 @@ class Controller:
     def _warn(self, key: ObjectKey, exc: Exception, message: str, delay: float) -> None:
         """Say a reconcile failed, at WARNING, rate-limited per key: the first failure of
         a streak at once, then at most once per :data:`_WARN_EVERY` seconds of the clock
-        with the number of failures not said since; the others at INFO, as before. A failure that
-        is not one of ours (a reconciler's bug: a TypeError, a KeyError) comes with its
-        traceback the first time, when it is worth the most."""
+        with the number of failures not said since; the others at INFO, as before. A
+        failure that is not one of ours (a reconciler's bug: a TypeError, a KeyError) has
+        its traceback logged at DEBUG beside the warning: the command line shows warnings
+        as one plain line each, and everything under ``--debug``."""
         now = self.clock.now()
         warned = self._warned.get(key)
         if warned is not None and now - warned[0] < _WARN_EVERY:
@@ -435,14 +436,9 @@ class Controller:
             return
         self._warned[key] = (now, 0)
         if warned is None:
-            LOG.warning(
-                "%s: %s failed: %s; retry in %.3fs",
-                self.name,
-                key,
-                message,
-                delay,
-                exc_info=None if isinstance(exc, ReconcileError) else exc,
-            )
+            LOG.warning("%s: %s failed: %s; retry in %.3fs", self.name, key, message, delay)
+            if not isinstance(exc, ReconcileError):
+                LOG.debug("%s: %s: the reconciler raised", self.name, key, exc_info=exc)
         else:
             LOG.warning(
                 "%s: %s still failing: %s; %d more failures since the last warning; retry in %.3fs",
