@@ -265,7 +265,7 @@ class TestFailures:
             clock.advance(60)
             await settle(lambda: reconciler.calls["bad"] == 6)
             second = warnings()[1].getMessage()
-            assert "still failing: 'size'; 4 more failures since the last warning" in second
+            assert "failed again: 'size'; 4 more failures since the last warning" in second
             del reconciler.fail["bad"]
             clock.advance(3600)
             await settle(lambda: reconciler.calls["bad"] >= 7 and not controller.failures)

@@ -441,7 +441,7 @@ class Controller:
                 LOG.debug("%s: %s: the reconciler raised", self.name, key, exc_info=exc)
         else:
             LOG.warning(
-                "%s: %s still failing: %s; %d more failures since the last warning; retry in %.3fs",
+                "%s: %s failed again: %s; %d more failures since the last warning; retry in %.3fs",
                 self.name,
                 key,
                 message,
