@@ -11,7 +11,7 @@ import pytest
 from helpers import running, settle, widget
 
 from reconcile import Client, ObjectKey, Runtime
-from reconcile.controller import Controller, LoopClock, Request, Result
+from reconcile.controller import Controller, LoopClock, Request, Result, WorkQueue
 from reconcile.controller.deadlines import Deadlines
 from reconcile.errors import DeadlineExceededError
 from reconcile.model.external import ANNOTATION_CREATE_PENDING
@@ -55,6 +55,17 @@ class TestFakeClockSleep:
         clock.advance(0.1)
         clock.advance(0.1)
         await asyncio.wait_for(task, DEADLINE)
+
+    async def test_a_delayed_key_comes_due(self, clock: FakeClock) -> None:
+        """A work queue's ``add_after(key, 0.3)`` is ready once the clock was advanced by
+        0.3 s in three steps (its timer compares the deadline with ``now()``)."""
+        queue: WorkQueue[str] = WorkQueue(clock=clock)
+        queue.add_after("k", 0.3)
+        await settle(lambda: clock.sleepers == 1)
+        for _ in range(3):
+            clock.advance(0.1)
+        await settle(lambda: len(queue) == 1)
+        assert queue.get_nowait() == "k"
 
 
 class TestFakeClockTimeout:

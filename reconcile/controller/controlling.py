@@ -56,7 +56,7 @@ _KEYS_PER_TURN = 256
 #: loop run whatever else is ready.
 _RESYNC_CHUNK = 8192
 #: Seconds between two warnings about one key's failing reconciles (the first failure of
-#: a streak is said at once; the others within this time only at DEBUG).
+#: a streak is said at once; the others within this time only at INFO).
 _WARN_EVERY = 60.0
 
 

@@ -30,9 +30,9 @@ __all__ = [
 ]
 
 ReconcilerFactory = Callable[[Context], Reconciler]
+ReconcileFunction = Callable[[Request, Context], Awaitable[Result | None]]
 #: Characters of a given object's repr an error message quotes.
 _REPR_LENGTH = 60
-ReconcileFunction = Callable[[Request, Context], Awaitable[Result | None]]
 
 
 class FunctionReconciler:

@@ -74,17 +74,22 @@ class FakeClock:
         """Move time forward, waking every sleeper whose time has come.
 
         Time is kept as the start plus an exact count of nanoseconds, and a sleeper is
-        due within :data:`_SLACK` of its deadline: at 1.8e9 a float has a quarter of a
-        microsecond's resolution, and three ``advance(0.1)`` summed in floats fell short
-        of a ``sleep(0.3)`` (1800000000.2999997 < 1800000000.3), which then missed its
-        wake-up until the next advance; a deadline computed by the caller as
-        ``now() + delay`` is rounded the same way."""
+        due within :data:`_SLACK` of its deadline (time then reaches that deadline): at
+        1.8e9 a float has a quarter of a microsecond's resolution, and three
+        ``advance(0.1)`` summed in floats fell short of a ``sleep(0.3)``
+        (1800000000.2999997 < 1800000000.3), which then missed its wake-up until the next
+        advance; a deadline computed by the caller as ``now() + delay`` is rounded the
+        same way."""
         self._elapsed += round(seconds * 1e9)
-        self._now = self._start + self._elapsed / 1e9
+        self._now = max(self._now, self._start + self._elapsed / 1e9)
         due = self._now + _SLACK
         while self._sleepers and self._sleepers[0][0] <= due:
-            _, _, future = heapq.heappop(self._sleepers)
+            deadline, _, future = heapq.heappop(self._sleepers)
             if not future.done():
+                # Time reaches the deadline it woke (at most a microsecond more than
+                # asked): the sleeper that then compares its deadline with now() (the
+                # work queue releasing what is due) finds it due.
+                self._now = max(self._now, deadline)
                 future.set_result(None)
 
     @property
