@@ -31,6 +31,40 @@ async def settle(predicate: Callable[[], bool]) -> None:
             turn += 1
 
 
+async def synced(controller: Controller, task: asyncio.Task[None]) -> None:
+    """Wait until the controller's informer holds its first list, saying why not: at once
+    when the first list fails (its retry waits on the clock, which a test that does not
+    advance it never moves: it would hang) or the controller's run ends, and with the
+    informer's and the queue's statistics when the deadline passes."""
+    failures: list[BaseException] = []
+    failed = asyncio.Event()
+
+    def failing(exc: BaseException) -> None:
+        failures.append(exc)
+        failed.set()
+
+    controller.informer.add_error_handler(failing)
+    waits = [asyncio.ensure_future(controller.wait_synced()), asyncio.ensure_future(failed.wait())]
+    try:
+        await asyncio.wait([*waits, task], timeout=DEADLINE, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+    if controller.informer.synced.is_set():
+        return
+    if failures:
+        msg = f"{controller.name}: the informer's first list failed: {failures[0]!r}"
+        raise AssertionError(msg) from failures[0]
+    if task.done():
+        msg = f"{controller.name}: the controller stopped before its first list"
+        raise AssertionError(msg) from (None if task.cancelled() else task.exception())
+    msg = (
+        f"{controller.name}: not synced within {DEADLINE:g} s: {controller.informer.statistics()}, "
+        f"{controller.queue.statistics()}"
+    )
+    raise AssertionError(msg)
+
+
 def run_benchmark(
     name: str, size: int, tmp_path: Path, *arguments: str
 ) -> tuple[dict[str, dict[str, Any]], str]:
@@ -64,7 +98,7 @@ async def running(controller: Controller) -> AsyncIterator[Controller]:
     """Run a controller for the duration of the block."""
     task = asyncio.create_task(controller.run())
     try:
-        await asyncio.wait_for(controller.wait_synced(), DEADLINE)
+        await synced(controller, task)
         yield controller
     finally:
         await controller.shutdown(deadline=DEADLINE)

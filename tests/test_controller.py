@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -236,6 +237,45 @@ class TestFailures:
                 await settle(lambda expected=expected: reconciler.calls["bad"] == expected)
             assert controller.queue.num_requeues(widget_key("bad")) == 5
         assert (await client.get("widget", "good")).status.observed_generation == 1
+
+    async def test_failures_are_warned_once_per_streak_and_period(
+        self, client: Client, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A reconciler's exception is logged at WARNING the first time (its traceback at
+        DEBUG); its retries within a minute only at INFO; then once more, with how many
+        were not said; a success ends the streak, so the next failure is said at once."""
+        caplog.set_level(logging.DEBUG, logger="reconcile.controller")
+        await client.apply(widget("bad"))
+        controller, reconciler = make(client, clock, resync_period=None)
+        reconciler.fail["bad"] = KeyError("size")
+
+        def warnings() -> list[logging.LogRecord]:
+            return [r for r in caplog.records if r.levelno == logging.WARNING and "bad" in r.getMessage()]
+
+        async with running(controller):
+            await settle(lambda: reconciler.calls.get("bad") == 1)
+            [first] = warnings()
+            assert "failed: 'size'" in first.getMessage()
+            assert first.exc_info is None
+            assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [reconciler.fail["bad"]]
+            for calls in range(2, 6):  # retries at 5, 10, 20, 40 ms
+                clock.advance(0.05)
+                await settle(lambda calls=calls: reconciler.calls["bad"] == calls)
+            assert len(warnings()) == 1
+            clock.advance(60)
+            await settle(lambda: reconciler.calls["bad"] == 6)
+            second = warnings()[1].getMessage()
+            assert "failed again: 'size'; 4 more failures since the last warning" in second
+            del reconciler.fail["bad"]
+            clock.advance(3600)
+            await settle(lambda: reconciler.calls["bad"] >= 7 and not controller.failures)
+            await asyncio.wait_for(controller.queue.wait_idle(), DEADLINE)
+            reconciler.fail["bad"] = KeyError("size")
+            before = reconciler.calls["bad"]
+            controller.enqueue(widget_key("bad"))
+            await settle(lambda: reconciler.calls["bad"] == before + 1)
+            assert len(warnings()) == 3
+            assert "failed: 'size'" in warnings()[2].getMessage()
 
     async def test_transient_retry_after(self, client: Client, clock: FakeClock) -> None:
         """TransientError(retry_after) waits at least that long."""

@@ -14,7 +14,16 @@ import attrs
 import pytest
 from helpers import settle, widget
 
-from reconcile import ConflictError, NotFoundError, PermanentError, Request, Result, Runtime, TransientError
+from reconcile import (
+    ConflictError,
+    NotFoundError,
+    ObjectKey,
+    PermanentError,
+    Request,
+    Result,
+    Runtime,
+    TransientError,
+)
 from reconcile.controller import Context
 from reconcile.model import Condition, ConditionStatus
 from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider, example_kinds
@@ -224,4 +233,135 @@ class TestWaitConverged:
             assert not waiter.done()
             clock.advance(30)
             with pytest.raises(TimeoutError, match="1 of 1 not Synced and Ready"):
+                await asyncio.wait_for(waiter, DEADLINE)
+
+
+def ready_status(obj: Any, reason: str) -> Any:
+    """``obj`` with a Ready=True status for its generation."""
+    ready = Condition("Ready", ConditionStatus.TRUE, reason, "")
+    status = attrs.evolve(obj.status, observed_generation=obj.metadata.generation, conditions=(ready,))
+    return attrs.evolve(obj, status=status)
+
+
+async def never(_request: Request, _context: Context) -> None:
+    """A reconcile function (the decorator's form, not add_controller's)."""
+
+
+class NoReconcile:
+    """A class without a reconcile method."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+
+class TakesNothing:
+    """A Reconciler class that cannot take the Context."""
+
+    async def reconcile(self, _request: Request) -> None:
+        """Nothing to do."""
+
+
+class TestAddController:
+    """add_controller takes a Reconciler, a Reconciler class or a factory, and refuses
+    anything else when it is given."""
+
+    async def test_a_class_is_instantiated_with_the_context(self, tmp_path: Path, clock: FakeClock) -> None:
+        """A Reconciler class is made with the Context, and its reconciles succeed."""
+        made: list[Any] = []
+
+        class Widgets:
+            def __init__(self, context: Context) -> None:
+                self.context = context
+                made.append(self)
+
+            async def reconcile(self, request: Request) -> Result | None:
+                obj = await self.context.client.get(request.key)
+                if obj is not None:
+                    await self.context.client.update_status(ready_status(obj, "Seen"))
+                return None
+
+        async with runtime_of(tmp_path / "k.db", clock) as runtime:
+            runtime.add_controller("widget", Widgets, name="widgets")
+            controller = runtime.controllers["widgets"]
+            await runtime.apply(widget("w1"))
+            key = ObjectKey("example.reconcile.dev", "Widget", "default", "w1")
+
+            def ready_or_failed() -> bool:
+                obj = runtime.cache.get_now(key)[1]
+                ready = None if obj is None else obj.status.condition("Ready")
+                return bool(controller.failures) or (
+                    ready is not None and ready.status is ConditionStatus.TRUE
+                )
+
+            await asyncio.wait_for(settle(ready_or_failed), DEADLINE)
+            assert controller.failures == {}
+            [instance] = made
+            assert isinstance(instance.context, Context)
+
+    async def test_an_instance_is_used_as_it_is(self, tmp_path: Path, clock: FakeClock) -> None:
+        """A Reconciler object is called as it is, never as a factory."""
+        calls: list[str] = []
+
+        class Noting:
+            async def reconcile(self, request: Request) -> None:
+                calls.append(request.name)
+
+        async with runtime_of(tmp_path / "i.db", clock) as runtime:
+            runtime.add_controller("widget", Noting(), name="noting")
+            await runtime.apply(widget("w1"))
+            await asyncio.wait_for(settle(lambda: calls == ["w1"]), DEADLINE)
+            assert runtime.controllers["noting"].failures == {}
+
+    @pytest.mark.parametrize(
+        ("given", "named"),
+        [
+            (never, r"the function test_runtime_controllers\.never is a reconcile function.*decorator"),
+            (NoReconcile, r"the class test_runtime_controllers\.NoReconcile has no reconcile method"),
+            (TakesNothing, r"the class test_runtime_controllers\.TakesNothing cannot be called with one"),
+            (lambda _context, _other: None, r"the function .*<lambda> cannot be called with one argument"),
+            ("widgets", r"str 'widgets' is not a Reconciler"),
+        ],
+        ids=["reconcile-function", "no-reconcile", "takes-nothing", "two-arguments", "a-string"],
+    )
+    async def test_anything_else_is_refused_naming_it(
+        self, tmp_path: Path, clock: FakeClock, given: Any, named: str
+    ) -> None:
+        """What is neither a Reconciler, a Reconciler class nor a factory taking the
+        Context raises TypeError at add_controller, naming what was given."""
+        runtime = Runtime(tmp_path / "r.db", kinds=example_kinds(), clock=clock, wall_clock=clock)
+        with pytest.raises(TypeError, match=named):
+            runtime.add_controller("widget", given)
+        assert runtime.controllers == {}
+
+    async def test_a_factory_must_make_a_reconciler(self, tmp_path: Path, clock: FakeClock) -> None:
+        """A factory that returns something without a reconcile method is refused when
+        it is called (at once on a started runtime), naming the factory and its result."""
+
+        def confused(_context: Context) -> Any:
+            return 42
+
+        async with runtime_of(tmp_path / "f.db", clock) as runtime:
+            with pytest.raises(
+                TypeError, match=r"the factory .*confused returned int 42, which has no reconcile"
+            ):
+                runtime.add_controller("widget", confused)
+            assert "widget.example.reconcile.dev" not in runtime.controllers
+
+    async def test_wait_ready_times_out_naming_the_last_failure(
+        self, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        """A reconciler of the host's own that keeps failing writes no status: the timeout
+        of wait_ready names its last failure."""
+
+        async def failing(_request: Request, _context: Context) -> None:
+            raise ValueError("the widget service said no")
+
+        async with runtime_of(tmp_path / "w.db", clock) as runtime:
+            runtime.controller("widget", name="failing")(failing)
+            await runtime.apply(widget("w1"))
+            waiter = asyncio.create_task(runtime.wait_ready("widget", "w1", timeout=30))
+            failures = runtime.controllers["failing"].failures
+            await asyncio.wait_for(settle(lambda: bool(failures)), DEADLINE)
+            clock.advance(30)
+            with pytest.raises(TimeoutError, match="last reconcile failed: the widget service said no"):
                 await asyncio.wait_for(waiter, DEADLINE)

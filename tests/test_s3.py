@@ -686,7 +686,12 @@ class TestFailures:
         monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
         config = {"s3": {"endpoint_url": s3, "addressing_style": "path"}}
         runtime = Runtime(
-            tmp_path / "c.db", providers=[S3Provider()], provider_config=config, clock=clock, wall_clock=clock
+            tmp_path / "c.db",
+            providers=[S3Provider()],
+            provider_config=config,
+            clock=clock,
+            wall_clock=clock,
+            provider_timeout=None,  # (real requests, fake clock: see the running fixture)
         )
         async with runtime:
             await runtime.apply(bucket("no-creds"))
@@ -702,7 +707,12 @@ class TestFailures:
 
         config = {"s3": {"endpoint_url": f"http://127.0.0.1:{free_port()}", "addressing_style": "path"}}
         # One attempt per reconcile: no retry sleeping on the fake clock when the runtime
-        # closes (the backoff across reconciles is what this test looks at).
+        # closes (the backoff across reconciles is what this test looks at). No deadline
+        # on the fake clock around real requests (see the running fixture): the first
+        # request builds aiobotocore's TLS contexts on a thread, tens of real
+        # milliseconds in which until_async moves the clock past 60 s, so every attempt
+        # "did not answer", the backoff grew to 1000 fake seconds and the real deadline
+        # ran out (5 of 30 runs).
         runtime = Runtime(
             tmp_path / "u.db",
             providers=[S3Provider()],
@@ -710,12 +720,59 @@ class TestFailures:
             clock=clock,
             wall_clock=clock,
             provider_attempts=1,
+            provider_timeout=None,
         )
         async with runtime:
             await runtime.apply(bucket("far-away"))
             await self._synced_message(runtime, clock, "far-away", "the endpoint is unreachable")
             queue = runtime.controllers["bucket.s3.reconcile.dev"].queue
-            assert queue.num_requeues(ObjectKey("s3.reconcile.dev", "Bucket", "default", "far-away")) >= 1
+            key = ObjectKey("s3.reconcile.dev", "Bucket", "default", "far-away")
+            # The managed reconciler writes Synced=False before its error reaches the
+            # queue: the retry is counted a few turns of the loop later.
+            await until(clock, lambda: queue.num_requeues(key) >= 1)
+
+    @pytest.mark.usefixtures("s3")
+    async def test_one_attempt_per_call(self, tmp_path: Path, clock: FakeClock) -> None:
+        """An endpoint that answers every request 500: one request per reconcile, since
+        the engine retries on its clock (botocore retried once more on its own, after a
+        real sleep of up to a second that no deadline on the clock could see)."""
+        requests = 0
+
+        async def fail(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal requests
+            requests += 1
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(fail, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        config = {"s3": {"endpoint_url": f"http://127.0.0.1:{port}", "addressing_style": "path"}}
+        runtime = Runtime(
+            tmp_path / "o.db",
+            providers=[S3Provider()],
+            provider_config=config,
+            clock=clock,
+            wall_clock=clock,
+            provider_attempts=1,
+            provider_timeout=None,  # (real requests, fake clock: see the running fixture)
+        )
+        errors: list[str] = []
+        async with server, runtime:
+            controller = runtime.controllers["bucket.s3.reconcile.dev"]
+            controller.add_listener(
+                lambda _key, outcome: errors.append(outcome) if outcome == "error" else None
+            )
+            await runtime.apply(bucket("failing"))
+
+            async def three_failed() -> bool:
+                return len(errors) >= 3
+
+            await until_async(clock, three_failed)
+            assert len(errors) <= requests <= len(errors) + 1  # (one may be in flight)
 
     async def test_slow_down_is_retried_without_a_duplicate(
         self, s3: str, tmp_path: Path, clock: FakeClock, raw: Any

@@ -11,7 +11,7 @@ import pytest
 from helpers import running, settle, widget
 
 from reconcile import Client, ObjectKey, Runtime
-from reconcile.controller import Controller, LoopClock, Request, Result
+from reconcile.controller import Controller, LoopClock, Request, Result, WorkQueue
 from reconcile.controller.deadlines import Deadlines
 from reconcile.errors import DeadlineExceededError
 from reconcile.model.external import ANNOTATION_CREATE_PENDING
@@ -19,6 +19,53 @@ from reconcile.testing import WIDGET, FakeClock, MemoryCloud, MemoryProvider
 from reconcile.testing.memory import MemoryClient
 
 DEADLINE = 20.0
+
+
+class TestFakeClockSleep:
+    """``FakeClock.sleep`` wakes once the clock has been advanced by its seconds."""
+
+    @pytest.mark.parametrize(
+        ("seconds", "steps"),
+        [(0.3, [0.1, 0.1, 0.1]), (0.01, [0.001] * 10), (0.005, [0.0045, 0.0005])],
+        ids=["thirds", "tenths", "ninety-ten"],
+    )
+    async def test_wakes_when_advanced_by_its_seconds_in_steps(
+        self, clock: FakeClock, seconds: float, steps: list[float]
+    ) -> None:
+        """Advanced by exactly its seconds, in steps whose float sum falls short of them
+        (1800000000.2999997 for three tenths), it wakes; a moment before, it does not."""
+        task = asyncio.create_task(clock.sleep(seconds))
+        await settle(lambda: clock.sleepers == 1)
+        for step in steps[:-1]:
+            clock.advance(step)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not task.done()
+        clock.advance(steps[-1])
+        await asyncio.wait_for(task, DEADLINE)
+        assert clock.now() == pytest.approx(1_800_000_000.0 + seconds, abs=1e-6)
+
+    async def test_a_deadline_computed_from_now_is_woken(self, clock: FakeClock) -> None:
+        """A caller's ``sleep(deadline - now())`` (the work queue's timer) wakes when the
+        clock reaches the deadline it computed, despite the rounding of both sums."""
+        clock.advance(0.1)
+        deadline = clock.now() + 0.2
+        task = asyncio.create_task(clock.sleep(deadline - clock.now()))
+        await settle(lambda: clock.sleepers == 1)
+        clock.advance(0.1)
+        clock.advance(0.1)
+        await asyncio.wait_for(task, DEADLINE)
+
+    async def test_a_delayed_key_comes_due(self, clock: FakeClock) -> None:
+        """A work queue's ``add_after(key, 0.3)`` is ready once the clock was advanced by
+        0.3 s in three steps (its timer compares the deadline with ``now()``)."""
+        queue: WorkQueue[str] = WorkQueue(clock=clock)
+        queue.add_after("k", 0.3)
+        await settle(lambda: clock.sleepers == 1)
+        for _ in range(3):
+            clock.advance(0.1)
+        await settle(lambda: len(queue) == 1)
+        assert queue.get_nowait() == "k"
 
 
 class TestFakeClockTimeout:

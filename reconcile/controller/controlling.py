@@ -35,6 +35,7 @@ from reconcile.errors import (
     ConflictError,
     DeadlineExceededError,
     NotFoundError,
+    ReconcileError,
     StoreError,
     TerminalError,
     TransientError,
@@ -54,6 +55,9 @@ _KEYS_PER_TURN = 256
 #: Keys a periodic resync enqueues at once (about 10 ms of the loop) before it lets the
 #: loop run whatever else is ready.
 _RESYNC_CHUNK = 8192
+#: Seconds between two warnings about one key's failing reconciles (the first failure of
+#: a streak is said at once; the others within this time only at INFO).
+_WARN_EVERY = 60.0
 
 
 class Controller:
@@ -127,6 +131,9 @@ class Controller:
         #: once as a warning, not once per key and retry (it is nobody's object's fault,
         #: and its status cannot say it: status is written to the same store).
         self._store_failure: str | None = None
+        #: Per failing key, when its failure was last said at WARNING and how many of its
+        #: failures were not said since (see :meth:`_warn`), until a reconcile succeeds.
+        self._warned: dict[ObjectKey, tuple[float, int]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._attributes = {"controller": self.name}
         self._outcomes = {
@@ -354,6 +361,7 @@ class Controller:
         """Act on a reconcile's result; return the outcome's name."""
         if self.failures:
             self.failures.pop(key, None)
+            self._warned.pop(key, None)  # the streak ended: its next failure is said at once
             if not self.failures:
                 self._store_failure = None
         if self.gave_up:
@@ -405,10 +413,41 @@ class Controller:
         retry_after = exc.retry_after if isinstance(exc, TransientError) else None
         delay = self.queue.add_rate_limited(key, at_least=retry_after or 0.0)
         self.failures[key] = message = " ".join((str(exc) or type(exc).__name__).split())
-        if isinstance(exc, StoreError) and message != self._store_failure:
-            self._store_failure = message
-            LOG.warning("%s: the store failed: %s; reconciles retry with backoff", self.name, message)
-        LOG.info("%s: %s failed (%s); retry in %.3fs", self.name, key, exc, delay)
+        if isinstance(exc, StoreError):
+            if message != self._store_failure:
+                self._store_failure = message
+                LOG.warning("%s: the store failed: %s; reconciles retry with backoff", self.name, message)
+            LOG.info("%s: %s failed (%s); retry in %.3fs", self.name, key, exc, delay)
+            return
+        self._warn(key, exc, message, delay)
+
+    def _warn(self, key: ObjectKey, exc: Exception, message: str, delay: float) -> None:
+        """Say a reconcile failed, at WARNING, rate-limited per key: the first failure of
+        a streak at once, then at most once per :data:`_WARN_EVERY` seconds of the clock
+        with the number of failures not said since; the others at INFO, as before. A
+        failure that is not one of ours (a reconciler's bug: a TypeError, a KeyError) has
+        its traceback logged at DEBUG beside the warning: the command line shows warnings
+        as one plain line each, and everything under ``--debug``."""
+        now = self.clock.now()
+        warned = self._warned.get(key)
+        if warned is not None and now - warned[0] < _WARN_EVERY:
+            self._warned[key] = (warned[0], warned[1] + 1)
+            LOG.info("%s: %s failed (%s); retry in %.3fs", self.name, key, message, delay)
+            return
+        self._warned[key] = (now, 0)
+        if warned is None:
+            LOG.warning("%s: %s failed: %s; retry in %.3fs", self.name, key, message, delay)
+            if not isinstance(exc, ReconcileError):
+                LOG.debug("%s: %s: the reconciler raised", self.name, key, exc_info=exc)
+        else:
+            LOG.warning(
+                "%s: %s failed again: %s; %d more failures since the last warning; retry in %.3fs",
+                self.name,
+                key,
+                message,
+                warned[1],
+                delay,
+            )
 
     # -- lifecycle -----------------------------------------------------------------------------
 

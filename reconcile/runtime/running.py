@@ -45,6 +45,7 @@ from reconcile.runtime.hosting import (
     Registration,
     factory_of,
     function_reconciler,
+    last_failure,
 )
 from reconcile.runtime.options import RuntimeOptions
 from reconcile.runtime.supervising import Supervisor
@@ -228,9 +229,12 @@ class Runtime:
         """Run ``reconciler`` for ``kind`` beside the managed controllers, with the same
         cache, queue semantics, telemetry, supervision and shutdown.
 
-        ``reconciler`` is a Reconciler, or a factory that makes one from the
-        :class:`~reconcile.controller.Context` this controller gives it (its cached
-        client, clock and telemetry). Its writes through ``context.client`` are recorded
+        ``reconciler`` is a Reconciler (an object with a ``reconcile`` method, used as it
+        is), a Reconciler class (instantiated with the
+        :class:`~reconcile.controller.Context` this controller gives it: its cached
+        client, clock and telemetry), or a factory called with that Context; anything
+        else (a reconcile function among them: use :meth:`controller`) raises TypeError
+        here, naming what was given. Its writes through ``context.client`` are recorded
         under ``manager`` (default: the controller's name) and, with
         ``ignore_own_writes``, do not trigger it again. Before :meth:`start` it starts
         with the rest; after, at once."""
@@ -517,6 +521,14 @@ class Runtime:
                 synced = last[-1].status.condition("Synced")
                 if synced is not None:
                     detail = f": Synced={synced.status.value} {synced.reason} {synced.message}".rstrip()
+            # A reconciler of the host's own writes no Synced condition: its last failure,
+            # which only the controller knows, says why.
+            found = kind if isinstance(kind, Kind) else self.client.kinds.resolve(kind)
+            failure = last_failure(
+                self.controllers.values(), ObjectKey(found.api_group, found.kind, namespace, name)
+            )
+            if failure is not None and failure not in detail:
+                detail += f"; its last reconcile failed: {failure}"
             raise TimeoutError(f"{kind} {namespace}/{name} was not Ready in time{detail}") from None
 
     async def _ready(

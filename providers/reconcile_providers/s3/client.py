@@ -69,7 +69,11 @@ class S3Client:
             settings = AioConfig(
                 s3={"addressing_style": self.config.addressing_style},
                 max_pool_connections=self.config.max_pool_connections,
-                retries={"max_attempts": 1, "mode": "standard"},  # the engine retries, with backoff
+                # One attempt: the engine retries, with backoff on its clock. botocore's
+                # "max_attempts" counts retries, not attempts: 1 was a second attempt after
+                # a real sleep of up to a second, which no deadline on the injected clock
+                # could see (a provider call "did not answer within 60 s" of fake time).
+                retries={"total_max_attempts": 1, "mode": "standard"},
             )
             maker = self._session.create_client(
                 "s3", region_name=wanted, endpoint_url=self.config.endpoint_url, config=settings
