@@ -17,9 +17,9 @@ test checks that the two agree.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from reconcile._exports import lazy_exports
 from reconcile.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -214,18 +214,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's home on first use, and keep it (later lookups are plain
-    attribute reads)."""
-    home = _HOMES.get(name)
-    if home is None:
-        message = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(message)
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The public names, loaded or not (for ``dir()`` and completion)."""
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)

@@ -10,8 +10,9 @@ for the SQLite backend and asyncio.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from reconcile._exports import lazy_exports
 
 if TYPE_CHECKING:
     from reconcile.store.contract import (
@@ -67,17 +68,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a name's home on first use, and keep it."""
-    home = _HOMES.get(name)
-    if home is None:
-        message = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(message)
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The public names, loaded or not."""
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)
