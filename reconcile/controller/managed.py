@@ -43,10 +43,10 @@ from typing import NoReturn
 
 from reconcile.controller.calling import ProviderCalls
 from reconcile.controller.context import Context
-from reconcile.controller.planning import owned
+from reconcile.controller.planning import owned, with_identity
 from reconcile.controller.reconciling import Request, Result
 from reconcile.controller.recording import Recording
-from reconcile.controller.statuses import Action, Verdict, new_status
+from reconcile.controller.statuses import Action, Verdict, cannot_tell, new_status, repeats
 from reconcile.errors import (
     DeadlineExceededError,
     NotOwnedError,
@@ -81,7 +81,7 @@ __all__ = ["ENGINE_MANAGER", "ManagedReconciler"]
 LOG = logging.getLogger("reconcile.managed")
 
 ENGINE_MANAGER = "reconcile-engine"
-TRUE, FALSE, UNKNOWN = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
+TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
 SUCCESS = Verdict(TRUE, "ReconcileSuccess")
 AVAILABLE = Verdict(TRUE, "Available")
 #: How soon to look again when the external system has not yet caught up with an action.
@@ -221,16 +221,11 @@ class ManagedReconciler(Recording):
                 if ANNOTATION_CREATE_PENDING in annotations
                 else observation.found or "found in place, marked as this resource's"
             )
-            found: dict[str, str | None] = {
-                ANNOTATION_CREATE_SUCCEEDED: self._now(),
-                ANNOTATION_CREATE_PENDING: None,
-            }
-            if observation.identity is not None and observation.owner == obj.metadata.uid:
-                found[ANNOTATION_EXTERNAL_IDENTITY] = observation.identity
+            found = {ANNOTATION_CREATE_SUCCEEDED: self._now(), ANNOTATION_CREATE_PENDING: None}
             await self._act(
                 obj,
                 [Action(ActionType.CREATE_SUCCEEDED, how)],
-                annotations=found,
+                annotations=with_identity(obj, observation, found, ours_for_sure=False),
                 status=self._new_status(obj, observation, synced=synced, ready=ready),
             )
             return self._poll()
@@ -389,7 +384,7 @@ class ManagedReconciler(Recording):
         try:
             after: Observation | None = await self._call("update", external.update, obj, observation)
         except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
-            if not self._repeats(obj, exc):
+            if not repeats(obj, exc):
                 obj = await self._act(obj, [*requested, Action(ActionType.UPDATE_FAILED, str(exc))])
             await self._failed(obj, exc)
         return await self._settle(
@@ -426,15 +421,7 @@ class ManagedReconciler(Recording):
                     obj, [*events, Action(ActionType.OBSERVE_FAILED, str(exc))], annotations=annotations
                 )
                 await self._failed(obj, exc)
-        identity = observation.identity
-        if (
-            identity is not None
-            and (known is not None or observation.owner == obj.metadata.uid)
-            and identity != obj.metadata.annotations.get(ANNOTATION_EXTERNAL_IDENTITY)
-        ):
-            # What our own call left (its answer, or a look that finds our mark): the
-            # record an unmarked resource is later compared with (ownership's one rule).
-            annotations = {**(annotations or {}), ANNOTATION_EXTERNAL_IDENTITY: identity}
+        annotations = with_identity(obj, observation, annotations, ours_for_sure=known is not None)
         synced = SUCCESS
         if observation.exists and observation.up_to_date:
             ready, result = AVAILABLE, self._poll()
@@ -535,7 +522,7 @@ class ManagedReconciler(Recording):
                 except NotOwnedError as exc:
                     events = [requested, Action(ActionType.DELETE_SKIPPED, f"{skipped}: {exc}")]
                 except Exception as exc:  # noqa: BLE001 - classified and re-raised by _failed
-                    if not self._repeats(obj, exc):
+                    if not repeats(obj, exc):
                         obj = await self._act(obj, [requested, Action(ActionType.DELETE_FAILED, str(exc))])
                     await self._failed(obj, exc)
                 else:
@@ -587,41 +574,10 @@ class ManagedReconciler(Recording):
         turns Unknown (Kubernetes' "we cannot tell"): a Ready=True left from an earlier
         look is no longer known to hold, and a reader must not trust it; the message
         keeps when it was last known Ready."""
-        if not self._repeats(obj, exc):
+        if not repeats(obj, exc):
             await self._act(obj, [Action(ActionType.OBSERVE_FAILED, str(exc))])
-        await self._failed(obj, exc, ready=_cannot_tell(obj, exc))
-
-    @staticmethod
-    def _repeats(obj: AnyResource, exc: BaseException) -> bool:
-        """Whether ``exc`` is the failure the object's Synced condition already reports
-        for its generation: a retry that fails the same way is not news, and is not
-        recorded again (a bucket that stays "not empty" through every backoff would
-        otherwise write two events per try). Its first occurrence, and any change, are."""
-        synced = obj.status.condition("Synced")
-        return (
-            synced is not None
-            and synced.status is FALSE
-            and synced.reason == "ReconcileError"
-            and synced.observed_generation == obj.metadata.generation
-            and synced.message == (str(exc) or type(exc).__name__)
-        )
+        await self._failed(obj, exc, ready=cannot_tell(obj, exc))
 
     async def close(self) -> None:
         """Release what the reconciler holds beyond its calls (the deadline watchdog)."""
         await self._calls.close()
-
-
-_LAST_KNOWN = "; last known Ready "
-
-
-def _cannot_tell(obj: AnyResource, exc: BaseException) -> Verdict:
-    """Ready=Unknown after a failed observe, saying why and, when it was Ready before,
-    since when it had been (kept through later failures)."""
-    message = f"cannot tell: observing failed: {str(exc) or type(exc).__name__}"
-    ready = obj.status.condition("Ready")
-    if ready is not None and ready.status is TRUE and ready.last_transition_time is not None:
-        since = ready.last_transition_time.strftime("%Y-%m-%dT%H:%M:%SZ")
-        message += f"{_LAST_KNOWN}(since {since})"
-    elif ready is not None and ready.status is UNKNOWN and _LAST_KNOWN in ready.message:
-        message += _LAST_KNOWN + ready.message.split(_LAST_KNOWN, 1)[1]
-    return Verdict(UNKNOWN, "ObserveFailed", message)

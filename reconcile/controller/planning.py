@@ -19,6 +19,7 @@ from reconcile.model.external import (
     ANNOTATION_CREATE_PENDING,
     ANNOTATION_CREATE_SUCCEEDED,
     ANNOTATION_DELETION_POLICY,
+    ANNOTATION_EXTERNAL_IDENTITY,
     ANNOTATION_MANAGEMENT_POLICY,
     ANNOTATION_PAUSED,
     FINALIZER,
@@ -29,7 +30,7 @@ from reconcile.model.external import (
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
 
-__all__ = ["ACTIONS", "CHANGES", "Planned", "owned", "plan"]
+__all__ = ["ACTIONS", "CHANGES", "Planned", "owned", "plan", "with_identity"]
 
 #: Every action, in the order a summary lists them.
 ACTIONS = ("create", "update", "delete", "adopt", "orphan", "refuse", "nothing", "error")
@@ -64,6 +65,27 @@ def owned(obj: AnyResource, observation: Observation, *, provider_decides: bool 
         and ANNOTATION_CREATE_PENDING in annotations
         and ANNOTATION_CREATE_SUCCEEDED not in annotations
     )
+
+
+def with_identity(
+    obj: AnyResource,
+    observation: Observation,
+    annotations: dict[str, str | None] | None,
+    *,
+    ours_for_sure: bool,
+) -> dict[str, str | None] | None:
+    """``annotations`` with the identity ``observation`` reports recorded, when it is what
+    our own call left (``ours_for_sure``: the call's answer; otherwise a look that finds
+    our mark) and differs from the record: what an unmarked resource is later compared
+    with (:func:`reconcile.ours`). Never from a look that does not prove it ours."""
+    identity = observation.identity
+    if (
+        identity is None
+        or not (ours_for_sure or observation.owner == obj.metadata.uid)
+        or identity == obj.metadata.annotations.get(ANNOTATION_EXTERNAL_IDENTITY)
+    ):
+        return annotations
+    return {**(annotations or {}), ANNOTATION_EXTERNAL_IDENTITY: identity}
 
 
 async def plan(obj: AnyResource, external: ExternalClient, *, provider_decides: bool = False) -> Planned:

@@ -12,9 +12,9 @@ import attrs
 
 from reconcile.model.conditions import Condition, ConditionStatus, set_condition
 from reconcile.model.external import Observation
-from reconcile.model.resource import Resource
+from reconcile.model.resource import AnyResource, Resource
 
-__all__ = ["Action", "Verdict", "new_status"]
+__all__ = ["Action", "Verdict", "cannot_tell", "new_status", "repeats"]
 
 
 @attrs.frozen
@@ -81,3 +81,34 @@ def _unchanged(
         if current.observed_generation != generation:
             return False
     return True
+
+
+def repeats(obj: AnyResource, exc: BaseException) -> bool:
+    """Whether ``exc`` is the failure the object's Synced condition already reports
+    for its generation: a retry that fails the same way is not news, and is not
+    recorded again (a bucket that stays "not empty" through every backoff would
+    otherwise write two events per try). Its first occurrence, and any change, are."""
+    synced = obj.status.condition("Synced")
+    return (
+        synced is not None
+        and synced.status is ConditionStatus.FALSE
+        and synced.reason == "ReconcileError"
+        and synced.observed_generation == obj.metadata.generation
+        and synced.message == (str(exc) or type(exc).__name__)
+    )
+
+
+_LAST_KNOWN = "; last known Ready "
+
+
+def cannot_tell(obj: AnyResource, exc: BaseException) -> Verdict:
+    """Ready=Unknown after a failed observe, saying why and, when it was Ready before,
+    since when it had been (kept through later failures)."""
+    message = f"cannot tell: observing failed: {str(exc) or type(exc).__name__}"
+    ready = obj.status.condition("Ready")
+    if ready is not None and ready.status is ConditionStatus.TRUE and ready.last_transition_time is not None:
+        since = ready.last_transition_time.strftime("%Y-%m-%dT%H:%M:%SZ")
+        message += f"{_LAST_KNOWN}(since {since})"
+    elif ready is not None and ready.status is ConditionStatus.UNKNOWN and _LAST_KNOWN in ready.message:
+        message += _LAST_KNOWN + ready.message.split(_LAST_KNOWN, 1)[1]
+    return Verdict(ConditionStatus.UNKNOWN, "ObserveFailed", message)
