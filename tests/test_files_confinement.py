@@ -260,6 +260,21 @@ def swapped(folder: Path, first: str, second: str) -> Iterator[None]:
         exchange(folder, first, second)
 
 
+def swap_runtime(root: Path, db: Path, clock: FakeClock) -> Runtime:
+    """A Runtime with the files provider confined to ``root``, polling on ``clock``."""
+    return Runtime(
+        db,
+        providers=[FilesProvider()],
+        provider_config={"files": {"roots": [str(root)]}},
+        clock=clock,
+        wall_clock=clock,
+        poll_interval=POLL,
+        poll_jitter=JITTER,
+        provider_attempts=1,  # no retry inside a reconcile waiting on the fake clock
+        resync_period=None,
+    )
+
+
 class TestSwapBack:
     """A folder swapped for a symlink, then back: the runner picks up where it was."""
 
@@ -271,17 +286,7 @@ class TestSwapBack:
         repaired."""
         root, outside = site
         clock = FakeClock()
-        runtime = Runtime(
-            tmp_path / "state.db",
-            providers=[FilesProvider()],
-            provider_config={"files": {"roots": [str(root)]}},
-            clock=clock,
-            wall_clock=clock,
-            poll_interval=POLL,
-            poll_jitter=JITTER,
-            provider_attempts=1,  # no retry inside a reconcile waiting on the fake clock
-            resync_period=None,
-        )
+        runtime = swap_runtime(root, tmp_path / "state.db", clock)
         names = [f"f{i}" for i in range(5)]
         (root / "swap").symlink_to(outside)
         before = snapshot(outside)
@@ -371,17 +376,7 @@ class TestSwapBack:
         once it stops (the folder back in place), every File is Synced within a poll."""
         root, outside = site
         clock = FakeClock()
-        runtime = Runtime(
-            tmp_path / "state.db",
-            providers=[FilesProvider()],
-            provider_config={"files": {"roots": [str(root)]}},
-            clock=clock,
-            wall_clock=clock,
-            poll_interval=POLL,
-            poll_jitter=JITTER,
-            provider_attempts=1,
-            resync_period=None,
-        )
+        runtime = swap_runtime(root, tmp_path / "state.db", clock)
         names = [f"f{i}" for i in range(20)]
         (root / "swap").symlink_to(outside)
         before = snapshot(outside)
