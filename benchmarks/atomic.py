@@ -40,7 +40,7 @@ def manifests(size: int) -> list[dict[str, Any]]:
     """``size`` Widget manifests with a label and a small spec."""
     return [
         {
-            "api_version": "example.reconcile.dev/v1",
+            "apiVersion": "example.reconcile.dev/v1",
             "kind": "Widget",
             "metadata": {"name": f"w-{i:06d}", "labels": {"app": "bench"}},
             "spec": {"size": i % 100, "color": "blue"},

@@ -111,7 +111,7 @@ def _since(before: Mapping[str, int]) -> dict[str, int]:
 def manifest(index: int, address: str = "192.0.2.1") -> dict[str, Any]:
     """Record set ``index``."""
     return {
-        "api_version": "dns.reconcile.dev/v1",
+        "apiVersion": "dns.reconcile.dev/v1",
         "kind": "RecordSet",
         "metadata": {"name": f"e{index:05d}"},
         "spec": {"zone": ZONE, "name": f"e{index:05d}", "type": "A", "records": [address]},

@@ -92,7 +92,7 @@ def plain_check(root: Path, size: int) -> float:
 def manifest(index: int) -> dict[str, Any]:
     """File ``index`` as a manifest."""
     return {
-        "api_version": "files.reconcile.dev/v1",
+        "apiVersion": "files.reconcile.dev/v1",
         "kind": "File",
         "metadata": {"name": f"page-{index:06d}"},
         "spec": {"path": relative(index), "content": content(index).decode()},

@@ -34,7 +34,7 @@ def file_bytes(db: Path) -> int:
 def widget(name: str, size: int) -> dict[str, Any]:
     """A small Widget manifest."""
     return {
-        "api_version": "example.reconcile.dev/v1",
+        "apiVersion": "example.reconcile.dev/v1",
         "kind": "Widget",
         "metadata": {"name": name, "labels": {"app": "site"}},
         "spec": {"size": size},

@@ -61,7 +61,7 @@ def minimal_loop(path: Path, count: int, *, batch: int = 1000) -> float:
     started = time.perf_counter()
     declarations = [
         {
-            "api_version": THING.api_version,
+            "apiVersion": THING.api_version,
             "kind": "Thing",
             "metadata": {"name": f"t{i}"},
             "spec": {"size": i},
@@ -81,7 +81,7 @@ def minimal_loop(path: Path, count: int, *, batch: int = 1000) -> float:
         conn.execute("BEGIN")
         rows = []
         for name in names[start : start + batch]:
-            status = {"observed_generation": 1, "conditions": [{"type": "Ready", "status": "True"}]}
+            status = {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]}
             cache[name]["status"] = status
             rows.append((name, dumps(cache[name])))
         conn.executemany("INSERT INTO events (name, type, body) VALUES (?, 'StatusChanged', ?)", rows)
@@ -138,17 +138,17 @@ def _floor_declare(
     spec = converter.structure({"size": i}, ThingSpec)
     uid = str(uuid.uuid4())
     body: dict[str, Any] = {
-        "api_version": THING.api_version,
+        "apiVersion": THING.api_version,
         "kind": "Thing",
         "metadata": {
             **converter.unstructure(meta),
             "uid": uid,
             "generation": 1,
-            "creation_timestamp": _utcnow().isoformat(),
+            "creationTimestamp": _utcnow().isoformat(),
             "finalizers": ["f"],
         },
         "spec": converter.unstructure(spec),
-        "status": {"observed_generation": 0, "conditions": []},
+        "status": {"observedGeneration": 0, "conditions": []},
     }
     obj = Resource(
         THING.api_version,

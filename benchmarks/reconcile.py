@@ -195,7 +195,7 @@ async def controller_loop(db: Path, keys: int, rounds: int, *, stored: bool = Tr
         if stored:
             await client.apply_many(
                 [
-                    {"api_version": THING.api_version, "kind": "Thing", "metadata": {"name": f"t{i}"}}
+                    {"apiVersion": THING.api_version, "kind": "Thing", "metadata": {"name": f"t{i}"}}
                     for i in range(keys)
                 ]
             )
@@ -263,7 +263,7 @@ async def cold_convergence(db: Path, count: int, workers: int) -> dict[str, Any]
             decoder.resource = counting  # type: ignore[method-assign]
             manifests = [
                 {
-                    "api_version": THING.api_version,
+                    "apiVersion": THING.api_version,
                     "kind": "Thing",
                     "metadata": {"name": f"t{i}"},
                     "spec": {"size": i},

@@ -80,7 +80,7 @@ def page(index: int, number: int) -> bytes:
 def object_manifest(index: int, number: int) -> dict[str, Any]:
     """Object ``number`` of bucket ``index``."""
     return {
-        "api_version": "s3.reconcile.dev/v1",
+        "apiVersion": "s3.reconcile.dev/v1",
         "kind": "Object",
         "metadata": {"name": f"bench-{index:05d}-{number}"},
         "spec": {
@@ -94,14 +94,14 @@ def object_manifest(index: int, number: int) -> dict[str, Any]:
 def manifest(index: int) -> dict[str, Any]:
     """Bucket ``index``."""
     return {
-        "api_version": "s3.reconcile.dev/v1",
+        "apiVersion": "s3.reconcile.dev/v1",
         "kind": "Bucket",
         "metadata": {"name": f"bench-{index:05d}"},
         "spec": {
             "versioning": "Enabled",
             "tags": TAGS,
             "encryption": {"algorithm": "AES256"},
-            "force_destroy": True,
+            "forceDestroy": True,
         },
     }
 

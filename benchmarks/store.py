@@ -44,7 +44,7 @@ from reconcile.testing import example_kinds  # noqa: E402
 def payload(i: int) -> dict[str, Any]:
     """A Widget-sized object body."""
     return {
-        "api_version": "example.reconcile.dev/v1",
+        "apiVersion": "example.reconcile.dev/v1",
         "kind": "Widget",
         "metadata": {
             "name": f"w{i}",
@@ -56,7 +56,7 @@ def payload(i: int) -> dict[str, Any]:
             "finalizers": [],
         },
         "spec": {"size": i, "color": "blue", "tags": ["a", "b"]},
-        "status": {"observed_generation": 0, "conditions": []},
+        "status": {"observedGeneration": 0, "conditions": []},
     }
 
 
@@ -111,7 +111,7 @@ def _same_rows_transaction(
     head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
     numbers = range(start, stop)
     conn.executemany(
-        "INSERT INTO objects (id, api_group, kind, namespace, name, uid, resource_version, live) "
+        "INSERT INTO objects (id, api_group, kind, namespace, name, uid, resourceVersion, live) "
         "VALUES (?, 'example.reconcile.dev', 'Widget', 'default', ?, ?, ?, 1)",
         [(i + 1, f"w{i}", f"u{i}", head + 1 + i - start) for i in numbers],
     )
@@ -169,7 +169,7 @@ async def client_applies(path: Path, size: int, synchronous: str, writers: int) 
         async def writer() -> None:
             for i in work:
                 body = payload(i)
-                manifest = {k: body[k] for k in ("api_version", "kind", "spec")}
+                manifest = {k: body[k] for k in ("apiVersion", "kind", "spec")}
                 manifest["metadata"] = {"name": body["metadata"]["name"], "labels": {"app": "bench"}}
                 await client.apply(manifest)
 
@@ -185,7 +185,7 @@ async def client_apply_many(path: Path, size: int, synchronous: str) -> float:
         manifests = []
         for i in range(size):
             body = payload(i)
-            manifest = {k: body[k] for k in ("api_version", "kind", "spec")}
+            manifest = {k: body[k] for k in ("apiVersion", "kind", "spec")}
             manifest["metadata"] = {"name": body["metadata"]["name"], "labels": {"app": "bench"}}
             manifests.append(manifest)
         started = time.perf_counter()
@@ -203,7 +203,7 @@ async def main():
     async with connect({db!r}, kinds=example_kinds()) as client:
         for i in range({count}):
             await asyncio.sleep(0.005)
-            await client.apply({{"api_version": "example.reconcile.dev/v1", "kind": "Widget",
+            await client.apply({{"apiVersion": "example.reconcile.dev/v1", "kind": "Widget",
                 "metadata": {{"name": f"x{{i}}"}}, "spec": {{"size": i}}}})
             print(f"x{{i}}", time.monotonic(), flush=True)
 asyncio.run(main())

@@ -39,7 +39,7 @@ async def main(db: Path) -> int:
         for document in documents:
             obj = await client.apply(document.data, manager="demo")  # type: ignore[arg-type]
             where = f"{obj.kind}/{obj.metadata.namespace}/{obj.metadata.name}"
-            print(f"applied {where} at revision {obj.metadata.resource_version}")
+            print(f"applied {where} at revision {obj.metadata.resourceVersion}")
 
         widgets = await client.list("widget", label_selector="app=shop")
         rows = [("NAMESPACE", "NAME", "SIZE", "COLOR", "GENERATION", "REVISION")]
@@ -79,7 +79,7 @@ async def main(db: Path) -> int:
                 changed = ", ".join(
                     f"{c.path}: {c.old!r} -> {c.new!r}"
                     for c in event.changes
-                    if c.path != "metadata.managed_fields"
+                    if c.path != "metadata.managedFields"
                 )
                 when = f"{event.time:%H:%M:%S}"
                 print(f"  {event.revision:>3}  {when}  {event.type:<18} {event.actor:<18} {changed}")

@@ -35,6 +35,7 @@ from reconcile.errors import (
     ProviderLoadError,
     ReconcileError,
     SchemaVersionError,
+    SpellingWarning,
     StoreError,
     TerminalError,
     TransientError,

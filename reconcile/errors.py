@@ -48,6 +48,7 @@ __all__ = [
     "ProviderLoadError",
     "ReconcileError",
     "SchemaVersionError",
+    "SpellingWarning",
     "StoreError",
     "TerminalError",
     "TransientError",
@@ -155,6 +156,11 @@ class LockedError(ReconcileError):
     def __init__(self, message: str, *, holder: str) -> None:
         super().__init__(message)
         self.holder = holder
+
+
+class SpellingWarning(FutureWarning):
+    """A manifest was written in the old snake_case spelling (``api_version``), accepted
+    for this release only; the message names the new spelling of each field."""
 
 
 class ProviderLoadError(ReconcileError):

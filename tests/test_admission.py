@@ -19,7 +19,7 @@ from reconcile.store.encoding import dumps
 def record_set(**spec: Any) -> dict[str, Any]:
     """A RecordSet manifest."""
     return {
-        "api_version": "example.reconcile.dev/v1",
+        "apiVersion": "example.reconcile.dev/v1",
         "kind": "RecordSet",
         "metadata": {"name": "rs"},
         "spec": {"zone": "example.org", **spec},
@@ -37,14 +37,14 @@ def _deep(levels: int) -> list[Any]:
 BAD = {
     "not a mapping": (["a", "list"], "expected a mapping"),
     "unknown kind": ({**widget("w"), "kind": "Gadget"}, 'kind: unknown kind "Gadget"'),
-    "unknown api_version": (
-        {**widget("w"), "api_version": "example.reconcile.dev/v9"},
-        "api_version: unknown",
+    "unknown apiVersion": (
+        {**widget("w"), "apiVersion": "example.reconcile.dev/v9"},
+        "apiVersion: unknown",
     ),
-    "missing kind": ({"api_version": "x/v1", "metadata": {"name": "a"}}, "kind: required"),
+    "missing kind": ({"apiVersion": "x/v1", "metadata": {"name": "a"}}, "kind: required"),
     "camelCase envelope": (
         {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget"},
-        'apiVersion: unknown field (did you mean "api_version"?)',
+        'apiVersion: unknown field (did you mean "apiVersion"?)',
     ),
     "missing metadata": ({**widget("w"), "metadata": None}, "metadata: required mapping"),
     "missing name": ({**widget("w"), "metadata": {}}, "metadata.name: required field missing"),
@@ -209,7 +209,7 @@ class TestDocField:
         """doc_field(validator=one or a list) is checked at admission, with its path."""
         kind = Kind("shelves.example.dev/v1", "Shelf", _Shelf)
         admission = Admission(KindRegistry([kind]), make_converter())
-        manifest = {"api_version": "shelves.example.dev/v1", "kind": "Shelf", "metadata": {"name": "s"}}
+        manifest = {"apiVersion": "shelves.example.dev/v1", "kind": "Shelf", "metadata": {"name": "s"}}
         assert admission.admit({**manifest, "spec": {"slots": 2}}).spec == _Shelf(slots=2)
         for spec, path in (({"slots": 0}, "spec.slots"), ({"label": "toys"}, "spec.label")):
             with pytest.raises(InvalidError) as caught:

@@ -36,7 +36,7 @@ def manifests(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("many")
     for part in range(FILES):
         documents = [
-            f"api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {{name: f{n}}}\n"
+            f"apiVersion: files.reconcile.dev/v1\nkind: File\nmetadata: {{name: f{n}}}\n"
             f"spec: {{path: out/f{n}.txt, content: 'hello {n}'}}\n"
             for n in range(part * PER_FILE, (part + 1) * PER_FILE)
         ]

@@ -28,14 +28,14 @@ from reconcile.store.sqlite import writing
 from reconcile.store.sqlite.schema import SCHEMA_VERSION
 from reconcile.testing import example_kinds
 
-HEAD = "api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {name: x}\n"
+HEAD = "apiVersion: files.reconcile.dev/v1\nkind: File\nmetadata: {name: x}\n"
 SITE = """\
-api_version: files.reconcile.dev/v1
+apiVersion: files.reconcile.dev/v1
 kind: Directory
 metadata: {name: public}
 spec: {path: out}
 ---
-api_version: files.reconcile.dev/v1
+apiVersion: files.reconcile.dev/v1
 kind: File
 metadata: {name: index, labels: {app: site}}
 spec:
@@ -142,20 +142,20 @@ class TestApplyAndRead:
         args = ["--root", str(cli.tmp / "www"), "--source-root", str(cli.tmp / "pages"), "apply", "-f", "-"]
         assert cli(*args)[0] == 0
         code, out, _ = cli("get", "file", "x", "-o", "json")
-        assert json.loads(out)["spec"]["source_digest"].startswith("sha256:")
+        assert json.loads(out)["spec"]["sourceDigest"].startswith("sha256:")
 
     def test_apply_conflict_is_a_runtime_failure(self, cli: Cli) -> None:
-        """A stale resource_version precondition: exit 1 with the conflict, nothing changed."""
+        """A stale resourceVersion precondition: exit 1 with the conflict, nothing changed."""
         cli.write("site.yaml", SITE)
         cli("apply", "-f", str(cli.manifests))
         revision = cli.revision()
         stale = SITE.replace(
-            "metadata: {name: index, labels: {app: site}}", "metadata: {name: index, resource_version: 1}"
+            "metadata: {name: index, labels: {app: site}}", "metadata: {name: index, resourceVersion: 1}"
         )
         path = cli.write("site.yaml", stale.replace("Hello", "Bye"))
         code, out, err = cli("apply", "-f", str(path))
         assert code == 1
-        assert "resource_version" in err
+        assert "resourceVersion" in err
         assert "file.files.reconcile.dev/index" not in out
         assert cli.revision() == revision
 

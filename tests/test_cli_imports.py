@@ -34,7 +34,7 @@ class GadgetProvider:
 provider = GadgetProvider()
 '''
 
-GADGET = "api_version: gadgets.example.dev/v1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: 3}\n"
+GADGET = "apiVersion: gadgets.example.dev/v1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: 3}\n"
 
 
 @pytest.fixture

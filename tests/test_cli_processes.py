@@ -27,7 +27,7 @@ ROOT = Path(__file__).parents[1]
 DEADLINE = 30.0
 
 SITE = """\
-api_version: files.reconcile.dev/v1
+apiVersion: files.reconcile.dev/v1
 kind: File
 metadata: {name: index}
 spec: {path: www/index.html, content: "hello\\n"}
@@ -219,7 +219,7 @@ def test_sigterm_mid_convergence_then_resume(tmp_path: Path) -> None:
     manifest = tmp_path / "many.yaml"
     manifest.write_text(
         "---\n".join(
-            f"api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {{name: f{i}}}\n"
+            f"apiVersion: files.reconcile.dev/v1\nkind: File\nmetadata: {{name: f{i}}}\n"
             f"spec: {{path: 'www/d{i % 10}/f{i}.txt', content: 'file {i}'}}\n"
             for i in range(400)
         )

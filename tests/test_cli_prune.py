@@ -18,7 +18,7 @@ from reconcile.testing import example_kinds
 def page(name: str, app: str = "site") -> str:
     """A File labelled ``app``."""
     return (
-        "api_version: files.reconcile.dev/v1\nkind: File\n"
+        "apiVersion: files.reconcile.dev/v1\nkind: File\n"
         f"metadata: {{name: {name}, labels: {{app: {app}}}}}\nspec: {{path: {name}.txt, content: {name}}}\n"
     )
 
@@ -66,10 +66,10 @@ class TestPrune:
             "",
         )
         # Deleted: the runner's cleanup (it holds the managed finalizer) removes the file.
-        code, out, _ = cli("get", "file", "b", "-o", "jsonpath={.metadata.deletion_timestamp}")
+        code, out, _ = cli("get", "file", "b", "-o", "jsonpath={.metadata.deletionTimestamp}")
         assert code == 0
         assert out.strip() not in {"", "None"}
-        _, out, _ = cli("get", "file", "c", "-o", "jsonpath={.metadata.deletion_timestamp}")
+        _, out, _ = cli("get", "file", "c", "-o", "jsonpath={.metadata.deletionTimestamp}")
         assert out.strip() == "None"
         _, out, _ = cli("history", "file", "b", "-o", "json")
         assert (json.loads(out)[-1]["type"], json.loads(out)[-1]["user"]) == ("DeletionRequested", "carol")

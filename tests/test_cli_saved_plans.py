@@ -13,7 +13,7 @@ from test_cli import Cli
 def page(name: str, content: str = "hello") -> str:
     """A File manifest."""
     return (
-        "api_version: files.reconcile.dev/v1\nkind: File\n"
+        "apiVersion: files.reconcile.dev/v1\nkind: File\n"
         f"metadata: {{name: {name}}}\nspec: {{path: {name}.txt, content: {content}}}\n"
     )
 
@@ -100,7 +100,7 @@ class TestSavedPlan:
         (cli.manifests / "src.txt").write_text("two")
         code, _, err = cli("apply", str(plan))
         assert code == 1
-        assert "admits differently than when planned (spec.source_digest changed): make a new plan" in err
+        assert "admits differently than when planned (spec.sourceDigest changed): make a new plan" in err
         assert cli.revision() == 0
 
     @pytest.mark.parametrize(

@@ -60,11 +60,11 @@ class TestWhoChangedWhat:
         assert {(e["user"], e["actor"]) for e in json.loads(out)} == {(expected, "reconcile")}
 
     def test_the_field_manager_owns_what_it_applied(self, cli: Cli) -> None:
-        """--field-manager is the key of the labels it applied in managed_fields."""
+        """--field-manager is the key of the labels it applied in managedFields."""
         labelled = HEAD.replace("metadata: {name: x}", "metadata: {name: x, labels: {app: web}}")
         path = cli.write("x.yaml", labelled + "spec: {path: x.txt}\n")
         assert cli("--field-manager", "ci", "apply", "-f", str(path))[0] == 0
-        code, out, _ = cli("get", "file", "x", "-o", "jsonpath={.metadata.managed_fields}")
+        code, out, _ = cli("get", "file", "x", "-o", "jsonpath={.metadata.managedFields}")
         assert (code, json.loads(out)) == (0, {"ci": ["labels/app"]})
 
     @pytest.mark.parametrize(

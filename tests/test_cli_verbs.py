@@ -34,17 +34,17 @@ from reconcile.model.conditions import Condition, ConditionStatus
 ROOT = Path(__file__).parents[1]
 DEADLINE = 30.0
 SITE = """\
-api_version: files.reconcile.dev/v1
+apiVersion: files.reconcile.dev/v1
 kind: File
 metadata: {name: index, labels: {app: site}}
 spec: {path: out/index.html, content: "hello\\n"}
 ---
-api_version: files.reconcile.dev/v1
+apiVersion: files.reconcile.dev/v1
 kind: File
 metadata: {name: about, labels: {app: site}}
 spec: {path: out/about.html, content: "about\\n"}
 ---
-api_version: files.reconcile.dev/v1
+apiVersion: files.reconcile.dev/v1
 kind: File
 metadata: {name: other}
 spec: {path: out/other.html, content: "other\\n"}
@@ -163,12 +163,12 @@ class TestPatch:
         patch = json.dumps(
             [
                 {"op": "replace", "path": "/spec/content", "value": "x"},
-                {"op": "test", "path": "/metadata/resource_version", "value": 7},
+                {"op": "test", "path": "/metadata/resourceVersion", "value": 7},
             ]
         )
         code, _, err = cli("patch", "file/index", "--type", "json", "-p", patch)
         assert code == 2
-        assert err.strip().endswith("patch[1]: test /metadata/resource_version: is 1, not 7")
+        assert err.strip().endswith("patch[1]: test /metadata/resourceVersion: is 1, not 7")
         assert cli.revision() == revision
 
     def test_admission_refuses(self, cli: Cli) -> None:
@@ -187,21 +187,21 @@ class TestPatch:
         assert code == 2
         assert 'File "index": metadata.uid: cannot be changed here' in err
         assert "metadata.finalizers: cannot be changed here" in err
-        code, out, err = cli("patch", "file/index", "-p", '{"status": {"observed_generation": 7}}')
+        code, out, err = cli("patch", "file/index", "-p", '{"status": {"observedGeneration": 7}}')
         assert (code, out) == (0, f"{INDEX} patched (no change)\n")
         assert "status is written by the controllers; the change to it was ignored" in err
         assert cli.revision() == revision
 
     def test_resource_version_is_a_precondition(self, cli: Cli) -> None:
-        """A resource_version in the patch that is not the object's: a conflict (exit
+        """A resourceVersion in the patch that is not the object's: a conflict (exit
         1), nothing written; the current one: written."""
-        version = stored(cli)["metadata"]["resource_version"]
-        patch = {"metadata": {"resource_version": version - 1}, "spec": {"content": "x\n"}}
+        version = stored(cli)["metadata"]["resourceVersion"]
+        patch = {"metadata": {"resourceVersion": version - 1}, "spec": {"content": "x\n"}}
         code, _, err = cli("patch", "file/index", "-p", json.dumps(patch))
         assert code == 1
-        assert f"the change was made on resource_version {version - 1}, and it is at {version} now" in err
+        assert f"the change was made on resourceVersion {version - 1}, and it is at {version} now" in err
         assert stored(cli)["spec"]["content"] == "hello\n"
-        patch["metadata"]["resource_version"] = version
+        patch["metadata"]["resourceVersion"] = version
         assert cli("patch", "file/index", "-p", json.dumps(patch))[0] == 0
         assert stored(cli)["spec"]["content"] == "x\n"
 
@@ -368,7 +368,7 @@ class TestLabel:
 
     def test_resource_version(self, cli: Cli) -> None:
         """--resource-version: the change is made only on that version (else exit 1)."""
-        version = stored(cli)["metadata"]["resource_version"]
+        version = stored(cli)["metadata"]["resourceVersion"]
         code, _, err = cli("label", "file/index", "a=1", "--resource-version", str(version - 1))
         assert code == 1
         assert "was modified" in err
@@ -471,7 +471,7 @@ class TestEdit:
         code, out, err = cli("edit", "file/index")
         assert (code, out) == (0, f"{INDEX} edited\n"), err
         first, second = editor.shown()
-        head = second.split("api_version:")[0]
+        head = second.split("apiVersion:")[0]
         assert f"# {INDEX} was not saved:\n" in head
         assert "# * File \"index\": spec.mode: '0999' is not an octal permission" in head
         assert "mode: '0999'" in second, "the editor shows what was saved, not the original"
@@ -487,7 +487,7 @@ class TestEdit:
             {
                 "replace": [
                     ["  name: renamed", "  name: index"],
-                    ["observed_generation: 0", "observed_generation: 5"],
+                    ["observedGeneration: 0", "observedGeneration: 5"],
                 ]
             },
         )

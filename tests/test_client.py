@@ -96,14 +96,14 @@ class TestApply:
     async def test_apply_ignores_status_and_server_fields(self, client: Client) -> None:
         """Status and server-owned metadata in a manifest are not taken."""
         manifest = widget("w1", uid="forged", generation=9)
-        manifest["status"] = {"observed_generation": 7}
+        manifest["status"] = {"observedGeneration": 7}
         obj = await client.apply(manifest)
         assert obj.metadata.uid != "forged"
         assert obj.metadata.generation == 1
         assert obj.status.observed_generation == 0
 
     async def test_resource_version_in_manifest_is_a_precondition(self, client: Client) -> None:
-        """A stale resource_version in an applied manifest is a conflict."""
+        """A stale resourceVersion in an applied manifest is a conflict."""
         await client.apply(widget("w1"))
         await client.apply(widget("w1", 2))
         with pytest.raises(ConflictError):
@@ -261,7 +261,7 @@ class TestPatchAndUpdate:
 
     async def test_metadata_patch(self, client: Client) -> None:
         """A labels/annotations patch merges without touching spec or generation, is
-        validated, honours a resource_version, and is a no-op when nothing changes."""
+        validated, honours a resourceVersion, and is a no-op when nothing changes."""
         obj = await client.apply(widget("w1", labels={"a": "1"}))
         patched = await client.patch(
             "widget", "w1", {"metadata": {"labels": {"a": None, "b": "2"}, "annotations": {"x.dev/y": "z"}}}
@@ -281,7 +281,7 @@ class TestPatchAndUpdate:
         assert await client.revision() == revision
 
     async def test_update_with_stale_version_conflicts(self, client: Client) -> None:
-        """update with an old resource_version raises ConflictError and changes nothing."""
+        """update with an old resourceVersion raises ConflictError and changes nothing."""
         obj = await client.apply(widget("w1"))
         await client.apply(widget("w1", 2))
         with pytest.raises(ConflictError):
@@ -289,10 +289,10 @@ class TestPatchAndUpdate:
         assert (await client.get("widget", "w1")).spec.size == 2
 
     async def test_update_needs_a_version(self, client: Client) -> None:
-        """update without a resource_version is refused."""
+        """update without a resourceVersion is refused."""
         obj = await client.apply(widget("w1"))
         stripped = attrs.evolve(obj, metadata=attrs.evolve(obj.metadata, resource_version=None))
-        with pytest.raises(InvalidError, match=r"metadata\.resource_version"):
+        with pytest.raises(InvalidError, match=r"metadata\.resourceVersion"):
             await client.update(stripped)
 
     async def test_concurrent_updates_one_winner_per_version(self, client: Client) -> None:
@@ -344,7 +344,7 @@ class TestDeletion:
             await client.delete("widget", "w1")
 
     async def test_finalizers_hold_deletion(self, client: Client, clock: FakeClock) -> None:
-        """delete sets deletion_timestamp while finalizers remain; the last removal deletes."""
+        """delete sets deletionTimestamp while finalizers remain; the last removal deletes."""
         await client.apply(widget("w1"))
         await client.add_finalizer("widget", "w1", "example.dev/a")
         await client.add_finalizer("widget", "w1", "example.dev/b")
@@ -441,8 +441,8 @@ class TestStatus:
     async def test_invalid_status(self, client: Client) -> None:
         """A status of the wrong shape is refused with its path."""
         obj = await client.apply(widget("w1"))
-        with pytest.raises(InvalidError, match=r"status\.observed_generation"):
-            await client.update_status(attrs.evolve(obj, status={"observed_generation": "x"}))
+        with pytest.raises(InvalidError, match=r"status\.observedGeneration"):
+            await client.update_status(attrs.evolve(obj, status={"observedGeneration": "x"}))
 
     async def test_apply_never_touches_status(self, client: Client) -> None:
         """A spec change through apply keeps the status the controller wrote."""
@@ -512,7 +512,7 @@ class TestWatch:
         await client.apply(widget("w1"))
         await client.apply(
             {
-                "api_version": "example.reconcile.dev/v1",
+                "apiVersion": "example.reconcile.dev/v1",
                 "kind": "RecordSet",
                 "metadata": {"name": "rs"},
                 "spec": {"zone": "example.org"},
@@ -574,7 +574,7 @@ class TestRecord:
     """Controller actions recorded as events without changing the object."""
 
     async def test_record_joins_history_without_touching_the_object(self, client: Client) -> None:
-        """record appends an event with data; resource_version stays; watch sees it."""
+        """record appends an event with data; resourceVersion stays; watch sees it."""
         obj = await client.apply(widget("w1"))
         revision = await client.record(
             "widget", "w1", "CreateRequested", data={"message": "creating"}, manager="widget-controller"
@@ -645,7 +645,7 @@ class TestDeletingObjects:
 
     async def test_releasing_the_last_finalizer_by_apply_completes_the_deletion(self, client: Client) -> None:
         """apply with ``finalizers: [x]``, delete, apply with ``finalizers: []``: the
-        object goes (it used to stay forever with its deletion_timestamp)."""
+        object goes (it used to stay forever with its deletionTimestamp)."""
         await client.apply(widget("w", finalizers=["example.dev/x"]))
         await client.delete("widget", "w")
         assert (await client.get("widget", "w")).metadata.deletion_timestamp is not None
@@ -759,7 +759,7 @@ class TestApplyMany:
         """With check_all_first, a document the stored state refuses (a stale version)
         leaves every document unwritten, each saying so."""
         stale = widget("w1", 5)
-        stale["metadata"]["resource_version"] = 999  # type: ignore[index]
+        stale["metadata"]["resourceVersion"] = 999  # type: ignore[index]
         await client.apply(widget("w1", 1))
         revision = await client.revision()
         results = await client.apply_many([widget("w2", 1), stale], check_all_first=True)
@@ -789,7 +789,7 @@ class TestApplyMany:
         stored = await client.apply(widget("w1", 1))
         first, second = widget("w1", 2), widget("w1", 3)
         for doc in (first, second):
-            doc["metadata"]["resource_version"] = stored.metadata.resource_version  # type: ignore[index]
+            doc["metadata"]["resourceVersion"] = stored.metadata.resource_version  # type: ignore[index]
         revision = await client.revision()
         results = await client.apply_many([widget("w2", 1), first, second], atomic=True)
         assert [r.outcome for r in results] == ["skipped", "skipped", "refused"]

@@ -99,7 +99,7 @@ async def main():
     config = {"files": {"roots": [sys.argv[2]]}}
     runtime = Runtime(sys.argv[1], providers=[FilesProvider()], provider_config=config)
     await runtime.start()
-    await runtime.apply({"api_version": "files.reconcile.dev/v1", "kind": "File",
+    await runtime.apply({"apiVersion": "files.reconcile.dev/v1", "kind": "File",
                          "metadata": {"name": "a"}, "spec": {"path": "a.txt", "content": "x"}})
     closing = asyncio.create_task(runtime.close())
     for _ in range(int(sys.argv[3])):

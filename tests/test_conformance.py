@@ -63,7 +63,7 @@ class MemoryOutside:
 def bucket(name: str) -> dict[str, Any]:
     """A Bucket manifest (deterministic identity)."""
     return {
-        "api_version": "memory.reconcile.dev/v1",
+        "apiVersion": "memory.reconcile.dev/v1",
         "kind": "Bucket",
         "metadata": {"name": name},
         "spec": {"name": name, "value": "v"},
@@ -73,7 +73,7 @@ def bucket(name: str) -> dict[str, Any]:
 def note(name: str) -> dict[str, Any]:
     """A Note manifest (the system chooses the id)."""
     return {
-        "api_version": "memory.reconcile.dev/v1",
+        "apiVersion": "memory.reconcile.dev/v1",
         "kind": "Note",
         "metadata": {"name": name},
         "spec": {"text": name},

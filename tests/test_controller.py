@@ -26,7 +26,7 @@ DEADLINE = 10.0
 
 
 class StatusWriter:
-    """Writes status.observed_generation = generation; counts calls per name."""
+    """Writes status.observedGeneration = generation; counts calls per name."""
 
     def __init__(self, client: Client, informer: Callable[[], Informer]) -> None:
         self.client = client
@@ -430,7 +430,7 @@ class TestInformer:
 
     async def test_indexes(self, client: Client, clock: FakeClock) -> None:
         """The cache answers label selectors and owner lookups, and follows changes."""
-        owner = {"api_version": "example.reconcile.dev/v1", "kind": "Widget", "name": "p", "uid": "u-1"}
+        owner = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget", "name": "p", "uid": "u-1"}
         await client.apply(widget("a", labels={"app": "web"}, owner_references=[owner]))
         await client.apply(widget("b", labels={"app": "db"}))
         informer = Informer(client, WIDGET, clock=clock)

@@ -75,7 +75,7 @@ MODULE = textwrap.dedent(
 )
 
 GIZMO = {
-    "api_version": "gizmo.reconcile.dev/v1",
+    "apiVersion": "gizmo.reconcile.dev/v1",
     "kind": "Gizmo",
     "metadata": {"name": "g1"},
     "spec": {"size": 3},
@@ -128,7 +128,7 @@ def test_reconcile_apply_knows_the_factory_kind(factory: Path, tmp_path: Path) -
     """The CLI, a real process with the distribution on its path, applies the kind."""
     manifest = tmp_path / "gizmo.yaml"
     manifest.write_text(
-        "api_version: gizmo.reconcile.dev/v1\nkind: Gizmo\nmetadata: {name: g1}\nspec: {size: 3}\n"
+        "apiVersion: gizmo.reconcile.dev/v1\nkind: Gizmo\nmetadata: {name: g1}\nspec: {size: 3}\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(factory), str(ROOT)])}
     db = str(tmp_path / "cli.db")

@@ -62,7 +62,7 @@ class TestRunner:
         manifest.parent.mkdir()
         manifest.write_text(
             "---\n".join(
-                f"api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {{name: f{i}}}\n"
+                f"apiVersion: files.reconcile.dev/v1\nkind: File\nmetadata: {{name: f{i}}}\n"
                 f"spec: {{path: out/f{i}.txt, content: 'hello {i}'}}\n"
                 for i in range(FILES)
             )
@@ -83,7 +83,7 @@ class TestRunner:
         db = tiny_disk / "state.db"
         manifest = tmp_path / "one.yaml"
         manifest.write_text(
-            "api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {name: f}\n"
+            "apiVersion: files.reconcile.dev/v1\nkind: File\nmetadata: {name: f}\n"
             "spec: {path: f, content: x}\n"
         )
         assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0

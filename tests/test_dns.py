@@ -55,7 +55,7 @@ def record_set(
 ) -> dict[str, Any]:
     """A RecordSet manifest in the test zone."""
     return {
-        "api_version": RECORD_SET.api_version,
+        "apiVersion": RECORD_SET.api_version,
         "kind": "RecordSet",
         "metadata": {"name": label or f"{name}-{rtype.lower()}".replace("_", "u")},
         "spec": {"zone": ZONE, "name": name, "type": rtype, "records": records, **spec},
@@ -218,7 +218,7 @@ class TestAdmission:
     async def test_refused(self, tmp_path: Path, spec: dict[str, Any], path: str, reason: str) -> None:
         """Each invalid spec names its field and why; the log stays empty."""
         manifest = {
-            "api_version": RECORD_SET.api_version,
+            "apiVersion": RECORD_SET.api_version,
             "kind": "RecordSet",
             "metadata": {"name": "x"},
             "spec": spec,

@@ -41,7 +41,7 @@ POLL, JITTER = 10.0, 0.1
 
 def file_manifest(name: str, path: str, **spec: Any) -> dict[str, Any]:
     """A File manifest."""
-    return {"api_version": API, "kind": "File", "metadata": {"name": name}, "spec": {"path": path, **spec}}
+    return {"apiVersion": API, "kind": "File", "metadata": {"name": name}, "spec": {"path": path, **spec}}
 
 
 @pytest.fixture

@@ -176,7 +176,7 @@ def test_sigkill_mid_convergence_leaves_no_temporary(tmp_path: Path) -> None:
     manifests.mkdir()
     count = 1200
     documents = [
-        "api_version: files.reconcile.dev/v1\nkind: File\n"
+        "apiVersion: files.reconcile.dev/v1\nkind: File\n"
         f"metadata: {{name: f{i}}}\nspec: {{path: www/f{i}.txt, content: '{'x' * 512}{i}'}}\n"
         for i in range(count)
     ]

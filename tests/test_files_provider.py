@@ -26,7 +26,7 @@ API = "files.reconcile.dev/v1"
 def file_manifest(name: str, path: str | None = None, **spec: Any) -> dict[str, Any]:
     """A File manifest; the path defaults to ``<name>.txt``."""
     return {
-        "api_version": API,
+        "apiVersion": API,
         "kind": "File",
         "metadata": {"name": name},
         "spec": {"path": path or f"{name}.txt", "content": "hello\n", **spec},
@@ -36,7 +36,7 @@ def file_manifest(name: str, path: str | None = None, **spec: Any) -> dict[str, 
 def directory_manifest(name: str, path: str | None = None, **spec: Any) -> dict[str, Any]:
     """A Directory manifest; the path defaults to the name."""
     return {
-        "api_version": API,
+        "apiVersion": API,
         "kind": "Directory",
         "metadata": {"name": name},
         "spec": {"path": path or name, **spec},
@@ -182,7 +182,7 @@ class TestAdmission:
         assert "spec.mode" in message
 
     async def test_content_and_source_together_are_refused(self, root: Path, tmp_path: Path) -> None:
-        """At most one of content, content_base64, source."""
+        """At most one of content, contentBase64, source."""
         source = tmp_path / "page.html"
         source.write_text("<p>hi</p>")
         message = await rejected(root, tmp_path, file_manifest("a", source=str(source)))
@@ -206,12 +206,12 @@ class TestAdmission:
         assert obj.spec.source == str(tmp_path / "page.html")
 
     async def test_bad_base64_is_refused(self, root: Path, tmp_path: Path) -> None:
-        """content_base64 must decode."""
+        """contentBase64 must decode."""
         manifest = file_manifest("a")
         del manifest["spec"]["content"]
-        manifest["spec"]["content_base64"] = "not base64!"
+        manifest["spec"]["contentBase64"] = "not base64!"
         message = await rejected(root, tmp_path, manifest)
-        assert "spec.content_base64: not valid base64" in message
+        assert "spec.contentBase64: not valid base64" in message
 
     async def test_path_is_immutable(self, root: Path, tmp_path: Path) -> None:
         """Moving a File is refused (the old file would be left behind): delete, re-apply."""

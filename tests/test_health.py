@@ -51,7 +51,7 @@ class TestRuntimeHealth:
             await rt.wait_synced()
             await rt.apply(
                 {
-                    "api_version": "memory.reconcile.dev/v1",
+                    "apiVersion": "memory.reconcile.dev/v1",
                     "kind": "Bucket",
                     "metadata": {"name": "b"},
                     "spec": {"name": "b", "value": "v"},

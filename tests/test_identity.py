@@ -18,12 +18,12 @@ from reconcile.model.external import FINALIZER
 from reconcile.store.sqlite import schema
 
 API = "files.reconcile.dev/v1"
-HELLO = f"api_version: {API}\nkind: File\nmetadata: {{name: hello}}\nspec: {{path: index.html}}\n"
+HELLO = f"apiVersion: {API}\nkind: File\nmetadata: {{name: hello}}\nspec: {{path: index.html}}\n"
 
 
 def file_manifest(name: str, path: str) -> dict[str, Any]:
     """A File at ``path``."""
-    return {"api_version": API, "kind": "File", "metadata": {"name": name}, "spec": {"path": path}}
+    return {"apiVersion": API, "kind": "File", "metadata": {"name": name}, "spec": {"path": path}}
 
 
 @pytest.fixture
@@ -90,12 +90,12 @@ class TestThroughTheCli:
         db, root = tmp_path / "state.db", tmp_path / "root"
         first = tmp_path / "hello.yaml"
         first.write_text(
-            f"api_version: {API}\nkind: File\nmetadata: {{name: hello}}\nspec: {{path: index.html}}\n"
+            f"apiVersion: {API}\nkind: File\nmetadata: {{name: hello}}\nspec: {{path: index.html}}\n"
         )
         second = tmp_path / "e.yaml"
         second.write_text(
-            f"api_version: {API}\nkind: File\nmetadata: {{name: e}}\nspec: {{path: index.html}}\n---\n"
-            f"api_version: {API}\nkind: File\nmetadata: {{name: f}}\nspec: {{path: f.html}}\n"
+            f"apiVersion: {API}\nkind: File\nmetadata: {{name: e}}\nspec: {{path: index.html}}\n---\n"
+            f"apiVersion: {API}\nkind: File\nmetadata: {{name: f}}\nspec: {{path: f.html}}\n"
         )
         assert main(["--db", str(db), "--root", str(root), "apply", "-f", str(first)]) == 0
         capsys.readouterr()
@@ -111,8 +111,8 @@ class TestThroughTheCli:
         db, root = tmp_path / "state.db", tmp_path / "root"
         both = tmp_path / "both.yaml"
         both.write_text(
-            f"api_version: {API}\nkind: File\nmetadata: {{name: hello}}\nspec: {{path: index.html}}\n---\n"
-            f"api_version: {API}\nkind: File\nmetadata: {{name: e}}\nspec: {{path: index.html}}\n"
+            f"apiVersion: {API}\nkind: File\nmetadata: {{name: hello}}\nspec: {{path: index.html}}\n---\n"
+            f"apiVersion: {API}\nkind: File\nmetadata: {{name: e}}\nspec: {{path: index.html}}\n"
         )
         assert main(["--db", str(db), "--root", str(root), "apply", "-f", str(both)]) == 2
         err = capsys.readouterr().err

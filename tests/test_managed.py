@@ -33,7 +33,7 @@ POLL = 60.0
 def bucket(name: str, value: str = "v", **metadata: Any) -> dict[str, Any]:
     """A Bucket manifest whose external id is its name."""
     return {
-        "api_version": "memory.reconcile.dev/v1",
+        "apiVersion": "memory.reconcile.dev/v1",
         "kind": "Bucket",
         "metadata": {"name": name, **metadata},
         "spec": {"name": name, "value": value},
@@ -228,7 +228,7 @@ class TestDrift:
     async def test_out_of_date_after_quiet_polls_is_updated(
         self, db_path: Path, cloud: MemoryCloud, clock: FakeClock
     ) -> None:
-        """A provider that reports no observed field of the drift (``at_provider`` stays
+        """A provider that reports no observed field of the drift (``atProvider`` stays
         as it was) but says "not up to date": quiet polls still notice it and update."""
         provider = TerseProvider(cloud)
         runtime = Runtime(db_path, providers=[provider], clock=clock, wall_clock=clock, poll_interval=POLL)
@@ -496,7 +496,7 @@ class TestCrashBetweenCreateAndRecord:
     ) -> None:
         """Pending marker, no external name: the engine stops with CreatePendingUnknown."""
         note = {
-            "api_version": "memory.reconcile.dev/v1",
+            "apiVersion": "memory.reconcile.dev/v1",
             "kind": "Note",
             "metadata": {"name": "n", "annotations": {ANNOTATION_CREATE_PENDING: "x"}},
             "spec": {"text": "hello"},
@@ -644,7 +644,7 @@ class TestWaitReady:
         async with runtime:
             obj = await runtime.apply(
                 {
-                    "api_version": WIDGET.api_version,
+                    "apiVersion": WIDGET.api_version,
                     "kind": "Widget",
                     "metadata": {"name": "w"},
                     "spec": {"size": 1},

@@ -12,7 +12,7 @@ from reconcile import Runtime, StoreError
 from reconcile.cli import main
 
 REASON = "an in-memory database cannot hold a reconcile store"
-SITE = "api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {name: x}\nspec: {path: x, content: x}\n"
+SITE = "apiVersion: files.reconcile.dev/v1\nkind: File\nmetadata: {name: x}\nspec: {path: x, content: x}\n"
 
 
 class TestInMemory:

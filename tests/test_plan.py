@@ -17,7 +17,7 @@ API = "files.reconcile.dev/v1"
 def manifest(name: str, path: str, content: str = "declared\n") -> str:
     """A File manifest document."""
     spec = f"{{path: {path}, content: {json.dumps(content)}}}"
-    return f"api_version: {API}\nkind: File\nmetadata: {{name: {name}}}\nspec: {spec}\n"
+    return f"apiVersion: {API}\nkind: File\nmetadata: {{name: {name}}}\nspec: {spec}\n"
 
 
 class Site:

@@ -98,7 +98,7 @@ class TestConvergenceCrash:
             for i in range(count):
                 await client.apply(
                     {
-                        "api_version": "memory.reconcile.dev/v1",
+                        "apiVersion": "memory.reconcile.dev/v1",
                         "kind": "Bucket",
                         "metadata": {"name": f"b{i:03d}"},
                         "spec": {"name": f"b{i:03d}", "value": str(i)},

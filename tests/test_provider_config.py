@@ -53,7 +53,7 @@ def declared(s3: str, tmp_path: Path) -> Path:  # noqa: F811
     good = tmp_path / "good.yaml"
     good.write_text(f"s3: {{endpoint_url: '{s3}', addressing_style: path}}\n")
     manifest = tmp_path / "bucket.yaml"
-    manifest.write_text("api_version: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {name: cfg-bucket}\n")
+    manifest.write_text("apiVersion: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {name: cfg-bucket}\n")
     code, _, err = _finished(_reconcile(db, good, "apply", "-f", str(manifest)))
     assert code == 0, err
     return db

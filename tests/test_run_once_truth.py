@@ -17,7 +17,7 @@ from reconcile.testing import FakeClock
 from reconcile.testing.memory import MemoryCloud, MemoryProvider
 
 SOURCED = """\
-api_version: files.reconcile.dev/v1
+apiVersion: files.reconcile.dev/v1
 kind: File
 metadata: {name: copy}
 spec: {path: out/a.html, source: pages/a.html}
@@ -120,7 +120,7 @@ class TestReadyUnknown:
             resync_period=None,
         )
         manifest = {
-            "api_version": "memory.reconcile.dev/v1",
+            "apiVersion": "memory.reconcile.dev/v1",
             "kind": "Bucket",
             "metadata": {"name": "b"},
             "spec": {"name": "b", "value": "v"},

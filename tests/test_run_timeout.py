@@ -57,7 +57,7 @@ class TestOnceTimeout:
         config = tmp_path / "providers.yaml"
         config.write_text(f"s3: {{endpoint_url: '{hanging_endpoint}', addressing_style: path}}\n")
         manifest = tmp_path / "bucket.yaml"
-        manifest.write_text("api_version: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {name: hung-bucket}\n")
+        manifest.write_text("apiVersion: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {name: hung-bucket}\n")
         env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),

@@ -34,7 +34,7 @@ DEADLINE = 20.0  # real seconds: a guard against a hang, never a wait
 def bucket(name: str) -> dict[str, Any]:
     """A Bucket of the memory provider."""
     return {
-        "api_version": "memory.reconcile.dev/v1",
+        "apiVersion": "memory.reconcile.dev/v1",
         "kind": "Bucket",
         "metadata": {"name": name},
         "spec": {"name": name, "value": "v"},

@@ -1,6 +1,6 @@
 """The s3 provider against a real S3 server (moto_server, spoken to through aiobotocore
 with ``endpoint_url``, exactly as real S3): buckets created with their settings, drift
-repaired, what is not ours left alone, deletion with and without ``force_destroy``,
+repaired, what is not ours left alone, deletion with and without ``forceDestroy``,
 bad input refused at admission, and no credential anywhere it should not be."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def s3(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def bucket(name: str, **spec: Any) -> dict[str, Any]:
     """A Bucket manifest."""
-    return {"api_version": BUCKET.api_version, "kind": "Bucket", "metadata": {"name": name}, "spec": spec}
+    return {"apiVersion": BUCKET.api_version, "kind": "Bucket", "metadata": {"name": name}, "spec": spec}
 
 
 @pytest.fixture
@@ -133,31 +133,31 @@ class TestAdmission:
                 "spec.encryption.algorithm: must be one of AES256",
             ),
             (
-                bucket("bkt", encryption={"algorithm": "AES256", "kms_key_id": "k"}),
-                "spec.encryption.kms_key_id: is for algorithm aws:kms only",
+                bucket("bkt", encryption={"algorithm": "AES256", "kmsKeyId": "k"}),
+                "spec.encryption.kmsKeyId: is for algorithm aws:kms only",
             ),
             (bucket("bkt", encryption={}), "spec.encryption.algorithm: required field missing"),
-            (bucket("bkt", public_access_block={"block_public_acls": "yes"}), "expected boolean"),
+            (bucket("bkt", public_access_block={"blockPublicAcls": "yes"}), "expected boolean"),
             (bucket("bkt", policy="{}"), "spec.policy: expected a mapping"),
-            (bucket("bkt", lifecycle_rules=[{"id": "r"}]), "spec.lifecycle_rules[0]: a rule needs an action"),
+            (bucket("bkt", lifecycle_rules=[{"id": "r"}]), "spec.lifecycleRules[0]: a rule needs an action"),
             (
                 bucket(
                     "bkt",
-                    lifecycle_rules=[{"id": "r", "expiration_days": 1}, {"id": "r", "expiration_days": 2}],
+                    lifecycle_rules=[{"id": "r", "expirationDays": 1}, {"id": "r", "expirationDays": 2}],
                 ),
-                "spec.lifecycle_rules[1].id: duplicate rule id 'r'",
+                "spec.lifecycleRules[1].id: duplicate rule id 'r'",
             ),
             (
-                bucket("bkt", lifecycle_rules=[{"id": "r", "expiration_days": 0}]),
-                "spec.lifecycle_rules[0].expiration_days: must be >= 1",
+                bucket("bkt", lifecycle_rules=[{"id": "r", "expirationDays": 0}]),
+                "spec.lifecycleRules[0].expirationDays: must be >= 1",
             ),
             (
-                bucket("bkt", cors_rules=[{"allowed_methods": ["FETCH"], "allowed_origins": ["*"]}]),
-                "spec.cors_rules[0].allowed_methods: 'FETCH' is not one of",
+                bucket("bkt", cors_rules=[{"allowedMethods": ["FETCH"], "allowedOrigins": ["*"]}]),
+                "spec.corsRules[0].allowedMethods: 'FETCH' is not one of",
             ),
             (
-                bucket("bkt", cors_rules=[{"allowed_methods": ["GET"], "allowed_origins": []}]),
-                "spec.cors_rules[0].allowed_origins: at least one origin",
+                bucket("bkt", cors_rules=[{"allowedMethods": ["GET"], "allowedOrigins": []}]),
+                "spec.corsRules[0].allowedOrigins: at least one origin",
             ),
             (
                 bucket("bkt", policy={"Version": "2012-10-17"}),
@@ -226,8 +226,8 @@ class TestConverging:
         await running.apply(
             bucket(
                 "locked",
-                encryption={"algorithm": "AES256", "bucket_key": True},
-                public_access_block={"block_public_acls": True, "restrict_public_buckets": False},
+                encryption={"algorithm": "AES256", "bucketKey": True},
+                public_access_block={"blockPublicAcls": True, "restrictPublicBuckets": False},
             )
         )
         ready = await asyncio.wait_for(running.wait_ready("bucket", "locked"), DEADLINE)
@@ -237,7 +237,7 @@ class TestConverging:
         assert rule["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
         block = (await raw.get_public_access_block(Bucket="locked"))["PublicAccessBlockConfiguration"]
         assert (block["BlockPublicAcls"], block["RestrictPublicBuckets"]) == (True, False)
-        assert ready.status.at_provider["public_access_block"]["restrict_public_buckets"] is False
+        assert ready.status.at_provider["publicAccessBlock"]["restrictPublicBuckets"] is False
         await raw.put_public_access_block(
             Bucket="locked",
             PublicAccessBlockConfiguration={
@@ -257,7 +257,7 @@ class TestConverging:
         clock.advance(70)
         await until_async(clock, repaired)
         drift = [e for e in await running.client.history("bucket", "locked") if e.type == "DriftDetected"]
-        assert "public_access_block" in drift[-1].data["message"]
+        assert "publicAccessBlock" in drift[-1].data["message"]
 
     async def test_policy_is_compared_by_meaning(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
         """A policy S3 returns reordered, with one-element lists as values, is no drift;
@@ -300,15 +300,15 @@ class TestConverging:
         """Lifecycle and CORS rules are set, read back as no drift, repaired when removed
         by hand, and removed when the spec declares [] for them."""
         rules = [
-            {"id": "logs", "prefix": "logs/", "expiration_days": 30},
-            {"id": "old", "tags": {"tier": "cold"}, "noncurrent_expiration_days": 7},
-            {"id": "uploads", "abort_incomplete_upload_days": 2, "enabled": False},
+            {"id": "logs", "prefix": "logs/", "expirationDays": 30},
+            {"id": "old", "tags": {"tier": "cold"}, "noncurrentExpirationDays": 7},
+            {"id": "uploads", "abortIncompleteUploadDays": 2, "enabled": False},
         ]
         cors = [
             {
-                "allowed_methods": ["GET", "HEAD"],
-                "allowed_origins": ["https://example.test"],
-                "max_age_seconds": 600,
+                "allowedMethods": ["GET", "HEAD"],
+                "allowedOrigins": ["https://example.test"],
+                "maxAgeSeconds": 600,
             }
         ]
         await running.apply(bucket("ruled", versioning="Enabled", lifecycle_rules=rules, cors_rules=cors))
@@ -337,7 +337,7 @@ class TestConverging:
 
         clock.advance(70)
         await until_async(clock, restored)
-        await running.client.patch("bucket", "ruled", {"spec": {"lifecycle_rules": [], "cors_rules": []}})
+        await running.client.patch("bucket", "ruled", {"spec": {"lifecycleRules": [], "corsRules": []}})
 
         async def removed() -> bool:
             try:
@@ -488,7 +488,7 @@ class TestConverging:
         assert await (await raw.get_object(Bucket="legacy", Key="keep.txt"))["Body"].read() == b"old"
 
     async def test_deleting_a_bucket_with_objects(self, running: Runtime, raw: Any, clock: FakeClock) -> None:
-        """Without force_destroy a bucket holding objects stays, with a condition saying
+        """Without forceDestroy a bucket holding objects stays, with a condition saying
         why; with it, every object version and delete marker goes, then the bucket."""
         await running.apply(bucket("full", versioning="Enabled"))
         await asyncio.wait_for(running.wait_ready("bucket", "full"), DEADLINE)
@@ -499,7 +499,7 @@ class TestConverging:
 
         await until_async(clock, _synced_says(running, "bucket", "full", "is not empty"))
         assert "full" in [b["Name"] for b in (await raw.list_buckets())["Buckets"]]
-        await running.client.patch("bucket", "full", {"spec": {"force_destroy": True}})
+        await running.client.patch("bucket", "full", {"spec": {"forceDestroy": True}})
 
         async def gone() -> bool:
             return "full" not in [b["Name"] for b in (await raw.list_buckets())["Buckets"]]
@@ -596,7 +596,7 @@ def test_apply_refuses_a_bad_bucket_with_exit_2(tmp_path: Path, capsys: pytest.C
 
     manifest = tmp_path / "bucket.yaml"
     manifest.write_text(
-        "api_version: s3.reconcile.dev/v1\nkind: Bucket\n"
+        "apiVersion: s3.reconcile.dev/v1\nkind: Bucket\n"
         "metadata: {name: ok-name}\nspec: {bucket: Bad_Name}\n"
     )
     db = tmp_path / "state.db"
@@ -622,7 +622,7 @@ def test_end_to_end_and_sigkill_mid_convergence(s3: str, tmp_path: Path) -> None
     count = 200
     manifests.write_text(
         "---\n".join(
-            f"api_version: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {{name: b{i:03d}-reconcile}}\n"
+            f"apiVersion: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {{name: b{i:03d}-reconcile}}\n"
             "spec: {versioning: Enabled, tags: {team: web}}\n"
             for i in range(count)
         )
@@ -839,7 +839,7 @@ def test_s3_benchmark_smoke(tmp_path: Path) -> None:
 def s3_object(name: str, bucket_name: str, key: str, **spec: Any) -> dict[str, Any]:
     """An Object manifest."""
     return {
-        "api_version": "s3.reconcile.dev/v1",
+        "apiVersion": "s3.reconcile.dev/v1",
         "kind": "Object",
         "metadata": {"name": name},
         "spec": {"bucket": bucket_name, "key": key, **spec},
@@ -852,11 +852,11 @@ class TestObjects:
     @pytest.mark.parametrize(
         ("spec", "message"),
         [
-            ({"content": "a", "content_base64": "YQ=="}, "spec.content: give exactly one of content"),
-            ({}, "spec.content: give exactly one of content, content_base64 and source"),
+            ({"content": "a", "contentBase64": "YQ=="}, "spec.content: give exactly one of content"),
+            ({}, "spec.content: give exactly one of content, contentBase64 and source"),
             ({"content": "a", "source": "page.html"}, "spec.content: give exactly one of content"),
             ({"source": "/etc/passwd"}, "spec.source: /etc/passwd is outside the source roots"),
-            ({"content_base64": "not base64!"}, "spec.content_base64: is not valid base64"),
+            ({"contentBase64": "not base64!"}, "spec.contentBase64: is not valid base64"),
             ({"content": "a", "key": "k" * 1025}, "spec.key: must be 1 to 1024 bytes"),
             ({"content": "a", "bucket": "Bad_Bucket"}, "spec.bucket: may hold only lowercase letters"),
             ({"content": "a", "metadata": {"Upper": "x"}}, "keys are lower-case ASCII"),
@@ -1180,14 +1180,14 @@ def test_out_of_band_changes_repaired_through_the_cli(s3: str, tmp_path: Path) -
     config.write_text(f"s3: {{endpoint_url: '{s3}', addressing_style: path}}\n")
     manifests = tmp_path / "site.yaml"
     bucket_document = (
-        "api_version: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {name: cli-site}\n"
+        "apiVersion: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {name: cli-site}\n"
         "spec: {versioning: Enabled, tags: {team: web}, encryption: {algorithm: AES256},"
-        " lifecycle_rules: [{id: old, noncurrent_expiration_days: 30}]}\n"
+        " lifecycleRules: [{id: old, noncurrentExpirationDays: 30}]}\n"
     )
     documents = [
         bucket_document,
         *(
-            f"api_version: s3.reconcile.dev/v1\nkind: Object\nmetadata: {{name: page{i}}}\n"
+            f"apiVersion: s3.reconcile.dev/v1\nkind: Object\nmetadata: {{name: page{i}}}\n"
             f"spec: {{bucket: cli-site, key: page{i}.html, content: '<p>{i}</p>'}}\n"
             for i in range(3)
         ),

@@ -1,4 +1,4 @@
-"""A bucket that cannot be deleted yet (not empty, no ``force_destroy``), against
+"""A bucket that cannot be deleted yet (not empty, no ``forceDestroy``), against
 moto_server: the retries back off from the provider's ``retry_after``, doubling, and a
 failure that repeats is recorded once, not twice per try."""
 
@@ -76,7 +76,7 @@ class TestRescue:
     async def test_force_destroy_set_while_deleting_lets_the_bucket_go(
         self, running: Runtime, raw: Any, clock: FakeClock
     ) -> None:
-        """A bucket stuck "not empty" gets ``force_destroy: true`` by apply while it is
+        """A bucket stuck "not empty" gets ``forceDestroy: true`` by apply while it is
         being deleted: the apply is taken, and the next try empties and deletes it."""
         await running.apply(bucket("stuck-site"))
         await until_async(clock, _ready(running, "bucket", "stuck-site"))

@@ -1,4 +1,4 @@
-"""An Object's header fields (``content_type``, ``cache_control``, user ``metadata``)
+"""An Object's header fields (``contentType``, ``cacheControl``, user ``metadata``)
 that can never be sent: refused at admission with the field path, and, for an object
 stored before that check, a permanent failure at run time (one CreateFailed, no endless
 retry) with the whole reason, against moto_server."""
@@ -22,11 +22,11 @@ from reconcile_providers.s3 import BUCKET, OBJECT, S3Provider
 from reconcile_providers.s3.failing import s3_errors
 
 UNSENDABLE = [
-    ({"content_type": "text/plain\r\nX-Evil: 1"}, "spec.content_type: holds a control character, '\\r'"),
-    ({"content_type": "text/plain\n"}, "spec.content_type: holds a control character, '\\n'"),
-    ({"cache_control": "max-age=\x00"}, "spec.cache_control: holds a control character, '\\x00'"),
-    ({"cache_control": "max-age=é"}, "spec.cache_control: holds a character outside ASCII, 'é' (U+00E9)"),
-    ({"cache_control": "no-cache "}, "spec.cache_control: begins or ends with a blank, which HTTP trims"),
+    ({"contentType": "text/plain\r\nX-Evil: 1"}, "spec.contentType: holds a control character, '\\r'"),
+    ({"contentType": "text/plain\n"}, "spec.contentType: holds a control character, '\\n'"),
+    ({"cacheControl": "max-age=\x00"}, "spec.cacheControl: holds a control character, '\\x00'"),
+    ({"cacheControl": "max-age=é"}, "spec.cacheControl: holds a character outside ASCII, 'é' (U+00E9)"),
+    ({"cacheControl": "no-cache "}, "spec.cacheControl: begins or ends with a blank, which HTTP trims"),
     ({"metadata": {"k": "v\r\nx-amz-acl: public-read"}}, "spec.metadata['k']: the value holds a control"),
     ({"metadata": {"k": "grüße"}}, "spec.metadata['k']: the value holds a character outside ASCII"),
     ({"metadata": {"k": " padded"}}, "spec.metadata['k']: the value begins or ends with a blank"),

@@ -66,8 +66,8 @@ class TestReplacedBuckets:
         config.write_text(f"s3: {{endpoint_url: '{s3}', addressing_style: path}}\n")
         manifest = tmp_path / "bucket.yaml"
         manifest.write_text(
-            "api_version: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {name: shared-name}\n"
-            "spec: {force_destroy: true}\n"
+            "apiVersion: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {name: shared-name}\n"
+            "spec: {forceDestroy: true}\n"
         )
         db = tmp_path / "state.db"
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}

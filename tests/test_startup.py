@@ -22,7 +22,7 @@ from reconcile.cli.commands import COMMANDS
 from reconcile.cli.main import cli
 
 ROOT = Path(__file__).parents[1]
-DIRECTORY = "api_version: files.reconcile.dev/v1\nkind: Directory\nmetadata: {name: d0}\nspec: {path: d0}\n"
+DIRECTORY = "apiVersion: files.reconcile.dev/v1\nkind: Directory\nmetadata: {name: d0}\nspec: {path: d0}\n"
 
 
 def loaded_after(code: str, cwd: Path) -> set[str]:

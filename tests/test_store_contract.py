@@ -30,7 +30,7 @@ DEADLINE = 30
 def body(name: str = "w", size: int = 1, uid: str = "u1") -> dict[str, Any]:
     """A minimal object body."""
     return {
-        "api_version": "example.reconcile.dev/v1",
+        "apiVersion": "example.reconcile.dev/v1",
         "kind": "Widget",
         "metadata": {"name": name, "uid": uid},
         "spec": {"size": size},
@@ -51,7 +51,7 @@ class TestStoreContract:
         assert result.written
         assert result.revision == 1
         assert result.object is not None
-        assert result.object.body["metadata"]["resource_version"] == 1
+        assert result.object.body["metadata"]["resourceVersion"] == 1
         read = await store.read(KEY)
         assert read == StoredObject(KEY, "u1", 1, result.object.body)
         assert await store.revision() == 1
@@ -201,7 +201,7 @@ class TestStoreContract:
         assert await store.revision() == 2
 
     async def test_note_does_not_touch_the_object(self, store: EventStore) -> None:
-        """A note appends an event without a snapshot and leaves resource_version alone."""
+        """A note appends an event without a snapshot and leaves resourceVersion alone."""
         await store.write(KEY, put(), actor="t")
         result = await store.write(KEY, lambda _: Note("CreateRequested", {"message": "hi"}), actor="ctl")
         assert result.revision == 2
@@ -258,7 +258,7 @@ class TestStoreContract:
         events = await store.events(KEY)
         assert events[-1].type == "Deleted"
         assert events[-1].body is not None
-        assert events[-1].body["metadata"]["resource_version"] == 2
+        assert events[-1].body["metadata"]["resourceVersion"] == 2
 
     async def test_list_revision_and_paging(self, store: EventStore) -> None:
         """list is ordered, pages with next_after, and reports the revision it reflects."""

@@ -117,7 +117,7 @@ class TestOpening:
         """Objects and history survive closing and reopening the file."""
         url = f"sqlite:///{tmp_path}/state.db?synchronous=NORMAL"
         manifest = {
-            "api_version": "example.reconcile.dev/v1",
+            "apiVersion": "example.reconcile.dev/v1",
             "kind": "Widget",
             "metadata": {"name": "w"},
             "spec": {"size": 1},
@@ -154,7 +154,7 @@ class TestMigration:
         async with connect(path, kinds=example_kinds()) as client:
             await client.apply(
                 {
-                    "api_version": "example.reconcile.dev/v1",
+                    "apiVersion": "example.reconcile.dev/v1",
                     "kind": "Widget",
                     "metadata": {"name": "w"},
                     "spec": {"size": 1},
@@ -209,7 +209,7 @@ class TestMigration:
             first = await client.store_mark_key()
             await client.apply(
                 {
-                    "api_version": "example.reconcile.dev/v1",
+                    "apiVersion": "example.reconcile.dev/v1",
                     "kind": "Widget",
                     "metadata": {"name": "w"},
                     "spec": {"size": 1},
@@ -240,7 +240,7 @@ class TestMigration:
         migrated when opened read-write; watches served from memory carry the user too."""
         path = tmp_path / "old.db"
         widget = {
-            "api_version": "example.reconcile.dev/v1",
+            "apiVersion": "example.reconcile.dev/v1",
             "kind": "Widget",
             "metadata": {"name": "w"},
             "spec": {"size": 1},
@@ -295,7 +295,7 @@ async def test_watch_parses_a_body_only_when_it_is_read(tmp_path: Path) -> None:
     key = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
     async with SQLiteStore(path) as writer:
         for size in (1, 2):
-            body = {"api_version": "example.reconcile.dev/v1", "kind": "Widget"}
+            body = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget"}
             body |= {"metadata": {"name": "w", "uid": "u1"}, "spec": {"size": size}}
             await writer.write(key, lambda _current, body=body: Put("Created", body), actor="t")
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:

@@ -147,7 +147,7 @@ def hang_on(cloud: MemoryCloud, clock: FakeClock, operation: str) -> list[int]:
 def manifest(kind: str, name: str) -> dict[str, object]:
     """A Bucket (deterministic identity) or a Note (identity chosen by the system)."""
     spec = {"name": name, "value": "v"} if kind == "Bucket" else {"text": "t"}
-    return {"api_version": "memory.reconcile.dev/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+    return {"apiVersion": "memory.reconcile.dev/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
 def hurried(db: Path, cloud: MemoryCloud, clock: FakeClock, provider_timeout: float = 5) -> Runtime:

@@ -27,7 +27,7 @@ TEXT = "not valid Unicode text: lone surrogate \\udcff"
 def file(**spec: Any) -> dict[str, Any]:
     """A File manifest."""
     return {
-        "api_version": "files.reconcile.dev/v1",
+        "apiVersion": "files.reconcile.dev/v1",
         "kind": "File",
         "metadata": {"name": "page"},
         "spec": {"path": "page.txt", "content": "hello", **spec},
@@ -37,7 +37,7 @@ def file(**spec: Any) -> dict[str, Any]:
 def bucket(**spec: Any) -> dict[str, Any]:
     """An S3 Bucket manifest."""
     return {
-        "api_version": "s3.reconcile.dev/v1",
+        "apiVersion": "s3.reconcile.dev/v1",
         "kind": "Bucket",
         "metadata": {"name": "hostile-bucket"},
         "spec": spec,
@@ -47,7 +47,7 @@ def bucket(**spec: Any) -> dict[str, Any]:
 def s3_object(**spec: Any) -> dict[str, Any]:
     """An S3 Object manifest."""
     return {
-        "api_version": "s3.reconcile.dev/v1",
+        "apiVersion": "s3.reconcile.dev/v1",
         "kind": "Object",
         "metadata": {"name": "hostile-object"},
         "spec": {"bucket": "hostile-bucket", "key": "index.html", "content": "hi", **spec},
@@ -76,25 +76,25 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         f"key {TEXT}",
     ),
     "S3 Object key": (s3_object(key=f"k{SURROGATE}"), "spec.key", TEXT),
-    "expiration_days": (
-        bucket(lifecycle_rules=[{"id": "old", "expiration_days": HUGE}]),
-        "spec.lifecycle_rules[0].expiration_days",
+    "expirationDays": (
+        bucket(lifecycle_rules=[{"id": "old", "expirationDays": HUGE}]),
+        "spec.lifecycleRules[0].expirationDays",
         RANGE,
     ),
-    "max_age_seconds": (
-        bucket(cors_rules=[{"allowed_methods": ["GET"], "allowed_origins": ["*"], "max_age_seconds": HUGE}]),
-        "spec.cors_rules[0].max_age_seconds",
+    "maxAgeSeconds": (
+        bucket(cors_rules=[{"allowedMethods": ["GET"], "allowedOrigins": ["*"], "maxAgeSeconds": HUGE}]),
+        "spec.corsRules[0].maxAgeSeconds",
         RANGE,
     ),
-    "resource_version": (with_metadata(file(), resource_version=HUGE), "metadata.resource_version", RANGE),
-    "resource_version just past signed 64 bits": (
+    "resourceVersion": (with_metadata(file(), resource_version=HUGE), "metadata.resourceVersion", RANGE),
+    "resourceVersion just past signed 64 bits": (
         with_metadata(file(), resource_version=INT64_MAX + 1),
-        "metadata.resource_version",
+        "metadata.resourceVersion",
         RANGE,
     ),
     "negative integer past 64 bits": (
-        bucket(lifecycle_rules=[{"id": "old", "expiration_days": INT64_MIN - 1}]),
-        "spec.lifecycle_rules[0].expiration_days",
+        bucket(lifecycle_rules=[{"id": "old", "expirationDays": INT64_MIN - 1}]),
+        "spec.lifecycleRules[0].expirationDays",
         RANGE,
     ),
 }
@@ -128,7 +128,7 @@ class TestPythonApi:
         """In a bulk apply with check_all_first, the hostile document is refused and nothing is stored."""
         async with connect(tmp_path / "state.db") as client:
             good = bucket()
-            hostile = CASES["expiration_days"][0]
+            hostile = CASES["expirationDays"][0]
             results = await client.apply_many([good, hostile], check_all_first=True)
             assert [r.outcome for r in results] == ["skipped", "refused"]
             assert await client.store.revision() == 0
@@ -167,7 +167,7 @@ class TestCommandLine:
         assert "Traceback" not in err
         assert rows(db) == 0
 
-    @pytest.mark.parametrize("case", ["expiration_days", "max_age_seconds", "resource_version"])
+    @pytest.mark.parametrize("case", ["expirationDays", "maxAgeSeconds", "resourceVersion"])
     def test_yaml_manifest(self, tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
         """A YAML manifest with an integer past 64 bits is refused: exit 2, the path, nothing stored."""
         manifest, path, reason = CASES[case]
@@ -184,7 +184,7 @@ class TestCommandLine:
         r"""A YAML "\udcff" escape is refused by the reader: exit 2, naming the line, nothing stored."""
         source = tmp_path / "hostile.yaml"
         source.write_text(
-            "api_version: files.reconcile.dev/v1\nkind: File\nmetadata: {name: page}\n"
+            "apiVersion: files.reconcile.dev/v1\nkind: File\nmetadata: {name: page}\n"
             'spec: {path: p, content: "\\udcff"}\n'
         )
         db = tmp_path / "state.db"

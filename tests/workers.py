@@ -120,7 +120,7 @@ async def crash(db: str, cloud_path: str, knowing: bool) -> None:
     async with Runtime(db, providers=[provider], poll_interval=3600) as runtime:
         await runtime.apply(
             {
-                "api_version": "memory.reconcile.dev/v1",
+                "apiVersion": "memory.reconcile.dev/v1",
                 "kind": "Bucket",
                 "metadata": {"name": "b"},
                 "spec": {"name": "b", "value": "v"},

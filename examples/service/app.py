@@ -78,7 +78,7 @@ async def put_bucket(request: web.Request) -> web.Response:
     except ValueError:
         return web.json_response({"error": "timeout: must be a number of seconds"}, status=400)
     manifest = {
-        "api_version": "memory.reconcile.dev/v1",
+        "apiVersion": "memory.reconcile.dev/v1",
         "kind": "Bucket",
         "metadata": {"name": name},
         "spec": {"name": name, "value": str(body.get("value", ""))},

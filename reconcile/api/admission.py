@@ -15,6 +15,7 @@ is ignored: users own spec, controllers own status.
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 import attrs
 import cattrs
 
-from reconcile.errors import FieldError, InvalidError
+from reconcile.errors import FieldError, InvalidError, SpellingWarning
 from reconcile.model.external import (
     ANNOTATION_ADOPT,
     ANNOTATION_DELETION_POLICY,
@@ -36,6 +37,7 @@ from reconcile.model.meta import ObjectMeta
 from reconcile.model.printing import printable
 from reconcile.model.resource import Resource
 from reconcile.model.serde import structure_errors
+from reconcile.model.spelling import ENVELOPE, Respelled, camel_path, respell_document
 from reconcile.model.validation import (
     dns1123_label,
     dns1123_subdomain,
@@ -46,10 +48,9 @@ from reconcile.model.validation import (
 from reconcile.store import ADMISSION_HEADROOM, MAX_OBJECT_BYTES
 from reconcile.store.encoding import dumps, loads
 
-__all__ = ["MAX_ANNOTATIONS_BYTES", "Admission", "Admitted"]
+__all__ = ["MAX_ANNOTATIONS_BYTES", "Admission", "Admitted", "warned"]
 
-_TOP_LEVEL = ("api_version", "kind", "metadata", "spec", "status")
-_ALIASES = {"apiVersion": "api_version"}
+_TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status", *ENVELOPE)
 MAX_ANNOTATIONS_BYTES = 256 * 1024
 
 
@@ -61,12 +62,22 @@ class Admitted:
     body: dict[str, Any]
     #: The structured spec (an instance of the kind's spec class).
     spec: Any = None
+    #: What the caller should hear about, accepted as it was (the old spelling).
+    warnings: tuple[str, ...] = ()
 
     @property
     def metadata(self) -> dict[str, Any]:
         """The body's metadata mapping."""
         result: dict[str, Any] = self.body["metadata"]
         return result
+
+
+def warned(admitted: Admitted) -> Admitted:
+    """``admitted``, its warnings given to Python's :mod:`warnings` (as
+    :class:`~reconcile.errors.SpellingWarning`): what the Python API does with them."""
+    for message in admitted.warnings:
+        warnings.warn(message, SpellingWarning, stacklevel=4)
+    return admitted
 
 
 #: The engine's annotations whose values it acts on, and the values it understands.
@@ -121,6 +132,24 @@ def _check_size(body: Mapping[str, Any], subject: Callable[[], str]) -> None:
         raise InvalidError([FieldError("", reason)], subject=subject())
 
 
+def _spelling(respelled: Respelled, subject: str) -> tuple[str, ...]:
+    """The warning for a document in the old snake_case spelling; InvalidError for one
+    that mixes both (which spelling was meant is the user's call, not ours)."""
+    if not respelled.old:
+        return ()
+    if respelled.new:
+        errors = [
+            FieldError(old, f'the old spelling, in a document that also has "{respelled.new[0]}": write "{new}"')
+            for old, new in respelled.old
+        ]
+        raise InvalidError(errors, subject=subject)
+    message = (
+        f"{subject}: written in the old snake_case spelling ({respelled.summary()}); it is read "
+        "for this release only: write Kubernetes' camelCase"
+    )
+    return (message.lstrip(": "),)
+
+
 #: Label and annotation keys found well formed (a bounded set).
 _GOOD_KEYS: set[str] = set()
 _MAX_REMEMBERED = 4096
@@ -172,7 +201,7 @@ class Admission:
         if isinstance(manifest, Resource):
             manifest = self.converter.unstructure(manifest)
         if not isinstance(manifest, Mapping):
-            reason = "expected a mapping with api_version, kind, metadata and spec"
+            reason = "expected a mapping with apiVersion, kind, metadata and spec"
             raise InvalidError([FieldError("", reason)])
         # Here, not at the top: the manifest reader imports yaml, which the commands that
         # only read (``reconcile get``) should not pay for.
@@ -189,9 +218,10 @@ class Admission:
             errors = [FieldError(path, reason) for path, reason in hostile]
             raise InvalidError(errors, subject=self._subject(manifest))
         errors = self._envelope_errors(manifest)
-        api_version, kind_name = manifest.get("api_version"), manifest.get("kind")
+        api_version = manifest.get("apiVersion", manifest.get("api_version"))
+        kind_name = manifest.get("kind")
         if not isinstance(api_version, str) or not api_version:
-            errors.append(FieldError("api_version", "required string field missing"))
+            errors.append(FieldError("apiVersion", "required string field missing"))
         if not isinstance(kind_name, str) or not kind_name:
             errors.append(FieldError("kind", "required string field missing"))
         if errors:
@@ -202,6 +232,9 @@ class Admission:
             kind = self.kinds.lookup(api_version, kind_name)
         except InvalidError as exc:
             raise InvalidError(exc.errors, subject=self._subject(manifest)) from None
+        respelled = respell_document(manifest, kind.spec_type, kind.status_type)
+        said = _spelling(respelled, self._subject(manifest))
+        manifest = respelled.data
         meta, meta_errors = self._metadata(manifest.get("metadata"))
         errors.extend(meta_errors)
         name = None if meta is None else meta.name
@@ -211,13 +244,13 @@ class Admission:
             raise InvalidError(errors, subject=self._subject(manifest))
         assert meta is not None
         body = {
-            "api_version": api_version,
+            "apiVersion": api_version,
             "kind": kind_name,
             "metadata": self.converter.unstructure(meta),
             "spec": self.converter.unstructure(spec, kind.spec_type),
         }
         _check_size(body, lambda: self._subject(manifest))
-        return Admitted(kind, body, spec)
+        return Admitted(kind, body, spec, said)
 
     @staticmethod
     def metadata_patch_errors(patches: Mapping[str, Mapping[str, Any]]) -> list[FieldError]:
@@ -276,9 +309,7 @@ class Admission:
         for key in manifest:
             if key in _TOP_LEVEL:
                 continue
-            hint = _ALIASES.get(str(key)) or next(
-                iter(difflib.get_close_matches(str(key), _TOP_LEVEL, n=1)), None
-            )
+            hint = next(iter(difflib.get_close_matches(str(key), _TOP_LEVEL[:5], n=1)), None)
             reason = f'unknown field (did you mean "{hint}"?)' if hint else "unknown field"
             errors.append(FieldError(str(key), reason))
         return errors
@@ -291,7 +322,7 @@ class Admission:
         settable = {
             k: v
             for k, v in raw.items()
-            if k not in ("uid", "generation", "creation_timestamp", "deletion_timestamp", "managed_fields")
+            if k not in ("uid", "generation", "creationTimestamp", "deletionTimestamp", "managedFields")
         }
         meta, errors = self._structure(settable, ObjectMeta, "metadata")
         if meta is not None:
@@ -316,5 +347,5 @@ class Admission:
                 errors = list(exc.errors)
         return spec, [
             *refused,
-            *(FieldError(f"spec.{e.path}" if e.path else "spec", e.message) for e in errors),
+            *(FieldError(f"spec.{camel_path(e.path)}" if e.path else "spec", e.message) for e in errors),
         ]

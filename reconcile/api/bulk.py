@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 import attrs
 
-from reconcile.api.admission import Admitted
+from reconcile.api.admission import Admitted, warned
 from reconcile.api.conflicts import Declared, conflict_error, conflicting
 from reconcile.errors import FieldError, InvalidError, ReconcileError, StoreError
 from reconcile.model.meta import ObjectKey
@@ -224,7 +224,7 @@ async def _admit(
             continue
         origin = None if origins is None else origins[index]
         try:
-            admitted.append((index, client.admission.admit(manifest, origin=origin)))
+            admitted.append((index, warned(client.admission.admit(manifest, origin=origin))))
         except InvalidError as exc:
             results[index] = Applied(None, "refused", error=exc)
     if any(item.kind.conflicts is not None for _, item in admitted):
@@ -269,7 +269,7 @@ class _Writes:
         def tracked(index: int, key: ObjectKey | None, mutation: Mutation) -> Mutation:
             def run(current: StoredObject | None) -> Any:
                 running.append((index, key))
-                return mutation(current)
+                return mutation(self.client.decoder.current(current))
 
             return run
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from reconcile.api import bulk, mutations
-from reconcile.api.admission import MAX_ANNOTATIONS_BYTES, Admission, Admitted
+from reconcile.api.admission import MAX_ANNOTATIONS_BYTES, Admission, Admitted, warned
 from reconcile.api.bulk import Applied, Deferred, Outcome
 from reconcile.api.conflicts import conflict_error
 from reconcile.api.decoding import Decoder
@@ -76,7 +76,7 @@ class Client(Reading):
         return self._clock
 
     async def _write(self, key: ObjectKey, mutation: Mutation, *, actor: str | None) -> WriteResult:
-        return await self.store.write(key, mutation, actor=actor or self.manager, user=self.user)
+        return await self.store.write(key, self.decoder.mutation(mutation), actor=actor or self.manager, user=self.user)
 
     def _now(self) -> str:
         return format_epoch(self._clock())
@@ -125,7 +125,7 @@ class Client(Reading):
         create_only: bool,
         origin: Path | None,
     ) -> AnyResource:
-        admitted = self.admission.admit(manifest, origin=origin)
+        admitted = warned(self.admission.admit(manifest, origin=origin))
         applied = await self.write_admitted(admitted, manager=manager, create_only=create_only)
         if applied.object is None:  # pragma: no cover - a write that succeeded has its object
             raise ReconcileError(f"{applied.key}: the apply returned no object")
@@ -277,7 +277,7 @@ class Client(Reading):
             mutation = mutations.patch_metadata(key, patches, resource_version, MAX_ANNOTATIONS_BYTES)
             return self._result((await self._write(key, mutation, actor=manager)).object)
         for _ in range(_PATCH_ATTEMPTS):
-            current = await self.store.read(key)
+            current = self.decoder.current(await self.store.read(key))
             if current is None:
                 raise NotFoundError(f"{key} not found")
             if resource_version is not None and resource_version != current.resource_version:
@@ -287,17 +287,17 @@ class Client(Reading):
                 )
             meta = current.body["metadata"]
             manifest = {
-                "api_version": current.body["api_version"],
+                "apiVersion": current.body["apiVersion"],
                 "kind": current.body["kind"],
                 "metadata": {
-                    **{f: meta.get(f) for f in ("name", "namespace", "finalizers", "owner_references")},
+                    **{f: meta.get(f) for f in ("name", "namespace", "finalizers", "ownerReferences")},
                     "labels": merge_patch(
                         meta.get("labels") or {}, patch.get("metadata", {}).get("labels", {})
                     ),
                     "annotations": merge_patch(
                         meta.get("annotations") or {}, patch.get("metadata", {}).get("annotations", {})
                     ),
-                    "resource_version": current.resource_version,
+                    "resourceVersion": current.resource_version,
                 },
                 "spec": merge_patch(current.body["spec"], patch.get("spec", {})),
             }

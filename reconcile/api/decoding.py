@@ -18,7 +18,8 @@ from reconcile.model.kinds import KindRegistry
 from reconcile.model.meta import ObjectMeta
 from reconcile.model.resource import AnyResource, Resource
 from reconcile.model.serde import make_stored_converter, structure_stored_meta
-from reconcile.store.contract import RawEvent, StoredObject
+from reconcile.model.spelling import is_old_body, respell_document
+from reconcile.store.contract import Body, Mutation, RawEvent, StoredObject
 
 __all__ = ["Decoder"]
 
@@ -26,7 +27,7 @@ __all__ = ["Decoder"]
 def _corrupt(body: Any, exc: Exception) -> CorruptError:
     meta = body.get("metadata") if isinstance(body, Mapping) else None
     meta = meta if isinstance(meta, Mapping) else {}
-    revision = meta.get("resource_version")
+    revision = meta.get("resourceVersion", meta.get("resource_version"))
     kind = body.get("kind") if isinstance(body, Mapping) else None
     key = f"{kind} {meta.get('namespace')}/{meta.get('name')}"
     reason = " ".join(str(exc).split()) or type(exc).__name__
@@ -52,15 +53,39 @@ class Decoder:
             raise _corrupt(body, exc) from exc
 
     def _resource(self, body: Mapping[str, Any], spec: Any, status: Any) -> AnyResource:
-        kind = self.kinds.get(body["api_version"], body["kind"])
+        if is_old_body(body):
+            body = self.respelled(body)
+        kind = self.kinds.get(body["apiVersion"], body["kind"])
         meta = structure_stored_meta(body["metadata"])
         if kind is None:
-            return Resource(body["api_version"], body["kind"], meta, body.get("spec"), body.get("status"))
+            return Resource(body["apiVersion"], body["kind"], meta, body.get("spec"), body.get("status"))
         if spec is None:
             spec = self.converter.structure(body["spec"], kind.spec_type)
         if status is None:
             status = self.converter.structure(body.get("status") or {}, kind.status_type)
-        return Resource(body["api_version"], body["kind"], meta, spec, status)
+        return Resource(body["apiVersion"], body["kind"], meta, spec, status)
+
+    def respelled(self, body: Mapping[str, Any]) -> Body:
+        """A body in the current spelling: one the store wrote before the change to
+        Kubernetes' camelCase (the log is never rewritten) is read in the new spelling,
+        walked with its kind's classes (a kind not registered here: its envelope,
+        metadata and conditions only); any other is returned as it is."""
+        if not is_old_body(body):
+            return dict(body)
+        kind = self.kinds.get(body["api_version"], body.get("kind", ""))
+        if kind is None:
+            return dict(respell_document(body).data)
+        return dict(respell_document(body, kind.spec_type, kind.status_type).data)
+
+    def current(self, stored: StoredObject | None) -> StoredObject | None:
+        """``stored`` with its body in the current spelling (what mutations read)."""
+        if stored is None or not is_old_body(stored.body):
+            return stored
+        return StoredObject(stored.key, stored.uid, stored.resource_version, self.respelled(stored.body))
+
+    def mutation(self, mutation: Mutation) -> Mutation:
+        """``mutation``, given the current object in the current spelling."""
+        return lambda stored: mutation(self.current(stored))
 
     def written(
         self, stored: StoredObject | None, based_on: AnyResource | None = None, status: Any = None

@@ -70,7 +70,7 @@ def _check_version(key: ObjectKey, current: StoredObject, expected: int | None) 
 
 def _changed(current: StoredObject, new: Body, event_type: str) -> Change | None:
     old = current.body
-    new["metadata"]["resource_version"] = old["metadata"].get("resource_version")
+    new["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
     if new == old:
         return None
     if event_type == EventType.SPEC_CHANGED and new["spec"] == old["spec"]:
@@ -85,7 +85,7 @@ def _new_object(desired: Body, status: Body, uid: str, now: str) -> Body:
     # and a mutation run again builds its own.
     meta = dict(desired["metadata"])
     meta.update(uid=uid, generation=1, creation_timestamp=now, deletion_timestamp=None)
-    meta["resource_version"] = None
+    meta["resourceVersion"] = None
     return {**desired, "metadata": meta, "status": status}
 
 
@@ -103,7 +103,7 @@ def _managed_paths(meta: Mapping[str, Any]) -> set[str]:
 
 def _merge_metadata(old: Mapping[str, Any], desired: Mapping[str, Any], manager: str) -> dict[str, Any]:
     meta = dict(old)  # the store hands each mutation its own parsed copy
-    managed = dict(meta.get("managed_fields") or {})
+    managed = dict(meta.get("managedFields") or {})
     previous = set(managed.get(manager, ()))
     wanted = _managed_paths(desired)
     dropped = previous - wanted
@@ -114,31 +114,31 @@ def _merge_metadata(old: Mapping[str, Any], desired: Mapping[str, Any], manager:
     finalizers = [f for f in meta.get("finalizers") or () if f"finalizers/{f}" not in dropped]
     finalizers += [f for f in desired.get("finalizers") or () if f not in finalizers]
     meta["finalizers"] = finalizers
-    if desired.get("owner_references"):
-        meta["owner_references"] = _clone(desired["owner_references"])
+    if desired.get("ownerReferences"):
+        meta["ownerReferences"] = _clone(desired["ownerReferences"])
     if wanted:
         managed[manager] = sorted(wanted)
     else:
         managed.pop(manager, None)
-    meta["managed_fields"] = dict(sorted(managed.items()))
+    meta["managedFields"] = dict(sorted(managed.items()))
     return meta
 
 
 def _check_new_finalizers(key: ObjectKey, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-    if old.get("deletion_timestamp") is None:
+    if old.get("deletionTimestamp") is None:
         return
     added = set(new.get("finalizers") or ()) - set(old.get("finalizers") or ())
     if added:
         reason = (
             f"cannot add finalizer {min(added)!r}: the object is being deleted (since "
-            f"{old['deletion_timestamp']}); its spec, labels and annotations may still change"
+            f"{old['deletionTimestamp']}); its spec, labels and annotations may still change"
         )
         raise InvalidError([FieldError("metadata.finalizers", reason)], subject=str(key))
 
 
 def _finish_if_released(body: Body, event_type: str) -> Change:
     meta = body["metadata"]
-    if meta.get("deletion_timestamp") is not None and not meta.get("finalizers"):
+    if meta.get("deletionTimestamp") is not None and not meta.get("finalizers"):
         return Remove(body)
     return Put(event_type, body)
 
@@ -161,7 +161,7 @@ def apply(
     declares, which no other live object of the kind may declare (the store checks).
     ``finalizers`` are added to an object this creates (defaulting: no manager owns them,
     so a later apply without them keeps them)."""
-    expected = desired["metadata"].get("resource_version")
+    expected = desired["metadata"].get("resourceVersion")
     paths = sorted(_managed_paths(desired["metadata"]))
     listed = desired["metadata"].get("finalizers") or []
     created_finalizers = [*listed, *(f for f in finalizers if f not in listed)]
@@ -172,7 +172,7 @@ def apply(
                 raise NotFoundError(f"{key} not found (resource_version {expected} was given)")
             body = _new_object(desired, status, uid, now)
             meta = body["metadata"]
-            meta["managed_fields"] = {manager: list(paths)} if paths else {}
+            meta["managedFields"] = {manager: list(paths)} if paths else {}
             if finalizers:
                 meta["finalizers"] = list(created_finalizers)
             return Put(EventType.CREATED, body, identity=identity)
@@ -182,7 +182,7 @@ def apply(
         old = current.body
         check_immutable(key, old["spec"], desired["spec"], immutable)
         new = dict(old)
-        new["api_version"] = desired["api_version"]
+        new["apiVersion"] = desired["apiVersion"]
         new["spec"] = _clone(desired["spec"])
         new["metadata"] = _merge_metadata(old["metadata"], desired["metadata"], manager)
         _check_new_finalizers(key, old["metadata"], new["metadata"])
@@ -222,7 +222,7 @@ def check_immutable(key: ObjectKey, old: Body, new: Body, fields: tuple[str, ...
 def replace(key: ObjectKey, desired: Body, immutable: tuple[str, ...] = ()) -> Mutation:
     """``update``: replace spec and user metadata, guarded by the given resource_version;
     the ``immutable`` spec fields may not change."""
-    expected = desired["metadata"].get("resource_version")
+    expected = desired["metadata"].get("resourceVersion")
     if expected is None:
         reason = "required for update (the version this change was based on)"
         raise InvalidError([FieldError("metadata.resource_version", reason)], subject=str(key))
@@ -235,7 +235,7 @@ def replace(key: ObjectKey, desired: Body, immutable: tuple[str, ...] = ()) -> M
         new = dict(old)
         new["spec"] = _clone(desired["spec"])
         meta = dict(old["metadata"])
-        for field in ("labels", "annotations", "finalizers", "owner_references"):
+        for field in ("labels", "annotations", "finalizers", "ownerReferences"):
             meta[field] = _clone(desired["metadata"].get(field))
         new["metadata"] = meta
         _check_new_finalizers(key, old["metadata"], meta)
@@ -271,10 +271,10 @@ def delete(key: ObjectKey, *, now: str, expected: int | None = None) -> Mutation
         current = _require(key, current)
         _check_version(key, current, expected)
         meta = current.body["metadata"]
-        if meta.get("deletion_timestamp") is not None:
+        if meta.get("deletionTimestamp") is not None:
             return None
         new = dict(current.body)
-        new["metadata"] = {**meta, "deletion_timestamp": now}
+        new["metadata"] = {**meta, "deletionTimestamp": now}
         if meta.get("finalizers"):
             return Put(EventType.DELETION_REQUESTED, new)
         return Remove(new)

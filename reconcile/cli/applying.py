@@ -123,6 +123,8 @@ def admit_all(
         except InvalidError as exc:
             problems.extend(invalid_lines(exc.with_source(document.location)))
             continue
+        for warning in admitted.warnings:
+            click.echo(f"warning: {document.location}: {warning}", err=True)
         item = Declared(document, admitted)
         kind, meta = admitted.kind, admitted.metadata
         subject = f'{kind.kind} "{meta["name"]}"'

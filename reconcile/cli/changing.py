@@ -96,9 +96,9 @@ def changes(old: Mapping[str, Any], new: object, *, subject: str = "") -> Change
     if not isinstance(new_meta, Mapping):
         errors.append(FieldError("metadata", "expected a mapping"))
         new_meta = old_meta
-    version = old_meta.get("resource_version")
-    if "resource_version" in new_meta and not json_equal(new_meta["resource_version"], version):
-        demanded = new_meta["resource_version"]
+    version = old_meta.get("resourceVersion")
+    if "resourceVersion" in new_meta and not json_equal(new_meta["resourceVersion"], version):
+        demanded = new_meta["resourceVersion"]
         if isinstance(demanded, bool) or not isinstance(demanded, int):
             errors.append(FieldError("metadata.resource_version", "expected an integer (a precondition)"))
         else:
@@ -106,7 +106,7 @@ def changes(old: Mapping[str, Any], new: object, *, subject: str = "") -> Change
     rest_old = {k: v for k, v in old.items() if k not in ("spec", "status", "metadata")}
     rest_new = {k: v for k, v in new.items() if k not in ("spec", "status", "metadata")}
     _refused("", rest_old, rest_new, errors)
-    keep = (*_EDITABLE, "resource_version")
+    keep = (*_EDITABLE, "resourceVersion")
     _refused(
         "metadata",
         {k: v for k, v in old_meta.items() if k not in keep},

@@ -35,7 +35,7 @@ def providers(output: str) -> None:
         {
             "provider": registry.provider_of(kind) or "",
             "kind": kind.kind,
-            "api_version": kind.api_version,
+            "apiVersion": kind.api_version,
             "names": sorted(
                 kind.names() - {f"{n}.{kind.api_group}" for n in (kind.kind.lower(), kind.plural)}
             ),
@@ -51,7 +51,7 @@ def providers(output: str) -> None:
         (
             r["provider"],
             r["kind"],
-            r["api_version"],
+            r["apiVersion"],
             ",".join(r["names"]),
             "deterministic" if r["deterministic_identity"] else "assigned",
         )

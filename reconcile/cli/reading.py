@@ -85,7 +85,7 @@ def render_objects(
     the Synced message too; each column at least ``min_widths`` wide), YAML, JSON or names."""
     if output == "json":
         return as_json(
-            {"api_version": "v1", "kind": "List", "items": [object_data(client, o) for o in objects]}
+            {"apiVersion": "v1", "kind": "List", "items": [object_data(client, o) for o in objects]}
         )
     if output == "yaml":
         return as_yaml([object_data(client, o) for o in objects], many=True).rstrip()
@@ -328,7 +328,7 @@ async def _show(
         objects = sort_objects(client, objects, listing.sort_by)
     if output.startswith("jsonpath="):
         items = [object_data(client, o) for o in objects]
-        click.echo(_jsonpath({"api_version": "v1", "kind": "List", "items": items}, output))
+        click.echo(_jsonpath({"apiVersion": "v1", "kind": "List", "items": items}, output))
         return ()
     click.echo(
         render_objects(
@@ -380,10 +380,10 @@ async def _describe(settings: Settings, kind: str, name: str, namespace: str, ev
             f"UID:               {meta.uid}",
             f"Generation:        {meta.generation}",
             f"Resource Version:  {meta.resource_version}",
-            f"Created:           {data['metadata']['creation_timestamp']}",
+            f"Created:           {data['metadata']['creationTimestamp']}",
         ]
         if meta.deletion_timestamp is not None:
-            lines.append(f"Deleting since:    {data['metadata']['deletion_timestamp']}")
+            lines.append(f"Deleting since:    {data['metadata']['deletionTimestamp']}")
         lines += [
             f"Labels:            {labels_text(meta.labels)}",
             f"Finalizers:        {', '.join(meta.finalizers) or '<none>'}",
@@ -394,7 +394,7 @@ async def _describe(settings: Settings, kind: str, name: str, namespace: str, ev
             "Status:",
             f"  Observed Generation:  {obj.status.observed_generation}",
         ]
-        extra = {k: v for k, v in data["status"].items() if k not in ("observed_generation", "conditions")}
+        extra = {k: v for k, v in data["status"].items() if k not in ("observedGeneration", "conditions")}
         if any(extra.values()):
             lines.append(_indent(as_yaml(extra).rstrip()))
         conditions = getattr(obj.status, "conditions", ())

@@ -2,7 +2,7 @@
 
 ``-o json`` is the stable, documented form: an object is its stored body (``api_version``,
 ``kind``, ``metadata``, ``spec``, ``status``, snake_case keys, RFC 3339 UTC times); a list
-is ``{"api_version": "v1", "kind": "List", "items": [...]}``; ``history`` and ``watch``
+is ``{"apiVersion": "v1", "kind": "List", "items": [...]}``; ``history`` and ``watch``
 give events as ``{"revision", "time", "type", "actor", "user", "kind", "namespace",
 "name", "uid", "data", "changes"}`` (``actor`` the field manager, ``user`` who asked,
 null when not recorded). Fields are only ever added, never renamed.

@@ -82,7 +82,7 @@ class SavedDocument:
     def key(self) -> ObjectKey:
         """The object's key."""
         meta = self.body["metadata"]
-        group = str(self.body["api_version"]).rpartition("/")[0]
+        group = str(self.body["apiVersion"]).rpartition("/")[0]
         return ObjectKey(group, str(self.body["kind"]), meta["namespace"], meta["name"])
 
     @property
@@ -203,7 +203,7 @@ def changed_paths(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             for field in sorted(set(before) | set(after))
             if before.get(field) != after.get(field)
         ]
-    return paths or ["api_version"]
+    return paths or ["apiVersion"]
 
 
 def admission_lines(saved: Sequence[SavedDocument], admitted: Sequence[dict[str, Any]]) -> list[str]:
@@ -273,7 +273,7 @@ async def apply_saved(settings: Settings, path: Path, *, atomic: bool) -> None:
                     d.admitted,
                     body={
                         **d.admitted.body,
-                        "metadata": {**d.admitted.metadata, "resource_version": s.resource_version},
+                        "metadata": {**d.admitted.metadata, "resourceVersion": s.resource_version},
                     },
                 )
                 for d, s in zip(declared_all, saved, strict=True)

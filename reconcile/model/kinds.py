@@ -203,7 +203,7 @@ class KindRegistry:
         versions = sorted(k.api_version for k in self._kinds.values() if k.kind == kind)
         if versions:
             reason = f"unknown api_version for kind {kind} (known: {', '.join(versions)})"
-            raise InvalidError([FieldError("api_version", reason)])
+            raise InvalidError([FieldError("apiVersion", reason)])
         reason = f"unknown kind {printable(kind, quoted=True)} in {printable(api_version)}"
         raise InvalidError([FieldError("kind", reason)])
 

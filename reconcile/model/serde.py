@@ -27,10 +27,12 @@ from cattrs.errors import (
     ForbiddenExtraKeysError,
     IterableValidationError,
 )
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from reconcile.errors import FieldError
 from reconcile.model.conditions import Condition, ConditionStatus
 from reconcile.model.meta import ObjectMeta, OwnerReference
+from reconcile.model.spelling import camel
 
 __all__ = [
     "format_epoch",
@@ -130,20 +132,31 @@ def structure_stored_meta(meta: dict[str, Any]) -> ObjectMeta:
     The API reads every object it returns through here, so it skips the converter's
     per-field checks: about four times faster than ``converter.structure``.
     """
-    created, deleted = meta.get("creation_timestamp"), meta.get("deletion_timestamp")
+    created, deleted = meta.get("creationTimestamp"), meta.get("deletionTimestamp")
     return ObjectMeta(
         name=meta["name"],
         namespace=meta["namespace"],
         uid=meta.get("uid"),
         generation=meta.get("generation", 0),
-        resource_version=meta.get("resource_version"),
+        resource_version=meta.get("resourceVersion"),
         creation_timestamp=None if created is None else parse_timestamp(created),
         deletion_timestamp=None if deleted is None else parse_timestamp(deleted),
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
         finalizers=tuple(meta.get("finalizers") or ()),
-        owner_references=tuple(OwnerReference(**ref) for ref in meta.get("owner_references") or ()),
-        managed_fields={k: tuple(v) for k, v in (meta.get("managed_fields") or {}).items()},
+        owner_references=tuple(_owner_reference(ref) for ref in meta.get("ownerReferences") or ()),
+        managed_fields={k: tuple(v) for k, v in (meta.get("managedFields") or {}).items()},
+    )
+
+
+def _owner_reference(ref: dict[str, Any]) -> OwnerReference:
+    return OwnerReference(
+        ref["apiVersion"],
+        ref["kind"],
+        ref["name"],
+        ref["uid"],
+        ref.get("controller", False),
+        ref.get("blockOwnerDeletion", False),
     )
 
 
@@ -166,6 +179,11 @@ def parse_timestamp(value: object, _: object = None) -> datetime.datetime:
 def make_converter() -> cattrs.Converter:
     """Build the converter every layer shares (one per client: no global state)."""
     converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    # Every attrs class, in Kubernetes' spelling: the field ``force_destroy`` is the key
+    # ``forceDestroy`` (see reconcile.model.spelling). Made per class when first used,
+    # with the settings of the converter that asks (a copy's own, not this one's).
+    converter.register_structure_hook_factory(attrs.has, _structure_camel)
+    converter.register_unstructure_hook_factory(attrs.has, _unstructure_camel)
     for expected, name in ((str, "string"), (int, "integer"), (float, "number"), (bool, "boolean")):
         converter.register_structure_hook(expected, _strict(expected, name))
     converter.register_structure_hook(datetime.datetime, parse_timestamp)
@@ -183,6 +201,19 @@ def make_converter() -> cattrs.Converter:
     return converter
 
 
+def _renames(cls: Any) -> dict[str, Any]:
+    fields = attrs.fields(typing.get_origin(cls) or cls)
+    return {f.name: override(rename=camel(f.name)) for f in fields if camel(f.name) != f.name}
+
+
+def _structure_camel(cls: Any, converter: cattrs.Converter) -> Any:
+    return make_dict_structure_fn(cls, converter, **_renames(cls))
+
+
+def _unstructure_camel(cls: Any, converter: cattrs.Converter) -> Any:
+    return make_dict_unstructure_fn(cls, converter, **_renames(cls))
+
+
 def _unstructure_condition(condition: Condition) -> dict[str, Any]:
     at = condition.last_transition_time
     return {
@@ -190,8 +221,8 @@ def _unstructure_condition(condition: Condition) -> dict[str, Any]:
         "status": condition.status,
         "reason": condition.reason,
         "message": condition.message,
-        "last_transition_time": None if at is None else format_timestamp(at),
-        "observed_generation": condition.observed_generation,
+        "lastTransitionTime": None if at is None else format_timestamp(at),
+        "observedGeneration": condition.observed_generation,
     }
 
 
@@ -230,21 +261,21 @@ def make_stored_converter() -> cattrs.Converter:
     return converter
 
 
-_CONDITION_FIELDS = frozenset(a.name for a in attrs.fields(Condition))
+_CONDITION_FIELDS = frozenset(camel(a.name) for a in attrs.fields(Condition))
 
 
 def _stored_condition(value: dict[str, Any], _: object = None) -> Condition:
     if not value.keys() <= _CONDITION_FIELDS:
         extra = ", ".join(sorted(value.keys() - _CONDITION_FIELDS))
         raise ValueError(f"a stored condition has unknown fields: {extra}")
-    at = value.get("last_transition_time")
+    at = value.get("lastTransitionTime")
     return Condition(
         value["type"],
         ConditionStatus(value["status"]),
         value.get("reason", ""),
         value.get("message", ""),
         None if at is None else parse_timestamp(at),
-        value.get("observed_generation", 0),
+        value.get("observedGeneration", 0),
     )
 
 
@@ -275,7 +306,7 @@ def _leaf(exc: BaseException, path: str, fields: tuple[str, ...]) -> list[FieldE
     if isinstance(exc, ForbiddenExtraKeysError):
         errors = []
         for extra in sorted(exc.extra_fields):
-            hint = difflib.get_close_matches(_snake(extra), fields, n=1)
+            hint = [camel(extra)] if camel(extra) in fields else difflib.get_close_matches(extra, fields, n=1)
             reason = f'unknown field (did you mean "{hint[0]}"?)' if hint else "unknown field"
             errors.append(FieldError(_join(path, extra), reason))
         return errors
@@ -290,13 +321,9 @@ def _leaf(exc: BaseException, path: str, fields: tuple[str, ...]) -> list[FieldE
     # attrs validators raise ValueError(message, attribute, ...): the message comes first.
     message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
     match = _ATTRS_MESSAGE.match(message)
-    if match and match["field"] in fields:
-        return [FieldError(_join(path, match["field"]), match["reason"])]
+    if match and camel(match["field"]) in fields:
+        return [FieldError(_join(path, camel(match["field"])), match["reason"])]
     return [FieldError(path, message or type(exc).__name__)]
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def _join(path: str, name: str) -> str:
@@ -314,11 +341,11 @@ def structure_errors(exc: BaseException, path: str = "") -> list[FieldError]:
             errors.extend(_leaf(inner, path, ()))
         return errors
     if isinstance(exc, ClassValidationError):
-        fields = tuple(a.name for a in getattr(exc.cl, "__attrs_attrs__", ()))
+        fields = tuple(camel(a.name) for a in getattr(exc.cl, "__attrs_attrs__", ()))
         with_notes_c, without_c = exc.group_exceptions()
         errors = []
         for inner, class_note in with_notes_c:
-            errors.extend(structure_errors(inner, _join(path, class_note.name)))
+            errors.extend(structure_errors(inner, _join(path, camel(class_note.name))))
         for inner in without_c:
             errors.extend(_leaf(inner, path, fields))
         return errors

@@ -148,7 +148,7 @@ class Harness:
         return next(
             kind
             for kind in self.provider.kinds
-            if (kind.api_version, kind.kind) == (manifest["api_version"], manifest["kind"])
+            if (kind.api_version, kind.kind) == (manifest["apiVersion"], manifest["kind"])
         )
 
     async def idle(self) -> None:

@@ -55,7 +55,7 @@ class LedgerOutside:
 def entry(name: str) -> dict[str, Any]:
     """An Entry manifest."""
     return {
-        "api_version": "ledger.example.dev/v1",
+        "apiVersion": "ledger.example.dev/v1",
         "kind": "Entry",
         "metadata": {"name": name},
         "spec": {"key": name, "value": "hello"},

@@ -95,14 +95,14 @@ def _load_slots(conn: sqlite3.Connection, keys: list[ObjectKey]) -> dict[ObjectK
 
 def _stamp(body: Body, revision: int) -> str:
     metadata = body.setdefault("metadata", {})
-    metadata["resource_version"] = revision
+    metadata["resourceVersion"] = revision
     text = dumps(body)
     # A character is at most 4 bytes of UTF-8: only long texts need encoding to measure.
     # An object being deleted is never refused for its size: deletion must always finish
     # (admission keeps ADMISSION_HEADROOM free, so only a status that grew past it gets here).
-    deleting = metadata.get("deletion_timestamp") is not None
+    deleting = metadata.get("deletionTimestamp") is not None
     if not deleting and len(text) > MAX_OBJECT_BYTES // 4 and len(text.encode("utf-8")) > MAX_OBJECT_BYTES:
-        metadata["resource_version"] = None
+        metadata["resourceVersion"] = None
         reason = f"object is larger than {MAX_OBJECT_BYTES} bytes when serialized"
         raise InvalidError([FieldError("", reason)])
     return text
