@@ -42,9 +42,13 @@ BAD = {
         "apiVersion: unknown",
     ),
     "missing kind": ({"apiVersion": "x/v1", "metadata": {"name": "a"}}, "kind: required"),
-    "camelCase envelope": (
-        {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget"},
-        'apiVersion: unknown field (did you mean "apiVersion"?)',
+    "misspelt envelope": (
+        {**widget("w"), "apiversion": "example.reconcile.dev/v1"},
+        'apiversion: unknown field (did you mean "apiVersion"?)',
+    ),
+    "both spellings of the envelope": (
+        {**widget("w"), "api_version": "example.reconcile.dev/v1"},
+        'api_version: the old spelling, in a document that also has "apiVersion": write "apiVersion"',
     ),
     "missing metadata": ({**widget("w"), "metadata": None}, "metadata: required mapping"),
     "missing name": ({**widget("w"), "metadata": {}}, "metadata.name: required field missing"),
@@ -183,7 +187,7 @@ class TestAdmission:
     async def test_batch_neighbours_unaffected(self, client: Client) -> None:
         """A write refused inside a group-commit batch does not fail its neighbours."""
         good = [client.apply(widget(f"w{i}")) for i in range(5)]
-        bad = client.apply(widget("w0", resource_version=999))
+        bad = client.apply(widget("w0", **{"resourceVersion": 999}))
         results = await asyncio.gather(*good, bad, return_exceptions=True)
         assert all(not isinstance(r, BaseException) for r in results[:5])
         assert isinstance(results[5], Exception)

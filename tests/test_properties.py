@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 import cattrs
+from cattrs.gen import make_dict_unstructure_fn, override
 import pytest
 from helpers import widget
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +28,7 @@ from reconcile.model import make_converter
 from reconcile.model.conditions import Condition, ConditionStatus
 from reconcile.model.external import ManagedStatus
 from reconcile.model.serde import format_epoch, format_timestamp
+from reconcile.model.spelling import camel
 from reconcile.testing import example_kinds
 
 NAMES = st.sampled_from(["a", "b", "c"])
@@ -174,6 +176,12 @@ def test_a_status_unstructures_as_cattrs_generic_path_does(
     object too, which the formatter remembers)."""
     generic = cattrs.Converter()
     generic.register_unstructure_hook(datetime.datetime, format_timestamp)
+    generic.register_unstructure_hook_factory(
+        attrs.has,
+        lambda cls, conv: make_dict_unstructure_fn(
+            cls, conv, **{f.name: override(rename=camel(f.name)) for f in attrs.fields(cls)}
+        ),
+    )
     together = [attrs.evolve(c, last_transition_time=shared) for c in conditions[:2]]
     status = ManagedStatus(
         observed_generation=1, conditions=(*conditions, *together), at_provider=at_provider

@@ -282,7 +282,7 @@ class Client(Reading):
                 raise NotFoundError(f"{key} not found")
             if resource_version is not None and resource_version != current.resource_version:
                 raise ConflictError(
-                    f"{key} was modified: expected resource_version {resource_version}, "
+                    f"{key} was modified: expected resourceVersion {resource_version}, "
                     f"found {current.resource_version}"
                 )
             meta = current.body["metadata"]

@@ -63,7 +63,7 @@ def _require(key: ObjectKey, current: StoredObject | None) -> StoredObject:
 def _check_version(key: ObjectKey, current: StoredObject, expected: int | None) -> None:
     if expected is not None and expected != current.resource_version:
         raise ConflictError(
-            f"{key} was modified: expected resource_version {expected}, "
+            f"{key} was modified: expected resourceVersion {expected}, "
             f"found {current.resource_version}; re-read and try again"
         )
 
@@ -84,7 +84,7 @@ def _new_object(desired: Body, status: Body, uid: str, now: str) -> Body:
     # (stamped by the store on this metadata), so nothing reaches ``desired`` through it,
     # and a mutation run again builds its own.
     meta = dict(desired["metadata"])
-    meta.update(uid=uid, generation=1, creation_timestamp=now, deletion_timestamp=None)
+    meta.update({"uid": uid, "generation": 1, "creationTimestamp": now, "deletionTimestamp": None})
     meta["resourceVersion"] = None
     return {**desired, "metadata": meta, "status": status}
 
@@ -169,7 +169,7 @@ def apply(
     def mutate(current: StoredObject | None) -> Change | None:
         if current is None:
             if expected is not None:
-                raise NotFoundError(f"{key} not found (resource_version {expected} was given)")
+                raise NotFoundError(f"{key} not found (resourceVersion {expected} was given)")
             body = _new_object(desired, status, uid, now)
             meta = body["metadata"]
             meta["managedFields"] = {manager: list(paths)} if paths else {}
@@ -225,7 +225,7 @@ def replace(key: ObjectKey, desired: Body, immutable: tuple[str, ...] = ()) -> M
     expected = desired["metadata"].get("resourceVersion")
     if expected is None:
         reason = "required for update (the version this change was based on)"
-        raise InvalidError([FieldError("metadata.resource_version", reason)], subject=str(key))
+        raise InvalidError([FieldError("metadata.resourceVersion", reason)], subject=str(key))
 
     def mutate(current: StoredObject | None) -> Change | None:
         current = _require(key, current)

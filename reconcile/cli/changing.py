@@ -100,7 +100,7 @@ def changes(old: Mapping[str, Any], new: object, *, subject: str = "") -> Change
     if "resourceVersion" in new_meta and not json_equal(new_meta["resourceVersion"], version):
         demanded = new_meta["resourceVersion"]
         if isinstance(demanded, bool) or not isinstance(demanded, int):
-            errors.append(FieldError("metadata.resource_version", "expected an integer (a precondition)"))
+            errors.append(FieldError("metadata.resourceVersion", "expected an integer (a precondition)"))
         else:
             version = demanded
     rest_old = {k: v for k, v in old.items() if k not in ("spec", "status", "metadata")}
@@ -182,7 +182,7 @@ async def change_object(
 
 def _conflict(target: Target, expected: int | None, found: int | None) -> str:
     return (
-        f"{target.label} was modified: the change was made on resource_version {expected}, "
+        f"{target.label} was modified: the change was made on resourceVersion {expected}, "
         f"and it is at {found} now; nothing was written"
     )
 

@@ -242,7 +242,7 @@ def _edit_loop(settings: Settings, opened: _Opened, command: Sequence[str], path
             raise _Kept(
                 path,
                 f"{target.label} was changed by someone else while it was being edited "
-                f"(it was at resource_version {original['metadata'].get('resourceVersion')}); "
+                f"(it was at resourceVersion {original['metadata'].get('resourceVersion')}); "
                 "nothing was saved: edit it again to change the latest version",
             ) from None
         except NotFoundError:

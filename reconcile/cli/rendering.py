@@ -129,7 +129,7 @@ def _short(value: object) -> str:
 
 
 _BOOKKEEPING = (
-    "metadata.managed_fields",
+    "metadata.managedFields",
     "metadata.annotations.reconcile.dev/external-create",
     "status.conditions",
 )

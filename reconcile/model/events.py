@@ -99,7 +99,7 @@ class Bookmark:
     revision: int
 
 
-_IGNORED = frozenset({"metadata.resource_version"})
+_IGNORED = frozenset({"metadata.resourceVersion"})
 
 
 def diff_objects(
