@@ -198,6 +198,7 @@ __all__ = [
     "RuntimeOptions",
     "SQLiteStore",
     "SchemaVersionError",
+    "SpellingWarning",
     "Status",
     "StoreBound",
     "StoreError",

@@ -187,7 +187,7 @@ class TestAdmission:
     async def test_batch_neighbours_unaffected(self, client: Client) -> None:
         """A write refused inside a group-commit batch does not fail its neighbours."""
         good = [client.apply(widget(f"w{i}")) for i in range(5)]
-        bad = client.apply(widget("w0", **{"resourceVersion": 999}))
+        bad = client.apply(widget("w0", resourceVersion=999))
         results = await asyncio.gather(*good, bad, return_exceptions=True)
         assert all(not isinstance(r, BaseException) for r in results[:5])
         assert isinstance(results[5], Exception)

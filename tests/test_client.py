@@ -107,7 +107,7 @@ class TestApply:
         await client.apply(widget("w1"))
         await client.apply(widget("w1", 2))
         with pytest.raises(ConflictError):
-            await client.apply(widget("w1", 3, **{"resourceVersion": 1}))
+            await client.apply(widget("w1", 3, resourceVersion=1))
         assert (await client.get("widget", "w1")).spec.size == 2
 
     async def test_create_refuses_existing(self, client: Client) -> None:

@@ -431,7 +431,7 @@ class TestInformer:
     async def test_indexes(self, client: Client, clock: FakeClock) -> None:
         """The cache answers label selectors and owner lookups, and follows changes."""
         owner = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget", "name": "p", "uid": "u-1"}
-        await client.apply(widget("a", labels={"app": "web"}, **{"ownerReferences": [owner]}))
+        await client.apply(widget("a", labels={"app": "web"}, ownerReferences=[owner]))
         await client.apply(widget("b", labels={"app": "db"}))
         informer = Informer(client, WIDGET, clock=clock)
         task = asyncio.create_task(informer.run())

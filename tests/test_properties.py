@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 import cattrs
-from cattrs.gen import make_dict_unstructure_fn, override
 import pytest
+from cattrs.gen import make_dict_unstructure_fn, override
 from helpers import widget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -596,8 +596,7 @@ def test_apply_refuses_a_bad_bucket_with_exit_2(tmp_path: Path, capsys: pytest.C
 
     manifest = tmp_path / "bucket.yaml"
     manifest.write_text(
-        "apiVersion: s3.reconcile.dev/v1\nkind: Bucket\n"
-        "metadata: {name: ok-name}\nspec: {bucket: Bad_Name}\n"
+        "apiVersion: s3.reconcile.dev/v1\nkind: Bucket\nmetadata: {name: ok-name}\nspec: {bucket: Bad_Name}\n"
     )
     db = tmp_path / "state.db"
     assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 2

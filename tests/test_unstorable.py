@@ -77,23 +77,23 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
     ),
     "S3 Object key": (s3_object(key=f"k{SURROGATE}"), "spec.key", TEXT),
     "expirationDays": (
-        bucket(**{"lifecycleRules": [{"id": "old", "expirationDays": HUGE}]}),
+        bucket(lifecycleRules=[{"id": "old", "expirationDays": HUGE}]),
         "spec.lifecycleRules[0].expirationDays",
         RANGE,
     ),
     "maxAgeSeconds": (
-        bucket(**{"corsRules": [{"allowedMethods": ["GET"], "allowedOrigins": ["*"], "maxAgeSeconds": HUGE}]}),
+        bucket(corsRules=[{"allowedMethods": ["GET"], "allowedOrigins": ["*"], "maxAgeSeconds": HUGE}]),
         "spec.corsRules[0].maxAgeSeconds",
         RANGE,
     ),
-    "resourceVersion": (with_metadata(file(), **{"resourceVersion": HUGE}), "metadata.resourceVersion", RANGE),
+    "resourceVersion": (with_metadata(file(), resourceVersion=HUGE), "metadata.resourceVersion", RANGE),
     "resourceVersion just past signed 64 bits": (
-        with_metadata(file(), **{"resourceVersion": INT64_MAX + 1}),
+        with_metadata(file(), resourceVersion=INT64_MAX + 1),
         "metadata.resourceVersion",
         RANGE,
     ),
     "negative integer past 64 bits": (
-        bucket(**{"lifecycleRules": [{"id": "old", "expirationDays": INT64_MIN - 1}]}),
+        bucket(lifecycleRules=[{"id": "old", "expirationDays": INT64_MIN - 1}]),
         "spec.lifecycleRules[0].expirationDays",
         RANGE,
     ),

@@ -138,8 +138,9 @@ def _spelling(respelled: Respelled, subject: str) -> tuple[str, ...]:
     if not respelled.old:
         return ()
     if respelled.new:
+        beside = respelled.new[0]
         errors = [
-            FieldError(old, f'the old spelling, in a document that also has "{respelled.new[0]}": write "{new}"')
+            FieldError(old, f'the old spelling, in a document that also has "{beside}": write "{new}"')
             for old, new in respelled.old
         ]
         raise InvalidError(errors, subject=subject)
@@ -234,14 +235,14 @@ class Admission:
             raise InvalidError(exc.errors, subject=self._subject(manifest)) from None
         respelled = respell_document(manifest, kind.spec_type, kind.status_type)
         said = _spelling(respelled, self._subject(manifest))
-        manifest = respelled.data
-        meta, meta_errors = self._metadata(manifest.get("metadata"))
+        document: Mapping[str, Any] = respelled.data
+        meta, meta_errors = self._metadata(document.get("metadata"))
         errors.extend(meta_errors)
         name = None if meta is None else meta.name
-        spec, spec_errors = self._spec(kind, manifest.get("spec", {}), origin, name)
+        spec, spec_errors = self._spec(kind, document.get("spec", {}), origin, name)
         errors.extend(spec_errors)
         if errors:
-            raise InvalidError(errors, subject=self._subject(manifest))
+            raise InvalidError(errors, subject=self._subject(document))
         assert meta is not None
         body = {
             "apiVersion": api_version,
@@ -249,7 +250,7 @@ class Admission:
             "metadata": self.converter.unstructure(meta),
             "spec": self.converter.unstructure(spec, kind.spec_type),
         }
-        _check_size(body, lambda: self._subject(manifest))
+        _check_size(body, lambda: self._subject(document))
         return Admitted(kind, body, spec, said)
 
     @staticmethod

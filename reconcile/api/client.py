@@ -76,7 +76,8 @@ class Client(Reading):
         return self._clock
 
     async def _write(self, key: ObjectKey, mutation: Mutation, *, actor: str | None) -> WriteResult:
-        return await self.store.write(key, self.decoder.mutation(mutation), actor=actor or self.manager, user=self.user)
+        written = self.decoder.mutation(mutation)
+        return await self.store.write(key, written, actor=actor or self.manager, user=self.user)
 
     def _now(self) -> str:
         return format_epoch(self._clock())

@@ -62,7 +62,10 @@ class Respelled:
     new: tuple[str, ...] = ()
 
     def summary(self, most: int = 3) -> str:
-        """``api_version -> apiVersion, spec.force_destroy -> spec.forceDestroy, ...``"""
+        """The old keys and their new spelling, the first ``most`` of them, for a message.
+
+        ``api_version -> apiVersion, spec.force_destroy -> spec.forceDestroy and 2 more``.
+        """
         shown = ", ".join(f"{old} -> {new}" for old, new in self.old[:most])
         return shown + (f" and {len(self.old) - most} more" if len(self.old) > most else "")
 
@@ -103,7 +106,7 @@ class _Walk:
         self.old: list[tuple[str, str]] = []
         self.new: list[str] = []
 
-    def value(self, data: Any, type_: Any, path: str) -> Any:  # noqa: PLR0911 - one case per shape
+    def value(self, data: Any, type_: Any, path: str) -> Any:
         if data is None or type_ is Any:
             return data
         origin = typing.get_origin(type_)
