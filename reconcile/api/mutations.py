@@ -31,6 +31,7 @@ from reconcile.api.merging import merge_patch
 from reconcile.errors import AlreadyExistsError, ConflictError, FieldError, InvalidError, NotFoundError
 from reconcile.model.events import EventType
 from reconcile.model.meta import ObjectKey
+from reconcile.model.spelling import camel
 from reconcile.store.contract import Body, Change, Mutation, Note, Put, Remove, StoredObject
 from reconcile.store.encoding import dumps, loads
 
@@ -200,15 +201,17 @@ def apply(
 def immutable_errors(
     old: Mapping[str, Any], new: Mapping[str, Any], fields: Sequence[str]
 ) -> list[FieldError]:
-    """A field error for each immutable spec field whose value would change."""
+    """A field error for each immutable spec field (an attribute name: its key is
+    camelCase) whose value would change."""
+    keys = [camel(field) for field in fields]
     return [
         FieldError(
-            f"spec.{field}",
-            f"is immutable once created ({old.get(field)!r} -> {new.get(field)!r}): "
+            f"spec.{key}",
+            f"is immutable once created ({old.get(key)!r} -> {new.get(key)!r}): "
             "delete the object and apply it again",
         )
-        for field in fields
-        if old.get(field) != new.get(field)
+        for key in keys
+        if old.get(key) != new.get(key)
     ]
 
 

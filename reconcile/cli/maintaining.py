@@ -4,6 +4,7 @@ kinds' fields are, and care of the log."""
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib.metadata
 import inspect
 import json
@@ -22,6 +23,7 @@ from reconcile.cli.rendering import as_json, table
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError
 from reconcile.model import Kind, KindRegistry
+from reconcile.model.spelling import camel
 
 __all__: list[str] = []
 
@@ -194,7 +196,7 @@ def _field_row(field: attrs.Attribute[Any]) -> tuple[str, str, str, str]:
     doc = str(field.metadata.get("doc", ""))
     if values:
         doc = f"{doc} One of: {', '.join(values)}.".strip()
-    return field.name, _type_name(field.type), _default(field), doc
+    return camel(field.name), _type_name(field.type), _default(field), doc
 
 
 @cli.command()
@@ -218,8 +220,8 @@ def explain(settings: Settings, kind: str) -> None:
         f"PROVIDER:  {registry.provider_of(found) or '-'}",
         f"NAMES:     {', '.join(sorted(found.names()))}",
         f"IDENTITY:  {'deterministic' if found.deterministic_identity else 'assigned externally'}"
-        + (f" ({', '.join(f'spec.{f}' for f in found.identity)})" if found.identity else ""),
-        f"IMMUTABLE: {', '.join(f'spec.{f}' for f in found.immutable) or '-'}",
+        + (f" ({', '.join(f'spec.{camel(f)}' for f in found.identity)})" if found.identity else ""),
+        f"IMMUTABLE: {', '.join(f'spec.{camel(f)}' for f in found.immutable) or '-'}",
         "",
         "DESCRIPTION:",
         *(f"  {line.strip()}" for line in _plain(inspect.getdoc(found.spec_type) or "").splitlines()),
@@ -238,15 +240,19 @@ def explain(settings: Settings, kind: str) -> None:
 
 def _explain_field(kind: Kind, path: str) -> str:
     """``explain File.spec.path``: one field's type, default, values and description."""
-    fields = {f.name: f for f in attrs.fields(kind.spec_type)} if attrs.has(kind.spec_type) else {}
+    fields = {camel(f.name): f for f in attrs.fields(kind.spec_type)} if attrs.has(kind.spec_type) else {}
     field = fields.get(path)
     if field is None:
         known = ", ".join(fields) or "none"
-        raise BadInput(f"{kind.kind}.spec has no field {path!r} (its fields: {known})")
+        hint = [camel(path)] if camel(path) in fields else difflib.get_close_matches(path, fields, n=1)
+        also = f' (did you mean "{hint[0]}"?)' if hint else ""
+        raise BadInput(f"{kind.kind}.spec has no field {path!r}{also} (its fields: {known})")
     name, type_, _, doc = _field_row(field)
     default = _default_value(field) or "none (required)"
     notes = [
-        n for n, on in (("immutable", name in kind.immutable), ("identity", name in kind.identity)) if on
+        n
+        for n, on in (("immutable", field.name in kind.immutable), ("identity", field.name in kind.identity))
+        if on
     ]
     return "\n".join(
         [

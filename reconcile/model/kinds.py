@@ -24,6 +24,7 @@ from reconcile.errors import FieldError, InvalidError
 from reconcile.model.conditions import Status
 from reconcile.model.printing import printable
 from reconcile.model.resource import api_group_of
+from reconcile.model.spelling import camel
 
 __all__ = ["ENTRY_POINT_GROUP", "AdmissionContext", "Kind", "KindRegistry", "doc_field"]
 
@@ -138,7 +139,7 @@ class Kind:
         None when the kind declares no identity fields."""
         if not self.identity:
             return None
-        return ", ".join(f"spec.{field}={spec.get(field)}" for field in self.identity)
+        return ", ".join(f"spec.{camel(field)}={spec.get(camel(field))}" for field in self.identity)
 
     @functools.cached_property
     def api_group(self) -> str:
