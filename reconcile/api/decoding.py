@@ -19,7 +19,7 @@ from reconcile.model.meta import ObjectMeta
 from reconcile.model.resource import AnyResource, Resource
 from reconcile.model.serde import make_stored_converter, structure_stored_meta
 from reconcile.model.spelling import is_old_body, respell_document
-from reconcile.store.contract import Body, Mutation, RawEvent, StoredObject
+from reconcile.store.contract import Mutation, RawEvent, StoredObject
 
 __all__ = ["Decoder"]
 
@@ -65,13 +65,13 @@ class Decoder:
             status = self.converter.structure(body.get("status") or {}, kind.status_type)
         return Resource(body["apiVersion"], body["kind"], meta, spec, status)
 
-    def respelled(self, body: Mapping[str, Any]) -> Body:
+    def respelled(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """A body in the current spelling: one the store wrote before the change to
         Kubernetes' camelCase (the log is never rewritten) is read in the new spelling,
-        walked with its kind's classes (a kind not registered here: its envelope,
-        metadata and conditions only); any other is returned as it is."""
+        walked with its kind's classes (a kind not registered here: its envelope and
+        metadata only); any other is returned as it is."""
         if not is_old_body(body):
-            return dict(body)
+            return body
         kind = self.kinds.get(body["api_version"], body.get("kind", ""))
         if kind is None:
             return dict(respell_document(body).data)
@@ -81,7 +81,9 @@ class Decoder:
         """``stored`` with its body in the current spelling (what mutations read)."""
         if stored is None or not is_old_body(stored.body):
             return stored
-        return StoredObject(stored.key, stored.uid, stored.resource_version, self.respelled(stored.body))
+        return StoredObject(
+            stored.key, stored.uid, stored.resource_version, dict(self.respelled(stored.body))
+        )
 
     def mutation(self, mutation: Mutation) -> Mutation:
         """``mutation``, given the current object in the current spelling."""

@@ -98,9 +98,11 @@ class Reading:
         for item in raw:
             changes: tuple[FieldChange, ...] = ()
             if item.body is not None:
-                # The first snapshot retained is the whole object: no change list.
-                changes = () if previous is None else tuple(diff_objects(previous, item.body))
-                previous = None if item.type == EventType.DELETED else item.body
+                # The first snapshot retained is the whole object: no change list. An old
+                # body is compared in the new spelling (a rename is not a change).
+                body = self.decoder.respelled(item.body)
+                changes = () if previous is None else tuple(diff_objects(previous, body))
+                previous = None if item.type == EventType.DELETED else body
             events.append(attrs.evolve(self._event(item), changes=changes))
         return events
 
