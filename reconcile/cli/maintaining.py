@@ -41,7 +41,7 @@ def providers(output: str) -> None:
             "names": sorted(
                 kind.names() - {f"{n}.{kind.api_group}" for n in (kind.kind.lower(), kind.plural)}
             ),
-            "deterministic_identity": kind.deterministic_identity,
+            "deterministicIdentity": kind.deterministic_identity,
         }
         for kind in registry
     ]
@@ -55,7 +55,7 @@ def providers(output: str) -> None:
             r["kind"],
             r["apiVersion"],
             ",".join(r["names"]),
-            "deterministic" if r["deterministic_identity"] else "assigned",
+            "deterministic" if r["deterministicIdentity"] else "assigned",
         )
         for r in rows
     ]

@@ -254,7 +254,7 @@ def _data(planned: Planned) -> dict[str, str]:
     return {
         "action": planned.action,
         "kind": key.kind,
-        "api_group": key.api_group,
+        "apiGroup": key.api_group,
         "namespace": key.namespace,
         "name": key.name,
         "detail": planned.detail,
