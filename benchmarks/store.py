@@ -111,7 +111,7 @@ def _same_rows_transaction(
     head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
     numbers = range(start, stop)
     conn.executemany(
-        "INSERT INTO objects (id, api_group, kind, namespace, name, uid, resourceVersion, live) "
+        "INSERT INTO objects (id, api_group, kind, namespace, name, uid, resource_version, live) "
         "VALUES (?, 'example.reconcile.dev', 'Widget', 'default', ?, ?, ?, 1)",
         [(i + 1, f"w{i}", f"u{i}", head + 1 + i - start) for i in numbers],
     )

@@ -39,7 +39,7 @@ async def main(db: Path) -> int:
         for document in documents:
             obj = await client.apply(document.data, manager="demo")  # type: ignore[arg-type]
             where = f"{obj.kind}/{obj.metadata.namespace}/{obj.metadata.name}"
-            print(f"applied {where} at revision {obj.metadata.resourceVersion}")
+            print(f"applied {where} at revision {obj.metadata.resource_version}")
 
         widgets = await client.list("widget", label_selector="app=shop")
         rows = [("NAMESPACE", "NAME", "SIZE", "COLOR", "GENERATION", "REVISION")]
