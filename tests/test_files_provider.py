@@ -187,6 +187,10 @@ class TestAdmission:
         source.write_text("<p>hi</p>")
         message = await rejected(root, tmp_path, file_manifest("a", source=str(source)))
         assert "spec.source: content and source are mutually exclusive" in message
+        manifest = file_manifest("a", source=str(source), contentBase64="aGk=")
+        del manifest["spec"]["content"]
+        message = await rejected(root, tmp_path, manifest)
+        assert "spec.source: contentBase64 and source are mutually exclusive" in message
 
     async def test_missing_source_is_refused(self, root: Path, tmp_path: Path) -> None:
         """A source file that does not exist, named relative to the manifest."""

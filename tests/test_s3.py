@@ -137,26 +137,26 @@ class TestAdmission:
                 "spec.encryption.kmsKeyId: is for algorithm aws:kms only",
             ),
             (bucket("bkt", encryption={}), "spec.encryption.algorithm: required field missing"),
-            (bucket("bkt", public_access_block={"blockPublicAcls": "yes"}), "expected boolean"),
+            (bucket("bkt", publicAccessBlock={"blockPublicAcls": "yes"}), "expected boolean"),
             (bucket("bkt", policy="{}"), "spec.policy: expected a mapping"),
-            (bucket("bkt", lifecycle_rules=[{"id": "r"}]), "spec.lifecycleRules[0]: a rule needs an action"),
+            (bucket("bkt", lifecycleRules=[{"id": "r"}]), "spec.lifecycleRules[0]: a rule needs an action"),
             (
                 bucket(
                     "bkt",
-                    lifecycle_rules=[{"id": "r", "expirationDays": 1}, {"id": "r", "expirationDays": 2}],
+                    lifecycleRules=[{"id": "r", "expirationDays": 1}, {"id": "r", "expirationDays": 2}],
                 ),
                 "spec.lifecycleRules[1].id: duplicate rule id 'r'",
             ),
             (
-                bucket("bkt", lifecycle_rules=[{"id": "r", "expirationDays": 0}]),
+                bucket("bkt", lifecycleRules=[{"id": "r", "expirationDays": 0}]),
                 "spec.lifecycleRules[0].expirationDays: must be >= 1",
             ),
             (
-                bucket("bkt", cors_rules=[{"allowedMethods": ["FETCH"], "allowedOrigins": ["*"]}]),
+                bucket("bkt", corsRules=[{"allowedMethods": ["FETCH"], "allowedOrigins": ["*"]}]),
                 "spec.corsRules[0].allowedMethods: 'FETCH' is not one of",
             ),
             (
-                bucket("bkt", cors_rules=[{"allowedMethods": ["GET"], "allowedOrigins": []}]),
+                bucket("bkt", corsRules=[{"allowedMethods": ["GET"], "allowedOrigins": []}]),
                 "spec.corsRules[0].allowedOrigins: at least one origin",
             ),
             (
@@ -227,7 +227,7 @@ class TestConverging:
             bucket(
                 "locked",
                 encryption={"algorithm": "AES256", "bucketKey": True},
-                public_access_block={"blockPublicAcls": True, "restrictPublicBuckets": False},
+                publicAccessBlock={"blockPublicAcls": True, "restrictPublicBuckets": False},
             )
         )
         ready = await asyncio.wait_for(running.wait_ready("bucket", "locked"), DEADLINE)
@@ -238,6 +238,7 @@ class TestConverging:
         block = (await raw.get_public_access_block(Bucket="locked"))["PublicAccessBlockConfiguration"]
         assert (block["BlockPublicAcls"], block["RestrictPublicBuckets"]) == (True, False)
         assert ready.status.at_provider["publicAccessBlock"]["restrictPublicBuckets"] is False
+        assert ready.status.at_provider["encryption"]["bucketKey"] is True
         await raw.put_public_access_block(
             Bucket="locked",
             PublicAccessBlockConfiguration={
@@ -311,8 +312,11 @@ class TestConverging:
                 "maxAgeSeconds": 600,
             }
         ]
-        await running.apply(bucket("ruled", versioning="Enabled", lifecycle_rules=rules, cors_rules=cors))
-        await asyncio.wait_for(running.wait_ready("bucket", "ruled"), DEADLINE)
+        await running.apply(bucket("ruled", versioning="Enabled", lifecycleRules=rules, corsRules=cors))
+        ready = await asyncio.wait_for(running.wait_ready("bucket", "ruled"), DEADLINE)
+        # (status.atProvider is spelled as the document is.)
+        assert ready.status.at_provider["lifecycleRules"][0]["expirationDays"] == 30
+        assert ready.status.at_provider["corsRules"][0]["maxAgeSeconds"] == 600
         found = (await raw.get_bucket_lifecycle_configuration(Bucket="ruled"))["Rules"]
         assert sorted(r["ID"] for r in found) == ["logs", "old", "uploads"]
         assert (await raw.get_bucket_cors(Bucket="ruled"))["CORSRules"][0]["MaxAgeSeconds"] == 600
@@ -883,7 +887,7 @@ class TestObjects:
         hand; an object that is not ours is never overwritten."""
         await running.apply(bucket("web-site"))
         await running.apply(s3_object("index", "web-site", "index.html", content="<h1>hi</h1>\n"))
-        await running.apply(s3_object("logo", "web-site", "img/logo.png", content_base64="iVBORw0KGgo="))
+        await running.apply(s3_object("logo", "web-site", "img/logo.png", contentBase64="iVBORw0KGgo="))
         await raw.create_bucket(Bucket="other", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
         await raw.put_object(Bucket="other", Key="theirs.txt", Body=b"theirs")
         await running.apply(s3_object("theirs", "other", "theirs.txt", content="mine"))
@@ -891,6 +895,8 @@ class TestObjects:
             await until_async(clock, _ready(running, "object", name))
         head = await raw.head_object(Bucket="web-site", Key="index.html")
         assert head["ContentType"] == "text/html"
+        observed = (await running.client.get("object", "index")).status.at_provider
+        assert (observed["contentType"], observed["contentDiffers"]) == ("text/html", False)
         assert (await raw.head_object(Bucket="web-site", Key="img/logo.png"))["ContentType"] == "image/png"
         # (Changed with our mark kept, as a tool that copies it would: still ours.)
         mark = {key: value for key, value in head["Metadata"].items() if key == OWNER_METADATA}

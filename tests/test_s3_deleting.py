@@ -88,7 +88,7 @@ class TestRescue:
             return any(e.type == "DeleteFailed" and "not empty" in str(e.data) for e in events)
 
         await until_async(clock, refused)
-        rescued = await running.apply(bucket("stuck-site", force_destroy=True))
+        rescued = await running.apply(bucket("stuck-site", forceDestroy=True))
         assert rescued.metadata.deletion_timestamp is not None
         assert rescued.spec.force_destroy is True
 

@@ -56,8 +56,8 @@ class TestAdmission:
             "site",
             "index.html",
             content="a",
-            content_type='text/html; charset="utf-8"',
-            cache_control="public, max-age=60",
+            contentType='text/html; charset="utf-8"',
+            cacheControl="public, max-age=60",
             metadata={"x-owner_team.1": "web team (eu)", "empty": ""},
         )
         async with connect(tmp_path / "o.db", kinds=KindRegistry([OBJECT])) as client:
@@ -129,7 +129,7 @@ class TestSendTime:
         CreateFailed, and no retry as time passes."""
         runtime = unchecked
         await runtime.apply(bucket("headers"))
-        await runtime.apply(s3_object("evil", "headers", "a.txt", content="a", content_type="a\r\nX-Evil: 1"))
+        await runtime.apply(s3_object("evil", "headers", "a.txt", content="a", contentType="a\r\nX-Evil: 1"))
 
         async def failed() -> bool:
             obj = await runtime.client.get("object", "evil")

@@ -53,9 +53,9 @@ def _field(doc: str, *, default: Any = attrs.NOTHING, values: Sequence[str] = ()
 @attrs.frozen
 class FileSpec:
     """A regular file: where, what it holds (at most one of ``content``,
-    ``content_base64``, ``source``; none means empty), its permissions, and whether it
+    ``contentBase64``, ``source``; none means empty), its permissions, and whether it
     should exist. ``sensitive`` keeps the content out of the event log. ``root``,
-    ``source_root`` and ``source_digest`` are filled in at admission: the root the path
+    ``sourceRoot`` and ``sourceDigest`` are filled in at admission: the root the path
     was confined to, the source root the source was read from, and what the source held
     then (see :mod:`reconcile_providers.files.sourcing`)."""
 
@@ -124,7 +124,8 @@ def validate_file(spec: FileSpec) -> Iterator[FieldError]:
     yield from _mode_errors(spec.mode)
     if spec.ensure not in ENSURE_VALUES:
         yield FieldError("ensure", f"must be one of {', '.join(ENSURE_VALUES)}, not {spec.ensure!r}")
-    given = [name for name in ("content", "content_base64", "source") if getattr(spec, name) is not None]
+    declared = (("content", spec.content), ("contentBase64", spec.content_base64), ("source", spec.source))
+    given = [name for name, value in declared if value is not None]
     if len(given) > 1:
         yield FieldError(given[1], f"{' and '.join(given)} are mutually exclusive: give at most one")
     if spec.ensure == "absent" and given:
@@ -133,7 +134,7 @@ def validate_file(spec: FileSpec) -> Iterator[FieldError]:
         try:
             base64.b64decode(spec.content_base64, validate=True)
         except binascii.Error as exc:
-            yield FieldError("content_base64", f"not valid base64 ({exc})")
+            yield FieldError("contentBase64", f"not valid base64 ({exc})")
 
 
 def validate_directory(spec: DirectorySpec) -> Iterator[FieldError]:

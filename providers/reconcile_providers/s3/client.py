@@ -119,10 +119,10 @@ class S3Client:
                 differences.append(f"encryption: {found or 'none'} -> {wanted}")
         if spec.public_access_block is not None:
             found_block = await self._public_access_block(client, name)
-            extra["public_access_block"] = found_block
+            extra["publicAccessBlock"] = found_block
             wanted_block = _block_body(spec.public_access_block)
             if found_block != wanted_block:
-                differences.append(f"public_access_block: {found_block or 'none'} -> {wanted_block}")
+                differences.append(f"publicAccessBlock: {found_block or 'none'} -> {wanted_block}")
         if spec.policy is not None:
             found_policy = await self._policy(client, name)
             extra["policy"] = found_policy
@@ -132,14 +132,14 @@ class S3Client:
                 )
         if spec.lifecycle_rules is not None:
             found_rules = await self._lifecycle(client, name)
-            extra["lifecycle_rules"] = found_rules
+            extra["lifecycleRules"] = found_rules
             if found_rules != normal_lifecycle(spec.lifecycle_rules):
-                differences.append("lifecycle_rules: differ from the declared rules")
+                differences.append("lifecycleRules: differ from the declared rules")
         if spec.cors_rules is not None:
             found_cors = await self._cors(client, name)
-            extra["cors_rules"] = found_cors
+            extra["corsRules"] = found_cors
             if found_cors != normal_cors(spec.cors_rules):
-                differences.append("cors_rules: differ from the declared rules")
+                differences.append("corsRules: differ from the declared rules")
         observed = {
             "bucket": name,
             "region": self._region(resource) or client.meta.region_name,
@@ -240,7 +240,7 @@ class S3Client:
                     return gone
                 if code == "BucketNotEmpty":
                     message = (
-                        f"bucket {name!r} is not empty: delete its objects, or set spec.force_destroy: true "
+                        f"bucket {name!r} is not empty: delete its objects, or set spec.forceDestroy: true "
                         "to delete every object version with it"
                     )
                     raise TransientError(message, retry_after=_NOT_EMPTY_RETRY) from exc
@@ -337,13 +337,13 @@ class S3Client:
         if spec.encryption is not None:
             observed["encryption"] = _encryption_body(spec.encryption)
         if spec.public_access_block is not None:
-            observed["public_access_block"] = _block_body(spec.public_access_block)
+            observed["publicAccessBlock"] = _block_body(spec.public_access_block)
         if spec.policy is not None:
             observed["policy"] = spec.policy
         if spec.lifecycle_rules is not None:
-            observed["lifecycle_rules"] = normal_lifecycle(spec.lifecycle_rules)
+            observed["lifecycleRules"] = normal_lifecycle(spec.lifecycle_rules)
         if spec.cors_rules is not None:
-            observed["cors_rules"] = normal_cors(spec.cors_rules)
+            observed["corsRules"] = normal_cors(spec.cors_rules)
         return reconcile.Observation(exists=True, observed=observed, owner=resource.metadata.uid)
 
     async def _settle(
@@ -374,8 +374,8 @@ class S3Client:
                     Bucket=name, ServerSideEncryptionConfiguration={"Rules": [rule]}
                 )
         block = spec.public_access_block
-        if block is not None and observed.get("public_access_block") != _block_body(block):
-            configuration = {camel: getattr(block, snake) for snake, camel in _BLOCK_FIELDS.items()}
+        if block is not None and observed.get("publicAccessBlock") != _block_body(block):
+            configuration = {aws: getattr(block, attribute) for attribute, _, aws in _BLOCK_FIELDS}
             with s3_errors("PutPublicAccessBlock", name):
                 await client.put_public_access_block(
                     Bucket=name, PublicAccessBlockConfiguration=configuration
@@ -408,9 +408,9 @@ class S3Client:
         default = rules[0].get("ApplyServerSideEncryptionByDefault", {})
         found: dict[str, Any] = {"algorithm": default.get("SSEAlgorithm")}
         if default.get("KMSMasterKeyID"):
-            found["kms_key_id"] = default["KMSMasterKeyID"]
+            found["kmsKeyId"] = default["KMSMasterKeyID"]
         if "BucketKeyEnabled" in rules[0]:
-            found["bucket_key"] = bool(rules[0]["BucketKeyEnabled"])
+            found["bucketKey"] = bool(rules[0]["BucketKeyEnabled"])
         return found
 
     async def _lifecycle(self, client: Any, name: str) -> list[dict[str, Any]]:
@@ -454,13 +454,13 @@ class S3Client:
         if answer is None:
             return None
         found = answer.get("PublicAccessBlockConfiguration", {})
-        return {snake: bool(found.get(camel, False)) for snake, camel in _BLOCK_FIELDS.items()}
+        return {key: bool(found.get(aws, False)) for _, key, aws in _BLOCK_FIELDS}
 
     @staticmethod
     async def _settle_rules(client: Any, spec: Any, observed: dict[str, Any], name: str) -> None:
         """Lifecycle and CORS rules to the spec ([] removes them)."""
         rules = spec.lifecycle_rules
-        if rules is not None and observed.get("lifecycle_rules") != normal_lifecycle(rules):
+        if rules is not None and observed.get("lifecycleRules") != normal_lifecycle(rules):
             with s3_errors("PutBucketLifecycleConfiguration", name):
                 if rules:
                     await client.put_bucket_lifecycle_configuration(
@@ -469,7 +469,7 @@ class S3Client:
                 else:
                     await client.delete_bucket_lifecycle(Bucket=name)
         cors = spec.cors_rules
-        if cors is not None and observed.get("cors_rules") != normal_cors(cors):
+        if cors is not None and observed.get("corsRules") != normal_cors(cors):
             with s3_errors("PutBucketCors", name):
                 if cors:
                     await client.put_bucket_cors(
@@ -509,26 +509,28 @@ def _tag_diff(wanted: Mapping[str, str], found: Mapping[str, str]) -> str:
     return ", ".join(parts)
 
 
-_BLOCK_FIELDS = {
-    "block_public_acls": "BlockPublicAcls",
-    "ignore_public_acls": "IgnorePublicAcls",
-    "block_public_policy": "BlockPublicPolicy",
-    "restrict_public_buckets": "RestrictPublicBuckets",
-}
+#: The public-access switches: the spec's attribute, the document's key (what
+#: ``status.atProvider`` reports) and S3's name.
+_BLOCK_FIELDS = (
+    ("block_public_acls", "blockPublicAcls", "BlockPublicAcls"),
+    ("ignore_public_acls", "ignorePublicAcls", "IgnorePublicAcls"),
+    ("block_public_policy", "blockPublicPolicy", "BlockPublicPolicy"),
+    ("restrict_public_buckets", "restrictPublicBuckets", "RestrictPublicBuckets"),
+)
 
 
 def _encryption_body(encryption: Any) -> dict[str, Any]:
     """What observe reports for a declared encryption (only the keys declared)."""
     body: dict[str, Any] = {"algorithm": encryption.algorithm}
     if encryption.kms_key_id is not None:
-        body["kms_key_id"] = encryption.kms_key_id
+        body["kmsKeyId"] = encryption.kms_key_id
     if encryption.bucket_key is not None:
-        body["bucket_key"] = encryption.bucket_key
+        body["bucketKey"] = encryption.bucket_key
     return body
 
 
 def _block_body(block: Any) -> dict[str, bool]:
-    return {snake: bool(getattr(block, snake)) for snake in _BLOCK_FIELDS}
+    return {key: bool(getattr(block, attribute)) for attribute, key, _ in _BLOCK_FIELDS}
 
 
 def _matches(found: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:

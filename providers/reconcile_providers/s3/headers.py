@@ -1,6 +1,6 @@
 """What an HTTP header can carry to S3, checked at admission.
 
-An Object's ``content_type``, ``cache_control`` and user ``metadata`` travel as request
+An Object's ``contentType``, ``cacheControl`` and user ``metadata`` travel as request
 headers (``Content-Type``, ``Cache-Control``, ``x-amz-meta-<key>: <value>``). A value
 that cannot be sent is refused when it is applied, with the field path, rather than
 failing at every reconcile:

@@ -131,7 +131,7 @@ class BucketSpec:
         "The whole tag set, replaced together (50 tags at most).", default=attrs.Factory(dict)
     )
     encryption: Encryption | None = doc_field(  # noqa: RUF009 - an attrs field
-        "Default encryption: {algorithm, kms_key_id?, bucket_key?}; absent: left as it is.", default=None
+        "Default encryption: {algorithm, kmsKeyId?, bucketKey?}; absent: left as it is.", default=None
     )
     public_access_block: PublicAccessBlock | None = doc_field(  # noqa: RUF009 - an attrs field
         "The four public-access switches; absent: left as they are.", default=None
@@ -169,17 +169,17 @@ def validate_bucket(spec: BucketSpec) -> Iterator[FieldError]:
     yield from _lifecycle_errors(spec.lifecycle_rules or ())
     for index, cors in enumerate(spec.cors_rules or ()):
         if not cors.allowed_methods:
-            yield FieldError(f"cors_rules[{index}].allowed_methods", "at least one method")
+            yield FieldError(f"corsRules[{index}].allowedMethods", "at least one method")
         for method in cors.allowed_methods:
             if method not in CORS_METHODS:
                 yield FieldError(
-                    f"cors_rules[{index}].allowed_methods",
+                    f"corsRules[{index}].allowedMethods",
                     f"{method!r} is not one of {', '.join(CORS_METHODS)}",
                 )
         if not cors.allowed_origins:
-            yield FieldError(f"cors_rules[{index}].allowed_origins", "at least one origin")
+            yield FieldError(f"corsRules[{index}].allowedOrigins", "at least one origin")
         if cors.max_age_seconds is not None and cors.max_age_seconds < 0:
-            yield FieldError(f"cors_rules[{index}].max_age_seconds", "must be >= 0")
+            yield FieldError(f"corsRules[{index}].maxAgeSeconds", "must be >= 0")
     if spec.encryption is not None:
         if spec.encryption.algorithm not in ALGORITHMS:
             allowed = ", ".join(ALGORITHMS)
@@ -187,13 +187,17 @@ def validate_bucket(spec: BucketSpec) -> Iterator[FieldError]:
                 "encryption.algorithm", f"must be one of {allowed}, not {spec.encryption.algorithm!r}"
             )
         elif spec.encryption.kms_key_id is not None and spec.encryption.algorithm != "aws:kms":
-            yield FieldError("encryption.kms_key_id", "is for algorithm aws:kms only")
+            yield FieldError("encryption.kmsKeyId", "is for algorithm aws:kms only")
+
+
+#: A lifecycle rule's actions, as a document spells them (in the order of ``actions`` below).
+_ACTION_FIELDS = ("expirationDays", "noncurrentExpirationDays", "abortIncompleteUploadDays")
 
 
 def _lifecycle_errors(rules: Sequence[LifecycleRule]) -> Iterator[FieldError]:
     seen: set[str] = set()
     for index, rule in enumerate(rules):
-        where = f"lifecycle_rules[{index}]"
+        where = f"lifecycleRules[{index}]"
         if not rule.id or len(rule.id) > 255:  # noqa: PLR2004 - S3's limit on a rule id
             yield FieldError(f"{where}.id", "a rule id is 1 to 255 characters")
         if rule.id in seen:
@@ -203,11 +207,10 @@ def _lifecycle_errors(rules: Sequence[LifecycleRule]) -> Iterator[FieldError]:
         if all(days is None for days in actions):
             yield FieldError(
                 where,
-                "a rule needs an action: expiration_days, noncurrent_expiration_days "
-                "or abort_incomplete_upload_days",
+                "a rule needs an action: expirationDays, noncurrentExpirationDays "
+                "or abortIncompleteUploadDays",
             )
-        for name in ("expiration_days", "noncurrent_expiration_days", "abort_incomplete_upload_days"):
-            days = getattr(rule, name)
+        for name, days in zip(_ACTION_FIELDS, actions, strict=True):
             if days is not None and days < 1:
                 yield FieldError(f"{where}.{name}", "must be >= 1")
 

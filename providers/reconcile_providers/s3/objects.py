@@ -49,7 +49,7 @@ _MAX_OBJECT_TAGS = 10
 
 @attrs.frozen
 class ObjectSpec:
-    """An object in a bucket: exactly one of ``content`` / ``content_base64``."""
+    """An object in a bucket: exactly one of ``content``, ``contentBase64`` and ``source``."""
 
     bucket: str = _field("The bucket's name. Immutable.")
     key: str = _field("The object's key (1-1024 bytes of UTF-8). Immutable.")
@@ -79,16 +79,15 @@ def validate_object(spec: ObjectSpec) -> Iterator[FieldError]:
     size = len(spec.key.encode())
     if not 1 <= size <= _MAX_KEY_BYTES:
         yield FieldError("key", f"must be 1 to {_MAX_KEY_BYTES} bytes of UTF-8 (it is {size})")
-    given = [name for name in ("content", "content_base64", "source") if getattr(spec, name) is not None]
+    given = [value for value in (spec.content, spec.content_base64, spec.source) if value is not None]
     if len(given) != 1:
-        yield FieldError("content", "give exactly one of content, content_base64 and source")
+        yield FieldError("content", "give exactly one of content, contentBase64 and source")
     if spec.content_base64 is not None:
         try:
             base64.b64decode(spec.content_base64, validate=True)
         except (binascii.Error, ValueError):
-            yield FieldError("content_base64", "is not valid base64")
-    for field in ("content_type", "cache_control"):
-        value = getattr(spec, field)
+            yield FieldError("contentBase64", "is not valid base64")
+    for field, value in (("contentType", spec.content_type), ("cacheControl", spec.cache_control)):
         yield from (FieldError(field, reason) for reason in header_value_errors(value or ""))
     for name, value in spec.metadata.items():
         if not name or not name.isascii() or name.lower() != name or name.startswith("reconcile-"):

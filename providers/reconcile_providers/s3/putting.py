@@ -76,10 +76,10 @@ async def observe_object(
     found: dict[str, Any] = {
         "etag": head.get("ETag"),
         "size": head.get("ContentLength"),
-        "content_type": head.get("ContentType"),
-        "cache_control": head.get("CacheControl"),
+        "contentType": head.get("ContentType"),
+        "cacheControl": head.get("CacheControl"),
         "metadata": dict(sorted(metadata.items())),
-        "version_id": head.get("VersionId"),
+        "versionId": head.get("VersionId"),
     }
     differences = []
     same = (
@@ -92,9 +92,9 @@ async def observe_object(
             f"content: {head.get('ContentLength')} bytes -> {len(data)} bytes (digest differs)"
         )
     if head.get("ContentType") != content_type_of(spec):
-        differences.append(f"content_type: {head.get('ContentType')!r} -> {content_type_of(spec)!r}")
+        differences.append(f"contentType: {head.get('ContentType')!r} -> {content_type_of(spec)!r}")
     if (head.get("CacheControl") or None) != spec.cache_control:
-        differences.append(f"cache_control: {head.get('CacheControl')!r} -> {spec.cache_control!r}")
+        differences.append(f"cacheControl: {head.get('CacheControl')!r} -> {spec.cache_control!r}")
     if metadata != dict(spec.metadata):
         differences.append("metadata differs")
     if owner is None:
@@ -108,7 +108,7 @@ async def observe_object(
         found["tags"] = dict(sorted(tags.items()))
         if tags != spec.tags:
             differences.append("tags differ")
-    found["content_differs"] = content_differs
+    found["contentDiffers"] = content_differs
     return reconcile.Observation(
         exists=True,
         up_to_date=not differences,
@@ -126,7 +126,7 @@ async def update_object(
     """Upload again when the bytes or headers differ; when only the tags do, put the tags.
     Returns the observation that holds after."""
     spec = resource.spec
-    if observation.observed.get("content_differs", True):
+    if observation.observed.get("contentDiffers", True):
         return await put_object(client, resource, create=False, part_size=part_size)
     tag_set = [{"Key": k, "Value": v} for k, v in sorted((spec.tags or {}).items())]
     with s3_errors("PutObjectTagging", spec.bucket):
@@ -170,14 +170,14 @@ async def put_object(
     found: dict[str, Any] = {
         "etag": answer.get("ETag"),
         "size": len(data),
-        "content_type": arguments["ContentType"],
-        "cache_control": spec.cache_control,
+        "contentType": arguments["ContentType"],
+        "cacheControl": spec.cache_control,
         "metadata": dict(sorted(spec.metadata.items())),
-        "version_id": answer.get("VersionId"),
+        "versionId": answer.get("VersionId"),
     }
     if spec.tags is not None:
         found["tags"] = dict(sorted(spec.tags.items()))
-    found["content_differs"] = False
+    found["contentDiffers"] = False
     return reconcile.Observation(
         exists=True,
         up_to_date=True,
@@ -261,7 +261,7 @@ async def delete_object(client: Any, resource: reconcile.Resource[Any, Any]) -> 
     replaced since fails with 412 ("changed since"): then it is looked at again
     (HeadObject), and deleted only if that look proves it ours (our mark, or the identity
     recorded), conditional on what the look saw; anything else is NotOwned, untouched. The
-    ETag in ``status.at_provider`` is never used: a poll that found somebody else's object
+    ETag in ``status.atProvider`` is never used: a poll that found somebody else's object
     records theirs there. A versioned bucket keeps the older versions, as S3 does."""
     spec = resource.spec
     etag = _etag_in(resource.metadata.annotations.get(reconcile.ANNOTATION_EXTERNAL_IDENTITY))

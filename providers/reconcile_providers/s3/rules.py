@@ -18,16 +18,17 @@ __all__ = [
 
 
 def normal_lifecycle(rules: Sequence[Any]) -> list[dict[str, Any]]:
-    """The declared rules as comparable values, sorted by id."""
+    """The declared rules as comparable values, sorted by id, keyed as a document spells
+    them (they are reported in ``status.atProvider``)."""
     found = [
         {
             "id": rule.id,
             "enabled": rule.enabled,
             "prefix": rule.prefix or "",
             "tags": dict(sorted(rule.tags.items())),
-            "expiration_days": rule.expiration_days,
-            "noncurrent_expiration_days": rule.noncurrent_expiration_days,
-            "abort_incomplete_upload_days": rule.abort_incomplete_upload_days,
+            "expirationDays": rule.expiration_days,
+            "noncurrentExpirationDays": rule.noncurrent_expiration_days,
+            "abortIncompleteUploadDays": rule.abort_incomplete_upload_days,
         }
         for rule in rules
     ]
@@ -76,11 +77,11 @@ def lifecycle_from_s3(rules: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "enabled": rule.get("Status") == "Enabled",
                 "prefix": prefix,
                 "tags": dict(sorted((t["Key"], t["Value"]) for t in tags)),
-                "expiration_days": (rule.get("Expiration") or {}).get("Days"),
-                "noncurrent_expiration_days": (rule.get("NoncurrentVersionExpiration") or {}).get(
+                "expirationDays": (rule.get("Expiration") or {}).get("Days"),
+                "noncurrentExpirationDays": (rule.get("NoncurrentVersionExpiration") or {}).get(
                     "NoncurrentDays"
                 ),
-                "abort_incomplete_upload_days": (rule.get("AbortIncompleteMultipartUpload") or {}).get(
+                "abortIncompleteUploadDays": (rule.get("AbortIncompleteMultipartUpload") or {}).get(
                     "DaysAfterInitiation"
                 ),
             }
@@ -92,11 +93,11 @@ def normal_cors(rules: Sequence[Any]) -> list[dict[str, Any]]:
     """The declared CORS rules as comparable values, in order (S3 keeps the order)."""
     return [
         {
-            "allowed_methods": sorted(rule.allowed_methods),
-            "allowed_origins": sorted(rule.allowed_origins),
-            "allowed_headers": sorted(rule.allowed_headers),
-            "expose_headers": sorted(rule.expose_headers),
-            "max_age_seconds": rule.max_age_seconds,
+            "allowedMethods": sorted(rule.allowed_methods),
+            "allowedOrigins": sorted(rule.allowed_origins),
+            "allowedHeaders": sorted(rule.allowed_headers),
+            "exposeHeaders": sorted(rule.expose_headers),
+            "maxAgeSeconds": rule.max_age_seconds,
         }
         for rule in rules
     ]
@@ -124,11 +125,11 @@ def cors_from_s3(rules: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """S3's CORS rules in the comparable form of :func:`normal_cors`."""
     return [
         {
-            "allowed_methods": sorted(rule.get("AllowedMethods", [])),
-            "allowed_origins": sorted(rule.get("AllowedOrigins", [])),
-            "allowed_headers": sorted(rule.get("AllowedHeaders", [])),
-            "expose_headers": sorted(rule.get("ExposeHeaders", [])),
-            "max_age_seconds": rule.get("MaxAgeSeconds"),
+            "allowedMethods": sorted(rule.get("AllowedMethods", [])),
+            "allowedOrigins": sorted(rule.get("AllowedOrigins", [])),
+            "allowedHeaders": sorted(rule.get("AllowedHeaders", [])),
+            "exposeHeaders": sorted(rule.get("ExposeHeaders", [])),
+            "maxAgeSeconds": rule.get("MaxAgeSeconds"),
         }
         for rule in rules
     ]
