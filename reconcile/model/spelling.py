@@ -70,102 +70,137 @@ class Respelled:
         return shown + (f" and {len(self.old) - most} more" if len(self.old) > most else "")
 
 
-@attrs.frozen
-class _Fields:
-    """One attrs class's fields: each name's type by both spellings, and the new name."""
-
-    types: dict[str, Any]
-    new_names: dict[str, str]
-    old_names: frozenset[str]
-    renamed: frozenset[str]
-
-
-@functools.cache
-def _fields(cls: type) -> _Fields:
-    hints = typing.get_type_hints(cls)
-    types_: dict[str, Any] = {}
-    new_names: dict[str, str] = {}
-    old_names, renamed = set(), set()
-    for field in attrs.fields(cls):
-        new = camel(field.name)
-        kind = hints.get(field.name, Any)
-        types_[field.name] = types_[new] = kind
-        new_names[field.name] = new_names[new] = new
-        if new != field.name:
-            old_names.add(field.name)
-            renamed.add(new)
-    return _Fields(types_, new_names, frozenset(old_names), frozenset(renamed))
+#: What a walker records: the old keys found (old path, new path), the new keys found.
+_Found = tuple[list[tuple[str, str]], list[str]]
+#: Walks a value of one type: returns it in the new spelling (the same object when no
+#: key in it changed), recording what it found.
+_Walker = typing.Callable[[Any, str, _Found], Any]
 
 
 def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-class _Walk:
-    def __init__(self) -> None:
-        self.old: list[tuple[str, str]] = []
-        self.new: list[str] = []
+@functools.cache
+def _walker(type_: Any) -> _Walker | None:
+    """The walker of ``type_``, made once per type; None for a type that holds no attrs
+    class (a string, a map of strings, a list of numbers): nothing in it is a field name,
+    so a document's user data and leaves are never visited."""
+    if type_ is Any:
+        return None
+    origin, args = typing.get_origin(type_), typing.get_args(type_)
+    if origin is typing.Union or origin is types.UnionType:
+        members = [m for m in args if m is not type(None)]
+        return _walker(members[0]) if len(members) == 1 else None
+    cls = origin or type_
+    if isinstance(cls, type) and attrs.has(cls):
+        return _class_walker(cls)
+    if origin in (dict, collections.abc.Mapping) and len(args) == 2:  # noqa: PLR2004
+        return _map_walker(_walker(args[1]))
+    if origin in (list, tuple, collections.abc.Sequence) and args:
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):  # noqa: PLR2004
+            return None
+        return _list_walker(_walker(args[0]))
+    return None
 
-    def value(self, data: Any, type_: Any, path: str) -> Any:
-        if data is None or type_ is Any:
+
+def _class_walker(cls: type) -> _Walker:
+    hints = typing.get_type_hints(cls)
+    #: Each key a field may have, in either spelling: (its new spelling, 1 if it is an old
+    #: spelling, 2 if a new one the old spells differently, else 0; the field's walker).
+    #: Filled on first use: a class may hold itself.
+    plan: dict[str, tuple[str, int, _Walker | None]] = {}
+
+    def fill() -> None:
+        for field in attrs.fields(cls):
+            new, child = camel(field.name), _walker(hints.get(field.name, Any))
+            plan[new] = (new, 2 if new != field.name else 0, child)
+            if new != field.name:
+                plan[field.name] = (new, 1, child)
+
+    def walk(data: Any, path: str, found: _Found) -> Any:
+        if not isinstance(data, Mapping):
             return data
-        origin = typing.get_origin(type_)
-        if origin is typing.Union or origin is types.UnionType:
-            members = [m for m in typing.get_args(type_) if m is not type(None)]
-            return self.value(data, members[0], path) if len(members) == 1 else data
-        cls = origin or type_
-        if isinstance(cls, type) and attrs.has(cls):
-            return self.fields(data, cls, path) if isinstance(data, Mapping) else data
-        args = typing.get_args(type_)
-        if origin in (dict, collections.abc.Mapping) and len(args) == 2 and isinstance(data, Mapping):  # noqa: PLR2004
-            return {key: self.value(item, args[1], f"{path}[{key!r}]") for key, item in data.items()}
-        if origin in (list, tuple, collections.abc.Sequence) and args and isinstance(data, list):
-            if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):  # noqa: PLR2004
-                return data
-            return [self.value(item, args[0], f"{path}[{index}]") for index, item in enumerate(data)]
-        return data
+        if not plan:
+            fill()
+        result: dict[Any, Any] | None = None
+        for index, (key, item) in enumerate(data.items()):
+            entry = plan.get(key) if isinstance(key, str) else None
+            new, value = key, item
+            if entry is not None:
+                new, spelling, child = entry
+                if spelling == 1:
+                    found[0].append((_join(path, key), _join(path, new)))
+                elif spelling == 2:  # noqa: PLR2004 - the new spelling
+                    found[1].append(_join(path, key))
+                if child is not None:
+                    value = child(item, _join(path, new), found)
+            if result is None and (new != key or value is not item):
+                result = dict(list(data.items())[:index])
+            if result is not None:
+                result[new] = value
+        return data if result is None else result
 
-    def fields(self, data: Mapping[str, Any], cls: type, path: str) -> dict[str, Any]:
-        known = _fields(cls)
-        result: dict[str, Any] = {}
-        for key, item in data.items():
-            new = known.new_names.get(key) if isinstance(key, str) else None
-            if new is None:  # not a field: the converter names it unknown
-                result[key] = item
-                continue
-            if key in known.old_names:
-                self.old.append((_join(path, key), _join(path, new)))
-            elif key in known.renamed:
-                self.new.append(_join(path, key))
-            result[new] = self.value(item, known.types[key], _join(path, new))
-        return result
+    return walk
+
+
+def _map_walker(child: _Walker | None) -> _Walker | None:
+    if child is None:
+        return None
+
+    def walk(data: Any, path: str, found: _Found) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        result = {key: child(item, f"{path}[{key!r}]", found) for key, item in data.items()}
+        return data if all(result[k] is data[k] for k in data) else result
+
+    return walk
+
+
+def _list_walker(child: _Walker | None) -> _Walker | None:
+    if child is None:
+        return None
+
+    def walk(data: Any, path: str, found: _Found) -> Any:
+        if not isinstance(data, list):
+            return data
+        result = [child(item, f"{path}[{index}]", found) for index, item in enumerate(data)]
+        return data if all(a is b for a, b in zip(result, data, strict=True)) else result
+
+    return walk
 
 
 def respell(data: Any, type_: Any, path: str = "") -> Respelled:
     """``data``, a value of ``type_`` in either spelling, in the new one."""
-    walk = _Walk()
-    value = walk.value(data, type_, path)
-    return Respelled(value, tuple(walk.old), tuple(walk.new))
+    found: _Found = ([], [])
+    walker = _walker(type_)
+    value = data if walker is None else walker(data, path, found)
+    return Respelled(value, tuple(found[0]), tuple(found[1]))
 
 
 def respell_document(document: Mapping[str, Any], spec_type: Any = Any, status_type: Any = Any) -> Respelled:
     """A whole document (envelope, metadata, spec and status) in the new spelling; spec
-    and status as ``Any`` (a kind not known here) are left as they are."""
-    walk = _Walk()
-    result: dict[str, Any] = {}
-    parts = {"metadata": ObjectMeta, "spec": spec_type, "status": status_type}
-    for key, item in document.items():
-        if key in ENVELOPE:
-            walk.old.append((key, ENVELOPE[key]))
-            result[ENVELOPE[key]] = item
-        elif key in ENVELOPE.values():
-            walk.new.append(key)
-            result[key] = item
-        elif key in parts:
-            result[key] = walk.value(item, parts[key], key)
-        else:
-            result[key] = item
-    return Respelled(result, tuple(walk.old), tuple(walk.new))
+    and status as ``Any`` (a kind not known here) are left as they are. The document
+    itself when nothing in it is in the old spelling."""
+    found: _Found = ([], [])
+    walkers = {"metadata": _walker(ObjectMeta), "spec": _walker(spec_type), "status": _walker(status_type)}
+    result: dict[str, Any] | None = None
+    for index, (key, item) in enumerate(document.items()):
+        new, value = ENVELOPE.get(key, key), item
+        if new != key:
+            found[0].append((key, new))
+        elif key in _NEW_ENVELOPE:
+            found[1].append(key)
+        elif (walker := walkers.get(key)) is not None:
+            value = walker(item, key, found)
+        if result is None and (new != key or value is not item):
+            result = dict(list(document.items())[:index])
+        if result is not None:
+            result[new] = value
+    return Respelled(document if result is None else result, tuple(found[0]), tuple(found[1]))
+
+
+_NEW_ENVELOPE = frozenset(ENVELOPE.values())
 
 
 def is_old_body(body: Mapping[str, Any]) -> bool:
