@@ -37,7 +37,7 @@ TARGET_S = 0.150
 def _directories(size: int) -> str:
     """``size`` Directory manifests (the files provider's; nothing is written by apply)."""
     return "".join(
-        "---\napi_version: files.reconcile.dev/v1\nkind: Directory\n"
+        "---\napiVersion: files.reconcile.dev/v1\nkind: Directory\n"
         f"metadata: {{name: d{i}, labels: {{app: bench}}}}\nspec: {{path: d{i}}}\n"
         for i in range(size)
     )

@@ -719,7 +719,7 @@ class TestBadInput:
     def test_unknown_kind(self, cli: Cli) -> None:
         """An unknown kind names the file and the document index."""
         path = cli.write(
-            "bad.yaml", SITE + "---\napi_version: files.reconcile.dev/v1\nkind: Fiel\nmetadata: {name: x}\n"
+            "bad.yaml", SITE + "---\napiVersion: files.reconcile.dev/v1\nkind: Fiel\nmetadata: {name: x}\n"
         )
         err = self.refused(cli, "apply", "-f", str(path))
         assert f"{path}, document 3" in err
