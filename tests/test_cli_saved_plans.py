@@ -45,7 +45,7 @@ class TestSavedPlan:
         assert "Plan: 1 to create" in out
         assert f"Saved the plan to {plan}" in err
         saved = json.loads(plan.read_text())
-        assert (saved["format"], saved["version"], saved["revision"]) == ("reconcile.dev/plan", 1, 0)
+        assert (saved["format"], saved["version"], saved["revision"]) == ("reconcile.dev/plan", 2, 0)
         assert [d["resourceVersion"] for d in saved["documents"]] == [None]
         assert stat.S_IMODE(plan.stat().st_mode) == 0o600
         cli.write("a.yaml", page("a", "edited after the plan"))  # the plan holds its own copy
@@ -109,7 +109,7 @@ class TestSavedPlan:
             ("not json", "not a saved plan (not JSON)"),
             ('{"format": "something else"}', 'not a saved plan (no "format": "reconcile.dev/plan")'),
             ('{"format": "reconcile.dev/plan", "version": 9}', "a saved plan of version 9"),
-            ('{"format": "reconcile.dev/plan", "version": 1}', "a damaged saved plan (KeyError"),
+            ('{"format": "reconcile.dev/plan", "version": 2}', "a damaged saved plan (KeyError"),
         ],
     )
     def test_what_is_not_a_plan(self, cli: Planner, text: str, said: str) -> None:

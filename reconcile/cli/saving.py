@@ -60,7 +60,8 @@ __all__ = [
 ]
 
 FORMAT = "reconcile.dev/plan"
-VERSION = 1
+#: 2: the documents in camelCase (apiVersion, resourceVersion); version 1 held snake_case.
+VERSION = 2
 #: How many bytes of a file are read to tell whether it is a saved plan.
 _SNIFF = 4096
 _FORMAT_FIELD = re.compile(rb'"format"\s*:\s*"' + re.escape(FORMAT.encode()) + rb'"')
