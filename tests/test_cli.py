@@ -24,6 +24,7 @@ from helpers import widget
 
 from reconcile import Runtime, connect
 from reconcile.cli import main, maintaining, reading, running
+from reconcile.store import locate_store
 from reconcile.store.sqlite import writing
 from reconcile.store.sqlite.schema import SCHEMA_VERSION
 from reconcile.testing import example_kinds
@@ -496,6 +497,30 @@ class TestApplyAndRead:
         assert f"schema {SCHEMA_VERSION}" in out
         assert "provider files: Directory, File" in out
 
+    def test_version_reads_the_stored_schema_without_writing(self, cli: Cli) -> None:
+        """version names the schema the database holds, read without writing: a newer
+        one as it is, what is not a reconcile store as unreadable; no database, no line."""
+        code, out, _ = cli("version", "-o", "json")
+        assert code == 0
+        assert "database" not in json.loads(out)
+        assert not cli.db.exists()
+        cli.write("site.yaml", SITE)
+        assert cli("apply", "-f", str(cli.manifests))[0] == 0
+        with contextlib.closing(sqlite3.connect(cli.db)) as conn:
+            conn.execute("UPDATE reconcile_schema SET version = ?", (SCHEMA_VERSION + 1,))
+            conn.commit()
+        code, out, _ = cli("version", "-o", "json")
+        assert json.loads(out)["database"] == {"path": str(cli.db), "schema": SCHEMA_VERSION + 1}
+        code, out, _ = cli("version")
+        assert f"database {cli.db}: schema {SCHEMA_VERSION + 1}" in out
+        for path in cli.db.parent.glob(f"{cli.db.name}*"):
+            path.unlink()
+        cli.db.write_text("not a database\n")
+        code, out, _ = cli("version")
+        assert code == 0
+        assert f"database {cli.db}: schema unreadable (not a reconcile store?)" in out
+        assert cli.db.read_text() == "not a database\n"
+
     def test_compact_does_not_grow_the_file(self, cli: Cli) -> None:
         """compact without --vacuum, with another connection on the file (a running
         ``reconcile run``): the database and its write-ahead log are no larger after."""
@@ -509,10 +534,10 @@ class TestApplyAndRead:
             assert cli("apply", "-f", str(path))[0] == 0
         with contextlib.closing(sqlite3.connect(cli.db)) as other:
             other.execute("SELECT count(*) FROM events").fetchone()
-            before = maintaining._file_bytes(cli.db)
+            before = locate_store(cli.db).size()
             code, out, _ = cli("compact", "--yes")
             assert code == 0, out
-            after = maintaining._file_bytes(cli.db)
+            after = locate_store(cli.db).size()
         assert after <= before, f"{before:,} -> {after:,} bytes"
         assert cli("verify", "--deep")[0] == 0
 

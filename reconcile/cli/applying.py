@@ -420,7 +420,7 @@ async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
         # No database yet: everything is new, and diff must not create one.
         client = (
             await stack.enter_async_context(settings.client(read_only=True))
-            if settings.database_path().exists()
+            if settings.store.exists()
             else None
         )
         for declared in declared_all:

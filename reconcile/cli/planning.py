@@ -162,7 +162,7 @@ async def _plan(
         settings = await with_remembered_roots(settings)
         declared = snapshot.declared = admit_all(settings.admission(), documents)
         snapshot.versions = [None] * len(declared)
-    if not settings.database_path().exists():
+    if not settings.store.exists():
         if not filenames:
             return []
         objects = [_as_new(settings, d.admitted.body) for d in declared]

@@ -25,7 +25,7 @@ _PROVIDER = "files"
 
 async def remembered_roots(settings: Settings) -> list[str]:
     """The roots the store's File and Directory objects were confined to, sorted."""
-    if not settings.database_path().exists():
+    if not settings.store.exists():
         return []
     async with settings.client(read_only=True) as client:
         kinds = [kind for kind in client.kinds if client.kinds.provider_of(kind) == _PROVIDER]
@@ -51,14 +51,14 @@ async def with_remembered_roots(settings: Settings) -> Settings:
     if given:
         if _real(given) != remembered:
             click.echo(
-                f"warning: the objects in {settings.database_path()} were applied with --root {shown}; "
+                f"warning: the objects in {settings.store.where} were applied with --root {shown}; "
                 "this applies with another root",
                 err=True,
             )
         return settings
     if len(remembered) > 1:
         click.echo(
-            f"warning: the objects in {settings.database_path()} were applied with several roots ({shown}); "
+            f"warning: the objects in {settings.store.where} were applied with several roots ({shown}); "
             "give --root to say which a relative path means",
             err=True,
         )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -25,12 +24,12 @@ import attrs
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.importing import import_kinds
 from reconcile.errors import StoreError
-from reconcile.store.urls import parse_sqlite_url
 
 if TYPE_CHECKING:
     from reconcile.api import Client
     from reconcile.api.admission import Admission
     from reconcile.model import KindRegistry
+    from reconcile.store import StoreLocation
 
 __all__ = ["Settings"]
 
@@ -51,6 +50,7 @@ class Settings:
     #: client's default, ``reconcile``).
     field_manager: str | None = None
     _kinds: KindRegistry | None = None
+    _location: StoreLocation | None = None
 
     @property
     def kinds(self) -> KindRegistry:
@@ -63,13 +63,18 @@ class Settings:
             self._kinds = import_kinds(registry, self.imports) if self.imports else registry
         return self._kinds
 
-    def database_path(self) -> Path:
-        """The database file the ``--db`` URL or path names."""
-        try:
-            path, _ = parse_sqlite_url(self.db)
-        except StoreError as exc:
-            raise BadInput(f"--db: {exc}") from exc
-        return path
+    @property
+    def store(self) -> StoreLocation:
+        """The store the ``--db`` URL or path names, not opened: whether it exists, where
+        it is (``store.where``, as messages name it), what it holds without opening it."""
+        if self._location is None:
+            from reconcile.store import locate_store  # noqa: PLC0415 - only the commands that name a store
+
+            try:
+                self._location = locate_store(self.db)
+            except StoreError as exc:
+                raise BadInput(f"--db: {exc}") from exc
+        return self._location
 
     def admission(self) -> Admission:
         """Admission for the installed kinds, without opening the store (so bad input is
@@ -86,9 +91,11 @@ class Settings:
         can still be read."""
         from reconcile.api import DEFAULT_MANAGER, connect  # noqa: PLC0415 - only the commands that open the store
 
-        path = self.database_path()
-        if not create and not path.exists():
-            raise Failure(f"no database at {path} (apply something first, or give --db / RECONCILE_DB)")
+        store = self.store
+        if not create and not store.exists():
+            raise Failure(
+                f"no database at {store.where} (apply something first, or give --db / RECONCILE_DB)"
+            )
         async with contextlib.AsyncExitStack() as stack:
             try:
                 client = await stack.enter_async_context(
