@@ -741,6 +741,64 @@ class TestBadInput:
         assert "delete" not in err
         assert cli.revision() == before
 
+    def test_a_refused_apply_remembers_nothing(self, cli: Cli, tmp_path: Path) -> None:
+        """An apply refused with another --root leaves the remembered root as it was."""
+        path = cli.write("site.yaml", SITE)
+        site = tmp_path / "site"
+        assert cli("--root", str(site), "apply", "-f", str(path))[0] == 0
+        assert cli("--root", str(tmp_path / "other"), "apply", "-f", str(path))[0] == 2
+        code, _, err = cli("diff", "-f", str(path), "--exit-code")
+        assert code == 0, err
+        assert f"using --root {site}, which the stored objects were applied with" in err
+
+    def test_each_providers_config_is_remembered(self, cli: Cli, tmp_path: Path) -> None:
+        """The whole config a provider's kinds were applied with is remembered, key by key:
+        what is not given is the remembered value (said), a given value that differs is
+        warned about and, once applied, remembered; another provider's config, given but
+        not applied with, is not remembered."""
+        path = cli.write("site.yaml", SITE)
+        site, sources = tmp_path / "site", tmp_path / "sources"
+        config = tmp_path / "providers.yaml"
+        config.write_text(
+            f"files: {{roots: [{site}], source_roots: [{sources}], special_modes: true}}\n"
+            "s3: {region: eu-west-1}\n"
+        )
+        assert cli("--provider-config", str(config), "apply", "-f", str(path))[0] == 0
+        with contextlib.closing(sqlite3.connect(cli.db)) as conn:
+            names = [row[0] for row in conn.execute("SELECT key FROM meta WHERE key LIKE 'setting:%'")]
+        assert names == ["setting:provider:files"]
+        code, _, err = cli("diff", "-f", str(path), "--exit-code")
+        assert code == 0, err
+        assert f"using --root {site}, which" in err
+        assert f"using --source-root {sources}, which" in err
+        assert "using files.special_modes true, which" in err
+        config.write_text("files: {special_modes: false}\n")
+        code, _, err = cli("--provider-config", str(config), "apply", "-f", str(path))
+        assert code == 0, err
+        assert (
+            "were applied with files.special_modes true; this applies with another files.special_modes" in err
+        )
+        assert f"using --root {site}, which" in err
+        code, _, err = cli("diff", "-f", str(path))
+        assert "using files.special_modes false, which" in err
+        assert f"using --root {site}, which" in err
+
+    def test_an_earlier_stores_objects_give_their_roots(self, cli: Cli, tmp_path: Path) -> None:
+        """A store that remembers no config (an earlier release applied to it) gives the
+        roots its objects were applied with; the next apply remembers them."""
+        path = cli.write("site.yaml", SITE)
+        site = tmp_path / "site"
+        assert cli("--root", str(site), "apply", "-f", str(path))[0] == 0
+        with contextlib.closing(sqlite3.connect(cli.db)) as conn:
+            conn.execute("DELETE FROM meta WHERE key LIKE 'setting:%'")
+            conn.commit()
+        code, _, err = cli("apply", "-f", str(path))
+        assert code == 0, err
+        assert f"using --root {site}, which the stored objects were applied with" in err
+        with contextlib.closing(sqlite3.connect(cli.db)) as conn:
+            rows = conn.execute("SELECT value FROM meta WHERE key = 'setting:provider:files'").fetchall()
+        assert [json.loads(value) for (value,) in rows] == [{"roots": [str(site)]}]
+
     def test_unknown_kind(self, cli: Cli) -> None:
         """An unknown kind names the file and the document index."""
         path = cli.write(

@@ -345,6 +345,43 @@ class TestStoreContract:
         assert await store.compact(100) == 0, "the head is never compacted past"
 
 
+class TestRemembered:
+    """Settings a store keeps beside its log."""
+
+    async def test_remember_forget_and_keep_through_compaction(self, store: EventStore) -> None:
+        """What is remembered comes back as JSON gives it, a later value replaces an
+        earlier, None forgets; compaction keeps it, and it is no event."""
+        assert await store.remembered() == {}
+        await store.remember("provider:files", {"roots": ["/srv/a"]})
+        await store.remember("provider:s3", {"endpointUrl": "http://x", "n": 5})
+        await store.remember("count", 7)
+        await store.remember("provider:files", {"roots": ["/srv/b", "/srv/c"]})
+        assert await store.remembered() == {
+            "count": 7,
+            "provider:files": {"roots": ["/srv/b", "/srv/c"]},
+            "provider:s3": {"endpointUrl": "http://x", "n": 5},
+        }
+        await store.remember("count", None)
+        await store.write(KEY, put(), actor="t")
+        await store.compact(await store.revision() + 1)
+        assert await store.revision() == 1
+        assert await store.remembered() == {
+            "provider:files": {"roots": ["/srv/b", "/srv/c"]},
+            "provider:s3": {"endpointUrl": "http://x", "n": 5},
+        }
+        report = await store.verify(deep=True)
+        assert report.ok, report.differences
+
+    async def test_read_only_reads_and_refuses(self, db_path: Path) -> None:
+        """A store opened read-only reads what is remembered and refuses to remember."""
+        async with SQLiteStore(db_path) as store:
+            await store.remember("a", {"b": [1, 2]})
+        async with SQLiteStore(db_path, read_only=True) as store:
+            assert await store.remembered() == {"a": {"b": [1, 2]}}
+            with pytest.raises(StoreError, match="read-only"):
+                await store.remember("a", None)
+
+
 class TestStoreLocation:
     """What can be known of a store without opening it (``reconcile version``, shell
     completion), through the URL that names it."""

@@ -9,8 +9,9 @@ without a manager to remove them); ``history`` shows both.
 The database comes from ``--db``, else ``RECONCILE_DB``, else ``./reconcile.db``.
 Provider configuration comes from ``--provider-config FILE`` (a YAML mapping of provider
 name to its config) and ``--root DIR`` (the files provider's roots; without any, each
-manifest's own folder). Commands that only read refuse a database that does not exist
-rather than create an empty one.
+manifest's own folder); ``apply``, ``diff`` and ``plan`` add what the store remembers
+(:mod:`reconcile.cli.remembering`). Commands that only read refuse a database that does
+not exist rather than create an empty one.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ class Settings:
     #: The field manager the writes are recorded under: ``--field-manager`` (None: the
     #: client's default, ``reconcile``).
     field_manager: str | None = None
+    #: The provider configs the store remembered when the command began, by provider
+    #: (:mod:`reconcile.cli.remembering`): what an apply compares its own with.
+    remembered: Mapping[str, Mapping[str, Any]] = attrs.Factory(dict)
     _kinds: KindRegistry | None = None
     _location: StoreLocation | None = None
 

@@ -344,6 +344,16 @@ class EventStore(Protocol):
     async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
         """Those of ``uids`` with an event of ``event_type`` in the retained log."""
 
+    async def remembered(self) -> dict[str, Any]:
+        """Every setting :meth:`remember` keeps, by name (empty when none)."""
+
+    async def remember(self, name: str, value: Any) -> None:
+        """Keep ``value`` (anything JSON holds; None forgets the name) under ``name`` for
+        the store's life, beside the log, not in it: compaction keeps it, a copy of the
+        store has it. For what a program wants the next one on this store to find (the
+        command line: each provider's config, as applied). StoreError when opened
+        read-only."""
+
     async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
         """Every retained event of one object key, oldest first."""
 
