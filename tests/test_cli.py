@@ -24,6 +24,7 @@ from helpers import widget
 
 from reconcile import Runtime, connect
 from reconcile.cli import main, maintaining, reading, running
+from reconcile.store import locate_store
 from reconcile.store.sqlite import writing
 from reconcile.store.sqlite.schema import SCHEMA_VERSION
 from reconcile.testing import example_kinds
@@ -496,6 +497,30 @@ class TestApplyAndRead:
         assert f"schema {SCHEMA_VERSION}" in out
         assert "provider files: Directory, File" in out
 
+    def test_version_reads_the_stored_schema_without_writing(self, cli: Cli) -> None:
+        """version names the schema the database holds, read without writing: a newer
+        one as it is, what is not a reconcile store as unreadable; no database, no line."""
+        code, out, _ = cli("version", "-o", "json")
+        assert code == 0
+        assert "database" not in json.loads(out)
+        assert not cli.db.exists()
+        cli.write("site.yaml", SITE)
+        assert cli("apply", "-f", str(cli.manifests))[0] == 0
+        with contextlib.closing(sqlite3.connect(cli.db)) as conn:
+            conn.execute("UPDATE reconcile_schema SET version = ?", (SCHEMA_VERSION + 1,))
+            conn.commit()
+        code, out, _ = cli("version", "-o", "json")
+        assert json.loads(out)["database"] == {"path": str(cli.db), "schema": SCHEMA_VERSION + 1}
+        code, out, _ = cli("version")
+        assert f"database {cli.db}: schema {SCHEMA_VERSION + 1}" in out
+        for path in cli.db.parent.glob(f"{cli.db.name}*"):
+            path.unlink()
+        cli.db.write_text("not a database\n")
+        code, out, _ = cli("version")
+        assert code == 0
+        assert f"database {cli.db}: schema unreadable (not a reconcile store?)" in out
+        assert cli.db.read_text() == "not a database\n"
+
     def test_compact_does_not_grow_the_file(self, cli: Cli) -> None:
         """compact without --vacuum, with another connection on the file (a running
         ``reconcile run``): the database and its write-ahead log are no larger after."""
@@ -509,10 +534,10 @@ class TestApplyAndRead:
             assert cli("apply", "-f", str(path))[0] == 0
         with contextlib.closing(sqlite3.connect(cli.db)) as other:
             other.execute("SELECT count(*) FROM events").fetchone()
-            before = maintaining._file_bytes(cli.db)
+            before = locate_store(cli.db).size()
             code, out, _ = cli("compact", "--yes")
             assert code == 0, out
-            after = maintaining._file_bytes(cli.db)
+            after = locate_store(cli.db).size()
         assert after <= before, f"{before:,} -> {after:,} bytes"
         assert cli("verify", "--deep")[0] == 0
 
@@ -715,6 +740,64 @@ class TestBadInput:
         assert f"spec.root: {tmp_path / 'other'} is not the root {site} this object was applied with" in err
         assert "delete" not in err
         assert cli.revision() == before
+
+    def test_a_refused_apply_remembers_nothing(self, cli: Cli, tmp_path: Path) -> None:
+        """An apply refused with another --root leaves the remembered root as it was."""
+        path = cli.write("site.yaml", SITE)
+        site = tmp_path / "site"
+        assert cli("--root", str(site), "apply", "-f", str(path))[0] == 0
+        assert cli("--root", str(tmp_path / "other"), "apply", "-f", str(path))[0] == 2
+        code, _, err = cli("diff", "-f", str(path), "--exit-code")
+        assert code == 0, err
+        assert f"using --root {site}, which the stored objects were applied with" in err
+
+    def test_each_providers_config_is_remembered(self, cli: Cli, tmp_path: Path) -> None:
+        """The whole config a provider's kinds were applied with is remembered, key by key:
+        what is not given is the remembered value (said), a given value that differs is
+        warned about and, once applied, remembered; another provider's config, given but
+        not applied with, is not remembered."""
+        path = cli.write("site.yaml", SITE)
+        site, sources = tmp_path / "site", tmp_path / "sources"
+        config = tmp_path / "providers.yaml"
+        config.write_text(
+            f"files: {{roots: [{site}], source_roots: [{sources}], special_modes: true}}\n"
+            "s3: {region: eu-west-1}\n"
+        )
+        assert cli("--provider-config", str(config), "apply", "-f", str(path))[0] == 0
+        with contextlib.closing(sqlite3.connect(cli.db)) as conn:
+            names = [row[0] for row in conn.execute("SELECT key FROM meta WHERE key LIKE 'setting:%'")]
+        assert names == ["setting:provider:files"]
+        code, _, err = cli("diff", "-f", str(path), "--exit-code")
+        assert code == 0, err
+        assert f"using --root {site}, which" in err
+        assert f"using --source-root {sources}, which" in err
+        assert "using files.special_modes true, which" in err
+        config.write_text("files: {special_modes: false}\n")
+        code, _, err = cli("--provider-config", str(config), "apply", "-f", str(path))
+        assert code == 0, err
+        assert (
+            "were applied with files.special_modes true; this applies with another files.special_modes" in err
+        )
+        assert f"using --root {site}, which" in err
+        code, _, err = cli("diff", "-f", str(path))
+        assert "using files.special_modes false, which" in err
+        assert f"using --root {site}, which" in err
+
+    def test_an_earlier_stores_objects_give_their_roots(self, cli: Cli, tmp_path: Path) -> None:
+        """A store that remembers no config (an earlier release applied to it) gives the
+        roots its objects were applied with; the next apply remembers them."""
+        path = cli.write("site.yaml", SITE)
+        site = tmp_path / "site"
+        assert cli("--root", str(site), "apply", "-f", str(path))[0] == 0
+        with contextlib.closing(sqlite3.connect(cli.db)) as conn:
+            conn.execute("DELETE FROM meta WHERE key LIKE 'setting:%'")
+            conn.commit()
+        code, _, err = cli("apply", "-f", str(path))
+        assert code == 0, err
+        assert f"using --root {site}, which the stored objects were applied with" in err
+        with contextlib.closing(sqlite3.connect(cli.db)) as conn:
+            rows = conn.execute("SELECT value FROM meta WHERE key = 'setting:provider:files'").fetchall()
+        assert [json.loads(value) for (value,) in rows] == [{"roots": [str(site)]}]
 
     def test_unknown_kind(self, cli: Cli) -> None:
         """An unknown kind names the file and the document index."""

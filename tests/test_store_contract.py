@@ -21,7 +21,16 @@ from reconcile import (
     ObjectKey,
     StoreError,
 )
-from reconcile.store import MAX_OBJECT_BYTES, EventStore, Note, Put, Remove, SQLiteStore, StoredObject
+from reconcile.store import (
+    MAX_OBJECT_BYTES,
+    EventStore,
+    Note,
+    Put,
+    Remove,
+    SQLiteStore,
+    StoredObject,
+    locate_store,
+)
 
 KEY = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
 DEADLINE = 30
@@ -334,6 +343,107 @@ class TestStoreContract:
         assert caught.value.horizon == 4
         assert (await store.verify()).ok
         assert await store.compact(100) == 0, "the head is never compacted past"
+
+
+class TestRemembered:
+    """Settings a store keeps beside its log."""
+
+    async def test_remember_forget_and_keep_through_compaction(self, store: EventStore) -> None:
+        """What is remembered comes back as JSON gives it, a later value replaces an
+        earlier, None forgets; compaction keeps it, and it is no event."""
+        assert await store.remembered() == {}
+        await store.remember("provider:files", {"roots": ["/srv/a"]})
+        await store.remember("provider:s3", {"endpointUrl": "http://x", "n": 5})
+        await store.remember("count", 7)
+        await store.remember("provider:files", {"roots": ["/srv/b", "/srv/c"]})
+        assert await store.remembered() == {
+            "count": 7,
+            "provider:files": {"roots": ["/srv/b", "/srv/c"]},
+            "provider:s3": {"endpointUrl": "http://x", "n": 5},
+        }
+        await store.remember("count", None)
+        await store.write(KEY, put(), actor="t")
+        await store.compact(await store.revision() + 1)
+        assert await store.revision() == 1
+        assert await store.remembered() == {
+            "provider:files": {"roots": ["/srv/b", "/srv/c"]},
+            "provider:s3": {"endpointUrl": "http://x", "n": 5},
+        }
+        report = await store.verify(deep=True)
+        assert report.ok, report.differences
+
+    async def test_read_only_reads_and_refuses(self, db_path: Path) -> None:
+        """A store opened read-only reads what is remembered and refuses to remember."""
+        async with SQLiteStore(db_path) as store:
+            await store.remember("a", {"b": [1, 2]})
+        async with SQLiteStore(db_path, read_only=True) as store:
+            assert await store.remembered() == {"a": {"b": [1, 2]}}
+            with pytest.raises(StoreError, match="read-only"):
+                await store.remember("a", None)
+
+
+class TestStoreLocation:
+    """What can be known of a store without opening it (``reconcile version``, shell
+    completion), through the URL that names it."""
+
+    async def test_an_open_store_is_there_at_its_schema(self, store: EventStore) -> None:
+        """The store's own URL locates it: it exists, at the schema this reconcile writes,
+        and takes some bytes."""
+        location = locate_store(store.url)
+        assert location.exists()
+        assert location.stored_schema() == location.schema_version >= 1
+        assert location.size() > 0
+
+    async def test_live_names(self, store: EventStore) -> None:
+        """The live names of one kind in one namespace, in order, from a prefix taken
+        literally (no wildcard), up to a limit; a deleted object's name is not one."""
+        names = ["a_b", "a%c", "ab", "abc", "b", "gone"]
+        for name in names:
+            await store.write(key(name), put(name=name), actor="t")
+        other = ObjectKey(KEY.api_group, KEY.kind, "other", "abd")
+        await store.write(other, put(name="abd"), actor="t")
+        await store.write(ObjectKey(KEY.api_group, "Gadget", "default", "abe"), put(name="abe"), actor="t")
+        await store.write(key("gone"), lambda current: Remove(current.body if current else {}), actor="t")
+        location = locate_store(store.url)
+        group, kind = KEY.api_group, KEY.kind
+        assert location.live_names(group, kind, "default") == ["a%c", "a_b", "ab", "abc", "b"]
+        assert location.live_names(group, kind, "default", prefix="ab") == ["ab", "abc"]
+        assert location.live_names(group, kind, "default", prefix="a_") == ["a_b"]
+        assert location.live_names(group, kind, "default", prefix="a%") == ["a%c"]
+        assert location.live_names(group, kind, "default", prefix="A") == []
+        assert location.live_names(group, kind, "default", prefix="g") == []
+        assert location.live_names(group, kind, "default", limit=2) == ["a%c", "a_b"]
+        assert location.live_names(group, kind, "other", prefix="ab") == ["abd"]
+
+    async def test_no_store_is_nothing_and_creates_nothing(self, tmp_path: Path) -> None:
+        """A store that does not exist: not there, no names, no bytes; asking creates
+        nothing."""
+        location = locate_store(tmp_path / "missing.db")
+        assert not location.exists()
+        assert location.live_names(KEY.api_group, KEY.kind, "default") == []
+        assert location.size() == 0
+        assert list(tmp_path.iterdir()) == []
+
+    async def test_not_a_store_is_a_store_error(self, tmp_path: Path) -> None:
+        """What is not a reconcile store cannot be read as one: StoreError."""
+        path = tmp_path / "notes.txt"
+        path.write_text("not a database\n")
+        location = locate_store(path)
+        assert location.exists()
+        with pytest.raises(StoreError):
+            location.stored_schema()
+        with pytest.raises(StoreError):
+            location.live_names(KEY.api_group, KEY.kind, "default")
+
+    def test_a_url_no_backend_takes_is_a_store_error(self) -> None:
+        """A URL no backend takes is refused when located, as when opened."""
+        with pytest.raises(StoreError, match="unsupported store URL scheme"):
+            locate_store("nosuch://host/db")
+
+
+def key(name: str) -> ObjectKey:
+    """The key of the Widget ``name`` in the default namespace."""
+    return ObjectKey(KEY.api_group, KEY.kind, KEY.namespace, name)
 
 
 class TestSQLiteWriter:

@@ -191,6 +191,16 @@ class Reading:
         out of logs and output."""
         return await self.store.mark_key()
 
+    async def remembered(self) -> dict[str, Any]:
+        """The settings the store remembers (:meth:`remember`), by name."""
+        return await self.store.remembered()
+
+    async def remember(self, name: str, value: Any) -> None:
+        """Have the store remember ``value`` (anything JSON holds; None forgets) under
+        ``name``, beside the log: what the next program on this store should find (the
+        CLI remembers each provider's config there, as applied)."""
+        await self.store.remember(name, value)
+
     async def compact(self, before: int) -> int:
         """Drop history before revision ``before``; each object's latest state stays."""
         return await self.store.compact(before)

@@ -36,7 +36,7 @@ from reconcile.cli.main import cli, run_async
 from reconcile.cli.naming import split_names, type_and_name
 from reconcile.cli.pruning import Pruning, prune_targets
 from reconcile.cli.reading import list_all
-from reconcile.cli.remembering import with_remembered_roots
+from reconcile.cli.remembering import remember_applied, with_remembered_config
 from reconcile.cli.rendering import as_yaml, qualified
 from reconcile.cli.settings import Settings
 from reconcile.cli.stopping import Stop, stopping_on_signals
@@ -272,7 +272,7 @@ async def _apply(
 ) -> None:
     with stopping_on_signals() as stop:
         documents = read_documents(filenames)
-        settings = await with_remembered_roots(settings)
+        settings = await with_remembered_config(settings)
         declared_all = admit_all(settings.admission(), documents)
         if pruning is not None:  # -l: the documents in the set only, as kubectl apply -l
             declared_all = [d for d in declared_all if pruning.matches(d.admitted.metadata.get("labels"))]
@@ -297,6 +297,7 @@ async def _apply(
                 prune=pruned,
             )
             await report(client, declared_all, results, stop)
+            await remember_applied(client, settings, declared_all, results)
 
 
 _STORED = ("created", "configured", "unchanged")
@@ -412,7 +413,7 @@ def diff(settings: Settings, filenames: tuple[str, ...], exit_code: bool) -> Non
 
 async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
     documents = read_documents(filenames)
-    settings = await with_remembered_roots(settings)
+    settings = await with_remembered_config(settings)
     admission = settings.admission()
     declared_all = admit_all(admission, documents)
     changed = False
@@ -420,7 +421,7 @@ async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
         # No database yet: everything is new, and diff must not create one.
         client = (
             await stack.enter_async_context(settings.client(read_only=True))
-            if settings.database_path().exists()
+            if settings.store.exists()
             else None
         )
         for declared in declared_all:

@@ -4,23 +4,22 @@ for the ``reconcile`` console script) that a shell's startup file sources, as
 object names.
 
 Completion runs without the commands' callbacks, so it reads what it needs itself: the
-kinds from the installed providers, the names from the database ``--db`` (or
-``RECONCILE_DB``) names, read-only and without creating it.
+kinds from the installed providers, the names from the store ``--db`` (or
+``RECONCILE_DB``) names, read-only and without creating it, and without opening it as the
+commands do (:class:`~reconcile.store.StoreLocation`: no event loop on each TAB).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sqlite3
-from pathlib import Path
 
 import click
 from click.shell_completion import CompletionItem, get_completion_class
 
 from reconcile.cli.main import cli
-from reconcile.errors import ReconcileError
+from reconcile.errors import ReconcileError, StoreError
 from reconcile.model import KindRegistry
+from reconcile.store import locate_store
 
 __all__ = ["SHELLS", "complete_kinds", "complete_names"]
 
@@ -53,20 +52,15 @@ def complete_names(
         return []
     root = context.find_root()
     db = root.params.get("db") or os.environ.get("RECONCILE_DB") or "reconcile.db"
-    path = Path(str(db).removeprefix("sqlite:///"))
-    if not path.is_file():
-        return []
     namespace = context.params.get("namespace") or "default"
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path.absolute()}?mode=ro", uri=True)) as conn:
-            rows = conn.execute(
-                "SELECT name FROM objects WHERE api_group = ? AND kind = ? AND namespace = ? AND live "
-                "AND name LIKE ? ORDER BY name LIMIT 200",
-                (kind.api_group, kind.kind, namespace, incomplete.replace("%", "") + "%"),
-            ).fetchall()
-    except sqlite3.Error:
+        store = locate_store(str(db))
+        if not store.exists():
+            return []
+        names = store.live_names(kind.api_group, kind.kind, namespace, prefix=incomplete)
+    except StoreError:
         return []
-    return [CompletionItem(name) for (name,) in rows]
+    return [CompletionItem(name) for name in names]
 
 
 @cli.command()

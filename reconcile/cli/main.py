@@ -25,6 +25,7 @@ from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, EXIT_INTERRUPTED, Ba
 from reconcile.cli.importing import ENVIRONMENT, imports_from
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError, NotFoundError, ReconcileError, StoreError
+from reconcile.store.urls import URL_FORMS
 
 __all__ = ["cli", "main", "run_async"]
 
@@ -102,7 +103,7 @@ def _os_user() -> str:
     envvar="RECONCILE_DB",
     default="reconcile.db",
     show_default=True,
-    help="The store: a SQLite path or URL (sqlite:///relative.db). Env: RECONCILE_DB.",
+    help=f"The store: {URL_FORMS}. Env: RECONCILE_DB.",
 )
 @click.option(
     "--root",

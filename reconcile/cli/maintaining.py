@@ -3,15 +3,12 @@ kinds' fields are, and care of the log."""
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import importlib.metadata
 import inspect
 import json
 import re
-import sqlite3
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import click
@@ -21,9 +18,12 @@ from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, isatty, run_async
 from reconcile.cli.rendering import as_json, table
 from reconcile.cli.settings import Settings
-from reconcile.errors import InvalidError
+from reconcile.errors import InvalidError, StoreError
 from reconcile.model import Kind, KindRegistry
 from reconcile.model.spelling import camel
+
+if TYPE_CHECKING:
+    from reconcile.store import StoreLocation
 
 __all__: list[str] = []
 
@@ -67,16 +67,14 @@ def providers(output: str) -> None:
 @click.pass_obj
 def version(settings: Settings, output: str) -> None:
     """The version of reconcile, the store's schema version, and the installed providers."""
-    from reconcile.store.sqlite.schema import SCHEMA_VERSION  # noqa: PLC0415 - not the store for the others
-
+    store = settings.store  # not opened: no event loop, no backend
     info: dict[str, Any] = {
         "reconcile": importlib.metadata.version("reconcile-engine"),
-        "schema": SCHEMA_VERSION,
+        "schema": store.schema_version,
         "providers": {},
     }
-    path = settings.database_path()
-    if path.exists():
-        info["database"] = {"path": str(path), "schema": _stored_schema(path)}
+    if store.exists():
+        info["database"] = {"path": store.where, "schema": _stored_schema(store)}
     registry = KindRegistry.from_entry_points()
     for kind in registry:
         info["providers"].setdefault(registry.provider_of(kind) or "", []).append(kind.kind)
@@ -84,20 +82,19 @@ def version(settings: Settings, output: str) -> None:
         click.echo(as_json(info))
         return
     click.echo(
-        f"reconcile {info['reconcile']} (distribution reconcile-engine), store schema {SCHEMA_VERSION}"
+        f"reconcile {info['reconcile']} (distribution reconcile-engine), store schema {info['schema']}"
     )
     if "database" in info:
-        click.echo(f"database {path}: schema {info['database']['schema']}")
+        click.echo(f"database {store.where}: schema {info['database']['schema']}")
     for name, kinds in sorted(info["providers"].items()):
         click.echo(f"provider {name}: {', '.join(sorted(kinds))}")
 
 
-def _stored_schema(path: Path) -> int | str:
-    """The schema version a database file holds, read without writing."""
+def _stored_schema(store: StoreLocation) -> int | str:
+    """The schema version a store holds, read without writing."""
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-            return int(conn.execute("SELECT max(version) FROM reconcile_schema").fetchone()[0])
-    except (sqlite3.Error, TypeError):
+        return store.stored_schema()
+    except StoreError:
         return "unreadable (not a reconcile store?)"
 
 
@@ -139,27 +136,23 @@ def compact(settings: Settings, before: int | None, vacuum: bool, yes: bool) -> 
     run_async(_compact(settings, before, vacuum=vacuum, ask=not yes and isatty()))
 
 
-def _file_bytes(path: Path) -> int:
-    """The database with its write-ahead log."""
-    return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
-
-
 async def _compact(settings: Settings, before: int | None, *, vacuum: bool, ask: bool) -> None:
-    path = settings.database_path()
+    store = settings.store
     async with settings.client() as client:
         revision = await client.revision()
         horizon = revision + 1 if before is None else min(before, revision + 1)
         if ask:
             count = await client.compactable(horizon)
             click.confirm(
-                f"compact {path}: drop {count} events before revision {horizon} for good?", abort=True
+                f"compact {store.where}: drop {count} events before revision {horizon} for good?",
+                abort=True,
             )
         dropped = await client.compact(horizon)
         click.echo(f"dropped {dropped} events before revision {horizon}")
         if vacuum:
-            size = _file_bytes(path)
+            size = store.size()
             await client.vacuum()
-            click.echo(f"vacuumed {path}: {size:,} -> {_file_bytes(path):,} bytes")
+            click.echo(f"vacuumed {store.where}: {size:,} -> {store.size():,} bytes")
 
 
 def _type_name(annotation: object) -> str:

@@ -27,7 +27,7 @@ from reconcile.cli.applying import Declared, admit_all, current_of, origin, read
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.reading import list_all
-from reconcile.cli.remembering import with_remembered_roots
+from reconcile.cli.remembering import with_remembered_config
 from reconcile.cli.rendering import as_json, table
 from reconcile.cli.saving import SavedDocument, SavedPlan, now, save_plan
 from reconcile.cli.settings import Settings
@@ -159,10 +159,10 @@ async def _plan(
     snapshot = _Snapshot() if snapshot is None else snapshot
     if filenames:
         documents = read_documents(filenames)
-        settings = await with_remembered_roots(settings)
+        settings = await with_remembered_config(settings)
         declared = snapshot.declared = admit_all(settings.admission(), documents)
         snapshot.versions = [None] * len(declared)
-    if not settings.database_path().exists():
+    if not settings.store.exists():
         if not filenames:
             return []
         objects = [_as_new(settings, d.admitted.body) for d in declared]

@@ -213,7 +213,7 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
     deadline = time.monotonic() + timeout
     poll_interval = run_options.poll_interval
     options: dict[str, Any] = {} if poll_interval is None else {"poll_interval": poll_interval}
-    path = settings.database_path()
+    where = settings.store.where
     runtime = Runtime(
         settings.db,
         provider_config=settings.provider_config,
@@ -231,12 +231,12 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
         raise BadInput(f"--db: {exc}") from exc
     except LockedError as exc:
         raise Failure(
-            f"another runner is reconciling {path}: {exc.holder}",
+            f"another runner is reconciling {where}: {exc.holder}",
             "stop it first, or use --standby to take over when it stops",
         ) from exc
     if runtime.stop_requested:  # a signal while standing by
         await runtime.close()
-        click.echo(f"reconcile: stopped while standing by; {path} was not reconciled", err=True)
+        click.echo(f"reconcile: stopped while standing by; {where} was not reconciled", err=True)
         return True
     printer: asyncio.Task[None] | None = None
     ok = True
@@ -250,7 +250,7 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
             ok = state is not None and state.converged
             _report_once(runtime, state, timeout)
         else:
-            click.echo(f"reconcile: running on {path} (Ctrl-C to stop)", err=True)
+            click.echo(f"reconcile: running on {where} (Ctrl-C to stop)", err=True)
             await runtime.run_until_stopped()
             click.echo("reconcile: stopping", err=True)
     finally:

@@ -40,7 +40,7 @@ import attrs
 from reconcile.api import Client
 from reconcile.cli.applying import admit_all, report
 from reconcile.cli.failing import BadInput, Failure
-from reconcile.cli.remembering import with_remembered_roots
+from reconcile.cli.remembering import remember_applied, with_remembered_config
 from reconcile.cli.rendering import qualified
 from reconcile.cli.settings import Settings
 from reconcile.cli.stopping import stopping_on_signals
@@ -251,7 +251,7 @@ async def apply_saved(settings: Settings, path: Path, *, atomic: bool) -> None:
     """Apply a saved plan exactly, or refuse (see :mod:`reconcile.cli.saving`)."""
     plan = load_plan(path)
     with stopping_on_signals() as stop:
-        settings = await with_remembered_roots(settings)
+        settings = await with_remembered_config(settings)
         saved = plan.documents
         declared_all = admit_all(
             settings.admission(), [s.document for s in saved], origins=[s.origin for s in saved]
@@ -281,3 +281,4 @@ async def apply_saved(settings: Settings, path: Path, *, atomic: bool) -> None:
             ]
             results = await client.apply_many(admitted, check_all_first=True, atomic=atomic, stop=stop)
             await report(client, declared_all, results, stop)
+            await remember_applied(client, settings, declared_all, results)

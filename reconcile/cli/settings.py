@@ -9,15 +9,15 @@ without a manager to remove them); ``history`` shows both.
 The database comes from ``--db``, else ``RECONCILE_DB``, else ``./reconcile.db``.
 Provider configuration comes from ``--provider-config FILE`` (a YAML mapping of provider
 name to its config) and ``--root DIR`` (the files provider's roots; without any, each
-manifest's own folder). Commands that only read refuse a database that does not exist
-rather than create an empty one.
+manifest's own folder); ``apply``, ``diff`` and ``plan`` add what the store remembers
+(:mod:`reconcile.cli.remembering`). Commands that only read refuse a database that does
+not exist rather than create an empty one.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -25,12 +25,12 @@ import attrs
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.importing import import_kinds
 from reconcile.errors import StoreError
-from reconcile.store.urls import parse_sqlite_url
 
 if TYPE_CHECKING:
     from reconcile.api import Client
     from reconcile.api.admission import Admission
     from reconcile.model import KindRegistry
+    from reconcile.store import StoreLocation
 
 __all__ = ["Settings"]
 
@@ -50,7 +50,11 @@ class Settings:
     #: The field manager the writes are recorded under: ``--field-manager`` (None: the
     #: client's default, ``reconcile``).
     field_manager: str | None = None
+    #: The provider configs the store remembered when the command began, by provider
+    #: (:mod:`reconcile.cli.remembering`): what an apply compares its own with.
+    remembered: Mapping[str, Mapping[str, Any]] = attrs.Factory(dict)
     _kinds: KindRegistry | None = None
+    _location: StoreLocation | None = None
 
     @property
     def kinds(self) -> KindRegistry:
@@ -63,13 +67,18 @@ class Settings:
             self._kinds = import_kinds(registry, self.imports) if self.imports else registry
         return self._kinds
 
-    def database_path(self) -> Path:
-        """The database file the ``--db`` URL or path names."""
-        try:
-            path, _ = parse_sqlite_url(self.db)
-        except StoreError as exc:
-            raise BadInput(f"--db: {exc}") from exc
-        return path
+    @property
+    def store(self) -> StoreLocation:
+        """The store the ``--db`` URL or path names, not opened: whether it exists, where
+        it is (``store.where``, as messages name it), what it holds without opening it."""
+        if self._location is None:
+            from reconcile.store import locate_store  # noqa: PLC0415 - only the commands that name a store
+
+            try:
+                self._location = locate_store(self.db)
+            except StoreError as exc:
+                raise BadInput(f"--db: {exc}") from exc
+        return self._location
 
     def admission(self) -> Admission:
         """Admission for the installed kinds, without opening the store (so bad input is
@@ -86,9 +95,11 @@ class Settings:
         can still be read."""
         from reconcile.api import DEFAULT_MANAGER, connect  # noqa: PLC0415 - only the commands that open the store
 
-        path = self.database_path()
-        if not create and not path.exists():
-            raise Failure(f"no database at {path} (apply something first, or give --db / RECONCILE_DB)")
+        store = self.store
+        if not create and not store.exists():
+            raise Failure(
+                f"no database at {store.where} (apply something first, or give --db / RECONCILE_DB)"
+            )
         async with contextlib.AsyncExitStack() as stack:
             try:
                 client = await stack.enter_async_context(

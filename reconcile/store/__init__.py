@@ -1,11 +1,13 @@
 """The store layer: the append-only event log, its projection and its watch.
 
 Backends implement :class:`~reconcile.store.contract.EventStore`; :func:`open_store`
-picks one from a URL. SQLite is the embedded default.
+picks one from a URL, and :func:`locate_store` gives what can be known of that store
+without opening it (:class:`~reconcile.store.contract.StoreLocation`). SQLite is the
+embedded default.
 
 Its names are imported on first use (PEP 562), as :mod:`reconcile`'s are: a program that
-needs one constant of the store (``reconcile version`` its schema version) does not pay
-for the SQLite backend and asyncio.
+needs one fact of the store (``reconcile version`` its schema versions) does not pay
+for the backend and asyncio.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ if TYPE_CHECKING:
         RawEvent,
         Remove,
         StoredObject,
+        StoreLocation,
         VerifyReport,
         WriteResult,
     )
     from reconcile.store.sqlite.backend import SQLiteStore
-    from reconcile.store.urls import open_store
+    from reconcile.store.urls import locate_store, open_store
 
 _HOMES: dict[str, str] = {
     "ADMISSION_HEADROOM": "reconcile.store.contract",
@@ -43,9 +46,11 @@ _HOMES: dict[str, str] = {
     "RawEvent": "reconcile.store.contract",
     "Remove": "reconcile.store.contract",
     "SQLiteStore": "reconcile.store.sqlite.backend",
+    "StoreLocation": "reconcile.store.contract",
     "StoredObject": "reconcile.store.contract",
     "VerifyReport": "reconcile.store.contract",
     "WriteResult": "reconcile.store.contract",
+    "locate_store": "reconcile.store.urls",
     "open_store": "reconcile.store.urls",
 }
 """Where each name lives: the module imported on its first use."""
@@ -61,9 +66,11 @@ __all__ = [
     "RawEvent",
     "Remove",
     "SQLiteStore",
+    "StoreLocation",
     "StoredObject",
     "VerifyReport",
     "WriteResult",
+    "locate_store",
     "open_store",
 ]
 

@@ -35,6 +35,7 @@ __all__ = [
     "Put",
     "RawEvent",
     "Remove",
+    "StoreLocation",
     "StoredObject",
     "VerifyReport",
     "WriteResult",
@@ -233,6 +234,47 @@ class Claim(Protocol):
         """Give the claim up (idempotent)."""
 
 
+class StoreLocation(Protocol):
+    """A store as its URL names it, not opened: what a program asks of a store it does not
+    hold open, answered at once, synchronously, and without creating or writing anything.
+    The command line uses it where opening a store would cost too much or do too much:
+    ``reconcile version`` (the schema versions, without an event loop), shell completion
+    (live names on each TAB), and the commands that must not create a database that does
+    not exist. A backend provides one for its URLs (:func:`reconcile.store.locate_store`);
+    errors are StoreError."""
+
+    @property
+    def url(self) -> str:
+        """The URL (or path) as given, which :func:`reconcile.store.open_store` opens."""
+
+    @property
+    def where(self) -> str:
+        """Where the store lives, as messages name it: a file's path as given, a server's
+        URL without credentials."""
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version this reconcile writes (and migrates older stores to)."""
+
+    def exists(self) -> bool:
+        """Whether there is a store here: a command that only reads refuses to create one."""
+
+    def stored_schema(self) -> int:
+        """The schema version the existing store holds, read without writing (it may be
+        newer than :attr:`schema_version`); StoreError when it cannot be read (not a
+        reconcile store)."""
+
+    def size(self) -> int:
+        """The bytes the store takes where it lives (0 when it does not exist)."""
+
+    def live_names(
+        self, api_group: str, kind: str, namespace: str, *, prefix: str = "", limit: int = 200
+    ) -> builtins.list[str]:
+        """The names of the live objects of a kind in a namespace that start with
+        ``prefix``, in order, at most ``limit``, read without writing (for completion:
+        no bodies are read); StoreError when the store cannot be read."""
+
+
 class EventStore(Protocol):
     """An append-only event log with a projection of current objects, and a watch."""
 
@@ -301,6 +343,16 @@ class EventStore(Protocol):
 
     async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
         """Those of ``uids`` with an event of ``event_type`` in the retained log."""
+
+    async def remembered(self) -> dict[str, Any]:
+        """Every setting :meth:`remember` keeps, by name (empty when none)."""
+
+    async def remember(self, name: str, value: Any) -> None:
+        """Keep ``value`` (anything JSON holds; None forgets the name) under ``name`` for
+        the store's life, beside the log, not in it: compaction keeps it, a copy of the
+        store has it. For what a program wants the next one on this store to find (the
+        command line: each provider's config, as applied). StoreError when opened
+        read-only."""
 
     async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
         """Every retained event of one object key, oldest first."""

@@ -19,9 +19,12 @@ from typing import TYPE_CHECKING, Any
 from reconcile.errors import StoreError
 
 if TYPE_CHECKING:
-    from reconcile.store.contract import EventStore
+    from reconcile.store.contract import EventStore, StoreLocation
 
-__all__ = ["open_store", "parse_sqlite_url"]
+__all__ = ["URL_FORMS", "locate_store", "open_store", "parse_sqlite_url"]
+
+#: The URLs a store may be named by, as the command line's ``--db`` help says.
+URL_FORMS = "a SQLite path or URL (sqlite:///relative.db)"
 
 _SQLITE_OPTIONS = {"synchronous": str, "busy_timeout": float, "cache_mib": int}
 
@@ -63,6 +66,16 @@ def parse_sqlite_url(url: str) -> tuple[Path, dict[str, Any]]:
             raise StoreError(f"{url}: option {name} has an invalid value {value!r}") from None
     # sqlite:///state.db -> "/state.db" relative; sqlite:////abs.db -> "//abs.db" absolute.
     return _file(path[1:], url), options
+
+
+def locate_store(url: str | Path) -> StoreLocation:
+    """The store a URL names, not opened (:class:`~reconcile.store.contract.StoreLocation`):
+    what can be asked of it without opening it. StoreError for a URL no backend takes."""
+    # Imported here: reading a URL (the command line's --db) needs no backend.
+    from reconcile.store.sqlite.location import SQLiteLocation  # noqa: PLC0415
+
+    path, _ = parse_sqlite_url(str(url))
+    return SQLiteLocation(str(url), path)
 
 
 async def open_store(url: str | Path, **options: Any) -> EventStore:

@@ -45,6 +45,8 @@ from reconcile.store.sqlite.maintenance import (
     compact,
     compactable,
     live_kinds,
+    remember,
+    remembered,
     uids_with_event,
     vacuum,
     verify,
@@ -266,6 +268,19 @@ class SQLiteStore:
         of the log: for maintenance commands, not for a reconcile)."""
         assert self._reader is not None
         return await self._guarded(in_thread(self._reader, uids_with_event, uids, event_type))
+
+    async def remembered(self) -> dict[str, Any]:
+        """Every remembered setting, by name (``meta`` rows of their own)."""
+        assert self._reader is not None
+        return await self._guarded(in_thread(self._reader, remembered))
+
+    async def remember(self, name: str, value: Any) -> None:
+        """Keep ``value`` under ``name`` (None: forget it); one statement on the writer's
+        connection, between two group commits."""
+        if self._writer is None:
+            raise StoreError(f"{self.path}: opened read-only")
+        self._writes.check()
+        await self._guarded(in_thread(self._writer, remember, name, value))
 
     async def read(self, key: ObjectKey) -> StoredObject | None:
         """The current object, or None."""

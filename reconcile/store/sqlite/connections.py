@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
+
+from reconcile.store.sqlite.location import read_only_uri
 
 __all__ = ["close_connections", "in_thread", "open_connection", "open_read_only"]
 
@@ -38,17 +39,12 @@ async def in_thread(conn: aiosqlite.Connection, fn: Callable[..., T], *args: Any
     return result
 
 
-def _read_only_uri(path: Path, *, immutable: bool) -> str:
-    options = "mode=ro&immutable=1" if immutable else "mode=ro"
-    return f"file:{urllib.parse.quote(str(path.absolute()))}?{options}"
-
-
 async def open_connection(
     path: Path, busy_timeout: float, *, read_only: bool = False, immutable: bool = False
 ) -> aiosqlite.Connection:
     """A connection in autocommit mode; ``read_only`` opens with SQLite's ``mode=ro``
     (and ``immutable``: no locking, for a database nobody writes)."""
-    target = _read_only_uri(path, immutable=immutable) if read_only else path
+    target = read_only_uri(path, immutable=immutable) if read_only else path
     connecting = aiosqlite.connect(target, timeout=busy_timeout, isolation_level=None, uri=read_only)
     thread = getattr(connecting, "_thread", None)
     if thread is not None:

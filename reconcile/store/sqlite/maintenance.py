@@ -9,6 +9,7 @@ cannot be decoded (every current object's always; with ``deep``, every event's).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -19,7 +20,16 @@ from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import VerifyReport
 from reconcile.store.encoding import load_body
 
-__all__ = ["compact", "compactable", "live_kinds", "uids_with_event", "vacuum", "verify"]
+__all__ = [
+    "compact",
+    "compactable",
+    "live_kinds",
+    "remember",
+    "remembered",
+    "uids_with_event",
+    "vacuum",
+    "verify",
+]
 
 
 #: The events a compaction before a revision (the parameter) drops: all but each live
@@ -46,6 +56,33 @@ def uids_with_event(conn: sqlite3.Connection, uids: Sequence[str], event_type: s
         )
         found.update(str(uid) for (uid,) in rows)
     return found
+
+
+#: Remembered settings are ``meta`` rows keyed ``setting:NAME``, their value JSON in a BLOB
+#: (which the column's integer affinity keeps as it is): no table of their own, so a
+#: store of any schema version holds them, and an older reconcile ignores them.
+_SETTING = "setting:"
+
+
+def remembered(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Every remembered setting, by name."""
+    rows = conn.execute(
+        "SELECT key, value FROM meta WHERE key >= ? AND key < ? ORDER BY key",
+        (_SETTING, _SETTING[:-1] + chr(ord(_SETTING[-1]) + 1)),
+    )
+    return {str(key).removeprefix(_SETTING): json.loads(bytes(value)) for key, value in rows}
+
+
+def remember(conn: sqlite3.Connection, name: str, value: Any) -> None:
+    """Keep ``value`` under ``name`` (None: forget it), in one statement (autocommit)."""
+    if value is None:
+        conn.execute("DELETE FROM meta WHERE key = ?", (_SETTING + name,))
+        return
+    text = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (_SETTING + name, text),
+    )
 
 
 def compactable(conn: sqlite3.Connection, before: int) -> int:
