@@ -24,12 +24,13 @@ from helpers import widget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconcile import Client, InvalidError, SpellingWarning
+from reconcile import Client, InvalidError, KindRegistry, SpellingWarning, connect
 from reconcile.cli import main
 from reconcile.model import Kind, make_converter
 from reconcile.model.discovery import discovered_kinds
-from reconcile.model.meta import ObjectMeta
+from reconcile.model.meta import ObjectKey, ObjectMeta
 from reconcile.model.spelling import camel, respell_document
+from reconcile.store.contract import Put
 from reconcile.testing import example_kinds
 
 FIXTURE = Path(__file__).parent / "fixtures" / "legacy_v5"
@@ -315,6 +316,87 @@ class TestOldStore:
         assert all("apiVersion" in body and not old_keys(body) for body in written)
         code, out, err = legacy("verify", "--deep")
         assert code == 0, err
+
+    def test_writes_one_by_one_and_prunes_leave_no_mixed_body(self, legacy: Cli, tmp_path: Path) -> None:
+        """``apply --no-atomic`` (``apply_many``'s default) and its prune read the stored
+        objects in the new spelling too: an unchanged object stays unchanged, and what is
+        written is in the new spelling only."""
+        before = legacy.bodies()
+        public = (FIXTURE / "site.yaml").read_text().split("---\n")[0]
+        manifests = tmp_path / "public.yaml"
+        manifests.write_text(public.replace("api_version", "apiVersion"))
+        root = ("--root", str(LEGACY_ROOT))
+        code, out, err = legacy(*root, "apply", "--no-atomic", "-f", str(manifests))
+        assert code == 0, err
+        assert "unchanged" in out, out
+        assert legacy.bodies() == before
+        code, out, err = legacy(
+            *root, "apply", "--no-atomic", "-l", "app=site", "--prune", "-f", str(manifests)
+        )
+        assert code == 0, err
+        after = legacy.bodies()
+        written = [json.loads(after[r]) for r in after if r not in before]
+        assert len(written) == 2, out  # index and robots marked for deletion
+        assert all(not old_keys(body) and body["metadata"]["deletionTimestamp"] for body in written)
+
+
+@attrs.frozen
+class NamedSpec:
+    """A spec whose identity and immutable field has an underscore."""
+
+    bucket_name: str
+    max_size: int = 1
+
+
+NAMED = Kind(
+    "named.example.dev/v1",
+    "Named",
+    NamedSpec,
+    immutable=("bucket_name",),
+    identity=("bucket_name",),
+    deterministic_identity=True,
+)
+
+
+async def test_an_old_body_is_checked_in_the_new_spelling(tmp_path: Path) -> None:
+    """An object the previous release stored (an underscore in its immutable and identity
+    field) is not refused as changed by the same object in the new spelling, and its
+    claim on the external resource still holds against another object."""
+    registry = KindRegistry()
+    registry.register(NAMED)
+    key = ObjectKey("named.example.dev", "Named", "default", "one")
+    old = {
+        "api_version": "named.example.dev/v1",
+        "kind": "Named",
+        "metadata": {
+            "name": "one",
+            "namespace": "default",
+            "uid": "u-1",
+            "generation": 1,
+            "resource_version": None,
+            "creation_timestamp": "2026-01-01T00:00:00.000000Z",
+            "deletion_timestamp": None,
+            "labels": {},
+            "annotations": {},
+            "finalizers": [],
+            "owner_references": [],
+            "managed_fields": {},
+        },
+        "spec": {"bucket_name": "b1", "max_size": 1},
+        "status": {"observed_generation": 0, "conditions": []},
+    }
+    async with connect(str(tmp_path / "named.db"), kinds=registry) as client:
+        identity = "spec.bucket_name=b1"  # what the previous release recorded
+        await client.store.write(key, lambda _: Put("Created", old, identity=identity), actor="old")
+        new = {"apiVersion": "named.example.dev/v1", "kind": "Named", "metadata": {"name": "one"}}
+        same = {**new, "spec": {"bucketName": "b1", "maxSize": 1}}
+        results = await client.apply_many([same], check_all_first=True)
+        assert [r.outcome for r in results] == ["unchanged"], results
+        other = {**new, "metadata": {"name": "two"}, "spec": {"bucketName": "b1"}}
+        with pytest.raises(InvalidError, match="already declared"):
+            await client.apply(other)
+        got = await client.get("named", "one")
+        assert got.spec == NamedSpec("b1", 1)
 
 
 # -- the converter, for every kind -------------------------------------------------------

@@ -132,11 +132,10 @@ def _check_size(body: Mapping[str, Any], subject: Callable[[], str]) -> None:
         raise InvalidError([FieldError("", reason)], subject=subject())
 
 
-def _spelling(respelled: Respelled, subject: str) -> tuple[str, ...]:
-    """The warning for a document in the old snake_case spelling; InvalidError for one
-    that mixes both (which spelling was meant is the user's call, not ours)."""
-    if not respelled.old:
-        return ()
+def _spelling(respelled: Respelled, subject_of: Callable[[], str]) -> tuple[str, ...]:
+    """The warning for a document with keys in the old snake_case spelling; InvalidError
+    when it mixes both (which spelling was meant is the user's call, not ours)."""
+    subject = subject_of()
     if respelled.new:
         beside = respelled.new[0]
         errors = [
@@ -234,7 +233,7 @@ class Admission:
         except InvalidError as exc:
             raise InvalidError(exc.errors, subject=self._subject(manifest)) from None
         respelled = respell_document(manifest, kind.spec_type, kind.status_type)
-        said = _spelling(respelled, self._subject(manifest))
+        said = _spelling(respelled, lambda: self._subject(manifest)) if respelled.old else ()
         document: Mapping[str, Any] = respelled.data
         meta, meta_errors = self._metadata(document.get("metadata"))
         errors.extend(meta_errors)

@@ -269,7 +269,7 @@ class _Writes:
         def tracked(index: int, key: ObjectKey | None, mutation: Mutation) -> Mutation:
             def run(current: StoredObject | None) -> Any:
                 running.append((index, key))
-                return mutation(self.client.decoder.current(current))
+                return mutation(current)
 
             return run
 

@@ -139,23 +139,25 @@ class Client(Reading):
         immutable-field, version and deletion checks run inside it, against the stored
         object, once (a dry run calls it on what is stored)."""
         key = self._key_of(admitted)
-        return key, mutations.apply(
-            key,
-            admitted.body,
-            self.admission.default_status(admitted.kind),
-            manager=manager or self.manager,
-            uid=new_uid(),
-            now=self._now(),
-            create_only=create_only,
-            immutable=admitted.kind.immutable,
-            identity=admitted.kind.identity_of(admitted.body["spec"]),
-            finalizers=self._default_finalizers(admitted),
+        return key, self.decoder.mutation(
+            mutations.apply(
+                key,
+                admitted.body,
+                self.admission.default_status(admitted.kind),
+                manager=manager or self.manager,
+                uid=new_uid(),
+                now=self._now(),
+                create_only=create_only,
+                immutable=admitted.kind.immutable,
+                identity=admitted.kind.identity_of(admitted.body["spec"]),
+                finalizers=self._default_finalizers(admitted),
+            )
         )
 
     def delete_mutation(self, key: ObjectKey, *, resource_version: int | None = None) -> Mutation:
         """The store mutation that deleting ``key`` is (guarded by ``resource_version``
         when given), for writers that queue it with others (``apply_many``'s prune)."""
-        return mutations.delete(key, now=self._now(), expected=resource_version)
+        return self.decoder.mutation(mutations.delete(key, now=self._now(), expected=resource_version))
 
     def _default_finalizers(self, admitted: Admitted) -> tuple[str, ...]:
         """The managed finalizer for a new object of a kind a provider manages (unless it

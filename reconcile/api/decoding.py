@@ -14,9 +14,9 @@ from typing import Any
 
 from reconcile.errors import CorruptError
 from reconcile.model.events import Event
-from reconcile.model.kinds import KindRegistry
+from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import ObjectMeta
-from reconcile.model.resource import AnyResource, Resource
+from reconcile.model.resource import AnyResource, Resource, api_group_of
 from reconcile.model.serde import make_stored_converter, structure_stored_meta
 from reconcile.model.spelling import is_old_body, respell_document
 from reconcile.store.contract import Mutation, RawEvent, StoredObject
@@ -72,10 +72,21 @@ class Decoder:
         metadata only); any other is returned as it is."""
         if not is_old_body(body):
             return body
-        kind = self.kinds.get(body["api_version"], body.get("kind", ""))
+        kind = self._kind_of_old(str(body["api_version"]), str(body.get("kind", "")))
         if kind is None:
             return dict(respell_document(body).data)
         return dict(respell_document(body, kind.spec_type, kind.status_type).data)
+
+    def _kind_of_old(self, api_version: str, kind: str) -> Kind | None:
+        """The kind an old body is walked with: its own version's, else the registered
+        version of its group and kind (a kind may have moved to a new version since the
+        body was written: its fields' spelling is what matters, and the object is the
+        same object whatever its version)."""
+        found = self.kinds.get(api_version, kind)
+        if found is None:
+            group = api_group_of(api_version)
+            found = next((k for k in self.kinds if k.api_group == group and k.kind == kind), None)
+        return found
 
     def current(self, stored: StoredObject | None) -> StoredObject | None:
         """``stored`` with its body in the current spelling (what mutations read)."""

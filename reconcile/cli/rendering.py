@@ -1,11 +1,13 @@
 """Output: tables for people, YAML and JSON for scripts.
 
-``-o json`` is the stable, documented form: an object is its stored body (``api_version``,
-``kind``, ``metadata``, ``spec``, ``status``, snake_case keys, RFC 3339 UTC times); a list
+``-o json`` is the stable, documented form: an object is its stored body (``apiVersion``,
+``kind``, ``metadata``, ``spec``, ``status``, Kubernetes' camelCase keys, RFC 3339 UTC
+times); a list
 is ``{"apiVersion": "v1", "kind": "List", "items": [...]}``; ``history`` and ``watch``
 give events as ``{"revision", "time", "type", "actor", "user", "kind", "namespace",
 "name", "uid", "data", "changes"}`` (``actor`` the field manager, ``user`` who asked,
-null when not recorded). Fields are only ever added, never renamed.
+null when not recorded). Fields are only ever added; they were renamed once, from
+snake_case to camelCase (see docs/explanation/spelling.md).
 """
 
 from __future__ import annotations

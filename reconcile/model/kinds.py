@@ -139,7 +139,9 @@ class Kind:
         None when the kind declares no identity fields."""
         if not self.identity:
             return None
-        return ", ".join(f"spec.{camel(field)}={spec.get(camel(field))}" for field in self.identity)
+        # Named by the attribute, not the document key: the store keeps these strings
+        # (``objects.identity``) and compares them, across releases too.
+        return ", ".join(f"spec.{field}={spec.get(camel(field))}" for field in self.identity)
 
     @functools.cached_property
     def api_group(self) -> str:
@@ -203,7 +205,7 @@ class KindRegistry:
             return found
         versions = sorted(k.api_version for k in self._kinds.values() if k.kind == kind)
         if versions:
-            reason = f"unknown api_version for kind {kind} (known: {', '.join(versions)})"
+            reason = f"unknown apiVersion for kind {kind} (known: {', '.join(versions)})"
             raise InvalidError([FieldError("apiVersion", reason)])
         reason = f"unknown kind {printable(kind, quoted=True)} in {printable(api_version)}"
         raise InvalidError([FieldError("kind", reason)])

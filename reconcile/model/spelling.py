@@ -112,11 +112,13 @@ def _class_walker(cls: type) -> _Walker:
     plan: dict[str, tuple[str, int, _Walker | None]] = {}
 
     def fill() -> None:
+        made: dict[str, tuple[str, int, _Walker | None]] = {}
         for field in attrs.fields(cls):
             new, child = camel(field.name), _walker(hints.get(field.name, Any))
-            plan[new] = (new, 2 if new != field.name else 0, child)
+            made[new] = (new, 2 if new != field.name else 0, child)
             if new != field.name:
-                plan[field.name] = (new, 1, child)
+                made[field.name] = (new, 1, child)
+        plan.update(made)  # whole, in one step: another thread sees it empty or complete
 
     def walk(data: Any, path: str, found: _Found) -> Any:
         if not isinstance(data, Mapping):
@@ -162,7 +164,7 @@ def _list_walker(child: _Walker | None) -> _Walker | None:
         return None
 
     def walk(data: Any, path: str, found: _Found) -> Any:
-        if not isinstance(data, list):
+        if not isinstance(data, list | tuple):  # a tuple: a Python caller's manifest
             return data
         result = [child(item, f"{path}[{index}]", found) for index, item in enumerate(data)]
         return data if all(a is b for a, b in zip(result, data, strict=True)) else result
