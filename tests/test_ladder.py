@@ -43,6 +43,7 @@ from reconcile.controller.ladder import (
     Step,
     Update,
     decide,
+    steady_again,
 )
 from reconcile.controller.managed import ManagedReconciler
 from reconcile.controller.planning import Planned, describe, plan
@@ -513,3 +514,33 @@ def test_plan_reports_the_step_run_takes(
         assert (planned.action, planned.detail) == describe(decide(obj, kind, observation))
     elif not isinstance(step, CreateBlind | DeleteBlind):
         assert (planned.action, planned.detail) == describe(step)
+
+
+@st.composite
+def steady_objects(draw: st.DrawFn) -> AnyResource:
+    """An object the ladder can find steady: not paused, valid policies managing it fully,
+    not being deleted, its create recorded, the engine's finalizer on."""
+    choices = {
+        ANNOTATION_PAUSED: _maybe(st.just("false")),
+        ANNOTATION_DELETION_POLICY: _maybe(st.sampled_from(["Delete", "Orphan"])),
+        ANNOTATION_MANAGEMENT_POLICY: _maybe(st.just("Full")),
+        ANNOTATION_ADOPT: _maybe(st.sampled_from(["true", "false"])),
+        ANNOTATION_CREATE_PENDING: _maybe(st.just(STAMP)),
+        ANNOTATION_EXTERNAL_IDENTITY: _maybe(st.sampled_from(["one", "two"])),
+    }
+    annotations = {name: value for name, values in choices.items() if (value := draw(values)) is not None}
+    return resource(
+        {**annotations, **SUCCEEDED},
+        finalizers=(FINALIZER, *draw(st.lists(st.just("x.dev/hold"), max_size=1))),
+        generation=draw(st.integers(1, 3)),
+        observed_generation=draw(st.integers(0, 3)),
+        synced=draw(st.booleans()),
+    )
+
+
+@given(obj=steady_objects(), kind=kinds, observation=observations.filter(lambda o: o is not None))
+def test_the_steady_memo_asks_the_ladder(obj: AnyResource, kind: Kind, observation: Observation) -> None:
+    """The memo's question at a poll (:func:`steady_again`: only the rungs that read the
+    observation) answers as the whole ladder does, for an object found steady before."""
+    assert decide(obj, kind, MINE) is STEADY
+    assert steady_again(obj, kind, observation) == (decide(obj, kind, observation) is STEADY)

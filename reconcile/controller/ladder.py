@@ -2,7 +2,8 @@
 kind's flags and what observing found (or None before any look). Pure: no I/O, no store,
 no provider call. The managed reconciler executes the step it returns, :func:`plan`
 (``reconcile plan``) prints it, and the reconciler's steady memo asks it whether an object
-is steady: one ladder, so ``plan`` says what ``run`` does by construction.
+is steady (:data:`STEADY`, and at each poll :func:`steady_again`): one ladder, so ``plan``
+says what ``run`` does by construction.
 
 The rungs, in order:
 
@@ -73,6 +74,7 @@ __all__ = [
     "Update",
     "decide",
     "owned",
+    "steady_again",
 ]
 
 
@@ -346,6 +348,19 @@ def decide(obj: AnyResource, kind: Flags, observation: Observation | None) -> St
         )
         return RecordFound(how, add_finalizer)
     return _STEADY_UNFINALIZED if add_finalizer else STEADY
+
+
+def steady_again(obj: AnyResource, kind: Flags, observation: Observation) -> bool:
+    """Whether ``obj``, for which :func:`decide` answered :data:`STEADY` with an earlier
+    observation, is steady with this one: ``decide(obj, kind, observation) is STEADY``,
+    climbing again only the rungs that read the observation (there, ours, up to date),
+    since those of the object alone give what they gave while it is the same object. The
+    steady memo's question at every poll and resync of a converged object."""
+    return (
+        observation.exists
+        and observation.up_to_date
+        and owned(obj, observation, provider_decides=kind.exclusive_create)
+    )
 
 
 def _unrecorded(obj: AnyResource, kind: Flags) -> bool:

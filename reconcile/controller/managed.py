@@ -60,6 +60,7 @@ from reconcile.controller.ladder import (
     Step,
     Update,
     decide,
+    steady_again,
 )
 from reconcile.controller.reconciling import Request, Result
 from reconcile.controller.recording import Recording, with_identity
@@ -158,14 +159,15 @@ class ManagedReconciler(Recording):
         if self._steady.get(key) is not obj:
             return await self._pass(key, obj, None)
         # The common case of a poll or a resync: nothing in the object changed since a
-        # pass found its status already saying so (every check of the object alone
-        # passed then, and would again): only what the provider observes may differ.
+        # pass found it steady with its status already saying so (every rung of the
+        # ladder that reads the object alone gave the same then): only what the provider
+        # observes may differ.
         external = self._client if self._client is not None else await self._external()
         try:
             observation: Observation = await self._call("observe", external.observe, obj)
         except Exception as exc:  # noqa: BLE001 - recorded, then classified and re-raised
             await self._observe_failed(obj, exc)
-        if decide(obj, self.kind, observation) is STEADY and getattr(obj.status, "at_provider", None) in (
+        if steady_again(obj, self.kind, observation) and getattr(obj.status, "at_provider", None) in (
             None,
             observation.observed,
         ):
