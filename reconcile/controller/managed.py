@@ -32,13 +32,13 @@ marker and not the identity our own last create or update recorded
 
 from __future__ import annotations
 
-import logging
 import random
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
 from reconcile.controller.calling import ProviderCalls
 from reconcile.controller.context import Context
+from reconcile.controller.failing import Failing
 from reconcile.controller.ladder import (
     STEADY,
     Adopt,
@@ -63,12 +63,11 @@ from reconcile.controller.ladder import (
     steady_again,
 )
 from reconcile.controller.reconciling import Request, Result
-from reconcile.controller.recording import Recording, with_identity
-from reconcile.controller.statuses import Action, Verdict, cannot_tell, new_status, repeats
+from reconcile.controller.recording import with_identity
+from reconcile.controller.statuses import Action, Verdict, new_status, repeats
 from reconcile.errors import (
     DeadlineExceededError,
     NotOwnedError,
-    PermanentError,
     TerminalError,
 )
 from reconcile.model.conditions import ConditionStatus
@@ -90,8 +89,6 @@ from reconcile.model.serde import parse_timestamp
 
 __all__ = ["ENGINE_MANAGER", "ManagedReconciler"]
 
-LOG = logging.getLogger("reconcile.managed")
-
 ENGINE_MANAGER = "reconcile-engine"
 TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
 SUCCESS = Verdict(TRUE, "ReconcileSuccess")
@@ -100,7 +97,7 @@ AVAILABLE = Verdict(TRUE, "Available")
 _SETTLE_POLL = 1.0
 
 
-class ManagedReconciler(Recording):
+class ManagedReconciler(Failing):
     """Drives one provider kind through observe / create / update / delete."""
 
     def __init__(
@@ -242,20 +239,6 @@ class ManagedReconciler(Recording):
         else:
             self._steady[key] = obj  # the next pass over this very object takes the short way
         return self._poll()
-
-    def _still_given_up(self, obj: AnyResource) -> None:
-        """Raise TerminalError again, without calling the provider, when the last attempt
-        failed permanently and neither the spec (its generation) nor the annotations
-        changed since: "no retry until the spec changes", resyncs included."""
-        meta = obj.metadata
-        gave_up = self._gave_up.get(obj.key)
-        if gave_up is None:
-            return
-        if gave_up != (meta.uid, meta.generation, meta.annotations):
-            del self._gave_up[obj.key]
-            return
-        synced = obj.status.condition("Synced")
-        raise TerminalError(synced.message if synced is not None else "failed permanently")
 
     def _poll(self) -> Result:
         spread = self.poll_interval * self.poll_jitter
@@ -509,44 +492,6 @@ class ManagedReconciler(Recording):
                         return Result(requeue=True)
         await self._release(obj, FINALIZER, events)
         return None
-
-    async def _failed(
-        self, obj: AnyResource, exc: BaseException, *, ready: Verdict | None = None
-    ) -> NoReturn:
-        """Say why in Synced (and what ``ready`` says in Ready), then let the controller
-        retry (or not, for permanent errors)."""
-        self._steady.pop(obj.key, None)
-        permanent = isinstance(exc, PermanentError)
-        reason = ActionType.NOT_OWNED if isinstance(exc, NotOwnedError) else "ReconcileError"
-        try:
-            await self._status(
-                obj, synced=Verdict(FALSE, reason, str(exc) or type(exc).__name__), ready=ready
-            )
-        except Exception:
-            LOG.exception("%s: could not record the failure in status", obj.key)
-        if permanent:
-            meta = obj.metadata
-            self._gave_up[obj.key] = (meta.uid, meta.generation, dict(meta.annotations))
-            raise TerminalError(str(exc)) from exc
-        raise exc
-
-    # -- helpers -------------------------------------------------------------------------------
-
-    async def _observe(self, obj: AnyResource, external: ExternalClient) -> Observation:
-        try:
-            observation: Observation = await self._call("observe", external.observe, obj)
-        except Exception as exc:  # noqa: BLE001 - recorded, then classified and re-raised
-            await self._observe_failed(obj, exc)
-        return observation
-
-    async def _observe_failed(self, obj: AnyResource, exc: Exception) -> NoReturn:
-        """Record ObserveFailed, say why in status, raise (see :meth:`_failed`). Ready
-        turns Unknown (Kubernetes' "we cannot tell"): a Ready=True left from an earlier
-        look is no longer known to hold, and a reader must not trust it; the message
-        keeps when it was last known Ready."""
-        if not repeats(obj, exc):
-            await self._act(obj, [Action(ActionType.OBSERVE_FAILED, str(exc))])
-        await self._failed(obj, exc, ready=cannot_tell(obj, exc))
 
     async def close(self) -> None:
         """Release what the reconciler holds beyond its calls (the deadline watchdog)."""
