@@ -543,4 +543,4 @@ def test_the_steady_memo_asks_the_ladder(obj: AnyResource, kind: Kind, observati
     """The memo's question at a poll (:func:`steady_again`: only the rungs that read the
     observation) answers as the whole ladder does, for an object found steady before."""
     assert decide(obj, kind, MINE) is STEADY
-    assert steady_again(obj, kind, observation) == (decide(obj, kind, observation) is STEADY)
+    assert steady_again(obj, observation) == (decide(obj, kind, observation) is STEADY)

@@ -350,16 +350,18 @@ def decide(obj: AnyResource, kind: Flags, observation: Observation | None) -> St
     return _STEADY_UNFINALIZED if add_finalizer else STEADY
 
 
-def steady_again(obj: AnyResource, kind: Flags, observation: Observation) -> bool:
+def steady_again(obj: AnyResource, observation: Observation) -> bool:
     """Whether ``obj``, for which :func:`decide` answered :data:`STEADY` with an earlier
-    observation, is steady with this one: ``decide(obj, kind, observation) is STEADY``,
-    climbing again only the rungs that read the observation (there, ours, up to date),
-    since those of the object alone give what they gave while it is the same object. The
-    steady memo's question at every poll and resync of a converged object."""
+    observation, is steady with this one (``decide(obj, kind, observation) is STEADY``).
+
+    Only the rungs that read the observation are climbed again (there, ours, up to date):
+    those of the object alone give what they gave while it is the same object. The steady
+    memo's question at every poll and resync of a converged object. Ours by
+    :func:`reconcile.ours` alone, whatever the kind: :func:`owned`'s interrupted create is
+    no case of a steady object, whose create was recorded.
+    """
     return (
-        observation.exists
-        and observation.up_to_date
-        and owned(obj, observation, provider_decides=kind.exclusive_create)
+        observation.exists and observation.up_to_date and ours(obj, observation.owner, observation.identity)
     )
 
 

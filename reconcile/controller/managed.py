@@ -164,7 +164,7 @@ class ManagedReconciler(Failing):
             observation: Observation = await self._call("observe", external.observe, obj)
         except Exception as exc:  # noqa: BLE001 - recorded, then classified and re-raised
             await self._observe_failed(obj, exc)
-        if steady_again(obj, self.kind, observation) and getattr(obj.status, "at_provider", None) in (
+        if steady_again(obj, observation) and getattr(obj.status, "at_provider", None) in (
             None,
             observation.observed,
         ):
