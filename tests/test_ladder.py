@@ -544,3 +544,20 @@ def test_the_steady_memo_asks_the_ladder(obj: AnyResource, kind: Kind, observati
     observation) answers as the whole ladder does, for an object found steady before."""
     assert decide(obj, kind, MINE) is STEADY
     assert steady_again(obj, observation) == (decide(obj, kind, observation) is STEADY)
+
+
+def test_plan_prints_where_a_run_stops(capsys: pytest.CaptureFixture[str]) -> None:
+    """A step where a run stops is an ``error`` of its own in the summary, not a failed
+    observe."""
+    from reconcile.cli import planning  # noqa: PLC0415
+
+    obj = resource(PENDING)
+    stop = CreatePendingUnknown(CREATE_PENDING_UNKNOWN_MESSAGE)
+    planned = [
+        Planned(obj.key, *describe(stop), step=stop),
+        Planned(obj.key, "error", "connection refused", step=NeedsObservation(deleting=False)),
+    ]
+    planning._print(planned)
+    summary = capsys.readouterr().out.splitlines()[-1]
+    assert summary.endswith("; 0 unchanged, 1 could not be observed, 1 where a run stops.")
+    assert [planning._stops(p) for p in planned] == [True, False]

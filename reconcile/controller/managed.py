@@ -184,7 +184,7 @@ class ManagedReconciler(Failing):
         if isinstance(step, InvalidPolicy):
             await self._status(obj, synced=Verdict(FALSE, "InvalidPolicy", step.message))
             raise TerminalError(step.message)
-        if obj.metadata.deletion_timestamp is not None:
+        if obj.metadata.deletion_timestamp is not None:  # the ladder's deleting rungs
             return await self._finalize(obj, step)
         if self._gave_up:
             self._still_given_up(obj)
