@@ -1,9 +1,10 @@
 """The decision ladder of the managed lifecycle: what to do for one object now, given its
 kind's flags and what observing found (or None before any look). Pure: no I/O, no store,
 no provider call. The managed reconciler executes the step it returns,
-:func:`~reconcile.controller.planning.plan` (``reconcile plan``) prints it, and the reconciler's steady memo asks it whether an object
-is steady (:data:`STEADY`, and at each poll :func:`steady_again`): one ladder, so ``plan``
-says what ``run`` does by construction.
+:func:`~reconcile.controller.planning.plan` (``reconcile plan``) prints it, and the
+reconciler's steady memo asks it whether an object is steady (:data:`STEADY`, and at
+each poll :func:`steady_again`): one ladder, so ``plan`` says what ``run`` does by
+construction.
 
 The rungs, in order:
 
