@@ -51,6 +51,8 @@ from reconcile.model.external import (
 from reconcile.model.resource import AnyResource
 
 __all__ = [
+    "CREATE_PENDING_UNKNOWN_MESSAGE",
+    "INVALID_POLICY_MESSAGE",
     "NO_FLAGS",
     "STEADY",
     "Adopt",
@@ -64,6 +66,7 @@ __all__ = [
     "Flags",
     "InvalidPolicy",
     "NeedsObservation",
+    "NoFlags",
     "NotOwned",
     "ObserveOnly",
     "Orphan",
