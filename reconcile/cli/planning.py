@@ -31,6 +31,7 @@ from reconcile.cli.remembering import with_remembered_config
 from reconcile.cli.rendering import as_json, table
 from reconcile.cli.saving import SavedDocument, SavedPlan, now, save_plan
 from reconcile.cli.settings import Settings
+from reconcile.controller.ladder import CreatePendingUnknown, InvalidPolicy
 from reconcile.controller.planning import ACTIONS, CHANGES, Planned, plan
 from reconcile.model import Kind
 from reconcile.model.discovery import discover_providers
@@ -128,7 +129,9 @@ def show_plan(
         _print(planned)
     errors = [p for p in planned if p.action == "error"]
     if errors:
-        raise Failure(*(f"{_name(p)}: cannot observe: {p.detail}" for p in errors))
+        raise Failure(
+            *(f"{_name(p)}: {'run stops' if _stops(p) else 'cannot observe'}: {p.detail}" for p in errors)
+        )
     if out is not None:
         _save(out, snapshot, planned)
         click.echo(f"Saved the plan to {out}: `reconcile apply {out}` applies exactly it.", err=True)
@@ -233,7 +236,7 @@ async def _observe_all(
             async with slots:
                 try:
                     async with asyncio.timeout(timeout):
-                        return await plan(obj, clients[name], provider_decides=kind.exclusive_create)
+                        return await plan(obj, clients[name], kind)
                 except TimeoutError:
                     return Planned(obj.key, "error", f"observe did not answer within {timeout:g} s")
 
@@ -242,6 +245,11 @@ async def _observe_all(
         for external in clients.values():
             with contextlib.suppress(Exception):
                 await external.close()
+
+
+def _stops(planned: Planned) -> bool:
+    """Whether an error is where a run would stop (not a failed observe)."""
+    return isinstance(planned.step, InvalidPolicy | CreatePendingUnknown)
 
 
 def _name(planned: Planned) -> str:
@@ -277,5 +285,7 @@ def _print(planned: Sequence[Planned]) -> None:
         f"{counts['adopt']} to adopt, {counts['orphan']} to orphan; {counts['nothing']} unchanged"
     )
     extra = [f"{counts['refuse']} not ours (left alone)"] if counts["refuse"] else []
-    extra += [f"{counts['error']} could not be observed"] if counts["error"] else []
+    stops = sum(1 for p in planned if p.action == "error" and _stops(p))
+    extra += [f"{counts['error'] - stops} could not be observed"] if counts["error"] - stops else []
+    extra += [f"{stops} where a run stops"] if stops else []
     click.echo(summary + "".join(f", {e}" for e in extra) + ".")

@@ -1,17 +1,13 @@
 """The managed reconciler: the engine's generic loop for provider kinds (after Crossplane).
 
-For each key it reads the object from the informer's cache and then:
-
-1. **Paused** (annotation ``reconcile.dev/paused: "true"``): says so in ``Synced`` and
-   does nothing else.
-2. **Deleting**: with the ``Delete`` policy, deletes the external resource (if it exists
-   and is ours) and removes the finalizer once it is gone; with ``Orphan`` or
-   ``ObserveOnly``, just removes the finalizer.
-3. Otherwise adds its finalizer, **observes**, and then creates, updates (recording
-   ``DriftDetected`` when the spec had not changed) or only reports. A resource of an
-   ``exclusive_create`` kind that was never reconciled is created without observing
-   first: the provider's create refuses one that exists and is not ours
-   (``NotOwnedError``, recorded as ``NotOwned``), so the look before would only cost a call.
+For each key it reads the object from the informer's cache, asks the decision ladder
+(:mod:`reconcile.controller.ladder`: pause, policies, deletion, markers, finalizer,
+ownership, create / adopt / update / steady) for the step to take, observing first when
+the step depends on what is outside, and executes it: a status that says so (paused, an
+invalid policy, observe only, not ours), a delete or the release of the finalizer, an
+adoption, a create, an update (recording ``DriftDetected`` when the spec had not
+changed), the record of a resource found in place, or only a report. ``plan`` prints the
+same step.
 
 After acting it records the outcome with the status that follows, from the observation
 the provider's call returned or, when it returned none, from observing again.
@@ -36,21 +32,42 @@ marker and not the identity our own last create or update recorded
 
 from __future__ import annotations
 
-import logging
 import random
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
 from reconcile.controller.calling import ProviderCalls
 from reconcile.controller.context import Context
-from reconcile.controller.planning import owned, with_identity
+from reconcile.controller.failing import Failing
+from reconcile.controller.ladder import (
+    STEADY,
+    Adopt,
+    Create,
+    CreateBlind,
+    CreatePendingUnknown,
+    Delete,
+    DeleteBlind,
+    Finalized,
+    InvalidPolicy,
+    NeedsObservation,
+    NotOwned,
+    ObserveOnly,
+    Orphan,
+    Paused,
+    RecordFound,
+    SkipDelete,
+    Steady,
+    Step,
+    Update,
+    decide,
+    steady_again,
+)
 from reconcile.controller.reconciling import Request, Result
-from reconcile.controller.recording import Recording
-from reconcile.controller.statuses import Action, Verdict, cannot_tell, new_status, repeats
+from reconcile.controller.recording import with_identity
+from reconcile.controller.statuses import Action, Verdict, new_status, repeats
 from reconcile.errors import (
     DeadlineExceededError,
     NotOwnedError,
-    PermanentError,
     TerminalError,
 )
 from reconcile.model.conditions import ConditionStatus
@@ -59,26 +76,18 @@ from reconcile.model.external import (
     ANNOTATION_ADOPT,
     ANNOTATION_CREATE_PENDING,
     ANNOTATION_CREATE_SUCCEEDED,
-    ANNOTATION_DELETION_POLICY,
     ANNOTATION_EXTERNAL_IDENTITY,
     ANNOTATION_EXTERNAL_NAME,
-    ANNOTATION_MANAGEMENT_POLICY,
-    ANNOTATION_PAUSED,
-    DELETION_POLICIES,
     FINALIZER,
-    MANAGEMENT_POLICIES,
     Created,
     ExternalClient,
     Observation,
-    ours,
 )
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
 from reconcile.model.serde import parse_timestamp
 
 __all__ = ["ENGINE_MANAGER", "ManagedReconciler"]
-
-LOG = logging.getLogger("reconcile.managed")
 
 ENGINE_MANAGER = "reconcile-engine"
 TRUE, FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
@@ -88,7 +97,7 @@ AVAILABLE = Verdict(TRUE, "Available")
 _SETTLE_POLL = 1.0
 
 
-class ManagedReconciler(Recording):
+class ManagedReconciler(Failing):
     """Drives one provider kind through observe / create / update / delete."""
 
     def __init__(
@@ -147,84 +156,79 @@ class ManagedReconciler(Recording):
         if self._steady.get(key) is not obj:
             return await self._pass(key, obj, None)
         # The common case of a poll or a resync: nothing in the object changed since a
-        # pass found its status already saying so (every check of the object alone
-        # passed then, and would again): only what the provider observes may differ.
+        # pass found it steady with its status already saying so (every rung of the
+        # ladder that reads the object alone gave the same then): only what the provider
+        # observes may differ.
         external = self._client if self._client is not None else await self._external()
         try:
             observation: Observation = await self._call("observe", external.observe, obj)
         except Exception as exc:  # noqa: BLE001 - recorded, then classified and re-raised
             await self._observe_failed(obj, exc)
-        if (
-            observation.exists
-            and observation.up_to_date
-            and ours(obj, observation.owner, observation.identity)
-            and getattr(obj.status, "at_provider", None) in (None, observation.observed)
+        if steady_again(obj, observation) and getattr(obj.status, "at_provider", None) in (
+            None,
+            observation.observed,
         ):
             return self._poll()
         del self._steady[key]
         return await self._pass(key, obj, observation)
 
     async def _pass(self, key: ObjectKey, obj: AnyResource, observed: Observation | None) -> Result | None:
-        """The whole pass: every check of the object, then observe (unless ``observed``
-        already) and act on what was found."""
-        annotations = obj.metadata.annotations
-        if annotations.get(ANNOTATION_PAUSED) == "true":
+        """The whole pass: the ladder's step (observing first, unless ``observed``
+        already, when the step depends on it), executed."""
+        step = decide(obj, self.kind, observed)
+        if isinstance(step, Paused):
             await self._status(
                 obj, synced=Verdict(FALSE, "ReconcilePaused", "reconciliation is paused by annotation")
             )
             return None
-        deletion = annotations.get(ANNOTATION_DELETION_POLICY, "Delete")
-        management = annotations.get(ANNOTATION_MANAGEMENT_POLICY, "Full")
-        if deletion not in DELETION_POLICIES or management not in MANAGEMENT_POLICIES:
-            message = (
-                f"{ANNOTATION_DELETION_POLICY} must be one of {', '.join(DELETION_POLICIES)} and "
-                f"{ANNOTATION_MANAGEMENT_POLICY} one of {', '.join(MANAGEMENT_POLICIES)}"
-            )
-            await self._status(obj, synced=Verdict(FALSE, "InvalidPolicy", message))
-            raise TerminalError(message)
-        if obj.metadata.deletion_timestamp is not None:
-            return await self._finalize(obj, deletion, management)
+        if isinstance(step, InvalidPolicy):
+            await self._status(obj, synced=Verdict(FALSE, "InvalidPolicy", step.message))
+            raise TerminalError(step.message)
+        if obj.metadata.deletion_timestamp is not None:  # the ladder's deleting rungs
+            return await self._finalize(obj, step)
         if self._gave_up:
             self._still_given_up(obj)
         external = self._client if self._client is not None else await self._external()
-        if management == "Full" and self._unrecorded(obj):
-            return await self._create(key, obj, external)
-        if observed is not None:
-            observation = observed
-        else:
-            observation = await self._observe(obj, external)
-        if management == "ObserveOnly":
-            ready = AVAILABLE if observation.exists else Verdict(FALSE, "NotFound", "does not exist")
+        if isinstance(step, CreateBlind):
+            return await self._create(key, obj, external, recreate=False)
+        observation = observed if observed is not None else await self._observe(obj, external)
+        if isinstance(step, NeedsObservation):
+            step = decide(obj, self.kind, observation)
+        return await self._observed(key, obj, external, step, observation)
+
+    async def _observed(
+        self, key: ObjectKey, obj: AnyResource, external: ExternalClient, step: Step, observation: Observation
+    ) -> Result | None:
+        """Execute a step decided by what observing found."""
+        if isinstance(step, ObserveOnly):
+            ready = AVAILABLE if step.exists else Verdict(FALSE, "NotFound", "does not exist")
             await self._status(
                 obj, observation, ready=ready, synced=Verdict(TRUE, "ReconcileSuccess", "observe only")
             )
             return self._poll()
-        if observation.exists and not self._owned(obj, observation):
-            if annotations.get(ANNOTATION_ADOPT) == "true":
-                return await self._adopt(obj, external, observation)
+        if isinstance(step, Adopt):
+            return await self._adopt(obj, external, observation)
+        if isinstance(step, NotOwned):
             await self._not_owned(obj, observation)
-        if not observation.exists:
-            return await self._create(key, obj, external)
-        if FINALIZER not in obj.metadata.finalizers:
+        if isinstance(step, CreatePendingUnknown):
+            await self._status(obj, synced=Verdict(FALSE, "CreatePendingUnknown", step.message))
+            raise TerminalError(step.message)
+        if isinstance(step, Create):
+            return await self._create(key, obj, external, recreate=step.recreate)
+        assert isinstance(step, Update | RecordFound | Steady), step
+        if step.add_finalizer:
             # (A create adds it in the same write as its pending marker.)
             obj = await self.client.add_finalizer(
                 self.kind, obj.metadata.name, FINALIZER, namespace=obj.metadata.namespace
             )
-        if not observation.up_to_date:
-            return await self._update(key, obj, external, observation)
+        if isinstance(step, Update):
+            return await self._update(key, obj, external, observation, step)
         ready, synced = AVAILABLE, SUCCESS
-        if ANNOTATION_CREATE_SUCCEEDED not in annotations:
-            # A create whose success was not recorded (a crash came between), or an
-            # external resource the provider reports as ours already: record it now.
-            how = (
-                "found after an interrupted create"
-                if ANNOTATION_CREATE_PENDING in annotations
-                else observation.found or "found in place, marked as this resource's"
-            )
+        if isinstance(step, RecordFound):
             found = {ANNOTATION_CREATE_SUCCEEDED: self._now(), ANNOTATION_CREATE_PENDING: None}
             await self._act(
                 obj,
-                [Action(ActionType.CREATE_SUCCEEDED, how)],
+                [Action(ActionType.CREATE_SUCCEEDED, step.how)],
                 annotations=with_identity(obj, observation, found, ours_for_sure=False),
                 status=self._new_status(obj, observation, synced=synced, ready=ready),
             )
@@ -236,50 +240,18 @@ class ManagedReconciler(Recording):
             self._steady[key] = obj  # the next pass over this very object takes the short way
         return self._poll()
 
-    def _still_given_up(self, obj: AnyResource) -> None:
-        """Raise TerminalError again, without calling the provider, when the last attempt
-        failed permanently and neither the spec (its generation) nor the annotations
-        changed since: "no retry until the spec changes", resyncs included."""
-        meta = obj.metadata
-        gave_up = self._gave_up.get(obj.key)
-        if gave_up is None:
-            return
-        if gave_up != (meta.uid, meta.generation, meta.annotations):
-            del self._gave_up[obj.key]
-            return
-        synced = obj.status.condition("Synced")
-        raise TerminalError(synced.message if synced is not None else "failed permanently")
-
-    def _unrecorded(self, obj: AnyResource) -> bool:
-        """Whether to create without observing first: the provider's create refuses a
-        resource that is not ours (``exclusive_create``), the object was never reconciled
-        (no Synced condition: after a refusal the next passes observe, as for any
-        NotOwned), and nothing says it was ever created or is to be adopted."""
-        annotations = obj.metadata.annotations
-        return (
-            self.kind.exclusive_create
-            and not (
-                ANNOTATION_CREATE_SUCCEEDED in annotations
-                or ANNOTATION_CREATE_PENDING in annotations
-                or ANNOTATION_ADOPT in annotations
-            )
-            and obj.status.condition("Synced") is None
-        )
-
     def _poll(self) -> Result:
         spread = self.poll_interval * self.poll_jitter
         return Result(requeue_after=self.poll_interval + spread * (2 * self._random() - 1))
 
-    def _owned(self, obj: AnyResource, observation: Observation) -> bool:
-        return owned(obj, observation, provider_decides=self.kind.exclusive_create)
-
     # -- actions -------------------------------------------------------------------------------
 
-    async def _create(self, key: ObjectKey, obj: AnyResource, external: ExternalClient) -> Result | None:
-        annotations = obj.metadata.annotations
-        succeeded = annotations.get(ANNOTATION_CREATE_SUCCEEDED)
+    async def _create(
+        self, key: ObjectKey, obj: AnyResource, external: ExternalClient, *, recreate: bool
+    ) -> Result | None:
         requested: list[Action] = []
-        if succeeded is not None:
+        if recreate:
+            succeeded = obj.metadata.annotations[ANNOTATION_CREATE_SUCCEEDED]
             age = self._wall() - parse_timestamp(succeeded).timestamp()
             if age < self.creation_grace:
                 reason = "waiting for the external system to show the created resource"
@@ -292,14 +264,6 @@ class ManagedReconciler(Recording):
             requested.append(
                 Action(ActionType.DRIFT_DETECTED, "the external resource was deleted out of band")
             )
-        elif ANNOTATION_CREATE_PENDING in annotations and not self.kind.deterministic_identity:
-            message = (
-                "a create was interrupted before its outcome was recorded, and this kind's external "
-                "identity is not deterministic: the resource may or may not exist. Check the external "
-                f"system, then remove the {ANNOTATION_CREATE_PENDING} annotation to create again"
-            )
-            await self._status(obj, synced=Verdict(FALSE, "CreatePendingUnknown", message))
-            raise TerminalError(message)
         requested.append(Action(ActionType.CREATE_REQUESTED))
         if self.kind.atomic_create and FINALIZER in obj.metadata.finalizers:
             # Nothing to write first: the finalizer came with the apply, and a crash after
@@ -366,18 +330,20 @@ class ManagedReconciler(Recording):
         )
 
     async def _update(
-        self, key: ObjectKey, obj: AnyResource, external: ExternalClient, observation: Observation
+        self,
+        key: ObjectKey,
+        obj: AnyResource,
+        external: ExternalClient,
+        observation: Observation,
+        step: Update,
     ) -> Result | None:
         requested: list[Action] = []
-        if obj.status.observed_generation == obj.metadata.generation:
+        if step.drift:
             # The spec has not changed since we last made it so: the world moved.
             requested.append(
-                Action(
-                    ActionType.DRIFT_DETECTED,
-                    observation.diff or "the external resource differs from the spec",
-                )
+                Action(ActionType.DRIFT_DETECTED, step.diff or "the external resource differs from the spec")
             )
-        requested.append(Action(ActionType.UPDATE_REQUESTED, observation.diff))
+        requested.append(Action(ActionType.UPDATE_REQUESTED, step.diff))
         # Nothing written before the call: an update of a resource that is ours needs no
         # crash marker (after a crash, the next pass observes and updates again), so the
         # request is recorded with its outcome and the status, in one write.
@@ -431,25 +397,19 @@ class ManagedReconciler(Recording):
         status = self._new_status(obj, observation, synced=synced, ready=ready)
         written = await self._act(obj, events, annotations=annotations, status=status)
         if ready is AVAILABLE:
-            self._remember_steady(key, written)
+            self._remember_steady(key, written, observation)
         return result
 
-    def _remember_steady(self, key: ObjectKey, obj: AnyResource) -> None:
-        """Remember ``obj`` (what the cache now holds) as steady when a pass over it would
-        find nothing to do after observing: the checks of the object alone pass, and its
-        status already says Synced and Ready for its generation. The next poll or resync
-        of it then takes the short way (a converged object's first resync included)."""
-        meta = obj.metadata
-        annotations = meta.annotations
+    def _remember_steady(self, key: ObjectKey, obj: AnyResource, observation: Observation) -> None:
+        """Remember ``obj`` (what the cache now holds, written from ``observation``) as
+        steady when a pass over it with that observation would find nothing to do: the
+        ladder says :data:`STEADY` and its status already says Synced and Ready for its
+        generation. The next poll or resync of it then takes the short way (a converged
+        object's first resync included)."""
         if (
-            meta.deletion_timestamp is None
-            and FINALIZER in meta.finalizers
-            and ANNOTATION_CREATE_SUCCEEDED in annotations
-            and annotations.get(ANNOTATION_PAUSED) != "true"
-            and annotations.get(ANNOTATION_DELETION_POLICY, "Delete") in DELETION_POLICIES
-            and annotations.get(ANNOTATION_MANAGEMENT_POLICY, "Full") == "Full"
-            and new_status(obj, None, self._wall, synced=SUCCESS, ready=AVAILABLE) is None
-            and key not in self._gave_up
+            key not in self._gave_up
+            and decide(obj, self.kind, observation) is STEADY
+            and new_status(obj, observation, self._wall, synced=SUCCESS, ready=AVAILABLE) is None
         ):
             self._steady[key] = obj  # (the queue's own key: a new one per object would cost memory)
 
@@ -494,28 +454,24 @@ class ManagedReconciler(Recording):
         )
         return Result(requeue=True)
 
-    async def _finalize(self, obj: AnyResource, deletion: str, management: str) -> Result | None:
+    async def _finalize(self, obj: AnyResource, step: Step) -> Result | None:
         """Clean up, then record what was done and release the finalizer in one write
         (the object goes with it). Nothing is written before the external delete: after a
         crash during it, the next pass finds the resource gone, or deletes it again."""
-        if FINALIZER not in obj.metadata.finalizers:
+        if isinstance(step, Finalized):
             return None
         events: list[Action] = []
-        if deletion == "Delete" and management == "Full":
+        if isinstance(step, Orphan):
+            policies = f"deletion policy {step.deletion}, management policy {step.management}"
+            events = [Action(ActionType.ORPHANED, policies)]
+        else:
             external = await self._external()
-            annotations = obj.metadata.annotations
-            # An exclusive delete checks whose the resource is itself: no look first, when
-            # its create was recorded (an interrupted one may have left it unmarked).
-            blind = (
-                self.kind.exclusive_delete
-                and ANNOTATION_CREATE_SUCCEEDED in annotations
-                and ANNOTATION_CREATE_PENDING not in annotations
-            )
-            observation = None if blind else await self._observe(obj, external)
+            if isinstance(step, NeedsObservation):
+                step = decide(obj, self.kind, await self._observe(obj, external))
             skipped = "the external resource is not ours; it is left alone"
-            if observation is not None and observation.exists and not self._owned(obj, observation):
+            if isinstance(step, SkipDelete):
                 events = [Action(ActionType.DELETE_SKIPPED, skipped)]
-            elif observation is None or observation.exists:
+            elif isinstance(step, Delete | DeleteBlind):
                 requested = Action(ActionType.DELETE_REQUESTED)
                 try:
                     after: Observation | None = await self._call("delete", external.delete, obj)
@@ -534,49 +490,8 @@ class ManagedReconciler(Recording):
                         )
                         await self._act(obj, events, status=status)
                         return Result(requeue=True)
-        else:
-            policies = f"deletion policy {deletion}, management policy {management}"
-            events = [Action(ActionType.ORPHANED, policies)]
         await self._release(obj, FINALIZER, events)
         return None
-
-    async def _failed(
-        self, obj: AnyResource, exc: BaseException, *, ready: Verdict | None = None
-    ) -> NoReturn:
-        """Say why in Synced (and what ``ready`` says in Ready), then let the controller
-        retry (or not, for permanent errors)."""
-        self._steady.pop(obj.key, None)
-        permanent = isinstance(exc, PermanentError)
-        reason = ActionType.NOT_OWNED if isinstance(exc, NotOwnedError) else "ReconcileError"
-        try:
-            await self._status(
-                obj, synced=Verdict(FALSE, reason, str(exc) or type(exc).__name__), ready=ready
-            )
-        except Exception:
-            LOG.exception("%s: could not record the failure in status", obj.key)
-        if permanent:
-            meta = obj.metadata
-            self._gave_up[obj.key] = (meta.uid, meta.generation, dict(meta.annotations))
-            raise TerminalError(str(exc)) from exc
-        raise exc
-
-    # -- helpers -------------------------------------------------------------------------------
-
-    async def _observe(self, obj: AnyResource, external: ExternalClient) -> Observation:
-        try:
-            observation: Observation = await self._call("observe", external.observe, obj)
-        except Exception as exc:  # noqa: BLE001 - recorded, then classified and re-raised
-            await self._observe_failed(obj, exc)
-        return observation
-
-    async def _observe_failed(self, obj: AnyResource, exc: Exception) -> NoReturn:
-        """Record ObserveFailed, say why in status, raise (see :meth:`_failed`). Ready
-        turns Unknown (Kubernetes' "we cannot tell"): a Ready=True left from an earlier
-        look is no longer known to hold, and a reader must not trust it; the message
-        keeps when it was last known Ready."""
-        if not repeats(obj, exc):
-            await self._act(obj, [Action(ActionType.OBSERVE_FAILED, str(exc))])
-        await self._failed(obj, exc, ready=cannot_tell(obj, exc))
 
     async def close(self) -> None:
         """Release what the reconciler holds beyond its calls (the deadline watchdog)."""

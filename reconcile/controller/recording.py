@@ -1,5 +1,6 @@
 """How the managed reconciler writes what it did: action events with their bookkeeping
-(markers, finalizer, status) in one atomic write, and status alone when only it changed."""
+(markers, finalizer, status) in one atomic write, and status alone when only it changed;
+the identity of the external resource recorded with them (:func:`with_identity`)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import attrs
 from reconcile.controller.caching import CachedClient
 from reconcile.controller.statuses import Action, Verdict, new_status
 from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
-from reconcile.model.external import Observation
+from reconcile.model.external import ANNOTATION_EXTERNAL_IDENTITY, Observation
 from reconcile.model.resource import AnyResource
 from reconcile.model.serde import format_epoch
 
-__all__ = ["Recording"]
+__all__ = ["Recording", "with_identity"]
 
 
 class Recording:
@@ -95,3 +96,24 @@ class Recording:
 
     def _now(self) -> str:
         return format_epoch(self._wall())
+
+
+def with_identity(
+    obj: AnyResource,
+    observation: Observation,
+    annotations: dict[str, str | None] | None,
+    *,
+    ours_for_sure: bool,
+) -> dict[str, str | None] | None:
+    """``annotations`` with the identity ``observation`` reports recorded, when it is what
+    our own call left (``ours_for_sure``: the call's answer; otherwise a look that finds
+    our mark) and differs from the record: what an unmarked resource is later compared
+    with (:func:`reconcile.ours`). Never from a look that does not prove it ours."""
+    identity = observation.identity
+    if (
+        identity is None
+        or not (ours_for_sure or observation.owner == obj.metadata.uid)
+        or identity == obj.metadata.annotations.get(ANNOTATION_EXTERNAL_IDENTITY)
+    ):
+        return annotations
+    return {**(annotations or {}), ANNOTATION_EXTERNAL_IDENTITY: identity}
