@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import cattrs
 
-from reconcile import Kind, ManagedStatus
+from reconcile import Behaviour, Kind, ManagedStatus
 from reconcile.model import Condition, ConditionStatus, ObjectMeta, Resource, make_converter
 from reconcile.store.encoding import dumps
 
@@ -39,8 +39,7 @@ THING = Kind(
     "Thing",
     ThingSpec,
     ManagedStatus,
-    deterministic_identity=True,
-    atomic_create=True,
+    behaviour=Behaviour.MARKED_ON_CREATE,
 )
 
 

@@ -88,7 +88,7 @@ if TYPE_CHECKING:
         StoreBound,
         ours,
     )
-    from reconcile.model.kinds import doc_field
+    from reconcile.model.kinds import Behaviour, doc_field
     from reconcile.runtime import Convergence, Runtime, RuntimeOptions
     from reconcile.store import SQLiteStore, VerifyReport, open_store
 
@@ -98,6 +98,7 @@ _HOMES: dict[str, str] = {
     "ANNOTATION_EXTERNAL_IDENTITY": "reconcile.model.external",
     "ANNOTATION_MANAGEMENT_POLICY": "reconcile.model.external",
     "AdmissionContext": "reconcile.model",
+    "Behaviour": "reconcile.model.kinds",
     "Bookmark": "reconcile.model",
     "CachedClient": "reconcile.controller",
     "Client": "reconcile.api",
@@ -152,6 +153,7 @@ __all__ = [
     "ANNOTATION_MANAGEMENT_POLICY",
     "AdmissionContext",
     "AlreadyExistsError",
+    "Behaviour",
     "Bookmark",
     "CachedClient",
     "Client",

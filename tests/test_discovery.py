@@ -25,7 +25,7 @@ MODULE = textwrap.dedent(
 
     import attrs
 
-    from reconcile import Kind, ManagedStatus, Observation
+    from reconcile import Behaviour, Kind, ManagedStatus, Observation
 
     STORE: dict[str, tuple[int, str]] = {}  # name -> (size, owner uid)
 
@@ -35,7 +35,9 @@ MODULE = textwrap.dedent(
         size: int = 0
 
 
-    GIZMO = Kind("gizmo.reconcile.dev/v1", "Gizmo", GizmoSpec, ManagedStatus, deterministic_identity=True)
+    GIZMO = Kind(
+        "gizmo.reconcile.dev/v1", "Gizmo", GizmoSpec, ManagedStatus, behaviour=Behaviour.IDEMPOTENT_BY_NAME
+    )
 
 
     class GizmoClient:

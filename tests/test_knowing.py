@@ -11,12 +11,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from helpers import settle
 from test_conformance import MemoryOutside, bucket, note
 from test_managed import DEADLINE, POLL, idle, resync_passes
 
-from reconcile import Created, ExternalClient, Kind, ManagedStatus, Observation, Resource, Runtime
+from reconcile import Behaviour, Created, ExternalClient, Kind, ManagedStatus, Observation, Resource, Runtime
 from reconcile.model.events import ActionType
 from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
 from reconcile.testing.conformance import CHECKS, Harness, check_converges_and_second_pass_writes_nothing
@@ -84,10 +85,77 @@ async def test_the_kit_catches_a_returned_observation_that_lies(tmp_path: Path) 
         )
 
 
-def test_exclusive_create_needs_a_deterministic_identity() -> None:
-    """An exclusive create of a kind whose system picks the name makes no sense: refused."""
-    with pytest.raises(ValueError, match="exclusive_create needs deterministic_identity"):
-        Kind("x.example.dev/v1", "Thing", BucketSpec, ManagedStatus, exclusive_create=True)
+#: Each behaviour, and the four flags of earlier releases it stands for.
+BEHAVIOUR_FLAGS = {
+    Behaviour.ASSIGNED_NAME: {},
+    Behaviour.IDEMPOTENT_BY_NAME: {"deterministic_identity": True},
+    Behaviour.MARKED_ON_CREATE: {"deterministic_identity": True, "atomic_create": True},
+    Behaviour.EXCLUSIVE: {"deterministic_identity": True, "exclusive_create": True, "exclusive_delete": True},
+    Behaviour.EXCLUSIVE_MARKED_ON_CREATE: {
+        "deterministic_identity": True,
+        "exclusive_create": True,
+        "exclusive_delete": True,
+        "atomic_create": True,
+    },
+}
+FLAGS = ("deterministic_identity", "exclusive_create", "exclusive_delete", "atomic_create")
+
+
+@pytest.mark.parametrize("behaviour", list(Behaviour), ids=lambda b: b.name)
+def test_a_behaviour_is_the_flags_it_promises(behaviour: Behaviour) -> None:
+    """A kind declares one behaviour; the engine's flags are read from it."""
+    kind = Kind("x.example.dev/v1", "Thing", BucketSpec, ManagedStatus, behaviour=behaviour)
+    wanted = BEHAVIOUR_FLAGS[behaviour]
+    assert {flag: getattr(kind, flag) for flag in FLAGS} == {flag: wanted.get(flag, False) for flag in FLAGS}
+    assert {flag: getattr(behaviour, flag) for flag in FLAGS} == {flag: getattr(kind, flag) for flag in FLAGS}
+    assert behaviour.promise
+
+
+@pytest.mark.parametrize("behaviour", list(Behaviour), ids=lambda b: b.name)
+def test_the_old_flags_still_declare_their_behaviour_with_one_warning(behaviour: Behaviour) -> None:
+    """A third-party provider's ``Kind(deterministic_identity=True, ...)`` still works for
+    this release: mapped onto its behaviour, one DeprecationWarning naming it."""
+    flags = BEHAVIOUR_FLAGS[behaviour] or {"deterministic_identity": False}
+    with pytest.warns(DeprecationWarning, match="is deprecated") as warned:
+        kind = Kind("x.example.dev/v1", "Thing", BucketSpec, ManagedStatus, **flags)
+    assert len(warned) == 1
+    assert f"behaviour=Behaviour.{behaviour.name}" in str(warned[0].message)
+    assert warned[0].filename == __file__  # (the provider's line, not reconcile's)
+    assert kind.behaviour is behaviour
+    assert kind == Kind("x.example.dev/v1", "Thing", BucketSpec, ManagedStatus, behaviour=behaviour)
+    assert attrs.evolve(kind, short_names=("th",)).behaviour is behaviour  # (no warning again)
+
+
+def test_an_old_flag_changes_the_behaviour_it_is_evolved_from() -> None:
+    """``attrs.evolve(kind, exclusive_create=True, exclusive_delete=True)``, as earlier
+    releases allowed, keeps the flags the kind had (its deterministic identity)."""
+    kind = Kind("x.example.dev/v1", "Thing", BucketSpec, ManagedStatus, behaviour=Behaviour.MARKED_ON_CREATE)
+    with pytest.warns(DeprecationWarning, match="EXCLUSIVE_MARKED_ON_CREATE"):
+        evolved = attrs.evolve(kind, exclusive_create=True, exclusive_delete=True)
+    assert evolved.behaviour is Behaviour.EXCLUSIVE_MARKED_ON_CREATE
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [
+        ({"exclusive_create": True}, "exclusive_create needs deterministic_identity"),
+        ({"atomic_create": True}, "atomic_create needs deterministic_identity"),
+        (
+            {"deterministic_identity": True, "exclusive_create": True},
+            "exclusive_create without exclusive_delete is no behaviour",
+        ),
+        (
+            {"deterministic_identity": True, "exclusive_delete": True, "atomic_create": True},
+            "exclusive_delete without exclusive_create is no behaviour",
+        ),
+    ],
+)
+def test_old_flags_that_make_no_behaviour_are_refused(flags: dict[str, bool], reason: str) -> None:
+    """A combination no behaviour is (and none it could safely be taken for) is refused,
+    saying which behaviours there are; nothing is warned of a kind that is not made."""
+    with pytest.raises(ValueError, match=reason) as refused:
+        Kind("x.example.dev/v1", "Thing", BucketSpec, ManagedStatus, **flags)
+    assert "behaviour=Behaviour.EXCLUSIVE" in str(refused.value) or "needs" in str(refused.value)
 
 
 @contextlib.asynccontextmanager

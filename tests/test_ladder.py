@@ -32,7 +32,6 @@ from reconcile.controller.ladder import (
     Finalized,
     InvalidPolicy,
     NeedsObservation,
-    NoFlags,
     NotOwned,
     ObserveOnly,
     Orphan,
@@ -62,6 +61,7 @@ from reconcile.model.external import (
     ManagedStatus,
     Observation,
 )
+from reconcile.model.kinds import Behaviour
 from reconcile.model.meta import ObjectMeta
 from reconcile.model.resource import AnyResource, Resource
 from reconcile.testing import BUCKET, FakeClock
@@ -101,9 +101,9 @@ def resource(
     )
 
 
-PLAIN = NoFlags()
-DETERMINISTIC = NoFlags(deterministic_identity=True)
-EXCLUSIVE = NoFlags(deterministic_identity=True, exclusive_create=True, exclusive_delete=True)
+PLAIN = Behaviour.ASSIGNED_NAME
+DETERMINISTIC = Behaviour.IDEMPOTENT_BY_NAME
+EXCLUSIVE = Behaviour.EXCLUSIVE
 MINE = Observation(exists=True, owner=UID)
 THEIRS = Observation(exists=True, owner="uid-theirs")
 UNMARKED = Observation(exists=True)
@@ -393,21 +393,16 @@ async def run(
     return taken(asked), store, raised
 
 
-def flagged(*, deterministic: bool, exclusive_create: bool, exclusive_delete: bool) -> Kind:
-    """The Bucket kind with these flags."""
-    return attrs.evolve(
-        BUCKET,
-        deterministic_identity=deterministic or exclusive_create or exclusive_delete,
-        exclusive_create=exclusive_create,
-        exclusive_delete=exclusive_delete,
-    )
+def behaving(behaviour: Behaviour) -> Kind:
+    """The Bucket kind with this behaviour."""
+    return attrs.evolve(BUCKET, behaviour=behaviour)
 
 
 async def test_exclusive_create_interrupted_unmarked_is_not_owned() -> None:
-    """Regression: an exclusive_create kind, a create-pending marker, an unmarked resource.
+    """Regression: an EXCLUSIVE kind, a create-pending marker, an unmarked resource.
     ``run`` says NotOwned (the provider would report an interrupted create of its own as
     marked); ``plan``, given the kind as the CLI gives it, says so too."""
-    kind = flagged(deterministic=True, exclusive_create=True, exclusive_delete=False)
+    kind = behaving(Behaviour.EXCLUSIVE)
     obj = resource(PENDING, synced=False)
     step, store, raised = await run(obj, kind, UNMARKED)
     assert step == NotOwned()
@@ -421,10 +416,10 @@ async def test_exclusive_create_interrupted_unmarked_is_not_owned() -> None:
 
 
 async def test_the_cli_plans_with_the_kind(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``reconcile plan`` hands each object's kind to :func:`plan` (its flags decide)."""
+    """``reconcile plan`` hands each object's kind to :func:`plan` (its behaviour decides)."""
     from reconcile.cli import planning  # noqa: PLC0415
 
-    kind = flagged(deterministic=True, exclusive_create=True, exclusive_delete=False)
+    kind = behaving(Behaviour.EXCLUSIVE)
     seen: list[object] = []
 
     async def planning_of(obj: AnyResource, external: object, flags: object = None) -> Planned:
@@ -492,9 +487,7 @@ observations = st.none() | st.builds(
     found=st.sampled_from(["", "found by its mark"]),
     identity=_maybe(st.sampled_from(["one", "two"])),
 )
-kinds = st.builds(
-    flagged, deterministic=st.booleans(), exclusive_create=st.booleans(), exclusive_delete=st.booleans()
-)
+kinds = st.sampled_from(Behaviour).map(behaving)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,7 +13,7 @@ import attrs
 import pytest
 from helpers import settle
 
-from reconcile import ExternalClient, Observation, Runtime
+from reconcile import Behaviour, ExternalClient, Observation, Runtime
 from reconcile.errors import PermanentError, ReconcileError, TransientError
 from reconcile.model import Condition, ConditionStatus, ObjectKey, Status
 from reconcile.model.external import (
@@ -674,7 +674,7 @@ class TestRuntimeLifecycle:
         class Clash(MemoryProvider):
             @property
             def kinds(self) -> Any:
-                return (attrs.evolve(BUCKET, deterministic_identity=False),)
+                return (attrs.evolve(BUCKET, behaviour=Behaviour.ASSIGNED_NAME),)
 
         runtime = Runtime(db_path, providers=[MemoryProvider(), Clash()])
         with pytest.raises(ValueError, match="already registered"):

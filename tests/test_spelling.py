@@ -28,6 +28,7 @@ from reconcile import Client, InvalidError, KindRegistry, SpellingWarning, conne
 from reconcile.cli import main
 from reconcile.model import Kind, make_converter
 from reconcile.model.discovery import discovered_kinds
+from reconcile.model.kinds import Behaviour
 from reconcile.model.meta import ObjectKey, ObjectMeta
 from reconcile.model.spelling import camel, respell_document
 from reconcile.store.contract import Put
@@ -354,7 +355,7 @@ NAMED = Kind(
     NamedSpec,
     immutable=("bucket_name",),
     identity=("bucket_name",),
-    deterministic_identity=True,
+    behaviour=Behaviour.IDEMPOTENT_BY_NAME,
 )
 
 

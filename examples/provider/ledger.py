@@ -33,7 +33,11 @@ class EntrySpec:
 
 
 ENTRY = reconcile.Kind(
-    "ledger.example.dev/v1", "Entry", EntrySpec, reconcile.ManagedStatus, deterministic_identity=True
+    "ledger.example.dev/v1",
+    "Entry",
+    EntrySpec,
+    reconcile.ManagedStatus,
+    behaviour=reconcile.Behaviour.IDEMPOTENT_BY_NAME,
 )
 
 

@@ -1,23 +1,24 @@
 """The decision ladder of the managed lifecycle: what to do for one object now, given its
-kind's flags and what observing found (or None before any look). Pure: no I/O, no store,
-no provider call. The managed reconciler executes the step it returns,
-:func:`~reconcile.controller.planning.plan` (``reconcile plan``) prints it, and the
-reconciler's steady memo asks it whether an object is steady (:data:`STEADY`, and at
-each poll :func:`steady_again`): one ladder, so ``plan`` says what ``run`` does by
-construction.
+kind's behaviour (:class:`~reconcile.model.kinds.Behaviour`) and what observing found (or
+None before any look). Pure: no I/O, no store, no provider call. The managed reconciler
+executes the step it returns, :func:`~reconcile.controller.planning.plan` (``reconcile
+plan``) prints it, and the reconciler's steady memo asks it whether an object is steady
+(:data:`STEADY`, and at each poll :func:`steady_again`): one ladder, so ``plan`` says what
+``run`` does by construction.
 
 The rungs, in order:
 
 1. **Paused** (annotation ``reconcile.dev/paused: "true"``).
 2. **InvalidPolicy**: a deletion or management policy annotation out of its set.
 3. **Deleting**: the engine's finalizer gone already (:class:`Finalized`: nothing left to
-   do); a policy other than ``Delete`` + ``Full`` (:class:`Orphan`); an exclusive delete of a
+   do); a policy other than ``Delete`` + ``Full`` (:class:`Orphan`); an exclusive delete (an
+   ``EXCLUSIVE`` behaviour) of a
    resource whose create was recorded (:class:`DeleteBlind`: no look first, the provider's
    delete checks whose it is); otherwise, after a look: somebody else's
    (:class:`SkipDelete`), there (:class:`Delete`), gone already (:class:`AlreadyGone`).
-4. **Create without a look** (:class:`CreateBlind`): a ``Full`` object of an
-   ``exclusive_create`` kind never reconciled, with no record of a create or an adoption
-   (the provider's create refuses a resource that is not ours).
+4. **Create without a look** (:class:`CreateBlind`): a ``Full`` object of a kind whose
+   create is exclusive (an ``EXCLUSIVE`` behaviour) never reconciled, with no record of a
+   create or an adoption (the provider's create refuses a resource that is not ours).
 5. Otherwise a look is needed (:class:`NeedsObservation`), and then: ``ObserveOnly``
    (:class:`ObserveOnly`); there and not ours (:class:`Adopt` when asked by
    ``reconcile.dev/adopt``, else :class:`NotOwned`); absent (:class:`Create`, or
@@ -48,6 +49,7 @@ from reconcile.model.external import (
     Observation,
     ours,
 )
+from reconcile.model.kinds import Behaviour
 from reconcile.model.resource import AnyResource
 
 __all__ = [
@@ -66,7 +68,6 @@ __all__ = [
     "Flags",
     "InvalidPolicy",
     "NeedsObservation",
-    "NoFlags",
     "NotOwned",
     "ObserveOnly",
     "Orphan",
@@ -83,7 +84,9 @@ __all__ = [
 
 
 class Flags(Protocol):
-    """The kind's flags the ladder reads (a :class:`~reconcile.model.Kind` has them)."""
+    """What the ladder reads of a kind's behaviour: the promises a
+    :class:`~reconcile.model.kinds.Behaviour` makes, derived from the one choice (a
+    Behaviour and a :class:`~reconcile.model.Kind` both have them)."""
 
     @property
     def deterministic_identity(self) -> bool: ...  # noqa: D102
@@ -91,15 +94,6 @@ class Flags(Protocol):
     def exclusive_create(self) -> bool: ...  # noqa: D102
     @property
     def exclusive_delete(self) -> bool: ...  # noqa: D102
-
-
-@attrs.frozen
-class NoFlags:
-    """A kind with none of the flags (``plan`` of a caller that names no kind)."""
-
-    deterministic_identity: bool = False
-    exclusive_create: bool = False
-    exclusive_delete: bool = False
 
 
 # -- the steps -------------------------------------------------------------------------------
@@ -255,8 +249,8 @@ CREATE_PENDING_UNKNOWN_MESSAGE = (
     "identity is not deterministic: the resource may or may not exist. Check the external "
     f"system, then remove the {ANNOTATION_CREATE_PENDING} annotation to create again"
 )
-#: The flags of a kind that has none of them.
-NO_FLAGS: Flags = NoFlags()
+#: The behaviour that promises least (``plan`` of a caller that names no kind).
+NO_FLAGS: Flags = Behaviour.ASSIGNED_NAME
 _PAUSED = Paused()
 _INVALID_POLICY = InvalidPolicy(INVALID_POLICY_MESSAGE)
 _FINALIZED = Finalized()
@@ -280,7 +274,8 @@ def owned(obj: AnyResource, observation: Observation, *, provider_decides: bool 
     (:func:`reconcile.ours`: its owner mark, or for an unmarked one the identity the
     engine recorded at its own last create or update), or it is unmarked while a create
     of it was begun and never recorded (a crash between the provider's create and its
-    mark). For a kind whose create is exclusive (``provider_decides``) a create begun
+    mark). For a kind whose create is exclusive (``provider_decides``: an ``EXCLUSIVE``
+    behaviour) a create begun
     proves nothing about an unmarked resource (it is made without a look first): the
     provider reports an interrupted create of its own as marked."""
     if ours(obj, observation.owner, observation.identity):
@@ -371,7 +366,7 @@ def steady_again(obj: AnyResource, observation: Observation) -> bool:
 
 def _unrecorded(obj: AnyResource, kind: Flags) -> bool:
     """Whether to create without observing first: the provider's create refuses a
-    resource that is not ours (``exclusive_create``), the object was never reconciled
+    resource that is not ours (an ``EXCLUSIVE`` behaviour), the object was never reconciled
     (no Synced condition: after a refusal the next passes observe, as for any
     NotOwned), and nothing says it was ever created or is to be adopted."""
     annotations = obj.metadata.annotations

@@ -13,7 +13,7 @@ from reconcile._exports import lazy_exports
 if TYPE_CHECKING:
     from reconcile.model.conditions import Condition, ConditionStatus, Status
     from reconcile.model.events import Bookmark, Event, EventType, FieldChange, diff_objects
-    from reconcile.model.kinds import ENTRY_POINT_GROUP, AdmissionContext, Kind, KindRegistry
+    from reconcile.model.kinds import ENTRY_POINT_GROUP, AdmissionContext, Behaviour, Kind, KindRegistry
     from reconcile.model.manifests import Document, load_manifests, read_manifests
     from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey, ObjectMeta, OwnerReference
     from reconcile.model.resource import Resource, api_group_of
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 _HOMES: dict[str, str] = {
     "AdmissionContext": "reconcile.model.kinds",
+    "Behaviour": "reconcile.model.kinds",
     "Bookmark": "reconcile.model.events",
     "Condition": "reconcile.model.conditions",
     "ConditionStatus": "reconcile.model.conditions",
@@ -54,6 +55,7 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "ENTRY_POINT_GROUP",
     "AdmissionContext",
+    "Behaviour",
     "Bookmark",
     "Condition",
     "ConditionStatus",

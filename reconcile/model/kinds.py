@@ -13,7 +13,9 @@ the configuration forbids. It runs at admission, so a rejected manifest stores n
 from __future__ import annotations
 
 import difflib
+import enum
 import functools
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from reconcile.model.printing import printable
 from reconcile.model.resource import api_group_of
 from reconcile.model.spelling import camel
 
-__all__ = ["ENTRY_POINT_GROUP", "AdmissionContext", "Kind", "KindRegistry", "doc_field"]
+__all__ = ["ENTRY_POINT_GROUP", "AdmissionContext", "Behaviour", "Kind", "KindRegistry", "doc_field"]
 
 ENTRY_POINT_GROUP = "reconcile.providers"
 
@@ -60,6 +62,131 @@ class AdmissionContext:
     name: str | None = None
 
 
+class Behaviour(enum.Enum):
+    """What the external system (with the provider's calls) guarantees about creating and
+    deleting a resource of a kind: one choice, which tells the engine how much it must do
+    itself to stop a crash from leaking or duplicating a resource, and to never touch one
+    that is somebody else's. From the weakest promise to the strongest; a stronger one
+    spares durable writes and provider calls, and a promise the provider does not keep
+    costs leaks or foreign resources taken. The conformance kit
+    (:mod:`reconcile.testing.conformance`) checks each one's promise.
+
+    Whatever the choice, ``create`` is idempotent for a resource of ours and raises
+    ``NotOwnedError`` for one that is not (where names can meet), and ``delete`` of a
+    missing one succeeds.
+    """
+
+    #: The external system names what it creates (an id it returns): a create interrupted
+    #: by a crash cannot be retried safely (it may have made one under a name nobody
+    #: recorded), so the engine stops and says so (``CreatePendingUnknown``).
+    ASSIGNED_NAME = "AssignedName"
+    #: Creating is idempotent by name: the name follows from the spec alone (a path, a DNS
+    #: name), so a create interrupted by a crash is retried without risk of a duplicate.
+    #: The engine writes a create-pending marker first, and observes before it creates.
+    IDEMPOTENT_BY_NAME = "IdempotentByName"
+    #: Creating is idempotent by name and marks ownership in the same step, or makes
+    #: nothing (a file linked into place already marked): after a crash between the create
+    #: and its record, observing finds the resource marked as the object's. The engine
+    #: writes no marker before the create (two durable writes per created resource with
+    #: the apply, not three). Not for a create that marks in a second step.
+    MARKED_ON_CREATE = "MarkedOnCreate"
+    #: Create-if-absent and delete-if-ours: the provider's create and delete are
+    #: themselves the ownership check (a conditional request, or a look at the owner mark
+    #: first); each raises ``NotOwnedError``, changing nothing, for a resource that is not
+    #: the object's, and observe reports an interrupted create of its own as marked. The
+    #: mark may follow in a second step (a bucket tagged after it is made). The engine
+    #: creates a resource it has no record of, and deletes one whose create it recorded,
+    #: without observing first (one call instead of two).
+    EXCLUSIVE = "Exclusive"
+    #: Create-if-absent is atomic and marks ownership (an object put with ``If-None-Match:
+    #: *`` and its metadata, a DNS UPDATE carrying the records and the ownership TXT), and
+    #: delete-if-ours: both promises above, EXCLUSIVE and MARKED_ON_CREATE.
+    EXCLUSIVE_MARKED_ON_CREATE = "ExclusiveMarkedOnCreate"
+
+    @property
+    def deterministic_identity(self) -> bool:
+        """The name follows from the spec: an interrupted create may be retried."""
+        return self is not Behaviour.ASSIGNED_NAME
+
+    @property
+    def exclusive_create(self) -> bool:
+        """The provider's create refuses a resource that is not ours: no look first."""
+        return self in (Behaviour.EXCLUSIVE, Behaviour.EXCLUSIVE_MARKED_ON_CREATE)
+
+    @property
+    def exclusive_delete(self) -> bool:
+        """The provider's delete refuses a resource that is not ours: no look first."""
+        return self.exclusive_create
+
+    @property
+    def atomic_create(self) -> bool:
+        """The provider's create marks ownership in the same step: no marker before it."""
+        return self in (Behaviour.MARKED_ON_CREATE, Behaviour.EXCLUSIVE_MARKED_ON_CREATE)
+
+    @property
+    def promise(self) -> str:
+        """What the external system guarantees, in a few words."""
+        return _PROMISES[self]
+
+    @classmethod
+    def from_flags(
+        cls,
+        kind: str,
+        base: Behaviour | None = None,
+        *,
+        deterministic_identity: bool | None = None,
+        exclusive_create: bool | None = None,
+        exclusive_delete: bool | None = None,
+        atomic_create: bool | None = None,
+    ) -> Behaviour:
+        """The behaviour the four flags of earlier releases declare (a flag not given keeps
+        ``base``'s value, ASSIGNED_NAME's when None); ValueError for a combination no
+        behaviour is, saying why."""
+        base = base or Behaviour.ASSIGNED_NAME
+        flags = {
+            "deterministic_identity": base.deterministic_identity,
+            "exclusive_create": base.exclusive_create,
+            "exclusive_delete": base.exclusive_delete,
+            "atomic_create": base.atomic_create,
+        }
+        given = {
+            "deterministic_identity": deterministic_identity,
+            "exclusive_create": exclusive_create,
+            "exclusive_delete": exclusive_delete,
+            "atomic_create": atomic_create,
+        }
+        flags.update({flag: value for flag, value in given.items() if value is not None})
+        for flag in ("exclusive_create", "exclusive_delete", "atomic_create"):
+            if flags[flag] and not flags["deterministic_identity"]:
+                msg = f"kind {kind}: {flag} needs deterministic_identity"
+                raise ValueError(msg)
+        wanted = tuple(flags.values())
+        for behaviour in cls:
+            if wanted == tuple(getattr(behaviour, flag) for flag in flags):
+                return behaviour
+        one = "exclusive_create" if flags["exclusive_create"] else "exclusive_delete"
+        other = "exclusive_delete" if one == "exclusive_create" else "exclusive_create"
+        msg = (
+            f"kind {kind}: {one} without {other} is no behaviour a kind can declare (a create "
+            "and a delete that check ownership themselves go together): declare "
+            "behaviour=Behaviour.EXCLUSIVE or EXCLUSIVE_MARKED_ON_CREATE if both check, else "
+            "IDEMPOTENT_BY_NAME or MARKED_ON_CREATE (the engine then looks first)"
+        )
+        raise ValueError(msg)
+
+
+_PROMISES = {
+    Behaviour.ASSIGNED_NAME: "the external system names what it creates",
+    Behaviour.IDEMPOTENT_BY_NAME: "creating is idempotent by name",
+    Behaviour.MARKED_ON_CREATE: "creating is idempotent by name and marks ownership in the same step",
+    Behaviour.EXCLUSIVE: "create-if-absent and delete-if-ours check ownership",
+    Behaviour.EXCLUSIVE_MARKED_ON_CREATE: (
+        "create-if-absent is atomic and marks ownership; delete-if-ours checks it"
+    ),
+}
+_FLAGS = ("deterministic_identity", "exclusive_create", "exclusive_delete", "atomic_create")
+
+
 @attrs.frozen
 class Kind:
     """A kind of resource: its names, its spec and status classes, its extra validation."""
@@ -72,34 +199,10 @@ class Kind:
     #: Defaulting and checks that need the provider's configuration or the outside world:
     #: returns the spec to store, or raises :class:`InvalidError` (paths relative to spec).
     admit: Callable[[Any, AdmissionContext], Any] | None = None
-    #: True when the external name follows from the spec alone (a path, a DNS name), so a
-    #: create interrupted by a crash can be retried without risk of a duplicate.
-    deterministic_identity: bool = False
-    #: True when the provider's create is itself the check that the resource is not
-    #: somebody else's (an atomic create-if-absent, or a look at the owner mark first):
-    #: it raises NotOwnedError, changing nothing, for one that exists and is not this
-    #: object's. The engine then creates a resource it has no record of without observing
-    #: first (one call instead of two), and ownership is the provider's to report: an
-    #: unmarked resource is not counted as an interrupted create of ours (observe reports
-    #: one of those with our owner). Needs ``deterministic_identity``.
-    exclusive_create: bool = False
-    #: True when the provider's delete is itself the check that the resource is this
-    #: object's (a conditional delete, or a look at the owner mark first): it raises
-    #: NotOwnedError, changing nothing, for one that is not, and succeeds for one that is
-    #: gone. The engine then deletes a resource whose create it recorded without
-    #: observing first (one call instead of two). Needs ``deterministic_identity``.
-    exclusive_delete: bool = False
-    #: True when the provider's create makes the resource and its owner mark in one step
-    #: (a file linked into place already marked, an object put with its metadata, a DNS
-    #: UPDATE carrying the records and the ownership TXT), or makes nothing: after a crash
-    #: between the create and its record, observing finds the resource marked as this
-    #: object's. The engine then writes no marker before the create: CreateRequested,
-    #: CreateSucceeded and the status go in one write after it (two durable writes per
-    #: created resource with the apply, not three). A create that marks in a second step
-    #: (a bucket tagged after it is made) must leave this False: the pending marker is how
-    #: an unmarked resource left by a crash is known as ours. Needs
-    #: ``deterministic_identity``.
-    atomic_create: bool = False
+    #: What the external system guarantees about creating and deleting one of these (see
+    #: :class:`Behaviour`): whether its name follows from the spec, whether a create marks
+    #: ownership in the same step, whether create and delete check ownership themselves.
+    behaviour: Behaviour = Behaviour.ASSIGNED_NAME
     short_names: tuple[str, ...] = ()
     #: Spec fields fixed once the object exists (its identity: a path, a bucket name).
     #: Changing one is refused at apply, with the field path; delete and apply again.
@@ -124,15 +227,57 @@ class Kind:
     #: a reconcile waiting on a shared message holds no connection, and more in flight
     #: make fuller messages.
     workers: int | None = None
+    # The four flags ``behaviour`` replaced, still accepted as keywords for one release
+    # (mapped onto the preset, with a DeprecationWarning); read them as the properties below.
+    _legacy_deterministic_identity: bool | None = attrs.field(
+        default=None, kw_only=True, alias="deterministic_identity", eq=False, repr=False
+    )
+    _legacy_exclusive_create: bool | None = attrs.field(
+        default=None, kw_only=True, alias="exclusive_create", eq=False, repr=False
+    )
+    _legacy_exclusive_delete: bool | None = attrs.field(
+        default=None, kw_only=True, alias="exclusive_delete", eq=False, repr=False
+    )
+    _legacy_atomic_create: bool | None = attrs.field(
+        default=None, kw_only=True, alias="atomic_create", eq=False, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
-        for flag in ("exclusive_create", "exclusive_delete", "atomic_create"):
-            if getattr(self, flag) and not self.deterministic_identity:
-                msg = f"kind {self.kind}: {flag} needs deterministic_identity"
-                raise ValueError(msg)
+        legacy = {flag: value for flag in _FLAGS if (value := getattr(self, f"_legacy_{flag}")) is not None}
+        if legacy:
+            behaviour = Behaviour.from_flags(self.kind, self.behaviour, **legacy)
+            object.__setattr__(self, "behaviour", behaviour)
+            for flag in _FLAGS:  # (so that attrs.evolve does not pass them on again)
+                object.__setattr__(self, f"_legacy_{flag}", None)
+            given = ", ".join(f"{flag}={value}" for flag, value in legacy.items())
+            message = (
+                f"kind {self.kind}: Kind({given}) is deprecated and will be removed; "
+                f"declare behaviour=Behaviour.{behaviour.name} ({behaviour.promise})"
+            )
+            warnings.warn(message, DeprecationWarning, stacklevel=3)
         if self.conflicts is not None and not self.identity:
             msg = f"kind {self.kind}: conflicts needs identity"
             raise ValueError(msg)
+
+    @property
+    def deterministic_identity(self) -> bool:
+        """The external name follows from the spec (``behaviour`` is not ASSIGNED_NAME)."""
+        return self.behaviour.deterministic_identity
+
+    @property
+    def exclusive_create(self) -> bool:
+        """The provider's create is the ownership check (an EXCLUSIVE behaviour)."""
+        return self.behaviour.exclusive_create
+
+    @property
+    def exclusive_delete(self) -> bool:
+        """The provider's delete is the ownership check (an EXCLUSIVE behaviour)."""
+        return self.behaviour.exclusive_delete
+
+    @property
+    def atomic_create(self) -> bool:
+        """The provider's create marks ownership in the same step (MARKED_ON_CREATE)."""
+        return self.behaviour.atomic_create
 
     def identity_of(self, spec: Mapping[str, Any]) -> str | None:
         """The identity an unstructured spec declares (``spec.path=/srv/site/a``), or

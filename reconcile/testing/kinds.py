@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from reconcile.errors import FieldError
-from reconcile.model.kinds import Kind, KindRegistry
+from reconcile.model.kinds import Behaviour, Kind, KindRegistry
 
 __all__ = [
     "RECORD_SET",
@@ -60,7 +60,7 @@ RECORD_SET = Kind(
     "RecordSet",
     RecordSetSpec,
     validate=_validate_record_set,
-    deterministic_identity=True,
+    behaviour=Behaviour.IDEMPOTENT_BY_NAME,
 )
 
 

@@ -37,7 +37,7 @@ from reconcile.model.external import (
     ManagedStatus,
     Observation,
 )
-from reconcile.model.kinds import Kind
+from reconcile.model.kinds import Behaviour, Kind
 from reconcile.model.resource import AnyResource
 
 __all__ = ["BUCKET", "NOTE", "BucketSpec", "MemoryCloud", "MemoryProvider", "NoteSpec"]
@@ -59,8 +59,10 @@ class NoteSpec:
     text: str = ""
 
 
-BUCKET = Kind("memory.reconcile.dev/v1", "Bucket", BucketSpec, ManagedStatus, deterministic_identity=True)
-NOTE = Kind("memory.reconcile.dev/v1", "Note", NoteSpec, ManagedStatus, deterministic_identity=False)
+BUCKET = Kind(
+    "memory.reconcile.dev/v1", "Bucket", BucketSpec, ManagedStatus, behaviour=Behaviour.IDEMPOTENT_BY_NAME
+)
+NOTE = Kind("memory.reconcile.dev/v1", "Note", NoteSpec, ManagedStatus, behaviour=Behaviour.ASSIGNED_NAME)
 
 
 @attrs.define
@@ -279,7 +281,7 @@ class MemoryProvider:
     @property
     def kinds(self) -> Sequence[Kind]:
         """Bucket and Note."""
-        knowing = attrs.evolve(BUCKET, exclusive_create=True, exclusive_delete=True, atomic_create=True)
+        knowing = attrs.evolve(BUCKET, behaviour=Behaviour.EXCLUSIVE_MARKED_ON_CREATE)
         return (knowing if self.knowing else BUCKET, NOTE)
 
     async def connect(self, config: Mapping[str, Any]) -> ExternalClient:  # noqa: ARG002
