@@ -264,3 +264,14 @@ async def test_a_refused_create_is_a_finding_recorded_once(
     assert history.count(ActionType.NOT_OWNED) == 1
     assert cloud.calls["create"] == 1
     assert (cloud.items["b"].value, cloud.items["b"].owner) == ("theirs", "someone-else")
+
+
+def test_an_observation_of_a_present_resource_from_its_differences() -> None:
+    """``Observation.present``: exists, up to date unless a difference is named, the
+    differences joined into the diff."""
+    assert Observation.present() == Observation(exists=True, up_to_date=True)
+    seen = Observation.present(["a -> b", "tags: +x"], observed={"k": 1}, owner="uid-1", identity="i")
+    assert seen == Observation(
+        exists=True, up_to_date=False, observed={"k": 1}, diff="a -> b; tags: +x", owner="uid-1", identity="i"
+    )
+    assert Observation.present(iter(["one", "two"]), separator="\n").diff == "one\ntwo"

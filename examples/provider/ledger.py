@@ -72,14 +72,11 @@ class LedgerClient:
         entry = self.ledger.read().get(resource.spec.key)
         if entry is None:
             return reconcile.Observation(exists=False)
-        up_to_date = entry["value"] == resource.spec.value
-        diff = "" if up_to_date else f"value: {entry['value']!r} -> {resource.spec.value!r}"
-        return reconcile.Observation(
-            exists=True,
-            up_to_date=up_to_date,
-            observed={"value": entry["value"]},
-            diff=diff,
-            owner=entry.get("owner"),
+        differences = []
+        if entry["value"] != resource.spec.value:
+            differences.append(f"value: {entry['value']!r} -> {resource.spec.value!r}")
+        return reconcile.Observation.present(
+            differences, observed={"value": entry["value"]}, owner=entry.get("owner")
         )
 
     async def create(self, resource: reconcile.Resource[EntrySpec, Any]) -> str | None:

@@ -32,7 +32,7 @@ conditions, retries, ownership) is the engine's job, not the plugin's.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -112,6 +112,31 @@ class Observation:
     #: its own create and update report (``reconcile.dev/external-identity``); an
     #: unmarked resource is ours only when its identity equals that record.
     identity: str | None = None
+
+    @classmethod
+    def present(
+        cls,
+        differences: Iterable[str] = (),
+        *,
+        observed: Mapping[str, Any] | None = None,
+        owner: str | None = None,
+        identity: str | None = None,
+        found: str = "",
+        separator: str = "; ",
+    ) -> Observation:
+        """A resource that exists, up to date unless ``differences`` (each a short
+        human-readable line, ``"tags: +team"``) name some, joined by ``separator`` into
+        the diff: what ``observe`` reports after comparing what it found with the spec."""
+        differences = list(differences)
+        return cls(
+            exists=True,
+            up_to_date=not differences,
+            observed=dict(observed or {}),
+            diff=separator.join(differences),
+            owner=owner,
+            found=found,
+            identity=identity,
+        )
 
 
 @attrs.frozen

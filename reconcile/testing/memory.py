@@ -196,13 +196,8 @@ class MemoryClient:
             diffs.append(f"value: {item.value!r} -> {value!r}")
         if item.region != region:
             diffs.append(f"region: {item.region!r} -> {region!r}")
-        return Observation(
-            exists=True,
-            up_to_date=not diffs,
-            observed={"id": item_id, "value": item.value, "region": item.region},
-            diff="; ".join(diffs),
-            owner=item.owner,
-        )
+        observed = {"id": item_id, "value": item.value, "region": item.region}
+        return Observation.present(diffs, observed=observed, owner=item.owner)
 
     def _known(self, resource: AnyResource, item_id: str) -> Observation | None:
         if not self.knowing:

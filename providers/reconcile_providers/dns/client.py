@@ -524,13 +524,7 @@ class DnsClient:
             "ttl": answer.ttl,
             "records": found,
         }
-        return reconcile.Observation(
-            exists=True,
-            up_to_date=not differences,
-            observed=observed,
-            diff="; ".join(differences),
-            owner=owner,
-        )
+        return reconcile.Observation.present(differences, observed=observed, owner=owner)
 
     async def _read_back(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
         """Query what was just written; NOERROR without the change is a PermanentError."""

@@ -268,9 +268,7 @@ class FilesClient:
         observed = {"size": len(on_disk), "mode": f"{mode:04o}"}
         if not spec.sensitive:  # a digest of a short secret can be brute-forced
             observed["sha256"] = digest(on_disk)
-        return reconcile.Observation(
-            exists=True, up_to_date=not changes, observed=observed, diff="\n".join(changes), owner=found.mark
-        )
+        return reconcile.Observation.present(changes, observed=observed, owner=found.mark, separator="\n")
 
     def _observe_directory(self, resource: AnyResource) -> reconcile.Observation:
         spec: DirectorySpec = resource.spec
@@ -286,12 +284,11 @@ class FilesClient:
             # after an update: a history the engine did not live.
             return reconcile.Observation(exists=False)
         mode, wanted = stat.S_IMODE(found.info.st_mode), self._mode(spec)
-        diff = "" if mode == wanted else describe_mode(mode, wanted)
+        changes = [] if mode == wanted else [describe_mode(mode, wanted)]
         if owner == PARENT:
             # Created, then removed and made again as some file's parent: ours again (the
             # update marks it).
             owner = resource.metadata.uid
-            diff = "\n".join(filter(None, ["taking back the folder made again as a parent of a file", diff]))
-        return reconcile.Observation(
-            exists=True, up_to_date=not diff, observed={"mode": f"{mode:04o}"}, diff=diff, owner=owner
-        )
+            changes.insert(0, "taking back the folder made again as a parent of a file")
+        observed = {"mode": f"{mode:04o}"}
+        return reconcile.Observation.present(changes, observed=observed, owner=owner, separator="\n")

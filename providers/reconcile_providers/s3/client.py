@@ -155,14 +155,7 @@ class S3Client:
             differences.append(f"tags: +{OWNER_TAG} (the owner tag is missing)")
         if spec.versioning is not None and versioning != spec.versioning:
             differences.append(f"versioning: {versioning or 'Unversioned'} -> {spec.versioning}")
-        return reconcile.Observation(
-            exists=True,
-            up_to_date=not differences,
-            observed=observed,
-            diff="; ".join(differences),
-            owner=owner,
-            identity=identity,
-        )
+        return reconcile.Observation.present(differences, observed=observed, owner=owner, identity=identity)
 
     async def create(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Created:
         """CreateBucket (LocationConstraint outside us-east-1), then the owner tag and the

@@ -109,11 +109,9 @@ async def observe_object(
         if tags != spec.tags:
             differences.append("tags differ")
     found["contentDiffers"] = content_differs
-    return reconcile.Observation(
-        exists=True,
-        up_to_date=not differences,
+    return reconcile.Observation.present(
+        differences,
         observed=found,
-        diff="; ".join(differences),
         owner=owner,
         # (Every write changes it: for a marked object only the mark says whose it is.)
         identity=identity_of(head) if owner is None else None,
