@@ -9,16 +9,27 @@ from typing import Any
 import attrs
 import pytest
 
-from reconcile import ExternalClient, Observation, Resource
-from reconcile.model.external import ANNOTATION_EXTERNAL_NAME
-from reconcile.testing import MemoryCloud, MemoryProvider
+from reconcile import (
+    Created,
+    ExternalClient,
+    Kind,
+    ListingOwned,
+    Observation,
+    Owned,
+    PerKind,
+    Resource,
+    Runtime,
+)
+from reconcile.errors import PermanentError
+from reconcile.model.external import ANNOTATION_ADOPT, ANNOTATION_EXTERNAL_NAME, bind_store, client_of
+from reconcile.testing import BUCKET, MemoryCloud, MemoryProvider
 from reconcile.testing.conformance import (
     CHECKS,
     Harness,
     check_converges_and_second_pass_writes_nothing,
     check_create_refuses_a_foreign_resource,
 )
-from reconcile.testing.memory import Item, MemoryClient
+from reconcile.testing.memory import NOTE, BucketSpec, Item, MemoryClient
 
 
 class MemoryOutside:
@@ -158,3 +169,159 @@ async def test_the_kit_catches_a_create_that_takes_over_a_foreign_resource(tmp_p
     let it pass."""
     with pytest.raises(AssertionError, match="did not raise NotOwnedError"):
         await check_create_refuses_a_foreign_resource(harness("bucket", tmp_path, OverwritingProvider))
+
+
+# -- one client per kind ---------------------------------------------------------------------
+
+
+class OneKindClient(MemoryClient):
+    """A memory client that serves one kind only (and says so when asked for another)."""
+
+    def __init__(self, cloud: MemoryCloud, kind: str, *, knowing: bool = False) -> None:
+        super().__init__(cloud, knowing=knowing)
+        self.kind = kind
+        self.closed = 0
+        self.bound: list[str] = []
+
+    def _mine(self, resource: Resource[Any, Any]) -> None:
+        assert resource.kind == self.kind, f"the {self.kind} client was asked about a {resource.kind}"
+
+    async def observe(self, resource: Resource[Any, Any]) -> Observation:
+        """Only its kind's."""
+        self._mine(resource)
+        return await super().observe(resource)
+
+    async def create(self, resource: Resource[Any, Any]) -> str | Created | None:
+        """Only its kind's."""
+        self._mine(resource)
+        return await super().create(resource)
+
+    async def update(self, resource: Resource[Any, Any], observation: Observation) -> Observation | None:
+        """Only its kind's."""
+        self._mine(resource)
+        return await super().update(resource, observation)
+
+    async def delete(self, resource: Resource[Any, Any]) -> Observation | None:
+        """Only its kind's."""
+        self._mine(resource)
+        return await super().delete(resource)
+
+    def bind_store(self, identity: str) -> None:
+        """Keeps the identity (a client written before the store's key)."""
+        self.bound.append(identity)
+
+    async def close(self) -> None:
+        """Counted."""
+        self.closed += 1
+
+
+class AdoptingBucketClient(OneKindClient):
+    """The Bucket kind's client, which can also take over a bucket and list what it made."""
+
+    async def adopt(self, resource: Resource[Any, Any]) -> None:
+        """Mark the item ours."""
+        item = self.cloud.items[resource.spec.name]
+        self.cloud.put(resource.spec.name, attrs.evolve(item, owner=resource.metadata.uid))
+
+    async def list_owned(self, kind: Kind) -> list[Owned]:  # noqa: ARG002
+        """Every item (the memory cloud has no store marks)."""
+        return [Owned(item.owner, item_id) for item_id, item in self.cloud.items.items()]
+
+    async def delete_owned(self, kind: Kind, owned: Owned) -> None:  # noqa: ARG002
+        """Drop it."""
+        self.cloud.drop(owned.external)
+
+
+class PerKindProvider(MemoryProvider):
+    """The memory provider with one client per kind."""
+
+    async def connect(self, config: Mapping[str, Any]) -> ExternalClient:  # noqa: ARG002
+        """A Bucket client and a Note client, as one PerKind."""
+        bucket_kind, note_kind = self.kinds
+        return PerKind(
+            {
+                bucket_kind: OneKindClient(self.cloud, "Bucket", knowing=self.knowing),
+                note_kind: OneKindClient(self.cloud, "Note", knowing=self.knowing),
+            }
+        )
+
+
+@pytest.mark.parametrize(("check", "kind"), CASES, ids=lambda value: getattr(value, "__name__", value))
+async def test_a_provider_with_one_client_per_kind_conforms(
+    check: Callable[[Harness], Awaitable[None]], kind: str, tmp_path: Path
+) -> None:
+    """Every call reaches the client of the resource's kind (its client asserts it), and
+    the kit passes as for one client."""
+    await check(harness(kind, tmp_path, PerKindProvider))
+
+
+async def test_per_kind_clients_are_bound_and_closed_once_and_keep_their_abilities() -> None:
+    """``bind_store`` and ``close`` reach each client once (one serving two kinds too);
+    the optional abilities are each kind's client's own (:func:`client_of`); a kind with
+    no client is a PermanentError naming it."""
+    cloud = MemoryCloud()
+    buckets, notes = AdoptingBucketClient(cloud, "Bucket"), OneKindClient(cloud, "Note")
+    clients = PerKind({BUCKET: buckets, NOTE: notes})
+    assert not hasattr(clients, "adopt")
+    assert client_of(clients, BUCKET) is buckets
+    assert isinstance(client_of(clients, BUCKET), ListingOwned)
+    assert not isinstance(client_of(clients, NOTE), ListingOwned)
+    assert client_of(notes, NOTE) is notes  # (one client for every kind: itself)
+    bind_store(clients, "store-1", b"key")
+    await clients.close()
+    assert (buckets.bound, notes.bound, buckets.closed, notes.closed) == (["store-1"], ["store-1"], 1, 1)
+
+    shared = PerKind({BUCKET: notes, NOTE: notes})
+    await shared.close()
+    assert notes.closed == 2
+    widget = Kind("x.example.dev/v1", "Widget", BucketSpec)
+    with pytest.raises(PermanentError, match=r"no client for kind Widget of x\.example\.dev/v1"):
+        client_of(clients, widget)
+
+
+class FailingClose(OneKindClient):
+    """A client whose close fails."""
+
+    async def close(self) -> None:
+        """Fails (after counting)."""
+        await super().close()
+        raise RuntimeError("cannot close")
+
+
+async def test_per_kind_close_closes_every_client_when_one_fails() -> None:
+    """One client's failed close does not leave the others open; it is raised after."""
+    cloud = MemoryCloud()
+    failing, notes = FailingClose(cloud, "Bucket"), OneKindClient(cloud, "Note")
+    with pytest.raises(RuntimeError, match="cannot close"):
+        await PerKind({BUCKET: failing, NOTE: notes}).close()
+    assert (failing.closed, notes.closed) == (1, 1)
+
+
+class AdoptingPerKindProvider(MemoryProvider):
+    """One client per kind, the Bucket's able to adopt."""
+
+    async def connect(self, config: Mapping[str, Any]) -> ExternalClient:  # noqa: ARG002
+        """The adopting Bucket client and a Note client."""
+        return PerKind(
+            {BUCKET: AdoptingBucketClient(self.cloud, "Bucket"), NOTE: OneKindClient(self.cloud, "Note")}
+        )
+
+
+async def test_the_engine_adopts_through_the_kinds_own_client(tmp_path: Path) -> None:
+    """``reconcile.dev/adopt`` on a Bucket: the engine finds ``adopt`` on the Bucket's
+    client (the PerKind itself has none) and takes the foreign bucket over."""
+    h = harness("bucket", tmp_path, AdoptingPerKindProvider)
+    manifest = bucket("taken")
+    manifest["metadata"]["annotations"] = {ANNOTATION_ADOPT: "true"}
+    await h.outside.plant_foreign(manifest)
+    # (Not h.running(): its counting client wraps the provider's, and has no adopt.)
+    runtime = Runtime(h.store, providers=[h.provider], clock=h.clock, wall_clock=h.clock, resync_period=None)
+    async with runtime:
+        await runtime.wait_synced()
+        h.runtime = runtime
+        await runtime.apply(manifest)
+        obj = await h.ready("taken", manifest)
+        assert ANNOTATION_ADOPT not in obj.metadata.annotations
+        history = [event.type for event in await runtime.client.history("Bucket", "taken")]
+        assert "Adopted" in history
+        assert h.provider.cloud.items["taken"].owner == obj.metadata.uid  # type: ignore[attr-defined]

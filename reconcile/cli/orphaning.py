@@ -27,7 +27,7 @@ from reconcile.errors import IncompleteListingError, InvalidError, ReconcileErro
 from reconcile.model import Kind
 from reconcile.model.discovery import discover_providers
 from reconcile.model.events import ActionType
-from reconcile.model.external import ExternalClient, ListingOwned, bind_store
+from reconcile.model.external import ExternalClient, ListingOwned, bind_store, client_of
 
 __all__: list[str] = []
 
@@ -72,7 +72,7 @@ async def _orphans(
                 if name not in clients:
                     clients[name] = await providers[name].connect(settings.provider_config.get(name, {}))
                     bind_store(clients[name], identity, key)
-                external = clients[name]
+                external = client_of(clients[name], kind)
                 if not isinstance(external, ListingOwned):
                     if named:
                         msg = f"{kind.kind}: its provider ({name}) cannot list what this store made"

@@ -82,6 +82,7 @@ from reconcile.model.external import (
     Created,
     ExternalClient,
     Observation,
+    client_of,
 )
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
@@ -138,9 +139,10 @@ class ManagedReconciler(Failing):
         self._steady: dict[ObjectKey, AnyResource] = {}
 
     async def _external(self) -> ExternalClient:
-        # Connect once; the Runtime shares one client per provider between its kinds.
+        # Connect once; the Runtime shares one client per provider between its kinds (of
+        # which this kind's serves it, when the provider gave one per kind).
         if self._client is None:
-            self._client = await self._connect()
+            self._client = client_of(await self._connect(), self.kind)
         return self._client
 
     # -- the loop --------------------------------------------------------------------------

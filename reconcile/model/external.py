@@ -2,7 +2,8 @@
 managed resources and Terraform's resource lifecycle).
 
 A :class:`Provider` declares kinds and ``connect(config)`` returns an
-:class:`ExternalClient` with four idempotent calls:
+:class:`ExternalClient` with four idempotent calls (one client for all its kinds, or one
+per kind gathered in a :class:`PerKind`):
 
 * ``observe(resource)`` reads the external system and never changes it. It says whether
   the resource exists, whether it matches the spec, what was observed, a human-readable
@@ -20,9 +21,12 @@ just wrote): the engine then records the outcome without observing again (Terraf
 after every create; a provider that already knows spares that read). The conformance kit
 checks that such an observation agrees with a real ``observe``.
 
-For a kind with ``deterministic_identity`` the engine creates a resource it has no record
-of without observing first (the create itself refuses a resource that is not ours, as
-Terraform creates what is not in its state): one call instead of two.
+What the engine may skip depends on what the kind declares the external system
+guarantees (:class:`~reconcile.model.kinds.Behaviour`): for an ``EXCLUSIVE`` kind it
+creates a resource it has no record of without observing first (the create itself
+refuses a resource that is not ours, as Terraform creates what is not in its state): one
+call instead of two. :meth:`Observation.present` builds what ``observe`` reports for a
+resource it compared with the spec.
 
 Everything else (finalizers, the create-pending/succeeded markers that stop a crash from
 leaking or duplicating a resource, deletion and management policies, pause, polling,
@@ -37,6 +41,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from reconcile.errors import PermanentError
 from reconcile.model.conditions import Status
 from reconcile.model.kinds import Kind
 from reconcile.model.resource import Resource
@@ -60,9 +65,11 @@ __all__ = [
     "ManagedStatus",
     "Observation",
     "Owned",
+    "PerKind",
     "Provider",
     "StoreBound",
     "bind_store",
+    "client_of",
     "ours",
 ]
 
@@ -185,6 +192,78 @@ class ExternalClient(Protocol):
         """Release connections."""
 
 
+class PerKind:
+    """A provider's clients, one per kind, as one :class:`ExternalClient`.
+
+    What ``connect`` returns when each of its kinds has a client of its own (a bucket
+    client and an object client over one connection), so that no call has to dispatch on
+    ``resource.kind``::
+
+        async def connect(self, config):
+            return reconcile.PerKind({BUCKET: BucketClient(config), OBJECT: ObjectClient(config)})
+
+    Each call goes to the client of the resource's kind. The optional abilities are each
+    kind's own: the engine asks the kind's client (:func:`client_of`) whether it can
+    ``adopt`` or list what it made (:class:`ListingOwned`). ``bind_store`` and ``close``
+    reach every client once (one may serve several kinds)."""
+
+    def __init__(self, clients: Mapping[Kind, ExternalClient]) -> None:
+        self._clients = {(kind.api_version, kind.kind): client for kind, client in clients.items()}
+        self._distinct = list({id(client): client for client in clients.values()}.values())
+
+    def client_for(self, api_version: str, kind: str) -> ExternalClient:
+        """The client of this kind; PermanentError when the provider gave none."""
+        client = self._clients.get((api_version, kind))
+        if client is None:
+            message = f"the provider has no client for kind {kind} of {api_version}"
+            raise PermanentError(message)
+        return client
+
+    def _of(self, resource: Resource[Any, Any]) -> ExternalClient:
+        return self.client_for(resource.api_version, resource.kind)
+
+    async def observe(self, resource: Resource[Any, Any]) -> Observation:
+        """The kind's client's observe."""
+        return await self._of(resource).observe(resource)
+
+    async def create(self, resource: Resource[Any, Any]) -> str | Created | None:
+        """The kind's client's create."""
+        return await self._of(resource).create(resource)
+
+    async def update(self, resource: Resource[Any, Any], observation: Observation) -> Observation | None:
+        """The kind's client's update."""
+        return await self._of(resource).update(resource, observation)
+
+    async def delete(self, resource: Resource[Any, Any]) -> Observation | None:
+        """The kind's client's delete."""
+        return await self._of(resource).delete(resource)
+
+    def bind_store(self, identity: str, key: bytes = b"") -> None:
+        """Passed on to every client that takes it (see :class:`StoreBound`)."""
+        for client in self._distinct:
+            bind_store(client, identity, key)
+
+    async def close(self) -> None:
+        """Close every client (each once, all of them even when one fails: the first
+        failure is raised after)."""
+        failure: BaseException | None = None
+        for client in self._distinct:
+            try:
+                await client.close()
+            except Exception as exc:  # noqa: BLE001 - the others are closed too, then it is raised
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+
+def client_of(client: ExternalClient, kind: Kind) -> ExternalClient:
+    """The client that serves ``kind``: a :class:`PerKind`'s client of the kind, or
+    ``client`` itself (one client for every kind of its provider)."""
+    if isinstance(client, PerKind):
+        return client.client_for(kind.api_version, kind.kind)
+    return client
+
+
 class Adopting(Protocol):
     """An ExternalClient that can also take over an existing resource (optional)."""
 
@@ -299,4 +378,5 @@ class Provider(Protocol):
 
     async def connect(self, config: Mapping[str, Any]) -> ExternalClient:
         """Open a client from the provider config (secrets come from the environment or
-        files the config names, never from the event log)."""
+        files the config names, never from the event log): one for all the kinds, or a
+        :class:`PerKind` of one client per kind."""

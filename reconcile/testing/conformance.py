@@ -47,6 +47,7 @@ from reconcile.model.external import (
     ListingOwned,
     Provider,
     bind_store,
+    client_of,
 )
 from reconcile.model.kinds import Kind
 from reconcile.model.resource import AnyResource
@@ -509,12 +510,14 @@ async def check_owned_listing_names_this_store(h: Harness) -> None:
         obj = await h.ready("conf-l", manifest)
         kind = h.kind_of(manifest)
         identity = await runtime.client.store_identity()
-        ours, theirs = await h.connect(), await h.connect()
+        connected, other = await h.connect(), await h.connect()
         try:
+            # (The kind's own client, when the provider gives one per kind.)
+            ours, theirs = client_of(connected, kind), client_of(other, kind)
             if not isinstance(ours, ListingOwned):
                 return
-            bind_store(ours, identity, await runtime.client.store_mark_key())
-            bind_store(theirs, "0" * 16 if identity != "0" * 16 else "1" * 16, secrets.token_bytes(32))
+            bind_store(connected, identity, await runtime.client.store_mark_key())
+            bind_store(other, "0" * 16 if identity != "0" * 16 else "1" * 16, secrets.token_bytes(32))
             listed = [item for item in await ours.list_owned(kind) if item.uid == obj.metadata.uid]
             assert len(listed) == 1, f"the resource the engine made is listed once, not {len(listed)} times"
             assert isinstance(theirs, ListingOwned)
@@ -524,8 +527,8 @@ async def check_owned_listing_names_this_store(h: Harness) -> None:
             await ours.delete_owned(kind, listed[0])
             assert not await h.outside.exists(obj), "delete_owned left the resource"
         finally:
-            await ours.close()
-            await theirs.close()
+            await connected.close()
+            await other.close()
 
 
 CHECKS: tuple[Callable[[Harness], Awaitable[None]], ...] = (
