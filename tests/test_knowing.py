@@ -20,7 +20,12 @@ from test_managed import DEADLINE, POLL, idle, resync_passes
 from reconcile import Behaviour, Created, ExternalClient, Kind, ManagedStatus, Observation, Resource, Runtime
 from reconcile.model.events import ActionType
 from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
-from reconcile.testing.conformance import CHECKS, Harness, check_converges_and_second_pass_writes_nothing
+from reconcile.testing.conformance import (
+    CHECKS,
+    Harness,
+    check_converges_and_second_pass_writes_nothing,
+    check_create_marks_in_the_same_step,
+)
 from reconcile.testing.memory import BucketSpec, Item, MemoryClient
 
 _FOREIGN = {
@@ -83,6 +88,33 @@ async def test_the_kit_catches_a_returned_observation_that_lies(tmp_path: Path) 
         await check_converges_and_second_pass_writes_nothing(
             knowing_harness("bucket", tmp_path, LyingProvider)
         )
+
+
+class MarkLaterClient(MemoryClient):
+    """A client whose create makes the item unmarked (its mark would follow in a second
+    step), under a kind declared marked on create: a broken promise."""
+
+    async def create(self, resource: Resource[Any, Any]) -> str | Created | None:
+        """Make it, unmarked."""
+        await self.cloud.enter("create")
+        value, region = self._desired(resource)
+        self.cloud.put(resource.spec.name, Item(value, region, None))
+        return None
+
+
+class MarkLaterProvider(MemoryProvider):
+    """The knowing provider (its Bucket EXCLUSIVE_MARKED_ON_CREATE) on that client."""
+
+    async def connect(self, config: Mapping[str, Any]) -> ExternalClient:  # noqa: ARG002
+        """The promise-breaking client."""
+        return MarkLaterClient(self.cloud, knowing=self.knowing)
+
+
+async def test_the_kit_catches_a_kind_marked_on_create_whose_create_does_not_mark(tmp_path: Path) -> None:
+    """A kind declared marked on create whose create leaves the mark for later fails the
+    kit, naming the behaviours it could declare instead."""
+    with pytest.raises(AssertionError, match="the mark must come with the create"):
+        await check_create_marks_in_the_same_step(knowing_harness("bucket", tmp_path, MarkLaterProvider))
 
 
 #: Each behaviour, and the four flags of earlier releases it stands for.

@@ -16,11 +16,32 @@ Each check starts a :class:`~reconcile.Runtime` with only that provider, on a
 * create and delete are idempotent when repeated; observe changes nothing;
 * a crash between create and recording it neither leaks nor duplicates;
 * a resource that exists but is not ours is never touched, by the engine or by the
-  provider's own create (and delete, for ``exclusive_delete`` kinds);
+  provider's own create (and delete, for an ``EXCLUSIVE`` kind);
 * a resource replaced by somebody else after our create is not ours (NotOwned, untouched,
   kept when the object is deleted);
 * an observation a create, update or delete returns agrees with a real ``observe`` made
   right after it (every check verifies this for every call the engine makes).
+
+And each kind's :class:`~reconcile.model.kinds.Behaviour` keeps its promise, the one the
+engine relies on to skip a durable write or a provider call:
+
+* ``ASSIGNED_NAME``: an interrupted create is not retried (``CreatePendingUnknown``), and
+  nothing else is made (:func:`check_crash_between_create_and_record`);
+* ``IDEMPOTENT_BY_NAME``: a repeated create makes no duplicate
+  (:func:`check_create_and_delete_are_idempotent`), an interrupted one is found and not
+  made again (:func:`check_crash_between_create_and_record`), and a create at the name of
+  somebody else's resource raises NotOwnedError, writing nothing
+  (:func:`check_create_refuses_a_foreign_resource`);
+* ``MARKED_ON_CREATE``: besides, a create is marked as the object's in the same step:
+  after a crash that left no marker at all (none is written before such a create), the
+  engine finds the resource as its own (:func:`check_crash_between_create_and_record`),
+  and a create's resource observes marked at once
+  (:func:`check_create_marks_in_the_same_step`);
+* ``EXCLUSIVE``: besides, the provider's delete refuses somebody else's resource
+  (:func:`check_delete_refuses_a_foreign_resource`), and observe reports an interrupted
+  create of its own as marked, since the engine counts no unmarked resource as an
+  interrupted create of ours (:func:`check_crash_between_create_and_record`);
+* ``EXCLUSIVE_MARKED_ON_CREATE``: the promises of both.
 """
 
 from __future__ import annotations
@@ -330,7 +351,7 @@ async def check_create_and_delete_are_idempotent(h: Harness) -> None:
             assert (seen.exists, seen.up_to_date, seen.owner) == (True, True, created.observation.owner), (
                 f"create returned {created.observation}, observe saw {seen}"
             )
-        if runtime.client.kinds.lookup(obj.api_version, obj.kind).deterministic_identity:
+        if runtime.client.kinds.lookup(obj.api_version, obj.kind).behaviour.deterministic_identity:
             await client.create(obj)
             assert await h.outside.count() == before + 1, "a repeated create made a duplicate"
         for _ in range(2):
@@ -359,12 +380,13 @@ async def check_observe_changes_nothing(h: Harness) -> None:
 
 async def check_crash_between_create_and_record(h: Harness) -> None:
     """A create whose success was never recorded neither leaks nor duplicates: with a
-    deterministic identity the engine finds its resource; otherwise it stops and says so.
-    For an ``atomic_create`` kind, whose create has no marker written before it, also
-    after a crash that left no marker at all."""
+    deterministic identity the engine finds its resource (for an ``EXCLUSIVE`` kind, by the
+    mark observe reports); otherwise it stops and says so. For a kind marked on create
+    (``MARKED_ON_CREATE``, ``EXCLUSIVE_MARKED_ON_CREATE``), whose create has no marker
+    written before it, also after a crash that left no marker at all."""
     kind = h.kind_of(h.manifest("conf-h"))
     await _crash_after_create(h, "conf-h", {ANNOTATION_CREATE_PENDING: "2026-01-01T00:00:00.000000Z"})
-    if kind.atomic_create:
+    if kind.behaviour.atomic_create:
         await _crash_after_create(h, "conf-h2", {})
 
 
@@ -384,7 +406,7 @@ async def _crash_after_create(h: Harness, name: str, markers: dict[str, str]) ->
         await runtime.client.patch(
             kind, name, {"metadata": {"annotations": {ANNOTATION_PAUSED: None}}}, namespace=namespace
         )
-        if runtime.client.kinds.lookup(obj.api_version, obj.kind).deterministic_identity:
+        if runtime.client.kinds.lookup(obj.api_version, obj.kind).behaviour.deterministic_identity:
             await h.ready(name, manifest)
             assert await h.outside.count() == before + 1, "the interrupted create was duplicated"
         else:
@@ -430,7 +452,7 @@ async def check_replaced_by_somebody_else_is_not_ours(h: Harness) -> None:
     async with h.running() as runtime:
         await runtime.apply(manifest)
         obj = await h.ready("conf-m", manifest)
-        if not runtime.client.kinds.lookup(obj.api_version, obj.kind).deterministic_identity:
+        if not runtime.client.kinds.lookup(obj.api_version, obj.kind).behaviour.deterministic_identity:
             return  # the system names each created resource: nothing can take its place
         await h.idle()
         replace = getattr(h.outside, "replace", None)
@@ -464,7 +486,7 @@ async def check_create_refuses_a_foreign_resource(h: Harness) -> None:
     await h.outside.plant_foreign(manifest)
     async with h.running() as runtime:
         obj = await runtime.apply(_annotated(manifest, {ANNOTATION_PAUSED: "true"}))
-        if not runtime.client.kinds.lookup(obj.api_version, obj.kind).deterministic_identity:
+        if not runtime.client.kinds.lookup(obj.api_version, obj.kind).behaviour.deterministic_identity:
             return  # the system names each created resource: a create cannot meet another's
         client = await h.connect()
         before = await h.outside.count()
@@ -481,14 +503,14 @@ async def check_create_refuses_a_foreign_resource(h: Harness) -> None:
 
 
 async def check_delete_refuses_a_foreign_resource(h: Harness) -> None:
-    """For a kind with ``exclusive_delete`` (the engine deletes without observing first):
-    the provider's ``delete`` of a resource somebody else made raises NotOwnedError, and
-    the resource stays."""
+    """For an ``EXCLUSIVE`` kind (the engine deletes without observing first): the
+    provider's ``delete`` of a resource somebody else made raises NotOwnedError, and the
+    resource stays."""
     manifest = h.manifest("conf-k")
     await h.outside.plant_foreign(manifest)
     async with h.running() as runtime:
         obj = await runtime.apply(_annotated(manifest, {ANNOTATION_PAUSED: "true"}))
-        if not runtime.client.kinds.lookup(obj.api_version, obj.kind).exclusive_delete:
+        if not runtime.client.kinds.lookup(obj.api_version, obj.kind).behaviour.exclusive_delete:
             return  # the engine observes before it deletes
         client = await h.connect()
         try:
@@ -496,6 +518,32 @@ async def check_delete_refuses_a_foreign_resource(h: Harness) -> None:
                 await client.delete(obj)
                 raise AssertionError("delete of a resource that is not ours did not raise NotOwnedError")
             assert await h.outside.exists(obj), "delete of a foreign resource deleted it"
+        finally:
+            await client.close()
+
+
+async def check_create_marks_in_the_same_step(h: Harness) -> None:
+    """For a kind marked on create (``MARKED_ON_CREATE``, ``EXCLUSIVE_MARKED_ON_CREATE``:
+    the engine writes no marker before the create): the provider's ``create``, called
+    directly, leaves a resource that observe reports as the object's, by its mark, with
+    nothing recorded of the create (a crash right after it leaves just that)."""
+    manifest = h.manifest("conf-n")
+    if not h.kind_of(manifest).behaviour.atomic_create:
+        return  # the engine writes the create-pending marker first
+    async with h.running() as runtime:
+        obj = await runtime.apply(_annotated(manifest, {ANNOTATION_PAUSED: "true"}))
+        client = await h.connect()
+        try:
+            bind_store(client, await runtime.client.store_identity(), await runtime.client.store_mark_key())
+            await client.create(obj)
+            seen = await client.observe(obj)
+            assert seen.exists, "the create made nothing observe can see"
+            assert seen.owner == obj.metadata.uid, (
+                f"a kind marked on create observed its create's resource with owner {seen.owner!r}, "
+                f"not {obj.metadata.uid!r}: the mark must come with the create (else declare "
+                "IDEMPOTENT_BY_NAME or EXCLUSIVE, whose marker the engine writes first)"
+            )
+            await client.delete(obj)
         finally:
             await client.close()
 
@@ -544,5 +592,6 @@ CHECKS: tuple[Callable[[Harness], Awaitable[None]], ...] = (
     check_replaced_by_somebody_else_is_not_ours,
     check_create_refuses_a_foreign_resource,
     check_delete_refuses_a_foreign_resource,
+    check_create_marks_in_the_same_step,
     check_owned_listing_names_this_store,
 )
