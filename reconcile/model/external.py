@@ -205,15 +205,16 @@ class PerKind:
     Each call goes to the client of the resource's kind. The optional abilities are each
     kind's own: the engine asks the kind's client (:func:`client_of`) whether it can
     ``adopt`` or list what it made (:class:`ListingOwned`). ``bind_store`` and ``close``
-    reach every client once (one may serve several kinds)."""
+    reach every client once (one may serve several kinds). A subclass may hold the
+    connection its clients share (and close it in its own ``close``)."""
 
     def __init__(self, clients: Mapping[Kind, ExternalClient]) -> None:
-        self._clients = {(kind.api_version, kind.kind): client for kind, client in clients.items()}
-        self._distinct = list({id(client): client for client in clients.values()}.values())
+        self._per_kind = {(kind.api_version, kind.kind): client for kind, client in clients.items()}
+        self._per_kind_each = list({id(client): client for client in clients.values()}.values())
 
     def client_for(self, api_version: str, kind: str) -> ExternalClient:
         """The client of this kind; PermanentError when the provider gave none."""
-        client = self._clients.get((api_version, kind))
+        client = self._per_kind.get((api_version, kind))
         if client is None:
             message = f"the provider has no client for kind {kind} of {api_version}"
             raise PermanentError(message)
@@ -240,14 +241,14 @@ class PerKind:
 
     def bind_store(self, identity: str, key: bytes = b"") -> None:
         """Passed on to every client that takes it (see :class:`StoreBound`)."""
-        for client in self._distinct:
+        for client in self._per_kind_each:
             bind_store(client, identity, key)
 
     async def close(self) -> None:
         """Close every client (each once, all of them even when one fails: the first
         failure is raised after)."""
         failure: BaseException | None = None
-        for client in self._distinct:
+        for client in self._per_kind_each:
             try:
                 await client.close()
             except Exception as exc:  # noqa: BLE001 - the others are closed too, then it is raised

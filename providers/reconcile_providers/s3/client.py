@@ -1,5 +1,7 @@
-"""The s3 provider's ExternalClient: observe, create, update and delete buckets through
-aiobotocore, one client per region, reused across reconciles and closed on close()."""
+"""The s3 provider's clients: one per kind (:class:`BucketClient`, :class:`ObjectClient`)
+over one connection (:class:`S3Client`, the :class:`reconcile.PerKind` the provider's
+``connect`` returns): observe, create, update and delete through aiobotocore, one
+aiobotocore client per region, reused across reconciles and closed on close()."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import reconcile
 from reconcile.errors import TransientError
 from reconcile_providers.s3.config import S3Config
 from reconcile_providers.s3.failing import code_of, read_or_none, s3_errors
-from reconcile_providers.s3.kinds import OWNER_TAG, ensure_ours
+from reconcile_providers.s3.kinds import BUCKET, OWNER_TAG, ensure_ours
+from reconcile_providers.s3.objects import OBJECT
 from reconcile_providers.s3.policies import same_policy
 from reconcile_providers.s3.putting import (
     adopt_object,
@@ -33,7 +36,7 @@ from reconcile_providers.s3.rules import (
     normal_lifecycle,
 )
 
-__all__ = ["S3Client"]
+__all__ = ["BucketClient", "ObjectClient", "S3Client"]
 
 _DEFAULT_REGION = "us-east-1"
 #: delete_objects takes at most this many keys.
@@ -43,14 +46,17 @@ _DELETE_BATCH = 1000
 _NOT_EMPTY_RETRY = 5.0
 
 
-class S3Client:
-    """Buckets on one S3-compatible endpoint."""
+class S3Client(reconcile.PerKind):
+    """One S3-compatible endpoint: the connection (a session, an aiobotocore client per
+    region) its Bucket and Object clients share, each call going to the client of the
+    resource's kind."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = S3Config.from_mapping(config)
         self._stack = contextlib.AsyncExitStack()
         self._clients: dict[str, Any] = {}
         self._session: Any = None
+        super().__init__({BUCKET: BucketClient(self), OBJECT: ObjectClient(self)})
 
     async def _client(self, region: str | None) -> Any:
         """The client of ``region`` (made on first use; the chain's region by default)."""
@@ -82,18 +88,76 @@ class S3Client:
             self._clients[wanted] = client
         return client
 
+    async def close(self) -> None:
+        """Close every aiobotocore client."""
+        await super().close()
+        await self._stack.aclose()
+        self._clients.clear()
+
+
+class ObjectClient:
+    """Objects (:mod:`reconcile_providers.s3.putting` does the work), over the endpoint's
+    connection."""
+
+    def __init__(self, s3: S3Client) -> None:
+        self._s3 = s3
+
+    async def _client(self) -> Any:
+        return await self._s3._client(None)  # noqa: SLF001 - the connection this client shares
+
+    async def observe(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
+        """HeadObject (and its tags when declared): read calls only."""
+        return await observe_object(await self._client(), resource, self._s3.config.multipart_threshold)
+
+    async def create(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Created:
+        """PutObject, only if absent; returns the observation that holds after."""
+        known = await put_object(
+            await self._client(), resource, create=True, part_size=self._s3.config.multipart_threshold
+        )
+        return reconcile.Created(observation=known)
+
+    async def update(
+        self, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation
+    ) -> reconcile.Observation:
+        """Bring the bytes and headers to the spec; returns the observation that holds after."""
+        return await update_object(
+            await self._client(), resource, observation, self._s3.config.multipart_threshold
+        )
+
+    async def delete(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
+        """A conditional DeleteObject; returns "gone" (S3's deletes are read-after-write)."""
+        await delete_object(await self._client(), resource)
+        return reconcile.Observation(exists=False)
+
+    async def adopt(self, resource: reconcile.Resource[Any, Any]) -> None:
+        """Our owner mark added to the object's metadata (see :func:`adopt_object`)."""
+        await adopt_object(await self._client(), resource)
+
+    async def close(self) -> None:
+        """Nothing of its own: the connection is the S3Client's."""
+
+
+class BucketClient:
+    """Buckets, over the endpoint's connection."""
+
+    def __init__(self, s3: S3Client) -> None:
+        self._s3 = s3
+
+    async def _client(self, region: str | None) -> Any:
+        return await self._s3._client(region)  # noqa: SLF001 - the connection this client shares
+
     @staticmethod
     def _region(resource: reconcile.Resource[Any, Any]) -> str | None:
         region: str | None = resource.spec.region
         return region
 
+    async def close(self) -> None:
+        """Nothing of its own: the connection is the S3Client's."""
+
     # -- the four calls --------------------------------------------------------------------
 
     async def observe(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
-        """HeadBucket, then its tags and versioning: read calls only (HeadObject for an
-        Object)."""
-        if resource.kind == "Object":
-            return await observe_object(await self._client(None), resource, self.config.multipart_threshold)
+        """HeadBucket, then its tags and versioning: read calls only."""
         spec, name = resource.spec, resource.spec.bucket
         client = await self._client(self._region(resource))
         tags = await self._tags(client, name)
@@ -162,13 +226,8 @@ class S3Client:
         settings. A bucket of ours that exists already (an interrupted create) is fine;
         one of anybody else is NotOwned, and nothing is written to it (S3 answers
         BucketAlreadyOwnedByYou or BucketAlreadyExists; in us-east-1, which answers 200
-        for a bucket the account owns, its tags are read first). For an Object: PutObject,
-        only if absent. Returns the observation that holds after: the settings just put."""
-        if resource.kind == "Object":
-            known = await put_object(
-                await self._client(None), resource, create=True, part_size=self.config.multipart_threshold
-            )
-            return reconcile.Created(observation=known)
+        for a bucket the account owns, its tags are read first). Returns the observation
+        that holds after: the settings just put."""
         name = resource.spec.bucket
         client = await self._client(self._region(resource))
         region = client.meta.region_name
@@ -196,12 +255,7 @@ class S3Client:
     async def update(
         self, resource: reconcile.Resource[Any, Any], observation: reconcile.Observation
     ) -> reconcile.Observation:
-        """Bring the settings to the spec (the bytes and headers, for an Object); returns
-        the observation that holds after."""
-        if resource.kind == "Object":
-            return await update_object(
-                await self._client(None), resource, observation, self.config.multipart_threshold
-            )
+        """Bring the settings to the spec; returns the observation that holds after."""
         client = await self._client(self._region(resource))
         await self._settle(client, resource, observation)
         return self._after(resource, client.meta.region_name, observation)
@@ -210,12 +264,8 @@ class S3Client:
         """DeleteBucket of a bucket that is ours (its owner tag, read first: NotOwned
         otherwise, untouched); with force_destroy, every object version and delete marker
         first. A bucket that is not empty otherwise stays, and the engine retries with
-        backoff. For an Object: a conditional DeleteObject. Returns "gone" (S3's deletes
-        are read-after-write)."""
+        backoff. Returns "gone" (S3's deletes are read-after-write)."""
         gone = reconcile.Observation(exists=False)
-        if resource.kind == "Object":
-            await delete_object(await self._client(None), resource)
-            return gone
         name = resource.spec.bucket
         client = await self._client(self._region(resource))
         tags = await self._tags(client, name)
@@ -242,22 +292,13 @@ class S3Client:
 
     async def adopt(self, resource: reconcile.Resource[Any, Any]) -> None:
         """Take over an existing bucket (``reconcile.dev/adopt``): add our owner tag to its
-        tags; change nothing else (the next reconcile brings it to the spec). An Object:
-        our owner mark added to its metadata (see :func:`adopt_object`)."""
-        if resource.kind == "Object":
-            await adopt_object(await self._client(None), resource)
-            return
+        tags; change nothing else (the next reconcile brings it to the spec)."""
         name = resource.spec.bucket
         client = await self._client(self._region(resource))
         tags = {**(await self._tags(client, name) or {}), OWNER_TAG: resource.metadata.uid}
         tag_set = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
         with s3_errors("PutBucketTagging", name):
             await client.put_bucket_tagging(Bucket=name, Tagging={"TagSet": tag_set})
-
-    async def close(self) -> None:
-        """Close every client."""
-        await self._stack.aclose()
-        self._clients.clear()
 
     # -- helpers ---------------------------------------------------------------------------
 
