@@ -256,6 +256,7 @@ class TestApplyAndRead:
         assert ":mod:" not in out
         assert "One of: present, absent." in out
         assert "IDENTITY:  deterministic (spec.path)" in out
+        assert "BEHAVIOUR: MarkedOnCreate (creating is idempotent by name and marks ownership" in out
         code, out, _ = cli("explain", "File.spec.path")
         assert code == 0
         assert "FIELD:    spec.path <str>" in out
@@ -463,8 +464,9 @@ class TestApplyAndRead:
     def test_providers_verify_compact(self, cli: Cli) -> None:
         """providers lists File and Directory; verify passes; compact drops history."""
         code, out, _ = cli("providers", "-o", "json")
-        kinds = {(row["provider"], row["kind"]) for row in json.loads(out)}
-        assert {("files", "File"), ("files", "Directory")} <= kinds
+        kinds = {(row["provider"], row["kind"]): row for row in json.loads(out)}
+        assert {("files", "File"), ("files", "Directory")} <= kinds.keys()
+        assert kinds["files", "File"]["behaviour"] == "MarkedOnCreate"
         cli.write("site.yaml", SITE)
         cli("apply", "-f", str(cli.manifests))
         code, out, _ = cli("verify")

@@ -42,6 +42,7 @@ def providers(output: str) -> None:
                 kind.names() - {f"{n}.{kind.api_group}" for n in (kind.kind.lower(), kind.plural)}
             ),
             "deterministicIdentity": kind.deterministic_identity,
+            "behaviour": kind.behaviour.value,
         }
         for kind in registry
     ]
@@ -214,6 +215,7 @@ def explain(settings: Settings, kind: str) -> None:
         f"NAMES:     {', '.join(sorted(found.names()))}",
         f"IDENTITY:  {'deterministic' if found.deterministic_identity else 'assigned externally'}"
         + (f" ({', '.join(f'spec.{camel(f)}' for f in found.identity)})" if found.identity else ""),
+        f"BEHAVIOUR: {found.behaviour.value} ({found.behaviour.promise})",
         f"IMMUTABLE: {', '.join(f'spec.{camel(f)}' for f in found.immutable) or '-'}",
         "",
         "DESCRIPTION:",
