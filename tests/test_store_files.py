@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from reconcile import Bookmark, CorruptError, ObjectKey, SchemaVersionError, StoreError, connect, open_store
-from reconcile.store import Put, SQLiteStore
+from reconcile import Bookmark, CorruptError, ObjectKey, SchemaVersionError, StoreError, connect
+from reconcile.store import Put, SQLiteStore, open_store
 from reconcile.store.sqlite import schema
 from reconcile.testing import example_kinds
 
