@@ -26,8 +26,9 @@ from reconcile.api.requests import PATCHABLE_METADATA, check_action, check_patch
 from reconcile.api.uids import new_uid
 from reconcile.errors import ConflictError, InvalidError, NotFoundError, ReconcileError
 from reconcile.model.external import ANNOTATION_MANAGEMENT_POLICY, FINALIZER
-from reconcile.model.kinds import Kind, KindRegistry
+from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
+from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource
 from reconcile.model.serde import format_epoch, make_converter, structure_errors
 from reconcile.store.contract import (

@@ -14,8 +14,9 @@ from reconcile.api.decoding import Decoder
 from reconcile.api.paging import ResourceList, decode_continue, encode_continue
 from reconcile.errors import FieldError, InvalidError, NotFoundError
 from reconcile.model.events import Bookmark, Event, EventType, FieldChange, diff_objects
-from reconcile.model.kinds import Kind, KindRegistry
+from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
+from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource
 from reconcile.model.selectors import LabelSelector
 from reconcile.store.contract import EventStore, ListPage, RawEvent, StoredObject, VerifyReport

@@ -34,8 +34,9 @@ from reconcile.controller.reconciling import Reconciler
 from reconcile.errors import InvalidError, LockedError, ReconcileError
 from reconcile.model.discovery import discover_providers
 from reconcile.model.external import ExternalClient, Provider, bind_store
-from reconcile.model.kinds import Kind, KindRegistry
+from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
+from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource
 from reconcile.runtime.converging import Convergence, Tracker, ready_from_store
 from reconcile.runtime.health import ControllerHealth, Health
