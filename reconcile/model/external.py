@@ -20,9 +20,12 @@ just wrote): the engine then records the outcome without observing again (Terraf
 after every create; a provider that already knows spares that read). The conformance kit
 checks that such an observation agrees with a real ``observe``.
 
-For a kind with ``deterministic_identity`` the engine creates a resource it has no record
-of without observing first (the create itself refuses a resource that is not ours, as
-Terraform creates what is not in its state): one call instead of two.
+For a kind with ``exclusive_create`` (whose create is itself the check that the resource
+is not somebody else's: it refuses one that is not ours with ``NotOwnedError``, changing
+nothing) the engine creates a resource it has no record of without observing first, as
+Terraform creates what is not in its state: one call instead of two. (``exclusive_create``
+needs ``deterministic_identity``: the name follows from the spec, so a create cut short
+by a crash can be retried without a duplicate.)
 
 Everything else (finalizers, the create-pending/succeeded markers that stop a crash from
 leaking or duplicating a resource, deletion and management policies, pause, polling,
