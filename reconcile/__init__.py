@@ -42,12 +42,13 @@ informer); :mod:`reconcile.store` the event log (``open_store``, ``SQLiteStore``
 ``EventStore``, ``VerifyReport``, ``ListPage``, ``RawEvent``); :mod:`reconcile.testing`
 fakes and the provider conformance kit.
 
-The names above are imported on first use (PEP 562's module ``__getattr__``): ``import
-reconcile`` (and so ``import reconcile.errors`` or any other submodule) stays cheap, and
-a program pays only for the layers it touches -- the command line starts without loading
-the runtime it does not need for ``get``. Type checkers and IDEs read the real imports in
-the ``TYPE_CHECKING`` block; ``_HOMES`` says where each name lives at run time, and a
-test checks that the two agree.
+The names above but the errors (a module of plain classes) are imported on first use
+(PEP 562's module ``__getattr__``): ``import reconcile`` (and so ``import
+reconcile.errors`` or any other submodule) stays cheap, and a program pays only for the
+layers it touches -- the command line starts without loading the runtime it does not
+need for ``get``. Type checkers and IDEs read the real imports in the ``TYPE_CHECKING``
+block; ``_HOMES`` says where each name lives at run time, and a test checks that the two
+agree.
 """
 
 from __future__ import annotations
