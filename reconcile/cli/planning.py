@@ -23,7 +23,7 @@ import click
 
 from reconcile.api import Client
 from reconcile.api.decoding import Decoder
-from reconcile.cli.applying import Declared, admit_all, current_of, origin, read_documents
+from reconcile.cli.declaring import Declared, admit_all, current_of, origin, read_documents
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.reading import list_all

@@ -34,7 +34,7 @@ from reconcile.cli.settings import Settings
 if TYPE_CHECKING:
     from reconcile.api import Client
     from reconcile.api.bulk import Applied
-    from reconcile.cli.applying import Declared
+    from reconcile.cli.declaring import Declared
 
 __all__ = ["remember_applied", "remembered_roots", "with_remembered_config"]
 
