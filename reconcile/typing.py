@@ -10,10 +10,15 @@ place for them.
 * :class:`Clock` (monotonic time, sleeping and deadlines, for the controllers) -- what
   tests replace with :class:`reconcile.testing.FakeClock`.
 * :class:`Context` -- what a hosted reconciler gets (its cached client, clock, telemetry).
+* :class:`Reader`, :class:`Writer`, :class:`StatusWriter` and :class:`ResourceClient`
+  (all three) -- the client's verbs, which both :class:`~reconcile.api.Client` and a
+  reconciler's :class:`~reconcile.controller.CachedClient` implement: reconciler code
+  typed against them runs against either.
 """
 
 from __future__ import annotations
 
+from reconcile.api.protocols import Reader, ResourceClient, StatusWriter, Writer
 from reconcile.controller.clocks import Clock
 from reconcile.controller.context import Context
 from reconcile.controller.reconciling import Reconciler
@@ -29,6 +34,10 @@ __all__ = [
     "ListingOwned",
     "Mutation",
     "Provider",
+    "Reader",
     "Reconciler",
+    "ResourceClient",
+    "StatusWriter",
     "StoreBound",
+    "Writer",
 ]

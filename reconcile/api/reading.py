@@ -48,9 +48,23 @@ class Reading:
 
     # -- reads -------------------------------------------------------------------------
 
-    async def get(self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE) -> AnyResource:
-        """The current object; :class:`NotFoundError` when absent."""
-        _, key = self._key(kind, name, namespace)
+    @overload
+    async def get(self, kind: ObjectKey, /) -> AnyResource: ...
+
+    @overload
+    async def get(self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE) -> AnyResource: ...
+
+    async def get(
+        self, kind: KindRef | ObjectKey, name: str | None = None, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> AnyResource:
+        """The current object, by kind and name or by its key (``get(request.key)``);
+        :class:`NotFoundError` when absent."""
+        if isinstance(kind, ObjectKey):
+            key = kind
+        else:
+            if name is None:
+                raise TypeError("get() needs a name with a kind")
+            _, key = self._key(kind, name, namespace)
         stored = await self.store.read(key)
         if stored is None:
             raise NotFoundError(f"{key} not found")

@@ -254,7 +254,7 @@ class Runtime:
 
         @runtime.controller("Widget")
         async def widgets(request: Request, context: Context) -> Result | None:
-            obj = await context.client.get(request.key)
+            obj = await context.client.get(request.key)  # NotFoundError: deleted
             ...
         """
 
