@@ -103,8 +103,9 @@ class Applied:
 
 
 class Writer(Protocol):
-    """What the bulk apply needs of a client: :class:`~reconcile.api.client.Client` is one
-    (and calls :func:`apply_many` with itself, so this module does not import it)."""
+    """What the bulk apply needs of a client: a client's engine-facing side,
+    :class:`~reconcile.api.engine.Engine`, is one (``Client.apply_many`` calls
+    :func:`apply_many` with its ``engine``, so this module imports neither)."""
 
     @property
     def store(self) -> EventStore:

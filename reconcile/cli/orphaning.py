@@ -123,7 +123,7 @@ async def _kind_orphans(
         return
     live = {obj.metadata.uid for obj in (await client.list(kind)).items}
     found = [item for item in owned if item.uid not in live]
-    kept = await client.uids_with_event([item.uid for item in found], ActionType.ORPHANED)
+    kept = await client.maintenance.uids_with_event([item.uid for item in found], ActionType.ORPHANED)
     for item in found:
         state = "orphaned on purpose" if item.uid in kept else "orphan"
         if delete and state == "orphan":

@@ -35,7 +35,7 @@ from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
 from reconcile.model.selectors import LabelSelector
 
-__all__ = ["Cache", "CachedClient"]
+__all__ = ["Cache", "CachedClient", "CachedEngine"]
 
 LOG = logging.getLogger("reconcile.cache")
 
@@ -155,6 +155,8 @@ class CachedClient:
         self.cache = cache
         #: The field manager writes are recorded under when a call names none.
         self.manager = manager
+        #: The engine-facing side: a controller's records, through the same cache.
+        self.engine = CachedEngine(client, cache, manager)
 
     @property
     def wall_clock(self) -> Any:
@@ -350,20 +352,6 @@ class CachedClient:
             )
         )
 
-    async def release(
-        self, obj: AnyResource, finalizer: str, events: Sequence[tuple[str, Mapping[str, Any] | None]]
-    ) -> AnyResource | None:
-        """``Client.release`` of ``obj``'s ``finalizer`` with action events, then into the
-        cache (None: the write removed the object)."""
-        kind = self.client.kinds.lookup(obj.api_version, obj.kind)
-        released, revision = await self.client.release(
-            kind, obj.metadata.name, finalizer, events, namespace=obj.metadata.namespace, manager=self.manager
-        )
-        if released is None:
-            self.cache.written(obj.key, None, revision, self.manager)
-            return None
-        return self._put(released)
-
     async def remove_finalizer(
         self,
         kind: KindRef,
@@ -419,6 +407,47 @@ class CachedClient:
             kind, name, event_type, namespace=namespace, data=data, manager=manager or self.manager
         )
 
+
+class CachedEngine:
+    """The engine-facing side of a :class:`CachedClient` (``cached.engine``): what a
+    recording reconciler (the managed one) writes its bookkeeping with, beside the verbs,
+    each result into the cache as the verbs' are."""
+
+    def __init__(self, client: Client, cache: Cache, manager: str) -> None:
+        self._client = client
+        self._cache = cache
+        self._manager = manager
+
+    def _put(self, obj: AnyResource) -> AnyResource:
+        self._cache.written(obj.key, obj, obj.metadata.resource_version or 0, self._manager)
+        return obj
+
+    async def get(self, key: ObjectKey) -> AnyResource | None:
+        """The cached object, None when absent (no exception: a resync of many objects
+        runs this)."""
+        cache = self._cache
+        answered, obj = cache.get_now(key)
+        return obj if answered else await cache.get(key)
+
+    async def release(
+        self, obj: AnyResource, finalizer: str, events: Sequence[tuple[str, Mapping[str, Any] | None]]
+    ) -> AnyResource | None:
+        """``Client.engine.release`` of ``obj``'s ``finalizer`` with action events, then into the
+        cache (None: the write removed the object)."""
+        kind = self._client.kinds.lookup(obj.api_version, obj.kind)
+        released, revision = await self._client.engine.release(
+            kind,
+            obj.metadata.name,
+            finalizer,
+            events,
+            namespace=obj.metadata.namespace,
+            manager=self._manager,
+        )
+        if released is None:
+            self._cache.written(obj.key, None, revision, self._manager)
+            return None
+        return self._put(released)
+
     async def record_actions(
         self,
         obj: AnyResource,
@@ -428,16 +457,16 @@ class CachedClient:
         add_finalizer: str | None = None,
         status: Any = None,
     ) -> AnyResource:
-        """``Client.record_actions`` about ``obj`` (as it was read), then into the cache."""
-        written = await self.client.record_actions(
-            self.client.kinds.lookup(obj.api_version, obj.kind),
+        """``Client.engine.record_actions`` about ``obj`` (as it was read), then into the cache."""
+        written = await self._client.engine.record_actions(
+            self._client.kinds.lookup(obj.api_version, obj.kind),
             obj.metadata.name,
             events,
             namespace=obj.metadata.namespace,
             annotations=annotations,
             add_finalizer=add_finalizer,
             status=status,
-            manager=self.manager,
+            manager=self._manager,
             based_on=obj,
         )
         return self._put(written)

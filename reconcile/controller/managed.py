@@ -67,7 +67,6 @@ from reconcile.controller.recording import with_identity
 from reconcile.controller.statuses import Action, Verdict, new_status, repeats
 from reconcile.errors import (
     DeadlineExceededError,
-    NotFoundError,
     NotOwnedError,
     TerminalError,
 )
@@ -149,10 +148,7 @@ class ManagedReconciler(Failing):
     async def reconcile(self, request: Request) -> Result | None:
         """One pass over one object."""
         key = request.key
-        try:
-            obj: AnyResource | None = await self.client.get(key)
-        except NotFoundError:
-            obj = None
+        obj = await self.client.engine.get(key)  # None, not NotFoundError, when gone
         if obj is None:
             self._gave_up.pop(key, None)
             self._steady.pop(key, None)
