@@ -10,10 +10,10 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import settle, widget
+from helpers import running, settle, widget
 
 from reconcile import AlreadyExistsError, Client, NotFoundError, ObjectKey
-from reconcile.controller import Cache, CachedClient
+from reconcile.controller import Cache, CachedClient, Controller, Request, Result
 from reconcile.testing import WIDGET, FakeClock
 from reconcile.typing import Reader, ResourceClient, StatusWriter, Writer
 
@@ -151,3 +151,28 @@ async def test_a_cached_list_pages_as_the_store_does(client: Client, clock: Fake
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_not_found_for_a_gone_object_ends_its_reconcile(client: Client, clock: FakeClock) -> None:
+    """A reconciler that lets get(request.key)'s NotFoundError out: once its object is
+    gone, the pass ends as a success (nothing to retry, as with controller-runtime's
+    IgnoreNotFound); while the object is cached, a NotFoundError is a failure."""
+    cache = Cache(client, clock=clock)
+    cached = CachedClient(client, cache)
+    outcomes: list[tuple[str, str]] = []
+
+    class ReadsChild:
+        async def reconcile(self, request: Request) -> Result | None:
+            await cached.get(request.key)
+            await cached.get("widget", f"{request.name}-child")  # never made
+            return None
+
+    controller = Controller(client, WIDGET, ReadsChild(), cache=cache, clock=clock, resync_period=None)
+    controller.add_listener(lambda key, outcome: outcomes.append((key.name, outcome)))
+    async with running(controller):
+        await cached.apply(widget("w1"))
+        await settle(lambda: ("w1", "error") in outcomes)
+        assert [k.name for k in controller.failures] == ["w1"]
+        await cached.delete("widget", "w1")
+        await settle(lambda: ("w1", "success") in outcomes)
+        assert not controller.failures
