@@ -114,6 +114,29 @@ class Engine:
             return None
         return await self.store.claimant(found.api_group, found.kind, identity)
 
+    # -- the store's identity, secret and settings ------------------------------------------
+
+    async def store_identity(self) -> str:
+        """The store's identity (made once with the database, kept by a copy or a
+        restore): what providers write into their ownership marks."""
+        return await self.store.identity()
+
+    async def store_mark_key(self) -> bytes:
+        """The store's secret (made once with the database, kept by a copy or a restore,
+        never in the event log): what providers sign their ownership marks with. Keep it
+        out of logs and output."""
+        return await self.store.mark_key()
+
+    async def remembered(self) -> dict[str, Any]:
+        """The settings the store remembers (``remember``), by name."""
+        return await self.store.remembered()
+
+    async def remember(self, name: str, value: Any) -> None:
+        """Have the store remember ``value`` (anything JSON holds; None forgets) under
+        ``name``, beside the log: what the next program on this store should find (the
+        CLI remembers each provider's config there, as applied)."""
+        await self.store.remember(name, value)
+
     # -- applies, for writers that queue them --------------------------------------------
 
     def apply_mutation(

@@ -175,27 +175,6 @@ class Reading:
         """The store's latest revision."""
         return await self.store.revision()
 
-    async def store_identity(self) -> str:
-        """The store's identity (made once with the database, kept by a copy or a
-        restore): what providers write into their ownership marks."""
-        return await self.store.identity()
-
-    async def store_mark_key(self) -> bytes:
-        """The store's secret (made once with the database, kept by a copy or a restore,
-        never in the event log): what providers sign their ownership marks with. Keep it
-        out of logs and output."""
-        return await self.store.mark_key()
-
-    async def remembered(self) -> dict[str, Any]:
-        """The settings the store remembers (:meth:`remember`), by name."""
-        return await self.store.remembered()
-
-    async def remember(self, name: str, value: Any) -> None:
-        """Have the store remember ``value`` (anything JSON holds; None forgets) under
-        ``name``, beside the log: what the next program on this store should find (the
-        CLI remembers each provider's config there, as applied)."""
-        await self.store.remember(name, value)
-
     async def compact(self, before: int) -> int:
         """Drop history before revision ``before``; each object's latest state stays."""
         return await self.store.compact(before)

@@ -63,7 +63,7 @@ async def _orphans(
     problems: list[str] = []
     clients: dict[str, ExternalClient] = {}
     async with settings.client() as client:
-        identity, key = await client.store_identity(), await client.store_mark_key()
+        identity, key = await client.engine.store_identity(), await client.engine.store_mark_key()
         try:
             for kind in kinds:
                 name = settings.kinds.provider_of(kind)

@@ -178,7 +178,7 @@ async def _plan(
             objects = [_as_applied(client, d, c) for d, c in zip(declared, currents, strict=True)]
         else:
             objects = await list_all(client, list(client.kinds), None, None)
-        identity, key = await client.store_identity(), await client.store_mark_key()
+        identity, key = await client.engine.store_identity(), await client.engine.store_mark_key()
     return await _observe_all(settings, objects, timeout=timeout, workers=workers, identity=identity, key=key)
 
 

@@ -338,7 +338,11 @@ class Runtime:
             connection = self._connections.get(provider.name)
             if connection is None:
                 connection = await provider.connect(self._provider_config.get(provider.name, {}))
-                bind_store(connection, await self.client.store_identity(), await self.client.store_mark_key())
+                bind_store(
+                    connection,
+                    await self.client.engine.store_identity(),
+                    await self.client.engine.store_mark_key(),
+                )
                 self._connections[provider.name] = connection
             return connection
 
