@@ -54,7 +54,7 @@ async def measure(db: Path, size: int, rounds: int) -> dict[str, float]:
         grown = file_bytes(db)
         await client.compact(events + 1)
         compacted = file_bytes(db)
-        await client.vacuum()
+        await client.maintenance.vacuum()
         vacuumed = file_bytes(db)
     return {
         "events": events,

@@ -45,7 +45,6 @@ sys.path.insert(1, str(ROOT / "benchmarks"))
 from limits import THING, contract_floor, minimal_loop  # noqa: E402
 
 from reconcile import (  # noqa: E402
-    Controller,
     ExternalClient,
     Kind,
     KindRegistry,
@@ -55,7 +54,7 @@ from reconcile import (  # noqa: E402
     Runtime,
     connect,
 )
-from reconcile.controller import InformerEvent, Priority  # noqa: E402
+from reconcile.controller import Controller, InformerEvent, Priority  # noqa: E402
 from reconcile.model import ObjectKey  # noqa: E402
 
 FREEZE_GC = os.environ.get("RECONCILE_BENCH_FREEZE_GC", "1") == "1"

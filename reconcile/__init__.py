@@ -7,12 +7,50 @@ log (SQLite by default); reads are typed; history is kept::
     async with reconcile.connect("sqlite:///state.db") as client:
         await client.apply(manifest)
 
-The names below are imported on first use (PEP 562's module ``__getattr__``): ``import
-reconcile`` (and so ``import reconcile.errors`` or any other submodule) stays cheap, and
-a program pays only for the layers it touches -- the command line starts without loading
-the runtime it does not need for ``get``. Type checkers and IDEs read the real imports in
-the ``TYPE_CHECKING`` block; ``_HOMES`` says where each name lives at run time, and a
-test checks that the two agree.
+What ``import reconcile`` offers, by who needs it:
+
+* **A service author** (stores and reads resources, embeds the engine): :func:`connect`
+  and its :class:`Client` (:class:`ResourceList` from ``list``, :class:`Applied` from
+  ``apply_many``); :class:`Runtime`, its :class:`RuntimeOptions`, the
+  :class:`Convergence` of ``wait_converged`` and the :class:`Health` of ``health()``,
+  :func:`discover_providers`; the objects: :class:`Resource`, :class:`ObjectMeta`,
+  :class:`ObjectKey`, :class:`OwnerReference`, :class:`LabelSelector`, :class:`Status`,
+  :class:`Condition`, :class:`ConditionStatus`; their history: :class:`Event`,
+  :class:`EventType`, :class:`Bookmark`, :class:`FieldChange`; the kinds:
+  :class:`Kind`, :class:`KindRegistry`; manifests: :func:`load_manifests`,
+  :func:`read_manifests`, each :class:`Document` they read.
+* **An operator author** (a controller of one's own, hosted in the Runtime): the
+  :class:`Reconciler` it implements, the :class:`Request` it gets and the :class:`Result`
+  it returns, its :class:`Context`; and, to declare a kind, :func:`doc_field` and the
+  :class:`AdmissionContext` of a kind's admission hook.
+* **A provider author** (a plugin for one external system): the :class:`Provider` and
+  the :class:`ExternalClient` it implements (or one per kind, as a :class:`PerKind`), the
+  :class:`Behaviour` each kind declares (what the external system guarantees), the
+  :class:`Observation` of ``observe``, the :class:`Created` of ``create``, the
+  :class:`ManagedStatus` of its kinds, the :class:`Owned` of ``list_owned``, and
+  :func:`ours`, the one ownership rule (with :class:`Kind`, :class:`Resource`,
+  :func:`doc_field` and :class:`AdmissionContext`).
+* **Errors** (from :mod:`reconcile.errors`, split by what the caller does next):
+  :class:`ReconcileError` and every subclass, :class:`FieldError`, and the
+  :class:`SpellingWarning` for a manifest in the old snake_case spelling.
+
+Everything else lives in its subpackage: :mod:`reconcile.typing` is the one place for the
+protocols (``Provider``, ``ExternalClient``, the optional ``Adopting``, ``StoreBound``
+and ``ListingOwned``, ``Reconciler``, ``EventStore``, ``Clock``, ``Context``);
+:mod:`reconcile.annotations` holds the annotations and the finalizer the engine reads and
+writes on a managed resource; :mod:`reconcile.controller` the controller machinery
+(``Controller``, ``WorkQueue``, ``Priority``, ``CachedClient``, ``Cache``, the
+informer); :mod:`reconcile.store` the event log (``open_store``, ``SQLiteStore``,
+``EventStore``, ``VerifyReport``, ``ListPage``, ``RawEvent``); :mod:`reconcile.testing`
+fakes and the provider conformance kit.
+
+The names above but the errors (a module of plain classes) are imported on first use
+(PEP 562's module ``__getattr__``): ``import reconcile`` (and so ``import
+reconcile.errors`` or any other submodule) stays cheap, and a program pays only for the
+layers it touches -- the command line starts without loading the runtime it does not
+need for ``get``. Type checkers and IDEs read the real imports in the ``TYPE_CHECKING``
+block; ``_HOMES`` says where each name lives at run time, and a test checks that the two
+agree.
 """
 
 from __future__ import annotations
@@ -27,6 +65,7 @@ from reconcile.errors import (
     DeadlineExceededError,
     ExpiredError,
     FieldError,
+    IncompleteListingError,
     InvalidError,
     LockedError,
     NotFoundError,
@@ -42,22 +81,14 @@ from reconcile.errors import (
 )
 
 if TYPE_CHECKING:
-    from reconcile.api import Client, ResourceList, connect
-    from reconcile.controller import (
-        CachedClient,
-        Context,
-        Controller,
-        Priority,
-        Reconciler,
-        Request,
-        Result,
-        WorkQueue,
-    )
+    from reconcile.api import Applied, Client, ResourceList, connect
+    from reconcile.controller import Context, Reconciler, Request, Result
     from reconcile.model import (
         AdmissionContext,
         Bookmark,
         Condition,
         ConditionStatus,
+        Document,
         Event,
         EventType,
         FieldChange,
@@ -74,49 +105,38 @@ if TYPE_CHECKING:
     )
     from reconcile.model.discovery import discover_providers
     from reconcile.model.external import (
-        ANNOTATION_CREATE_PENDING,
-        ANNOTATION_CREATE_SUCCEEDED,
-        ANNOTATION_EXTERNAL_IDENTITY,
-        ANNOTATION_MANAGEMENT_POLICY,
         Created,
         ExternalClient,
-        ListingOwned,
         ManagedStatus,
         Observation,
         Owned,
         PerKind,
         Provider,
-        StoreBound,
         ours,
     )
     from reconcile.model.kinds import Behaviour, doc_field
-    from reconcile.runtime import Convergence, Runtime, RuntimeOptions
-    from reconcile.store import SQLiteStore, VerifyReport, open_store
+    from reconcile.runtime import Convergence, Health, Runtime, RuntimeOptions
 
 _HOMES: dict[str, str] = {
-    "ANNOTATION_CREATE_PENDING": "reconcile.model.external",
-    "ANNOTATION_CREATE_SUCCEEDED": "reconcile.model.external",
-    "ANNOTATION_EXTERNAL_IDENTITY": "reconcile.model.external",
-    "ANNOTATION_MANAGEMENT_POLICY": "reconcile.model.external",
     "AdmissionContext": "reconcile.model",
+    "Applied": "reconcile.api",
     "Behaviour": "reconcile.model.kinds",
     "Bookmark": "reconcile.model",
-    "CachedClient": "reconcile.controller",
     "Client": "reconcile.api",
     "Condition": "reconcile.model",
     "ConditionStatus": "reconcile.model",
     "Context": "reconcile.controller",
-    "Controller": "reconcile.controller",
     "Convergence": "reconcile.runtime",
     "Created": "reconcile.model.external",
+    "Document": "reconcile.model",
     "Event": "reconcile.model",
     "EventType": "reconcile.model",
     "ExternalClient": "reconcile.model.external",
     "FieldChange": "reconcile.model",
+    "Health": "reconcile.runtime",
     "Kind": "reconcile.model",
     "KindRegistry": "reconcile.model",
     "LabelSelector": "reconcile.model",
-    "ListingOwned": "reconcile.model.external",
     "ManagedStatus": "reconcile.model.external",
     "ObjectKey": "reconcile.model",
     "ObjectMeta": "reconcile.model",
@@ -124,7 +144,6 @@ _HOMES: dict[str, str] = {
     "Owned": "reconcile.model.external",
     "OwnerReference": "reconcile.model",
     "PerKind": "reconcile.model.external",
-    "Priority": "reconcile.controller",
     "Provider": "reconcile.model.external",
     "Reconciler": "reconcile.controller",
     "Request": "reconcile.controller",
@@ -133,52 +152,44 @@ _HOMES: dict[str, str] = {
     "Result": "reconcile.controller",
     "Runtime": "reconcile.runtime",
     "RuntimeOptions": "reconcile.runtime",
-    "SQLiteStore": "reconcile.store",
     "Status": "reconcile.model",
-    "StoreBound": "reconcile.model.external",
-    "VerifyReport": "reconcile.store",
-    "WorkQueue": "reconcile.controller",
     "connect": "reconcile.api",
     "discover_providers": "reconcile.model.discovery",
     "doc_field": "reconcile.model.kinds",
     "load_manifests": "reconcile.model",
-    "open_store": "reconcile.store",
     "ours": "reconcile.model.external",
     "read_manifests": "reconcile.model",
 }
 """Where each lazily imported name lives: the module imported on its first use."""
 
 __all__ = [
-    "ANNOTATION_CREATE_PENDING",
-    "ANNOTATION_CREATE_SUCCEEDED",
-    "ANNOTATION_EXTERNAL_IDENTITY",
-    "ANNOTATION_MANAGEMENT_POLICY",
     "AdmissionContext",
     "AlreadyExistsError",
+    "Applied",
     "Behaviour",
     "Bookmark",
-    "CachedClient",
     "Client",
     "Condition",
     "ConditionStatus",
     "ConflictError",
     "Context",
-    "Controller",
     "Convergence",
     "CorruptError",
     "Created",
     "DeadlineExceededError",
+    "Document",
     "Event",
     "EventType",
     "ExpiredError",
     "ExternalClient",
     "FieldChange",
     "FieldError",
+    "Health",
+    "IncompleteListingError",
     "InvalidError",
     "Kind",
     "KindRegistry",
     "LabelSelector",
-    "ListingOwned",
     "LockedError",
     "ManagedStatus",
     "NotFoundError",
@@ -190,7 +201,6 @@ __all__ = [
     "OwnerReference",
     "PerKind",
     "PermanentError",
-    "Priority",
     "Provider",
     "ProviderLoadError",
     "ReconcileError",
@@ -201,21 +211,16 @@ __all__ = [
     "Result",
     "Runtime",
     "RuntimeOptions",
-    "SQLiteStore",
     "SchemaVersionError",
     "SpellingWarning",
     "Status",
-    "StoreBound",
     "StoreError",
     "TerminalError",
     "TransientError",
-    "VerifyReport",
-    "WorkQueue",
     "connect",
     "discover_providers",
     "doc_field",
     "load_manifests",
-    "open_store",
     "ours",
     "read_manifests",
 ]

@@ -606,7 +606,7 @@ class TestRecord:
         decode = client.decoder.resource
         monkeypatch.setattr(client.decoder, "resource", lambda *a, **k: decoded.append(a) or decode(*a, **k))
         ready = Status(conditions=(Condition("Ready", ConditionStatus.TRUE, "Done", "", NOW, 1),))
-        written = await client.record_actions(
+        written = await client.engine.record_actions(
             "widget",
             "w1",
             [("CreateSucceeded", None)],
@@ -624,7 +624,9 @@ class TestRecord:
         # On a revision that is no longer the stored one: decoded from what was written.
         await client.patch("widget", "w1", {"metadata": {"labels": {"by": "them"}}})
         decoded.clear()
-        again = await client.record_actions("widget", "w1", [], annotations={"b": "2"}, based_on=written)
+        again = await client.engine.record_actions(
+            "widget", "w1", [], annotations={"b": "2"}, based_on=written
+        )
         assert len(decoded) == 1
         assert again == await client.get("widget", "w1")
         assert again.metadata.labels == {"app": "x", "by": "them"}

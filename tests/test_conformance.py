@@ -13,7 +13,6 @@ from reconcile import (
     Created,
     ExternalClient,
     Kind,
-    ListingOwned,
     Observation,
     Owned,
     PerKind,
@@ -30,6 +29,7 @@ from reconcile.testing.conformance import (
     check_create_refuses_a_foreign_resource,
 )
 from reconcile.testing.memory import NOTE, BucketSpec, Item, MemoryClient
+from reconcile.typing import ListingOwned
 
 
 class MemoryOutside:

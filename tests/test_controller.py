@@ -332,7 +332,7 @@ class TestInformer:
     ) -> None:
         """A watch that raises is counted, reported to handlers, and restarted after backoff."""
         await client.apply(widget("w1"))
-        original = client.raw_watch
+        original = client.engine.raw_watch
         failures = [RuntimeError("network down")]
 
         def flaky(*args: Any, **kwargs: Any) -> Any:
@@ -340,7 +340,7 @@ class TestInformer:
                 raise failures.pop()
             return original(*args, **kwargs)
 
-        monkeypatch.setattr(client, "raw_watch", flaky)
+        monkeypatch.setattr(client.engine, "raw_watch", flaky)
         informer = Informer(client, WIDGET, clock=clock)
         errors: list[BaseException] = []
         informer.add_error_handler(errors.append)
@@ -365,14 +365,14 @@ class TestInformer:
         informer = Informer(client, WIDGET, clock=clock)
         first = await client.apply(widget("w1"))
         informer.written(first, "me")
-        snapshot = await client.raw_list(WIDGET)
+        snapshot = await client.engine.raw_list(WIDGET)
         later = await client.apply(widget("w2"))
         informer.written(later, "me")
 
         async def stale_list(*args: Any, **kwargs: Any) -> Any:
             return snapshot  # taken before w2 was written
 
-        monkeypatch.setattr(client, "raw_list", stale_list)
+        monkeypatch.setattr(client.engine, "raw_list", stale_list)
         decodes: list[Any] = []
         decode = client.decode
 
@@ -399,7 +399,7 @@ class TestInformer:
         """ExpiredError relists at once; the relist reports what changed meanwhile."""
         await client.apply(widget("w1"))
         await client.apply(widget("gone"))
-        original = client.raw_watch
+        original = client.engine.raw_watch
         expired = [True]
 
         async def expiring(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
@@ -411,7 +411,7 @@ class TestInformer:
             async for item in original(*args, **kwargs):
                 yield item
 
-        monkeypatch.setattr(client, "raw_watch", expiring)
+        monkeypatch.setattr(client.engine, "raw_watch", expiring)
         informer = Informer(client, WIDGET, clock=clock)
         heard: list[tuple[str, str]] = []
         informer.add_handler(lambda e: heard.append((e.type, e.key.name)))
@@ -452,14 +452,14 @@ class TestInformer:
 def hold_watch(client: Client, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
     """Make the client's watches wait before each item until the returned gate opens."""
     gate = asyncio.Event()
-    original = client.raw_watch
+    original = client.engine.raw_watch
 
     async def held(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         async for item in original(*args, **kwargs):
             await gate.wait()
             yield item
 
-    monkeypatch.setattr(client, "raw_watch", held)
+    monkeypatch.setattr(client.engine, "raw_watch", held)
     return gate
 
 
@@ -494,7 +494,7 @@ class TestWritten:
         async with running_informer(informer):
             cached = informer.get(widget_key("w1"))
             assert cached is not None
-            written = await client.record_actions(
+            written = await client.engine.record_actions(
                 "widget", "w1", [("Noted", None)], annotations={"a": "1"}, based_on=cached
             )
             revision = written.metadata.resource_version
@@ -525,7 +525,7 @@ class TestWritten:
         informer.add_handler(lambda e: heard.append((e.type, e.actor)))
         async with running_informer(informer):
             await client.patch("widget", "w1", {"metadata": {"labels": {"by": "them"}}}, manager="someone")
-            written = await client.record_actions(
+            written = await client.engine.record_actions(
                 "widget", "w1", [], annotations={"a": "1"}, manager="engine", based_on=read
             )
             assert written.metadata.labels == {"by": "them"}
@@ -568,7 +568,9 @@ class TestWritten:
             await client.apply(widget("w1", 9))  # the first incarnation changes, then goes
             await client.delete("widget", "w1")
             again = await client.apply(widget("w1", 2))
-            written = await client.record_actions("widget", "w1", [], annotations={"a": "1"}, based_on=again)
+            written = await client.engine.record_actions(
+                "widget", "w1", [], annotations={"a": "1"}, based_on=again
+            )
             assert written.spec is again.spec  # the generation did not move: the spec is reused
             informer.written(written, "engine")
             gate.set()

@@ -116,7 +116,7 @@ class TestForgedMarks:
         await by_hand.update(lambda m: m.add(fqdn, 300, "A", "203.0.113.5"))
         db = tmp_path / "state.db"
         async with connect(db, kinds=KindRegistry([RECORD_SET])) as client:
-            identity = await client.store_identity()
+            identity = await client.engine.store_identity()
             taker = await client.apply(record_set(victim, "A", ["192.0.2.66"], label="taker"))
             uid = taker.metadata.uid
             forged_text = f"heritage=reconcile,owner={identity},type=A,uid={uid}"

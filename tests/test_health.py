@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from helpers import settle
 
-from reconcile import Client, Runtime
+from reconcile import Runtime
+from reconcile.api.engine import Engine
 from reconcile.runtime import ControllerHealth, Health, Supervisor
 from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
 
@@ -72,17 +73,17 @@ class TestRuntimeHealth:
     ) -> None:
         """The list worked, the watch breaks: not healthy, not ready, and the problem says
         which controller; after the informer's backoff the watch is back."""
-        original = Client.raw_watch
+        original = Engine.raw_watch
         failures = {BUCKETS: 1}
 
-        def flaky(self: Client, kind: Any, *args: Any, **kwargs: Any) -> Any:
+        def flaky(self: Engine, kind: Any, *args: Any, **kwargs: Any) -> Any:
             name = f"{kind.kind.lower()}.{kind.api_group}"
             if failures.get(name):
                 failures[name] -= 1
                 raise RuntimeError("network down")
             return original(self, kind, *args, **kwargs)
 
-        monkeypatch.setattr(Client, "raw_watch", flaky)
+        monkeypatch.setattr(Engine, "raw_watch", flaky)
         async with runtime(db_path, clock) as rt:
             notes = rt.controllers["note.memory.reconcile.dev"].informer
             # The other kind's cache loads independently: wait for it too, so the one

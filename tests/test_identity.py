@@ -77,7 +77,7 @@ class TestOneObjectPerResource:
             with pytest.raises(NotFoundError):
                 await client.get("file", "hello")
             stored = await client.apply(file_manifest("e", "index.html"))
-            claimant = await client.claimant("file", {"path": stored.spec.path})
+            claimant = await client.engine.claimant("file", {"path": stored.spec.path})
             assert claimant is not None
             assert claimant.name == "e"
 

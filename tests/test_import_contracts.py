@@ -66,6 +66,7 @@ def test_the_copy_keeps_the_contracts(tree: Path) -> None:
         ("reconcile/runtime/health.py", "import reconcile.cli.main", "Layers point downward only"),
         ("reconcile/runtime/health.py", "import reconcile.testing", "Layers point downward only"),
         ("reconcile/controller/clocks.py", "import reconcile.typing", "Layers point downward only"),
+        ("reconcile/annotations.py", "import reconcile.model.meta", "Layers point downward only"),
         (
             "reconcile_providers/files/client.py",
             "import reconcile.runtime.running",

@@ -287,6 +287,8 @@ class Store:
         self.obj, self.wall_clock = obj, clock
         self.events: list[str] = []
         self.statuses: list[Any] = []
+        #: The engine-facing side (get, record_actions, release) is this fake too.
+        self.engine = self
 
     async def get(self, key: object) -> AnyResource | None:  # noqa: ARG002
         """The one object."""

@@ -72,8 +72,9 @@ class Counter:
 
     async def reconcile(self, request: Request) -> Result | None:
         """One pass: read, check it is our last write, write the next count."""
-        obj = await self.context.client.get(request.key)
-        if obj is None:
+        try:
+            obj = await self.context.client.get(request.key)
+        except NotFoundError:
             return None
         self.read_versions.append(obj.metadata.resource_version or 0)
         count = len(self.written_versions) + 1
@@ -155,7 +156,6 @@ async def test_the_decorator_form_runs_beside_the_managed_controllers(
     @runtime.controller("widget", workers=2)
     async def widgets(request: Request, context: Context) -> Result | None:
         obj = await context.client.get(request.key)
-        assert obj is not None
         seen.append(obj.metadata.name)
         ready = Condition("Ready", ConditionStatus.TRUE, "Seen", "")
         status = attrs.evolve(obj.status, observed_generation=obj.metadata.generation, conditions=(ready,))
@@ -275,9 +275,11 @@ class TestAddController:
                 made.append(self)
 
             async def reconcile(self, request: Request) -> Result | None:
-                obj = await self.context.client.get(request.key)
-                if obj is not None:
-                    await self.context.client.update_status(ready_status(obj, "Seen"))
+                try:
+                    obj = await self.context.client.get(request.key)
+                except NotFoundError:
+                    return None
+                await self.context.client.update_status(ready_status(obj, "Seen"))
                 return None
 
         async with runtime_of(tmp_path / "k.db", clock) as runtime:

@@ -30,7 +30,8 @@ from test_s3 import (  # noqa: F401 - fixtures, used by name
     tags_of,
 )
 
-from reconcile import ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_IDENTITY, Runtime
+from reconcile import Runtime
+from reconcile.annotations import ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_IDENTITY
 from reconcile.testing import FakeClock
 
 REGION = {"LocationConstraint": "eu-west-1"}

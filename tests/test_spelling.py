@@ -27,7 +27,6 @@ from hypothesis import strategies as st
 from reconcile import Client, InvalidError, KindRegistry, SpellingWarning, connect
 from reconcile.cli import main
 from reconcile.model import Kind, make_converter
-from reconcile.model.discovery import discovered_kinds
 from reconcile.model.kinds import Behaviour
 from reconcile.model.meta import ObjectKey, ObjectMeta
 from reconcile.model.spelling import camel, respell_document
@@ -479,7 +478,7 @@ def camel_keys(data: Any, type_: Any, path: str = "") -> Iterator[str]:
 
 def every_kind() -> list[Kind]:
     """The example kinds and every installed provider's."""
-    return [*example_kinds(), *discovered_kinds()]
+    return [*example_kinds(), *KindRegistry.from_entry_points()]
 
 
 @pytest.mark.parametrize("kind", every_kind(), ids=lambda k: f"{k.kind}.{k.api_group}")

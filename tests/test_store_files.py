@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from reconcile import Bookmark, CorruptError, ObjectKey, SchemaVersionError, StoreError, connect, open_store
-from reconcile.store import Put, SQLiteStore
+from reconcile import Bookmark, CorruptError, ObjectKey, SchemaVersionError, StoreError, connect
+from reconcile.store import Put, SQLiteStore, open_store
 from reconcile.store.sqlite import schema
 from reconcile.testing import example_kinds
 
@@ -180,9 +180,9 @@ class TestMigration:
         old one reads as empty and nothing is written."""
         path = tmp_path / "new.db"
         async with connect(path, kinds=example_kinds()) as client:
-            first = await client.store_identity()
+            first = await client.engine.store_identity()
         async with connect(path, kinds=example_kinds()) as client:
-            assert await client.store_identity() == first
+            assert await client.engine.store_identity() == first
         assert len(first) == 16
         int(first, 16)
         with contextlib.closing(sqlite3.connect(path)) as conn:  # back to version 2
@@ -190,11 +190,11 @@ class TestMigration:
             conn.execute("UPDATE reconcile_schema SET version = 2")
             conn.commit()
         async with connect(path, kinds=example_kinds(), read_only=True) as client:
-            assert await client.store_identity() == ""
+            assert await client.engine.store_identity() == ""
         with contextlib.closing(sqlite3.connect(path)) as conn:
             assert conn.execute("SELECT version FROM reconcile_schema").fetchone()[0] == 2
         async with connect(path, kinds=example_kinds()) as client:
-            migrated = await client.store_identity()
+            migrated = await client.engine.store_identity()
         assert len(migrated) == 16
         assert migrated != first, "a new identity: the old one was gone"
         with contextlib.closing(sqlite3.connect(path)) as conn:
@@ -206,7 +206,7 @@ class TestMigration:
         read-write, and reads as empty opened read-only, nothing written."""
         path, other = tmp_path / "new.db", tmp_path / "other.db"
         async with connect(path, kinds=example_kinds()) as client:
-            first = await client.store_mark_key()
+            first = await client.engine.store_mark_key()
             await client.apply(
                 {
                     "apiVersion": "example.reconcile.dev/v1",
@@ -216,9 +216,9 @@ class TestMigration:
                 }
             )
         async with connect(path, kinds=example_kinds()) as client:
-            assert await client.store_mark_key() == first
+            assert await client.engine.store_mark_key() == first
         async with connect(other, kinds=example_kinds()) as client:
-            assert await client.store_mark_key() != first
+            assert await client.engine.store_mark_key() != first
         assert len(first) == 32
         with contextlib.closing(sqlite3.connect(path)) as conn:
             for row in conn.execute("SELECT body, data FROM events"):
@@ -228,9 +228,9 @@ class TestMigration:
             conn.execute("UPDATE reconcile_schema SET version = 3")
             conn.commit()
         async with connect(path, kinds=example_kinds(), read_only=True) as client:
-            assert await client.store_mark_key() == b""
+            assert await client.engine.store_mark_key() == b""
         async with connect(path, kinds=example_kinds()) as client:
-            migrated = await client.store_mark_key()
+            migrated = await client.engine.store_mark_key()
         assert len(migrated) == 32
         assert migrated != first
 

@@ -2,8 +2,18 @@
 watch, history)."""
 
 from reconcile.api.admission import Admission, Admitted
+from reconcile.api.bulk import Applied
 from reconcile.api.client import DEFAULT_MANAGER, Client, ResourceList
 from reconcile.api.connecting import connect
 from reconcile.api.merging import merge_patch
 
-__all__ = ["DEFAULT_MANAGER", "Admission", "Admitted", "Client", "ResourceList", "connect", "merge_patch"]
+__all__ = [
+    "DEFAULT_MANAGER",
+    "Admission",
+    "Admitted",
+    "Applied",
+    "Client",
+    "ResourceList",
+    "connect",
+    "merge_patch",
+]

@@ -32,9 +32,10 @@ from reconcile.model.external import (
     DELETION_POLICIES,
     MANAGEMENT_POLICIES,
 )
-from reconcile.model.kinds import AdmissionContext, Kind, KindRegistry
+from reconcile.model.kinds import AdmissionContext, Kind
 from reconcile.model.meta import ObjectMeta
 from reconcile.model.printing import printable
+from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import Resource
 from reconcile.model.serde import structure_errors
 from reconcile.model.spelling import ENVELOPE, Respelled, camel_path, respell_document

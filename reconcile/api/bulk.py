@@ -39,21 +39,20 @@ import functools
 import gc
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar
 
 import attrs
 
-from reconcile.api.admission import Admitted, warned
+from reconcile.api.admission import Admission, Admitted, warned
 from reconcile.api.conflicts import Declared, conflict_error, conflicting
+from reconcile.api.decoding import Decoder
+from reconcile.api.reading import KindRef
 from reconcile.errors import FieldError, InvalidError, ReconcileError, StoreError
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
-from reconcile.store.contract import Mutation, StoredObject, WriteResult
+from reconcile.store.contract import EventStore, Mutation, StoredObject, WriteResult
 
-if TYPE_CHECKING:
-    from reconcile.api.client import Client
-
-__all__ = ["Applied", "Deferred", "Outcome", "apply_many"]
+__all__ = ["Applied", "Deferred", "Outcome", "Writer", "apply_many"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -103,6 +102,44 @@ class Applied:
         return _resolved(self._object)
 
 
+class Writer(Protocol):
+    """What the bulk apply needs of a client: a client's engine-facing side,
+    :class:`~reconcile.api.engine.Engine`, is one (``Client.apply_many`` calls
+    :func:`apply_many` with its ``engine``, so this module imports neither)."""
+
+    @property
+    def store(self) -> EventStore:
+        """The store written to."""
+
+    @property
+    def user(self) -> str | None:
+        """Who asks for the writes (recorded beside the manager)."""
+
+    @property
+    def admission(self) -> Admission:
+        """What admits each manifest."""
+
+    @property
+    def decoder(self) -> Decoder:
+        """What reads the stored bodies."""
+
+    def apply_mutation(
+        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+    ) -> tuple[ObjectKey, Mutation]:
+        """The key and the mutation that applying ``admitted`` is."""
+
+    def apply_write(
+        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+    ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
+        """The key, the mutation and what makes the :class:`Applied` of its write."""
+
+    def delete_mutation(self, key: ObjectKey, *, resource_version: int | None = None) -> Mutation:
+        """The mutation that deleting ``key`` is."""
+
+    async def claimant(self, kind: KindRef, spec: Mapping[str, Any]) -> ObjectKey | None:
+        """The live object that declares the external resource ``spec`` names, if any."""
+
+
 #: The collector's thresholds while bulk applies run: a young collection every 100,000
 #: allocations instead of 700, and the older generations a fifth and a tenth as often.
 _BULK_THRESHOLDS = (100_000, 50, 100)
@@ -144,7 +181,7 @@ def _collecting_less(function: Callable[P, Awaitable[T]]) -> Callable[P, Awaitab
 
 @_collecting_less
 async def apply_many(
-    client: Client,
+    client: Writer,
     manifests: Sequence[Mapping[str, Any] | AnyResource | Admitted],
     *,
     manager: str,
@@ -209,7 +246,7 @@ def _finished(
 
 
 async def _admit(
-    client: Client,
+    client: Writer,
     manifests: Sequence[Mapping[str, Any] | AnyResource | Admitted],
     results: list[Applied | None],
     *,
@@ -238,7 +275,7 @@ class _Writes:
     """The writes of an apply: each run queued with the store at once (its writes share
     group commits), each result recorded as its write is durable."""
 
-    client: Client
+    client: Writer
     manager: str
     results: list[Applied | None]
     on_applied: Callable[[Applied], None] | None
@@ -330,7 +367,7 @@ class _Writes:
 
 
 async def _refuse_conflicts(
-    client: Client, admitted: list[tuple[int, Admitted]], results: list[Applied | None]
+    client: Writer, admitted: list[tuple[int, Admitted]], results: list[Applied | None]
 ) -> None:
     """Refuse (in ``results``) each document that declares what another live object, or
     an earlier document of this apply, cannot coexist with (``Kind.conflicts``)."""
@@ -389,7 +426,7 @@ def _runs(admitted: list[tuple[int, Admitted]], size: int) -> list[list[tuple[in
 
 
 async def _check_all(
-    client: Client, admitted: list[tuple[int, Admitted]], results: list[Applied | None], manager: str
+    client: Writer, admitted: list[tuple[int, Admitted]], results: list[Applied | None], manager: str
 ) -> None:
     """Dry-run every document's mutation on what is stored, and check its identity claim;
     record each refusal in ``results``."""

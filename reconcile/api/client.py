@@ -16,18 +16,16 @@ from typing import Any
 
 from reconcile.api import bulk, mutations
 from reconcile.api.admission import MAX_ANNOTATIONS_BYTES, Admission, Admitted, warned
-from reconcile.api.bulk import Applied, Deferred, Outcome
-from reconcile.api.conflicts import conflict_error
+from reconcile.api.bulk import Applied
 from reconcile.api.decoding import Decoder
+from reconcile.api.engine import Engine, Maintenance, admitted_key
 from reconcile.api.merging import merge_patch
 from reconcile.api.paging import ResourceList
 from reconcile.api.reading import KindRef, Reading
 from reconcile.api.requests import PATCHABLE_METADATA, check_action, check_patch
-from reconcile.api.uids import new_uid
 from reconcile.errors import ConflictError, InvalidError, NotFoundError, ReconcileError
-from reconcile.model.external import ANNOTATION_MANAGEMENT_POLICY, FINALIZER
-from reconcile.model.kinds import Kind, KindRegistry
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
+from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource
 from reconcile.model.serde import format_epoch, make_converter, structure_errors
 from reconcile.store.contract import (
@@ -69,6 +67,21 @@ class Client(Reading):
         self.decoder = Decoder(kinds)
         self.admission = Admission(kinds, self.converter, provider_config)
         self._clock = clock
+        #: The engine-facing side: what controllers, caches and the bulk apply use
+        #: beside the verbs (raw reads, queued applies, recorded actions).
+        self.engine = Engine(
+            store,
+            kinds,
+            admission=self.admission,
+            converter=self.converter,
+            decoder=self.decoder,
+            manager=manager,
+            user=user,
+            write=self._write,
+            now=self._now,
+        )
+        #: The store's upkeep beside ``compact`` and ``verify`` (vacuum, orphans).
+        self.maintenance = Maintenance(store)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -81,11 +94,6 @@ class Client(Reading):
 
     def _now(self) -> str:
         return format_epoch(self._clock())
-
-    @staticmethod
-    def _key_of(admitted: Admitted) -> ObjectKey:
-        meta = admitted.metadata
-        return ObjectKey(admitted.kind.api_group, admitted.kind.kind, meta["namespace"], meta["name"])
 
     def _result(self, stored: StoredObject | None) -> AnyResource:
         assert stored is not None
@@ -127,90 +135,10 @@ class Client(Reading):
         origin: Path | None,
     ) -> AnyResource:
         admitted = warned(self.admission.admit(manifest, origin=origin))
-        applied = await self.write_admitted(admitted, manager=manager, create_only=create_only)
+        applied = await self.engine.write_admitted(admitted, manager=manager, create_only=create_only)
         if applied.object is None:  # pragma: no cover - a write that succeeded has its object
             raise ReconcileError(f"{applied.key}: the apply returned no object")
         return applied.object
-
-    def apply_mutation(
-        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
-    ) -> tuple[ObjectKey, Mutation]:
-        """The key and the store mutation that applying an admitted manifest is: the
-        immutable-field, version and deletion checks run inside it, against the stored
-        object, once (a dry run calls it on what is stored)."""
-        key = self._key_of(admitted)
-        return key, self.decoder.mutation(
-            mutations.apply(
-                key,
-                admitted.body,
-                self.admission.default_status(admitted.kind),
-                manager=manager or self.manager,
-                uid=new_uid(),
-                now=self._now(),
-                create_only=create_only,
-                immutable=admitted.kind.immutable,
-                identity=admitted.kind.identity_of(admitted.body["spec"]),
-                finalizers=self._default_finalizers(admitted),
-            )
-        )
-
-    def delete_mutation(self, key: ObjectKey, *, resource_version: int | None = None) -> Mutation:
-        """The store mutation that deleting ``key`` is (guarded by ``resource_version``
-        when given), for writers that queue it with others (``apply_many``'s prune)."""
-        return self.decoder.mutation(mutations.delete(key, now=self._now(), expected=resource_version))
-
-    def _default_finalizers(self, admitted: Admitted) -> tuple[str, ...]:
-        """The managed finalizer for a new object of a kind a provider manages (unless it
-        is only observed): on from the apply's own event, so the external create needs no
-        write before it, and a delete that comes while it runs waits for its cleanup."""
-        if self.kinds.provider_of(admitted.kind) is None:
-            return ()
-        annotations = admitted.body["metadata"].get("annotations") or {}
-        if annotations.get(ANNOTATION_MANAGEMENT_POLICY) == "ObserveOnly":
-            return ()
-        return (FINALIZER,)
-
-    async def write_admitted(
-        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
-    ) -> Applied:
-        """Apply a manifest admission has already passed (``Client.admission.admit``):
-        no second admission. Says what it did (created, configured, unchanged)."""
-        key, applying, finish = self.apply_write(admitted, manager=manager, create_only=create_only)
-        if admitted.kind.conflicts is not None:
-            refusal = await conflict_error(self.store, key, admitted, {})
-            if refusal is not None:
-                raise refusal
-        return finish(await self._write(key, applying, actor=manager))
-
-    def apply_write(
-        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
-    ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
-        """The store write that applying an admitted manifest is: its key, its mutation,
-        and what turns the write's result into an :class:`Applied` (for writers that
-        queue many writes at once, as the bulk apply does)."""
-        key, mutation = self.apply_mutation(admitted, manager=manager, create_only=create_only)
-        changes: list[Any] = []
-        before: list[StoredObject | None] = []
-
-        def applying(current: StoredObject | None) -> Any:
-            before.append(current)
-            changes.append(change := mutation(current))
-            return change
-
-        def finish(result: WriteResult) -> Applied:
-            outcome: Outcome = (
-                "created" if before[-1] is None else "configured" if result.written else "unchanged"
-            )
-            if result.object is None:
-                # The apply released the last finalizer of an object being deleted, which
-                # completed its deletion: what is returned is its last state, the body the
-                # Remove kept in the log (stamped with its revision by the store).
-                return Applied(key, outcome, self.decode(changes[-1].body))
-            # apply stores the admitted spec as it is: reuse its structured form.
-            body = result.object.body
-            return Applied(key, outcome, Deferred(lambda: self.decode(body, spec=admitted.spec)))
-
-        return key, applying, finish
 
     async def apply_many(
         self,
@@ -231,7 +159,7 @@ class Client(Reading):
         (key, resource_version) deleted with them, in the same transaction with
         ``atomic``; their results follow the manifests'."""
         return await bulk.apply_many(
-            self,
+            self.engine,
             manifests,
             manager=manager or self.manager,
             origins=origins,
@@ -250,7 +178,7 @@ class Client(Reading):
         Returns None when the update removed the last finalizer of a deleting object.
         """
         admitted = self.admission.admit(obj)
-        key = self._key_of(admitted)
+        key = admitted_key(admitted)
         mutation = mutations.replace(key, admitted.body, admitted.kind.immutable)
         result = await self._write(key, mutation, actor=manager)
         return None if result.object is None else self.decode(result.object.body)
@@ -399,94 +327,3 @@ class Client(Reading):
         payload = None if data is None else dict(data)
         result = await self._write(key, lambda _current: Note(event_type, payload), actor=manager)
         return result.revision
-
-    def _recording(
-        self,
-        kind: KindRef,
-        name: str,
-        namespace: str,
-        events: Sequence[tuple[str, Mapping[str, Any] | None]],
-        *,
-        status: Any,
-        annotations: Mapping[str, str | None] | None = None,
-        add_finalizer: str | None = None,
-        release: str | None = None,
-    ) -> tuple[Kind, ObjectKey, Mutation]:
-        """The checked mutation that records action events with their bookkeeping."""
-        found, key = self._key(kind, name, namespace)
-        for event_type, data in events:
-            check_action(event_type, data)
-        if annotations:
-            errors = self.admission.metadata_patch_errors({"annotations": annotations})
-            if errors:
-                raise InvalidError(errors, subject=str(key))
-        status_body = None if status is None else self.converter.unstructure(status, found.status_type)
-        mutation = mutations.record_actions(
-            key,
-            [(t, None if d is None else dict(d)) for t, d in events],
-            annotations=annotations,
-            finalizer=add_finalizer,
-            status=status_body,
-            release=release,
-        )
-        return found, key, mutation
-
-    async def release(
-        self,
-        kind: KindRef,
-        name: str,
-        finalizer: str,
-        events: Sequence[tuple[str, Mapping[str, Any] | None]],
-        *,
-        namespace: str = DEFAULT_NAMESPACE,
-        status: Any = None,
-        manager: str | None = None,
-    ) -> tuple[AnyResource | None, int]:
-        """Record action events and remove ``finalizer`` in one write (a controller's
-        cleanup and its record together: a crash keeps both or neither). When it was the
-        last finalizer of an object being deleted, the object goes: returns ``(None,
-        revision)``; otherwise the object after the write and its revision."""
-        _, key, mutation = self._recording(kind, name, namespace, events, status=status, release=finalizer)
-        result = await self._write(key, mutation, actor=manager)
-        if result.object is None:
-            return None, result.revision
-        return self.decode(result.object.body), result.revision
-
-    async def record_actions(
-        self,
-        kind: KindRef,
-        name: str,
-        events: Sequence[tuple[str, Mapping[str, Any] | None]],
-        *,
-        namespace: str = DEFAULT_NAMESPACE,
-        annotations: Mapping[str, str | None] | None = None,
-        add_finalizer: str | None = None,
-        status: Any = None,
-        manager: str | None = None,
-        based_on: AnyResource | None = None,
-    ) -> AnyResource:
-        """Record action events (``(type, data)``) and, atomically with them, merge
-        annotations (None removes one), add a finalizer and replace the status (an
-        instance of the kind's status class). One write, one transaction: a crash keeps
-        all of it or none. Returns the object after it.
-
-        ``based_on`` is the object the caller acted on, exactly as it was read (from the
-        store or an informer, not a modified copy): when the write finds it still the
-        stored revision, the result is built from it (the write's metadata, the status
-        written) instead of decoding the stored body again; when the write finds its
-        generation unchanged, the result reuses its structured spec."""
-        found, key, mutation = self._recording(
-            kind, name, namespace, events, status=status, annotations=annotations, add_finalizer=add_finalizer
-        )
-        found_at: list[int | None] = []
-
-        def recording(current: StoredObject | None) -> Any:
-            found_at.append(None if current is None else current.resource_version)
-            return mutation(current)
-
-        result = await self._write(key, recording, actor=manager)
-        if based_on is not None and not isinstance(based_on.spec, found.spec_type):
-            based_on = None
-        if based_on is not None and found_at[-1] == based_on.metadata.resource_version:
-            return self.decoder.evolved(based_on, result.object, status)
-        return self.decoder.written(result.object, based_on, status)

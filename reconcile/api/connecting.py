@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from reconcile.api.client import DEFAULT_MANAGER, Client
-from reconcile.model.kinds import KindRegistry
+from reconcile.model.registry import KindRegistry
 from reconcile.store.urls import open_store
 
 __all__ = ["connect"]

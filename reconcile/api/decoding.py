@@ -14,8 +14,9 @@ from typing import Any
 
 from reconcile.errors import CorruptError
 from reconcile.model.events import Event
-from reconcile.model.kinds import Kind, KindRegistry
+from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectMeta
+from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource, Resource, api_group_of
 from reconcile.model.serde import make_stored_converter, structure_stored_meta
 from reconcile.model.spelling import is_old_body, respell_document

@@ -1,11 +1,11 @@
 """The reading half of the Client: get, list, history, watch, and the store's
 maintenance (revision, compaction, verify). :class:`~reconcile.api.client.Client` adds
-the writes."""
+the writes; raw reads for caches are the engine's (:mod:`.engine`)."""
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, overload
 
 import attrs
@@ -14,11 +14,12 @@ from reconcile.api.decoding import Decoder
 from reconcile.api.paging import ResourceList, decode_continue, encode_continue
 from reconcile.errors import FieldError, InvalidError, NotFoundError
 from reconcile.model.events import Bookmark, Event, EventType, FieldChange, diff_objects
-from reconcile.model.kinds import Kind, KindRegistry
+from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
+from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource
 from reconcile.model.selectors import LabelSelector
-from reconcile.store.contract import EventStore, ListPage, RawEvent, StoredObject, VerifyReport
+from reconcile.store.contract import EventStore, RawEvent, StoredObject, VerifyReport
 
 __all__ = ["KindRef", "Reading"]
 
@@ -47,9 +48,23 @@ class Reading:
 
     # -- reads -------------------------------------------------------------------------
 
-    async def get(self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE) -> AnyResource:
-        """The current object; :class:`NotFoundError` when absent."""
-        _, key = self._key(kind, name, namespace)
+    @overload
+    async def get(self, kind: ObjectKey, /) -> AnyResource: ...
+
+    @overload
+    async def get(self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE) -> AnyResource: ...
+
+    async def get(
+        self, kind: KindRef | ObjectKey, name: str | None = None, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> AnyResource:
+        """The current object, by kind and name or by its key (``get(request.key)``);
+        :class:`NotFoundError` when absent."""
+        if isinstance(kind, ObjectKey):
+            key = kind
+        else:
+            if name is None:
+                raise TypeError("get() needs a name with a kind")
+            _, key = self._key(kind, name, namespace)
         stored = await self.store.read(key)
         if stored is None:
             raise NotFoundError(f"{key} not found")
@@ -140,34 +155,19 @@ class Reading:
         """Every event after revision ``since``, in order and without gaps, then live
         ones as they commit. With ``bookmarks``, a :class:`Bookmark` whenever caught up.
         :class:`ExpiredError` when ``since`` is before the compaction horizon."""
-        async for item in self.raw_watch(kind, namespace=namespace, since=since):
-            if isinstance(item, Bookmark):
-                if bookmarks:
-                    yield item
-            else:
-                yield self._event(item)
-
-    async def raw_list(self, kind: KindRef, *, namespace: str | None = None) -> ListPage:
-        """Every object of a kind as the store has it (bodies parsed, not decoded into
-        Resources) and the revision they reflect: for a cache that decodes only what it
-        does not hold already (:meth:`decode` makes a Resource of a body)."""
-        found = self._kind(kind)
-        return await self.store.list(found.api_group, found.kind, namespace=namespace)
-
-    def raw_watch(
-        self, kind: KindRef | None = None, *, namespace: str | None = None, since: int = 0
-    ) -> AsyncIterator[RawEvent | Bookmark]:
-        """:meth:`watch` as the store yields it: bookmarks included, each event's body
-        still unparsed until read (``RawEvent.body``; :meth:`decode` makes a Resource of
-        it). For a cache that drops the events it already holds before building
-        anything."""
         found = None if kind is None else self._kind(kind)
-        return self.store.watch(
+        raw = self.store.watch(
             since=since,
             api_group=None if found is None else found.api_group,
             kind=None if found is None else found.kind,
             namespace=namespace,
         )
+        async for item in raw:
+            if isinstance(item, Bookmark):
+                if bookmarks:
+                    yield item
+            else:
+                yield self._event(item)
 
     # -- maintenance -------------------------------------------------------------------
 
@@ -175,44 +175,9 @@ class Reading:
         """The store's latest revision."""
         return await self.store.revision()
 
-    async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
-        """Those of ``uids`` with an event of ``event_type`` in the retained history (a
-        scan of the log, for maintenance: what became of objects that are gone)."""
-        return await self.store.uids_with_event(uids, event_type)
-
-    async def store_identity(self) -> str:
-        """The store's identity (made once with the database, kept by a copy or a
-        restore): what providers write into their ownership marks."""
-        return await self.store.identity()
-
-    async def store_mark_key(self) -> bytes:
-        """The store's secret (made once with the database, kept by a copy or a restore,
-        never in the event log): what providers sign their ownership marks with. Keep it
-        out of logs and output."""
-        return await self.store.mark_key()
-
-    async def remembered(self) -> dict[str, Any]:
-        """The settings the store remembers (:meth:`remember`), by name."""
-        return await self.store.remembered()
-
-    async def remember(self, name: str, value: Any) -> None:
-        """Have the store remember ``value`` (anything JSON holds; None forgets) under
-        ``name``, beside the log: what the next program on this store should find (the
-        CLI remembers each provider's config there, as applied)."""
-        await self.store.remember(name, value)
-
     async def compact(self, before: int) -> int:
         """Drop history before revision ``before``; each object's latest state stays."""
         return await self.store.compact(before)
-
-    async def claimant(self, kind: KindRef, spec: Mapping[str, Any]) -> ObjectKey | None:
-        """The live object of the kind that declares the external resource an
-        unstructured ``spec`` names (``Kind.identity``), if any."""
-        found = self._kind(kind)
-        identity = found.identity_of(spec)
-        if identity is None:
-            return None
-        return await self.store.claimant(found.api_group, found.kind, identity)
 
     async def unknown_kinds(self) -> builtins.list[tuple[str, int]]:
         """The stored kinds this client's registry does not know (their provider is not
@@ -223,15 +188,6 @@ class Reading:
             for group, kind, count in await self.store.kinds()
             if (group, kind) not in known
         ]
-
-    async def compactable(self, before: int) -> int:
-        """How many events :meth:`compact` would drop before ``before``."""
-        return await self.store.compactable(before)
-
-    async def vacuum(self) -> None:
-        """Return the space :meth:`compact` freed to the filesystem (the database file
-        shrinks; without it, freed pages are only reused by later writes)."""
-        await self.store.vacuum()
 
     async def verify(self, *, deep: bool = False) -> VerifyReport:
         """Rebuild the projection from the log, compare, and report the differences;

@@ -143,7 +143,7 @@ async def _compact(settings: Settings, before: int | None, *, vacuum: bool, ask:
         revision = await client.revision()
         horizon = revision + 1 if before is None else min(before, revision + 1)
         if ask:
-            count = await client.compactable(horizon)
+            count = await client.maintenance.compactable(horizon)
             click.confirm(
                 f"compact {store.where}: drop {count} events before revision {horizon} for good?",
                 abort=True,
@@ -152,7 +152,7 @@ async def _compact(settings: Settings, before: int | None, *, vacuum: bool, ask:
         click.echo(f"dropped {dropped} events before revision {horizon}")
         if vacuum:
             size = store.size()
-            await client.vacuum()
+            await client.maintenance.vacuum()
             click.echo(f"vacuumed {store.where}: {size:,} -> {store.size():,} bytes")
 
 

@@ -63,7 +63,7 @@ async def _orphans(
     problems: list[str] = []
     clients: dict[str, ExternalClient] = {}
     async with settings.client() as client:
-        identity, key = await client.store_identity(), await client.store_mark_key()
+        identity, key = await client.engine.store_identity(), await client.engine.store_mark_key()
         try:
             for kind in kinds:
                 name = settings.kinds.provider_of(kind)
@@ -123,7 +123,7 @@ async def _kind_orphans(
         return
     live = {obj.metadata.uid for obj in (await client.list(kind)).items}
     found = [item for item in owned if item.uid not in live]
-    kept = await client.uids_with_event([item.uid for item in found], ActionType.ORPHANED)
+    kept = await client.maintenance.uids_with_event([item.uid for item in found], ActionType.ORPHANED)
     for item in found:
         state = "orphaned on purpose" if item.uid in kept else "orphan"
         if delete and state == "orphan":

@@ -23,7 +23,7 @@ import click
 
 from reconcile.api import Client
 from reconcile.api.decoding import Decoder
-from reconcile.cli.applying import Declared, admit_all, current_of, origin, read_documents
+from reconcile.cli.declaring import Declared, admit_all, current_of, origin, read_documents
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.reading import list_all
@@ -178,7 +178,7 @@ async def _plan(
             objects = [_as_applied(client, d, c) for d, c in zip(declared, currents, strict=True)]
         else:
             objects = await list_all(client, list(client.kinds), None, None)
-        identity, key = await client.store_identity(), await client.store_mark_key()
+        identity, key = await client.engine.store_identity(), await client.engine.store_mark_key()
     return await _observe_all(settings, objects, timeout=timeout, workers=workers, identity=identity, key=key)
 
 

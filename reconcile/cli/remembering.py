@@ -4,7 +4,7 @@ An ``apply`` that stored every document remembers, for each provider whose kinds
 applied, the config it applied them with (``--provider-config``'s section for that
 provider, with ``--root`` and ``--source-root``, the command line's short forms of the
 files provider's ``roots`` and ``source_roots``): the store keeps it beside its log
-(``Client.remember``, as ``provider:NAME``). ``apply``, ``diff`` and ``plan`` take what
+(``Client.engine.remember``, as ``provider:NAME``). ``apply``, ``diff`` and ``plan`` take what
 the store remembers for every key of a provider's config they were not given, and say
 so; given a value that differs, they warn, and an ``apply`` that succeeds with it
 remembers it instead.
@@ -34,7 +34,7 @@ from reconcile.cli.settings import Settings
 if TYPE_CHECKING:
     from reconcile.api import Client
     from reconcile.api.bulk import Applied
-    from reconcile.cli.applying import Declared
+    from reconcile.cli.declaring import Declared
 
 __all__ = ["remember_applied", "remembered_roots", "with_remembered_config"]
 
@@ -64,7 +64,7 @@ async def _remembered(settings: Settings) -> tuple[dict[str, dict[str, Any]], di
     async with settings.client(read_only=True) as client:
         stored = {
             name.removeprefix(_PREFIX): dict(value)
-            for name, value in (await client.remembered()).items()
+            for name, value in (await client.engine.remembered()).items()
             if name.startswith(_PREFIX) and isinstance(value, Mapping)
         }
         known = dict(stored)
@@ -150,4 +150,4 @@ async def remember_applied(
             json.dumps(config)
         except (TypeError, ValueError):
             continue  # a value JSON cannot hold (a YAML date): given each time, not remembered
-        await client.remember(_PREFIX + provider, dict(config))
+        await client.engine.remember(_PREFIX + provider, dict(config))

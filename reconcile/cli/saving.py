@@ -38,7 +38,7 @@ from typing import Any
 import attrs
 
 from reconcile.api import Client
-from reconcile.cli.applying import admit_all, report
+from reconcile.cli.declaring import admit_all, report
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.remembering import remember_applied, with_remembered_config
 from reconcile.cli.rendering import qualified

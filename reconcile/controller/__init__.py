@@ -1,6 +1,6 @@
 """The controller layer: clocks, the work queue, the informer and the reconcile loop."""
 
-from reconcile.controller.caching import Cache, CachedClient
+from reconcile.controller.caching import Cache, CachedClient, CachedEngine
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.context import Context
 from reconcile.controller.controlling import Controller
@@ -12,6 +12,7 @@ from reconcile.controller.telemetry import Telemetry
 __all__ = [
     "Cache",
     "CachedClient",
+    "CachedEngine",
     "Clock",
     "Context",
     "Controller",

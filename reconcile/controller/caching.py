@@ -21,20 +21,21 @@ import builtins
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from reconcile.api.bulk import Applied
 from reconcile.api.client import DEFAULT_MANAGER, Client
+from reconcile.api.paging import ResourceList, decode_continue, encode_continue
 from reconcile.api.reading import KindRef
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.informing import Informer
-from reconcile.errors import NotFoundError
+from reconcile.errors import FieldError, InvalidError, NotFoundError
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
 from reconcile.model.selectors import LabelSelector
 
-__all__ = ["Cache", "CachedClient"]
+__all__ = ["Cache", "CachedClient", "CachedEngine"]
 
 LOG = logging.getLogger("reconcile.cache")
 
@@ -83,6 +84,13 @@ class Cache:
     def _informer_of(self, key: ObjectKey) -> Informer | None:
         return self._informers.get((key.api_group, key.kind))
 
+    def synced(self, kind: KindRef) -> Informer | None:
+        """The informer of ``kind`` when there is one and it holds its first list (None:
+        reads of the kind go to the store)."""
+        found = kind if isinstance(kind, Kind) else self.client.kinds.resolve(kind)
+        informer = self._informers.get((found.api_group, found.kind))
+        return informer if informer is not None and informer.synced.is_set() else None
+
     # -- read-your-writes ------------------------------------------------------------------
 
     def written(self, key: ObjectKey, obj: AnyResource | None, revision: int, actor: str) -> None:
@@ -128,44 +136,92 @@ class Cache:
         informer = await self.fresh(key)
         if informer is None:
             try:
-                return await self.client.get(f"{key.kind}.{key.api_group}", key.name, namespace=key.namespace)
+                return await self.client.get(key)
             except NotFoundError:
                 return None
         return informer.get(key)
 
 
 class CachedClient:
-    """What a reconciler reads and writes through: reads from the :class:`Cache`, writes
-    to the store through the :class:`~reconcile.api.Client`, each write's result put in
-    the cache so the next read sees it (read-your-writes)."""
+    """What a reconciler reads and writes through: the client protocols
+    (:class:`~reconcile.api.protocols.Reader`, ``Writer``, ``StatusWriter``) with the
+    same signatures as :class:`~reconcile.api.Client`'s, so the same reconciler code runs
+    against either. Reads come from the :class:`Cache` (at least as new as this cache's
+    last write of the key); writes go to the store through the ``Client``, each write's
+    result put in the cache so the next read sees it (read-your-writes)."""
 
     def __init__(self, client: Client, cache: Cache, *, manager: str = DEFAULT_MANAGER) -> None:
         self.client = client
         self.cache = cache
-        #: The field manager writes are recorded under.
+        #: The field manager writes are recorded under when a call names none.
         self.manager = manager
+        #: The engine-facing side: a controller's records, through the same cache.
+        self.engine = CachedEngine(client, cache, manager)
 
     @property
     def wall_clock(self) -> Any:
         """The wall clock the store stamps times with."""
         return self.client.clock
 
-    def _key(self, kind: KindRef, name: str, namespace: str) -> ObjectKey:
+    def _key(self, kind: KindRef, name: str | None, namespace: str) -> ObjectKey:
+        if name is None:
+            raise TypeError("get() needs a name with a kind")
         found = kind if isinstance(kind, Kind) else self.client.kinds.resolve(kind)
         return ObjectKey(found.api_group, found.kind, namespace, name)
 
     # -- reads -----------------------------------------------------------------------------
 
-    async def get(self, key: ObjectKey) -> AnyResource | None:
-        """The object, from the cache (see :meth:`Cache.get`); None when absent."""
+    @overload
+    async def get(self, kind: ObjectKey, /) -> AnyResource: ...
+
+    @overload
+    async def get(self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE) -> AnyResource: ...
+
+    async def get(
+        self, kind: KindRef | ObjectKey, name: str | None = None, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> AnyResource:
+        """The object, from the cache (see :meth:`Cache.get`), by kind and name or by its
+        key (``get(request.key)``); :class:`NotFoundError` when absent."""
+        key = kind if isinstance(kind, ObjectKey) else self._key(kind, name, namespace)
         answered, obj = self.cache.get_now(key)
-        return obj if answered else await self.cache.get(key)
+        if not answered:
+            obj = await self.cache.get(key)
+        if obj is None:
+            raise NotFoundError(f"{key} not found")
+        return obj
 
     async def list(
-        self, kind: KindRef, *, label_selector: str | Mapping[str, str] | LabelSelector | None = None
-    ) -> builtins.list[AnyResource]:
-        """Cached objects of ``kind`` matching a label selector."""
-        return self.cache.informer(kind).list(LabelSelector.parse(label_selector))
+        self,
+        kind: KindRef,
+        *,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | LabelSelector | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> ResourceList:
+        """Cached objects of a kind, as ``Client.list`` gives them (in (namespace, name)
+        order, filtered, a page at a time); from the store while the kind's informer has
+        not synced (or there is none)."""
+        informer = self.cache.synced(kind)
+        if informer is None:
+            return await self.client.list(
+                kind, namespace=namespace, label_selector=label_selector, limit=limit, continue_=continue_
+            )
+        if limit is not None and limit < 1:
+            raise InvalidError([FieldError("limit", "must be >= 1")])
+        after = None if continue_ is None else decode_continue(continue_)
+        items = [
+            o
+            for o in informer.list(LabelSelector.parse(label_selector))
+            if (namespace is None or o.metadata.namespace == namespace)
+            and (after is None or (o.metadata.namespace, o.metadata.name) > after)
+        ]
+        items.sort(key=lambda o: (o.metadata.namespace, o.metadata.name))
+        token = None
+        if limit is not None and len(items) > limit:
+            items = items[:limit]
+            token = encode_continue((items[-1].metadata.namespace, items[-1].metadata.name))
+        return ResourceList(tuple(items), informer.revision, token)
 
     def owned_by(self, kind: KindRef, uid: str) -> builtins.list[AnyResource]:
         """Cached objects of ``kind`` with an owner reference to ``uid``."""
@@ -182,15 +238,63 @@ class CachedClient:
         # until the watch has brought the removal (the store's head is past it).
         self.cache.written(key, None, await self.client.revision(), self.manager)
 
-    async def apply(
-        self, manifest: Mapping[str, Any] | AnyResource, *, origin: Path | None = None
-    ) -> AnyResource:
-        """``Client.apply``, then into the cache."""
-        applied = await self.client.apply(manifest, manager=self.manager, origin=origin)
+    async def _applied(self, applied: AnyResource) -> AnyResource:
         if applied.metadata.deletion_timestamp is not None and not applied.metadata.finalizers:
             await self._gone(applied.key)  # the apply completed a deletion
             return applied
         return self._put(applied)
+
+    async def apply(
+        self,
+        manifest: Mapping[str, Any] | AnyResource,
+        *,
+        manager: str | None = None,
+        origin: Path | None = None,
+    ) -> AnyResource:
+        """``Client.apply``, then into the cache."""
+        return await self._applied(
+            await self.client.apply(manifest, manager=manager or self.manager, origin=origin)
+        )
+
+    async def create(
+        self,
+        manifest: Mapping[str, Any] | AnyResource,
+        *,
+        manager: str | None = None,
+        origin: Path | None = None,
+    ) -> AnyResource:
+        """``Client.create``, then into the cache."""
+        return self._put(await self.client.create(manifest, manager=manager or self.manager, origin=origin))
+
+    async def update(self, obj: AnyResource, *, manager: str | None = None) -> AnyResource | None:
+        """``Client.update``, then into the cache (None: the update removed the object)."""
+        updated = await self.client.update(obj, manager=manager or self.manager)
+        if updated is None:
+            await self._gone(obj.key)
+            return None
+        return self._put(updated)
+
+    async def patch(
+        self,
+        kind: KindRef,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        resource_version: int | None = None,
+        manager: str | None = None,
+    ) -> AnyResource:
+        """``Client.patch``, then into the cache."""
+        return self._put(
+            await self.client.patch(
+                kind,
+                name,
+                patch,
+                namespace=namespace,
+                resource_version=resource_version,
+                manager=manager or self.manager,
+            )
+        )
 
     async def apply_many(
         self,
@@ -226,38 +330,40 @@ class CachedClient:
                 self.cache.written(key, None, revision, self.manager)
         return results
 
-    async def update_status(self, obj: AnyResource, *, force: bool = False) -> AnyResource:
+    async def update_status(
+        self, obj: AnyResource, *, manager: str | None = None, force: bool = False
+    ) -> AnyResource:
         """``Client.update_status``, then into the cache."""
-        return self._put(await self.client.update_status(obj, manager=self.manager, force=force))
+        return self._put(await self.client.update_status(obj, manager=manager or self.manager, force=force))
 
     async def add_finalizer(
-        self, kind: KindRef, name: str, finalizer: str, *, namespace: str = DEFAULT_NAMESPACE
+        self,
+        kind: KindRef,
+        name: str,
+        finalizer: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        manager: str | None = None,
     ) -> AnyResource:
         """``Client.add_finalizer``, then into the cache."""
         return self._put(
-            await self.client.add_finalizer(kind, name, finalizer, namespace=namespace, manager=self.manager)
+            await self.client.add_finalizer(
+                kind, name, finalizer, namespace=namespace, manager=manager or self.manager
+            )
         )
-
-    async def release(
-        self, obj: AnyResource, finalizer: str, events: Sequence[tuple[str, Mapping[str, Any] | None]]
-    ) -> AnyResource | None:
-        """``Client.release`` of ``obj``'s ``finalizer`` with action events, then into the
-        cache (None: the write removed the object)."""
-        kind = self.client.kinds.lookup(obj.api_version, obj.kind)
-        released, revision = await self.client.release(
-            kind, obj.metadata.name, finalizer, events, namespace=obj.metadata.namespace, manager=self.manager
-        )
-        if released is None:
-            self.cache.written(obj.key, None, revision, self.manager)
-            return None
-        return self._put(released)
 
     async def remove_finalizer(
-        self, kind: KindRef, name: str, finalizer: str, *, namespace: str = DEFAULT_NAMESPACE
+        self,
+        kind: KindRef,
+        name: str,
+        finalizer: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        manager: str | None = None,
     ) -> AnyResource | None:
         """``Client.remove_finalizer``, then into the cache (None: the object is gone)."""
         removed = await self.client.remove_finalizer(
-            kind, name, finalizer, namespace=namespace, manager=self.manager
+            kind, name, finalizer, namespace=namespace, manager=manager or self.manager
         )
         if removed is None:
             await self._gone(self._key(kind, name, namespace))
@@ -265,10 +371,22 @@ class CachedClient:
         return self._put(removed)
 
     async def delete(
-        self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE
+        self,
+        kind: KindRef,
+        name: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        resource_version: int | None = None,
+        manager: str | None = None,
     ) -> AnyResource | None:
         """``Client.delete``, then into the cache (None: the object is gone)."""
-        deleted = await self.client.delete(kind, name, namespace=namespace, manager=self.manager)
+        deleted = await self.client.delete(
+            kind,
+            name,
+            namespace=namespace,
+            resource_version=resource_version,
+            manager=manager or self.manager,
+        )
         if deleted is None:
             await self._gone(self._key(kind, name, namespace))
             return None
@@ -282,11 +400,53 @@ class CachedClient:
         *,
         namespace: str = DEFAULT_NAMESPACE,
         data: Mapping[str, Any] | None = None,
+        manager: str | None = None,
     ) -> int:
         """``Client.record``: an event about the object, which does not change it."""
         return await self.client.record(
-            kind, name, event_type, namespace=namespace, data=data, manager=self.manager
+            kind, name, event_type, namespace=namespace, data=data, manager=manager or self.manager
         )
+
+
+class CachedEngine:
+    """The engine-facing side of a :class:`CachedClient` (``cached.engine``): what a
+    recording reconciler (the managed one) writes its bookkeeping with, beside the verbs,
+    each result into the cache as the verbs' are."""
+
+    def __init__(self, client: Client, cache: Cache, manager: str) -> None:
+        self._client = client
+        self._cache = cache
+        self._manager = manager
+
+    def _put(self, obj: AnyResource) -> AnyResource:
+        self._cache.written(obj.key, obj, obj.metadata.resource_version or 0, self._manager)
+        return obj
+
+    async def get(self, key: ObjectKey) -> AnyResource | None:
+        """The cached object, None when absent (no exception: a resync of many objects
+        runs this)."""
+        cache = self._cache
+        answered, obj = cache.get_now(key)
+        return obj if answered else await cache.get(key)
+
+    async def release(
+        self, obj: AnyResource, finalizer: str, events: Sequence[tuple[str, Mapping[str, Any] | None]]
+    ) -> AnyResource | None:
+        """``Client.engine.release`` of ``obj``'s ``finalizer`` with action events, then into the
+        cache (None: the write removed the object)."""
+        kind = self._client.kinds.lookup(obj.api_version, obj.kind)
+        released, revision = await self._client.engine.release(
+            kind,
+            obj.metadata.name,
+            finalizer,
+            events,
+            namespace=obj.metadata.namespace,
+            manager=self._manager,
+        )
+        if released is None:
+            self._cache.written(obj.key, None, revision, self._manager)
+            return None
+        return self._put(released)
 
     async def record_actions(
         self,
@@ -297,16 +457,16 @@ class CachedClient:
         add_finalizer: str | None = None,
         status: Any = None,
     ) -> AnyResource:
-        """``Client.record_actions`` about ``obj`` (as it was read), then into the cache."""
-        written = await self.client.record_actions(
-            self.client.kinds.lookup(obj.api_version, obj.kind),
+        """``Client.engine.record_actions`` about ``obj`` (as it was read), then into the cache."""
+        written = await self._client.engine.record_actions(
+            self._client.kinds.lookup(obj.api_version, obj.kind),
             obj.metadata.name,
             events,
             namespace=obj.metadata.namespace,
             annotations=annotations,
             add_finalizer=add_finalizer,
             status=status,
-            manager=self.manager,
+            manager=self._manager,
             based_on=obj,
         )
         return self._put(written)

@@ -25,8 +25,9 @@ class Context:
     #: The kind the controller reconciles.
     kind: Kind
     #: Reads from the shared cache, writes through the API under the controller's field
-    #: manager, and records events about objects (``client.record``,
-    #: ``client.record_actions``): the reader, writer and recorder.
+    #: manager, and records events about objects (``client.record``; a recording
+    #: reconciler's bookkeeping on ``client.engine``): the client protocols of
+    #: :mod:`reconcile.typing`, as ``Client`` has them.
     client: CachedClient
     #: Monotonic time and sleeps; a FakeClock in tests.
     clock: Clock

@@ -338,7 +338,13 @@ class Controller:
         return "terminal"
 
     def _errored(self, key: ObjectKey, exc: Exception, span: trace.Span) -> str:
-        """Any other failure: retry with the key's backoff."""
+        """Any other failure: retry with the key's backoff.
+
+        But a reconciler that reads its own object (``get(request.key)``) and lets
+        NotFoundError out, when the cache no longer holds the key: the object is gone
+        and there is nothing to retry (controller-runtime's IgnoreNotFound)."""
+        if isinstance(exc, NotFoundError) and self.informer.get(key) is None:
+            return self._follow(key, None)
         self._retry(key, exc)
         span.record_exception(exc)
         span.set_status(trace.StatusCode.ERROR, str(exc))

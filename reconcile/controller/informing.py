@@ -233,7 +233,7 @@ class Informer:
                 await self._list()
                 self.failing, self.corrupt, self._reported = False, None, None
                 backoff = 0.1
-                async for item in self.client.raw_watch(
+                async for item in self.client.engine.raw_watch(
                     self.kind, namespace=self.namespace, since=self.revision
                 ):
                     if isinstance(item, Bookmark):
@@ -270,7 +270,7 @@ class Informer:
         LOG.debug("%s informer: watch failed; restarting in %.1fs", self.kind.kind, backoff, exc_info=exc)
 
     async def _list(self) -> None:
-        page = await self.client.raw_list(self.kind, namespace=self.namespace)
+        page = await self.client.engine.raw_list(self.kind, namespace=self.namespace)
         self._lists += 1
         self._remembered.clear()  # the list supersedes every remembered write
         self._heard.clear()

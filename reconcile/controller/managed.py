@@ -150,7 +150,7 @@ class ManagedReconciler(Failing):
     async def reconcile(self, request: Request) -> Result | None:
         """One pass over one object."""
         key = request.key
-        obj = await self.client.get(key)
+        obj = await self.client.engine.get(key)  # None, not NotFoundError, when gone
         if obj is None:
             self._gave_up.pop(key, None)
             self._steady.pop(key, None)

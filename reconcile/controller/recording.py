@@ -40,7 +40,7 @@ class Recording:
         """Record action events with their bookkeeping (markers, finalizer, status) in one
         atomic write."""
         with self._span("store.record_actions", events):
-            return await self.client.record_actions(
+            return await self.client.engine.record_actions(
                 obj,
                 self._events(obj, events),
                 annotations=annotations,
@@ -52,7 +52,7 @@ class Recording:
         """Record action events and remove ``finalizer`` in one write (the last finalizer
         of a deleting object: the object goes with it)."""
         with self._span("store.release", events):
-            await self.client.release(obj, finalizer, self._events(obj, events))
+            await self.client.engine.release(obj, finalizer, self._events(obj, events))
 
     def _span(self, name: str, events: list[Action]) -> contextlib.AbstractContextManager[Any]:
         """The write's span, its attributes built only when something records spans."""

@@ -13,9 +13,10 @@ from reconcile._exports import lazy_exports
 if TYPE_CHECKING:
     from reconcile.model.conditions import Condition, ConditionStatus, Status
     from reconcile.model.events import Bookmark, Event, EventType, FieldChange, diff_objects
-    from reconcile.model.kinds import ENTRY_POINT_GROUP, AdmissionContext, Behaviour, Kind, KindRegistry
+    from reconcile.model.kinds import ENTRY_POINT_GROUP, AdmissionContext, Behaviour, Kind
     from reconcile.model.manifests import Document, load_manifests, read_manifests
     from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey, ObjectMeta, OwnerReference
+    from reconcile.model.registry import KindRegistry
     from reconcile.model.resource import Resource, api_group_of
     from reconcile.model.selectors import LabelSelector
     from reconcile.model.serde import format_timestamp, make_converter, parse_timestamp, structure_errors
@@ -33,7 +34,7 @@ _HOMES: dict[str, str] = {
     "EventType": "reconcile.model.events",
     "FieldChange": "reconcile.model.events",
     "Kind": "reconcile.model.kinds",
-    "KindRegistry": "reconcile.model.kinds",
+    "KindRegistry": "reconcile.model.registry",
     "LabelSelector": "reconcile.model.selectors",
     "ObjectKey": "reconcile.model.meta",
     "ObjectMeta": "reconcile.model.meta",

@@ -1,5 +1,6 @@
 """Finding providers: built-in and third-party alike, through the ``reconcile.providers``
-entry-point group. The one discovery rule, used by ``connect()``, the CLI and the Runtime.
+entry-point group. The one discovery rule, used by ``connect()``, the CLI and the Runtime
+(through :meth:`~reconcile.model.registry.KindRegistry.from_entry_points` for kinds).
 
 An entry point names a provider object, a provider class, or a factory function that
 returns one (as pytest's and Flask's plugin hooks allow). What it loads must look like a
@@ -14,9 +15,9 @@ from typing import Any
 
 from reconcile.errors import ProviderLoadError
 from reconcile.model.external import Provider
-from reconcile.model.kinds import ENTRY_POINT_GROUP, KindRegistry
+from reconcile.model.kinds import ENTRY_POINT_GROUP
 
-__all__ = ["discover_providers", "discovered_kinds", "load_provider"]
+__all__ = ["discover_providers", "load_provider"]
 
 
 def _is_provider(candidate: object) -> bool:
@@ -51,8 +52,3 @@ def discover_providers(group: str = ENTRY_POINT_GROUP) -> list[Provider]:
     """Load every installed provider, sorted by name."""
     found = [load_provider(entry_point) for entry_point in metadata.entry_points(group=group)]
     return sorted(found, key=lambda p: p.name)
-
-
-def discovered_kinds(group: str = ENTRY_POINT_GROUP) -> KindRegistry:
-    """A registry of every kind the installed providers declare."""
-    return KindRegistry.from_providers(discover_providers(group))

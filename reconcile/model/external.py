@@ -41,6 +41,19 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from reconcile.annotations import (
+    ANNOTATION_ADOPT,
+    ANNOTATION_CREATE_PENDING,
+    ANNOTATION_CREATE_SUCCEEDED,
+    ANNOTATION_DELETION_POLICY,
+    ANNOTATION_EXTERNAL_IDENTITY,
+    ANNOTATION_EXTERNAL_NAME,
+    ANNOTATION_MANAGEMENT_POLICY,
+    ANNOTATION_PAUSED,
+    DELETION_POLICIES,
+    FINALIZER,
+    MANAGEMENT_POLICIES,
+)
 from reconcile.errors import PermanentError
 from reconcile.model.conditions import Status
 from reconcile.model.kinds import Kind
@@ -72,31 +85,6 @@ __all__ = [
     "client_of",
     "ours",
 ]
-
-#: The finalizer the engine puts on every managed resource it may have to clean up.
-FINALIZER = "reconcile.dev/managed"
-#: The external name (id) of the resource, when the external system chose it.
-ANNOTATION_EXTERNAL_NAME = "reconcile.dev/external-name"
-#: What the provider reported as the identity of the external resource the engine's own
-#: last create or update left (a bucket's creation date, an object's ETag and version):
-#: written by the engine with the action's outcome, never from a mere observation, so an
-#: unmarked resource somebody else put in ours' place is told apart (see :func:`ours`).
-ANNOTATION_EXTERNAL_IDENTITY = "reconcile.dev/external-identity"
-#: Set (durably) just before create is called, and when it returned.
-ANNOTATION_CREATE_PENDING = "reconcile.dev/external-create-pending"
-ANNOTATION_CREATE_SUCCEEDED = "reconcile.dev/external-create-succeeded"
-#: ``Delete`` (default): deleting the resource deletes the external one. ``Orphan``: keeps it.
-ANNOTATION_DELETION_POLICY = "reconcile.dev/deletion-policy"
-DELETION_POLICIES = ("Delete", "Orphan")
-#: ``Full`` (default): create, update, delete. ``ObserveOnly``: only report what exists.
-ANNOTATION_MANAGEMENT_POLICY = "reconcile.dev/management-policy"
-MANAGEMENT_POLICIES = ("Full", "ObserveOnly")
-#: ``"true"``: the engine does nothing for this resource until it is removed.
-ANNOTATION_PAUSED = "reconcile.dev/paused"
-#: ``"true"``: take over an external resource that exists and is not ours (Terraform's
-#: ``import``), through the provider's optional ``adopt``; recorded as ``Adopted`` and
-#: removed once done (``reconcile adopt KIND/NAME`` sets it).
-ANNOTATION_ADOPT = "reconcile.dev/adopt"
 
 
 @attrs.frozen

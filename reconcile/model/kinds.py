@@ -1,34 +1,33 @@
-"""The kinds registry: which ``api_version`` and ``kind`` mean which spec and status classes.
+"""Kinds: which ``api_version`` and ``kind`` mean which spec and status classes.
 
-Providers declare their kinds; a registry is built per client (no global state), by hand
-or from the ``reconcile.providers`` entry-point group that built-in and third-party
-providers share. A kind may add a ``validate`` hook for checks that span fields; it
-returns field errors with paths relative to ``spec``. A kind may also add an ``admit``
-hook, the equivalent of a Kubernetes mutating admission webhook: it sees the provider's
-configuration and the manifest's origin (the file it was read from), may default and
-normalise the spec (resolve a relative path against a configured root), and rejects what
-the configuration forbids. It runs at admission, so a rejected manifest stores nothing.
+Providers declare their kinds; :mod:`reconcile.model.registry` collects them, per
+client (no global state), by hand or from the ``reconcile.providers`` entry-point group
+that built-in and third-party providers share. A kind may add a ``validate`` hook for
+checks that span fields; it returns field errors with paths relative to ``spec``. A kind
+may also add an ``admit`` hook, the equivalent of a Kubernetes mutating admission
+webhook: it sees the provider's configuration and the manifest's origin (the file it was
+read from), may default and normalise the spec (resolve a relative path against a
+configured root), and rejects what the configuration forbids. It runs at admission, so a
+rejected manifest stores nothing.
 """
 
 from __future__ import annotations
 
-import difflib
 import enum
 import functools
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from reconcile.errors import FieldError, InvalidError
+from reconcile.errors import FieldError
 from reconcile.model.conditions import Status
-from reconcile.model.printing import printable
 from reconcile.model.resource import api_group_of
 from reconcile.model.spelling import camel
 
-__all__ = ["ENTRY_POINT_GROUP", "AdmissionContext", "Behaviour", "Kind", "KindRegistry", "doc_field"]
+__all__ = ["ENTRY_POINT_GROUP", "AdmissionContext", "Behaviour", "Kind", "doc_field"]
 
 ENTRY_POINT_GROUP = "reconcile.providers"
 
@@ -308,80 +307,3 @@ class Kind:
         names = {lower, self.plural, *(s.lower() for s in self.short_names)}
         names |= {f"{n}.{self.api_group}" for n in (lower, self.plural)}
         return names
-
-
-class KindRegistry:
-    """Maps ``(api_version, kind)`` to :class:`Kind`, and resolves kind names."""
-
-    def __init__(self, kinds: Iterable[Kind] = ()) -> None:
-        self._kinds: dict[tuple[str, str], Kind] = {}
-        self._providers: dict[tuple[str, str], str] = {}
-        for kind in kinds:
-            self.register(kind)
-
-    def register(self, kind: Kind, *, provider: str | None = None) -> None:
-        """Add a kind, declared by the named provider; registering a different kind under
-        the same names is an error."""
-        existing = self._kinds.get((kind.api_version, kind.kind))
-        if existing is not None and existing != kind:
-            raise ValueError(f"kind {kind.kind} of {kind.api_version} is already registered")
-        self._kinds[kind.api_version, kind.kind] = kind
-        if provider is not None:
-            self._providers[kind.api_version, kind.kind] = provider
-
-    def provider_of(self, kind: Kind) -> str | None:
-        """The name of the provider that declared the kind, when known."""
-        return self._providers.get((kind.api_version, kind.kind))
-
-    def __iter__(self) -> Iterator[Kind]:
-        return iter(sorted(self._kinds.values(), key=lambda k: (k.api_group, k.kind)))
-
-    def __len__(self) -> int:
-        return len(self._kinds)
-
-    def get(self, api_version: str, kind: str) -> Kind | None:
-        """The kind registered for this ``api_version`` and ``kind``, or None."""
-        return self._kinds.get((api_version, kind))
-
-    def lookup(self, api_version: str, kind: str) -> Kind:
-        """Like :meth:`get`, but an unknown kind is an :class:`InvalidError`."""
-        found = self._kinds.get((api_version, kind))
-        if found is not None:
-            return found
-        versions = sorted(k.api_version for k in self._kinds.values() if k.kind == kind)
-        if versions:
-            reason = f"unknown apiVersion for kind {kind} (known: {', '.join(versions)})"
-            raise InvalidError([FieldError("apiVersion", reason)])
-        reason = f"unknown kind {printable(kind, quoted=True)} in {printable(api_version)}"
-        raise InvalidError([FieldError("kind", reason)])
-
-    def resolve(self, name: str) -> Kind:
-        """Find a kind by any of its names: ``File``, ``files``, ``file.files.reconcile.dev``."""
-        wanted = name.lower()
-        matches = [k for k in self._kinds.values() if wanted in k.names()]
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            known = sorted({n for k in self._kinds.values() for n in k.names()})
-            close = difflib.get_close_matches(wanted, known, n=1)
-            hint = f' (did you mean "{close[0]}"?)' if close else ""
-            raise InvalidError([FieldError("kind", f"unknown kind {printable(name, quoted=True)}{hint}")])
-        groups = ", ".join(sorted(f"{k.kind}.{k.api_group}" for k in matches))
-        raise InvalidError([FieldError("kind", f"{printable(name, quoted=True)} is ambiguous: {groups}")])
-
-    @classmethod
-    def from_providers(cls, providers: Iterable[Any]) -> KindRegistry:
-        """A registry of the kinds ``providers`` declare, each under its provider's name."""
-        registry = cls()
-        for provider in providers:
-            for kind in provider.kinds:
-                registry.register(kind, provider=provider.name)
-        return registry
-
-    @classmethod
-    def from_entry_points(cls, group: str = ENTRY_POINT_GROUP) -> KindRegistry:
-        """Build a registry from every installed provider's ``kinds`` (found by
-        :func:`reconcile.model.discovery.discover_providers`, the one discovery rule)."""
-        from reconcile.model.discovery import discovered_kinds  # noqa: PLC0415 - it imports this module
-
-        return discovered_kinds(group)

@@ -34,8 +34,9 @@ from reconcile.controller.reconciling import Reconciler
 from reconcile.errors import InvalidError, LockedError, ReconcileError
 from reconcile.model.discovery import discover_providers
 from reconcile.model.external import ExternalClient, Provider, bind_store
-from reconcile.model.kinds import Kind, KindRegistry
+from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
+from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource
 from reconcile.runtime.converging import Convergence, Tracker, ready_from_store
 from reconcile.runtime.health import ControllerHealth, Health
@@ -253,7 +254,7 @@ class Runtime:
 
         @runtime.controller("Widget")
         async def widgets(request: Request, context: Context) -> Result | None:
-            obj = await context.client.get(request.key)
+            obj = await context.client.get(request.key)  # NotFoundError: deleted
             ...
         """
 
@@ -337,7 +338,11 @@ class Runtime:
             connection = self._connections.get(provider.name)
             if connection is None:
                 connection = await provider.connect(self._provider_config.get(provider.name, {}))
-                bind_store(connection, await self.client.store_identity(), await self.client.store_mark_key())
+                bind_store(
+                    connection,
+                    await self.client.engine.store_identity(),
+                    await self.client.engine.store_mark_key(),
+                )
                 self._connections[provider.name] = connection
             return connection
 

@@ -397,7 +397,9 @@ async def _crash_after_create(h: Harness, name: str, markers: dict[str, str]) ->
         obj = await runtime.apply(crashed)
         client = await h.connect()
         # (The process that died ran on this store: its client was bound to it.)
-        bind_store(client, await runtime.client.store_identity(), await runtime.client.store_mark_key())
+        bind_store(
+            client, await runtime.client.engine.store_identity(), await runtime.client.engine.store_mark_key()
+        )
         before = await h.outside.count()
         await client.create(obj)  # the create went through, then the process died
         await client.close()
@@ -534,7 +536,11 @@ async def check_create_marks_in_the_same_step(h: Harness) -> None:
         obj = await runtime.apply(_annotated(manifest, {ANNOTATION_PAUSED: "true"}))
         client = await h.connect()
         try:
-            bind_store(client, await runtime.client.store_identity(), await runtime.client.store_mark_key())
+            bind_store(
+                client,
+                await runtime.client.engine.store_identity(),
+                await runtime.client.engine.store_mark_key(),
+            )
             await client.create(obj)
             seen = await client.observe(obj)
             assert seen.exists, "the create made nothing observe can see"
@@ -557,14 +563,14 @@ async def check_owned_listing_names_this_store(h: Harness) -> None:
         await runtime.apply(manifest)
         obj = await h.ready("conf-l", manifest)
         kind = h.kind_of(manifest)
-        identity = await runtime.client.store_identity()
+        identity = await runtime.client.engine.store_identity()
         connected, other = await h.connect(), await h.connect()
         try:
             # (The kind's own client, when the provider gives one per kind.)
             ours, theirs = client_of(connected, kind), client_of(other, kind)
             if not isinstance(ours, ListingOwned):
                 return
-            bind_store(connected, identity, await runtime.client.store_mark_key())
+            bind_store(connected, identity, await runtime.client.engine.store_mark_key())
             bind_store(other, "0" * 16 if identity != "0" * 16 else "1" * 16, secrets.token_bytes(32))
             listed = [item for item in await ours.list_owned(kind) if item.uid == obj.metadata.uid]
             assert len(listed) == 1, f"the resource the engine made is listed once, not {len(listed)} times"

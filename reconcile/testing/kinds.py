@@ -5,7 +5,8 @@ from __future__ import annotations
 import attrs
 
 from reconcile.errors import FieldError
-from reconcile.model.kinds import Behaviour, Kind, KindRegistry
+from reconcile.model.kinds import Behaviour, Kind
+from reconcile.model.registry import KindRegistry
 
 __all__ = [
     "RECORD_SET",

@@ -34,7 +34,7 @@ import dns.rdatatype
 import dns.rdtypes.ANY.TSIG
 import dns.tsig
 
-from reconcile_providers.dns.wire import FIRST_NAME, HEADER, QUESTION_TAIL, RR_TAIL
+from reconcile_providers.dns.layout import FIRST_NAME, HEADER, QUESTION_TAIL, RR_TAIL
 
 __all__ = ["MAX_MESSAGE", "Update"]
 

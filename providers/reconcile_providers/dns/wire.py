@@ -39,9 +39,10 @@ import dns.zone
 
 from reconcile.errors import PermanentError, ReconcileError, TransientError
 from reconcile_providers.dns.config import Server
+from reconcile_providers.dns.layout import FIRST_NAME, HEADER, QUESTION_TAIL, RR_TAIL
 from reconcile_providers.dns.streams import Connections, where
 
-if TYPE_CHECKING:  # (updates.py writes its messages with this module's layout)
+if TYPE_CHECKING:
     from reconcile_providers.dns.updates import Update
 
 __all__ = [
@@ -141,14 +142,6 @@ class Answer:
         return f"Answer(ttl={self.ttl}, rdatas={self.rdatas!r})"
 
 
-# The message layout (RFC 1035 section 4.1), for queries here and UPDATE messages in
-# reconcile_providers.dns.updates (whose zone section is a question's layout).
-HEADER = struct.Struct("!HHHHHH")  # id, flags, and the four section counts
-QUESTION_TAIL = struct.Struct("!HH")  # type, class
-RR_TAIL = struct.Struct("!HHIH")  # type, class, ttl, rdata length
-#: A compressed name pointing at offset 12: the first section's (the question's, or an
-#: UPDATE's zone's) name.
-FIRST_NAME = b"\xc0\x0c"
 _QR, _AA, _OPCODE, _RCODE = 0x8000, 0x0400, 0x7800, 0x000F
 
 

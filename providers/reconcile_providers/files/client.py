@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import reconcile
+from reconcile.annotations import ANNOTATION_CREATE_SUCCEEDED, ANNOTATION_MANAGEMENT_POLICY
 from reconcile.errors import PermanentError, TransientError
 from reconcile_providers.files.confinement import check_still_confined, inside
 from reconcile_providers.files.describing import describe_content, describe_mode, digest
@@ -72,8 +73,8 @@ def _creates(resource: AnyResource) -> bool:
     and its management policy (the documented annotation) lets the engine write."""
     annotations = resource.metadata.annotations
     return (
-        reconcile.ANNOTATION_CREATE_SUCCEEDED not in annotations
-        and annotations.get(reconcile.ANNOTATION_MANAGEMENT_POLICY, "Full") == "Full"
+        ANNOTATION_CREATE_SUCCEEDED not in annotations
+        and annotations.get(ANNOTATION_MANAGEMENT_POLICY, "Full") == "Full"
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 import reconcile
+from reconcile.annotations import ANNOTATION_CREATE_PENDING
 from reconcile.errors import TransientError
 from reconcile_providers.s3.config import S3Config
 from reconcile_providers.s3.failing import code_of, read_or_none, s3_errors
@@ -329,7 +330,7 @@ class BucketClient:
         its tags)."""
         owner = tags.get(OWNER_TAG)
         identity = await self._creation_date(client, resource.spec.bucket)
-        pending = resource.metadata.annotations.get(reconcile.ANNOTATION_CREATE_PENDING)
+        pending = resource.metadata.annotations.get(ANNOTATION_CREATE_PENDING)
         if owner is None and identity is not None and pending is not None:
             begun = datetime.datetime.fromisoformat(pending)
             # S3 gives creation times to the second: a create begun in the same second counts.

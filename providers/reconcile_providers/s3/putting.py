@@ -7,6 +7,7 @@ import urllib.parse
 from typing import Any
 
 import reconcile
+from reconcile.annotations import ANNOTATION_EXTERNAL_IDENTITY
 from reconcile.errors import TransientError
 from reconcile_providers.s3.failing import code_of, read_or_none, s3_errors
 from reconcile_providers.s3.kinds import ensure_ours
@@ -262,7 +263,7 @@ async def delete_object(client: Any, resource: reconcile.Resource[Any, Any]) -> 
     ETag in ``status.atProvider`` is never used: a poll that found somebody else's object
     records theirs there. A versioned bucket keeps the older versions, as S3 does."""
     spec = resource.spec
-    etag = _etag_in(resource.metadata.annotations.get(reconcile.ANNOTATION_EXTERNAL_IDENTITY))
+    etag = _etag_in(resource.metadata.annotations.get(ANNOTATION_EXTERNAL_IDENTITY))
     for _ in range(2):
         if etag is None:
             head = await _head(client, spec)

@@ -1,0 +1,337 @@
+"""The engine-facing side of a :class:`~reconcile.api.Client`, and its maintenance.
+
+A user's :class:`~reconcile.api.Client` reads like kubectl's verbs (``get``, ``list``,
+``apply``, ``patch``, ``delete``, ...). What the engine needs besides -- the writes a
+controller records its actions with, the applies the bulk path queues by the thousand,
+the raw reads an informer decodes only in part -- is here, as ``client.engine``
+(:class:`Engine`); what maintenance needs (``compact --vacuum``, ``orphans``) as
+``client.maintenance`` (:class:`Maintenance`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import cattrs
+
+from reconcile.api import mutations
+from reconcile.api.admission import Admission, Admitted
+from reconcile.api.bulk import Applied, Deferred, Outcome
+from reconcile.api.conflicts import conflict_error
+from reconcile.api.decoding import Decoder
+from reconcile.api.reading import KindRef
+from reconcile.api.requests import check_action
+from reconcile.api.uids import new_uid
+from reconcile.errors import InvalidError
+from reconcile.model.events import Bookmark
+from reconcile.model.external import ANNOTATION_MANAGEMENT_POLICY, FINALIZER
+from reconcile.model.kinds import Kind
+from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
+from reconcile.model.registry import KindRegistry
+from reconcile.model.resource import AnyResource
+from reconcile.store.contract import EventStore, ListPage, Mutation, RawEvent, StoredObject, WriteResult
+
+__all__ = ["Engine", "Maintenance", "admitted_key"]
+
+#: A client's write: the key, the mutation, and the actor (None: the client's manager).
+Write = Callable[..., Awaitable[WriteResult]]
+
+
+def admitted_key(admitted: Admitted) -> ObjectKey:
+    """The key of an admitted manifest."""
+    meta = admitted.metadata
+    return ObjectKey(admitted.kind.api_group, admitted.kind.kind, meta["namespace"], meta["name"])
+
+
+class Engine:
+    """What the engine writes and reads through, beside a client's verbs: made by the
+    :class:`~reconcile.api.Client` (``client.engine``), with its admission, decoder and
+    store, writing as it does (under its manager and user)."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        kinds: KindRegistry,
+        *,
+        admission: Admission,
+        converter: cattrs.Converter,
+        decoder: Decoder,
+        manager: str,
+        user: str | None,
+        write: Write,
+        now: Callable[[], str],
+    ) -> None:
+        #: The client's store, admission and decoder of stored bodies, and who its
+        #: writes are asked by (what the bulk apply needs: :class:`~.bulk.Writer`).
+        self.store = store
+        self.admission = admission
+        self.decoder = decoder
+        self.user = user
+        self._kinds = kinds
+        self._converter = converter
+        self._manager = manager
+        self._write = write
+        self._now = now
+
+    def _kind(self, kind: KindRef) -> Kind:
+        return kind if isinstance(kind, Kind) else self._kinds.resolve(kind)
+
+    def _key(self, kind: KindRef, name: str, namespace: str) -> tuple[Kind, ObjectKey]:
+        found = self._kind(kind)
+        return found, ObjectKey(found.api_group, found.kind, namespace, name)
+
+    # -- raw reads, for caches -----------------------------------------------------------
+
+    async def raw_list(self, kind: KindRef, *, namespace: str | None = None) -> ListPage:
+        """Every object of a kind as the store has it (bodies parsed, not decoded into
+        Resources) and the revision they reflect: for a cache that decodes only what it
+        does not hold already (``client.decode`` makes a Resource of a body)."""
+        found = self._kind(kind)
+        return await self.store.list(found.api_group, found.kind, namespace=namespace)
+
+    def raw_watch(
+        self, kind: KindRef | None = None, *, namespace: str | None = None, since: int = 0
+    ) -> AsyncIterator[RawEvent | Bookmark]:
+        """``Client.watch`` as the store yields it: bookmarks included, each event's body
+        still unparsed until read (``RawEvent.body``; ``client.decode`` makes a Resource
+        of it). For a cache that drops the events it already holds before building
+        anything."""
+        found = None if kind is None else self._kind(kind)
+        return self.store.watch(
+            since=since,
+            api_group=None if found is None else found.api_group,
+            kind=None if found is None else found.kind,
+            namespace=namespace,
+        )
+
+    async def claimant(self, kind: KindRef, spec: Mapping[str, Any]) -> ObjectKey | None:
+        """The live object of the kind that declares the external resource an
+        unstructured ``spec`` names (``Kind.identity``), if any."""
+        found = self._kind(kind)
+        identity = found.identity_of(spec)
+        if identity is None:
+            return None
+        return await self.store.claimant(found.api_group, found.kind, identity)
+
+    # -- the store's identity, secret and settings ------------------------------------------
+
+    async def store_identity(self) -> str:
+        """The store's identity (made once with the database, kept by a copy or a
+        restore): what providers write into their ownership marks."""
+        return await self.store.identity()
+
+    async def store_mark_key(self) -> bytes:
+        """The store's secret (made once with the database, kept by a copy or a restore,
+        never in the event log): what providers sign their ownership marks with. Keep it
+        out of logs and output."""
+        return await self.store.mark_key()
+
+    async def remembered(self) -> dict[str, Any]:
+        """The settings the store remembers (``remember``), by name."""
+        return await self.store.remembered()
+
+    async def remember(self, name: str, value: Any) -> None:
+        """Have the store remember ``value`` (anything JSON holds; None forgets) under
+        ``name``, beside the log: what the next program on this store should find (the
+        CLI remembers each provider's config there, as applied)."""
+        await self.store.remember(name, value)
+
+    # -- applies, for writers that queue them --------------------------------------------
+
+    def apply_mutation(
+        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+    ) -> tuple[ObjectKey, Mutation]:
+        """The key and the store mutation that applying an admitted manifest is: the
+        immutable-field, version and deletion checks run inside it, against the stored
+        object, once (a dry run calls it on what is stored)."""
+        key = admitted_key(admitted)
+        return key, self.decoder.mutation(
+            mutations.apply(
+                key,
+                admitted.body,
+                self.admission.default_status(admitted.kind),
+                manager=manager or self._manager,
+                uid=new_uid(),
+                now=self._now(),
+                create_only=create_only,
+                immutable=admitted.kind.immutable,
+                identity=admitted.kind.identity_of(admitted.body["spec"]),
+                finalizers=self._default_finalizers(admitted),
+            )
+        )
+
+    def delete_mutation(self, key: ObjectKey, *, resource_version: int | None = None) -> Mutation:
+        """The store mutation that deleting ``key`` is (guarded by ``resource_version``
+        when given), for writers that queue it with others (``apply_many``'s prune)."""
+        deleting = mutations.delete(key, now=self._now(), expected=resource_version)
+        return self.decoder.mutation(deleting)
+
+    def _default_finalizers(self, admitted: Admitted) -> tuple[str, ...]:
+        """The managed finalizer for a new object of a kind a provider manages (unless it
+        is only observed): on from the apply's own event, so the external create needs no
+        write before it, and a delete that comes while it runs waits for its cleanup."""
+        if self._kinds.provider_of(admitted.kind) is None:
+            return ()
+        annotations = admitted.body["metadata"].get("annotations") or {}
+        if annotations.get(ANNOTATION_MANAGEMENT_POLICY) == "ObserveOnly":
+            return ()
+        return (FINALIZER,)
+
+    async def write_admitted(
+        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+    ) -> Applied:
+        """Apply a manifest admission has already passed (``Client.admission.admit``):
+        no second admission. Says what it did (created, configured, unchanged)."""
+        key, applying, finish = self.apply_write(admitted, manager=manager, create_only=create_only)
+        if admitted.kind.conflicts is not None:
+            refusal = await conflict_error(self.store, key, admitted, {})
+            if refusal is not None:
+                raise refusal
+        return finish(await self._write(key, applying, actor=manager))
+
+    def apply_write(
+        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+    ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
+        """The store write that applying an admitted manifest is: its key, its mutation,
+        and what turns the write's result into an :class:`Applied` (for writers that
+        queue many writes at once, as the bulk apply does)."""
+        key, mutation = self.apply_mutation(admitted, manager=manager, create_only=create_only)
+        changes: list[Any] = []
+        before: list[StoredObject | None] = []
+
+        def applying(current: StoredObject | None) -> Any:
+            before.append(current)
+            changes.append(change := mutation(current))
+            return change
+
+        def finish(result: WriteResult) -> Applied:
+            outcome: Outcome = (
+                "created" if before[-1] is None else "configured" if result.written else "unchanged"
+            )
+            if result.object is None:
+                # The apply released the last finalizer of an object being deleted, which
+                # completed its deletion: what is returned is its last state, the body the
+                # Remove kept in the log (stamped with its revision by the store).
+                return Applied(key, outcome, self.decoder.resource(changes[-1].body))
+            # apply stores the admitted spec as it is: reuse its structured form.
+            body = result.object.body
+            return Applied(key, outcome, Deferred(lambda: self.decoder.resource(body, spec=admitted.spec)))
+
+        return key, applying, finish
+
+    # -- a controller's records -------------------------------------------------------------
+
+    def _recording(
+        self,
+        kind: KindRef,
+        name: str,
+        namespace: str,
+        events: Sequence[tuple[str, Mapping[str, Any] | None]],
+        *,
+        status: Any,
+        annotations: Mapping[str, str | None] | None = None,
+        add_finalizer: str | None = None,
+        release: str | None = None,
+    ) -> tuple[Kind, ObjectKey, Mutation]:
+        """The checked mutation that records action events with their bookkeeping."""
+        found, key = self._key(kind, name, namespace)
+        for event_type, data in events:
+            check_action(event_type, data)
+        if annotations:
+            errors = self.admission.metadata_patch_errors({"annotations": annotations})
+            if errors:
+                raise InvalidError(errors, subject=str(key))
+        converter = self._converter
+        status_body = None if status is None else converter.unstructure(status, found.status_type)
+        mutation = mutations.record_actions(
+            key,
+            [(t, None if d is None else dict(d)) for t, d in events],
+            annotations=annotations,
+            finalizer=add_finalizer,
+            status=status_body,
+            release=release,
+        )
+        return found, key, mutation
+
+    async def release(
+        self,
+        kind: KindRef,
+        name: str,
+        finalizer: str,
+        events: Sequence[tuple[str, Mapping[str, Any] | None]],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        status: Any = None,
+        manager: str | None = None,
+    ) -> tuple[AnyResource | None, int]:
+        """Record action events and remove ``finalizer`` in one write (a controller's
+        cleanup and its record together: a crash keeps both or neither). When it was the
+        last finalizer of an object being deleted, the object goes: returns ``(None,
+        revision)``; otherwise the object after the write and its revision."""
+        _, key, mutation = self._recording(kind, name, namespace, events, status=status, release=finalizer)
+        result = await self._write(key, mutation, actor=manager)
+        if result.object is None:
+            return None, result.revision
+        return self.decoder.resource(result.object.body), result.revision
+
+    async def record_actions(
+        self,
+        kind: KindRef,
+        name: str,
+        events: Sequence[tuple[str, Mapping[str, Any] | None]],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        annotations: Mapping[str, str | None] | None = None,
+        add_finalizer: str | None = None,
+        status: Any = None,
+        manager: str | None = None,
+        based_on: AnyResource | None = None,
+    ) -> AnyResource:
+        """Record action events (``(type, data)``) and, atomically with them, merge
+        annotations (None removes one), add a finalizer and replace the status (an
+        instance of the kind's status class). One write, one transaction: a crash keeps
+        all of it or none. Returns the object after it.
+
+        ``based_on`` is the object the caller acted on, exactly as it was read (from the
+        store or an informer, not a modified copy): when the write finds it still the
+        stored revision, the result is built from it (the write's metadata, the status
+        written) instead of decoding the stored body again; when the write finds its
+        generation unchanged, the result reuses its structured spec."""
+        found, key, mutation = self._recording(
+            kind, name, namespace, events, status=status, annotations=annotations, add_finalizer=add_finalizer
+        )
+        found_at: list[int | None] = []
+
+        def recording(current: StoredObject | None) -> Any:
+            found_at.append(None if current is None else current.resource_version)
+            return mutation(current)
+
+        result = await self._write(key, recording, actor=manager)
+        if based_on is not None and not isinstance(based_on.spec, found.spec_type):
+            based_on = None
+        if based_on is not None and found_at[-1] == based_on.metadata.resource_version:
+            return self.decoder.evolved(based_on, result.object, status)
+        return self.decoder.written(result.object, based_on, status)
+
+
+class Maintenance:
+    """The store's upkeep beside a client's verbs (``client.maintenance``): what
+    ``reconcile compact --vacuum`` and ``reconcile orphans`` ask."""
+
+    def __init__(self, store: EventStore) -> None:
+        self._store = store
+
+    async def compactable(self, before: int) -> int:
+        """How many events ``Client.compact`` would drop before ``before``."""
+        return await self._store.compactable(before)
+
+    async def vacuum(self) -> None:
+        """Return the space ``Client.compact`` freed to the filesystem (the database file
+        shrinks; without it, freed pages are only reused by later writes)."""
+        await self._store.vacuum()
+
+    async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
+        """Those of ``uids`` with an event of ``event_type`` in the retained history (a
+        scan of the log, for maintenance: what became of objects that are gone)."""
+        return await self._store.uids_with_event(uids, event_type)

@@ -1,0 +1,98 @@
+"""The kinds registry: the kinds a client knows, by ``(api_version, kind)`` and by any of
+their names (``File``, ``files``, ``file.files.reconcile.dev``), and which provider
+declared each.
+
+A registry is built per client (no global state): by hand, from providers, or from every
+provider installed under the ``reconcile.providers`` entry-point group
+(:meth:`KindRegistry.from_entry_points`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from reconcile.errors import FieldError, InvalidError
+from reconcile.model.kinds import ENTRY_POINT_GROUP, Kind
+from reconcile.model.printing import printable
+
+__all__ = ["KindRegistry"]
+
+
+class KindRegistry:
+    """Maps ``(api_version, kind)`` to :class:`Kind`, and resolves kind names."""
+
+    def __init__(self, kinds: Iterable[Kind] = ()) -> None:
+        self._kinds: dict[tuple[str, str], Kind] = {}
+        self._providers: dict[tuple[str, str], str] = {}
+        for kind in kinds:
+            self.register(kind)
+
+    def register(self, kind: Kind, *, provider: str | None = None) -> None:
+        """Add a kind, declared by the named provider; registering a different kind under
+        the same names is an error."""
+        existing = self._kinds.get((kind.api_version, kind.kind))
+        if existing is not None and existing != kind:
+            raise ValueError(f"kind {kind.kind} of {kind.api_version} is already registered")
+        self._kinds[kind.api_version, kind.kind] = kind
+        if provider is not None:
+            self._providers[kind.api_version, kind.kind] = provider
+
+    def provider_of(self, kind: Kind) -> str | None:
+        """The name of the provider that declared the kind, when known."""
+        return self._providers.get((kind.api_version, kind.kind))
+
+    def __iter__(self) -> Iterator[Kind]:
+        return iter(sorted(self._kinds.values(), key=lambda k: (k.api_group, k.kind)))
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def get(self, api_version: str, kind: str) -> Kind | None:
+        """The kind registered for this ``api_version`` and ``kind``, or None."""
+        return self._kinds.get((api_version, kind))
+
+    def lookup(self, api_version: str, kind: str) -> Kind:
+        """Like :meth:`get`, but an unknown kind is an :class:`InvalidError`."""
+        found = self._kinds.get((api_version, kind))
+        if found is not None:
+            return found
+        versions = sorted(k.api_version for k in self._kinds.values() if k.kind == kind)
+        if versions:
+            reason = f"unknown apiVersion for kind {kind} (known: {', '.join(versions)})"
+            raise InvalidError([FieldError("apiVersion", reason)])
+        reason = f"unknown kind {printable(kind, quoted=True)} in {printable(api_version)}"
+        raise InvalidError([FieldError("kind", reason)])
+
+    def resolve(self, name: str) -> Kind:
+        """Find a kind by any of its names: ``File``, ``files``, ``file.files.reconcile.dev``."""
+        wanted = name.lower()
+        matches = [k for k in self._kinds.values() if wanted in k.names()]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            known = sorted({n for k in self._kinds.values() for n in k.names()})
+            close = difflib.get_close_matches(wanted, known, n=1)
+            hint = f' (did you mean "{close[0]}"?)' if close else ""
+            raise InvalidError([FieldError("kind", f"unknown kind {printable(name, quoted=True)}{hint}")])
+        groups = ", ".join(sorted(f"{k.kind}.{k.api_group}" for k in matches))
+        raise InvalidError([FieldError("kind", f"{printable(name, quoted=True)} is ambiguous: {groups}")])
+
+    @classmethod
+    def from_providers(cls, providers: Iterable[Any]) -> KindRegistry:
+        """A registry of the kinds ``providers`` declare, each under its provider's name."""
+        registry = cls()
+        for provider in providers:
+            for kind in provider.kinds:
+                registry.register(kind, provider=provider.name)
+        return registry
+
+    @classmethod
+    def from_entry_points(cls, group: str = ENTRY_POINT_GROUP) -> KindRegistry:
+        """Build a registry from every installed provider's ``kinds`` (found by
+        :func:`reconcile.model.discovery.discover_providers`, the one discovery rule)."""
+        # Imported here: a registry built by hand needs no entry points (importlib.metadata).
+        from reconcile.model.discovery import discover_providers  # noqa: PLC0415
+
+        return cls.from_providers(discover_providers(group))
