@@ -172,9 +172,13 @@ class TestOldManifests:
         [
             (
                 OLD_SITE.split("---\n")[1].replace("api_version", "apiVersion"),
+                'spec.content_base64: unknown field (did you mean "contentBase64"?)',
+            ),
+            (
+                OLD_SITE.split("---\n")[1].replace("content_base64", "contentBase64"),
                 (
-                    'spec.content_base64: the old spelling, in a document that also has "apiVersion": '
-                    'write "spec.contentBase64"'
+                    'api_version: the old spelling, in a document that also has "spec.contentBase64": '
+                    'write "apiVersion"'
                 ),
             ),
             (
@@ -185,7 +189,7 @@ class TestOldManifests:
                 'api_version: the old spelling, in a document that also has "apiVersion": write "apiVersion"',
             ),
         ],
-        ids=["spec", "envelope"],
+        ids=["old spec, new envelope", "old envelope, new spec", "both envelopes"],
     )
     def test_mixing_both_spellings_is_refused(
         self, cli: Cli, tmp_path: Path, text: str, expected: str
@@ -227,7 +231,10 @@ class TestOldManifests:
             applied = await client.apply(old)
         assert applied.api_version == "example.reconcile.dev/v1"
         mixed = {**widget("m"), "metadata": {"name": "m", "owner_references": []}}
-        with pytest.raises(InvalidError, match=r"metadata\.owner_references: the old spelling"):
+        with pytest.raises(
+            InvalidError,
+            match=r'metadata\.owner_references: unknown field \(did you mean "ownerReferences"\?\)',
+        ):
             await client.apply(mixed)
         assert [o.metadata.name for o in (await client.list("widget")).items] == ["w"]
 

@@ -233,9 +233,16 @@ class Admission:
             kind = self.kinds.lookup(api_version, kind_name)
         except InvalidError as exc:
             raise InvalidError(exc.errors, subject=self._subject(manifest)) from None
-        respelled = respell_document(manifest, kind.spec_type, kind.status_type)
-        said = _spelling(respelled, lambda: self._subject(manifest)) if respelled.old else ()
-        document: Mapping[str, Any] = respelled.data
+        document: Mapping[str, Any] = manifest
+        said: tuple[str, ...] = ()
+        if "api_version" in manifest:
+            # The old spelling's envelope: the document is read in the new spelling (with
+            # a warning), or refused when it mixes both. A document with the new envelope
+            # is not walked (a few microseconds each): an old key in it is an unknown
+            # field to the converter, refused with its new name as the hint.
+            respelled = respell_document(manifest, kind.spec_type, kind.status_type)
+            said = _spelling(respelled, lambda: self._subject(manifest)) if respelled.old else ()
+            document = respelled.data
         meta, meta_errors = self._metadata(document.get("metadata"))
         errors.extend(meta_errors)
         name = None if meta is None else meta.name
