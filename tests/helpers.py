@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -16,6 +17,15 @@ from reconcile.testing import let_run
 
 #: Real seconds a test waits for something that should happen almost at once.
 DEADLINE = 20.0
+
+#: The checkout these tests run from: its root and its providers' folder.
+CHECKOUT = Path(__file__).parents[1]
+
+
+def checkout_path(*more: str | Path) -> str:
+    """A ``PYTHONPATH`` for a child process that imports this checkout's reconcile and
+    built-in providers (not whichever checkout the virtualenv was installed from)."""
+    return os.pathsep.join(str(p) for p in (*more, CHECKOUT, CHECKOUT / "providers"))
 
 
 async def settle(predicate: Callable[[], bool]) -> None:

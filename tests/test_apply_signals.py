@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers import checkout_path
 
 ROOT = Path(__file__).parents[1]
 DEADLINE = 60.0
@@ -46,7 +47,7 @@ def manifests(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def start_apply(db: Path, manifests: Path, *flags: str) -> subprocess.Popen[str]:
     """``reconcile apply -f FOLDER`` as a process."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    env = {**os.environ, "PYTHONPATH": checkout_path(), "NO_COLOR": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "reconcile", "--db", str(db), "apply", *flags, "-f", str(manifests)],
         stdout=subprocess.PIPE,
@@ -129,7 +130,7 @@ def verify(db: Path) -> None:
         [sys.executable, "-m", "reconcile", "--db", str(db), "verify"],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": checkout_path()},
         check=False,
         timeout=DEADLINE,
     )

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import pytest
 import yaml
-from helpers import widget
+from helpers import checkout_path, widget
 
 from reconcile import Runtime, connect
 from reconcile.cli import main, maintaining, reading, running
@@ -990,12 +990,11 @@ def test_shell_completion_of_kinds_and_names(tmp_path: Path) -> None:
     manifests.mkdir()
     (manifests / "site.yaml").write_text(SITE)
     assert main(["--db", str(db), "apply", "-f", str(manifests)]) == 0
-    root = Path(__file__).parents[1]
 
     def complete(words: str, index: int) -> list[str]:
         env = {
             **os.environ,
-            "PYTHONPATH": str(root),
+            "PYTHONPATH": checkout_path(),
             "COMP_WORDS": words,
             "COMP_CWORD": str(index),
             "_RECONCILE_COMPLETE": "bash_complete",

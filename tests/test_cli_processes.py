@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from helpers import checkout_path
 
 from reconcile.cli import main
 
@@ -83,7 +84,7 @@ class Cli:
     """``python -m reconcile ARGS`` as a process, its output read line by line."""
 
     def __init__(self, db: Path, *args: str) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONPATH": checkout_path(), "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "reconcile", "--db", str(db), *args],
             stdout=subprocess.PIPE,
@@ -184,7 +185,7 @@ def test_run_once_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     manifest.write_text(SITE)
     assert main(["--db", str(db), "apply", "-f", str(manifest)]) == 0
     leader, follower = pty.openpty()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm", "COLUMNS": "100"}
+    env = {**os.environ, "PYTHONPATH": checkout_path(), "TERM": "xterm", "COLUMNS": "100"}
     process = subprocess.Popen(
         [sys.executable, "-m", "reconcile", "--db", str(db), "run", "--once"],
         stdin=follower,

@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 import pytest
+from helpers import checkout_path
 from test_cli import Cli
 from test_cli_processes import flip_byte
 
@@ -681,7 +682,7 @@ class TestWait:
 
     def test_with_a_runner(self, cli: Cli) -> None:
         """The real thing: wait in another process while run --once makes the files."""
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": checkout_path()}
         waiting = subprocess.Popen(
             [
                 sys.executable,
@@ -773,7 +774,7 @@ class TestCompletion:
             env = {
                 **os.environ,
                 "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
-                "PYTHONPATH": str(ROOT),
+                "PYTHONPATH": checkout_path(),
                 "RECONCILE_DB": str(cli.db),
             }
             done = subprocess.run(

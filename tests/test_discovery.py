@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import checkout_path
 
 import reconcile
 from reconcile import KindRegistry, ProviderLoadError, Runtime, discover_providers
@@ -132,7 +133,7 @@ def test_reconcile_apply_knows_the_factory_kind(factory: Path, tmp_path: Path) -
     manifest.write_text(
         "apiVersion: gizmo.reconcile.dev/v1\nkind: Gizmo\nmetadata: {name: g1}\nspec: {size: 3}\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(factory), str(ROOT)])}
+    env = {**os.environ, "PYTHONPATH": checkout_path(factory)}
     db = str(tmp_path / "cli.db")
     command = [sys.executable, "-m", "reconcile", "--db", db]
     applied = subprocess.run(

@@ -29,7 +29,7 @@ import dns.zone
 import pytest
 import yaml
 from dns_server import FOREIGN_ZONE, KEY_NAME, ZONE, Bind
-from helpers import run_benchmark
+from helpers import checkout_path, run_benchmark
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_files_provider import until_async
@@ -817,7 +817,7 @@ def test_end_to_end_through_the_cli(tsig: Bind, tmp_path: Path) -> None:
         )
     )
     db = tmp_path / "state.db"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "TSIG_SECRET": tsig.secret}
+    env = {**os.environ, "PYTHONPATH": checkout_path(), "TSIG_SECRET": tsig.secret}
     applied = subprocess.run(
         _cli(db, config, "apply", "-f", str(manifests)), env=env, capture_output=True, check=False
     )
@@ -882,7 +882,7 @@ def test_sigkill_mid_convergence(tsig: Bind, tmp_path: Path) -> None:
         )
     )
     db = tmp_path / "state.db"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "TSIG_SECRET": tsig.secret}
+    env = {**os.environ, "PYTHONPATH": checkout_path(), "TSIG_SECRET": tsig.secret}
     applied = subprocess.run(
         _cli(db, config, "apply", "-f", str(manifests)), env=env, capture_output=True, check=False
     )
@@ -930,7 +930,7 @@ def test_the_dns_example_converges(tsig: Bind, tmp_path: Path) -> None:
     config = tmp_path / "providers.yaml"
     config.write_text(yaml.safe_dump(example))
     db = tmp_path / "state.db"
-    env = {**os.environ, "PYTHONPATH": str(root), "TSIG_SECRET": tsig.secret}
+    env = {**os.environ, "PYTHONPATH": checkout_path(), "TSIG_SECRET": tsig.secret}
     zone = str(root / "examples" / "dns" / "zone.yaml")
     applied = subprocess.run(_cli(db, config, "apply", "-f", zone), env=env, capture_output=True, check=False)
     assert applied.returncode == 0, applied.stderr

@@ -21,13 +21,14 @@ from typing import Any
 import pytest
 import yaml
 from dns_server import ZONE, Bind
+from helpers import checkout_path
 from test_dns import ByHand, record_set, token
 
 __all__: list[str] = []
 
 
 def _run(db: Path, config: Path, bind: Bind, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "TSIG_SECRET": bind.secret}
+    env = {**os.environ, "PYTHONPATH": checkout_path(), "TSIG_SECRET": bind.secret}
     command = [sys.executable, "-m", "reconcile", "--db", str(db), "--provider-config", str(config), *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, check=False, timeout=300)
 

@@ -11,6 +11,7 @@ import xml.dom.minidom
 from pathlib import Path
 
 import pytest
+from helpers import checkout_path
 
 ROOT = Path(__file__).parents[1]
 
@@ -31,7 +32,7 @@ def assert_report(folder: Path, data: Path, title: str) -> None:
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     """Run a script of the repository with reconcile importable."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": checkout_path()}
     return subprocess.run(
         [sys.executable, *args], capture_output=True, text=True, env=env, timeout=300, check=False
     )
@@ -226,7 +227,7 @@ class TestDocumentedApplies:
                     args[where] = str(config)
             if "--db" not in args:
                 args = ["--db", str(tmp_path / f"{number}.db"), *args]
-            env = {**os.environ, "PYTHONPATH": str(ROOT), "TSIG_SECRET": "c2VjcmV0"}
+            env = {**os.environ, "PYTHONPATH": checkout_path(), "TSIG_SECRET": "c2VjcmV0"}
             result = subprocess.run(
                 [sys.executable, "-m", "reconcile", *args],
                 capture_output=True,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import checkout_path
 from test_files_provider import directory_manifest, until_async
 
 from reconcile import NotFoundError, NotOwnedError, ObjectMeta, Resource, TransientError
@@ -181,7 +182,7 @@ def test_sigkill_mid_convergence_leaves_no_temporary(tmp_path: Path) -> None:
         for i in range(count)
     ]
     (manifests / "site.yaml").write_text("---\n".join(documents))
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": checkout_path()}
     cli = [sys.executable, "-m", "reconcile", "--db", str(db), "--root", str(root)]
     applied = subprocess.run([*cli, "apply", "-f", str(manifests)], env=env, capture_output=True, check=False)
     assert applied.returncode == 0, applied.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import checkout_path
 from test_s3 import s3, s3_url  # noqa: F401 - s3, s3_url: fixtures
 
 from reconcile import InvalidError, Runtime, connect
@@ -31,7 +32,7 @@ def _reconcile(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        env={**os.environ, "PYTHONPATH": checkout_path(), **(env or {})},
     )
 
 
