@@ -12,6 +12,8 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from reconcile.errors import CorruptError
 from reconcile.model.events import Event
 from reconcile.model.kinds import Kind
@@ -35,6 +37,18 @@ def _corrupt(body: Any, exc: Exception) -> CorruptError:
     return CorruptError(revision if isinstance(revision, int) else 0, key, f"does not structure: {reason}")
 
 
+@attrs.frozen
+class _OnCurrent:
+    """A mutation given the stored object in the current spelling (see
+    :meth:`Decoder.mutation`)."""
+
+    decoder: Decoder
+    mutation: Mutation
+
+    def __call__(self, stored: StoredObject | None) -> Any:
+        return self.mutation(self.decoder.current(stored))
+
+
 class Decoder:
     """Structures stored bodies with the kinds of one registry."""
 
@@ -54,8 +68,7 @@ class Decoder:
             raise _corrupt(body, exc) from exc
 
     def _resource(self, body: Mapping[str, Any], spec: Any, status: Any) -> AnyResource:
-        if is_old_body(body):
-            body = self.respelled(body)
+        body = self.respelled(body)
         kind = self.kinds.get(body["apiVersion"], body["kind"])
         meta = structure_stored_meta(body["metadata"])
         if kind is None:
@@ -71,8 +84,9 @@ class Decoder:
         Kubernetes' camelCase (the log is never rewritten) is read in the new spelling,
         walked with its kind's classes (a kind not registered here: its envelope and
         metadata only); any other is returned as it is."""
-        if not is_old_body(body):
-            return body
+        return self._respelled_old(body) if is_old_body(body) else body
+
+    def _respelled_old(self, body: Mapping[str, Any]) -> dict[str, Any]:
         kind = self._kind_of_old(str(body["api_version"]), str(body.get("kind", "")))
         if kind is None:
             return dict(respell_document(body).data)
@@ -93,13 +107,13 @@ class Decoder:
         """``stored`` with its body in the current spelling (what mutations read)."""
         if stored is None or not is_old_body(stored.body):
             return stored
-        return StoredObject(
-            stored.key, stored.uid, stored.resource_version, dict(self.respelled(stored.body))
-        )
+        return StoredObject(stored.key, stored.uid, stored.resource_version, self._respelled_old(stored.body))
 
     def mutation(self, mutation: Mutation) -> Mutation:
-        """``mutation``, given the current object in the current spelling."""
-        return lambda stored: mutation(self.current(stored))
+        """``mutation``, given the current object in the current spelling; one already
+        given it is returned as it is (a write wraps what it is handed, and an apply's
+        mutation was wrapped when it was made: the body is looked at once)."""
+        return mutation if isinstance(mutation, _OnCurrent) else _OnCurrent(self, mutation)
 
     def written(
         self, stored: StoredObject | None, based_on: AnyResource | None = None, status: Any = None

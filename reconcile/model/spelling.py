@@ -8,7 +8,7 @@ once, from the field names (:func:`camel`), and the one converter
 free. Map keys inside fields (labels, annotations, tags, a file's ``content``) are user
 data and never renamed.
 
-The release before wrote snake_case. :func:`respell` turns such a document into the new
+The release before wrote snake_case. :func:`respell_document` turns such a document into the new
 spelling, walking it with its types (so it knows a field from a user's map key), and says
 which keys were in which spelling: admission accepts an old document with a warning and
 refuses one that mixes both; a body the store wrote before the change is read through it.
@@ -28,7 +28,7 @@ import attrs
 
 from reconcile.model.meta import ObjectMeta
 
-__all__ = ["ENVELOPE", "Respelled", "camel", "camel_path", "is_old_body", "respell", "respell_document"]
+__all__ = ["ENVELOPE", "Respelled", "camel", "camel_path", "is_old_body", "respell_document"]
 
 #: The envelope's fields in the new spelling, by their old one.
 ENVELOPE = {"api_version": "apiVersion"}
@@ -170,14 +170,6 @@ def _list_walker(child: _Walker | None) -> _Walker | None:
         return data if all(a is b for a, b in zip(result, data, strict=True)) else result
 
     return walk
-
-
-def respell(data: Any, type_: Any, path: str = "") -> Respelled:
-    """``data``, a value of ``type_`` in either spelling, in the new one."""
-    found: _Found = ([], [])
-    walker = _walker(type_)
-    value = data if walker is None else walker(data, path, found)
-    return Respelled(value, tuple(found[0]), tuple(found[1]))
 
 
 def respell_document(document: Mapping[str, Any], spec_type: Any = Any, status_type: Any = Any) -> Respelled:
