@@ -75,11 +75,10 @@ class Engine:
         self._now = now
 
     def _kind(self, kind: KindRef) -> Kind:
-        return kind if isinstance(kind, Kind) else self._kinds.resolve(kind)
+        return self._kinds.resolve(kind)
 
     def _key(self, kind: KindRef, name: str, namespace: str) -> tuple[Kind, ObjectKey]:
-        found = self._kind(kind)
-        return found, ObjectKey(found.api_group, found.kind, namespace, name)
+        return self._kinds.key_of(kind, name, namespace)
 
     # -- raw reads, for caches -----------------------------------------------------------
 

@@ -34,11 +34,10 @@ class Reading:
     decoder: Decoder
 
     def _kind(self, kind: KindRef) -> Kind:
-        return kind if isinstance(kind, Kind) else self.kinds.resolve(kind)
+        return self.kinds.resolve(kind)
 
     def _key(self, kind: KindRef, name: str, namespace: str) -> tuple[Kind, ObjectKey]:
-        found = self._kind(kind)
-        return found, ObjectKey(found.api_group, found.kind, namespace, name)
+        return self.kinds.key_of(kind, name, namespace)
 
     def decode(self, body: Mapping[str, Any], *, spec: Any = None, status: Any = None) -> AnyResource:
         """Structure a stored body into a Resource (spec and status as the kind's classes;

@@ -166,8 +166,7 @@ class CachedClient:
     def _key(self, kind: KindRef, name: str | None, namespace: str) -> ObjectKey:
         if name is None:
             raise TypeError("get() needs a name with a kind")
-        found = kind if isinstance(kind, Kind) else self.client.kinds.resolve(kind)
-        return ObjectKey(found.api_group, found.kind, namespace, name)
+        return self.client.kinds.key_of(kind, name, namespace)[1]
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from reconcile.errors import FieldError, InvalidError
 from reconcile.model.kinds import ENTRY_POINT_GROUP, Kind
+from reconcile.model.meta import ObjectKey
 from reconcile.model.printing import printable
 
 __all__ = ["KindRegistry"]
@@ -49,6 +50,11 @@ class KindRegistry:
     def __len__(self) -> int:
         return len(self._kinds)
 
+    def key_of(self, kind: str | Kind, name: str, namespace: str) -> tuple[Kind, ObjectKey]:
+        """The kind (by any of its names, or itself) and the key of one of its objects."""
+        found = self.resolve(kind)
+        return found, ObjectKey(found.api_group, found.kind, namespace, name)
+
     def get(self, api_version: str, kind: str) -> Kind | None:
         """The kind registered for this ``api_version`` and ``kind``, or None."""
         return self._kinds.get((api_version, kind))
@@ -65,8 +71,11 @@ class KindRegistry:
         reason = f"unknown kind {printable(kind, quoted=True)} in {printable(api_version)}"
         raise InvalidError([FieldError("kind", reason)])
 
-    def resolve(self, name: str) -> Kind:
-        """Find a kind by any of its names: ``File``, ``files``, ``file.files.reconcile.dev``."""
+    def resolve(self, name: str | Kind) -> Kind:
+        """Find a kind by any of its names: ``File``, ``files``, ``file.files.reconcile.dev``
+        (a Kind is its own answer)."""
+        if isinstance(name, Kind):
+            return name
         wanted = name.lower()
         matches = [k for k in self._kinds.values() if wanted in k.names()]
         if len(matches) == 1:
