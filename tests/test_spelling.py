@@ -19,13 +19,13 @@ from typing import Any
 
 import attrs
 import pytest
+import test_cli
 import yaml
 from helpers import widget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconcile import Client, InvalidError, KindRegistry, SpellingWarning, connect
-from reconcile.cli import main
 from reconcile.model import Kind, make_converter
 from reconcile.model.kinds import Behaviour
 from reconcile.model.meta import ObjectKey, ObjectMeta
@@ -71,19 +71,12 @@ spec:
 """
 
 
-class Cli:
-    """``reconcile`` in process: exit code, stdout, stderr."""
+class Cli(test_cli.Cli):
+    """``reconcile`` in process (test_cli's runner) on the store ``db``."""
 
     def __init__(self, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        super().__init__(db.parent, capsys)
         self.db = db
-        self.capsys = capsys
-
-    def __call__(self, *args: str) -> tuple[int, str, str]:
-        """Run it with ``args``."""
-        self.capsys.readouterr()
-        code = main(["--db", str(self.db), *args])
-        captured = self.capsys.readouterr()
-        return code, captured.out, captured.err
 
     def bodies(self) -> dict[int, str]:
         """Every event's stored body text, by revision."""
