@@ -234,6 +234,9 @@ async def cold_convergence(db: Path, count: int, workers: int) -> dict[str, Any]
         started = time.perf_counter()
         loop_cpu, process_cpu = time.thread_time(), time.process_time()
         async with runtime:
+            # The controllers' first (empty) list done before the apply: a list racing the
+            # apply's commits would decode what the apply's results are about to put in.
+            await runtime.wait_synced()
             controller = next(iter(runtime.controllers.values()))
             ready: set[str] = set()
             all_ready = asyncio.Event()
@@ -250,7 +253,8 @@ async def cold_convergence(db: Path, count: int, workers: int) -> dict[str, Any]
             # Decodes per created object (a stored body structured into a Resource): the
             # apply's result, one. The engine's write (its create being atomic, one per
             # object) is built from the object it acted on, and the watch events of both
-            # writes are dropped unparsed by the cache, which holds them already.
+            # writes are dropped unparsed by the cache, which holds them already (a watch
+            # read racing the apply's commit delivers them first, and decodes them: two).
             decoder = runtime.client.decoder
             decode = decoder.resource
             decodes = [0]
