@@ -63,6 +63,15 @@ class Tail:
             moved, self._moved = self._moved, asyncio.Event()
             moved.set()
 
+    def readable(self, head: int) -> int:
+        """How far a watch may read of a database whose head is ``head``: while this
+        process's own commit is landing (committed in the database, perhaps, its writers
+        not told yet), no further than the head this process has announced. A watch that
+        read the new events first would deliver them before the writers' results, and a
+        cache that puts in its own writes as they land would decode them once more; the
+        writer announces them, in memory, a moment later."""
+        return min(head, self.head) if self._local_in_flight else head
+
     async def wait_beyond(self, revision: int) -> bool:
         """Wait until the head passes ``revision``; False when the store closed."""
         while self.head <= revision and not self.closed:

@@ -383,7 +383,7 @@ class SQLiteStore:
                     if not await self._tail.wait_beyond(cursor):
                         return
                     continue
-            head = await self.revision()
+            head = self._tail.readable(await self.revision())
             rows = await self._fetch(
                 f"SELECT {self._event_columns} FROM events e JOIN objects o ON o.id = e.object_id "
                 f"WHERE e.revision > ? AND e.revision <= ?{where} ORDER BY e.revision LIMIT ?",
