@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -32,7 +33,7 @@ class Database:
     def new_url(self) -> str:
         """The URL of a new, empty schema of its own."""
         schema = f"t{next(self._numbers)}"
-        asyncio.run(_execute(self.url, f"CREATE SCHEMA {schema}"))
+        _run(self.url, f"CREATE SCHEMA {schema}")
         return f"{self.url}?search_path={schema}"
 
 
@@ -45,14 +46,32 @@ async def _execute(url: str, *statements: str) -> None:
         await connection.close()
 
 
+def _run(url: str, *statements: str) -> None:
+    """Run statements on a loop of their own in a thread of their own: a fixture may be
+    set up while a test's event loop runs."""
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            asyncio.run(_execute(url, *statements))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+
+
 def session_database(needed_by: str) -> Iterator[Database]:
     """Create a database with a unique name, yield it, drop it (with its connections)."""
     name = f"reconcile_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     try:
-        asyncio.run(_execute(f"{SERVER}/postgres", f"CREATE DATABASE {name}"))
+        _run(f"{SERVER}/postgres", f"CREATE DATABASE {name}")
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         unavailable("PostgreSQL", needed_by, f"{SERVER}: {exc}")
     try:
         yield Database(name)
     finally:
-        asyncio.run(_execute(f"{SERVER}/postgres", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        _run(f"{SERVER}/postgres", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
