@@ -22,11 +22,12 @@ from helpers import settle
 from postgres_server import SERVER, Database
 from servers import free_port, unavailable
 
-from reconcile import Bookmark, LockedError, ObjectKey, SchemaVersionError, StoreError
-from reconcile.store import Put, RawEvent, locate_store, open_store
+from reconcile import Bookmark, LockedError, ObjectKey, Runtime, SchemaVersionError, StoreError
+from reconcile.store import Put, RawEvent, StoredObject, locate_store, open_store
 from reconcile.store.postgres.addressing import masked
 from reconcile.store.postgres.schema import SCHEMA_VERSION
 from reconcile.store.watching import Tail
+from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
 
 ROOT = Path(__file__).parents[1]
 KEY = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
@@ -169,6 +170,72 @@ async def test_the_capped_tail_reads_below_our_reserved_revisions() -> None:
     await tail.refresh()
     assert tail.head == 7
     await tail.close()
+
+
+class TestSeveralProcesses:
+    """Two stores on one database stand for two processes: their writes meet in the
+    database, and the mutations stay atomic."""
+
+    async def test_concurrent_increments_of_one_key_are_never_lost(self, postgres_url: str) -> None:
+        """Each store increments one counter 40 times, concurrently: every increment
+        lands (a batch that met the other's write runs again on the current row)."""
+        first, second = await open_store(postgres_url), await open_store(postgres_url)
+
+        def increment(current: StoredObject | None) -> Put:
+            count = 0 if current is None else current.body["spec"]["count"]
+            return Put("SpecChanged", {"metadata": {"name": "w", "uid": "u-w"}, "spec": {"count": count + 1}})
+
+        try:
+            await asyncio.gather(
+                *(s.write(KEY, increment, actor="t") for _ in range(40) for s in (first, second))
+            )
+            stored = await first.read(KEY)
+            assert stored is not None
+            assert stored.body["spec"]["count"] == 80
+            assert (await first.verify()).ok
+        finally:
+            await first.close()
+            await second.close()
+
+    async def test_one_identity_one_declarer_across_processes(self, postgres_url: str) -> None:
+        """Two stores declare the same external resource from two keys at once: one
+        wins, the other is refused naming it."""
+        stores = [await open_store(postgres_url) for _ in range(2)]
+        try:
+            keys = [ObjectKey(KEY.api_group, KEY.kind, "default", f"k{i}") for i in range(2)]
+            outcomes = await asyncio.gather(
+                *(
+                    s.write(k, lambda _c, k=k: Put("Created", body(k.name), identity="bucket/x"), actor="t")
+                    for s, k in zip(stores, keys, strict=True)
+                ),
+                return_exceptions=True,
+            )
+            refused = [o for o in outcomes if isinstance(o, BaseException)]
+            assert len(refused) == 1
+            assert "bucket/x is already declared by" in str(refused[0])
+        finally:
+            for store in stores:
+                await store.close()
+
+    async def test_a_second_runtime_fails_naming_the_first(self, postgres_url: str) -> None:
+        """The Runtime's runner lock on PostgreSQL: LockedError naming the holder; once
+        the first closes, another starts."""
+        clock = FakeClock()
+
+        def runtime() -> Runtime:
+            return Runtime(
+                postgres_url,
+                providers=[MemoryProvider(MemoryCloud(clock=clock))],
+                clock=clock,
+                wall_clock=clock,
+            )
+
+        async with runtime():
+            second = runtime()
+            with pytest.raises(LockedError, match=r"pid \d+ on .* holds the runner lock"):
+                await second.start()
+        async with runtime() as third:
+            assert third.controllers
 
 
 class TestClaims:
