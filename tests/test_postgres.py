@@ -23,6 +23,7 @@ from postgres_server import SERVER, Database
 from servers import free_port, unavailable
 
 from reconcile import Bookmark, LockedError, ObjectKey, Runtime, SchemaVersionError, StoreError
+from reconcile.cli import main
 from reconcile.store import Put, RawEvent, StoredObject, locate_store, open_store
 from reconcile.store.postgres.addressing import masked
 from reconcile.store.postgres.schema import SCHEMA_VERSION
@@ -409,3 +410,46 @@ def scram_server() -> Iterator[str]:
         with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
             as_postgres(str(BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
         shutil.rmtree(folder, ignore_errors=True)
+
+
+SITE = """\
+apiVersion: files.reconcile.dev/v1
+kind: File
+metadata: {name: index}
+spec: {path: index.html, content: "<h1>Hello</h1>\\n"}
+"""
+
+
+def test_the_command_line_on_postgres(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``RECONCILE_DB=postgresql://...``: apply, run --once, get, history and verify work
+    unchanged, and no output holds the password; an unreachable server exits non-zero
+    with the password masked."""
+    monkeypatch.setenv("RECONCILE_DB", postgres_url.replace("postgres@", "postgres:s3cret@"))
+    site = tmp_path / "site"
+    site.mkdir()
+    (tmp_path / "site.yaml").write_text(SITE)
+
+    def run(*args: str) -> tuple[int, str]:
+        capsys.readouterr()
+        code = main(["--root", str(site), *args])
+        captured = capsys.readouterr()
+        assert "s3cret" not in captured.out + captured.err
+        return code, captured.out + captured.err
+
+    assert run("apply", "-f", str(tmp_path / "site.yaml")) == (0, "file.files.reconcile.dev/index created\n")
+    code, _ = run("run", "--once", "--timeout", "60")
+    assert code == 0
+    assert (site / "index.html").read_text() == "<h1>Hello</h1>\n"
+    code, out = run("get", "file")
+    assert code == 0
+    assert "index" in out
+    code, out = run("history", "file/index")
+    assert code == 0
+    assert "CreateSucceeded" in out
+    assert run("verify")[0] == 0
+    monkeypatch.setenv("RECONCILE_DB", f"postgresql://postgres:s3cret@127.0.0.1:{free_port()}/db")
+    code, out = run("get", "file")
+    assert code != 0
+    assert "postgres:***@127.0.0.1" in out
