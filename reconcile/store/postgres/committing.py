@@ -20,8 +20,10 @@ A batch therefore runs in two passes, in one READ COMMITTED transaction:
 
 1. read the batch's rows (no lock, so no transaction id yet) and run every mutation in
    submission order against the in-batch state, as SQLite does, numbering events with
-   provisional revisions (:data:`PROVISIONAL` and up: a range no real revision reaches);
-   a mutation that raises fails only its own write (or, all or nothing, the batch);
+   provisional revisions (:data:`PROVISIONAL` and up: a range no real revision reaches;
+   a body is measured against the size limit with the revision it will likely carry,
+   read from the sequence); a mutation that raises fails only its own write (or, all or
+   nothing, the batch);
 2. reserve exactly as many revisions as events, renumber and restamp the bodies, lock the
    rows the batch writes and check that none changed since pass 1 (another process wrote
    one: roll back and run the batch again, as the contract allows), insert new rows,
