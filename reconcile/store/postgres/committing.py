@@ -22,8 +22,8 @@ A batch therefore runs in two passes, in one READ COMMITTED transaction:
    submission order against the in-batch state, as SQLite does, numbering events with
    provisional revisions (:data:`PROVISIONAL` and up: a range no real revision reaches;
    a body is measured against the size limit with the revision it will likely carry,
-   read from the sequence); a mutation that raises fails only its own write (or, all or
-   nothing, the batch);
+   at least the head this process knows, and measured again exactly in pass 2); a
+   mutation that raises fails only its own write (or, all or nothing, the batch);
 2. reserve exactly as many revisions as events, renumber and restamp the bodies, lock the
    rows the batch writes and check that none changed since pass 1 (another process wrote
    one: roll back and run the batch again, as the contract allows), insert new rows,
@@ -283,10 +283,9 @@ async def _attempt(
     channel: str,
     all_or_nothing: bool,
     reserved: Callable[[int], None],
+    expected: int,
 ) -> Committed:
     slots = await _load_slots(conn, list({w.key: None for w in batch}))
-    # The revision the batch's first event will likely get: bodies are measured with it.
-    expected = int(await conn.fetchval("SELECT last_value + 1 FROM reconcile_events_revision_seq"))
     claims = _Claims(conn, slots)
     events: list[_Event] = []
     results: list[WriteResult | BaseException] = []
@@ -363,10 +362,14 @@ async def _attempt(
             [s.text is not None for s in changed],
             [s.identity for s in changed],
         )
+    last = events[-1].revision
+    # The NOTIFY rides in the same statement (a data-modifying WITH always runs whole):
+    # one round trip less per commit.
     await conn.execute(
-        'INSERT INTO reconcile_events (revision, time, object_id, uid, type, actor, body, data, "user") '
+        "WITH appended AS (INSERT INTO reconcile_events "
+        '(revision, time, object_id, uid, type, actor, body, data, "user") '
         "SELECT * FROM unnest($1::bigint[], $2::float8[], $3::bigint[], $4::text[], $5::text[], "
-        "$6::text[], $7::text[], $8::text[], $9::text[])",
+        "$6::text[], $7::text[], $8::text[], $9::text[])) SELECT pg_notify($10, $11)",
         [e.revision for e in events],
         [now] * len(events),
         [e.slot.id for e in events],
@@ -376,9 +379,9 @@ async def _attempt(
         [e.text for e in events],
         [e.data for e in events],
         [w.user for w in owners],
+        channel,
+        str(last),
     )
-    last = events[-1].revision
-    await conn.execute("SELECT pg_notify($1, $2)", channel, str(last))
     appended = [
         EventRow(e.revision, now, e.type, e.key, e.uid, w.actor, e.text, e.data, w.user)
         for e, w in zip(events, owners, strict=True)
@@ -395,10 +398,13 @@ async def commit_batch(
     channel: str,
     all_or_nothing: bool = False,
     reserved: Callable[[int], None] = lambda _first: None,
+    expected: Callable[[], int] = lambda: 1,
 ) -> Committed:
     """Apply ``batch`` in one transaction (see the module's story), running it again when
     another process's write got in the way; ``reserved`` is told the first revision of
-    the block as soon as the transaction holds it. With ``all_or_nothing`` the first
+    the block as soon as the transaction holds it; ``expected()`` is a revision the block
+    will start at or after (the head this process knows, plus one: what bodies are
+    measured against the size limit with, the check made exact in pass 2). With ``all_or_nothing`` the first
     mutation that raises rolls the whole batch back, and its exception is raised."""
     import asyncpg  # noqa: PLC0415 - imported with the backend only
 
@@ -413,7 +419,13 @@ async def commit_batch(
         try:
             async with conn.transaction():
                 return await _attempt(
-                    conn, batch, now, channel=channel, all_or_nothing=all_or_nothing, reserved=reserved
+                    conn,
+                    batch,
+                    now,
+                    channel=channel,
+                    all_or_nothing=all_or_nothing,
+                    reserved=reserved,
+                    expected=expected(),
                 )
         except retry:
             continue

@@ -190,6 +190,7 @@ class Writer:
                 channel=self.channel,
                 all_or_nothing=all_or_nothing,
                 reserved=self._tail.reserved,
+                expected=lambda: self._tail.head + 1,
             )
 
     def _announce(self, committed: Committed) -> None:
