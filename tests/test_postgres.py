@@ -286,6 +286,7 @@ class TestURLs:
         assert location.stored_schema() == SCHEMA_VERSION
         assert location.size() > 0
 
+    @pytest.mark.usefixtures("postgres")  # skipped with the others when there is no server
     def test_a_missing_database_is_no_store(self) -> None:
         """locate_store on a database that does not exist: nothing there, nothing made."""
         location = locate_store(f"{SERVER}/reconcile_no_such_database")
