@@ -49,6 +49,12 @@ _EVENT_COLUMNS = (
 )
 
 
+async def _unchanged(_connection: object) -> None:
+    """A read connection goes back to the pool as it is: reads change nothing of the
+    session (no settings, locks, cursors or LISTEN), and asyncpg's default reset would
+    cost a round trip per read."""
+
+
 def _event(row: Any) -> RawEvent:
     revision, at, type_, uid, actor, body, data, group, kind, namespace, name, user = row
     key = ObjectKey(group, kind, namespace, name)
@@ -84,6 +90,8 @@ class PostgresStore:
         self._close_task: asyncio.Task[None] | None = None
         self._refresh: asyncio.Task[None] | None = None
         self._refresh_again = False
+        self._writer_pid = 0
+        self._others_heard = False
 
     @property
     def url(self) -> str:
@@ -112,7 +120,11 @@ class PostgresStore:
                     await first.close()
                 else:
                     self._writer_conn = first
-                self._pool = await asyncpg.create_pool(self._dsn, min_size=1, max_size=self._readers)
+                self._pool = await asyncpg.create_pool(
+                    self._dsn, min_size=1, max_size=self._readers, reset=_unchanged
+                )
+                if self._writer_conn is not None:
+                    self._writer_pid = self._writer_conn.get_server_pid()
                 self._listener = await connect(self._dsn)
                 await self._listener.add_listener(self._layout.channel, self._notified)
                 self._tail.head = await self.revision()
@@ -129,11 +141,16 @@ class PostgresStore:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    def _notified(self, _connection: object, _pid: int, _channel: str, _payload: str) -> None:
-        """A commit (ours or another process's) was announced: read the safe head, once
-        at a time (a notification during a read asks for one more)."""
+    def _notified(self, _connection: object, pid: int, _channel: str, _payload: str) -> None:
+        """A commit was announced: read the safe head, once at a time (a notification
+        during a read asks for one more). Our own writer's commits are its to announce,
+        unless another process's was heard since the last read: one that reserved after
+        ours but committed first became readable only when ours committed."""
         if self._tail.closed:
             return
+        if pid == self._writer_pid and not self._others_heard:
+            return
+        self._others_heard = pid != self._writer_pid
         if self._refresh is not None and not self._refresh.done():
             self._refresh_again = True
             return
