@@ -286,6 +286,15 @@ class TestURLs:
         assert location.stored_schema() == SCHEMA_VERSION
         assert location.size() > 0
 
+    async def test_asyncpg_options_pass_through(self, postgres_url: str) -> None:
+        """Several hosts and asyncpg's own options in the query string reach asyncpg."""
+        url = postgres_url.replace("@127.0.0.1:5432/", "@127.0.0.1:5432,127.0.0.1:5432/")
+        store = await open_store(f"{url}&target_session_attrs=any&sslmode=disable")
+        try:
+            assert await store.revision() == 0
+        finally:
+            await store.close()
+
     @pytest.mark.usefixtures("postgres")  # skipped with the others when there is no server
     def test_a_missing_database_is_no_store(self) -> None:
         """locate_store on a database that does not exist: nothing there, nothing made."""

@@ -68,14 +68,14 @@ def check_url(url: str) -> None:
     port, no host."""
     try:
         parts = urllib.parse.urlsplit(url)
-        port = parts.port  # ValueError for a port that is not a number in range
+        if "," not in parts.netloc:  # several hosts (h1:5432,h2:5432): asyncpg checks each
+            _ = parts.port  # ValueError for a port that is not a number in range
     except ValueError as exc:
         raise StoreError(f"{scrub(masked_safely(url), url)}: malformed URL ({exc})") from None
     if parts.scheme not in SCHEMES:
         raise StoreError(f"{masked(url)}: not a PostgreSQL URL")
-    if not parts.hostname and "host=" not in parts.query:
+    if not parts.netloc.rpartition("@")[2] and "host=" not in parts.query:
         raise StoreError(f"{masked(url)}: no host (write postgresql://user@host:5432/database)")
-    del port
 
 
 def masked_safely(url: str) -> str:
