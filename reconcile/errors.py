@@ -33,6 +33,7 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "AdmissionWarning",
     "AlreadyExistsError",
     "ConflictError",
     "CorruptError",
@@ -161,6 +162,12 @@ class LockedError(ReconcileError):
 class SpellingWarning(FutureWarning):
     """A manifest was written in the old snake_case spelling (``api_version``), accepted
     for this release only; the message names the new spelling of each field."""
+
+
+class AdmissionWarning(UserWarning):
+    """An admission hook under the ``Ignore`` failure policy broke (raised, or did not
+    answer in time) and the object was stored without it; the object's history records
+    it too (``AdmissionHookIgnored``). The message names the hook and what happened."""
 
 
 class ProviderLoadError(ReconcileError):

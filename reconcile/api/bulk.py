@@ -93,6 +93,9 @@ class Applied:
         default=None, alias="object", eq=_resolved, repr=lambda value: repr(_resolved(value))
     )
     error: Exception | None = None
+    #: What the caller should hear about: each admission hook that broke under
+    #: ``Ignore`` (the object's history records it as ``AdmissionHookIgnored``).
+    warnings: tuple[str, ...] = ()
 
     @property
     def object(self) -> AnyResource | None:
@@ -122,6 +125,9 @@ class Writer(Protocol):
     @property
     def decoder(self) -> Decoder:
         """What reads the stored bodies."""
+
+    async def review(self, admitted: Admitted) -> Admitted:
+        """``admitted`` through its kind's admission hooks, or InvalidError."""
 
     def apply_mutation(
         self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
@@ -255,19 +261,52 @@ async def _admit(
     """Admit every manifest; a refusal goes into ``results``, and so does a document that
     cannot coexist with another live object or an earlier document of this apply."""
     admitted: list[tuple[int, Admitted]] = []
+    hooked: list[int] = []  # positions in ``admitted`` of those whose kind has hooks
+    given: set[int] = set()  # admitted by the caller, who hears of warnings from the results
     for index, manifest in enumerate(manifests):
         if isinstance(manifest, Admitted):
-            admitted.append((index, manifest))
-            continue
-        origin = None if origins is None else origins[index]
-        try:
-            admitted.append((index, warned(client.admission.admit(manifest, origin=origin))))
-        except InvalidError as exc:
-            results[index] = Applied(None, "refused", error=exc)
+            item = manifest
+            given.add(index)
+        else:
+            origin = None if origins is None else origins[index]
+            try:
+                item = warned(client.admission.admit(manifest, origin=origin))
+            except InvalidError as exc:
+                results[index] = Applied(None, "refused", error=exc)
+                continue
+        if item.kind.hooks and not item.reviewed:
+            hooked.append(len(admitted))
+        admitted.append((index, item))
+    if hooked:
+        admitted = await _review(client, admitted, hooked, results, given)
     if any(item.kind.conflicts is not None for _, item in admitted):
         await _refuse_conflicts(client, admitted, results)
         admitted = [(index, item) for index, item in admitted if results[index] is None]
     return admitted
+
+
+async def _review(
+    client: Writer,
+    admitted: list[tuple[int, Admitted]],
+    hooked: Sequence[int],
+    results: list[Applied | None],
+    given: set[int],
+) -> list[tuple[int, Admitted]]:
+    """The admitted documents, those of kinds with admission hooks through their chains
+    (concurrently: a hook that waits on something holds up only its own document); a
+    refusal goes into ``results`` and the document leaves the list."""
+    reviewed = await asyncio.gather(
+        *(client.review(admitted[position][1]) for position in hooked), return_exceptions=True
+    )
+    for position, outcome in zip(hooked, reviewed, strict=True):
+        index = admitted[position][0]
+        if isinstance(outcome, InvalidError):
+            results[index] = Applied(None, "refused", error=outcome)
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        else:
+            admitted[position] = (index, outcome if index in given else warned(outcome, spelling=False))
+    return [(index, item) for index, item in admitted if results[index] is None]
 
 
 @attrs.define(eq=False)

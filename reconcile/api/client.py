@@ -80,6 +80,7 @@ class Client(Reading):
             write=self._write,
             now=self._now,
         )
+        self.engine.reader = self  # what admission hooks read other objects with
         #: The store's upkeep beside ``compact`` and ``verify`` (vacuum, orphans).
         self.maintenance = Maintenance(store)
 
@@ -134,8 +135,10 @@ class Client(Reading):
         create_only: bool,
         origin: Path | None,
     ) -> AnyResource:
-        admitted = warned(self.admission.admit(manifest, origin=origin))
-        applied = await self.engine.write_admitted(admitted, manager=manager, create_only=create_only)
+        admitted = self.admission.admit(manifest, origin=origin)
+        if admitted.needs_review:
+            admitted = await self.engine.review(admitted)
+        applied = await self.engine.write_admitted(warned(admitted), manager=manager, create_only=create_only)
         if applied.object is None:  # pragma: no cover - a write that succeeded has its object
             raise ReconcileError(f"{applied.key}: the apply returned no object")
         return applied.object
@@ -178,8 +181,10 @@ class Client(Reading):
         Returns None when the update removed the last finalizer of a deleting object.
         """
         admitted = self.admission.admit(obj)
+        if admitted.needs_review:
+            admitted = warned(await self.engine.review(admitted))
         key = admitted_key(admitted)
-        mutation = mutations.replace(key, admitted.body, admitted.kind.immutable)
+        mutation = self.engine.noted(mutations.replace(key, admitted.body, admitted.kind.immutable), admitted)
         result = await self._write(key, mutation, actor=manager)
         return None if result.object is None else self.decode(result.object.body)
 
@@ -233,8 +238,12 @@ class Client(Reading):
                 "spec": merge_patch(current.body["spec"], patch.get("spec", {})),
             }
             admitted = self.admission.admit(manifest)
+            if admitted.needs_review:
+                admitted = warned(await self.engine.review(admitted))
             try:
-                mutation = mutations.replace(key, admitted.body, admitted.kind.immutable)
+                mutation = self.engine.noted(
+                    mutations.replace(key, admitted.body, admitted.kind.immutable), admitted
+                )
                 result = await self._write(key, mutation, actor=manager)
             except ConflictError:
                 if resource_version is not None:

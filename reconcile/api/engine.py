@@ -22,6 +22,7 @@ from reconcile.api.conflicts import conflict_error
 from reconcile.api.decoding import Decoder
 from reconcile.api.reading import KindRef
 from reconcile.api.requests import check_action
+from reconcile.api.reviewing import ADMISSION_HOOK_IGNORED, review
 from reconcile.api.uids import new_uid
 from reconcile.errors import InvalidError
 from reconcile.model.events import Bookmark
@@ -30,7 +31,18 @@ from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource
-from reconcile.store.contract import EventStore, ListPage, Mutation, RawEvent, StoredObject, WriteResult
+from reconcile.store.contract import (
+    Change,
+    EventStore,
+    ListPage,
+    Mutation,
+    Note,
+    Put,
+    RawEvent,
+    Remove,
+    StoredObject,
+    WriteResult,
+)
 
 __all__ = ["Engine", "Maintenance", "admitted_key"]
 
@@ -42,6 +54,21 @@ def admitted_key(admitted: Admitted) -> ObjectKey:
     """The key of an admitted manifest."""
     meta = admitted.metadata
     return ObjectKey(admitted.kind.api_group, admitted.kind.kind, meta["namespace"], meta["name"])
+
+
+def _noting(mutation: Mutation, notes: Sequence[Note]) -> Mutation:
+    """``mutation``, followed by ``notes`` in the same write when it puts the object."""
+
+    def noting(current: StoredObject | None) -> Change | Sequence[Change] | None:
+        change = mutation(current)
+        if isinstance(change, Put):
+            return [change, *notes]
+        puts = isinstance(change, Sequence) and any(isinstance(c, Put) for c in change)
+        if puts and not any(isinstance(c, Remove) for c in change):  # type: ignore[union-attr]
+            return [*change, *notes]  # type: ignore[misc]
+        return change
+
+    return noting
 
 
 class Engine:
@@ -73,6 +100,8 @@ class Engine:
         self._manager = manager
         self._write = write
         self._now = now
+        #: What admission hooks read other objects with (the client sets itself).
+        self.reader: Any = None
 
     def _kind(self, kind: KindRef) -> Kind:
         return self._kinds.resolve(kind)
@@ -138,27 +167,41 @@ class Engine:
 
     # -- applies, for writers that queue them --------------------------------------------
 
+    async def review(self, admitted: Admitted) -> Admitted:
+        """``admitted`` through its kind's admission hooks (:mod:`.reviewing`): the object
+        to store, or InvalidError. Call it only when ``admitted.needs_review``."""
+        return await review(self.admission, admitted, self.reader)
+
     def apply_mutation(
         self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
     ) -> tuple[ObjectKey, Mutation]:
         """The key and the store mutation that applying an admitted manifest is: the
         immutable-field, version and deletion checks run inside it, against the stored
-        object, once (a dry run calls it on what is stored)."""
+        object, once (a dry run calls it on what is stored). A hook that broke under
+        ``Ignore`` is recorded by the same write, after the change it let through
+        (an apply that changes nothing records nothing: applying again stays a no-op)."""
         key = admitted_key(admitted)
-        return key, self.decoder.mutation(
-            mutations.apply(
-                key,
-                admitted.body,
-                self.admission.default_status(admitted.kind),
-                manager=manager or self._manager,
-                uid=new_uid(),
-                now=self._now(),
-                create_only=create_only,
-                immutable=admitted.kind.immutable,
-                identity=admitted.kind.identity_of(admitted.body["spec"]),
-                finalizers=self._default_finalizers(admitted),
-            )
+        applying = mutations.apply(
+            key,
+            admitted.body,
+            self.admission.default_status(admitted.kind),
+            manager=manager or self._manager,
+            uid=new_uid(),
+            now=self._now(),
+            create_only=create_only,
+            immutable=admitted.kind.immutable,
+            identity=admitted.kind.identity_of(admitted.body["spec"]),
+            finalizers=self._default_finalizers(admitted),
         )
+        return key, self.decoder.mutation(self.noted(applying, admitted))
+
+    @staticmethod
+    def noted(mutation: Mutation, admitted: Admitted) -> Mutation:
+        """``mutation`` recording, after the object it puts, every hook that broke under
+        ``Ignore`` while ``admitted`` was reviewed (itself when none did)."""
+        if not admitted.ignored:
+            return mutation
+        return _noting(mutation, [Note(ADMISSION_HOOK_IGNORED, dict(i)) for i in admitted.ignored])
 
     def delete_mutation(self, key: ObjectKey, *, resource_version: int | None = None) -> Mutation:
         """The store mutation that deleting ``key`` is (guarded by ``resource_version``
@@ -215,7 +258,8 @@ class Engine:
                 return Applied(key, outcome, self.decoder.resource(changes[-1].body))
             # apply stores the admitted spec as it is: reuse its structured form.
             body = result.object.body
-            return Applied(key, outcome, Deferred(lambda: self.decoder.resource(body, spec=admitted.spec)))
+            made = Deferred(lambda: self.decoder.resource(body, spec=admitted.spec))
+            return Applied(key, outcome, made, warnings=admitted.hook_warnings)
 
         return key, applying, finish
 

@@ -202,6 +202,8 @@ async def report(
     for declared, result in zip(declared_all, results, strict=True):
         if result.outcome in _STORED:
             click.echo(f"{declared.name} {result.outcome}")
+        for warning in result.warnings:
+            click.echo(f"warning: {declared.document.location}: {warning}", err=True)
     for result in pruned:
         if result.outcome == "pruned" and result.key is not None:
             click.echo(f"{qualified(result.key.kind, result.key.api_group, result.key.name)} pruned")

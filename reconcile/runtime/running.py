@@ -32,7 +32,7 @@ from reconcile.controller.controlling import Controller
 from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
 from reconcile.controller.reconciling import Reconciler
 from reconcile.errors import InvalidError, LockedError, ReconcileError
-from reconcile.model.discovery import discover_providers
+from reconcile.model.discovery import discover
 from reconcile.model.external import ExternalClient, Provider, bind_store
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
@@ -48,6 +48,7 @@ from reconcile.runtime.hosting import (
     function_reconciler,
     last_failure,
 )
+from reconcile.runtime.operators import Operator, operators_among
 from reconcile.runtime.options import RuntimeOptions
 from reconcile.runtime.supervising import Supervisor
 from reconcile.store.contract import Claim, EventStore
@@ -65,7 +66,8 @@ _STANDBY_POLL = 0.5
 
 
 class Runtime:
-    """Runs a managed controller for every kind of every provider, and any controller
+    """Runs a managed controller for every kind of every provider, the controllers of
+    every :class:`~reconcile.runtime.Operator` given or included, and any controller
     added with :meth:`add_controller` (or the :meth:`controller` decorator)."""
 
     def __init__(
@@ -75,13 +77,19 @@ class Runtime:
         providers: Sequence[Provider] | None = None,
         provider_config: Mapping[str, Mapping[str, Any]] | None = None,
         kinds: KindRegistry | None = None,
+        operators: Sequence[Operator] | None = None,
         options: RuntimeOptions | None = None,
         **settings: Any,
     ) -> None:
-        """``settings`` are :class:`RuntimeOptions` fields (overriding ``options``) and,
-        beyond them, options of the store (``synchronous="NORMAL"``...)."""
+        """``providers``: None discovers the installed ones (the ``reconcile.providers``
+        entry points), and with them the installed kinds packages and operators, whose
+        controllers then run too. ``operators``: applications' kinds and controllers
+        (:class:`~reconcile.runtime.Operator`), run beside those. ``kinds``: more kinds
+        the client knows. ``settings`` are :class:`RuntimeOptions` fields (overriding
+        ``options``) and, beyond them, options of the store (``synchronous="NORMAL"``...)."""
         self.store_url = store
         self._providers = providers
+        self._operators: list[Operator] = list(operators or ())
         self._provider_config = dict(provider_config or {})
         self._extra_kinds = kinds
         overrides = {name: value for name, value in settings.items() if name in RuntimeOptions.names()}
@@ -132,11 +140,24 @@ class Runtime:
         Raises InvalidError (having closed what it opened) when a provider refuses its
         config: nothing is reconciled with a config that cannot work."""
         self._closing = None
-        providers = list(discover_providers() if self._providers is None else self._providers)
+        operators = list(self._operators)
         registry = KindRegistry(self._extra_kinds or ())
+        if self._providers is None:
+            found = discover()
+            providers = list(found.providers)
+            for package in found.packages:
+                for kind in package.kinds:
+                    registry.register(kind)
+            installed = operators_among(package.source for package in found.packages)
+            operators = [*installed, *(o for o in operators if o not in installed)]
+        else:
+            providers = list(self._providers)
         for provider in providers:
             for kind in provider.kinds:
                 registry.register(kind, provider=provider.name)
+        for operator in operators:
+            for kind in operator.kinds:
+                registry.register(kind)
         store = await open_store(self.store_url, clock=self.wall_clock, **self.store_options)
         self._client = Client(store, registry, clock=self.wall_clock, provider_config=self._provider_config)
         self._cache = Cache(
@@ -158,6 +179,9 @@ class Runtime:
             for provider in providers:
                 for kind in provider.kinds:
                     self._add_managed(provider, kind)
+            for operator in operators:
+                for registration in operator.registrations:
+                    self._start_controller(registration)
             for registration in self._registrations:
                 self._start_controller(registration)
         except BaseException:
@@ -245,6 +269,20 @@ class Runtime:
         self._registrations.append(registration)
         if self._cache is not None:
             self._start_controller(registration)
+
+    def include(self, operator: Operator) -> None:
+        """Run ``operator``'s controllers and know its kinds: before :meth:`start`, with
+        the rest; after, at once (its kinds join the client's)."""
+        if operator in self._operators:
+            return
+        self._operators.append(operator)
+        if self._client is None:
+            return
+        for kind in operator.kinds:
+            self._client.kinds.register(kind)
+        if self._cache is not None:
+            for registration in operator.registrations:
+                self._start_controller(registration)
 
     def controller(self, kind: KindRef, **options: Any) -> Callable[[ReconcileFunction], ReconcileFunction]:
         """The decorator form of :meth:`add_controller`.
