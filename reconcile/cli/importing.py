@@ -10,7 +10,8 @@ The convention is the entry points' own spelling, ``MODULE[:ATTRIBUTE]``, with
 ``kinds`` as the attribute when none is given: the attribute is an iterable of
 :class:`~reconcile.model.Kind` (a list, or the very ``KindRegistry`` the service gives
 its Runtime), or a provider (``name``, ``kinds``, ``connect``: what an entry point of the
-``reconcile.providers`` group would name, registered under its name). Nothing is called:
+``reconcile.providers`` group would name, registered under its name), or an
+:class:`~reconcile.runtime.Operator` (its kinds, with no provider). Nothing is called:
 importing the module must be enough, as it is for the service itself.
 
 As uvicorn does with its application, the current folder is put on ``sys.path`` first, so
@@ -79,6 +80,8 @@ def _kinds_of(spec: str, value: object) -> tuple[str | None, list[Kind]]:
     provider = None
     if _is_provider(value):
         provider, value = str(value.name), value.kinds  # type: ignore[attr-defined]
+    elif not isinstance(value, type) and hasattr(value, "kinds"):
+        value = value.kinds  # an Operator (kinds, no provider): its kinds
     if isinstance(value, Iterable) and not isinstance(value, str | bytes):
         kinds = list(value)
         strangers = [type(k).__name__ for k in kinds if not isinstance(k, Kind)]

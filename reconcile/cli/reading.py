@@ -32,7 +32,7 @@ from reconcile.cli.rendering import (
     who,
 )
 from reconcile.cli.settings import Settings
-from reconcile.model import Event, Kind, LabelSelector, api_group_of
+from reconcile.model import Event, Kind, LabelSelector, PrinterColumn, api_group_of
 from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
 
@@ -101,18 +101,24 @@ def render_objects(
 def table_rows(
     client: Client, objects: Sequence[AnyResource], *, namespaces: bool, kinds: bool, options: TableOptions
 ) -> tuple[list[str], list[list[str]]]:
-    """The header and the rows of ``get``'s table, not yet aligned."""
+    """The header and the rows of ``get``'s table, not yet aligned. A table of one kind
+    shows the kind's printer columns after NAME (those of a priority above 0 with
+    ``wide``), as kubectl shows a CRD's additionalPrinterColumns."""
     now = _now(client)
-    header = [*(["NAMESPACE"] if namespaces else []), *(["KIND"] if kinds else []), "NAME", "READY", "SYNCED"]
-    header += ["REASON", "AGE"]
+    columns = () if kinds else _columns(client, objects, wide=options.wide)
+    header = [*(["NAMESPACE"] if namespaces else []), *(["KIND"] if kinds else []), "NAME"]
+    header += [column.name.upper() for column in columns]
+    header += ["READY", "SYNCED", "REASON", "AGE"]
     header += ["GENERATION", "OBSERVED", "MESSAGE"] if options.wide else []
     header += ["LABELS"] if options.labels else []
     rows = []
     for obj in objects:
         ready, synced, reason = readiness(obj)
         row = [*([printable(obj.metadata.namespace)] if namespaces else []), *([obj.kind] if kinds else [])]
+        row.append(printable(obj.metadata.name))
+        if columns:
+            row += _cells(columns, object_data(client, obj), now)
         row += [
-            printable(obj.metadata.name),
             ready,
             synced,
             reason,
@@ -128,6 +134,32 @@ def table_rows(
             row.append(labels_text(obj.metadata.labels))
         rows.append(row)
     return header, rows
+
+
+def _columns(client: Client, objects: Sequence[AnyResource], *, wide: bool) -> tuple[PrinterColumn, ...]:
+    """The printer columns of the one kind ``objects`` are of (none for no objects)."""
+    if not objects:
+        return ()
+    kind = client.kinds.get(objects[0].api_version, objects[0].kind)
+    if kind is None:
+        return ()
+    return tuple(column for column in kind.printer_columns if wide or column.priority == 0)
+
+
+def _cells(columns: Sequence[PrinterColumn], data: dict[str, Any], now: datetime.datetime) -> list[str]:
+    """One object's cells of its kind's printer columns (a ``date`` as an age)."""
+    cells = []
+    for column in columns:
+        value = column.value(data) if column.type == "date" else None
+        if isinstance(value, str):
+            try:
+                when = datetime.datetime.fromisoformat(value)
+            except ValueError:
+                when = None
+            cells.append(printable(value) if when is None else age(when, now))
+        else:
+            cells.append(printable(one_line(column.text(data))))
+    return cells
 
 
 _STATES = {"True": "green", "False": "red", "Unknown": "yellow", "Updating": "yellow"}
@@ -392,9 +424,11 @@ async def _describe(settings: Settings, kind: str, name: str, namespace: str, ev
             "Spec:",
             _indent(as_yaml(data["spec"]).rstrip()),
             "Status:",
-            f"  Observed Generation:  {obj.status.observed_generation}",
+            f"  Observed Generation:  {getattr(obj.status, 'observed_generation', '<none>')}",
         ]
-        extra = {k: v for k, v in data["status"].items() if k not in ("observedGeneration", "conditions")}
+        extra = {
+            k: v for k, v in (data["status"] or {}).items() if k not in ("observedGeneration", "conditions")
+        }
         if any(extra.values()):
             lines.append(_indent(as_yaml(extra).rstrip()))
         conditions = getattr(obj.status, "conditions", ())

@@ -76,7 +76,7 @@ def readiness(obj: AnyResource) -> tuple[str, str, str]:
     """READY, SYNCED and the reason worth reading (the first condition not True)."""
     conditions = {c.type: c for c in getattr(obj.status, "conditions", ())}
     ready, synced = conditions.get("Ready"), conditions.get("Synced")
-    current = obj.status.observed_generation == obj.metadata.generation
+    current = getattr(obj.status, "observed_generation", None) == obj.metadata.generation
     ready_text = "Unknown" if ready is None else ready.status.value
     if ready is not None and ready.status == ConditionStatus.TRUE and not current:
         ready_text = "Updating"
