@@ -190,3 +190,62 @@ class TestTheCommandLine:
         assert "spec.title: 'T' is already the title of site a" in err
         assert "unique_title" in err
         assert cli.revision() == revision
+
+
+PLAIN = '''\
+"""A kind whose status is its own attrs class, not reconcile.Status."""
+import attrs
+from reconcile import Kind, PrinterColumn
+
+
+@attrs.frozen
+class NoteSpec:
+    text: str = ""
+
+
+@attrs.frozen
+class NoteStatus:
+    seen: bool = False
+
+
+columns = [PrinterColumn("Text", ".spec.text")]
+kinds = [Kind("notes.example.dev/v1", "Memo", NoteSpec, NoteStatus, printer_columns=columns)]
+'''
+
+
+class TestImported:
+    """Kinds and operators named with --import."""
+
+    def test_run_runs_an_imported_operator(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """--import MODULE:OPERATOR: run --once runs its controller to Ready."""
+        monkeypatch.chdir(PROJECT.parents[1])
+        monkeypatch.setattr(sys, "path", list(sys.path))
+        cli = Cli(tmp_path, capsys)
+        imported = ("--import", "examples.operator.sites:operator")
+        assert cli(*imported, "apply", "-f", str(PROJECT / "site.yaml"))[0] == 0
+        code, _, err = cli(*imported, "run", "--once", "--timeout", "30", "-q")
+        assert code == 0, err
+        code, out, _ = cli(*imported, "get", "site", "docs", "-o", "jsonpath={.status.pages}")
+        assert (code, out.strip()) == (0, "2")
+
+    def test_a_status_of_its_own_shows(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A status class that is not Status: get and describe show the object."""
+        (tmp_path / "memos.py").write_text(PLAIN)
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setattr(sys, "path", list(sys.path))
+        monkeypatch.delitem(sys.modules, "memos", raising=False)
+        cli = Cli(tmp_path, capsys)
+        memo = cli.write(
+            "m.yaml", "apiVersion: notes.example.dev/v1\nkind: Memo\nmetadata: {name: m}\nspec: {text: hi}\n"
+        )
+        assert cli("--import", "memos", "apply", "-f", str(memo))[0] == 0
+        code, out, _ = cli("--import", "memos", "get", "memo")
+        assert code == 0
+        assert out.splitlines()[1].split()[:4] == ["m", "hi", "Unknown", "Unknown"]
+        code, out, _ = cli("--import", "memos", "describe", "memo", "m")
+        assert code == 0
+        assert "Observed Generation:  <none>" in out

@@ -33,8 +33,9 @@ from reconcile.cli.failing import BadInput
 
 if TYPE_CHECKING:  # the model is imported when a module is, not for every command
     from reconcile.model import Kind, KindRegistry
+    from reconcile.runtime import Operator
 
-__all__ = ["ENVIRONMENT", "import_kinds", "imports_from"]
+__all__ = ["ENVIRONMENT", "import_kinds", "imported_operators", "imports_from"]
 
 #: The environment variable that lists modules to import (comma-separated).
 ENVIRONMENT = "RECONCILE_IMPORT"
@@ -103,3 +104,11 @@ def import_kinds(registry: KindRegistry, specs: Sequence[str]) -> KindRegistry:
             except ValueError as exc:
                 raise BadInput(f"--import {spec}: {exc}") from None
     return registry
+
+
+def imported_operators(specs: Sequence[str]) -> list[Operator]:
+    """The :class:`~reconcile.runtime.Operator` values among what ``specs`` name
+    (``--import sites:operator``): ``reconcile run`` runs their controllers."""
+    from reconcile.runtime import Operator  # noqa: PLC0415 - only run needs the runtime
+
+    return [value for value in (_load(spec) for spec in specs) if isinstance(value, Operator)]
