@@ -259,7 +259,9 @@ class Engine:
             # apply stores the admitted spec as it is: reuse its structured form.
             body = result.object.body
             made = Deferred(lambda: self.decoder.resource(body, spec=admitted.spec))
-            return Applied(key, outcome, made, warnings=admitted.hook_warnings)
+            if admitted.ignored:
+                return Applied(key, outcome, made, warnings=admitted.hook_warnings)
+            return Applied(key, outcome, made)
 
         return key, applying, finish
 

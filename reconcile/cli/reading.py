@@ -19,6 +19,7 @@ from reconcile.cli.rendering import (
     as_json,
     as_json_line,
     as_yaml,
+    column_cells,
     column_widths,
     event_data,
     event_detail,
@@ -26,13 +27,14 @@ from reconcile.cli.rendering import (
     labels_text,
     object_data,
     one_line,
+    printer_columns,
     qualified,
     readiness,
     table,
     who,
 )
 from reconcile.cli.settings import Settings
-from reconcile.model import Event, Kind, LabelSelector, PrinterColumn, api_group_of
+from reconcile.model import Event, Kind, LabelSelector, api_group_of
 from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
 
@@ -105,7 +107,7 @@ def table_rows(
     shows the kind's printer columns after NAME (those of a priority above 0 with
     ``wide``), as kubectl shows a CRD's additionalPrinterColumns."""
     now = _now(client)
-    columns = () if kinds else _columns(client, objects, wide=options.wide)
+    columns = () if kinds else printer_columns(client, objects, wide=options.wide)
     header = [*(["NAMESPACE"] if namespaces else []), *(["KIND"] if kinds else []), "NAME"]
     header += [column.name.upper() for column in columns]
     header += ["READY", "SYNCED", "REASON", "AGE"]
@@ -117,7 +119,7 @@ def table_rows(
         row = [*([printable(obj.metadata.namespace)] if namespaces else []), *([obj.kind] if kinds else [])]
         row.append(printable(obj.metadata.name))
         if columns:
-            row += _cells(columns, object_data(client, obj), now)
+            row += column_cells(columns, object_data(client, obj), now)
         row += [
             ready,
             synced,
@@ -134,32 +136,6 @@ def table_rows(
             row.append(labels_text(obj.metadata.labels))
         rows.append(row)
     return header, rows
-
-
-def _columns(client: Client, objects: Sequence[AnyResource], *, wide: bool) -> tuple[PrinterColumn, ...]:
-    """The printer columns of the one kind ``objects`` are of (none for no objects)."""
-    if not objects:
-        return ()
-    kind = client.kinds.get(objects[0].api_version, objects[0].kind)
-    if kind is None:
-        return ()
-    return tuple(column for column in kind.printer_columns if wide or column.priority == 0)
-
-
-def _cells(columns: Sequence[PrinterColumn], data: dict[str, Any], now: datetime.datetime) -> list[str]:
-    """One object's cells of its kind's printer columns (a ``date`` as an age)."""
-    cells = []
-    for column in columns:
-        value = column.value(data) if column.type == "date" else None
-        if isinstance(value, str):
-            try:
-                when = datetime.datetime.fromisoformat(value)
-            except ValueError:
-                when = None
-            cells.append(printable(value) if when is None else age(when, now))
-        else:
-            cells.append(printable(one_line(column.text(data))))
-    return cells
 
 
 _STATES = {"True": "green", "False": "red", "Unknown": "yellow", "Updating": "yellow"}
