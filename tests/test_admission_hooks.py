@@ -109,6 +109,22 @@ class TestOrder:
             stored = await client.apply(gadget())
         assert stored.metadata.labels == {"team": "web"}
 
+    async def test_a_hook_may_not_rename_the_object(self, connect: Any) -> None:
+        """A mutating hook that changes the object's name is broken: under Fail, refused."""
+        kind = gadget_kind()
+
+        @kind.mutating
+        def rename(request: AdmissionRequest) -> Any:
+            meta = attrs.evolve(request.object.metadata, name="other")
+            return attrs.evolve(request.object, metadata=meta)
+
+        async with connect(kind) as client:
+            with pytest.raises(
+                InvalidError, match="changed the object's apiVersion, kind, namespace or name"
+            ):
+                await client.apply(gadget())
+            assert await client.revision() == 0
+
     async def test_a_mutation_the_schema_refuses_is_refused(self, connect: Any) -> None:
         """What a mutating hook sets is admitted again: a spec its attrs validators refuse
         is not stored, and the error names the hook."""

@@ -99,10 +99,12 @@ def warned(admitted: Admitted, *, spelling: bool = True) -> Admitted:
     :class:`~reconcile.errors.SpellingWarning`, a hook that broke and was ignored as
     :class:`~reconcile.errors.AdmissionWarning`): what the Python API does with them.
     ``spelling=False`` leaves out the spelling's, already given at admission."""
-    for message in admitted.warnings if spelling else ():
-        warnings.warn(message, SpellingWarning, stacklevel=4)
-    for message in admitted.hook_warnings:
-        warnings.warn(message, AdmissionWarning, stacklevel=4)
+    if spelling and admitted.warnings:
+        for message in admitted.warnings:
+            warnings.warn(message, SpellingWarning, stacklevel=4)
+    if admitted.ignored:  # (tested first: the bulk apply calls this per document)
+        for message in admitted.hook_warnings:
+            warnings.warn(message, AdmissionWarning, stacklevel=4)
     return admitted
 
 

@@ -193,7 +193,9 @@ class Engine:
             identity=admitted.kind.identity_of(admitted.body["spec"]),
             finalizers=self._default_finalizers(admitted),
         )
-        return key, self.decoder.mutation(self.noted(applying, admitted))
+        if admitted.ignored:
+            applying = self.noted(applying, admitted)
+        return key, self.decoder.mutation(applying)
 
     @staticmethod
     def noted(mutation: Mutation, admitted: Admitted) -> Mutation:

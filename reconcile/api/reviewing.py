@@ -79,6 +79,15 @@ def _mutated(obj: Resource[Any, Any], result: object, hook: AdmissionHook) -> Re
     if result is None or result is obj:
         return None
     if isinstance(result, Resource):
+        if (result.api_version, result.kind, result.metadata.namespace, result.metadata.name) != (
+            obj.api_version,
+            obj.kind,
+            obj.metadata.namespace,
+            obj.metadata.name,
+        ):
+            raise TypeError(
+                f"mutating hook {hook.name} changed the object's apiVersion, kind, namespace or name"
+            )
         return result
     if isinstance(result, type(obj.spec)):
         return None if result == obj.spec else attrs.evolve(obj, spec=result)
