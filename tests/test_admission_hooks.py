@@ -7,12 +7,16 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import uuid
+import warnings
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import reconcile
 from reconcile import (
@@ -464,3 +468,59 @@ class TestCommandLine:
         events = json.loads(out)
         assert [e["type"] for e in events] == ["Created", "AdmissionHookIgnored"]
         assert events[1]["data"]["hook"] == f"{how}-hook"
+
+
+#: What a hook of the property below does: pass, refuse, raise, or (mutating) change the title.
+BEHAVIOURS = ("pass", "refuse", "raise", "mutate")
+
+
+def _hook_doing(behaviour: str, index: int) -> Callable[[AdmissionRequest], Any]:
+    def hook(request: AdmissionRequest) -> Any:
+        if behaviour == "refuse":
+            return [FieldError("spec.title", f"refused by {index}")]
+        if behaviour == "raise":
+            raise RuntimeError(f"hook {index} broke")
+        if behaviour == "mutate":
+            return attrs.evolve(request.spec, title=f"{request.spec.title}+{index}")
+        return None
+
+    return hook
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    chain=st.lists(
+        st.tuples(st.sampled_from(["mutating", "validating"]), st.sampled_from(BEHAVIOURS), st.booleans()),
+        max_size=4,
+    )
+)
+async def test_the_chain_stores_exactly_what_its_policies_allow(tmp_path: Path, chain: list[Any]) -> None:
+    """For any chain of hooks that pass, refuse, raise (under Fail or Ignore) or mutate:
+    the object is stored iff no hook refused and no hook under Fail broke; what is
+    stored has every mutation that ran, in order; each hook ignored is one event."""
+    kind = gadget_kind()
+    chain = [(p, "pass" if (p, b) == ("validating", "mutate") else b, i) for p, b, i in chain]
+    for index, (phase, behaviour, ignore) in enumerate(chain):
+        policy = "Ignore" if ignore else "Fail"
+        kind.hooks.append(AdmissionHook(_hook_doing(behaviour, index), phase, policy, name=f"h{index}"))
+    mutating = [(i, h) for i, h in enumerate(chain) if h[0] == "mutating"]
+    validating = [(i, h) for i, h in enumerate(chain) if h[0] == "validating"]
+    ordered = [*mutating, *validating]
+    fails = any(behaviour == "raise" and not ignore for _, (_, behaviour, ignore) in ordered)
+    refused = any(behaviour == "refuse" for _, (_, behaviour, _) in ordered)
+    title = "t" + "".join(f"+{i}" for i, (_, behaviour, _) in mutating if behaviour == "mutate")
+    ignored = sum(1 for _, (_, behaviour, ignore) in ordered if behaviour == "raise" and ignore)
+    path = tmp_path / f"{uuid.uuid4().hex}.db"
+    async with reconcile.connect(path, kinds=KindRegistry([kind])) as client:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AdmissionWarning)
+            try:
+                stored = await client.apply(gadget(title="t", maxPages=1))
+            except InvalidError as exc:
+                assert fails or refused, exc
+                assert await client.revision() == 0
+                return
+        assert not fails
+        assert not refused
+        assert stored.spec.title == title
+        assert await history_types(client) == ["Created", *["AdmissionHookIgnored"] * ignored]

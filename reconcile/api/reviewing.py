@@ -74,9 +74,15 @@ def _from_root(errors: tuple[FieldError, ...] | list[FieldError], hook: Admissio
 
 
 def _mutated(obj: Resource[Any, Any], result: object, hook: AdmissionHook) -> Resource[Any, Any] | None:
-    """The object a mutating hook's result makes (None: unchanged); TypeError for a
-    result that is neither the spec's class, a Resource, nor None."""
+    """The object a mutating hook's result makes (None: unchanged); InvalidError for
+    field errors (a mutating hook may refuse too); TypeError for a result that is
+    neither the spec's class, a Resource, field errors nor None."""
     if result is None or result is obj:
+        return None
+    if isinstance(result, FieldError | list | tuple):  # a refusal, as a validating hook's
+        errors = field_errors(result, hook)
+        if errors:
+            raise InvalidError(errors)
         return None
     if isinstance(result, Resource):
         if (result.api_version, result.kind, result.metadata.namespace, result.metadata.name) != (

@@ -5,7 +5,8 @@ deliberately").
 A hook is a function of an :class:`AdmissionRequest`, plain or ``async``. A *mutating*
 hook returns the object's new spec (or the whole new :class:`~reconcile.model.Resource`,
 to change labels or annotations), or None for no change: it is where defaults that need
-more than an attrs default are set (defaulting hooks). A *validating* hook returns the
+more than an attrs default are set (defaulting hooks). It may refuse as a validating
+hook does. A *validating* hook returns the
 :class:`~reconcile.errors.FieldError` values it finds (paths from the object's root:
 ``spec.title``), or raises :class:`~reconcile.errors.InvalidError`; returning None or
 nothing means the object passes.
