@@ -124,6 +124,24 @@ class TestEntryPoints:
             ready = await runtime.wait_ready("StaticSite", "docs", timeout=30)
         assert ready.status.pages == 2
 
+    @pytest.mark.usefixtures("installed")
+    async def test_an_installed_operator_given_again_runs_once(self, tmp_path: Path) -> None:
+        """Installed and given as operators=[...]: one controller, not two."""
+        async with Runtime(tmp_path / "once.db", operators=[sites.operator]) as runtime:
+            names = [name for name in runtime.controllers if name.startswith("staticsite.")]
+        assert names == ["staticsite.sites.example.dev"]
+
+    @pytest.mark.usefixtures("installed")
+    def test_load_provider_refuses_a_kinds_package(self) -> None:
+        """load_provider, asked for a provider, names an entry point that is a kinds package."""
+        from importlib import metadata  # noqa: PLC0415
+
+        from reconcile.model.discovery import load_provider  # noqa: PLC0415
+
+        [entry] = [e for e in metadata.entry_points(group="reconcile.providers") if e.name == "sites"]
+        with pytest.raises(reconcile.ProviderLoadError, match=r"'sites'.*is not a provider"):
+            load_provider(entry)
+
     def test_the_project_declares_its_entry_point(self) -> None:
         """The example's pyproject names the operator under reconcile.providers."""
         project = tomllib.loads((PROJECT / "pyproject.toml").read_text())
