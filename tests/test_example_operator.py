@@ -163,6 +163,8 @@ class TestTheCommandLine:
         cli.write("site.yaml", (PROJECT / "site.yaml").read_text())
         code, out, err = cli("apply", "-f", str(cli.manifests))
         assert (code, out.strip(), err) == (0, "staticsite.sites.example.dev/docs created", "")
+        code, out, _ = cli("diff", "-f", str(cli.manifests))  # compared as the hooks default it
+        assert (code, out) == (0, "")
         code, out, _ = cli("get", "staticsites")
         assert code == 0
         header, row = out.splitlines()

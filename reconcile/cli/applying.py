@@ -27,7 +27,7 @@ import click
 
 from reconcile.api import Client
 from reconcile.cli.completing import complete_kinds, complete_names
-from reconcile.cli.declaring import STDIN, Declared, admit_all, current_of, read_documents, report
+from reconcile.cli.declaring import STDIN, Declared, admit_all, current_of, read_documents, report, reviewed
 from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, BadInput, Failure
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.naming import split_names, type_and_name
@@ -239,6 +239,8 @@ async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
             if settings.store.exists()
             else None
         )
+        if client is not None:  # the admission hooks' defaults, as apply would store them
+            declared_all = await reviewed(client, declared_all)
         for declared in declared_all:
             current = None if client is None else await current_of(client, declared)
             new = _comparable(declared.admitted.body, declared.admitted.body)

@@ -27,7 +27,7 @@ from reconcile.errors import FieldError, InvalidError, NotFoundError
 from reconcile.model import Document, Resource, load_manifests, read_manifests
 from reconcile.model.printing import printable
 
-__all__ = ["STDIN", "Declared", "admit_all", "current_of", "origin", "read_documents", "report"]
+__all__ = ["STDIN", "Declared", "admit_all", "current_of", "origin", "read_documents", "report", "reviewed"]
 
 STDIN = "-"
 
@@ -75,6 +75,25 @@ def origin(document: Document) -> Path | None:
 
 
 _ONE_OBJECT = "one external resource is declared by one object"
+
+
+async def reviewed(client: Client, declared_all: Sequence[Declared]) -> list[Declared]:
+    """The documents through their kinds' admission hooks (those the store is needed
+    for: :func:`admit_all` runs the schema only), as ``apply`` will store them;
+    BadInput listing every refusal."""
+    done: list[Declared] = []
+    problems: list[str] = []
+    for declared in declared_all:
+        if not declared.admitted.needs_review:
+            done.append(declared)
+            continue
+        try:
+            done.append(attrs.evolve(declared, admitted=await client.engine.review(declared.admitted)))
+        except InvalidError as exc:
+            problems.extend(invalid_lines(exc.with_source(declared.document.location)))
+    if problems:
+        raise BadInput(*problems)
+    return done
 
 
 def admit_all(
