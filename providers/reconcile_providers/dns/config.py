@@ -160,13 +160,15 @@ def _unknown_keys(raw: Mapping[str, Any]) -> list[FieldError]:
         if key not in _KEYS:
             close = difflib.get_close_matches(str(key), sorted(_KEYS), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            errors.append(FieldError(f"dns.{key}", f"unknown key{hint} (known: {', '.join(sorted(_KEYS))})"))
+            known = ", ".join(sorted(_KEYS))
+            errors.append(FieldError(f"dns.{key}", f"unknown key{hint} (known: {known})"))
     return errors
 
 
 def check_keys(raw: Mapping[str, Any]) -> None:
     """InvalidError naming each unknown key of a config, a ``servers`` or ``zones`` of the
-    wrong shape and each secret written inline, without reading any secret (the values are checked by :meth:`DnsConfig.from_mapping`)."""
+    wrong shape and each secret written inline, without reading any secret (the values
+    are checked by :meth:`DnsConfig.from_mapping`)."""
     errors = _unknown_keys(raw)
     if not isinstance(raw.get("servers", []), list):
         errors.append(FieldError("dns.servers", "a list of {address, port, zones}"))
