@@ -1,9 +1,10 @@
 """Each provider's config, remembered by the store it was applied to.
 
 An ``apply`` that stored every document remembers, for each provider whose kinds it
-applied, the config it applied them with (``--provider-config``'s section for that
-provider, with ``--root`` and ``--source-root``, the command line's short forms of the
-files provider's ``roots`` and ``source_roots``): the store keeps it beside its log
+applied, the config it applied them with (built by :mod:`reconcile.cli.configuring`
+from ``-P``, the environment and ``--provider-config``; ``--root`` and ``--source-root``
+are the command line's short forms of the files provider's ``roots`` and
+``source_roots``): the store keeps it beside its log
 (``Client.engine.remember``, as ``provider:NAME``). ``apply``, ``diff`` and ``plan`` take what
 the store remembers for every key of a provider's config they were not given, and say
 so; given a value that differs, they warn, and an ``apply`` that succeeds with it
