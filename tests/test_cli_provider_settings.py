@@ -168,6 +168,11 @@ class TestCommandLine:
         code, _, err = run("diff", "-f", str(manifest), "--exit-code")
         assert code == 0, err
         assert "using files.special_modes true, which the stored objects were applied with" in err
+        assert f"using --root {site}, which the stored objects were applied with" in err
+        # --root DIR is the same setting: no warning that it differs.
+        code, _, err = run("--root", str(site), "diff", "-f", str(manifest), "--exit-code")
+        assert code == 0, err
+        assert "another" not in err
 
     def test_command_line_over_environment_over_file_over_remembered(
         self, run: Run, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -78,18 +78,33 @@ def _is_folders(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
+def _folders(value: object) -> list[str] | None:
+    """A list of folders as a list (one folder, as ``-P files.roots=DIR`` gives it, as a
+    list of one); None for anything else."""
+    if isinstance(value, str):
+        return [value]
+    return value if _is_folders(value) else None
+
+
 def _same(given: object, remembered: object) -> bool:
-    """Equal values; lists of folders equal when they are the same folders."""
-    if _is_folders(given) and _is_folders(remembered):
-        real = [os.path.realpath(folder) for folder in given]
-        return real == [os.path.realpath(folder) for folder in remembered]
+    """Equal values; lists of folders equal when they are the same folders (one folder
+    the same as a list of it)."""
+    given_folders, remembered_folders = _folders(given), _folders(remembered)
+    if (
+        given_folders is not None
+        and remembered_folders is not None
+        and (isinstance(given, list) or isinstance(remembered, list))
+    ):
+        real = [os.path.realpath(folder) for folder in given_folders]
+        return real == [os.path.realpath(folder) for folder in remembered_folders]
     return given == remembered
 
 
 def _shown(provider: str, key: str, value: object) -> str:
     """How a setting is named to the user: ``--root /srv/site``, ``s3.region "eu"``."""
-    if provider == _FILES and key in _SHORT_FORMS and _is_folders(value):
-        return f"{_SHORT_FORMS[key]} {', '.join(value)}"
+    folders = _folders(value)
+    if provider == _FILES and key in _SHORT_FORMS and folders is not None:
+        return f"{_SHORT_FORMS[key]} {', '.join(folders)}"
     return f"{provider}.{key} {json.dumps(value)}"
 
 
