@@ -607,13 +607,11 @@ class TestRecord:
         monkeypatch.setattr(client.decoder, "resource", lambda *a, **k: decoded.append(a) or decode(*a, **k))
         ready = Status(conditions=(Condition("Ready", ConditionStatus.TRUE, "Done", "", NOW, 1),))
         written = await client.engine.record_actions(
-            "widget",
-            "w1",
+            obj,
             [("CreateSucceeded", None)],
             annotations={"a": "1"},
             add_finalizer="example.dev/g",
             status=ready,
-            based_on=obj,
         )
         assert decoded == []
         assert written == await client.get("widget", "w1")
@@ -624,9 +622,7 @@ class TestRecord:
         # On a revision that is no longer the stored one: decoded from what was written.
         await client.patch("widget", "w1", {"metadata": {"labels": {"by": "them"}}})
         decoded.clear()
-        again = await client.engine.record_actions(
-            "widget", "w1", [], annotations={"b": "2"}, based_on=written
-        )
+        again = await client.engine.record_actions(written, [], annotations={"b": "2"})
         assert len(decoded) == 1
         assert again == await client.get("widget", "w1")
         assert again.metadata.labels == {"app": "x", "by": "them"}

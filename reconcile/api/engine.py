@@ -28,7 +28,7 @@ from reconcile.errors import InvalidError
 from reconcile.model.events import Bookmark
 from reconcile.model.external import ANNOTATION_MANAGEMENT_POLICY, FINALIZER
 from reconcile.model.kinds import Kind
-from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
+from reconcile.model.meta import ObjectKey
 from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource
 from reconcile.store.contract import (
@@ -271,9 +271,7 @@ class Engine:
 
     def _recording(
         self,
-        kind: KindRef,
-        name: str,
-        namespace: str,
+        obj: AnyResource,
         events: Sequence[tuple[str, Mapping[str, Any] | None]],
         *,
         status: Any,
@@ -282,7 +280,8 @@ class Engine:
         release: str | None = None,
     ) -> tuple[Kind, ObjectKey, Mutation]:
         """The checked mutation that records action events with their bookkeeping."""
-        found, key = self._key(kind, name, namespace)
+        found = self._kinds.lookup(obj.api_version, obj.kind)
+        key = obj.key
         for event_type, data in events:
             check_action(event_type, data)
         if annotations:
@@ -303,20 +302,19 @@ class Engine:
 
     async def release(
         self,
-        kind: KindRef,
-        name: str,
+        obj: AnyResource,
         finalizer: str,
         events: Sequence[tuple[str, Mapping[str, Any] | None]],
         *,
-        namespace: str = DEFAULT_NAMESPACE,
         status: Any = None,
         manager: str | None = None,
     ) -> tuple[AnyResource | None, int]:
-        """Record action events and remove ``finalizer`` in one write (a controller's
-        cleanup and its record together: a crash keeps both or neither). When it was the
-        last finalizer of an object being deleted, the object goes: returns ``(None,
-        revision)``; otherwise the object after the write and its revision."""
-        _, key, mutation = self._recording(kind, name, namespace, events, status=status, release=finalizer)
+        """Record action events about ``obj`` and remove ``finalizer`` in one write (a
+        controller's cleanup and its record together: a crash keeps both or neither).
+        When it was the last finalizer of an object being deleted, the object goes:
+        returns ``(None, revision)``; otherwise the object after the write and its
+        revision."""
+        _, key, mutation = self._recording(obj, events, status=status, release=finalizer)
         result = await self._write(key, mutation, actor=manager)
         if result.object is None:
             return None, result.revision
@@ -324,29 +322,26 @@ class Engine:
 
     async def record_actions(
         self,
-        kind: KindRef,
-        name: str,
+        obj: AnyResource,
         events: Sequence[tuple[str, Mapping[str, Any] | None]],
         *,
-        namespace: str = DEFAULT_NAMESPACE,
         annotations: Mapping[str, str | None] | None = None,
         add_finalizer: str | None = None,
         status: Any = None,
         manager: str | None = None,
-        based_on: AnyResource | None = None,
     ) -> AnyResource:
-        """Record action events (``(type, data)``) and, atomically with them, merge
-        annotations (None removes one), add a finalizer and replace the status (an
-        instance of the kind's status class). One write, one transaction: a crash keeps
-        all of it or none. Returns the object after it.
+        """Record action events (``(type, data)``) about ``obj`` and, atomically with
+        them, merge annotations (None removes one), add a finalizer and replace the status
+        (an instance of the kind's status class). One write, one transaction: a crash
+        keeps all of it or none. Returns the object after it.
 
-        ``based_on`` is the object the caller acted on, exactly as it was read (from the
-        store or an informer, not a modified copy): when the write finds it still the
-        stored revision, the result is built from it (the write's metadata, the status
-        written) instead of decoding the stored body again; when the write finds its
-        generation unchanged, the result reuses its structured spec."""
+        ``obj`` is the object the caller acted on, exactly as it was read (from the store
+        or an informer, not a modified copy): when the write finds it still the stored
+        revision, the result is built from it (the write's metadata, the status written)
+        instead of decoding the stored body again; when the write finds its generation
+        unchanged, the result reuses its structured spec."""
         found, key, mutation = self._recording(
-            kind, name, namespace, events, status=status, annotations=annotations, add_finalizer=add_finalizer
+            obj, events, status=status, annotations=annotations, add_finalizer=add_finalizer
         )
         found_at: list[int | None] = []
 
@@ -355,8 +350,7 @@ class Engine:
             return mutation(current)
 
         result = await self._write(key, recording, actor=manager)
-        if based_on is not None and not isinstance(based_on.spec, found.spec_type):
-            based_on = None
+        based_on: AnyResource | None = obj if isinstance(obj.spec, found.spec_type) else None
         if based_on is not None and found_at[-1] == based_on.metadata.resource_version:
             return self.decoder.evolved(based_on, result.object, status)
         return self.decoder.written(result.object, based_on, status)
