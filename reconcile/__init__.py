@@ -21,7 +21,8 @@ What ``import reconcile`` offers, by who needs it:
   :func:`read_manifests`, each :class:`Document` they read.
 * **An operator author** (a controller of one's own, hosted in the Runtime): the
   :class:`Reconciler` it implements, the :class:`Request` it gets and the :class:`Result`
-  it returns, its :class:`Context`; and, to declare a kind, :func:`doc_field` and the
+  it returns, its :class:`Context`, the :class:`Children` it declares each pass and
+  :func:`set_controller_reference`; and, to declare a kind, :func:`doc_field` and the
   :class:`AdmissionContext` of a kind's admission hook.
 * **A provider author** (a plugin for one external system): the :class:`Provider` and
   the :class:`ExternalClient` it implements (or one per kind, as a :class:`PerKind`), the
@@ -60,16 +61,19 @@ from typing import TYPE_CHECKING
 from reconcile._exports import lazy_exports
 from reconcile.errors import (
     AlreadyExistsError,
+    AlreadyOwnedError,
     ConflictError,
     CorruptError,
     DeadlineExceededError,
     ExpiredError,
+    FieldConflictError,
     FieldError,
     IncompleteListingError,
     InvalidError,
     LockedError,
     NotFoundError,
     NotOwnedError,
+    OwnershipCycleError,
     PermanentError,
     ProviderLoadError,
     ReconcileError,
@@ -81,8 +85,8 @@ from reconcile.errors import (
 )
 
 if TYPE_CHECKING:
-    from reconcile.api import Applied, Client, ResourceList, connect
-    from reconcile.controller import Context, Reconciler, Request, Result
+    from reconcile.api import Applied, Client, ResourceList, connect, set_controller_reference
+    from reconcile.controller import Children, Context, Reconciler, Request, Result
     from reconcile.model import (
         AdmissionContext,
         Bookmark,
@@ -122,6 +126,7 @@ _HOMES: dict[str, str] = {
     "Applied": "reconcile.api",
     "Behaviour": "reconcile.model.kinds",
     "Bookmark": "reconcile.model",
+    "Children": "reconcile.controller",
     "Client": "reconcile.api",
     "Condition": "reconcile.model",
     "ConditionStatus": "reconcile.model",
@@ -159,15 +164,18 @@ _HOMES: dict[str, str] = {
     "load_manifests": "reconcile.model",
     "ours": "reconcile.model.external",
     "read_manifests": "reconcile.model",
+    "set_controller_reference": "reconcile.api",
 }
 """Where each lazily imported name lives: the module imported on its first use."""
 
 __all__ = [
     "AdmissionContext",
     "AlreadyExistsError",
+    "AlreadyOwnedError",
     "Applied",
     "Behaviour",
     "Bookmark",
+    "Children",
     "Client",
     "Condition",
     "ConditionStatus",
@@ -183,6 +191,7 @@ __all__ = [
     "ExpiredError",
     "ExternalClient",
     "FieldChange",
+    "FieldConflictError",
     "FieldError",
     "Health",
     "IncompleteListingError",
@@ -199,6 +208,7 @@ __all__ = [
     "Observation",
     "Owned",
     "OwnerReference",
+    "OwnershipCycleError",
     "PerKind",
     "PermanentError",
     "Provider",
@@ -223,6 +233,7 @@ __all__ = [
     "load_manifests",
     "ours",
     "read_manifests",
+    "set_controller_reference",
 ]
 
 

@@ -107,14 +107,19 @@ class Client(Reading):
         *,
         manager: str | None = None,
         origin: Path | None = None,
+        force: bool = False,
     ) -> AnyResource:
-        """Declare an object: create it, or bring the stored one to the manifest.
+        """Declare an object: create it, or bring the stored one to the manifest by
+        server-side apply under the field manager ``manager`` (see
+        :mod:`reconcile.api.fields`): the fields it declared before and no longer
+        declares go, fields other managers own stay, and declaring one of those with
+        another value is :class:`~reconcile.errors.FieldConflictError` unless ``force``.
 
         An identical apply appends nothing. A ``metadata.resource_version`` in the
         manifest is a precondition. ``origin`` is the manifest file it was read from:
         kinds that resolve relative references (a source file) resolve them against it.
         """
-        return await self._apply(manifest, manager=manager, create_only=False, origin=origin)
+        return await self._apply(manifest, manager=manager, create_only=False, origin=origin, force=force)
 
     async def create(
         self,
@@ -124,7 +129,7 @@ class Client(Reading):
         origin: Path | None = None,
     ) -> AnyResource:
         """Create an object; :class:`AlreadyExistsError` when it exists."""
-        return await self._apply(manifest, manager=manager, create_only=True, origin=origin)
+        return await self._apply(manifest, manager=manager, create_only=True, origin=origin, force=False)
 
     async def _apply(
         self,
@@ -133,9 +138,12 @@ class Client(Reading):
         manager: str | None,
         create_only: bool,
         origin: Path | None,
+        force: bool,
     ) -> AnyResource:
         admitted = warned(self.admission.admit(manifest, origin=origin))
-        applied = await self.engine.write_admitted(admitted, manager=manager, create_only=create_only)
+        applied = await self.engine.write_admitted(
+            admitted, manager=manager, create_only=create_only, force=force
+        )
         if applied.object is None:  # pragma: no cover - a write that succeeded has its object
             raise ReconcileError(f"{applied.key}: the apply returned no object")
         return applied.object
@@ -152,12 +160,14 @@ class Client(Reading):
         atomic: bool = False,
         stop: Callable[[], bool] | None = None,
         prune: Sequence[tuple[ObjectKey, int]] = (),
+        force: bool = False,
     ) -> builtins.list[Applied]:
         """Apply many manifests, one result per manifest in their order (see
         :func:`reconcile.api.bulk.apply_many`). ``atomic``: all are stored, in one store
         transaction, or none is (implies ``check_all_first``). ``prune``: objects
         (key, resource_version) deleted with them, in the same transaction with
-        ``atomic``; their results follow the manifests'."""
+        ``atomic``; their results follow the manifests'. ``force``: take over fields other
+        field managers own (see :meth:`apply`)."""
         return await bulk.apply_many(
             self.engine,
             manifests,
@@ -169,6 +179,7 @@ class Client(Reading):
             atomic=atomic,
             stop=stop,
             prune=prune,
+            force=force,
         )
 
     async def update(self, obj: AnyResource, *, manager: str | None = None) -> AnyResource | None:
@@ -272,11 +283,21 @@ class Client(Reading):
         namespace: str = DEFAULT_NAMESPACE,
         resource_version: int | None = None,
         manager: str | None = None,
+        propagation_policy: str = "Background",
     ) -> AnyResource | None:
         """Delete: the object is marked (``deletion_timestamp``) while finalizers remain
-        and removed when none do. Returns the marked object, or None once removed."""
+        and removed when none do. Returns the marked object, or None once removed.
+
+        ``propagation_policy`` says what becomes of its dependents (the objects whose
+        owner references name it; see :data:`reconcile.api.owning.PROPAGATION_POLICIES`):
+        ``Background`` (the garbage collector deletes them once it is gone),
+        ``Foreground`` (it stays, with the ``foregroundDeletion`` finalizer, until the
+        collector has deleted those that block it) or ``Orphan`` (they stay, their
+        reference to it removed; it waits with the ``orphan`` finalizer meanwhile)."""
         _, key = self._key(kind, name, namespace)
-        mutation = mutations.delete(key, now=self._now(), expected=resource_version)
+        mutation = self.engine.delete_mutation(
+            key, resource_version=resource_version, propagation_policy=propagation_policy
+        )
         result = await self._write(key, mutation, actor=manager)
         return None if result.object is None else self.decode(result.object.body)
 

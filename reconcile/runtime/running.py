@@ -27,6 +27,7 @@ from reconcile.api.bulk import Applied
 from reconcile.api.client import Client
 from reconcile.api.reading import KindRef
 from reconcile.controller.caching import Cache, CachedClient
+from reconcile.controller.collecting import COLLECTOR_MANAGER, GarbageCollector
 from reconcile.controller.context import Context
 from reconcile.controller.controlling import Controller
 from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
@@ -102,6 +103,8 @@ class Runtime:
         self._client: Client | None = None
         self._signals: list[signal.Signals] = []
         self._closing: asyncio.Task[bool] | None = None
+        #: The garbage collector, once started (None with ``garbage_collection=False``).
+        self.collector: GarbageCollector | None = None
 
     @property
     def client(self) -> Client:
@@ -160,6 +163,9 @@ class Runtime:
                     self._add_managed(provider, kind)
             for registration in self._registrations:
                 self._start_controller(registration)
+            if self.options.garbage_collection:
+                self.collector = GarbageCollector(self._client, self._cache, clock=self.clock)
+                self.supervisor.start(COLLECTOR_MANAGER, self.collector.run)
         except BaseException:
             await self.close()  # a half-started runtime leaves nothing running or open
             raise
@@ -226,6 +232,7 @@ class Runtime:
         workers: int | None = None,
         resync_period: float | Literal["default"] | None = "default",
         ignore_own_writes: bool = True,
+        owns: Sequence[KindRef] = (),
     ) -> None:
         """Run ``reconciler`` for ``kind`` beside the managed controllers, with the same
         cache, queue semantics, telemetry, supervision and shutdown.
@@ -237,10 +244,19 @@ class Runtime:
         else (a reconcile function among them: use :meth:`controller`) raises TypeError
         here, naming what was given. Its writes through ``context.client`` are recorded
         under ``manager`` (default: the controller's name) and, with
-        ``ignore_own_writes``, do not trigger it again. Before :meth:`start` it starts
-        with the rest; after, at once."""
+        ``ignore_own_writes``, do not trigger it again. ``owns``: the kinds of the
+        children its objects control (controller-runtime's ``Owns()``): a change or
+        deletion of one requeues its owner, and ``context.children(owner)`` prunes them.
+        Before :meth:`start` it starts with the rest; after, at once."""
         registration = Registration(
-            kind, factory_of(reconciler), name, manager, workers, resync_period, ignore_own_writes
+            kind,
+            factory_of(reconciler),
+            name,
+            manager,
+            workers,
+            resync_period,
+            ignore_own_writes,
+            tuple(owns),
         )
         self._registrations.append(registration)
         if self._cache is not None:
@@ -276,7 +292,10 @@ class Runtime:
             msg = f"a controller named {name!r} already runs; give this one another name"
             raise ValueError(msg)
         manager = registration.manager or name
-        context = Context(kind, CachedClient(self.client, cache, manager=manager), self.clock, self.telemetry)
+        owned = tuple(k if isinstance(k, Kind) else self.client.kinds.resolve(k) for k in registration.owns)
+        context = Context(
+            kind, CachedClient(self.client, cache, manager=manager), self.clock, self.telemetry, owned
+        )
         reconciler = registration.factory(context)
         resync = (
             self.options.resync_period
@@ -298,6 +317,8 @@ class Runtime:
             # would turn every failed attempt into an immediate next attempt.
             ignore_actors=frozenset({manager}) if registration.ignore_own_writes else frozenset(),
         )
+        for owned_kind in owned:
+            controller.owns(owned_kind)
         self.controllers[name] = controller
         self.tracker.follow(controller)
         self.supervisor.start(name, controller.run)
@@ -384,6 +405,8 @@ class Runtime:
             loop.remove_signal_handler(sig)
         self._signals.clear()
         self.supervisor.stopping = True
+        if self.collector is not None:
+            self.collector.shut_down()
         results = [False]
         try:
             results = await asyncio.gather(*(c.shutdown(deadline) for c in self.controllers.values()))

@@ -1,0 +1,218 @@
+"""Field ownership for server-side apply, after Kubernetes' structured-merge-diff.
+
+Each field manager owns the fields it declared in its last apply, recorded in
+``metadata.managedFields`` as paths: ``labels/KEY``, ``annotations/KEY`` and
+``finalizers/NAME`` (since the first releases) and ``spec/A/B`` for the spec (each segment
+escaped as a JSON pointer's is: ``~`` as ``~0``, ``/`` as ``~1``). A spec path names a
+leaf: mappings are walked key by key (granular, as Kubernetes' structs and maps), and
+anything else -- a scalar, a list, an empty mapping -- is owned whole (atomic, as
+Kubernetes' ``x-kubernetes-list-type: atomic``).
+
+What an apply of manager M does to the spec (:func:`merge_spec`):
+
+* a field M declares takes M's value; when another manager owns it (or a field above or
+  below it) with a different value, that is a conflict, refused unless ``force``, which
+  moves the field to M (Kubernetes' ``--force-conflicts``); the same value is shared;
+* a field another manager owns and M does not declare keeps its stored value;
+* every other field takes the value of M's admitted spec: what M declares, and the
+  kind's default for the rest. So a field M stops declaring goes (back to its default)
+  unless somebody else owns it, and fields nobody owns (written by ``patch``, or stored
+  before spec fields were tracked) are brought to M's declaration, as apply did before.
+
+The common apply -- one manager, nobody else owning spec fields -- takes the admitted
+spec as it is, without walking anything (:func:`others_own_spec` says when).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from reconcile.api.merging import json_equal
+
+__all__ = [
+    "SPEC",
+    "FieldConflict",
+    "declared_paths",
+    "field_name",
+    "leaf_paths",
+    "merge_spec",
+    "metadata_conflicts",
+    "others_own_spec",
+]
+
+#: The prefix of a spec path in ``managedFields``.
+SPEC = "spec/"
+_ABSENT: Any = object()
+
+
+@attrs.frozen
+class FieldConflict:
+    """A field an apply declares with a value other than the one another manager owns."""
+
+    #: The field, written as a field path (``spec.content``, ``metadata.labels.app``).
+    field: str
+    #: The manager that owns it.
+    manager: str
+
+
+def _escape(segment: str) -> str:
+    return segment.replace("~", "~0").replace("/", "~1") if "/" in segment or "~" in segment else segment
+
+
+def _segments(path: str) -> list[str]:
+    """The unescaped keys below ``spec`` of a spec path."""
+    return [s.replace("~1", "/").replace("~0", "~") for s in path[len(SPEC) :].split("/")]
+
+
+def field_name(path: str) -> str:
+    """A managed path as a field path for a person: ``spec/a/b`` -> ``spec.a.b``,
+    ``labels/app`` -> ``metadata.labels.app``."""
+    if path.startswith(SPEC):
+        return "spec." + ".".join(_segments(path))
+    head, _, rest = path.partition("/")
+    return f"metadata.{head}.{rest}"
+
+
+def leaf_paths(spec: Mapping[str, Any], prefix: str = SPEC) -> list[str]:
+    """Every leaf path of an unstructured spec (mappings walked, anything else a leaf)."""
+    paths: list[str] = []
+    for key, value in spec.items():
+        path = prefix + _escape(key)
+        if isinstance(value, Mapping) and value:
+            paths.extend(leaf_paths(value, path + "/"))
+        else:
+            paths.append(path)
+    return paths
+
+
+def declared_paths(raw: Mapping[str, Any], admitted: Mapping[str, Any], prefix: str = SPEC) -> list[str]:
+    """The spec paths a manifest declares: the leaves of the spec as written (``raw``),
+    each cut where the admitted spec holds a leaf (a mapping written for a list, say),
+    and left out where admission dropped the key."""
+    paths: list[str] = []
+    for key, value in raw.items():
+        if key not in admitted:
+            continue
+        path = prefix + _escape(key)
+        stored = admitted[key]
+        if isinstance(value, Mapping) and value and isinstance(stored, Mapping) and stored:
+            paths.extend(declared_paths(value, stored, path + "/"))
+        else:
+            paths.append(path)
+    return paths
+
+
+def _get(spec: Mapping[str, Any], path: str) -> Any:
+    value: Any = spec
+    for segment in _segments(path):
+        if not isinstance(value, Mapping) or segment not in value:
+            return _ABSENT
+        value = value[segment]
+    return value
+
+
+def _set(spec: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = _segments(path)
+    target = spec
+    for segment in parents:
+        child = target.get(segment)
+        if not isinstance(child, dict):
+            child = target[segment] = {}
+        target = child
+    target[last] = value
+
+
+def _ancestors(path: str) -> Iterable[str]:
+    end = path.rfind("/")
+    while end > len(SPEC) - 1:
+        yield path[:end]
+        end = path.rfind("/", 0, end)
+
+
+def others_own_spec(managed: Mapping[str, Sequence[str]], manager: str) -> bool:
+    """Whether a manager other than ``manager`` owns a spec field (else an apply of
+    ``manager`` takes its admitted spec as it is)."""
+    return any(name != manager and any(p.startswith(SPEC) for p in paths) for name, paths in managed.items())
+
+
+def merge_spec(
+    old: Mapping[str, Any],
+    desired: dict[str, Any],
+    managed: dict[str, list[str]],
+    manager: str,
+    declared: Sequence[str],
+    *,
+    force: bool,
+) -> tuple[dict[str, Any], list[FieldConflict]]:
+    """The spec an apply of ``manager`` declaring ``declared`` (spec paths) makes of the
+    stored spec ``old``, given the admitted spec ``desired`` (used as the result:
+    pass a copy). Returns it with the conflicts found; when ``force`` they are none, and
+    the fields moved to ``manager`` are taken out of the others' lists in ``managed``
+    (changed in place: pass a copy)."""
+    mine = set(declared)
+    above = {ancestor for path in mine for ancestor in _ancestors(path)}
+    conflicts: list[FieldConflict] = []
+    for name, paths in list(managed.items()):
+        if name == manager:
+            continue
+        kept: list[str] = []
+        for path in paths:
+            if not path.startswith(SPEC):
+                kept.append(path)
+                continue
+            overlaps = path in mine or path in above or any(a in mine for a in _ancestors(path))
+            if overlaps and not json_equal(_get(old, path), _get(desired, path)):
+                if not force:
+                    conflicts.append(FieldConflict(field_name(path), name))
+                    kept.append(path)
+                continue  # forced: the field is the applier's now
+            kept.append(path)
+            if not overlaps:
+                value = _get(old, path)
+                if value is not _ABSENT:
+                    _set(desired, path, value)
+        if kept:
+            managed[name] = kept
+        else:
+            del managed[name]
+    return desired, conflicts
+
+
+def metadata_conflicts(
+    old: Mapping[str, Any],
+    desired: Mapping[str, Any],
+    managed: dict[str, list[str]],
+    manager: str,
+    *,
+    force: bool,
+) -> list[FieldConflict]:
+    """Labels and annotations ``desired`` (an applied metadata) sets to a value other
+    than the stored one while another manager owns them; with ``force`` they move to
+    ``manager`` (taken out of the others' lists in ``managed``, changed in place)."""
+    changed: set[str] = set()
+    for field in ("labels", "annotations"):
+        stored = old.get(field) or {}
+        for key, value in (desired.get(field) or {}).items():
+            if key in stored and stored[key] != value:
+                changed.add(f"{field}/{key}")
+    if not changed:
+        return []
+    conflicts: list[FieldConflict] = []
+    for name, paths in list(managed.items()):
+        if name == manager:
+            continue
+        taken = [p for p in paths if p in changed]
+        if not taken:
+            continue
+        if force:
+            kept = [p for p in paths if p not in changed]
+            if kept:
+                managed[name] = kept
+            else:
+                del managed[name]
+        else:
+            conflicts.extend(FieldConflict(field_name(p), name) for p in taken)
+    return conflicts
