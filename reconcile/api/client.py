@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from reconcile.api import bulk, mutations
+import attrs
+
+from reconcile.api import bulk, fields, mutations
 from reconcile.api.admission import MAX_ANNOTATIONS_BYTES, Admission, Admitted, warned
 from reconcile.api.bulk import Applied
 from reconcile.api.decoding import Decoder
@@ -140,13 +142,59 @@ class Client(Reading):
         origin: Path | None,
         force: bool,
     ) -> AnyResource:
-        admitted = warned(self.admission.admit(manifest, origin=origin))
+        try:
+            admitted = warned(self.admission.admit(manifest, origin=origin))
+        except InvalidError as exc:
+            admitted = warned(await self._admit_partial(manifest, exc, manager=manager, origin=origin))
         applied = await self.engine.write_admitted(
             admitted, manager=manager, create_only=create_only, force=force
         )
         if applied.object is None:  # pragma: no cover - a write that succeeded has its object
             raise ReconcileError(f"{applied.key}: the apply returned no object")
         return applied.object
+
+    async def _admit_partial(
+        self,
+        manifest: Mapping[str, Any] | AnyResource,
+        refused: InvalidError,
+        *,
+        manager: str | None,
+        origin: Path | None,
+    ) -> Admitted:
+        """A manifest that declares only some fields (server-side apply), admitted with
+        the stored values of the fields other managers own filled in: as Kubernetes
+        validates an apply merged with the live object. What it declares is still only
+        what it gave. ``refused`` is raised when that does not apply (no stored object,
+        no field of another manager's to fill in)."""
+        spec = manifest.get("spec") if isinstance(manifest, Mapping) else None
+        meta = manifest.get("metadata") if isinstance(manifest, Mapping) else None
+        if (
+            not isinstance(spec, Mapping)
+            or not isinstance(meta, Mapping)
+            or not isinstance(manifest, Mapping)
+        ):
+            raise refused
+        try:
+            kind = self.kinds.lookup(str(manifest.get("apiVersion")), str(manifest.get("kind")))
+            key = ObjectKey(
+                kind.api_group, kind.kind, str(meta.get("namespace") or DEFAULT_NAMESPACE), meta["name"]
+            )
+        except (InvalidError, KeyError):
+            raise refused from None
+        stored = await self.store.read(key)
+        if stored is None:
+            raise refused
+        mine = manager or self.manager
+        managed = stored.body["metadata"].get("managedFields") or {}
+        theirs = [
+            p for name, paths in managed.items() if name != mine for p in paths if p.startswith(fields.SPEC)
+        ]
+        if not theirs:
+            raise refused
+        whole = {**manifest, "spec": fields.filled(spec, stored.body["spec"], theirs)}
+        admitted = self.admission.admit(whole, origin=origin)
+        declared = tuple(fields.declared_paths(spec, admitted.body["spec"]))
+        return attrs.evolve(admitted, declared=declared)
 
     async def apply_many(
         self,

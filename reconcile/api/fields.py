@@ -37,6 +37,7 @@ __all__ = [
     "FieldConflict",
     "declared_paths",
     "field_name",
+    "filled",
     "leaf_paths",
     "merge_spec",
     "metadata_conflicts",
@@ -130,6 +131,25 @@ def _ancestors(path: str) -> Iterable[str]:
     while end > len(SPEC) - 1:
         yield path[:end]
         end = path.rfind("/", 0, end)
+
+
+def filled(raw: Mapping[str, Any], stored: Mapping[str, Any], paths: Iterable[str]) -> dict[str, Any]:
+    """``raw`` (a manifest's spec) with the stored values of ``paths`` it leaves out: a
+    partial manifest, made whole enough to admit, when other managers own the fields it
+    does not declare (a required one among them)."""
+    result: dict[str, Any] = dict(raw)
+    for path in paths:
+        value = _get(stored, path)
+        if value is _ABSENT or _get(result, path) is not _ABSENT:
+            continue
+        *parents, last = _segments(path)
+        target = result
+        for segment in parents:
+            child = target.get(segment)
+            target[segment] = child = dict(child) if isinstance(child, Mapping) else {}
+            target = child
+        target[last] = value
+    return result
 
 
 def others_own_spec(managed: Mapping[str, Sequence[str]], manager: str) -> bool:
