@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import DEADLINE, widget
+from helpers import DEADLINE, checkout_path, widget
 
 from reconcile import (
     AlreadyOwnedError,
@@ -313,3 +317,80 @@ class TestChildren:
             assert "already controlled by Widget 'other'" in synced.message
             child = await client.get("widget", "site-0")
             assert [r.name for r in child.metadata.owner_references] == ["other"]
+
+
+COLLECTOR_SCRIPT = """
+import asyncio, sys
+from reconcile import Runtime
+from reconcile.controller import collecting
+from reconcile.testing import example_kinds
+
+deleting = collecting.GarbageCollector._delete
+
+async def told(self, obj, owner, policy, gone=None):
+    await deleting(self, obj, owner, policy, gone)
+    print(obj.metadata.name, flush=True)
+
+collecting.GarbageCollector._delete = told
+
+async def main():
+    async with Runtime(sys.argv[1], providers=[], kinds=example_kinds(), resync_period=None):
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+def start_collector(script: Path, db: Path) -> subprocess.Popen[str]:
+    """Run ``script`` (a Runtime with its collector) on ``db`` in a child process."""
+    env = {**os.environ, "PYTHONPATH": checkout_path()}
+    return subprocess.Popen(
+        [sys.executable, str(script), str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+class TestKilled:
+    """A collector killed in the middle of a foreground deletion."""
+
+    async def test_sigkill_then_restart_completes_the_deletion(
+        self, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        """SIGKILL after 50 of 200 children went: a restarted collector deletes the
+        rest, then the owner; nothing is left, nothing deleted twice, the log verifies."""
+        db = tmp_path / "state.db"
+        async with connect(db, kinds=example_kinds(), clock=clock) as client:
+            await family(client)
+            await client.delete("widget", "owner", propagation_policy="foreground")
+        script = tmp_path / "collector.py"
+        script.write_text(COLLECTOR_SCRIPT)
+        process = start_collector(script, db)
+        try:
+            assert process.stdout is not None
+            told = [process.stdout.readline() for _ in range(50)]
+            assert all(told), process.stderr.read() if process.stderr else ""
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=30)
+            for pipe in (process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
+        async with connect(db, kinds=example_kinds(), clock=clock) as client:
+            left = await names(client)
+            assert "owner" in left
+            assert 0 < len(left) - 1 < CHILDREN
+        async with runtime_of(db, clock) as runtime:
+            client = runtime.client
+
+            async def all_gone() -> bool:
+                return not await names(client)
+
+            await until(all_gone)
+            for i in range(CHILDREN):
+                history = await client.history("widget", f"child-{i:03}")
+                assert [e.type for e in history].count("Deleted") == 1
+            report = await client.verify()
+            assert report.ok, report.differences
