@@ -231,7 +231,7 @@ def size_owner(children: Callable[[AnyResource], list[dict[str, Any]]]) -> Any:
                 owner = await self.context.client.get(request.key)
             except Exception:  # noqa: BLE001 - deleted
                 return None
-            if owner.metadata.labels.get("role") != "owner":
+            if owner.metadata.labels.get("role") != "owner" or owner.metadata.deletion_timestamp is not None:
                 return None
             async with self.context.children(owner) as declared:
                 for manifest in children(owner):

@@ -444,20 +444,30 @@ class Runtime:
         *,
         manager: str = "reconcile",
         origin: Path | None = None,
+        force: bool = False,
     ) -> AnyResource:
-        """Declare an object (``Client.apply``), through the controllers' cache: the
-        applied object is cached at once and its controller hears of it now."""
-        return await CachedClient(self.client, self.cache, manager=manager).apply(manifest, origin=origin)
+        """Declare an object (``Client.apply``: server-side apply under ``manager``;
+        ``force`` takes over other managers' fields), through the controllers' cache:
+        the applied object is cached at once and its controller hears of it now."""
+        cached = CachedClient(self.client, self.cache, manager=manager)
+        return await cached.apply(manifest, origin=origin, force=force)
 
     async def delete(
-        self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE, manager: str = "reconcile"
+        self,
+        kind: KindRef,
+        name: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        manager: str = "reconcile",
+        propagation_policy: str = "Background",
     ) -> AnyResource | None:
         """Delete an object (``Client.delete``), through the controllers' cache: the object
         marked for deletion is cached at once, its controller hears of it now, and its
         watch event is dropped unparsed; None when it was removed at once (no finalizers),
-        and reads of it then wait for the watch to bring the removal."""
+        and reads of it then wait for the watch to bring the removal. ``propagation_policy``:
+        what the garbage collector does with its dependents (``Client.delete``)."""
         cached = CachedClient(self.client, self.cache, manager=manager)
-        return await cached.delete(kind, name, namespace=namespace)
+        return await cached.delete(kind, name, namespace=namespace, propagation_policy=propagation_policy)
 
     async def apply_many(
         self,
