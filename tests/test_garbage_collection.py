@@ -214,6 +214,25 @@ class TestOwnership:
         with pytest.raises(OwnershipCycleError, match="cannot be its own owner"):
             await client.apply(set_controller_reference(a, widget("a")))
         assert (await client.get("widget", "a")).metadata.owner_references == ()
+        [refused] = await client.apply_many([set_controller_reference(c, widget("a"))], check_all_first=True)
+        assert isinstance(refused.error, OwnershipCycleError)
+        assert (await client.get("widget", "a")).metadata.owner_references == ()
+
+    async def test_an_owner_made_again_owns_nothing_of_the_old_ones(
+        self, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        """An owner deleted and applied again under its name is another object (another
+        uid): the old one's children are collected all the same."""
+        async with runtime_of(tmp_path / "state.db", clock) as runtime:
+            client = runtime.client
+            await family(client, children=5)
+            await client.delete("widget", "owner")
+            await client.apply(widget("owner"))
+
+            async def collected() -> bool:
+                return await names(client) == {"owner"}
+
+            await until(collected)
 
 
 def size_owner(children: Callable[[AnyResource], list[dict[str, Any]]]) -> Any:

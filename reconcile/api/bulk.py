@@ -46,8 +46,9 @@ import attrs
 from reconcile.api.admission import Admission, Admitted, warned
 from reconcile.api.conflicts import Declared, conflict_error, conflicting
 from reconcile.api.decoding import Decoder
+from reconcile.api.owning import check_cycle
 from reconcile.api.reading import KindRef
-from reconcile.errors import FieldError, InvalidError, ReconcileError, StoreError
+from reconcile.errors import FieldError, InvalidError, OwnershipCycleError, ReconcileError, StoreError
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
 from reconcile.store.contract import EventStore, Mutation, StoredObject, WriteResult
@@ -462,6 +463,13 @@ async def _check_all(
         except ReconcileError as exc:
             results[index] = Applied(key, "refused", error=exc)
             continue
+        references = item.metadata.get("ownerReferences")
+        if references and key is not None:
+            try:
+                await check_cycle(client.store, key, references)
+            except OwnershipCycleError as exc:
+                results[index] = Applied(key, "refused", error=exc)
+                continue
         if other is not None and other != key:
             identity = item.kind.identity_of(item.body["spec"])
             reason = (

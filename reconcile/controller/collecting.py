@@ -102,6 +102,12 @@ class GarbageCollector:
             )
             return
         meta = event.new.metadata
+        previous = None if event.old is None else event.old.metadata.uid
+        if previous is not None and previous != meta.uid and self._uids.get(previous) == event.key:
+            # The object was deleted and made again between two looks (a relist): the
+            # old one's dependents have lost their owner.
+            del self._uids[previous]
+            self._enqueue(d.key for d in self.dependents(previous))
         if meta.uid is not None:
             self._uids[meta.uid] = event.key
         if meta.owner_references or (
