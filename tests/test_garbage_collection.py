@@ -336,6 +336,16 @@ class TestChildren:
             assert "already controlled by Widget 'other'" in synced.message
             child = await client.get("widget", "site-0")
             assert [r.name for r in child.metadata.owner_references] == ["other"]
+            await client.delete("widget", "other", propagation_policy="orphan")
+            await runtime.apply(widget("site", 1, labels={"role": "owner", "again": "yes"}))
+
+            async def taken() -> bool:
+                synced = (await client.get("widget", "site")).status.condition("Synced")
+                return synced is not None and synced.reason == "ReconcileSuccess"
+
+            await until(taken)
+            child = await client.get("widget", "site-0")
+            assert [r.name for r in child.metadata.owner_references] == ["site"]
 
 
 COLLECTOR_SCRIPT = """

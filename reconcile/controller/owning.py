@@ -161,10 +161,19 @@ class Children:
     ) -> None:
         if exc_type is None:
             await self.prune()
+            await self._cleared()
 
     async def _refused(self, exc: AlreadyOwnedError) -> None:
         """Say on the owner that a child it declares is another's (Synced=False,
         AlreadyOwned), when its status has conditions."""
+        await self._say(ConditionStatus.FALSE, ALREADY_OWNED, str(exc), only_if_refused=False)
+
+    async def _cleared(self) -> None:
+        """A pass that declared every child: the refusal said before (only that one)
+        becomes ``Synced=True``."""
+        await self._say(ConditionStatus.TRUE, "ReconcileSuccess", "", only_if_refused=True)
+
+    async def _say(self, state: ConditionStatus, reason: str, message: str, *, only_if_refused: bool) -> None:
         owner = self.owner
         try:
             owner = await self.client.get(owner.key)
@@ -173,10 +182,11 @@ class Children:
         status = owner.status
         if not isinstance(status, Status):
             return
+        synced = status.condition("Synced")
+        if only_if_refused and (synced is None or synced.reason != ALREADY_OWNED):
+            return
         now = datetime.datetime.fromtimestamp(self.client.client.clock(), datetime.UTC)
-        condition = Condition(
-            "Synced", ConditionStatus.FALSE, ALREADY_OWNED, str(exc), now, owner.metadata.generation
-        )
+        condition = Condition("Synced", state, reason, message, now, owner.metadata.generation)
         new = attrs.evolve(status, conditions=set_condition(status.conditions, condition))
         if new == status:
             return
