@@ -47,6 +47,7 @@ __all__ = [
 #: The prefix of a spec path in ``managedFields``.
 SPEC = "spec/"
 _ABSENT: Any = object()
+_LEAVES = frozenset({str, int, float, bool, list, type(None)})
 
 
 @attrs.frozen
@@ -97,9 +98,13 @@ def declared_paths(raw: Mapping[str, Any], admitted: Mapping[str, Any], prefix: 
     for key, value in raw.items():
         if key not in admitted:
             continue
-        path = prefix + _escape(key)
+        path = prefix + (key if "/" not in key and "~" not in key else _escape(key))
+        # A scalar first (most fields are): isinstance against the Mapping ABC is slow.
+        if type(value) in _LEAVES or not value or not isinstance(value, Mapping):
+            paths.append(path)
+            continue
         stored = admitted[key]
-        if isinstance(value, Mapping) and value and isinstance(stored, Mapping) and stored:
+        if isinstance(stored, Mapping) and stored:
             paths.extend(declared_paths(value, stored, path + "/"))
         else:
             paths.append(path)

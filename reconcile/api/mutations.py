@@ -124,13 +124,16 @@ def _merge_metadata(
     manager: str,
     wanted: Sequence[str],
     managed: dict[str, list[str]],
+    *,
+    wanted_set: frozenset[str],
 ) -> dict[str, Any]:
     """The applied metadata: ``managed`` is the managed fields after the spec's merge
-    (changed here: ``manager`` gets ``wanted``, its metadata and spec paths)."""
+    (changed here: ``manager`` gets ``wanted``, its metadata and spec paths, also given
+    as a set)."""
     meta = dict(old)  # the store hands each mutation its own parsed copy
-    previous = set(managed.get(manager, ()))
-    kept = {path for name, paths in managed.items() if name != manager for path in paths}
-    dropped = previous - set(wanted) - kept
+    dropped = set(managed.get(manager, ())) - wanted_set
+    if dropped and len(managed) > 1:
+        dropped -= {path for name, paths in managed.items() if name != manager for path in paths}
     for field in _MERGED:
         merged = {k: v for k, v in (meta.get(field) or {}).items() if f"{field}/{k}" not in dropped}
         merged.update(desired.get(field) or {})
@@ -219,6 +222,7 @@ def apply(
     expected = desired["metadata"].get("resourceVersion")
     spec_paths = leaf_paths(desired["spec"]) if declared is None else declared
     paths = sorted({*_managed_paths(desired["metadata"]), *spec_paths})
+    paths_set = frozenset(paths)
     listed = desired["metadata"].get("finalizers") or []
     created_finalizers = [*listed, *(f for f in finalizers if f not in listed)]
 
@@ -239,7 +243,8 @@ def apply(
         old = current.body
         old_meta = old["metadata"]
         _check_owners(key, old_meta, desired["metadata"])
-        managed = {name: list(owned) for name, owned in (old_meta.get("managedFields") or {}).items()}
+        # A shallow copy: the merges below replace a manager's list, never change one.
+        managed: dict[str, list[str]] = dict(old_meta.get("managedFields") or {})
         spec = _clone(desired["spec"])
         conflicts = []
         if len(managed) > 1 or (managed and manager not in managed):
@@ -253,7 +258,9 @@ def apply(
         new = dict(old)
         new["apiVersion"] = desired["apiVersion"]
         new["spec"] = spec
-        new["metadata"] = _merge_metadata(old_meta, desired["metadata"], manager, paths, managed)
+        new["metadata"] = _merge_metadata(
+            old_meta, desired["metadata"], manager, paths, managed, wanted_set=paths_set
+        )
         _check_new_finalizers(key, old_meta, new["metadata"])
         if new["spec"] != old["spec"]:
             new["metadata"]["generation"] = old_meta["generation"] + 1
