@@ -77,3 +77,29 @@ class TestCascade:
         assert code == 0, err
         code, out, _ = cli("get", "file", "x", "-o", "jsonpath={.metadata.finalizers}")
         assert finalizer in json.loads(out)
+
+
+class TestRunCollects:
+    """``reconcile run --once`` hosts the garbage collector and waits for it."""
+
+    def test_a_background_deletion_takes_the_dependents(self, cli: Cli) -> None:
+        """A File owning another, deleted in the background: run --once removes both,
+        and their files; the dependent's history says the collector deleted it."""
+        owner = cli.write("a.yaml", HEAD.replace("name: x", "name: a") + "spec: {path: a.txt, content: a}\n")
+        assert cli("apply", "-f", str(owner))[0] == 0
+        assert cli("run", "--once", "--timeout", "30", "-q")[0] == 0
+        _, uid, _ = cli("get", "file", "a", "-o", "jsonpath={.metadata.uid}")
+        reference = f"{{apiVersion: files.reconcile.dev/v1, kind: File, name: a, uid: {uid.strip()}}}"
+        child = HEAD.replace("name: x", f"name: b, ownerReferences: [{reference}]")
+        assert (
+            cli("apply", "-f", str(cli.write("b.yaml", child + "spec: {path: b.txt, content: b}\n")))[0] == 0
+        )
+        assert cli("run", "--once", "--timeout", "30", "-q")[0] == 0
+        assert (cli.manifests / "b.txt").exists()
+        assert cli("delete", "file", "a")[0] == 0
+        assert cli("run", "--once", "--timeout", "30", "-q")[0] == 0
+        assert cli("get", "file", "b")[0] != 0
+        assert not (cli.manifests / "a.txt").exists()
+        assert not (cli.manifests / "b.txt").exists()
+        _, out, _ = cli("history", "file", "b", "-o", "json")
+        assert ("GarbageCollected", "garbage-collector") in {(e["type"], e["actor"]) for e in json.loads(out)}

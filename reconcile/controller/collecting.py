@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from reconcile.api.client import Client
 from reconcile.api.mutations import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
@@ -73,6 +73,27 @@ class GarbageCollector:
             informer.add_handler(self._on_change)
         #: Actions taken (deleted, orphaned, released), for tests and ``statistics``.
         self.actions = 0
+        self._listeners: list[Callable[[], None]] = []
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after each key the collector handled, and once when every
+        informer has its first list: how a host knows it moved (``wait_converged``)."""
+        self._listeners.append(listener)
+
+    @property
+    def busy(self) -> bool:
+        """Whether it has work it may still do: an informer still loading, or keys
+        queued or being handled."""
+        if not all(i.synced.is_set() for i in self.informers):
+            return True
+        return bool(len(self.queue) or self.queue.statistics().processing)
+
+    def _moved(self) -> None:
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception:
+                LOG.exception("garbage collector: a listener failed")
 
     # -- the index --------------------------------------------------------------------------
 
@@ -260,6 +281,7 @@ class GarbageCollector:
                 self.queue.done(key)
             else:
                 self.queue.done(key, forget=True)
+            self._moved()
 
     async def run(self) -> None:
         """Run every kind's informer and the workers until cancelled."""
@@ -268,6 +290,7 @@ class GarbageCollector:
         workers: list[asyncio.Task[None]] = []
         try:
             await asyncio.gather(*(i.synced.wait() for i in self.informers))
+            self._moved()
             workers = [loop.create_task(self._worker(), name=f"collector-{n}") for n in range(self.workers)]
             await asyncio.gather(*workers, *watching)
         finally:

@@ -165,6 +165,7 @@ class Runtime:
                 self._start_controller(registration)
             if self.options.garbage_collection:
                 self.collector = GarbageCollector(self._client, self._cache, clock=self.clock)
+                self.tracker.follow_collector(self.collector)
                 self.supervisor.start(COLLECTOR_MANAGER, self.collector.run)
         except BaseException:
             await self.close()  # a half-started runtime leaves nothing running or open
