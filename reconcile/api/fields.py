@@ -19,6 +19,10 @@ What an apply of manager M does to the spec (:func:`merge_spec`):
   unless somebody else owns it, and fields nobody owns (written by ``patch``, or stored
   before spec fields were tracked) are brought to M's declaration, as apply did before.
 
+Labels, annotations, finalizers and owner references merge the same way, key by key
+(:func:`merge_metadata`; a label or annotation set to another value than another
+manager's is a conflict too: :func:`metadata_conflicts`).
+
 The common apply -- one manager, nobody else owning spec fields -- takes the admitted
 spec as it is, without walking anything (:func:`others_own_spec` says when).
 """
@@ -31,6 +35,7 @@ from typing import Any
 import attrs
 
 from reconcile.api.merging import json_equal
+from reconcile.store.encoding import dumps, loads
 
 __all__ = [
     "SPEC",
@@ -39,8 +44,11 @@ __all__ = [
     "field_name",
     "filled",
     "leaf_paths",
+    "managed_paths",
+    "merge_metadata",
     "merge_spec",
     "metadata_conflicts",
+    "only_spec_paths_recorded",
     "others_own_spec",
 ]
 
@@ -48,6 +56,8 @@ __all__ = [
 SPEC = "spec/"
 _ABSENT: Any = object()
 _LEAVES = frozenset({str, int, float, bool, list, type(None)})
+#: The metadata fields merged key by key.
+_MERGED = ("labels", "annotations")
 
 
 @attrs.frozen
@@ -241,3 +251,76 @@ def metadata_conflicts(
         else:
             conflicts.extend(FieldConflict(field_name(p), name) for p in taken)
     return conflicts
+
+
+def managed_paths(meta: Mapping[str, Any]) -> set[str]:
+    """The metadata paths an applied metadata declares (labels, annotations,
+    finalizers, owner references)."""
+    paths: set[str] = set()
+    for field in _MERGED:
+        values = meta.get(field)
+        if values:
+            paths.update(f"{field}/{key}" for key in values)
+    names = meta.get("finalizers")
+    if names:
+        paths.update(f"finalizers/{name}" for name in names)
+    references = meta.get("ownerReferences")
+    if references:
+        paths.update(f"ownerReferences/{reference['uid']}" for reference in references)
+    return paths
+
+
+def merge_metadata(
+    old: Mapping[str, Any],
+    desired: Mapping[str, Any],
+    manager: str,
+    wanted: Sequence[str],
+    managed: dict[str, list[str]],
+    *,
+    wanted_set: frozenset[str],
+) -> dict[str, Any]:
+    """The applied metadata: ``managed`` is the managed fields after the spec's merge
+    (changed here: ``manager`` gets ``wanted``, its metadata and spec paths, also given
+    as a set)."""
+    meta = dict(old)  # the store hands each mutation its own parsed copy
+    dropped = set(managed.get(manager, ())) - wanted_set
+    if dropped and len(managed) > 1:
+        dropped -= {path for name, paths in managed.items() if name != manager for path in paths}
+    for field in _MERGED:
+        merged = {k: v for k, v in (meta.get(field) or {}).items() if f"{field}/{k}" not in dropped}
+        merged.update(desired.get(field) or {})
+        meta[field] = dict(sorted(merged.items()))
+    finalizers = [f for f in meta.get("finalizers") or () if f"finalizers/{f}" not in dropped]
+    finalizers += [f for f in desired.get("finalizers") or () if f not in finalizers]
+    meta["finalizers"] = finalizers
+    applied = desired.get("ownerReferences") or ()
+    if applied or any(p.startswith("ownerReferences/") for p in dropped):
+        uids = {reference["uid"] for reference in applied}
+        stored = meta.get("ownerReferences") or ()
+        meta["ownerReferences"] = [
+            r for r in stored if r["uid"] not in uids and f"ownerReferences/{r['uid']}" not in dropped
+        ] + loads(dumps(list(applied)))
+    if wanted:
+        managed[manager] = list(wanted)
+    else:
+        managed.pop(manager, None)
+    meta["managedFields"] = dict(sorted(managed.items()))
+    return meta
+
+
+def only_spec_paths_recorded(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether ``new`` differs from ``old`` (an object stored before spec fields were
+    tracked: no spec path in its managed fields) only by the spec paths it would record:
+    an identical apply to it still appends nothing (the log is forever, and an upgrade
+    does not rewrite it); its spec paths are recorded with its next real change."""
+    if new["spec"] != old["spec"]:
+        return False
+    managed = old["metadata"].get("managedFields") or {}
+    if any(path.startswith(SPEC) for paths in managed.values() for path in paths):
+        return False
+    stripped = {
+        name: kept
+        for name, paths in new["metadata"]["managedFields"].items()
+        if (kept := [p for p in paths if not p.startswith(SPEC)])
+    }
+    return {**new, "metadata": {**new["metadata"], "managedFields": stripped}} == old

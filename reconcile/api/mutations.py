@@ -27,7 +27,15 @@ from typing import Any
 
 import attrs
 
-from reconcile.api.fields import SPEC, leaf_paths, merge_spec, metadata_conflicts, others_own_spec
+from reconcile.api.fields import (
+    leaf_paths,
+    managed_paths,
+    merge_metadata,
+    merge_spec,
+    metadata_conflicts,
+    only_spec_paths_recorded,
+    others_own_spec,
+)
 from reconcile.api.merging import merge_patch
 from reconcile.errors import (
     AlreadyExistsError,
@@ -58,8 +66,6 @@ __all__ = [
     "replace",
     "update_status",
 ]
-
-_MERGED = ("labels", "annotations")
 
 
 def _clone(value: Any) -> Any:
@@ -101,59 +107,6 @@ def _new_object(desired: Body, status: Body, uid: str, now: str) -> Body:
     meta.update({"uid": uid, "generation": 1, "creationTimestamp": now, "deletionTimestamp": None})
     meta["resourceVersion"] = None
     return {**desired, "metadata": meta, "status": status}
-
-
-def _managed_paths(meta: Mapping[str, Any]) -> set[str]:
-    paths: set[str] = set()
-    for field in _MERGED:
-        values = meta.get(field)
-        if values:
-            paths.update(f"{field}/{key}" for key in values)
-    names = meta.get("finalizers")
-    if names:
-        paths.update(f"finalizers/{name}" for name in names)
-    references = meta.get("ownerReferences")
-    if references:
-        paths.update(f"ownerReferences/{reference['uid']}" for reference in references)
-    return paths
-
-
-def _merge_metadata(
-    old: Mapping[str, Any],
-    desired: Mapping[str, Any],
-    manager: str,
-    wanted: Sequence[str],
-    managed: dict[str, list[str]],
-    *,
-    wanted_set: frozenset[str],
-) -> dict[str, Any]:
-    """The applied metadata: ``managed`` is the managed fields after the spec's merge
-    (changed here: ``manager`` gets ``wanted``, its metadata and spec paths, also given
-    as a set)."""
-    meta = dict(old)  # the store hands each mutation its own parsed copy
-    dropped = set(managed.get(manager, ())) - wanted_set
-    if dropped and len(managed) > 1:
-        dropped -= {path for name, paths in managed.items() if name != manager for path in paths}
-    for field in _MERGED:
-        merged = {k: v for k, v in (meta.get(field) or {}).items() if f"{field}/{k}" not in dropped}
-        merged.update(desired.get(field) or {})
-        meta[field] = dict(sorted(merged.items()))
-    finalizers = [f for f in meta.get("finalizers") or () if f"finalizers/{f}" not in dropped]
-    finalizers += [f for f in desired.get("finalizers") or () if f not in finalizers]
-    meta["finalizers"] = finalizers
-    applied = desired.get("ownerReferences") or ()
-    if applied or any(p.startswith("ownerReferences/") for p in dropped):
-        uids = {reference["uid"] for reference in applied}
-        stored = meta.get("ownerReferences") or ()
-        meta["ownerReferences"] = [
-            r for r in stored if r["uid"] not in uids and f"ownerReferences/{r['uid']}" not in dropped
-        ] + _clone(list(applied))
-    if wanted:
-        managed[manager] = list(wanted)
-    else:
-        managed.pop(manager, None)
-    meta["managedFields"] = dict(sorted(managed.items()))
-    return meta
 
 
 def _controller_uid(meta: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -221,7 +174,7 @@ def apply(
     without them keeps them)."""
     expected = desired["metadata"].get("resourceVersion")
     spec_paths = leaf_paths(desired["spec"]) if declared is None else declared
-    paths = sorted({*_managed_paths(desired["metadata"]), *spec_paths})
+    paths = sorted({*managed_paths(desired["metadata"]), *spec_paths})
     paths_set = frozenset(paths)
     listed = desired["metadata"].get("finalizers") or []
     created_finalizers = [*listed, *(f for f in finalizers if f not in listed)]
@@ -258,7 +211,7 @@ def apply(
         new = dict(old)
         new["apiVersion"] = desired["apiVersion"]
         new["spec"] = spec
-        new["metadata"] = _merge_metadata(
+        new["metadata"] = merge_metadata(
             old_meta, desired["metadata"], manager, paths, managed, wanted_set=paths_set
         )
         _check_new_finalizers(key, old_meta, new["metadata"])
@@ -266,31 +219,13 @@ def apply(
             new["metadata"]["generation"] = old_meta["generation"] + 1
         change = _changed(current, new, EventType.SPEC_CHANGED)
         if change is not None and isinstance(change, Put):
-            if _only_spec_paths_recorded(old, new):
+            if only_spec_paths_recorded(old, new):
                 return None
             finished = _finish_if_released(change.body, change.event_type)
             return attrs.evolve(finished, identity=identity) if isinstance(finished, Put) else finished
         return change
 
     return mutate
-
-
-def _only_spec_paths_recorded(old: Body, new: Body) -> bool:
-    """Whether ``new`` differs from ``old`` (an object stored before spec fields were
-    tracked: no spec path in its managed fields) only by the spec paths it would record:
-    an identical apply to it still appends nothing (the log is forever, and an upgrade
-    does not rewrite it); its spec paths are recorded with its next real change."""
-    if new["spec"] != old["spec"]:
-        return False
-    managed = old["metadata"].get("managedFields") or {}
-    if any(path.startswith(SPEC) for paths in managed.values() for path in paths):
-        return False
-    stripped = {
-        name: kept
-        for name, paths in new["metadata"]["managedFields"].items()
-        if (kept := [p for p in paths if not p.startswith(SPEC)])
-    }
-    return {**new, "metadata": {**new["metadata"], "managedFields": stripped}} == old
 
 
 def immutable_errors(
