@@ -48,6 +48,22 @@ class TestFieldManagers:
         spec = json.loads(out)["spec"]
         assert (spec["content"], spec["mode"]) == ("one", "0600")
 
+    def test_diff_and_plan_show_what_apply_would_do(self, cli: Cli) -> None:
+        """diff (and plan) compare with the object as the apply would leave it: another
+        manager's field is kept, so re-declaring alice's manifest differs in nothing."""
+        path = cli.write("x.yaml", HEAD + "spec: {path: x.txt, content: one}\n")
+        assert cli("apply", "--field-manager", "alice", "-f", str(path))[0] == 0
+        mode = cli.write("mode.yaml", HEAD + "spec: {path: x.txt, mode: '0600'}\n")
+        assert cli("apply", "--field-manager", "bob", "-f", str(mode))[0] == 0
+        code, out, _ = cli("--field-manager", "alice", "diff", "-f", str(path))
+        assert (code, out) == (0, "")
+        cli.write("x.yaml", HEAD + "spec: {path: x.txt, content: two}\n")
+        code, out, _ = cli("--field-manager", "alice", "diff", "-f", str(path))
+        assert code == 1
+        assert "-  content: one" in out
+        assert "+  content: two" in out
+        assert not [line for line in out.splitlines() if line.startswith(("-  mode", "+  mode"))]
+
 
 class TestCascade:
     """delete --cascade."""

@@ -31,7 +31,16 @@ from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource
-from reconcile.store.contract import EventStore, ListPage, Mutation, RawEvent, StoredObject, WriteResult
+from reconcile.store.contract import (
+    EventStore,
+    ListPage,
+    Mutation,
+    Put,
+    RawEvent,
+    Remove,
+    StoredObject,
+    WriteResult,
+)
 
 __all__ = ["Engine", "Maintenance", "admitted_key"]
 
@@ -167,6 +176,22 @@ class Engine:
                 force=force,
             )
         )
+
+    def applied_body(
+        self, admitted: Admitted, stored: StoredObject | None, *, manager: str | None = None
+    ) -> dict[str, Any]:
+        """The body applying ``admitted`` would leave of ``stored`` (None: nothing
+        stored), without writing: the apply's own mutation, run on it (server-side apply
+        merged, defaults filled), so what ``plan`` and ``diff`` show is what ``apply``
+        does. Raises what the apply would (a conflict, an immutable field)."""
+        _, mutation = self.apply_mutation(admitted, manager=manager)
+        change = mutation(stored)
+        if change is None:
+            assert stored is not None
+            return stored.body
+        if isinstance(change, Put | Remove):
+            return change.body
+        return admitted.body  # pragma: no cover - an apply writes one Put or Remove
 
     def delete_mutation(
         self, key: ObjectKey, *, resource_version: int | None = None, propagation_policy: str = "Background"

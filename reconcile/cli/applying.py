@@ -28,7 +28,15 @@ import click
 
 from reconcile.api import Client
 from reconcile.cli.completing import complete_kinds, complete_names
-from reconcile.cli.declaring import STDIN, Declared, admit_all, current_of, read_documents, report
+from reconcile.cli.declaring import (
+    STDIN,
+    Declared,
+    admit_all,
+    applied_body,
+    current_of,
+    read_documents,
+    report,
+)
 from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, BadInput, Failure
 from reconcile.cli.main import checked_name, cli, run_async
 from reconcile.cli.naming import split_names, type_and_name
@@ -265,7 +273,10 @@ async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
         )
         for declared in declared_all:
             current = None if client is None else await current_of(client, declared)
-            new = _comparable(declared.admitted.body, declared.admitted.body)
+            body = declared.admitted.body
+            if current is not None and client is not None:
+                body = applied_body(client, declared, current, settings.field_manager)
+            new = _comparable(body, declared.admitted.body)
             old = {} if current is None else _comparable(admission.converter.unstructure(current), new)
             if old == new:
                 continue
