@@ -211,3 +211,37 @@ def test_a_managers_removed_field_goes_and_anothers_stays(
     theirs_only = {k: v for k, v in theirs.items() if k not in mine or k not in kept}
     with tempfile.TemporaryDirectory() as folder:
         asyncio.run(_removed_and_kept(Path(folder) / "state.db", mine, theirs_only, kept))
+
+
+async def _planned_is_applied(path: Path, first: dict[str, Any], second: dict[str, Any], force: bool) -> None:
+    async with connect(path, kinds=example_kinds()) as client:
+        await client.apply(manifest("w", {"size": 0, **first}), manager="me")
+        second_manifest = manifest("w", {"size": 1, **second})
+        admitted = client.admission.admit(second_manifest)
+        stored = await client.store.read((await client.get("widget", "w")).key)
+        try:
+            planned = client.engine.applied_body(admitted, stored, manager="them", force=force)
+        except FieldConflictError:
+            with pytest.raises(FieldConflictError):
+                await client.apply(second_manifest, manager="them", force=force)
+            return
+        applied = await client.apply(second_manifest, manager="them", force=force)
+        assert planned["spec"] == client.converter.unstructure(applied.spec)
+        assert planned["metadata"]["managedFields"] == {
+            k: list(v) for k, v in applied.metadata.managed_fields.items()
+        }
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    first=st.fixed_dictionaries({}, optional={"color": COLORS, "tags": TAGS}),
+    second=st.fixed_dictionaries({}, optional={"color": COLORS, "tags": TAGS}),
+    force=st.booleans(),
+)
+def test_what_plan_shows_is_what_apply_stores(
+    first: dict[str, Any], second: dict[str, Any], force: bool
+) -> None:
+    """``Engine.applied_body`` (what plan and diff compare with) is the body the apply
+    stores, or refuses as the apply does."""
+    with tempfile.TemporaryDirectory() as folder:
+        asyncio.run(_planned_is_applied(Path(folder) / "state.db", first, second, force))

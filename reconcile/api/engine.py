@@ -178,13 +178,18 @@ class Engine:
         )
 
     def applied_body(
-        self, admitted: Admitted, stored: StoredObject | None, *, manager: str | None = None
+        self,
+        admitted: Admitted,
+        stored: StoredObject | None,
+        *,
+        manager: str | None = None,
+        force: bool = False,
     ) -> dict[str, Any]:
         """The body applying ``admitted`` would leave of ``stored`` (None: nothing
         stored), without writing: the apply's own mutation, run on it (server-side apply
         merged, defaults filled), so what ``plan`` and ``diff`` show is what ``apply``
         does. Raises what the apply would (a conflict, an immutable field)."""
-        _, mutation = self.apply_mutation(admitted, manager=manager)
+        _, mutation = self.apply_mutation(admitted, manager=manager, force=force)
         change = mutation(stored)
         if change is None:
             assert stored is not None
