@@ -21,7 +21,8 @@ What ``import reconcile`` offers, by who needs it:
   :func:`read_manifests`, each :class:`Document` they read.
 * **An operator author** (a controller of one's own, hosted in the Runtime): the
   :class:`Reconciler` it implements, the :class:`Request` it gets and the :class:`Result`
-  it returns, its :class:`Context`; the :class:`Operator` that declares kinds and
+  it returns, its :class:`Context`, the :class:`Children` it declares each pass and
+  :func:`set_controller_reference`; the :class:`Operator` that declares kinds and
   controllers together; and, to declare a kind, :func:`doc_field`, its
   :class:`PrinterColumn` values, its admission hooks' :class:`AdmissionHook`,
   :class:`AdmissionRequest` and :class:`FailurePolicy` (and the :class:`AdmissionWarning`
@@ -65,16 +66,19 @@ from reconcile._exports import lazy_exports
 from reconcile.errors import (
     AdmissionWarning,
     AlreadyExistsError,
+    AlreadyOwnedError,
     ConflictError,
     CorruptError,
     DeadlineExceededError,
     ExpiredError,
+    FieldConflictError,
     FieldError,
     IncompleteListingError,
     InvalidError,
     LockedError,
     NotFoundError,
     NotOwnedError,
+    OwnershipCycleError,
     PermanentError,
     ProviderLoadError,
     ReconcileError,
@@ -86,8 +90,8 @@ from reconcile.errors import (
 )
 
 if TYPE_CHECKING:
-    from reconcile.api import Applied, Client, ResourceList, connect
-    from reconcile.controller import Context, Reconciler, Request, Result
+    from reconcile.api import Applied, Client, ResourceList, connect, set_controller_reference
+    from reconcile.controller import Children, Context, Reconciler, Request, Result
     from reconcile.model import (
         AdmissionContext,
         AdmissionHook,
@@ -133,6 +137,7 @@ _HOMES: dict[str, str] = {
     "Applied": "reconcile.api",
     "Behaviour": "reconcile.model.kinds",
     "Bookmark": "reconcile.model",
+    "Children": "reconcile.controller",
     "Client": "reconcile.api",
     "Condition": "reconcile.model",
     "ConditionStatus": "reconcile.model",
@@ -173,6 +178,7 @@ _HOMES: dict[str, str] = {
     "load_manifests": "reconcile.model",
     "ours": "reconcile.model.external",
     "read_manifests": "reconcile.model",
+    "set_controller_reference": "reconcile.api",
 }
 """Where each lazily imported name lives: the module imported on its first use."""
 
@@ -182,9 +188,11 @@ __all__ = [
     "AdmissionRequest",
     "AdmissionWarning",
     "AlreadyExistsError",
+    "AlreadyOwnedError",
     "Applied",
     "Behaviour",
     "Bookmark",
+    "Children",
     "Client",
     "Condition",
     "ConditionStatus",
@@ -201,6 +209,7 @@ __all__ = [
     "ExternalClient",
     "FailurePolicy",
     "FieldChange",
+    "FieldConflictError",
     "FieldError",
     "Health",
     "IncompleteListingError",
@@ -218,6 +227,7 @@ __all__ = [
     "Operator",
     "Owned",
     "OwnerReference",
+    "OwnershipCycleError",
     "PerKind",
     "PermanentError",
     "PrinterColumn",
@@ -243,6 +253,7 @@ __all__ = [
     "load_manifests",
     "ours",
     "read_manifests",
+    "set_controller_reference",
 ]
 
 

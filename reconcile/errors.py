@@ -35,16 +35,19 @@ import attrs
 __all__ = [
     "AdmissionWarning",
     "AlreadyExistsError",
+    "AlreadyOwnedError",
     "ConflictError",
     "CorruptError",
     "DeadlineExceededError",
     "ExpiredError",
+    "FieldConflictError",
     "FieldError",
     "IncompleteListingError",
     "InvalidError",
     "LockedError",
     "NotFoundError",
     "NotOwnedError",
+    "OwnershipCycleError",
     "PermanentError",
     "ProviderLoadError",
     "ReconcileError",
@@ -70,6 +73,42 @@ class AlreadyExistsError(ReconcileError):
 
 class ConflictError(ReconcileError):
     """An optimistic-concurrency precondition failed: re-read the object and retry."""
+
+
+class FieldConflictError(ConflictError):
+    """A server-side apply declared fields another field manager owns, with other values
+    (as Kubernetes' ``Apply failed with N conflicts``): leave the field to its owner, or
+    take it with ``force=True`` (``--force-conflicts``).
+
+    ``conflicts`` holds ``(field, manager)`` pairs: ``("spec.content", "site-controller")``.
+    """
+
+    def __init__(self, subject: str, conflicts: Sequence[tuple[str, str]]) -> None:
+        self.subject = subject
+        self.conflicts = tuple(conflicts)
+        count = len(self.conflicts)
+        listed = "; ".join(f'conflict with "{manager}": {field}' for field, manager in self.conflicts)
+        super().__init__(
+            f"{subject}: apply failed with {count} conflict{'s' if count != 1 else ''}: {listed} "
+            "(leave the field out of the manifest, or take it over with force/--force-conflicts)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.subject, self.conflicts))
+
+
+class AlreadyOwnedError(ConflictError):
+    """An apply names a controller owner for an object another owner already controls
+    (an object has at most one owner reference with ``controller: true``), as
+    controller-runtime's ``AlreadyOwnedError``."""
+
+    def __init__(self, subject: str, owner: str) -> None:
+        self.subject = subject
+        self.owner = owner
+        super().__init__(f"{subject} is already controlled by {owner}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.subject, self.owner))
 
 
 class ExpiredError(ReconcileError):
@@ -205,6 +244,11 @@ class IncompleteListingError(ReconcileError):
     def __init__(self, message: str, found: Sequence[Any]) -> None:
         super().__init__(message)
         self.found = list(found)
+
+
+class OwnershipCycleError(InvalidError):
+    """Owner references that would make an object its own owner, directly or through
+    others: refused, as nothing in a cycle could ever be collected."""
 
 
 class TerminalError(ReconcileError):

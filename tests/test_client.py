@@ -459,7 +459,7 @@ class TestHistory:
         """Each event has revision, time, type, actor and the changed field paths."""
         await client.apply(widget("w1", 1), manager="alice")
         clock.advance(60)
-        await client.apply(widget("w1", 2), manager="bob")
+        await client.apply(widget("w1", 2), manager="bob", force=True)  # alice's size, taken
         history = await client.history("widget", "w1")
         assert [(e.revision, e.type, e.actor) for e in history] == [
             (1, EventType.CREATED, "alice"),
@@ -467,7 +467,12 @@ class TestHistory:
         ]
         assert history[1].time.timestamp() == pytest.approx(clock())
         changes = {c.path: (c.old, c.new) for c in history[1].changes}
-        assert changes == {"spec.size": (1, 2), "metadata.generation": (1, 2)}
+        assert changes == {
+            "spec.size": (1, 2),
+            "metadata.generation": (1, 2),
+            "metadata.managedFields.alice": (["spec/size"], None),
+            "metadata.managedFields.bob": (None, ["spec/size"]),
+        }
         assert history[1].object is not None
         assert history[1].object.spec.size == 2
 

@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 import cattrs
 
+from reconcile.api.fields import declared_paths
 from reconcile.errors import AdmissionWarning, FieldError, InvalidError, SpellingWarning
 from reconcile.model.external import (
     ANNOTATION_ADOPT,
@@ -72,6 +73,10 @@ class Admitted:
     #: The hooks under ``Ignore`` that broke: each the data of the
     #: ``AdmissionHookIgnored`` event the write records.
     ignored: tuple[Mapping[str, str], ...] = ()
+    #: The spec paths the manifest declares, for server-side apply
+    #: (:func:`reconcile.api.fields.declared_paths`); None: every field (a typed
+    #: Resource declares all of its spec).
+    declared: tuple[str, ...] | None = None
 
     @property
     def needs_review(self) -> bool:
@@ -226,7 +231,8 @@ class Admission:
     ) -> Admitted:
         """Validate and default ``manifest``; raise :class:`InvalidError` with every problem.
         ``origin`` is the manifest file it was read from, if any."""
-        if isinstance(manifest, Resource):
+        typed = isinstance(manifest, Resource)
+        if typed:
             manifest = self.converter.unstructure(manifest)
         if not isinstance(manifest, Mapping):
             reason = "expected a mapping with apiVersion, kind, metadata and spec"
@@ -285,7 +291,8 @@ class Admission:
             "spec": self.converter.unstructure(spec, kind.spec_type),
         }
         _check_size(body, lambda: self._subject(document))
-        return Admitted(kind, body, spec, said, origin)
+        declared = None if typed else tuple(declared_paths(document.get("spec") or {}, body["spec"]))
+        return Admitted(kind, body, spec, said, origin, declared=declared)
 
     @staticmethod
     def metadata_patch_errors(patches: Mapping[str, Mapping[str, Any]]) -> list[FieldError]:

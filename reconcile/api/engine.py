@@ -15,11 +15,12 @@ from typing import Any
 
 import cattrs
 
-from reconcile.api import mutations
+from reconcile.api import mutations, owning
 from reconcile.api.admission import Admission, Admitted
 from reconcile.api.bulk import Applied, Deferred, Outcome
 from reconcile.api.conflicts import conflict_error
 from reconcile.api.decoding import Decoder
+from reconcile.api.owning import check_cycle
 from reconcile.api.reading import KindRef
 from reconcile.api.requests import check_action
 from reconcile.api.reviewing import ADMISSION_HOOK_IGNORED, review
@@ -173,7 +174,12 @@ class Engine:
         return await review(self.admission, admitted, self.reader)
 
     def apply_mutation(
-        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+        self,
+        admitted: Admitted,
+        *,
+        manager: str | None = None,
+        create_only: bool = False,
+        force: bool = False,
     ) -> tuple[ObjectKey, Mutation]:
         """The key and the store mutation that applying an admitted manifest is: the
         immutable-field, version and deletion checks run inside it, against the stored
@@ -192,6 +198,8 @@ class Engine:
             immutable=admitted.kind.immutable,
             identity=admitted.kind.identity_of(admitted.body["spec"]),
             finalizers=self._default_finalizers(admitted),
+            declared=admitted.declared,
+            force=force,
         )
         if admitted.ignored:
             applying = self.noted(applying, admitted)
@@ -205,10 +213,34 @@ class Engine:
             return mutation
         return _noting(mutation, [Note(ADMISSION_HOOK_IGNORED, dict(i)) for i in admitted.ignored])
 
-    def delete_mutation(self, key: ObjectKey, *, resource_version: int | None = None) -> Mutation:
+    def applied_body(
+        self,
+        admitted: Admitted,
+        stored: StoredObject | None,
+        *,
+        manager: str | None = None,
+        force: bool = False,
+    ) -> dict[str, Any]:
+        """The body applying ``admitted`` would leave of ``stored`` (None: nothing
+        stored), without writing: the apply's own mutation, run on it (server-side apply
+        merged, defaults filled), so what ``plan`` and ``diff`` show is what ``apply``
+        does. Raises what the apply would (a conflict, an immutable field)."""
+        _, mutation = self.apply_mutation(admitted, manager=manager, force=force)
+        change = mutation(stored)
+        if change is None:
+            assert stored is not None
+            return stored.body
+        if isinstance(change, Put | Remove):
+            return change.body
+        return admitted.body  # pragma: no cover - an apply writes one Put or Remove
+
+    def delete_mutation(
+        self, key: ObjectKey, *, resource_version: int | None = None, propagation_policy: str = "Background"
+    ) -> Mutation:
         """The store mutation that deleting ``key`` is (guarded by ``resource_version``
         when given), for writers that queue it with others (``apply_many``'s prune)."""
-        deleting = mutations.delete(key, now=self._now(), expected=resource_version)
+        policy = owning.propagation_policy(propagation_policy)
+        deleting = mutations.delete(key, now=self._now(), expected=resource_version, policy=policy)
         return self.decoder.mutation(deleting)
 
     def _default_finalizers(self, admitted: Admitted) -> tuple[str, ...]:
@@ -223,11 +255,20 @@ class Engine:
         return (FINALIZER,)
 
     async def write_admitted(
-        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+        self,
+        admitted: Admitted,
+        *,
+        manager: str | None = None,
+        create_only: bool = False,
+        force: bool = False,
     ) -> Applied:
         """Apply a manifest admission has already passed (``Client.admission.admit``):
         no second admission. Says what it did (created, configured, unchanged)."""
-        key, applying, finish = self.apply_write(admitted, manager=manager, create_only=create_only)
+        key, applying, finish = self.apply_write(
+            admitted, manager=manager, create_only=create_only, force=force
+        )
+        if admitted.metadata.get("ownerReferences"):
+            await check_cycle(self.store, key, admitted.metadata["ownerReferences"])
         if admitted.kind.conflicts is not None:
             refusal = await conflict_error(self.store, key, admitted, {})
             if refusal is not None:
@@ -235,12 +276,17 @@ class Engine:
         return finish(await self._write(key, applying, actor=manager))
 
     def apply_write(
-        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+        self,
+        admitted: Admitted,
+        *,
+        manager: str | None = None,
+        create_only: bool = False,
+        force: bool = False,
     ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
         """The store write that applying an admitted manifest is: its key, its mutation,
         and what turns the write's result into an :class:`Applied` (for writers that
         queue many writes at once, as the bulk apply does)."""
-        key, mutation = self.apply_mutation(admitted, manager=manager, create_only=create_only)
+        key, mutation = self.apply_mutation(admitted, manager=manager, create_only=create_only, force=force)
         changes: list[Any] = []
         before: list[StoredObject | None] = []
 
@@ -258,9 +304,11 @@ class Engine:
                 # completed its deletion: what is returned is its last state, the body the
                 # Remove kept in the log (stamped with its revision by the store).
                 return Applied(key, outcome, self.decoder.resource(changes[-1].body))
-            # apply stores the admitted spec as it is: reuse its structured form.
+            # apply stores the admitted spec as it is (unless fields of other managers
+            # were kept: server-side apply): then reuse its structured form.
             body = result.object.body
-            made = Deferred(lambda: self.decoder.resource(body, spec=admitted.spec))
+            spec = admitted.spec if body["spec"] == admitted.body["spec"] else None
+            made = Deferred(lambda: self.decoder.resource(body, spec=spec))
             if admitted.ignored:
                 return Applied(key, outcome, made, warnings=admitted.hook_warnings)
             return Applied(key, outcome, made)
@@ -299,6 +347,14 @@ class Engine:
             release=release,
         )
         return found, key, mutation
+
+    async def remove_owner_references(
+        self, key: ObjectKey, uids: Sequence[str], *, manager: str | None = None
+    ) -> AnyResource | None:
+        """Remove ``key``'s owner references to ``uids`` (the garbage collector orphaning
+        a dependent); the object after, None when it is gone."""
+        result = await self._write(key, mutations.remove_owner_references(key, uids), actor=manager)
+        return None if result.object is None else self.decoder.resource(result.object.body)
 
     async def release(
         self,

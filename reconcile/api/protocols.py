@@ -75,8 +75,11 @@ class Writer(Protocol):
         *,
         manager: str | None = None,
         origin: Path | None = None,
+        force: bool = False,
     ) -> AnyResource:
-        """Declare an object: create it, or bring the stored one to the manifest."""
+        """Declare an object: create it, or bring the stored one to the manifest (by
+        server-side apply under the field manager; ``force`` takes over fields other
+        managers own)."""
         ...
 
     async def create(
@@ -115,8 +118,11 @@ class Writer(Protocol):
         namespace: str = DEFAULT_NAMESPACE,
         resource_version: int | None = None,
         manager: str | None = None,
+        propagation_policy: str = "Background",
     ) -> AnyResource | None:
-        """Delete: the object marked while finalizers remain, None once removed."""
+        """Delete: the object marked while finalizers remain, None once removed;
+        ``propagation_policy`` (Background, Foreground, Orphan) says what becomes of its
+        dependents."""
         ...
 
     async def add_finalizer(

@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 
 from reconcile.api.admission import Admission, Admitted
+from reconcile.api.fields import leaf_paths, value_at
 from reconcile.errors import FieldError, InvalidError
 from reconcile.model.hooks import AdmissionHook, AdmissionRequest, FailurePolicy, field_errors
 from reconcile.model.meta import ObjectMeta
@@ -110,7 +111,7 @@ async def review(admission: Admission, admitted: Admitted, client: Any) -> Admit
     objects with."""
     if not admitted.needs_review:
         return admitted
-    kind, origin, said = admitted.kind, admitted.origin, admitted.warnings
+    kind, origin, said, first = admitted.kind, admitted.origin, admitted.warnings, admitted
     subject = f'{kind.kind} "{admitted.metadata["name"]}"'
     obj = _object_of(admission, admitted)
     ignored: list[dict[str, str]] = []
@@ -161,4 +162,23 @@ async def review(admission: Admission, admitted: Admitted, client: Any) -> Admit
             broke(hook, str(exc))
     if refused:
         raise InvalidError(refused, subject=subject)
-    return attrs.evolve(admitted, warnings=said, origin=origin, reviewed=True, ignored=tuple(ignored))
+    return attrs.evolve(
+        admitted,
+        warnings=said,
+        origin=origin,
+        reviewed=True,
+        ignored=tuple(ignored),
+        declared=_declared(first, admitted),
+    )
+
+
+def _declared(first: Admitted, reviewed: Admitted) -> tuple[str, ...] | None:
+    """The spec paths the applier declares once the mutating hooks ran: those of its
+    manifest, and every one a hook changed (as Kubernetes gives a mutating webhook's
+    changes to the request's field manager). None stays None: a typed Resource declares
+    all of its spec."""
+    if first.declared is None or reviewed is first:
+        return first.declared
+    before, after = first.body["spec"], reviewed.body["spec"]
+    changed = [p for p in leaf_paths(after) if value_at(before, p) != value_at(after, p)]
+    return tuple(dict.fromkeys([*first.declared, *changed]))

@@ -23,9 +23,10 @@ from reconcile.api.bulk import Applied
 from reconcile.cli.failing import BadInput, invalid_lines
 from reconcile.cli.rendering import qualified
 from reconcile.cli.stopping import Stop
-from reconcile.errors import FieldError, InvalidError, NotFoundError
+from reconcile.errors import FieldError, InvalidError, NotFoundError, ReconcileError
 from reconcile.model import Document, Resource, load_manifests, read_manifests
 from reconcile.model.printing import printable
+from reconcile.store.contract import StoredObject
 
 __all__ = ["STDIN", "Declared", "admit_all", "current_of", "origin", "read_documents", "report", "reviewed"]
 
@@ -153,6 +154,22 @@ async def current_of(client: Client, declared: Declared) -> Resource[Any, Any] |
         return await client.get(declared.admitted.kind, meta["name"], namespace=meta["namespace"])
     except NotFoundError:
         return None
+
+
+def applied_body(
+    client: Client, declared: Declared, current: Resource[Any, Any], manager: str | None
+) -> dict[str, Any]:
+    """The body ``apply`` would leave of the stored ``current``, by the apply's own rule
+    (``Engine.applied_body``: server-side apply keeps the fields other managers own);
+    the stored body with the declared spec when that apply would be refused (the refusal
+    is apply's to say). What ``plan`` and ``diff`` compare with."""
+    stored_body = client.converter.unstructure(current)
+    uid, version = current.metadata.uid or "", current.metadata.resource_version or 0
+    stored = StoredObject(current.key, uid, version, stored_body)
+    try:
+        return client.engine.applied_body(declared.admitted, stored, manager=manager)
+    except ReconcileError:
+        return {**stored_body, "spec": declared.admitted.body["spec"]}
 
 
 async def _refusal_lines(client: Client, declared: Declared, error: Exception) -> list[str]:

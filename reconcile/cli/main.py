@@ -87,6 +87,11 @@ def _name(option: str, value: str) -> str:
     return value
 
 
+#: The check of a user or field manager name, for the commands that take one too
+#: (``apply --field-manager``).
+checked_name = _name
+
+
 def _os_user() -> str:
     """``user@host``: who runs this process, as the OS knows them (the uid when it has no
     name for it, as in a container without a passwd entry)."""

@@ -249,10 +249,11 @@ class CachedClient:
         *,
         manager: str | None = None,
         origin: Path | None = None,
+        force: bool = False,
     ) -> AnyResource:
         """``Client.apply``, then into the cache."""
         return await self._applied(
-            await self.client.apply(manifest, manager=manager or self.manager, origin=origin)
+            await self.client.apply(manifest, manager=manager or self.manager, origin=origin, force=force)
         )
 
     async def create(
@@ -377,6 +378,7 @@ class CachedClient:
         namespace: str = DEFAULT_NAMESPACE,
         resource_version: int | None = None,
         manager: str | None = None,
+        propagation_policy: str = "Background",
     ) -> AnyResource | None:
         """``Client.delete``, then into the cache (None: the object is gone)."""
         deleted = await self.client.delete(
@@ -385,6 +387,7 @@ class CachedClient:
             namespace=namespace,
             resource_version=resource_version,
             manager=manager or self.manager,
+            propagation_policy=propagation_policy,
         )
         if deleted is None:
             await self._gone(self._key(kind, name, namespace))

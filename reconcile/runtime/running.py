@@ -27,6 +27,7 @@ from reconcile.api.bulk import Applied
 from reconcile.api.client import Client
 from reconcile.api.reading import KindRef
 from reconcile.controller.caching import Cache, CachedClient
+from reconcile.controller.collecting import COLLECTOR_MANAGER, GarbageCollector
 from reconcile.controller.context import Context
 from reconcile.controller.controlling import Controller
 from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
@@ -110,6 +111,8 @@ class Runtime:
         self._client: Client | None = None
         self._signals: list[signal.Signals] = []
         self._closing: asyncio.Task[bool] | None = None
+        #: The garbage collector, once started (None with ``garbage_collection=False``).
+        self.collector: GarbageCollector | None = None
 
     @property
     def client(self) -> Client:
@@ -184,6 +187,10 @@ class Runtime:
                     self._start_controller(registration)
             for registration in self._registrations:
                 self._start_controller(registration)
+            if self.options.garbage_collection:
+                self.collector = GarbageCollector(self._client, self._cache, clock=self.clock)
+                self.tracker.follow_collector(self.collector)
+                self.supervisor.start(COLLECTOR_MANAGER, self.collector.run)
         except BaseException:
             await self.close()  # a half-started runtime leaves nothing running or open
             raise
@@ -250,6 +257,7 @@ class Runtime:
         workers: int | None = None,
         resync_period: float | Literal["default"] | None = "default",
         ignore_own_writes: bool = True,
+        owns: Sequence[KindRef] = (),
     ) -> None:
         """Run ``reconciler`` for ``kind`` beside the managed controllers, with the same
         cache, queue semantics, telemetry, supervision and shutdown.
@@ -261,10 +269,19 @@ class Runtime:
         else (a reconcile function among them: use :meth:`controller`) raises TypeError
         here, naming what was given. Its writes through ``context.client`` are recorded
         under ``manager`` (default: the controller's name) and, with
-        ``ignore_own_writes``, do not trigger it again. Before :meth:`start` it starts
-        with the rest; after, at once."""
+        ``ignore_own_writes``, do not trigger it again. ``owns``: the kinds of the
+        children its objects control (controller-runtime's ``Owns()``): a change or
+        deletion of one requeues its owner, and ``context.children(owner)`` prunes them.
+        Before :meth:`start` it starts with the rest; after, at once."""
         registration = Registration(
-            kind, factory_of(reconciler), name, manager, workers, resync_period, ignore_own_writes
+            kind,
+            factory_of(reconciler),
+            name,
+            manager,
+            workers,
+            resync_period,
+            ignore_own_writes,
+            tuple(owns),
         )
         self._registrations.append(registration)
         if self._cache is not None:
@@ -314,7 +331,10 @@ class Runtime:
             msg = f"a controller named {name!r} already runs; give this one another name"
             raise ValueError(msg)
         manager = registration.manager or name
-        context = Context(kind, CachedClient(self.client, cache, manager=manager), self.clock, self.telemetry)
+        owned = tuple(k if isinstance(k, Kind) else self.client.kinds.resolve(k) for k in registration.owns)
+        context = Context(
+            kind, CachedClient(self.client, cache, manager=manager), self.clock, self.telemetry, owned
+        )
         reconciler = registration.factory(context)
         resync = (
             self.options.resync_period
@@ -336,6 +356,8 @@ class Runtime:
             # would turn every failed attempt into an immediate next attempt.
             ignore_actors=frozenset({manager}) if registration.ignore_own_writes else frozenset(),
         )
+        for owned_kind in owned:
+            controller.owns(owned_kind)
         self.controllers[name] = controller
         self.tracker.follow(controller)
         self.supervisor.start(name, controller.run)
@@ -422,6 +444,8 @@ class Runtime:
             loop.remove_signal_handler(sig)
         self._signals.clear()
         self.supervisor.stopping = True
+        if self.collector is not None:
+            self.collector.shut_down()
         results = [False]
         try:
             results = await asyncio.gather(*(c.shutdown(deadline) for c in self.controllers.values()))
@@ -459,20 +483,30 @@ class Runtime:
         *,
         manager: str = "reconcile",
         origin: Path | None = None,
+        force: bool = False,
     ) -> AnyResource:
-        """Declare an object (``Client.apply``), through the controllers' cache: the
-        applied object is cached at once and its controller hears of it now."""
-        return await CachedClient(self.client, self.cache, manager=manager).apply(manifest, origin=origin)
+        """Declare an object (``Client.apply``: server-side apply under ``manager``;
+        ``force`` takes over other managers' fields), through the controllers' cache:
+        the applied object is cached at once and its controller hears of it now."""
+        cached = CachedClient(self.client, self.cache, manager=manager)
+        return await cached.apply(manifest, origin=origin, force=force)
 
     async def delete(
-        self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE, manager: str = "reconcile"
+        self,
+        kind: KindRef,
+        name: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        manager: str = "reconcile",
+        propagation_policy: str = "Background",
     ) -> AnyResource | None:
         """Delete an object (``Client.delete``), through the controllers' cache: the object
         marked for deletion is cached at once, its controller hears of it now, and its
         watch event is dropped unparsed; None when it was removed at once (no finalizers),
-        and reads of it then wait for the watch to bring the removal."""
+        and reads of it then wait for the watch to bring the removal. ``propagation_policy``:
+        what the garbage collector does with its dependents (``Client.delete``)."""
         cached = CachedClient(self.client, self.cache, manager=manager)
-        return await cached.delete(kind, name, namespace=namespace)
+        return await cached.delete(kind, name, namespace=namespace, propagation_policy=propagation_policy)
 
     async def apply_many(
         self,
