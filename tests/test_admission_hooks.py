@@ -100,6 +100,24 @@ class TestOrder:
         assert seen == [("title", ""), ("shout", "g1"), ("check", "G1")]
         assert stored.spec == GadgetSpec(title="G1", max_pages=10)
 
+    async def test_a_mutating_hooks_changes_are_the_appliers_fields(self, connect: Any) -> None:
+        """Server-side apply: a manager owns the fields its manifest declares, not those a
+        mutating hook filled in (the hooks run on the manifest, before the merge with the
+        stored object) nor the rest of the spec: another manager's field is kept, no
+        conflict is made of fields the applier never declared, and the hook's field stays
+        what the hook makes of each apply."""
+        kind = gadget_kind()
+
+        @kind.mutating
+        def title(request: AdmissionRequest) -> GadgetSpec:
+            return attrs.evolve(request.spec, title=request.spec.title or request.object.metadata.name)
+
+        async with connect(kind) as client:
+            await client.apply(gadget(maxPages=3), manager="alice")
+            both = await client.apply(gadget(tags=["x"]), manager="bob")
+        assert both.spec == GadgetSpec(title="g1", max_pages=3, tags=("x",))
+        assert both.metadata.managed_fields == {"alice": ("spec/maxPages",), "bob": ("spec/tags",)}
+
     async def test_a_mutating_hook_may_change_labels(self, connect: Any) -> None:
         """A hook returning a whole Resource changes metadata too."""
         kind = gadget_kind()

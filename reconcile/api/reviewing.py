@@ -31,7 +31,6 @@ from typing import Any
 import attrs
 
 from reconcile.api.admission import Admission, Admitted
-from reconcile.api.fields import leaf_paths, value_at
 from reconcile.errors import FieldError, InvalidError
 from reconcile.model.hooks import AdmissionHook, AdmissionRequest, FailurePolicy, field_errors
 from reconcile.model.meta import ObjectMeta
@@ -168,17 +167,9 @@ async def review(admission: Admission, admitted: Admitted, client: Any) -> Admit
         origin=origin,
         reviewed=True,
         ignored=tuple(ignored),
-        declared=_declared(first, admitted),
+        # The spec paths the applier declares stay its manifest's: the hooks run on the
+        # manifest, before it is merged with the stored object, so a field a hook fills
+        # in is owned by nobody (each apply brings it to what the hooks make of that
+        # apply), never by every manager whose apply the hook happened to default.
+        declared=first.declared,
     )
-
-
-def _declared(first: Admitted, reviewed: Admitted) -> tuple[str, ...] | None:
-    """The spec paths the applier declares once the mutating hooks ran: those of its
-    manifest, and every one a hook changed (as Kubernetes gives a mutating webhook's
-    changes to the request's field manager). None stays None: a typed Resource declares
-    all of its spec."""
-    if first.declared is None or reviewed is first:
-        return first.declared
-    before, after = first.body["spec"], reviewed.body["spec"]
-    changed = [p for p in leaf_paths(after) if value_at(before, p) != value_at(after, p)]
-    return tuple(dict.fromkeys([*first.declared, *changed]))
