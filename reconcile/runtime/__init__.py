@@ -4,6 +4,7 @@ and provider discovery."""
 from reconcile.model.discovery import discover_providers
 from reconcile.runtime.converging import Convergence
 from reconcile.runtime.health import ControllerHealth, Health
+from reconcile.runtime.operators import Operator
 from reconcile.runtime.options import RuntimeOptions
 from reconcile.runtime.running import Runtime
 from reconcile.runtime.supervising import Supervisor
@@ -12,6 +13,7 @@ __all__ = [
     "ControllerHealth",
     "Convergence",
     "Health",
+    "Operator",
     "Runtime",
     "RuntimeOptions",
     "Supervisor",
