@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 import attrs
 
 from reconcile.model.events import Bookmark
 from reconcile.model.meta import ObjectKey
-from reconcile.store.encoding import load_body
+from reconcile.store.encoding import dumps, load_body
 
 __all__ = [
     "ADMISSION_HEADROOM",
@@ -29,12 +30,16 @@ __all__ = [
     "Change",
     "Claim",
     "EventStore",
+    "Import",
     "ListPage",
     "Mutation",
     "Note",
+    "ObjectRecord",
     "Put",
     "RawEvent",
     "Remove",
+    "Snapshot",
+    "StoreHeader",
     "StoreLocation",
     "StoredObject",
     "VerifyReport",
@@ -174,6 +179,21 @@ class RawEvent:
         return self._body
 
     @property
+    def body_text(self) -> str | None:
+        """The snapshot as its stored JSON text (None for a note), without parsing it:
+        what a copy of the store writes, byte for byte."""
+        if self._text is not None:
+            return self._text.decode() if isinstance(self._text, bytes) else self._text
+        return None if self._body is None else dumps(self._body)
+
+    @property
+    def data_text(self) -> str | None:
+        """The data as its stored JSON text (None when there is none), without parsing it."""
+        if self._data_text is not None:
+            return self._data_text.decode() if isinstance(self._data_text, bytes) else self._data_text
+        return None if self._data is None else dumps(self._data)
+
+    @property
     def data(self) -> Mapping[str, Any] | None:
         """The event's data (an action's message and generation), parsed on first access."""
         if self._data is None and self._data_text is not None:
@@ -225,6 +245,83 @@ class VerifyReport:
     def ok(self) -> bool:
         """True when the projection equals the log's replay."""
         return not self.differences
+
+
+@attrs.frozen
+class ObjectRecord:
+    """A row of the projection as stored, for copying a store: the key, its uid, the
+    revision of the event holding its current snapshot, whether it is live (False: a
+    tombstone, which keeps a deleted key's history reachable) and the external resource
+    it declares (``Put.identity``)."""
+
+    key: ObjectKey
+    uid: str
+    resource_version: int
+    live: bool
+    identity: str | None = None
+
+
+@attrs.frozen
+class StoreHeader:
+    """What a whole store holds beside its events and its projection, and how many of
+    each, read in one snapshot (:meth:`EventStore.snapshot`): the head revision, the
+    compaction horizon, the identity, the secret mark key (never shown: not in the repr),
+    the remembered settings, the number of events and of projection rows (tombstones
+    included) and of those live."""
+
+    revision: int
+    horizon: int
+    identity: str
+    mark_key: bytes = attrs.field(repr=False)
+    settings: Mapping[str, Any] = attrs.field(factory=dict)
+    events: int = 0
+    objects: int = 0
+    live: int = 0
+
+    @property
+    def empty(self) -> bool:
+        """Nothing written yet: no event, no object, no setting, revision 0."""
+        return not (self.revision or self.events or self.objects or self.settings)
+
+    def holds(self) -> str:
+        """What the store holds, in words (for a refusal that names it)."""
+        parts = [
+            f"{self.events:,} events up to revision {self.revision:,}",
+            f"{self.live:,} live objects ({self.objects - self.live:,} deleted)",
+        ]
+        if self.settings:
+            parts.append(f"remembered settings ({', '.join(sorted(self.settings))})")
+        return ", ".join(parts)
+
+
+class Snapshot(Protocol):
+    """A whole store as of one instant, read for copying it (:meth:`EventStore.snapshot`):
+    what commits after that instant is not in it. Rows stream in batches, so a store
+    larger than memory can be copied."""
+
+    @property
+    def header(self) -> StoreHeader:
+        """The head, horizon, identity, secret, settings and counts of the snapshot."""
+
+    def objects(self, batch: int = 1000) -> AsyncIterator[Sequence[ObjectRecord]]:
+        """Every projection row, tombstones included, in key order (api_group, kind,
+        namespace, name, compared by code point), ``batch`` at a time."""
+
+    def events(self, batch: int = 1000) -> AsyncIterator[Sequence[RawEvent]]:
+        """Every retained event in revision order, ``batch`` at a time (bodies unparsed:
+        :attr:`RawEvent.body_text`)."""
+
+
+class Import(Protocol):
+    """A copy being written into an empty store, in one transaction
+    (:meth:`EventStore.importing`)."""
+
+    async def objects(self, batch: Sequence[ObjectRecord]) -> None:
+        """Add projection rows (every one before the events that name its key)."""
+
+    async def events(self, batch: Sequence[RawEvent]) -> None:
+        """Append events as they are, revision, time, actor, user and texts kept; each
+        names a key whose projection row was added (StoreError otherwise)."""
 
 
 class Claim(Protocol):
@@ -392,6 +489,18 @@ class EventStore(Protocol):
         current body that cannot be decoded (with ``deep``: every event's body);
         ``check`` is called with each decoded body and raises CorruptError for one that
         does not structure."""
+
+    def snapshot(self) -> AbstractAsyncContextManager[Snapshot]:
+        """Read the whole store in one consistent snapshot, for copying it (``reconcile
+        migrate``): a write committed meanwhile is wholly in it or wholly out. Works on a
+        store opened read-only."""
+
+    def importing(self, header: StoreHeader) -> AbstractAsyncContextManager[Import]:
+        """Write a copy of another store into this one, which must be empty (StoreError
+        naming what it holds otherwise), in one transaction: rows are added through the
+        :class:`Import`; a clean exit sets the head revision, horizon, identity, mark key
+        and settings of ``header`` (so revisions continue from the copied head) and
+        commits; an exception rolls everything back. Other writers wait meanwhile."""
 
     async def claim(self, name: str) -> Claim:
         """Claim ``name`` on this store for this process alone (the Runtime claims

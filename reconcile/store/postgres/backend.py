@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Self
@@ -28,11 +29,19 @@ import asyncpg
 from reconcile.errors import ExpiredError, StoreError
 from reconcile.model.events import Bookmark
 from reconcile.model.meta import ObjectKey
-from reconcile.store.contract import ListPage, Mutation, RawEvent, StoredObject, VerifyReport, WriteResult
+from reconcile.store.contract import (
+    ListPage,
+    Mutation,
+    RawEvent,
+    StoredObject,
+    StoreHeader,
+    VerifyReport,
+    WriteResult,
+)
 from reconcile.store.encoding import load_body
 from reconcile.store.finishing import finish
 from reconcile.store.paging import page_of
-from reconcile.store.postgres import maintenance, schema
+from reconcile.store.postgres import copying, maintenance, schema
 from reconcile.store.postgres.addressing import check_url, connect, errors, masked
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
 from reconcile.store.postgres.committing import SAFE_HEAD
@@ -414,6 +423,21 @@ class PostgresStore:
             self._tail.advance(head)
             if not await self._tail.wait_beyond(cursor):
                 return
+
+    # -- copying -----------------------------------------------------------------------
+
+    def snapshot(self) -> contextlib.AbstractAsyncContextManager[copying.PostgresSnapshot]:
+        """The whole store as one REPEATABLE READ transaction sees it (see :mod:`.copying`)."""
+        self._reading()
+        return copying.snapshot(self._dsn)
+
+    @contextlib.asynccontextmanager
+    async def importing(self, header: StoreHeader) -> AsyncIterator[copying.PostgresImport]:
+        """Write a copy into this empty store in one transaction (see :mod:`.copying`)."""
+        self._check_writable()
+        async with copying.importing(self._dsn, header) as target:
+            yield target
+        self._tail.head = await self.revision()
 
     async def claim(self, name: str) -> AdvisoryClaim:
         """An exclusive claim on this store: a session advisory lock on a connection of

@@ -32,6 +32,7 @@ from reconcile.store.contract import (
     Mutation,
     RawEvent,
     StoredObject,
+    StoreHeader,
     VerifyReport,
     WriteResult,
 )
@@ -39,7 +40,7 @@ from reconcile.store.encoding import load_body
 from reconcile.store.finishing import finish
 from reconcile.store.paging import page_of
 from reconcile.store.recent import RecentEvents
-from reconcile.store.sqlite import schema
+from reconcile.store.sqlite import copying, schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
 from reconcile.store.sqlite.connections import close_connections, in_thread, open_connection, open_read_only
 from reconcile.store.sqlite.maintenance import (
@@ -402,6 +403,24 @@ class SQLiteStore:
             self._tail.advance(head)
             if not await self._tail.wait_beyond(cursor):
                 return
+
+    # -- copying -----------------------------------------------------------------------
+
+    def snapshot(self) -> contextlib.AbstractAsyncContextManager[copying.SQLiteSnapshot]:
+        """The whole store as one read transaction sees it, on a connection of its own."""
+        if self._reader is None:
+            raise StoreError(f"{self.path}: store is closed")
+        return copying.snapshot(self.path, self._busy_timeout)
+
+    @contextlib.asynccontextmanager
+    async def importing(self, header: StoreHeader) -> AsyncIterator[copying.SQLiteImport]:
+        """Write a copy into this empty store in one transaction (see :mod:`.copying`)."""
+        if self._writer is None:
+            raise StoreError(f"{self.path}: opened read-only")
+        self._writes.check()
+        async with copying.importing(self.path, self._busy_timeout, header) as target:
+            yield target
+        self._tail.head = await self.revision()
 
     async def claim(self, name: str) -> FileClaim:
         """An exclusive claim on this database (a ``flock`` on ``<database>.<name>.lock``);
