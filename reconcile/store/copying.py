@@ -30,7 +30,7 @@ import contextlib
 import hashlib
 import struct
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -214,8 +214,10 @@ async def _check_target(target_url: str | Path, header: StoreHeader, source: Eve
     finally:
         await existing.close()
     if held.identity and held.identity == header.identity:
-        what = "the same store" if held.events == header.events else "a copy of it already"
-        raise CopyRefusedError(f"{location.where} is {what} as the source ({source.url}): nothing to copy")
+        raise CopyRefusedError(
+            f"{location.where} has the identity of the source ({source.url}): it is the same store, "
+            "or a copy of it already"
+        )
     if not held.empty:
         raise CopyRefusedError(
             f"{location.where}: not empty: holds {held.holds()}; migrate copies into an empty store only "
@@ -230,19 +232,21 @@ async def migrate(
     need be), claims held on both: see the module's docstring. CopyRefusedError for what
     is refused before anything is written; StoreError for a failure during the copy
     (the target's transaction rolled back: it is left empty)."""
-    source_location = locate_store(source_url)
-    target_location = locate_store(target_url)
-    if not source_location.exists():
-        raise CopyRefusedError(f"{source_location.where}: no store there to copy")
-    if source_location.where == target_location.where:
-        raise CopyRefusedError(f"{source_location.where}: the source and the target are the same store")
-    source = await open_store(source_url, read_only=True)
+    with _refusing():
+        source_location = locate_store(source_url)
+        target_location = locate_store(target_url)
+        if not source_location.exists():
+            raise CopyRefusedError(f"{source_location.where}: no store there to copy")
+        if source_location.where == target_location.where:
+            raise CopyRefusedError(f"{source_location.where}: the source and the target are the same store")
+        source = await open_store(source_url, read_only=True)
     try:
         async with _claimed(source, "source"):
-            async with source.snapshot() as peek:
-                header = peek.header
-            await _check_target(target_url, header, source)
-            target = await open_store(target_url)
+            with _refusing():
+                async with source.snapshot() as peek:
+                    header = peek.header
+                await _check_target(target_url, header, source)
+                target = await open_store(target_url)
             try:
                 async with _claimed(target, "target"):
                     return await copy_store(source, target, batch=batch, progress=progress)
@@ -250,3 +254,15 @@ async def migrate(
                 await target.close()
     finally:
         await source.close()
+
+
+@contextlib.contextmanager
+def _refusing() -> Iterator[None]:
+    """What fails before the copy begins (a malformed URL, a server out of reach, a file
+    that is not a store) is a refusal: nothing was written."""
+    try:
+        yield
+    except CopyRefusedError:
+        raise
+    except StoreError as exc:
+        raise CopyRefusedError(str(exc)) from exc
