@@ -11,6 +11,7 @@ import pytest
 
 from reconcile import Bookmark, CorruptError, ObjectKey, SchemaVersionError, StoreError, connect
 from reconcile.store import Put, SQLiteStore, open_store
+from reconcile.store.schemas import Step
 from reconcile.store.sqlite import schema
 from reconcile.testing import example_kinds
 
@@ -164,8 +165,9 @@ class TestMigration:
         def add_column(conn: sqlite3.Connection) -> None:
             conn.execute("ALTER TABLE objects ADD COLUMN note TEXT")
 
-        monkeypatch.setattr(schema, "SCHEMA_VERSION", schema.SCHEMA_VERSION + 1)
-        monkeypatch.setitem(schema.MIGRATIONS, schema.SCHEMA_VERSION - 1, add_column)
+        step = Step(schema.SCHEMA_VERSION + 1, "objects.note", add_column)
+        monkeypatch.setattr(schema, "STEPS", [*schema.STEPS, step])
+        monkeypatch.setattr(schema, "SCHEMA_VERSION", step.version)
         async with connect(path, kinds=example_kinds()) as client:
             assert (await client.get("widget", "w")).spec.size == 1
             assert (await client.verify()).ok
@@ -276,8 +278,9 @@ class TestMigration:
             conn.execute("ALTER TABLE objects ADD COLUMN note TEXT")
             conn.execute("SELECT no_such_function()")
 
-        monkeypatch.setattr(schema, "SCHEMA_VERSION", schema.SCHEMA_VERSION + 1)
-        monkeypatch.setitem(schema.MIGRATIONS, schema.SCHEMA_VERSION - 1, broken)
+        step = Step(schema.SCHEMA_VERSION + 1, "objects.note, broken", broken)
+        monkeypatch.setattr(schema, "STEPS", [*schema.STEPS, step])
+        monkeypatch.setattr(schema, "SCHEMA_VERSION", step.version)
         with pytest.raises(StoreError, match=r"old\.db: migration to schema version"):
             await open_store(path)
         conn = sqlite3.connect(path)

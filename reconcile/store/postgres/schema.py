@@ -16,6 +16,11 @@ database can hold one store per schema. Every name starts with ``reconcile_``:
   and remembered settings (``setting:NAME``).
 * ``reconcile_reserve(n)`` -- hands a commit its block of revisions (see :mod:`.committing`).
 
+The schema is the list of numbered steps :data:`STEPS`, run by the mechanism every
+backend shares (:mod:`reconcile.store.schemas`): step 1 makes a new store's tables, each
+later one upgrades the version before it, all pending ones in one transaction with the
+version they reach (``schema_version``).
+
 Opening never creates anything in a schema that is not ours: one that holds other
 tables (another application's) or a newer schema version is refused by name, untouched.
 Two processes creating the same store at once are serialized by a transaction-scoped
@@ -26,15 +31,18 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import orjson
 
-from reconcile.errors import SchemaVersionError, StoreError
+from reconcile.errors import StoreError
+from reconcile.store.schemas import Step, check_steps, check_version, latest, pending
 
 __all__ = [
     "APPLICATION",
     "SCHEMA_VERSION",
+    "STEPS",
     "Layout",
     "check_current",
     "check_exists",
@@ -42,7 +50,6 @@ __all__ = [
     "read_layout",
 ]
 
-SCHEMA_VERSION = 1
 #: How many of another application's tables a refusal names.
 _SHOWN = 5
 APPLICATION = "reconcile"
@@ -158,10 +165,36 @@ async def _meta(conn: Any, key: str) -> Any:
     return None if value is None else orjson.loads(value)
 
 
-async def check_current(conn: Any, where: str) -> bool:
-    """Whether the schema holds a reconcile store this version can use (False: nothing
-    there yet); StoreError, creating nothing, when it holds another application's
-    tables or a newer schema version."""
+async def _create(conn: Any, layout: Layout) -> None:
+    """Version 1: the log, the projection, meta (the marker, the horizon, the store's
+    identity and secret) and the revision reservation."""
+    for statement in _ddl(layout):
+        await conn.execute(statement)
+    await conn.executemany(
+        "INSERT INTO reconcile_meta (key, value) VALUES ($1, $2)",
+        [
+            ("application", orjson.dumps(APPLICATION).decode()),
+            ("schema_version", "1"),
+            ("horizon", "0"),
+            ("identity", orjson.dumps(f"{secrets.randbits(63):016x}").decode()),
+            ("mark_key", orjson.dumps(secrets.token_hex(32)).decode()),
+        ],
+    )
+
+
+#: The schema, step by step: STEPS[n - 1] brings a store to version n, inside the one
+#: transaction (holding the creation lock) that records the new version.
+STEPS: Sequence[Step[Callable[[Any, Layout], Awaitable[None]]]] = check_steps(
+    [Step(1, "the log, the projection, meta, the revision reservation", _create)]
+)
+#: The version this reconcile writes: the last step's.
+SCHEMA_VERSION = latest(STEPS)
+
+
+async def stored_version(conn: Any, where: str) -> int:
+    """The schema version of the store in the connection's schema (0: no store there
+    yet); StoreError, creating nothing, when the schema holds another application's
+    tables or a store newer than this reconcile."""
     tables = await _tables(conn)
     if "reconcile_meta" not in tables:
         if tables:
@@ -170,21 +203,22 @@ async def check_current(conn: Any, where: str) -> bool:
                 f"{where}: holds tables that are not reconcile's ({shown}); give reconcile an empty "
                 "database, or a schema of its own (?search_path=NAME, the schema created first)"
             )
-        return False
+        return 0
     application = await _meta(conn, "application")
     if application != APPLICATION:
         raise StoreError(
             f"{where}: a reconcile_meta table, but not a reconcile store (application {application!r})"
         )
     version = await _meta(conn, "schema_version")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or version < 1:
         raise StoreError(f"{where}: reconcile_meta holds no schema version")
-    if version > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"{where}: written by a newer reconcile (schema version {version}; this version "
-            f"knows up to {SCHEMA_VERSION}); upgrade reconcile to open it"
-        )
-    return True
+    return check_version(version, STEPS, where)
+
+
+async def check_current(conn: Any, where: str) -> bool:
+    """Whether the schema holds a reconcile store this version can use (False: nothing
+    there yet); StoreError as :func:`stored_version` says."""
+    return await stored_version(conn, where) > 0
 
 
 async def check_exists(conn: Any, where: str) -> None:
@@ -194,24 +228,20 @@ async def check_exists(conn: Any, where: str) -> None:
 
 
 async def prepare(conn: Any, where: str) -> Layout:
-    """Check the schema is ours and current, or create the store in it; the layout."""
+    """Check the schema is ours, and create or upgrade the store in it (the pending
+    steps, in one transaction); the layout."""
     layout = await read_layout(conn, where)
-    if await check_current(conn, where):
+    if not pending(await stored_version(conn, where), STEPS, where):
         return layout
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", layout.create_key)
-        if await check_current(conn, where):  # another process made it meanwhile
-            return layout
-        for statement in _ddl(layout):
-            await conn.execute(statement)
-        await conn.executemany(
-            "INSERT INTO reconcile_meta (key, value) VALUES ($1, $2)",
-            [
-                ("application", orjson.dumps(APPLICATION).decode()),
-                ("schema_version", str(SCHEMA_VERSION)),
-                ("horizon", "0"),
-                ("identity", orjson.dumps(f"{secrets.randbits(63):016x}").decode()),
-                ("mark_key", orjson.dumps(secrets.token_hex(32)).decode()),
-            ],
-        )
+        # Read again under the lock: another process may have made or upgraded it meanwhile.
+        steps = pending(await stored_version(conn, where), STEPS, where)
+        for step in steps:
+            await step.run(conn, layout)
+        if steps:
+            await conn.execute(
+                "UPDATE reconcile_meta SET value = $1::jsonb WHERE key = 'schema_version'",
+                str(steps[-1].version),
+            )
     return layout

@@ -14,6 +14,10 @@ Tables:
   what providers sign their ownership marks with; in no event, never printed).
 * ``reconcile_schema`` -- the schema version; a newer one than we know is refused.
 
+The schema is the list of numbered steps :data:`STEPS`, run by the mechanism every
+backend shares (:mod:`reconcile.store.schemas`): step 1 makes a new database's tables,
+each later one upgrades the version before it.
+
 Opening never writes to a file until it is known to be ours: a file that is not SQLite,
 is corrupt, belongs to another application or was written by a newer schema is refused
 with an error naming it, and left as it was.
@@ -23,15 +27,15 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from reconcile.errors import SchemaVersionError, StoreError
+from reconcile.errors import StoreError
+from reconcile.store.schemas import Step, check_steps, check_version, latest, pending
 from reconcile.store.sqlite.space import disk_full
 
-__all__ = ["SCHEMA_VERSION", "check_current", "check_file", "has_event_user", "prepare"]
+__all__ = ["SCHEMA_VERSION", "STEPS", "check_current", "check_file", "has_event_user", "prepare"]
 
-SCHEMA_VERSION = 5
 _MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA_V1 = """
@@ -65,6 +69,14 @@ INSERT INTO meta (key, value) VALUES ('revision', 0), ('horizon', 0);
 """
 
 
+def _create(conn: sqlite3.Connection) -> None:
+    """Version 1: the log, the projection, ``meta`` and the schema version."""
+    for statement in _SCHEMA_V1.split(";\n"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.execute("INSERT INTO reconcile_schema (version) VALUES (1)")
+
+
 def _add_identity(conn: sqlite3.Connection) -> None:
     """Version 2: ``objects.identity``, the external resource each object declares
     (``Kind.identity``), indexed so a second claim on it is found in one seek. Rows
@@ -83,8 +95,6 @@ def _add_store_identity(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO meta (key, value) VALUES ('identity', ?)", (secrets.randbits(63),))
 
 
-#: MIGRATIONS[n] upgrades a database at version n to n + 1, inside one transaction. A
-#: new database is created at version 1 and migrated like any other.
 def _add_mark_key(conn: sqlite3.Connection) -> None:
     """Version 4: the store's secret, ``meta.mark_key``: 32 random bytes (a BLOB, which
     the column's integer affinity keeps as it is) made once, when the database is
@@ -104,12 +114,19 @@ def _add_event_user(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE events ADD COLUMN user TEXT")
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
-    1: _add_identity,
-    2: _add_store_identity,
-    3: _add_mark_key,
-    4: _add_event_user,
-}
+#: The schema, step by step: STEPS[n - 1] brings a database to version n, run on the
+#: connection's thread inside the one transaction that records the new version.
+STEPS: Sequence[Step[Callable[[sqlite3.Connection], None]]] = check_steps(
+    [
+        Step(1, "the log, the projection, meta", _create),
+        Step(2, "objects.identity: the external resource each object declares", _add_identity),
+        Step(3, "meta.identity: the store's own identity", _add_store_identity),
+        Step(4, "meta.mark_key: the store's secret", _add_mark_key),
+        Step(5, "events.user: who asked for each write", _add_event_user),
+    ]
+)
+#: The version this reconcile writes: the last step's.
+SCHEMA_VERSION = latest(STEPS)
 
 
 def has_event_user(conn: sqlite3.Connection) -> bool:
@@ -171,19 +188,17 @@ def prepare(conn: sqlite3.Connection, path: str, synchronous: str) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if "reconcile_schema" not in tables:
-            for statement in _SCHEMA_V1.split(";\n"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT INTO reconcile_schema (version) VALUES (1)")
-        version = _check_version(conn, path)
-        while version < SCHEMA_VERSION:
+        version = _check_version(conn, path) if "reconcile_schema" in tables else 0
+        steps = pending(version, STEPS, path)
+        for step in steps:
             try:
-                MIGRATIONS[version](conn)
+                step.run(conn)
             except sqlite3.Error as exc:
-                raise StoreError(f"{path}: migration to schema version {version + 1} failed ({exc})") from exc
-            version += 1
-        conn.execute("UPDATE reconcile_schema SET version = ?", (version,))
+                raise StoreError(
+                    f"{path}: migration to schema version {step.version} failed ({exc})"
+                ) from exc
+        if steps:
+            conn.execute("UPDATE reconcile_schema SET version = ?", (steps[-1].version,))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -193,11 +208,6 @@ def prepare(conn: sqlite3.Connection, path: str, synchronous: str) -> None:
 def _check_version(conn: sqlite3.Connection, path: str) -> int:
     row = conn.execute("SELECT max(version) FROM reconcile_schema").fetchone()
     version = int(row[0]) if row and row[0] is not None else 0
-    if version > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"{path}: written by a newer reconcile (schema version {version}; this "
-            f"version knows up to {SCHEMA_VERSION}); upgrade reconcile to open it"
-        )
     if version < 1:
         raise StoreError(f"{path}: reconcile_schema table holds no version")
-    return version
+    return check_version(version, STEPS, path)
