@@ -157,6 +157,31 @@ class TestRoundTrip:
         assert events[:-1] == json.loads(before)
         assert run(postgres_url, "verify", capsys=capsys)[0] == 0
 
+    def test_a_watch_on_the_copy_replays_the_history(
+        self, source: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A watch on the copy from its horizon delivers the copied events, in order, then
+        a bookmark at the copied head."""
+        assert run(source, "migrate", "--to", postgres_url, capsys=capsys)[0] == 0
+        header, events, _, _ = asyncio.run(dump(source))
+
+        async def watched() -> tuple[list[RawEvent], int]:
+            store = await open_store(postgres_url)
+            seen: list[RawEvent] = []
+            try:
+                async for item in store.watch(since=header.horizon - 1):
+                    if isinstance(item, RawEvent):
+                        seen.append(item)
+                    else:
+                        return seen, item.revision
+            finally:
+                await store.close()
+            raise AssertionError("the watch ended")
+
+        seen, bookmark = asyncio.run(watched())
+        assert seen == events
+        assert bookmark == header.revision
+
     def test_an_empty_store_copies(self, tmp_path: Path, postgres_url: str) -> None:
         """A store with nothing in it yet copies too (its identity and secret kept)."""
 
