@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +183,38 @@ class TestRoundTrip:
         seen, bookmark = asyncio.run(watched())
         assert seen == events
         assert bookmark == header.revision
+
+    def test_a_write_during_the_copy_is_not_in_it(self, source: Path, tmp_path: Path) -> None:
+        """An apply that commits to the source while the copy runs is wholly out of the
+        copy (one snapshot), which still checks out; the report says the source moved on."""
+        manifest = tmp_path / "manifests" / "late.yaml"
+        manifest.write_text(HEAD.replace("name: x", "name: late") + "spec: {path: late.txt}\n")
+        applied: list[int] = []
+
+        def apply_once(stage: str, _done: int, _total: int) -> None:
+            if stage == "events" and not applied:
+                # Another process writes now, as a CLI would.
+                command = [
+                    sys.executable,
+                    "-m",
+                    "reconcile",
+                    "--db",
+                    str(source),
+                    "apply",
+                    "-f",
+                    str(manifest),
+                ]
+                applied.append(subprocess.run(command, check=False, capture_output=True).returncode)
+
+        target = tmp_path / "copy.db"
+        header = asyncio.run(dump(source))[0]
+        report = asyncio.run(migrate(source, target, batch=2, progress=apply_once))
+        assert applied == [0]
+        assert report.header.revision == header.revision
+        assert report.source_moved >= 1
+        copied = asyncio.run(dump(target))
+        assert copied[0] == header
+        assert "late" not in {o.key.name for o in copied[2]}
 
     def test_an_empty_store_copies(self, tmp_path: Path, postgres_url: str) -> None:
         """A store with nothing in it yet copies too (its identity and secret kept)."""
