@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import struct
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
+import orjson
 
 from reconcile.errors import LockedError, StoreError
 from reconcile.store.contract import EventStore, ObjectRecord, RawEvent, StoreHeader
@@ -52,46 +52,58 @@ class CopyRefusedError(StoreError):
 
 
 class Checksums:
-    """SHA-256 over the events in revision order and over the projection in key order,
-    each field length-prefixed (no two different rows hash alike), times as their exact
-    binary value: the same function on both sides of a copy."""
+    """SHA-256 over the events in revision order and over the projection in key order:
+    each row folded in as one JSON array of its fields (self-delimiting, so no two
+    different rows hash alike; a time as the shortest text that reads back as the same
+    double, exact), the same function on both sides of a copy."""
 
     def __init__(self) -> None:
         self._events = hashlib.sha256()
         self._objects = hashlib.sha256()
 
-    @staticmethod
-    def _field(digest: hashlib._Hash, value: str | bytes | None) -> None:
-        if value is None:
-            digest.update(b"\xff\xff\xff\xff")
-            return
-        data = value.encode() if isinstance(value, str) else value
-        digest.update(struct.pack(">I", len(data)))
-        digest.update(data)
-
     def add_events(self, batch: Sequence[RawEvent]) -> None:
         """Fold events in (in revision order)."""
-        digest, field = self._events, self._field
-        for event in batch:
-            digest.update(struct.pack(">qd", event.revision, event.time))
-            for value in (
-                event.type,
-                *event.key,
-                event.uid,
-                event.actor,
-                event.user,
-                event.body_text,
-                event.data_text,
-            ):
-                field(digest, value)
+        update = self._events.update
+        for e in batch:
+            key = e.key
+            update(
+                orjson.dumps(
+                    [
+                        e.revision,
+                        e.time,
+                        e.type,
+                        key.api_group,
+                        key.kind,
+                        key.namespace,
+                        key.name,
+                        e.uid,
+                        e.actor,
+                        e.user,
+                        e.body_text,
+                        e.data_text,
+                    ]
+                )
+            )
 
     def add_objects(self, batch: Sequence[ObjectRecord]) -> None:
         """Fold projection rows in (in key order)."""
-        digest, field = self._objects, self._field
+        update = self._objects.update
         for row in batch:
-            digest.update(struct.pack(">q?", row.resource_version, row.live))
-            for value in (*row.key, row.uid, row.identity):
-                field(digest, value)
+            key = row.key
+            update(
+                orjson.dumps(
+                    [
+                        key.api_group,
+                        key.kind,
+                        key.namespace,
+                        key.name,
+                        row.uid,
+                        row.resource_version,
+                        row.live,
+                        row.identity,
+                    ]
+                )
+            )
 
     @property
     def events(self) -> str:
