@@ -19,7 +19,7 @@ from reconcile import ObjectKey
 from reconcile.cli import main
 from reconcile.store import RawEvent, Remove, open_store
 from reconcile.store.contract import ObjectRecord, StoreHeader
-from reconcile.store.copying import Checksums, CopyRefusedError, migrate
+from reconcile.store.copying import Checksums, CopyMismatchError, CopyRefusedError, check_copy, migrate
 
 
 def run(db: str | Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -351,6 +351,24 @@ class TestRefusals:
         header = asyncio.run(dump(target))[0]
         assert header.empty
         assert asyncio.run(migrate(source, target)).verified
+
+    def test_a_copy_that_does_not_match_is_named(self, source: Path, tmp_path: Path) -> None:
+        """Read back, a copy whose checksums differ from what was copied is a
+        CopyMismatchError naming each difference (the secret never shown)."""
+        target = tmp_path / "t.db"
+        report = asyncio.run(migrate(source, target))
+
+        async def check() -> None:
+            store = await open_store(target, read_only=True)
+            try:
+                await check_copy(report.header, Checksums(), store)
+            finally:
+                await store.close()
+
+        with pytest.raises(CopyMismatchError, match="events checksum: source") as caught:
+            asyncio.run(check())
+        assert "objects checksum" in str(caught.value)
+        assert report.header.mark_key.hex() not in str(caught.value)
 
     def test_refusal_is_an_error_type(self, tmp_path: Path) -> None:
         """The library raises CopyRefusedError (a StoreError) for a refusal."""

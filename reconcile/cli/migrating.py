@@ -6,7 +6,8 @@ contract alone); this command names the two stores, reports progress on stderr, 
 says what was copied and checked. Refusals (a source that does not exist, a target that
 is the source or holds anything, a runner at work, a URL that is malformed or out of
 reach) exit 2 with nothing written; a failure during the copy exits 1 and leaves the
-target empty (its one transaction rolled back).
+target empty (its one transaction rolled back); a copy that, read back, does not match
+the source exits 1 too, saying so (the target then holds it: empty it and retry).
 """
 
 from __future__ import annotations
@@ -64,13 +65,21 @@ def migrate(settings: Settings, target: str, batch: int) -> None:
 
 
 async def _migrate(settings: Settings, target: str, batch: int) -> None:
-    from reconcile.store.copying import CopyRefusedError, migrate  # noqa: PLC0415 - only for this command
+    from reconcile.store.copying import (  # noqa: PLC0415 - only for this command
+        CopyMismatchError,
+        CopyRefusedError,
+        migrate,
+    )
 
     source = settings.store
     try:
         report = await migrate(settings.db, target, batch=batch, progress=_Progress())
     except CopyRefusedError as exc:
         raise BadInput(str(exc)) from exc
+    except CopyMismatchError as exc:
+        raise Failure(
+            str(exc), "the target holds a copy that does not match: empty it and migrate again"
+        ) from exc
     except StoreError as exc:
         raise Failure(str(exc), "nothing was copied: the target's transaction was rolled back") from exc
     header = report.header

@@ -39,7 +39,16 @@ from reconcile.errors import LockedError, StoreError
 from reconcile.store.contract import EventStore, ObjectRecord, RawEvent, StoreHeader
 from reconcile.store.urls import locate_store, open_store
 
-__all__ = ["Checksums", "CopyRefusedError", "CopyReport", "Progress", "check_copy", "copy_store", "migrate"]
+__all__ = [
+    "Checksums",
+    "CopyMismatchError",
+    "CopyRefusedError",
+    "CopyReport",
+    "Progress",
+    "check_copy",
+    "copy_store",
+    "migrate",
+]
 
 #: Rows per batch: read, checksummed and written together.
 BATCH = 2000
@@ -49,6 +58,11 @@ Progress = Callable[[str, int, int], None]
 
 class CopyRefusedError(StoreError):
     """The copy was refused before anything was written (bad input: fix it and retry)."""
+
+
+class CopyMismatchError(StoreError):
+    """The copy was committed, but reading it back (or verifying it) found a difference
+    from the source: the target holds a copy not to be trusted (empty it and copy again)."""
 
 
 class Checksums:
@@ -160,7 +174,9 @@ async def copy_store(
     await check_copy(header, sums, target, batch=batch)
     report = await target.verify()
     if not report.ok:
-        raise StoreError(f"{target.url}: the copy does not verify: {'; '.join(report.differences[:5])}")
+        raise CopyMismatchError(
+            f"{target.url}: the copy does not verify: {'; '.join(report.differences[:5])}"
+        )
     moved = max(0, await source.revision() - header.revision)
     return CopyReport(
         header, sums.events, sums.objects, time.monotonic() - started, verified=True, source_moved=moved
@@ -170,7 +186,7 @@ async def copy_store(
 async def check_copy(header: StoreHeader, sums: Checksums, target: EventStore, *, batch: int = BATCH) -> None:
     """Read ``target`` back and compare it with what was copied: the counts, the head,
     horizon, identity, mark key (compared, never shown) and settings, and both checksums;
-    StoreError naming every difference."""
+    CopyMismatchError naming every difference."""
     again = Checksums()
     async with target.snapshot() as snapshot:
         copied = snapshot.header
@@ -196,7 +212,7 @@ async def check_copy(header: StoreHeader, sums: Checksums, target: EventStore, *
     if header.mark_key and header.mark_key != copied.mark_key:
         differences.append("mark key: differs (not shown)")
     if differences:
-        raise StoreError(f"{target.url}: the copy differs from the source: {'; '.join(differences)}")
+        raise CopyMismatchError(f"{target.url}: the copy differs from the source: {'; '.join(differences)}")
 
 
 @contextlib.asynccontextmanager
