@@ -125,7 +125,7 @@ class Cache:
         kind is cached and no write of the key is still to reach it); ``(False, None)``
         when :meth:`get` must be awaited. The common read of a resync, without a
         coroutine."""
-        informer = self._informers.get((key.api_group, key.kind))  # (_informer_of, written out)
+        informer = self._informer_of(key)
         if informer is None or key in self._minimum:
             return False, None
         return True, informer.get(key)

@@ -19,7 +19,7 @@ import datetime
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from opentelemetry import trace
 
@@ -55,6 +55,9 @@ _KEYS_PER_TURN = 256
 #: Keys a periodic resync enqueues at once (about 10 ms of the loop) before it lets the
 #: loop run whatever else is ready.
 _RESYNC_CHUNK = 8192
+#: The outcomes after which the queue forgets the key's failures (its next failure waits
+#: the base delay again): the worker's ``done(key, forget=...)`` does it, in the same call.
+_FORGETTING = frozenset({"success", "requeue_after", "terminal"})
 #: Seconds between two warnings about one key's failing reconciles (the first failure of
 #: a streak is said at once; the others within this time only at INFO).
 _WARN_EVERY = 60.0
@@ -197,20 +200,19 @@ class Controller:
         """Take keys and reconcile them until the queue shuts down.
 
         A reconcile whose span and metrics nobody records and that has no deadline (a
-        resync of 100,000 objects is made of these) takes the short way: the reconciler
-        awaited here, its request reused, the key done and forgotten in one call. Whether
-        anybody records is asked again every 64 keys (the host may install an SDK while
-        we run); every :data:`_KEYS_PER_TURN` keys the worker lets the loop run anything
-        else that is ready. Everything else goes through :meth:`_process`."""
+        resync of 100,000 objects is made of these) is not wrapped in :meth:`_process`:
+        no trigger worked out, no span entered, no clock read; it is the same
+        :meth:`_reconciled` either way. Whether anybody records is asked again every 64
+        keys (the host may install an SDK while we run); every :data:`_KEYS_PER_TURN`
+        keys the worker lets the loop run anything else that is ready."""
         queue = self.queue
         telemetry = self.telemetry
-        requests, listeners = self._requests, self._listeners
-        failures, gave_up, terminal = self.failures, self.gave_up, self._terminal
-        short, asked, turns = False, 0, 0
+        listeners = self._listeners
+        bare, asked, turns = False, 0, 0
         while True:
             if not asked:
                 asked = 64
-                short = self.reconcile_timeout is None and not telemetry.recording and not telemetry.metering
+                bare = self.reconcile_timeout is None and not telemetry.recording and not telemetry.metering
                 turns = (turns + 1) % (_KEYS_PER_TURN // 64)
                 if not turns:
                     # A turn of the loop for everything else it runs (the host's tasks,
@@ -227,53 +229,61 @@ class Controller:
                     key = await queue.get()
             except QueueShutDown:
                 return
-            if not short:
-                outcome = "error"
-                try:
+            outcome = "error"
+            try:
+                if bare:
+                    outcome = await self._reconciled(key, trace.INVALID_SPAN)
+                else:
                     outcome = await self._process(key)
-                finally:
-                    queue.done(key)
-            else:
-                request = requests.get(key) or self._request(key)  # (the cache hit, inline)
-                succeeded = False
-                outcome = "error"
-                try:
-                    result = await self.reconciler.reconcile(request)
-                    if result is None and not (failures or gave_up or terminal):
-                        succeeded, outcome = True, "success"
-                    else:
-                        outcome = self._follow(key, result)
-                        if terminal and key in terminal:
-                            await self._clear_terminal(key)
-                except asyncio.CancelledError:
-                    raise
-                except TerminalError as exc:
-                    outcome = await self._terminated(key, exc, trace.INVALID_SPAN)
-                except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
-                    outcome = self._errored(key, exc, trace.INVALID_SPAN)
-                finally:
-                    queue.done(key, forget=succeeded)
+            finally:
+                queue.done(key, forget=outcome in _FORGETTING)
             if listeners:  # after done(): a listener sees the queue as it now is
                 for listener in listeners:
                     listener(key, outcome)
 
     def _request(self, key: ObjectKey) -> Request:
-        """The Request for ``key``: one per cached object, made once and kept for its next
-        reconciles (a deletion drops it; a key without an object gets one each time)."""
-        request = self._requests.get(key)
-        if request is None:
-            request = Request(key)
-            if self.informer.get(key) is not None:
-                self._requests[key] = request
+        """A Request for ``key`` not kept yet (:meth:`_reconciled` reads the kept ones):
+        one per cached object, made once and kept for its next reconciles (a deletion
+        drops it; a key without an object gets one each time)."""
+        request = Request(key)
+        if self.informer.get(key) is not None:
+            self._requests[key] = request
         return request
 
     async def _clear_terminal(self, key: ObjectKey) -> None:
         """A success after a terminal error: the terminal record in status goes."""
         await self._amend_status(key, lambda obj: cleared(obj, self._now()))
 
+    async def _reconciled(self, key: ObjectKey, span: trace.Span) -> str:
+        """Reconcile ``key`` (within :attr:`reconcile_timeout`, when there is one) and act
+        on how it ended (each way in a helper of its own); returns the outcome. The one
+        place a reconcile is called and its end classified, whether :meth:`_process`
+        wrapped it in a span and metrics or not.
+
+        The common end (a success while nothing is failing, given up on or recorded
+        as terminal) touches nothing here."""
+        request = self._requests.get(key) or self._request(key)
+        try:
+            if self.reconcile_timeout is None:
+                result = await self.reconciler.reconcile(request)
+            else:
+                result = await self._bounded(request, self.reconcile_timeout)
+        except asyncio.CancelledError:
+            raise
+        except TerminalError as exc:
+            return await self._terminated(key, exc, span)
+        except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
+            return self._errored(key, exc, span)
+        if result is None and not (self.failures or self.gave_up or self._terminal):
+            return "success"
+        outcome = self._follow(key, result)
+        if self._terminal and key in self._terminal:
+            await self._clear_terminal(key)
+        return outcome
+
     async def _process(self, key: ObjectKey) -> str:
-        """One key, in steps: open its span, call the reconciler, classify how it ended
-        (each way in a helper of its own), record the outcome; returns it.
+        """One key with its span and metrics: open its span, :meth:`_reconciled`, record
+        the outcome; returns it.
 
         Waiting until the cache reflects the key's last write is the cache's part, done
         when the reconciler reads."""
@@ -286,18 +296,7 @@ class Controller:
         if metering:
             self.telemetry.queue_wait.record(queue.waited, self._attributes)
         with self._span(key, trigger) as span:
-            try:
-                result = await self._call(key)
-            except asyncio.CancelledError:
-                raise
-            except TerminalError as exc:
-                outcome = await self._terminated(key, exc, span)
-            except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
-                outcome = self._errored(key, exc, span)
-            else:
-                outcome = self._follow(key, result)
-                if self._terminal and key in self._terminal:
-                    await self._clear_terminal(key)
+            outcome = await self._reconciled(key, span)
             if span is not trace.INVALID_SPAN:
                 span.set_attribute("reconcile.result", outcome)
         if metering:
@@ -320,16 +319,8 @@ class Controller:
         }
         return self.telemetry.span("reconcile", attributes)
 
-    def _call(self, key: ObjectKey) -> Awaitable[Result | None]:
-        """The reconcile to await: the reconciler's own coroutine, or it under a deadline."""
-        request = self._request(key)
-        if self.reconcile_timeout is None:
-            return self.reconciler.reconcile(request)
-        return self._bounded(request, self.reconcile_timeout)
-
     async def _terminated(self, key: ObjectKey, exc: TerminalError, span: trace.Span) -> str:
         """A TerminalError: no retry; say so in status (the terminal record)."""
-        self.queue.forget(key)
         message = str(exc) or type(exc).__name__
         self.gave_up[key] = message
         span.set_status(trace.StatusCode.ERROR, str(exc))
@@ -364,7 +355,8 @@ class Controller:
             raise
 
     def _follow(self, key: ObjectKey, result: Result | None) -> str:
-        """Act on a reconcile's result; return the outcome's name."""
+        """Act on a reconcile's result; return the outcome's name (the worker's done()
+        forgets the key's failures after the outcomes in :data:`_FORGETTING`)."""
         if self.failures:
             self.failures.pop(key, None)
             self._warned.pop(key, None)  # the streak ended: its next failure is said at once
@@ -373,10 +365,8 @@ class Controller:
         if self.gave_up:
             self.gave_up.pop(key, None)
         if result is None:
-            self.queue.forget(key)
             return "success"
         if result.requeue_after is not None:
-            self.queue.forget(key)
             self._requeued.add(key)
             self.queue.add_after(key, result.requeue_after, Priority.RESYNC)
             return "requeue_after"
@@ -384,7 +374,6 @@ class Controller:
             self._requeued.add(key)
             self.queue.add_rate_limited(key)
             return "requeue"
-        self.queue.forget(key)
         return "success"
 
     async def _amend_status(self, key: ObjectKey, amend: Callable[[AnyResource], AnyResource | None]) -> None:
