@@ -84,7 +84,6 @@ class Controller:
         telemetry: Telemetry | None = None,
         random_source: Callable[[], float] = random.random,
         ignore_actors: frozenset[str] = frozenset(),
-        freeze_gc: bool = False,
         reconcile_timeout: float | None = None,
     ) -> None:
         self.client = client
@@ -100,7 +99,6 @@ class Controller:
             client,
             clock=self.clock,
             namespace=namespace,
-            freeze_gc=freeze_gc,
             read_timeout=read_your_writes_timeout,
         )
         self.informer = self.cache.informer(kind)
