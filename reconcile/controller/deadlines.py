@@ -64,24 +64,23 @@ class Deadlines:
         elif self._watchdog is None:
             self._check_at = deadline
             self._watchdog = loop.create_task(self._watch(), name="reconcile-deadlines")
+        cancelled = False
         try:
-            result = await function(*args)
-        except BaseException as exc:
-            self._leave(task, name, cancelled=type(exc) is asyncio.CancelledError)
+            return await function(*args)
+        except asyncio.CancelledError:
+            cancelled = True
             raise
-        self._leave(task, name, cancelled=False)
-        return result
+        finally:
+            del self._inflight[task]
+            if self._expired and task in self._expired:
+                self._expired.discard(task)
+                self._took_back(task, name, cancelled=cancelled)
 
-    def _leave(self, task: asyncio.Task[Any], name: str, *, cancelled: bool) -> None:
-        """The call ``task`` made ended (``cancelled``: by a CancelledError): raise
-        DeadlineExceededError in its place when the cancellation was ours."""
-        del self._inflight[task]
-        if not self._expired or task not in self._expired:
-            return
-        self._expired.discard(task)
-        # Cancelled for its deadline: take that cancellation back; unless something else
-        # asked to cancel the task too, the block raises DeadlineExceededError instead (if
-        # the call swallowed the cancellation and returned, its result stands).
+    def _took_back(self, task: asyncio.Task[Any], name: str, *, cancelled: bool) -> None:
+        """The call ``task`` made was cancelled for its deadline: take that cancellation
+        back; unless something else asked to cancel the task too, the call raises
+        DeadlineExceededError instead (if it swallowed the cancellation and returned, its
+        result stands)."""
         if task.uncancel() == 0 and cancelled:
             message = f"{self.what} {name} did not answer within {self.seconds:g} s"
             raise DeadlineExceededError(message) from None
