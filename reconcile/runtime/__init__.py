@@ -20,15 +20,16 @@ if TYPE_CHECKING:
     from reconcile.runtime.running import Runtime
     from reconcile.runtime.supervising import Supervisor
 
-_HOMES: dict[str, str] = {
-    "ControllerHealth": "reconcile.runtime.health",
-    "Convergence": "reconcile.runtime.converging",
-    "Health": "reconcile.runtime.health",
-    "Runtime": "reconcile.runtime.running",
-    "RuntimeOptions": "reconcile.runtime.options",
-    "Supervisor": "reconcile.runtime.supervising",
-    "discover_providers": "reconcile.model.discovery",
+#: The modules of this layer's names, as the imports above list them.
+_MODULES: dict[str, tuple[str, ...]] = {
+    "reconcile.model.discovery": ("discover_providers",),
+    "reconcile.runtime.converging": ("Convergence",),
+    "reconcile.runtime.health": ("ControllerHealth", "Health"),
+    "reconcile.runtime.options": ("RuntimeOptions",),
+    "reconcile.runtime.running": ("Runtime",),
+    "reconcile.runtime.supervising": ("Supervisor",),
 }
+_HOMES: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
 """Where each name lives: the module imported on its first use."""
 
 __all__ = [
