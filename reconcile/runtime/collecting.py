@@ -22,8 +22,9 @@ convergence. Three measures, each process-wide, hence opt-in:
   ``apply_many``): the thresholds raised to :data:`BULK_THRESHOLDS` for its duration
   (nested and concurrent applies counted), then put back.
 
-A collector turned off (``gc.disable()``, or a young threshold of 0) is left as it is;
-thresholds set by somebody else while a bulk apply runs stand. The layers below know
+None of it turns collection on or off or lowers a threshold: a young threshold of 0
+(collection off) is left as it is, and so is a collector turned off while a bulk apply
+runs; thresholds set by somebody else while a bulk apply runs stand. The layers below know
 nothing of this: the informer only reports that its cache grew
 (:data:`~reconcile.controller.informing.GrowthHook`), and the bulk apply is wrapped by
 whoever calls it.
