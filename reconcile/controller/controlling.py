@@ -205,7 +205,7 @@ class Controller:
         keys the worker lets the loop run anything else that is ready."""
         queue = self.queue
         telemetry = self.telemetry
-        listeners = self._listeners
+        listeners, forgetting = self._listeners, _FORGETTING
         bare, asked, turns = False, 0, 0
         while True:
             if not asked:
@@ -234,7 +234,7 @@ class Controller:
                 else:
                     outcome = await self._process(key)
             finally:
-                queue.done(key, forget=outcome in _FORGETTING)
+                queue.done(key, forget=outcome in forgetting)
             if listeners:  # after done(): a listener sees the queue as it now is
                 for listener in listeners:
                     listener(key, outcome)

@@ -165,7 +165,7 @@ class WorkQueue(Generic[K]):
             return
         self._adds += 1
         now = self._now()
-        self._put((key,), now + self._offsets[priority], now, priority, delayed=False)
+        self._put(key, now + self._offsets[priority], now, priority, False)  # noqa: FBT003 - positional (see _put)
 
     def add_many(self, keys: Iterable[K], priority: Priority = Priority.RESYNC) -> None:
         """:meth:`add` for many keys at once (a resync): one clock reading, one order."""
@@ -173,36 +173,38 @@ class WorkQueue(Generic[K]):
             return
         now = self._now()
         order = now + self._offsets[priority]
-        self._adds += self._put(keys, order, now, priority, delayed=False)
-
-    def _put(self, keys: Iterable[K], order: float, now: float, priority: Priority, *, delayed: bool) -> int:
-        """Queue ``keys`` at ``order``, each deferred while it is processed; a new ready
-        entry wakes a waiting worker; returns how many keys there were. The one way into
-        the ready queue (every add, a resync's many, a delayed key coming due, a deferred
-        one at done()), hashing a key once when it is new."""
-        queued, processing, counter, plain = self._queued, self._processing, self._counter, _PLAIN[priority]
-        fifo, getters = self._fifo, self._getters
+        put = self._put
         count = 0
         for key in keys:
             count += 1
-            if processing and key in processing:
-                self._defer(key, order, priority, delayed=delayed)
-                continue
-            entry = (order, next(counter), key, now, plain, delayed)
-            current = queued.setdefault(key, entry)
-            if current is not entry:
-                if current[0] <= order:
-                    continue
-                # Moved up: it has waited since its first add, for that add's reason.
-                entry = queued[key] = (order, entry[1], key, current[3], current[4], current[5])
-            if not fifo or order >= fifo[-1][0]:
-                fifo.append(entry)
-            else:
-                heapq.heappush(self._heap, entry)
-            self._is_idle = False
-            if getters:
-                self._wake_one()
-        return count
+            put(key, order, now, priority, False)  # noqa: FBT003 - positional (see _put)
+        self._adds += count
+
+    def _put(self, key: K, order: float, now: float, priority: Priority, delayed: bool) -> None:
+        """Queue ``key`` at ``order``, or defer it while it is processed.
+
+        A new ready entry wakes a waiting worker. The one way into the ready queue (every
+        add, a delayed key coming due, a deferred one at done()), hashing the key once
+        when it is new; ``delayed`` is positional, as a keyword would cost every add (a
+        resync's ``add_many`` makes 100,000 of these calls)."""
+        if self._processing and key in self._processing:
+            self._defer(key, order, priority, delayed=delayed)
+            return
+        entry = (order, next(self._counter), key, now, _PLAIN[priority], delayed)
+        current = self._queued.setdefault(key, entry)
+        if current is not entry:
+            if current[0] <= order:
+                return
+            # Moved up: it has waited since its first add, for that add's reason.
+            entry = self._queued[key] = (order, entry[1], key, current[3], current[4], current[5])
+        fifo = self._fifo
+        if not fifo or order >= fifo[-1][0]:
+            fifo.append(entry)
+        else:
+            heapq.heappush(self._heap, entry)
+        self._is_idle = False
+        if self._getters:
+            self._wake_one()
 
     def _defer(self, key: K, order: float, priority: Priority, *, delayed: bool) -> None:
         previous = self._deferred.get(key)
@@ -276,7 +278,7 @@ class WorkQueue(Generic[K]):
             del self._waiting[key]
             if not self._shutting_down:
                 self._adds += 1
-                self._put((key,), now + self._offsets[priority], now, priority, delayed=True)
+                self._put(key, now + self._offsets[priority], now, priority, True)  # noqa: FBT003 - positional (see _put)
         while self._delayed and self._waiting.get(self._delayed[0][2]) != self._delayed[0][0]:
             heapq.heappop(self._delayed)
         if self._delayed:
@@ -359,7 +361,7 @@ class WorkQueue(Generic[K]):
                 # changed while it was processed, before the drain began, and that change
                 # is still owed a reconcile.
                 order, priority, delayed = deferred
-                self._put((key,), order, self._now(), priority, delayed=delayed)
+                self._put(key, order, self._now(), priority, delayed)
         if not self._queued and not self._processing:
             self._check_idle()
 
