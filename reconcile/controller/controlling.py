@@ -18,9 +18,11 @@ import contextlib
 import datetime
 import logging
 import random
+import sys
 import time
 from collections.abc import Callable, Iterable
 
+import attrs
 from opentelemetry import trace
 
 from reconcile.api.client import Client
@@ -61,6 +63,16 @@ _FORGETTING = frozenset({"success", "requeue_after", "terminal"})
 #: Seconds between two warnings about one key's failing reconciles (the first failure of
 #: a streak is said at once; the others within this time only at INFO).
 _WARN_EVERY = 60.0
+
+
+@attrs.define(slots=True)
+class _Traced:
+    """A recorded reconcile's span block (entered), its span, and when it began (None
+    when nothing meters)."""
+
+    block: contextlib.AbstractContextManager[trace.Span]
+    span: trace.Span
+    started: float | None
 
 
 class Controller:
@@ -197,20 +209,27 @@ class Controller:
     async def _worker(self) -> None:
         """Take keys and reconcile them until the queue shuts down.
 
-        A reconcile whose span and metrics nobody records and that has no deadline (a
-        resync of 100,000 objects is made of these) is not wrapped in :meth:`_process`:
-        no trigger worked out, no span entered, no clock read; it is the same
-        :meth:`_reconciled` either way. Whether anybody records is asked again every 64
-        keys (the host may install an SDK while we run); every :data:`_KEYS_PER_TURN`
-        keys the worker lets the loop run anything else that is ready."""
-        queue = self.queue
-        telemetry = self.telemetry
-        listeners, forgetting = self._listeners, _FORGETTING
+        One body calls the reconciler (within :attr:`reconcile_timeout`, when there is
+        one) and acts on how it ended, each way in a helper of its own; it is written
+        here, in the loop, because a resync of 100,000 objects is made of it and a
+        coroutine of its own would cost every one of them. When something records spans
+        or metrics, :meth:`_traced` opens the key's span and reads the clock before that
+        same body, and :meth:`_untraced` closes them after it. Whether anybody records is
+        asked again every 64 keys (the host may install an SDK while we run); every
+        :data:`_KEYS_PER_TURN` keys the worker lets the loop run anything else that is
+        ready.
+
+        Waiting until the cache reflects the key's last write is the cache's part, done
+        when the reconciler reads."""
+        queue, telemetry = self.queue, self.telemetry
+        requests, listeners, forgetting = self._requests, self._listeners, _FORGETTING
+        failures, gave_up, terminal = self.failures, self.gave_up, self._terminal
+        invalid_span: trace.Span = trace.INVALID_SPAN
         bare, asked, turns = False, 0, 0
         while True:
             if not asked:
                 asked = 64
-                bare = self.reconcile_timeout is None and not telemetry.recording and not telemetry.metering
+                bare = not telemetry.recording and not telemetry.metering
                 turns = (turns + 1) % (_KEYS_PER_TURN // 64)
                 if not turns:
                     # A turn of the loop for everything else it runs (the host's tasks,
@@ -227,22 +246,43 @@ class Controller:
                     key = await queue.get()
             except QueueShutDown:
                 return
-            outcome = "error"
+            outcome, traced, span = "error", None, invalid_span
             try:
-                if bare:
-                    outcome = await self._reconciled(key, trace.INVALID_SPAN)
+                if not bare:
+                    traced = self._traced(key)
+                    span = traced.span
+                request = requests.get(key) or self._request(key)
+                if self.reconcile_timeout is None:
+                    result = await self.reconciler.reconcile(request)
                 else:
-                    outcome = await self._process(key)
+                    result = await self._bounded(request, self.reconcile_timeout)
+            except asyncio.CancelledError:
+                raise
+            except TerminalError as exc:
+                outcome = await self._terminated(key, exc, span)
+            except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
+                outcome = self._errored(key, exc, span)
+            else:
+                # The common end (a success while nothing is failing, given up on or
+                # recorded as terminal) has nothing to follow.
+                if result is None and not (failures or gave_up or terminal):
+                    outcome = "success"
+                else:
+                    outcome = self._follow(key, result)
+                    if terminal and key in terminal:
+                        await self._clear_terminal(key)
             finally:
+                if traced is not None:
+                    self._untraced(traced, outcome)
                 queue.done(key, forget=outcome in forgetting)
             if listeners:  # after done(): a listener sees the queue as it now is
                 for listener in listeners:
                     listener(key, outcome)
 
     def _request(self, key: ObjectKey) -> Request:
-        """A Request for ``key`` not kept yet (:meth:`_reconciled` reads the kept ones):
-        one per cached object, made once and kept for its next reconciles (a deletion
-        drops it; a key without an object gets one each time)."""
+        """A Request for ``key`` not kept yet (the worker reads the kept ones): one per
+        cached object, made once and kept for its next reconciles (a deletion drops it; a
+        key without an object gets one each time)."""
         request = Request(key)
         if self.informer.get(key) is not None:
             self._requests[key] = request
@@ -252,55 +292,32 @@ class Controller:
         """A success after a terminal error: the terminal record in status goes."""
         await self._amend_status(key, lambda obj: cleared(obj, self._now()))
 
-    async def _reconciled(self, key: ObjectKey, span: trace.Span) -> str:
-        """Reconcile ``key`` (within :attr:`reconcile_timeout`, when there is one) and act
-        on how it ended (each way in a helper of its own); returns the outcome. The one
-        place a reconcile is called and its end classified, whether :meth:`_process`
-        wrapped it in a span and metrics or not.
-
-        The common end (a success while nothing is failing, given up on or recorded
-        as terminal) touches nothing here."""
-        request = self._requests.get(key) or self._request(key)
-        try:
-            if self.reconcile_timeout is None:
-                result = await self.reconciler.reconcile(request)
-            else:
-                result = await self._bounded(request, self.reconcile_timeout)
-        except asyncio.CancelledError:
-            raise
-        except TerminalError as exc:
-            return await self._terminated(key, exc, span)
-        except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
-            return self._errored(key, exc, span)
-        if result is None and not (self.failures or self.gave_up or self._terminal):
-            return "success"
-        outcome = self._follow(key, result)
-        if self._terminal and key in self._terminal:
-            await self._clear_terminal(key)
-        return outcome
-
-    async def _process(self, key: ObjectKey) -> str:
-        """One key with its span and metrics: open its span, :meth:`_reconciled`, record
-        the outcome; returns it.
-
-        Waiting until the cache reflects the key's last write is the cache's part, done
-        when the reconciler reads."""
+    def _traced(self, key: ObjectKey) -> _Traced:
+        """What a reconcile of ``key`` that somebody records opens before the worker's
+        body: its span, named for why the key was queued (entered here), and, when
+        metering, the queue wait recorded and the clock read."""
         queue = self.queue
         trigger = _TRIGGERS[queue.taken_priority]
         if queue.taken_after_delay and key in self._requeued:
             trigger = "requeue"
-        metering = self.telemetry.metering
-        started = time.perf_counter() if metering else 0.0
-        if metering:
+        started = None
+        if self.telemetry.metering:
+            started = time.perf_counter()
             self.telemetry.queue_wait.record(queue.waited, self._attributes)
-        with self._span(key, trigger) as span:
-            outcome = await self._reconciled(key, span)
-            if span is not trace.INVALID_SPAN:
-                span.set_attribute("reconcile.result", outcome)
-        if metering:
+        block = self._span(key, trigger)
+        return _Traced(block, block.__enter__(), started)
+
+    def _untraced(self, traced: _Traced, outcome: str) -> None:
+        """Close what :meth:`_traced` opened, after the worker's body: the span, with the
+        outcome (or the exception going through, as its ``with`` block would see it),
+        and the reconcile's metrics."""
+        propagating = sys.exc_info()
+        if propagating[1] is None and traced.span is not trace.INVALID_SPAN:
+            traced.span.set_attribute("reconcile.result", outcome)
+        traced.block.__exit__(*propagating)
+        if propagating[1] is None and traced.started is not None:
             self.telemetry.reconcile_total.add(1, self._outcomes[outcome])
-            self.telemetry.reconcile_time.record(time.perf_counter() - started, self._attributes)
-        return outcome
+            self.telemetry.reconcile_time.record(time.perf_counter() - traced.started, self._attributes)
 
     def _span(self, key: ObjectKey, trigger: str) -> contextlib.AbstractContextManager[trace.Span]:
         if not self.telemetry.recording:
