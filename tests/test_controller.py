@@ -676,7 +676,7 @@ class TestTheShortWay:
             await asyncio.wait_for(controller.queue.wait_idle(), DEADLINE)
             assert widget_key("w1") not in controller._requests  # the leak guard
 
-    @pytest.mark.parametrize("recorded", [False, True], ids=["short way", "long way"])
+    @pytest.mark.parametrize("recorded", [False, True], ids=["bare", "traced"])
     async def test_results_and_failures_the_same_either_way(
         self, client: Client, clock: FakeClock, recorded: bool
     ) -> None:
