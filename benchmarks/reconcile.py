@@ -259,8 +259,7 @@ async def cold_convergence(db: Path, count: int, workers: int) -> dict[str, Any]
             # Decodes per created object (a stored body structured into a Resource): the
             # apply's result, one. The engine's write (its create being atomic, one per
             # object) is built from the object it acted on, and the watch events of both
-            # writes are dropped unparsed by the cache, which holds them already (a watch
-            # read racing the apply's commit delivers them first, and decodes them: two).
+            # writes are dropped unparsed by the cache, which holds them already.
             decoder = runtime.client.decoder
             decode = decoder.resource
             decodes = [0]

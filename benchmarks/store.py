@@ -11,6 +11,10 @@ projection with its unique index, the head) on the store's schema. Batches of 10
 machine's ceiling) are shown too.
 
     python benchmarks/store.py [--size N] [--json PATH]
+    python benchmarks/store.py --db postgresql://user@host:5432/database [--size N] [--json PATH]
+
+With ``--db postgresql://...`` the PostgreSQL store is measured instead, beside raw
+asyncpg writing the same rows (``benchmarks/store_postgres.py``).
 """
 
 from __future__ import annotations
@@ -213,7 +217,7 @@ asyncio.run(main())
 """
 
 
-async def cross_process_latency(path: Path, count: int) -> list[float]:
+async def cross_process_latency(path: Path | str, count: int) -> list[float]:
     """Seconds from another process's write being acknowledged there (its apply returned)
     to our watch delivering it here. CLOCK_MONOTONIC is shared by processes on Linux."""
     async with connect(path, kinds=example_kinds()) as client:
@@ -259,13 +263,28 @@ def measured(case: str, rate: float, refs: dict[str, Any], *, one: bool = False)
     }
 
 
+def postgres(database: str, size: int, out: Path | None) -> None:
+    """The PostgreSQL cases (``--db``), printed and written to ``out``."""
+    from store_postgres import run  # noqa: PLC0415 - asyncpg only for this case
+
+    result = run(database, size, payload, cross_process_latency)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        summary = {"benchmark": "store-postgres", "size": size, "cpus": os.cpu_count(), **result}
+        out.write_text(json.dumps(summary, indent=2) + "\n")
+
+
 def main() -> None:
     """Run every case, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=20000, help="events per case")
     parser.add_argument("--json", type=Path, help="write results here")
+    parser.add_argument("--db", help="a postgresql:// URL: measure the PostgreSQL store there")
     args = parser.parse_args()
     size = args.size
+    if args.db:
+        postgres(args.db, size, args.json)
+        return
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
         base = Path(folder)

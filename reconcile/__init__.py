@@ -21,8 +21,13 @@ What ``import reconcile`` offers, by who needs it:
   :func:`read_manifests`, each :class:`Document` they read.
 * **An operator author** (a controller of one's own, hosted in the Runtime): the
   :class:`Reconciler` it implements, the :class:`Request` it gets and the :class:`Result`
-  it returns, its :class:`Context`; and, to declare a kind, :func:`doc_field` and the
-  :class:`AdmissionContext` of a kind's admission hook.
+  it returns, its :class:`Context`, the :class:`Children` it declares each pass and
+  :func:`set_controller_reference`; the :class:`Operator` that declares kinds and
+  controllers together; and, to declare a kind, :func:`doc_field`, its
+  :class:`PrinterColumn` values, its admission hooks' :class:`AdmissionHook`,
+  :class:`AdmissionRequest` and :class:`FailurePolicy` (and the :class:`AdmissionWarning`
+  of a hook that broke and was ignored), and the :class:`AdmissionContext` of a
+  provider kind's ``admit`` hook.
 * **A provider author** (a plugin for one external system): the :class:`Provider` and
   the :class:`ExternalClient` it implements (or one per kind, as a :class:`PerKind`), the
   :class:`Behaviour` each kind declares (what the external system guarantees), the
@@ -59,17 +64,21 @@ from typing import TYPE_CHECKING
 
 from reconcile._exports import lazy_exports
 from reconcile.errors import (
+    AdmissionWarning,
     AlreadyExistsError,
+    AlreadyOwnedError,
     ConflictError,
     CorruptError,
     DeadlineExceededError,
     ExpiredError,
+    FieldConflictError,
     FieldError,
     IncompleteListingError,
     InvalidError,
     LockedError,
     NotFoundError,
     NotOwnedError,
+    OwnershipCycleError,
     PermanentError,
     ProviderLoadError,
     ReconcileError,
@@ -81,16 +90,19 @@ from reconcile.errors import (
 )
 
 if TYPE_CHECKING:
-    from reconcile.api import Applied, Client, ResourceList, connect
-    from reconcile.controller import Context, Reconciler, Request, Result
+    from reconcile.api import Applied, Client, ResourceList, connect, set_controller_reference
+    from reconcile.controller import Children, Context, Reconciler, Request, Result
     from reconcile.model import (
         AdmissionContext,
+        AdmissionHook,
+        AdmissionRequest,
         Bookmark,
         Condition,
         ConditionStatus,
         Document,
         Event,
         EventType,
+        FailurePolicy,
         FieldChange,
         Kind,
         KindRegistry,
@@ -98,6 +110,7 @@ if TYPE_CHECKING:
         ObjectKey,
         ObjectMeta,
         OwnerReference,
+        PrinterColumn,
         Resource,
         Status,
         load_manifests,
@@ -115,13 +128,16 @@ if TYPE_CHECKING:
         ours,
     )
     from reconcile.model.kinds import Behaviour, doc_field
-    from reconcile.runtime import Convergence, Health, Runtime, RuntimeOptions
+    from reconcile.runtime import Convergence, Health, Operator, Runtime, RuntimeOptions
 
 _HOMES: dict[str, str] = {
     "AdmissionContext": "reconcile.model",
+    "AdmissionHook": "reconcile.model",
+    "AdmissionRequest": "reconcile.model",
     "Applied": "reconcile.api",
     "Behaviour": "reconcile.model.kinds",
     "Bookmark": "reconcile.model",
+    "Children": "reconcile.controller",
     "Client": "reconcile.api",
     "Condition": "reconcile.model",
     "ConditionStatus": "reconcile.model",
@@ -131,6 +147,7 @@ _HOMES: dict[str, str] = {
     "Document": "reconcile.model",
     "Event": "reconcile.model",
     "EventType": "reconcile.model",
+    "FailurePolicy": "reconcile.model",
     "ExternalClient": "reconcile.model.external",
     "FieldChange": "reconcile.model",
     "Health": "reconcile.runtime",
@@ -141,9 +158,11 @@ _HOMES: dict[str, str] = {
     "ObjectKey": "reconcile.model",
     "ObjectMeta": "reconcile.model",
     "Observation": "reconcile.model.external",
+    "Operator": "reconcile.runtime",
     "Owned": "reconcile.model.external",
     "OwnerReference": "reconcile.model",
     "PerKind": "reconcile.model.external",
+    "PrinterColumn": "reconcile.model",
     "Provider": "reconcile.model.external",
     "Reconciler": "reconcile.controller",
     "Request": "reconcile.controller",
@@ -159,15 +178,21 @@ _HOMES: dict[str, str] = {
     "load_manifests": "reconcile.model",
     "ours": "reconcile.model.external",
     "read_manifests": "reconcile.model",
+    "set_controller_reference": "reconcile.api",
 }
 """Where each lazily imported name lives: the module imported on its first use."""
 
 __all__ = [
     "AdmissionContext",
+    "AdmissionHook",
+    "AdmissionRequest",
+    "AdmissionWarning",
     "AlreadyExistsError",
+    "AlreadyOwnedError",
     "Applied",
     "Behaviour",
     "Bookmark",
+    "Children",
     "Client",
     "Condition",
     "ConditionStatus",
@@ -182,7 +207,9 @@ __all__ = [
     "EventType",
     "ExpiredError",
     "ExternalClient",
+    "FailurePolicy",
     "FieldChange",
+    "FieldConflictError",
     "FieldError",
     "Health",
     "IncompleteListingError",
@@ -197,10 +224,13 @@ __all__ = [
     "ObjectKey",
     "ObjectMeta",
     "Observation",
+    "Operator",
     "Owned",
     "OwnerReference",
+    "OwnershipCycleError",
     "PerKind",
     "PermanentError",
+    "PrinterColumn",
     "Provider",
     "ProviderLoadError",
     "ReconcileError",
@@ -223,6 +253,7 @@ __all__ = [
     "load_manifests",
     "ours",
     "read_manifests",
+    "set_controller_reference",
 ]
 
 

@@ -33,17 +33,21 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "AdmissionWarning",
     "AlreadyExistsError",
+    "AlreadyOwnedError",
     "ConflictError",
     "CorruptError",
     "DeadlineExceededError",
     "ExpiredError",
+    "FieldConflictError",
     "FieldError",
     "IncompleteListingError",
     "InvalidError",
     "LockedError",
     "NotFoundError",
     "NotOwnedError",
+    "OwnershipCycleError",
     "PermanentError",
     "ProviderLoadError",
     "ReconcileError",
@@ -69,6 +73,42 @@ class AlreadyExistsError(ReconcileError):
 
 class ConflictError(ReconcileError):
     """An optimistic-concurrency precondition failed: re-read the object and retry."""
+
+
+class FieldConflictError(ConflictError):
+    """A server-side apply declared fields another field manager owns, with other values
+    (as Kubernetes' ``Apply failed with N conflicts``): leave the field to its owner, or
+    take it with ``force=True`` (``--force-conflicts``).
+
+    ``conflicts`` holds ``(field, manager)`` pairs: ``("spec.content", "site-controller")``.
+    """
+
+    def __init__(self, subject: str, conflicts: Sequence[tuple[str, str]]) -> None:
+        self.subject = subject
+        self.conflicts = tuple(conflicts)
+        count = len(self.conflicts)
+        listed = "; ".join(f'conflict with "{manager}": {field}' for field, manager in self.conflicts)
+        super().__init__(
+            f"{subject}: apply failed with {count} conflict{'s' if count != 1 else ''}: {listed} "
+            "(leave the field out of the manifest, or take it over with force/--force-conflicts)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.subject, self.conflicts))
+
+
+class AlreadyOwnedError(ConflictError):
+    """An apply names a controller owner for an object another owner already controls
+    (an object has at most one owner reference with ``controller: true``), as
+    controller-runtime's ``AlreadyOwnedError``."""
+
+    def __init__(self, subject: str, owner: str) -> None:
+        self.subject = subject
+        self.owner = owner
+        super().__init__(f"{subject} is already controlled by {owner}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.subject, self.owner))
 
 
 class ExpiredError(ReconcileError):
@@ -163,6 +203,12 @@ class SpellingWarning(FutureWarning):
     for this release only; the message names the new spelling of each field."""
 
 
+class AdmissionWarning(UserWarning):
+    """An admission hook under the ``Ignore`` failure policy broke (raised, or did not
+    answer in time) and the object was stored without it; the object's history records
+    it too (``AdmissionHookIgnored``). The message names the hook and what happened."""
+
+
 class ProviderLoadError(ReconcileError):
     """An entry point of the ``reconcile.providers`` group does not give a provider: it
     fails to import, its factory raises, or what it gives lacks ``name``, ``kinds`` or
@@ -198,6 +244,11 @@ class IncompleteListingError(ReconcileError):
     def __init__(self, message: str, found: Sequence[Any]) -> None:
         super().__init__(message)
         self.found = list(found)
+
+
+class OwnershipCycleError(InvalidError):
+    """Owner references that would make an object its own owner, directly or through
+    others: refused, as nothing in a cycle could ever be collected."""
 
 
 class TerminalError(ReconcileError):

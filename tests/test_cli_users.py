@@ -27,7 +27,9 @@ class TestWhoChangedWhat:
         path = cli.write("x.yaml", HEAD + "spec: {path: x.txt, content: one}\n")
         assert cli("--as", "alice@laptop", "apply", "-f", str(path))[0] == 0
         cli.write("x.yaml", HEAD + "spec: {path: x.txt, content: two}\n")
-        assert cli("--as", "bob", "--field-manager", "deploy-bot", "apply", "-f", str(path))[0] == 0
+        # bob's manager takes over the content alice's manager set (server-side apply).
+        bob = ("--as", "bob", "--field-manager", "deploy-bot", "apply", "--force-conflicts", "-f", str(path))
+        assert cli(*bob)[0] == 0
         code, out, _ = cli("history", "file", "x")
         assert code == 0
         lines = out.splitlines()
@@ -60,12 +62,13 @@ class TestWhoChangedWhat:
         assert {(e["user"], e["actor"]) for e in json.loads(out)} == {(expected, "reconcile")}
 
     def test_the_field_manager_owns_what_it_applied(self, cli: Cli) -> None:
-        """--field-manager is the key of the labels it applied in managedFields."""
+        """--field-manager is the key of the labels and spec fields it applied in
+        managedFields."""
         labelled = HEAD.replace("metadata: {name: x}", "metadata: {name: x, labels: {app: web}}")
         path = cli.write("x.yaml", labelled + "spec: {path: x.txt}\n")
         assert cli("--field-manager", "ci", "apply", "-f", str(path))[0] == 0
         code, out, _ = cli("get", "file", "x", "-o", "jsonpath={.metadata.managedFields}")
-        assert (code, json.loads(out)) == (0, {"ci": ["labels/app"]})
+        assert (code, json.loads(out)) == (0, {"ci": ["labels/app", "spec/path"]})
 
     @pytest.mark.parametrize(
         ("args", "said"),

@@ -459,7 +459,7 @@ class TestHistory:
         """Each event has revision, time, type, actor and the changed field paths."""
         await client.apply(widget("w1", 1), manager="alice")
         clock.advance(60)
-        await client.apply(widget("w1", 2), manager="bob")
+        await client.apply(widget("w1", 2), manager="bob", force=True)  # alice's size, taken
         history = await client.history("widget", "w1")
         assert [(e.revision, e.type, e.actor) for e in history] == [
             (1, EventType.CREATED, "alice"),
@@ -467,7 +467,12 @@ class TestHistory:
         ]
         assert history[1].time.timestamp() == pytest.approx(clock())
         changes = {c.path: (c.old, c.new) for c in history[1].changes}
-        assert changes == {"spec.size": (1, 2), "metadata.generation": (1, 2)}
+        assert changes == {
+            "spec.size": (1, 2),
+            "metadata.generation": (1, 2),
+            "metadata.managedFields.alice": (["spec/size"], None),
+            "metadata.managedFields.bob": (None, ["spec/size"]),
+        }
         assert history[1].object is not None
         assert history[1].object.spec.size == 2
 
@@ -607,13 +612,11 @@ class TestRecord:
         monkeypatch.setattr(client.decoder, "resource", lambda *a, **k: decoded.append(a) or decode(*a, **k))
         ready = Status(conditions=(Condition("Ready", ConditionStatus.TRUE, "Done", "", NOW, 1),))
         written = await client.engine.record_actions(
-            "widget",
-            "w1",
+            obj,
             [("CreateSucceeded", None)],
             annotations={"a": "1"},
             add_finalizer="example.dev/g",
             status=ready,
-            based_on=obj,
         )
         assert decoded == []
         assert written == await client.get("widget", "w1")
@@ -624,9 +627,7 @@ class TestRecord:
         # On a revision that is no longer the stored one: decoded from what was written.
         await client.patch("widget", "w1", {"metadata": {"labels": {"by": "them"}}})
         decoded.clear()
-        again = await client.engine.record_actions(
-            "widget", "w1", [], annotations={"b": "2"}, based_on=written
-        )
+        again = await client.engine.record_actions(written, [], annotations={"b": "2"})
         assert len(decoded) == 1
         assert again == await client.get("widget", "w1")
         assert again.metadata.labels == {"app": "x", "by": "them"}

@@ -5,6 +5,7 @@ protocols of reconcile.typing."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,7 +14,9 @@ import pytest
 from helpers import running, settle, widget
 
 from reconcile import AlreadyExistsError, Client, NotFoundError, ObjectKey
-from reconcile.controller import Cache, CachedClient, Controller, Request, Result
+from reconcile.api.engine import Engine
+from reconcile.api.protocols import Recorder
+from reconcile.controller import Cache, CachedClient, CachedEngine, Controller, Request, Result
 from reconcile.testing import WIDGET, FakeClock
 from reconcile.typing import Reader, ResourceClient, StatusWriter, Writer
 
@@ -176,3 +179,42 @@ async def test_not_found_for_a_gone_object_ends_its_reconcile(client: Client, cl
         await cached.delete("widget", "w1")
         await settle(lambda: ("w1", "success") in outcomes)
         assert not controller.failures
+
+
+def recorders(plain: Client, cached: CachedClient) -> tuple[Recorder, Recorder]:
+    """Both engines are Recorders (mypy checks it here, signature by signature)."""
+    return plain.engine, cached.engine
+
+
+def test_both_engines_record_with_one_signature() -> None:
+    """``client.engine`` and ``cached.engine`` take the same arguments for the
+    bookkeeping writes (the object as read, not its kind and name)."""
+    for name in ("record_actions", "release"):
+        plain = inspect.signature(getattr(Engine, name))
+        cached = inspect.signature(getattr(CachedEngine, name))
+        assert plain == cached, name
+        assert next(iter(list(plain.parameters)[1:])) == "obj", name
+
+
+@pytest.mark.parametrize("through", ["client", "cached"])
+async def test_the_same_bookkeeping_runs_on_both_engines(
+    client: Client, clock: FakeClock, through: str
+) -> None:
+    """A recording reconciler's writes (actions with a finalizer, then the release that
+    removes a deleting object) run unchanged on either engine."""
+    cache = Cache(client, clock=clock)
+    cached = CachedClient(client, cache)
+    recorder: Recorder = client.engine if through == "client" else cached.engine
+    obj = await client.apply(widget("w1"))
+    marked = await recorder.record_actions(obj, [("CreateSucceeded", None)], add_finalizer=FINALIZER)
+    assert marked.metadata.finalizers == (FINALIZER,)
+    deleting = await client.delete("widget", "w1")
+    assert deleting is not None
+    gone, revision = await recorder.release(deleting, FINALIZER, [("DeleteSucceeded", None)])
+    assert gone is None
+    assert revision == await client.revision()
+    with pytest.raises(NotFoundError):
+        await client.get("widget", "w1")
+    history = [event.type for event in await client.history("widget", "w1")]
+    assert "CreateSucceeded" in history
+    assert "DeleteSucceeded" in history

@@ -125,7 +125,11 @@ class TestRuntimeOption:
             rt.client.apply_many = watching  # type: ignore[method-assign]
             await rt.apply_many([widget("w")])
         assert seen == [collecting.BULK_THRESHOLDS if tuning else (700, 10, 10)]
-        assert gc.get_threshold() == (700, 10, 10)
+        after = gc.get_threshold()
+        if tuning:  # put back (a cache's first list may have raised the young generation)
+            assert after in {(700, 10, 10), (collecting.YOUNG_THRESHOLD, 10, 10)}
+        else:
+            assert after == (700, 10, 10)
 
     def test_off_unless_asked_for(self) -> None:
         """An embedded Runtime leaves the process's collector alone by default."""

@@ -494,9 +494,7 @@ class TestWritten:
         async with running_informer(informer):
             cached = informer.get(widget_key("w1"))
             assert cached is not None
-            written = await client.engine.record_actions(
-                "widget", "w1", [("Noted", None)], annotations={"a": "1"}, based_on=cached
-            )
+            written = await client.engine.record_actions(cached, [("Noted", None)], annotations={"a": "1"})
             revision = written.metadata.resource_version
             assert revision is not None
             informer.written(written, "engine")
@@ -525,9 +523,7 @@ class TestWritten:
         informer.add_handler(lambda e: heard.append((e.type, e.actor)))
         async with running_informer(informer):
             await client.patch("widget", "w1", {"metadata": {"labels": {"by": "them"}}}, manager="someone")
-            written = await client.engine.record_actions(
-                "widget", "w1", [], annotations={"a": "1"}, manager="engine", based_on=read
-            )
+            written = await client.engine.record_actions(read, [], annotations={"a": "1"}, manager="engine")
             assert written.metadata.labels == {"by": "them"}
             informer.written(written, "engine")
             gate.set()
@@ -568,9 +564,7 @@ class TestWritten:
             await client.apply(widget("w1", 9))  # the first incarnation changes, then goes
             await client.delete("widget", "w1")
             again = await client.apply(widget("w1", 2))
-            written = await client.engine.record_actions(
-                "widget", "w1", [], annotations={"a": "1"}, based_on=again
-            )
+            written = await client.engine.record_actions(again, [], annotations={"a": "1"})
             assert written.spec is again.spec  # the generation did not move: the spec is reused
             informer.written(written, "engine")
             gate.set()

@@ -93,10 +93,11 @@ class TestExamples:
         assert row["resync_events_appended"] == 0
         # The apply's result: the engine's write (one per object, its create being atomic)
         # is built from the object it acted on, and the watch events of both are dropped
-        # unparsed (about 4 per object when the cache decodes them again). A watch read
-        # that races the apply's commit (a slow machine: CI once) delivers the new objects
-        # before their results come back, and decodes them once: at most 2, never more.
-        assert 1 <= row["decodes_per_object"] <= 2
+        # unparsed (about 4 per object when the cache decodes them again). CI once saw 2:
+        # an informer's first list or watch read racing the apply's commit (the benchmark
+        # now waits for the first list; a watch reads no further than what the writer has
+        # announced: tests/test_watching.py).
+        assert 1 <= row["decodes_per_object"] <= 1.1
         assert 0 < row["loop_cpu_share"] <= row["process_cpu_share"]
         assert row["limit_s"] > 0
         assert row["per_event_commit_s"] > 0

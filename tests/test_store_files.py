@@ -77,7 +77,7 @@ class TestRefusedFiles:
     @pytest.mark.parametrize(
         ("url", "message"),
         [
-            ("postgresql://localhost/x", "unsupported store URL scheme"),
+            ("mysql://localhost/x", "unsupported store URL scheme"),
             ("sqlite://host/x.db", "no host"),
             ("sqlite:///x.db?fsync=1", "unknown option 'fsync'"),
             ("sqlite:///x.db?busy_timeout=soon", "invalid value"),
@@ -257,7 +257,7 @@ class TestMigration:
         with contextlib.closing(sqlite3.connect(path)) as conn:
             assert conn.execute("SELECT version FROM reconcile_schema").fetchone()[0] == 4
         async with connect(path, kinds=example_kinds(), manager="deployer", user="alice@laptop") as client:
-            await client.apply({**widget, "spec": {"size": 2}})
+            await client.apply({**widget, "spec": {"size": 2}}, force=True)  # the size "reconcile" set
             events = await client.history("widget", "w")
             assert [(e.actor, e.user) for e in events] == [("reconcile", None), ("deployer", "alice@laptop")]
             async with contextlib.aclosing(client.store.watch(since=1)) as watch:

@@ -23,7 +23,8 @@ from typing import Any
 import attrs
 import cattrs
 
-from reconcile.errors import FieldError, InvalidError, SpellingWarning
+from reconcile.api.fields import declared_paths
+from reconcile.errors import AdmissionWarning, FieldError, InvalidError, SpellingWarning
 from reconcile.model.external import (
     ANNOTATION_ADOPT,
     ANNOTATION_DELETION_POLICY,
@@ -65,6 +66,31 @@ class Admitted:
     spec: Any = None
     #: What the caller should hear about, accepted as it was (the old spelling).
     warnings: tuple[str, ...] = ()
+    #: The manifest file it was read from, if any (what the kind's hooks are told).
+    origin: Path | None = None
+    #: Whether the kind's admission hooks ran (:func:`reconcile.api.reviewing.review`).
+    reviewed: bool = False
+    #: The hooks under ``Ignore`` that broke: each the data of the
+    #: ``AdmissionHookIgnored`` event the write records.
+    ignored: tuple[Mapping[str, str], ...] = ()
+    #: The spec paths the manifest declares, for server-side apply
+    #: (:func:`reconcile.api.fields.declared_paths`); None: every field (a typed
+    #: Resource declares all of its spec).
+    declared: tuple[str, ...] | None = None
+
+    @property
+    def needs_review(self) -> bool:
+        """Whether its kind has admission hooks that have not run on it yet."""
+        return bool(self.kind.hooks) and not self.reviewed
+
+    @property
+    def hook_warnings(self) -> tuple[str, ...]:
+        """What the caller should hear about each hook that broke and was ignored."""
+        return tuple(
+            f"admission hook {i['hook']} ({i['phase']}) failed and was ignored "
+            f"(failurePolicy Ignore): {i['message']}"
+            for i in self.ignored
+        )
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -73,11 +99,17 @@ class Admitted:
         return result
 
 
-def warned(admitted: Admitted) -> Admitted:
-    """``admitted``, its warnings given to Python's :mod:`warnings` (as
-    :class:`~reconcile.errors.SpellingWarning`): what the Python API does with them."""
-    for message in admitted.warnings:
-        warnings.warn(message, SpellingWarning, stacklevel=4)
+def warned(admitted: Admitted, *, spelling: bool = True) -> Admitted:
+    """``admitted``, its warnings given to Python's :mod:`warnings` (the old spelling as
+    :class:`~reconcile.errors.SpellingWarning`, a hook that broke and was ignored as
+    :class:`~reconcile.errors.AdmissionWarning`): what the Python API does with them.
+    ``spelling=False`` leaves out the spelling's, already given at admission."""
+    if spelling and admitted.warnings:
+        for message in admitted.warnings:
+            warnings.warn(message, SpellingWarning, stacklevel=4)
+    if admitted.ignored:  # (tested first: the bulk apply calls this per document)
+        for message in admitted.hook_warnings:
+            warnings.warn(message, AdmissionWarning, stacklevel=4)
     return admitted
 
 
@@ -199,7 +231,8 @@ class Admission:
     ) -> Admitted:
         """Validate and default ``manifest``; raise :class:`InvalidError` with every problem.
         ``origin`` is the manifest file it was read from, if any."""
-        if isinstance(manifest, Resource):
+        typed = isinstance(manifest, Resource)
+        if typed:
             manifest = self.converter.unstructure(manifest)
         if not isinstance(manifest, Mapping):
             reason = "expected a mapping with apiVersion, kind, metadata and spec"
@@ -258,7 +291,8 @@ class Admission:
             "spec": self.converter.unstructure(spec, kind.spec_type),
         }
         _check_size(body, lambda: self._subject(document))
-        return Admitted(kind, body, spec, said)
+        declared = None if typed else tuple(declared_paths(document.get("spec") or {}, body["spec"]))
+        return Admitted(kind, body, spec, said, origin, declared=declared)
 
     @staticmethod
     def metadata_patch_errors(patches: Mapping[str, Mapping[str, Any]]) -> list[FieldError]:

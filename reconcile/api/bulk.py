@@ -45,8 +45,9 @@ import attrs
 from reconcile.api.admission import Admission, Admitted, warned
 from reconcile.api.conflicts import Declared, conflict_error, conflicting
 from reconcile.api.decoding import Decoder
+from reconcile.api.owning import check_cycle
 from reconcile.api.reading import KindRef
-from reconcile.errors import FieldError, InvalidError, ReconcileError, StoreError
+from reconcile.errors import FieldError, InvalidError, OwnershipCycleError, ReconcileError, StoreError
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
 from reconcile.store.contract import EventStore, Mutation, StoredObject, WriteResult
@@ -90,6 +91,9 @@ class Applied:
         default=None, alias="object", eq=_resolved, repr=lambda value: repr(_resolved(value))
     )
     error: Exception | None = None
+    #: What the caller should hear about: each admission hook that broke under
+    #: ``Ignore`` (the object's history records it as ``AdmissionHookIgnored``).
+    warnings: tuple[str, ...] = ()
 
     @property
     def object(self) -> AnyResource | None:
@@ -120,13 +124,26 @@ class Writer(Protocol):
     def decoder(self) -> Decoder:
         """What reads the stored bodies."""
 
+    async def review(self, admitted: Admitted) -> Admitted:
+        """``admitted`` through its kind's admission hooks, or InvalidError."""
+
     def apply_mutation(
-        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+        self,
+        admitted: Admitted,
+        *,
+        manager: str | None = None,
+        create_only: bool = False,
+        force: bool = False,
     ) -> tuple[ObjectKey, Mutation]:
         """The key and the mutation that applying ``admitted`` is."""
 
     def apply_write(
-        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+        self,
+        admitted: Admitted,
+        *,
+        manager: str | None = None,
+        create_only: bool = False,
+        force: bool = False,
     ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
         """The key, the mutation and what makes the :class:`Applied` of its write."""
 
@@ -149,6 +166,7 @@ async def apply_many(
     atomic: bool = False,
     stop: Callable[[], bool] | None = None,
     prune: Sequence[tuple[ObjectKey, int]] = (),
+    force: bool = False,
 ) -> list[Applied]:
     """Apply every manifest; one :class:`Applied` per manifest, in order. A later
     document declaring the same object as an earlier one is applied after it (never in
@@ -158,7 +176,8 @@ async def apply_many(
     before each run of ``batch`` writes (before the one transaction, with ``atomic``):
     when it answers True, the apply ends there, the documents not written ``skipped``.
     ``prune``: objects (key, resource_version) deleted with them (see the module's
-    docstring); their results follow the documents'."""
+    docstring); their results follow the documents'. ``force``: take over the fields
+    other field managers own (server-side apply's conflicts)."""
     results: list[Applied | None] = [None] * (len(manifests) + len(prune))
     admitted = await _admit(client, manifests, results, origins=origins)
     pruning = [
@@ -166,13 +185,13 @@ async def apply_many(
         for offset, (key, version) in enumerate(prune)
     ]
     if check_all_first or atomic:
-        await _check_all(client, admitted, results, manager)
+        await _check_all(client, admitted, results, manager, force=force)
         if any(r is not None for r in results):
             return _finished(results, admitted, len(manifests), prune)
     # Every document admitted first, then written run after run. (Admitting a chunk while
     # the one before commits was measured too: no faster, the writer's thread and the
     # loop's holding the one interpreter by turns.)
-    writes = _Writes(client, manager, results, on_applied)
+    writes = _Writes(client, manager, results, on_applied, force=force)
     if atomic:
         if stop is None or not stop():
             await writes.write_all(admitted, pruning)
@@ -212,19 +231,52 @@ async def _admit(
     """Admit every manifest; a refusal goes into ``results``, and so does a document that
     cannot coexist with another live object or an earlier document of this apply."""
     admitted: list[tuple[int, Admitted]] = []
+    hooked: list[int] = []  # positions in ``admitted`` of those whose kind has hooks
+    given: set[int] = set()  # admitted by the caller, who hears of warnings from the results
     for index, manifest in enumerate(manifests):
         if isinstance(manifest, Admitted):
-            admitted.append((index, manifest))
-            continue
-        origin = None if origins is None else origins[index]
-        try:
-            admitted.append((index, warned(client.admission.admit(manifest, origin=origin))))
-        except InvalidError as exc:
-            results[index] = Applied(None, "refused", error=exc)
+            item = manifest
+            given.add(index)
+        else:
+            origin = None if origins is None else origins[index]
+            try:
+                item = warned(client.admission.admit(manifest, origin=origin))
+            except InvalidError as exc:
+                results[index] = Applied(None, "refused", error=exc)
+                continue
+        if item.kind.hooks and not item.reviewed:
+            hooked.append(len(admitted))
+        admitted.append((index, item))
+    if hooked:
+        admitted = await _review(client, admitted, hooked, results, given)
     if any(item.kind.conflicts is not None for _, item in admitted):
         await _refuse_conflicts(client, admitted, results)
         admitted = [(index, item) for index, item in admitted if results[index] is None]
     return admitted
+
+
+async def _review(
+    client: Writer,
+    admitted: list[tuple[int, Admitted]],
+    hooked: Sequence[int],
+    results: list[Applied | None],
+    given: set[int],
+) -> list[tuple[int, Admitted]]:
+    """The admitted documents, those of kinds with admission hooks through their chains
+    (concurrently: a hook that waits on something holds up only its own document); a
+    refusal goes into ``results`` and the document leaves the list."""
+    reviewed = await asyncio.gather(
+        *(client.review(admitted[position][1]) for position in hooked), return_exceptions=True
+    )
+    for position, outcome in zip(hooked, reviewed, strict=True):
+        index = admitted[position][0]
+        if isinstance(outcome, InvalidError):
+            results[index] = Applied(None, "refused", error=outcome)
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        else:
+            admitted[position] = (index, outcome if index in given else warned(outcome, spelling=False))
+    return [(index, item) for index, item in admitted if results[index] is None]
 
 
 @attrs.define(eq=False)
@@ -236,11 +288,12 @@ class _Writes:
     manager: str
     results: list[Applied | None]
     on_applied: Callable[[Applied], None] | None
+    force: bool = False
     raised: list[BaseException] = attrs.Factory(list)
 
     async def write(self, run: list[tuple[int, Admitted]]) -> None:
         """Queue ``run``'s writes and wait until each is durable."""
-        writes = [self.client.apply_write(item, manager=self.manager) for _, item in run]
+        writes = [self.client.apply_write(item, manager=self.manager, force=self.force) for _, item in run]
         futures = self.client.store.submit_many(
             [(key, mutation) for key, mutation, _ in writes], actor=self.manager, user=self.client.user
         )
@@ -256,7 +309,9 @@ class _Writes:
         """Write every document, and delete every pruned object, in one store
         transaction: all results, or one refusal (that document or deletion ``refused``,
         the others ``skipped``) and nothing stored."""
-        writes = [self.client.apply_write(item, manager=self.manager) for _, item in admitted]
+        writes = [
+            self.client.apply_write(item, manager=self.manager, force=self.force) for _, item in admitted
+        ]
         # The write whose mutation ran last: when one raises, it names the refused one.
         running: list[tuple[int, ObjectKey | None]] = []
 
@@ -383,7 +438,12 @@ def _runs(admitted: list[tuple[int, Admitted]], size: int) -> list[list[tuple[in
 
 
 async def _check_all(
-    client: Writer, admitted: list[tuple[int, Admitted]], results: list[Applied | None], manager: str
+    client: Writer,
+    admitted: list[tuple[int, Admitted]],
+    results: list[Applied | None],
+    manager: str,
+    *,
+    force: bool = False,
 ) -> None:
     """Dry-run every document's mutation on what is stored, and check its identity claim;
     record each refusal in ``results``."""
@@ -393,12 +453,19 @@ async def _check_all(
     stored = await asyncio.gather(*(client.store.read(key) for key in keys if key is not None))
     claims = await asyncio.gather(*(client.claimant(item.kind, item.body["spec"]) for _, item in admitted))
     for (index, item), current, other in zip(admitted, stored, claims, strict=True):
-        key, mutation = client.apply_mutation(item, manager=manager)
+        key, mutation = client.apply_mutation(item, manager=manager, force=force)
         try:
             mutation(current)
         except ReconcileError as exc:
             results[index] = Applied(key, "refused", error=exc)
             continue
+        references = item.metadata.get("ownerReferences")
+        if references and key is not None:
+            try:
+                await check_cycle(client.store, key, references)
+            except OwnershipCycleError as exc:
+                results[index] = Applied(key, "refused", error=exc)
+                continue
         if other is not None and other != key:
             identity = item.kind.identity_of(item.body["spec"])
             reason = (

@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from reconcile.api import bulk, mutations
+import attrs
+
+from reconcile.api import bulk, fields, mutations
 from reconcile.api.admission import MAX_ANNOTATIONS_BYTES, Admission, Admitted, warned
 from reconcile.api.bulk import Applied
 from reconcile.api.decoding import Decoder
@@ -80,6 +82,7 @@ class Client(Reading):
             write=self._write,
             now=self._now,
         )
+        self.engine.reader = self  # what admission hooks read other objects with
         #: The store's upkeep beside ``compact`` and ``verify`` (vacuum, orphans).
         self.maintenance = Maintenance(store)
 
@@ -107,14 +110,19 @@ class Client(Reading):
         *,
         manager: str | None = None,
         origin: Path | None = None,
+        force: bool = False,
     ) -> AnyResource:
-        """Declare an object: create it, or bring the stored one to the manifest.
+        """Declare an object: create it, or bring the stored one to the manifest by
+        server-side apply under the field manager ``manager`` (see
+        :mod:`reconcile.api.fields`): the fields it declared before and no longer
+        declares go, fields other managers own stay, and declaring one of those with
+        another value is :class:`~reconcile.errors.FieldConflictError` unless ``force``.
 
         An identical apply appends nothing. A ``metadata.resource_version`` in the
         manifest is a precondition. ``origin`` is the manifest file it was read from:
         kinds that resolve relative references (a source file) resolve them against it.
         """
-        return await self._apply(manifest, manager=manager, create_only=False, origin=origin)
+        return await self._apply(manifest, manager=manager, create_only=False, origin=origin, force=force)
 
     async def create(
         self,
@@ -124,7 +132,7 @@ class Client(Reading):
         origin: Path | None = None,
     ) -> AnyResource:
         """Create an object; :class:`AlreadyExistsError` when it exists."""
-        return await self._apply(manifest, manager=manager, create_only=True, origin=origin)
+        return await self._apply(manifest, manager=manager, create_only=True, origin=origin, force=False)
 
     async def _apply(
         self,
@@ -133,12 +141,63 @@ class Client(Reading):
         manager: str | None,
         create_only: bool,
         origin: Path | None,
+        force: bool,
     ) -> AnyResource:
-        admitted = warned(self.admission.admit(manifest, origin=origin))
-        applied = await self.engine.write_admitted(admitted, manager=manager, create_only=create_only)
+        try:
+            admitted = self.admission.admit(manifest, origin=origin)
+        except InvalidError as exc:
+            admitted = await self._admit_partial(manifest, exc, manager=manager, origin=origin)
+        if admitted.needs_review:
+            admitted = await self.engine.review(admitted)
+        applied = await self.engine.write_admitted(
+            warned(admitted), manager=manager, create_only=create_only, force=force
+        )
         if applied.object is None:  # pragma: no cover - a write that succeeded has its object
             raise ReconcileError(f"{applied.key}: the apply returned no object")
         return applied.object
+
+    async def _admit_partial(
+        self,
+        manifest: Mapping[str, Any] | AnyResource,
+        refused: InvalidError,
+        *,
+        manager: str | None,
+        origin: Path | None,
+    ) -> Admitted:
+        """A manifest that declares only some fields (server-side apply), admitted with
+        the stored values of the fields other managers own filled in: as Kubernetes
+        validates an apply merged with the live object. What it declares is still only
+        what it gave. ``refused`` is raised when that does not apply (no stored object,
+        no field of another manager's to fill in)."""
+        spec = manifest.get("spec") if isinstance(manifest, Mapping) else None
+        meta = manifest.get("metadata") if isinstance(manifest, Mapping) else None
+        if (
+            not isinstance(spec, Mapping)
+            or not isinstance(meta, Mapping)
+            or not isinstance(manifest, Mapping)
+        ):
+            raise refused
+        try:
+            kind = self.kinds.lookup(str(manifest.get("apiVersion")), str(manifest.get("kind")))
+            key = ObjectKey(
+                kind.api_group, kind.kind, str(meta.get("namespace") or DEFAULT_NAMESPACE), meta["name"]
+            )
+        except (InvalidError, KeyError):
+            raise refused from None
+        stored = await self.store.read(key)
+        if stored is None:
+            raise refused
+        mine = manager or self.manager
+        managed = stored.body["metadata"].get("managedFields") or {}
+        theirs = [
+            p for name, paths in managed.items() if name != mine for p in paths if p.startswith(fields.SPEC)
+        ]
+        if not theirs:
+            raise refused
+        whole = {**manifest, "spec": fields.filled(spec, stored.body["spec"], theirs)}
+        admitted = self.admission.admit(whole, origin=origin)
+        declared = tuple(fields.declared_paths(spec, admitted.body["spec"]))
+        return attrs.evolve(admitted, declared=declared)
 
     async def apply_many(
         self,
@@ -152,12 +211,14 @@ class Client(Reading):
         atomic: bool = False,
         stop: Callable[[], bool] | None = None,
         prune: Sequence[tuple[ObjectKey, int]] = (),
+        force: bool = False,
     ) -> builtins.list[Applied]:
         """Apply many manifests, one result per manifest in their order (see
         :func:`reconcile.api.bulk.apply_many`). ``atomic``: all are stored, in one store
         transaction, or none is (implies ``check_all_first``). ``prune``: objects
         (key, resource_version) deleted with them, in the same transaction with
-        ``atomic``; their results follow the manifests'."""
+        ``atomic``; their results follow the manifests'. ``force``: take over fields other
+        field managers own (see :meth:`apply`)."""
         return await bulk.apply_many(
             self.engine,
             manifests,
@@ -169,6 +230,7 @@ class Client(Reading):
             atomic=atomic,
             stop=stop,
             prune=prune,
+            force=force,
         )
 
     async def update(self, obj: AnyResource, *, manager: str | None = None) -> AnyResource | None:
@@ -178,8 +240,10 @@ class Client(Reading):
         Returns None when the update removed the last finalizer of a deleting object.
         """
         admitted = self.admission.admit(obj)
+        if admitted.needs_review:
+            admitted = warned(await self.engine.review(admitted))
         key = admitted_key(admitted)
-        mutation = mutations.replace(key, admitted.body, admitted.kind.immutable)
+        mutation = self.engine.noted(mutations.replace(key, admitted.body, admitted.kind.immutable), admitted)
         result = await self._write(key, mutation, actor=manager)
         return None if result.object is None else self.decode(result.object.body)
 
@@ -233,8 +297,12 @@ class Client(Reading):
                 "spec": merge_patch(current.body["spec"], patch.get("spec", {})),
             }
             admitted = self.admission.admit(manifest)
+            if admitted.needs_review:
+                admitted = warned(await self.engine.review(admitted))
             try:
-                mutation = mutations.replace(key, admitted.body, admitted.kind.immutable)
+                mutation = self.engine.noted(
+                    mutations.replace(key, admitted.body, admitted.kind.immutable), admitted
+                )
                 result = await self._write(key, mutation, actor=manager)
             except ConflictError:
                 if resource_version is not None:
@@ -272,11 +340,21 @@ class Client(Reading):
         namespace: str = DEFAULT_NAMESPACE,
         resource_version: int | None = None,
         manager: str | None = None,
+        propagation_policy: str = "Background",
     ) -> AnyResource | None:
         """Delete: the object is marked (``deletion_timestamp``) while finalizers remain
-        and removed when none do. Returns the marked object, or None once removed."""
+        and removed when none do. Returns the marked object, or None once removed.
+
+        ``propagation_policy`` says what becomes of its dependents (the objects whose
+        owner references name it; see :data:`reconcile.api.owning.PROPAGATION_POLICIES`):
+        ``Background`` (the garbage collector deletes them once it is gone),
+        ``Foreground`` (it stays, with the ``foregroundDeletion`` finalizer, until the
+        collector has deleted those that block it) or ``Orphan`` (they stay, their
+        reference to it removed; it waits with the ``orphan`` finalizer meanwhile)."""
         _, key = self._key(kind, name, namespace)
-        mutation = mutations.delete(key, now=self._now(), expected=resource_version)
+        mutation = self.engine.delete_mutation(
+            key, resource_version=resource_version, propagation_policy=propagation_policy
+        )
         result = await self._write(key, mutation, actor=manager)
         return None if result.object is None else self.decode(result.object.body)
 

@@ -15,22 +15,35 @@ from typing import Any
 
 import cattrs
 
-from reconcile.api import mutations
+from reconcile.api import mutations, owning
 from reconcile.api.admission import Admission, Admitted
 from reconcile.api.bulk import Applied, Deferred, Outcome
 from reconcile.api.conflicts import conflict_error
 from reconcile.api.decoding import Decoder
+from reconcile.api.owning import check_cycle
 from reconcile.api.reading import KindRef
 from reconcile.api.requests import check_action
+from reconcile.api.reviewing import ADMISSION_HOOK_IGNORED, review
 from reconcile.api.uids import new_uid
 from reconcile.errors import InvalidError
 from reconcile.model.events import Bookmark
 from reconcile.model.external import ANNOTATION_MANAGEMENT_POLICY, FINALIZER
 from reconcile.model.kinds import Kind
-from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
+from reconcile.model.meta import ObjectKey
 from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource
-from reconcile.store.contract import EventStore, ListPage, Mutation, RawEvent, StoredObject, WriteResult
+from reconcile.store.contract import (
+    Change,
+    EventStore,
+    ListPage,
+    Mutation,
+    Note,
+    Put,
+    RawEvent,
+    Remove,
+    StoredObject,
+    WriteResult,
+)
 
 __all__ = ["Engine", "Maintenance", "admitted_key"]
 
@@ -42,6 +55,21 @@ def admitted_key(admitted: Admitted) -> ObjectKey:
     """The key of an admitted manifest."""
     meta = admitted.metadata
     return ObjectKey(admitted.kind.api_group, admitted.kind.kind, meta["namespace"], meta["name"])
+
+
+def _noting(mutation: Mutation, notes: Sequence[Note]) -> Mutation:
+    """``mutation``, followed by ``notes`` in the same write when it puts the object."""
+
+    def noting(current: StoredObject | None) -> Change | Sequence[Change] | None:
+        change = mutation(current)
+        if isinstance(change, Put):
+            return [change, *notes]
+        puts = isinstance(change, Sequence) and any(isinstance(c, Put) for c in change)
+        if puts and not any(isinstance(c, Remove) for c in change):  # type: ignore[union-attr]
+            return [*change, *notes]  # type: ignore[misc]
+        return change
+
+    return noting
 
 
 class Engine:
@@ -73,6 +101,8 @@ class Engine:
         self._manager = manager
         self._write = write
         self._now = now
+        #: What admission hooks read other objects with (the client sets itself).
+        self.reader: Any = None
 
     def _kind(self, kind: KindRef) -> Kind:
         return self._kinds.resolve(kind)
@@ -138,32 +168,79 @@ class Engine:
 
     # -- applies, for writers that queue them --------------------------------------------
 
+    async def review(self, admitted: Admitted) -> Admitted:
+        """``admitted`` through its kind's admission hooks (:mod:`.reviewing`): the object
+        to store, or InvalidError. Call it only when ``admitted.needs_review``."""
+        return await review(self.admission, admitted, self.reader)
+
     def apply_mutation(
-        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+        self,
+        admitted: Admitted,
+        *,
+        manager: str | None = None,
+        create_only: bool = False,
+        force: bool = False,
     ) -> tuple[ObjectKey, Mutation]:
         """The key and the store mutation that applying an admitted manifest is: the
         immutable-field, version and deletion checks run inside it, against the stored
-        object, once (a dry run calls it on what is stored)."""
+        object, once (a dry run calls it on what is stored). A hook that broke under
+        ``Ignore`` is recorded by the same write, after the change it let through
+        (an apply that changes nothing records nothing: applying again stays a no-op)."""
         key = admitted_key(admitted)
-        return key, self.decoder.mutation(
-            mutations.apply(
-                key,
-                admitted.body,
-                self.admission.default_status(admitted.kind),
-                manager=manager or self._manager,
-                uid=new_uid(),
-                now=self._now(),
-                create_only=create_only,
-                immutable=admitted.kind.immutable,
-                identity=admitted.kind.identity_of(admitted.body["spec"]),
-                finalizers=self._default_finalizers(admitted),
-            )
+        applying = mutations.apply(
+            key,
+            admitted.body,
+            self.admission.default_status(admitted.kind),
+            manager=manager or self._manager,
+            uid=new_uid(),
+            now=self._now(),
+            create_only=create_only,
+            immutable=admitted.kind.immutable,
+            identity=admitted.kind.identity_of(admitted.body["spec"]),
+            finalizers=self._default_finalizers(admitted),
+            declared=admitted.declared,
+            force=force,
         )
+        if admitted.ignored:
+            applying = self.noted(applying, admitted)
+        return key, self.decoder.mutation(applying)
 
-    def delete_mutation(self, key: ObjectKey, *, resource_version: int | None = None) -> Mutation:
+    @staticmethod
+    def noted(mutation: Mutation, admitted: Admitted) -> Mutation:
+        """``mutation`` recording, after the object it puts, every hook that broke under
+        ``Ignore`` while ``admitted`` was reviewed (itself when none did)."""
+        if not admitted.ignored:
+            return mutation
+        return _noting(mutation, [Note(ADMISSION_HOOK_IGNORED, dict(i)) for i in admitted.ignored])
+
+    def applied_body(
+        self,
+        admitted: Admitted,
+        stored: StoredObject | None,
+        *,
+        manager: str | None = None,
+        force: bool = False,
+    ) -> dict[str, Any]:
+        """The body applying ``admitted`` would leave of ``stored`` (None: nothing
+        stored), without writing: the apply's own mutation, run on it (server-side apply
+        merged, defaults filled), so what ``plan`` and ``diff`` show is what ``apply``
+        does. Raises what the apply would (a conflict, an immutable field)."""
+        _, mutation = self.apply_mutation(admitted, manager=manager, force=force)
+        change = mutation(stored)
+        if change is None:
+            assert stored is not None
+            return stored.body
+        if isinstance(change, Put | Remove):
+            return change.body
+        return admitted.body  # pragma: no cover - an apply writes one Put or Remove
+
+    def delete_mutation(
+        self, key: ObjectKey, *, resource_version: int | None = None, propagation_policy: str = "Background"
+    ) -> Mutation:
         """The store mutation that deleting ``key`` is (guarded by ``resource_version``
         when given), for writers that queue it with others (``apply_many``'s prune)."""
-        deleting = mutations.delete(key, now=self._now(), expected=resource_version)
+        policy = owning.propagation_policy(propagation_policy)
+        deleting = mutations.delete(key, now=self._now(), expected=resource_version, policy=policy)
         return self.decoder.mutation(deleting)
 
     def _default_finalizers(self, admitted: Admitted) -> tuple[str, ...]:
@@ -178,11 +255,20 @@ class Engine:
         return (FINALIZER,)
 
     async def write_admitted(
-        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+        self,
+        admitted: Admitted,
+        *,
+        manager: str | None = None,
+        create_only: bool = False,
+        force: bool = False,
     ) -> Applied:
         """Apply a manifest admission has already passed (``Client.admission.admit``):
         no second admission. Says what it did (created, configured, unchanged)."""
-        key, applying, finish = self.apply_write(admitted, manager=manager, create_only=create_only)
+        key, applying, finish = self.apply_write(
+            admitted, manager=manager, create_only=create_only, force=force
+        )
+        if admitted.metadata.get("ownerReferences"):
+            await check_cycle(self.store, key, admitted.metadata["ownerReferences"])
         if admitted.kind.conflicts is not None:
             refusal = await conflict_error(self.store, key, admitted, {})
             if refusal is not None:
@@ -190,12 +276,17 @@ class Engine:
         return finish(await self._write(key, applying, actor=manager))
 
     def apply_write(
-        self, admitted: Admitted, *, manager: str | None = None, create_only: bool = False
+        self,
+        admitted: Admitted,
+        *,
+        manager: str | None = None,
+        create_only: bool = False,
+        force: bool = False,
     ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
         """The store write that applying an admitted manifest is: its key, its mutation,
         and what turns the write's result into an :class:`Applied` (for writers that
         queue many writes at once, as the bulk apply does)."""
-        key, mutation = self.apply_mutation(admitted, manager=manager, create_only=create_only)
+        key, mutation = self.apply_mutation(admitted, manager=manager, create_only=create_only, force=force)
         changes: list[Any] = []
         before: list[StoredObject | None] = []
 
@@ -213,9 +304,14 @@ class Engine:
                 # completed its deletion: what is returned is its last state, the body the
                 # Remove kept in the log (stamped with its revision by the store).
                 return Applied(key, outcome, self.decoder.resource(changes[-1].body))
-            # apply stores the admitted spec as it is: reuse its structured form.
+            # apply stores the admitted spec as it is (unless fields of other managers
+            # were kept: server-side apply): then reuse its structured form.
             body = result.object.body
-            return Applied(key, outcome, Deferred(lambda: self.decoder.resource(body, spec=admitted.spec)))
+            spec = admitted.spec if body["spec"] == admitted.body["spec"] else None
+            made = Deferred(lambda: self.decoder.resource(body, spec=spec))
+            if admitted.ignored:
+                return Applied(key, outcome, made, warnings=admitted.hook_warnings)
+            return Applied(key, outcome, made)
 
         return key, applying, finish
 
@@ -223,9 +319,7 @@ class Engine:
 
     def _recording(
         self,
-        kind: KindRef,
-        name: str,
-        namespace: str,
+        obj: AnyResource,
         events: Sequence[tuple[str, Mapping[str, Any] | None]],
         *,
         status: Any,
@@ -234,7 +328,8 @@ class Engine:
         release: str | None = None,
     ) -> tuple[Kind, ObjectKey, Mutation]:
         """The checked mutation that records action events with their bookkeeping."""
-        found, key = self._key(kind, name, namespace)
+        found = self._kinds.lookup(obj.api_version, obj.kind)
+        key = obj.key
         for event_type, data in events:
             check_action(event_type, data)
         if annotations:
@@ -253,22 +348,29 @@ class Engine:
         )
         return found, key, mutation
 
+    async def remove_owner_references(
+        self, key: ObjectKey, uids: Sequence[str], *, manager: str | None = None
+    ) -> AnyResource | None:
+        """Remove ``key``'s owner references to ``uids`` (the garbage collector orphaning
+        a dependent); the object after, None when it is gone."""
+        result = await self._write(key, mutations.remove_owner_references(key, uids), actor=manager)
+        return None if result.object is None else self.decoder.resource(result.object.body)
+
     async def release(
         self,
-        kind: KindRef,
-        name: str,
+        obj: AnyResource,
         finalizer: str,
         events: Sequence[tuple[str, Mapping[str, Any] | None]],
         *,
-        namespace: str = DEFAULT_NAMESPACE,
         status: Any = None,
         manager: str | None = None,
     ) -> tuple[AnyResource | None, int]:
-        """Record action events and remove ``finalizer`` in one write (a controller's
-        cleanup and its record together: a crash keeps both or neither). When it was the
-        last finalizer of an object being deleted, the object goes: returns ``(None,
-        revision)``; otherwise the object after the write and its revision."""
-        _, key, mutation = self._recording(kind, name, namespace, events, status=status, release=finalizer)
+        """Record action events about ``obj`` and remove ``finalizer`` in one write (a
+        controller's cleanup and its record together: a crash keeps both or neither).
+        When it was the last finalizer of an object being deleted, the object goes:
+        returns ``(None, revision)``; otherwise the object after the write and its
+        revision."""
+        _, key, mutation = self._recording(obj, events, status=status, release=finalizer)
         result = await self._write(key, mutation, actor=manager)
         if result.object is None:
             return None, result.revision
@@ -276,29 +378,26 @@ class Engine:
 
     async def record_actions(
         self,
-        kind: KindRef,
-        name: str,
+        obj: AnyResource,
         events: Sequence[tuple[str, Mapping[str, Any] | None]],
         *,
-        namespace: str = DEFAULT_NAMESPACE,
         annotations: Mapping[str, str | None] | None = None,
         add_finalizer: str | None = None,
         status: Any = None,
         manager: str | None = None,
-        based_on: AnyResource | None = None,
     ) -> AnyResource:
-        """Record action events (``(type, data)``) and, atomically with them, merge
-        annotations (None removes one), add a finalizer and replace the status (an
-        instance of the kind's status class). One write, one transaction: a crash keeps
-        all of it or none. Returns the object after it.
+        """Record action events (``(type, data)``) about ``obj`` and, atomically with
+        them, merge annotations (None removes one), add a finalizer and replace the status
+        (an instance of the kind's status class). One write, one transaction: a crash
+        keeps all of it or none. Returns the object after it.
 
-        ``based_on`` is the object the caller acted on, exactly as it was read (from the
-        store or an informer, not a modified copy): when the write finds it still the
-        stored revision, the result is built from it (the write's metadata, the status
-        written) instead of decoding the stored body again; when the write finds its
-        generation unchanged, the result reuses its structured spec."""
+        ``obj`` is the object the caller acted on, exactly as it was read (from the store
+        or an informer, not a modified copy): when the write finds it still the stored
+        revision, the result is built from it (the write's metadata, the status written)
+        instead of decoding the stored body again; when the write finds its generation
+        unchanged, the result reuses its structured spec."""
         found, key, mutation = self._recording(
-            kind, name, namespace, events, status=status, annotations=annotations, add_finalizer=add_finalizer
+            obj, events, status=status, annotations=annotations, add_finalizer=add_finalizer
         )
         found_at: list[int | None] = []
 
@@ -307,8 +406,7 @@ class Engine:
             return mutation(current)
 
         result = await self._write(key, recording, actor=manager)
-        if based_on is not None and not isinstance(based_on.spec, found.spec_type):
-            based_on = None
+        based_on: AnyResource | None = obj if isinstance(obj.spec, found.spec_type) else None
         if based_on is not None and found_at[-1] == based_on.metadata.resource_version:
             return self.decoder.evolved(based_on, result.object, status)
         return self.decoder.written(result.object, based_on, status)

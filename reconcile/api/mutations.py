@@ -27,8 +27,26 @@ from typing import Any
 
 import attrs
 
+from reconcile.api.fields import (
+    leaf_paths,
+    managed_paths,
+    merge_metadata,
+    merge_spec,
+    metadata_conflicts,
+    only_spec_paths_recorded,
+    others_own_spec,
+)
 from reconcile.api.merging import merge_patch
-from reconcile.errors import AlreadyExistsError, ConflictError, FieldError, InvalidError, NotFoundError
+from reconcile.errors import (
+    AlreadyExistsError,
+    AlreadyOwnedError,
+    ConflictError,
+    FieldConflictError,
+    FieldError,
+    InvalidError,
+    NotFoundError,
+    OwnershipCycleError,
+)
 from reconcile.model.events import EventType
 from reconcile.model.meta import ObjectKey
 from reconcile.model.spelling import camel
@@ -36,17 +54,18 @@ from reconcile.store.contract import Body, Change, Mutation, Note, Put, Remove, 
 from reconcile.store.encoding import dumps, loads
 
 __all__ = [
+    "FOREGROUND_FINALIZER",
+    "ORPHAN_FINALIZER",
     "add_finalizer",
     "apply",
     "delete",
     "patch_metadata",
     "record_actions",
     "remove_finalizer",
+    "remove_owner_references",
     "replace",
     "update_status",
 ]
-
-_MERGED = ("labels", "annotations")
 
 
 def _clone(value: Any) -> Any:
@@ -90,39 +109,25 @@ def _new_object(desired: Body, status: Body, uid: str, now: str) -> Body:
     return {**desired, "metadata": meta, "status": status}
 
 
-def _managed_paths(meta: Mapping[str, Any]) -> set[str]:
-    paths: set[str] = set()
-    for field in _MERGED:
-        values = meta.get(field)
-        if values:
-            paths.update(f"{field}/{key}" for key in values)
-    names = meta.get("finalizers")
-    if names:
-        paths.update(f"finalizers/{name}" for name in names)
-    return paths
+def _controller_uid(meta: Mapping[str, Any]) -> tuple[str, str] | None:
+    for reference in meta.get("ownerReferences") or ():
+        if reference.get("controller"):
+            return reference["uid"], f"{reference['kind']} {reference['name']!r} (uid {reference['uid']})"
+    return None
 
 
-def _merge_metadata(old: Mapping[str, Any], desired: Mapping[str, Any], manager: str) -> dict[str, Any]:
-    meta = dict(old)  # the store hands each mutation its own parsed copy
-    managed = dict(meta.get("managedFields") or {})
-    previous = set(managed.get(manager, ()))
-    wanted = _managed_paths(desired)
-    dropped = previous - wanted
-    for field in _MERGED:
-        merged = {k: v for k, v in (meta.get(field) or {}).items() if f"{field}/{k}" not in dropped}
-        merged.update(desired.get(field) or {})
-        meta[field] = dict(sorted(merged.items()))
-    finalizers = [f for f in meta.get("finalizers") or () if f"finalizers/{f}" not in dropped]
-    finalizers += [f for f in desired.get("finalizers") or () if f not in finalizers]
-    meta["finalizers"] = finalizers
-    if desired.get("ownerReferences"):
-        meta["ownerReferences"] = _clone(desired["ownerReferences"])
-    if wanted:
-        managed[manager] = sorted(wanted)
-    else:
-        managed.pop(manager, None)
-    meta["managedFields"] = dict(sorted(managed.items()))
-    return meta
+def _check_owners(key: ObjectKey, old: Mapping[str, Any], desired: Mapping[str, Any]) -> None:
+    """An object has one controller, and is never its own owner."""
+    references = desired.get("ownerReferences") or ()
+    if not references:
+        return
+    if any(reference["uid"] == old.get("uid") for reference in references):
+        reason = "an object cannot own itself"
+        raise OwnershipCycleError([FieldError("metadata.ownerReferences", reason)], subject=str(key))
+    wanted = _controller_uid(desired)
+    current = _controller_uid(old)
+    if wanted is not None and current is not None and wanted[0] != current[0]:
+        raise AlreadyOwnedError(str(key), current[1])
 
 
 def _check_new_finalizers(key: ObjectKey, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
@@ -156,14 +161,21 @@ def apply(
     immutable: tuple[str, ...] = (),
     identity: str | None = None,
     finalizers: tuple[str, ...] = (),
+    declared: Sequence[str] | None = None,
+    force: bool = False,
 ) -> Mutation:
-    """Create the object from ``desired``, or bring the stored one to it; the
-    ``immutable`` spec fields may not change; ``identity`` is the external resource it
-    declares, which no other live object of the kind may declare (the store checks).
-    ``finalizers`` are added to an object this creates (defaulting: no manager owns them,
-    so a later apply without them keeps them)."""
+    """Create the object from ``desired``, or bring the stored one to it by server-side
+    apply (:mod:`.fields`): ``declared`` are the spec paths the manifest declares (None:
+    every leaf of the spec); a field another manager owns with another value is a
+    :class:`~reconcile.errors.FieldConflictError` unless ``force``. The ``immutable``
+    spec fields may not change; ``identity`` is the external resource it declares, which
+    no other live object of the kind may declare (the store checks). ``finalizers`` are
+    added to an object this creates (defaulting: no manager owns them, so a later apply
+    without them keeps them)."""
     expected = desired["metadata"].get("resourceVersion")
-    paths = sorted(_managed_paths(desired["metadata"]))
+    spec_paths = leaf_paths(desired["spec"]) if declared is None else declared
+    paths = sorted({*managed_paths(desired["metadata"]), *spec_paths})
+    paths_set = frozenset(paths)
     listed = desired["metadata"].get("finalizers") or []
     created_finalizers = [*listed, *(f for f in finalizers if f not in listed)]
 
@@ -173,6 +185,7 @@ def apply(
                 raise NotFoundError(f"{key} not found (resourceVersion {expected} was given)")
             body = _new_object(desired, status, uid, now)
             meta = body["metadata"]
+            _check_owners(key, meta, desired["metadata"])
             meta["managedFields"] = {manager: list(paths)} if paths else {}
             if finalizers:
                 meta["finalizers"] = list(created_finalizers)
@@ -181,16 +194,33 @@ def apply(
             raise AlreadyExistsError(f"{key} already exists")
         _check_version(key, current, expected)
         old = current.body
-        check_immutable(key, old["spec"], desired["spec"], immutable)
+        old_meta = old["metadata"]
+        _check_owners(key, old_meta, desired["metadata"])
+        # A shallow copy: the merges below replace a manager's list, never change one.
+        managed: dict[str, list[str]] = dict(old_meta.get("managedFields") or {})
+        spec = _clone(desired["spec"])
+        conflicts = []
+        if len(managed) > 1 or (managed and manager not in managed):
+            conflicts = metadata_conflicts(old_meta, desired["metadata"], managed, manager, force=force)
+            if others_own_spec(managed, manager):
+                spec, found = merge_spec(old["spec"], spec, managed, manager, spec_paths, force=force)
+                conflicts += found
+        if conflicts:
+            raise FieldConflictError(str(key), [(c.field, c.manager) for c in conflicts])
+        check_immutable(key, old["spec"], spec, immutable)
         new = dict(old)
         new["apiVersion"] = desired["apiVersion"]
-        new["spec"] = _clone(desired["spec"])
-        new["metadata"] = _merge_metadata(old["metadata"], desired["metadata"], manager)
-        _check_new_finalizers(key, old["metadata"], new["metadata"])
+        new["spec"] = spec
+        new["metadata"] = merge_metadata(
+            old_meta, desired["metadata"], manager, paths, managed, wanted_set=paths_set
+        )
+        _check_new_finalizers(key, old_meta, new["metadata"])
         if new["spec"] != old["spec"]:
-            new["metadata"]["generation"] = old["metadata"]["generation"] + 1
+            new["metadata"]["generation"] = old_meta["generation"] + 1
         change = _changed(current, new, EventType.SPEC_CHANGED)
         if change is not None and isinstance(change, Put):
+            if only_spec_paths_recorded(old, new):
+                return None
             finished = _finish_if_released(change.body, change.event_type)
             return attrs.evolve(finished, identity=identity) if isinstance(finished, Put) else finished
         return change
@@ -267,8 +297,20 @@ def update_status(key: ObjectKey, status: Body, expected: int | None) -> Mutatio
     return mutate
 
 
-def delete(key: ObjectKey, *, now: str, expected: int | None = None) -> Mutation:
-    """Mark for deletion while finalizers remain; otherwise remove."""
+#: The finalizer a foreground deletion holds its owner with until the dependents that
+#: block it are gone (Kubernetes' name).
+FOREGROUND_FINALIZER = "foregroundDeletion"
+#: The finalizer an orphaning deletion holds its owner with until its dependents' owner
+#: references to it are removed (Kubernetes' name).
+ORPHAN_FINALIZER = "orphan"
+_POLICY_FINALIZERS = {"Foreground": FOREGROUND_FINALIZER, "Orphan": ORPHAN_FINALIZER}
+
+
+def delete(key: ObjectKey, *, now: str, expected: int | None = None, policy: str = "Background") -> Mutation:
+    """Mark for deletion while finalizers remain; otherwise remove. ``policy``
+    (Background, Foreground, Orphan) is how the garbage collector treats the dependents:
+    Foreground and Orphan hold the object with their finalizer until it has done so."""
+    held_by = _POLICY_FINALIZERS.get(policy)
 
     def mutate(current: StoredObject | None) -> Change | None:
         current = _require(key, current)
@@ -278,9 +320,35 @@ def delete(key: ObjectKey, *, now: str, expected: int | None = None) -> Mutation
             return None
         new = dict(current.body)
         new["metadata"] = {**meta, "deletionTimestamp": now}
-        if meta.get("finalizers"):
+        if held_by is not None and held_by not in (meta.get("finalizers") or ()):
+            new["metadata"]["finalizers"] = [*(meta.get("finalizers") or ()), held_by]
+        if new["metadata"].get("finalizers"):
             return Put(EventType.DELETION_REQUESTED, new)
         return Remove(new)
+
+    return mutate
+
+
+def remove_owner_references(key: ObjectKey, uids: Sequence[str]) -> Mutation:
+    """Remove the owner references to ``uids`` (an orphaned dependent, or references to
+    owners that are gone), and any manager's claim on them."""
+    gone = set(uids)
+
+    def mutate(current: StoredObject | None) -> Change | None:
+        current = _require(key, current)
+        meta = current.body["metadata"]
+        references = meta.get("ownerReferences") or ()
+        kept = [r for r in references if r["uid"] not in gone]
+        if len(kept) == len(references):
+            return None
+        paths = {f"ownerReferences/{uid}" for uid in gone}
+        managed = {
+            name: owned
+            for name, all_owned in (meta.get("managedFields") or {}).items()
+            if (owned := [p for p in all_owned if p not in paths])
+        }
+        new_meta = {**meta, "ownerReferences": kept, "managedFields": managed}
+        return Put(EventType.METADATA_CHANGED, {**current.body, "metadata": new_meta})
 
     return mutate
 

@@ -9,6 +9,10 @@ cache, at least as new as its own last write).
   finalizer verbs.
 * :class:`StatusWriter` -- ``update_status``.
 * :class:`ResourceClient` -- all three.
+* :class:`Recorder` -- not a user's verbs: the engine-facing bookkeeping a recording
+  reconciler (the managed one) writes with, ``record_actions`` and ``release``, which
+  ``client.engine`` and ``cached.engine`` implement with the same signatures (each takes
+  the object as it was read).
 
 Both clients implement them with the same signatures and the same errors (a missing
 object is :class:`~reconcile.errors.NotFoundError` for both). Both take ``manager``, the
@@ -17,7 +21,7 @@ field manager a write is recorded under (None: the client's own).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, overload, runtime_checkable
 
@@ -27,7 +31,7 @@ from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
 from reconcile.model.selectors import LabelSelector
 
-__all__ = ["Reader", "ResourceClient", "StatusWriter", "Writer"]
+__all__ = ["Reader", "Recorder", "ResourceClient", "StatusWriter", "Writer"]
 
 
 @runtime_checkable
@@ -71,8 +75,11 @@ class Writer(Protocol):
         *,
         manager: str | None = None,
         origin: Path | None = None,
+        force: bool = False,
     ) -> AnyResource:
-        """Declare an object: create it, or bring the stored one to the manifest."""
+        """Declare an object: create it, or bring the stored one to the manifest (by
+        server-side apply under the field manager; ``force`` takes over fields other
+        managers own)."""
         ...
 
     async def create(
@@ -111,8 +118,11 @@ class Writer(Protocol):
         namespace: str = DEFAULT_NAMESPACE,
         resource_version: int | None = None,
         manager: str | None = None,
+        propagation_policy: str = "Background",
     ) -> AnyResource | None:
-        """Delete: the object marked while finalizers remain, None once removed."""
+        """Delete: the object marked while finalizers remain, None once removed;
+        ``propagation_policy`` (Background, Foreground, Orphan) says what becomes of its
+        dependents."""
         ...
 
     async def add_finalizer(
@@ -155,3 +165,39 @@ class StatusWriter(Protocol):
 @runtime_checkable
 class ResourceClient(Reader, Writer, StatusWriter, Protocol):
     """Reads, writes and status writes: what a reconciler reads and writes through."""
+
+
+@runtime_checkable
+class Recorder(Protocol):
+    """Action events with their bookkeeping, in one write each: ``client.engine``'s
+    (:class:`~reconcile.api.engine.Engine`) and ``cached.engine``'s
+    (:class:`~reconcile.controller.CachedEngine`, which also puts the result into the
+    cache). ``obj`` is the object acted on, exactly as it was read."""
+
+    async def record_actions(
+        self,
+        obj: AnyResource,
+        events: Sequence[tuple[str, Mapping[str, Any] | None]],
+        *,
+        annotations: Mapping[str, str | None] | None = None,
+        add_finalizer: str | None = None,
+        status: Any = None,
+        manager: str | None = None,
+    ) -> AnyResource:
+        """Record action events and, atomically with them, merge annotations, add a
+        finalizer and replace the status; the object after the write."""
+        ...
+
+    async def release(
+        self,
+        obj: AnyResource,
+        finalizer: str,
+        events: Sequence[tuple[str, Mapping[str, Any] | None]],
+        *,
+        status: Any = None,
+        manager: str | None = None,
+    ) -> tuple[AnyResource | None, int]:
+        """Record action events and remove ``finalizer`` in one write: ``(None,
+        revision)`` when it removed the object, else the object after it and its
+        revision."""
+        ...

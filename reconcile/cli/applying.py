@@ -23,13 +23,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 
 from reconcile.api import Client
 from reconcile.cli.completing import complete_kinds, complete_names
-from reconcile.cli.declaring import STDIN, Declared, admit_all, current_of, read_documents, report
+from reconcile.cli.declaring import (
+    STDIN,
+    Declared,
+    admit_all,
+    applied_body,
+    current_of,
+    read_documents,
+    report,
+    reviewed,
+)
 from reconcile.cli.failing import EXIT_FAILURE, EXIT_INPUT, BadInput, Failure
-from reconcile.cli.main import cli, run_async
+from reconcile.cli.main import checked_name, cli, run_async
 from reconcile.cli.naming import split_names, type_and_name
 from reconcile.cli.pruning import Pruning, prune_targets
 from reconcile.cli.reading import list_all
@@ -94,6 +104,18 @@ _FILENAMES = click.option(
     "-l", "--selector", help="Apply only the documents whose labels match; with --prune, the set pruned."
 )
 @click.option("--all", "prune_all", is_flag=True, help="With --prune: every stored object is in the set.")
+@click.option(
+    "--force-conflicts",
+    is_flag=True,
+    help="Take over the fields other field managers own (server-side apply refuses a "
+    "document that sets one to another value without it, naming the field and its manager).",
+)
+@click.option(
+    "--field-manager",
+    "apply_manager",
+    metavar="NAME",
+    help="The field manager this apply's fields are owned by (as the global --field-manager).",
+)
 @click.pass_obj
 def apply(  # noqa: PLR0917 - click passes one parameter per option
     settings: Settings,
@@ -104,9 +126,13 @@ def apply(  # noqa: PLR0917 - click passes one parameter per option
     prune: bool,
     selector: str | None,
     prune_all: bool,
+    force_conflicts: bool,
+    apply_manager: str | None,
 ) -> None:
     """Declare the objects in manifests (-f: YAML or JSON, multi-document), or those of
     a plan saved by `reconcile plan -f ... -out PLANFILE`, exactly as planned."""
+    if apply_manager is not None:
+        settings = attrs.evolve(settings, field_manager=checked_name("--field-manager", apply_manager))
     if saved_plan is not None:
         if filenames or selector is not None or prune or prune_all or plan_only:
             raise BadInput(
@@ -139,11 +165,17 @@ def apply(  # noqa: PLR0917 - click passes one parameter per option
 
         show_plan(settings, filenames)
         return
-    run_async(_apply(settings, filenames, atomic=atomic, pruning=pruning, prune=prune))
+    run_async(_apply(settings, filenames, atomic=atomic, pruning=pruning, prune=prune, force=force_conflicts))
 
 
 async def _apply(
-    settings: Settings, filenames: Sequence[str], *, atomic: bool, pruning: Pruning | None, prune: bool
+    settings: Settings,
+    filenames: Sequence[str],
+    *,
+    atomic: bool,
+    pruning: Pruning | None,
+    prune: bool,
+    force: bool = False,
 ) -> None:
     with stopping_on_signals() as stop:
         documents = read_documents(filenames)
@@ -171,6 +203,7 @@ async def _apply(
                     atomic=atomic,
                     stop=stop,
                     prune=pruned,
+                    force=force,
                 )
             await report(client, declared_all, results, stop)
             await remember_applied(client, settings, declared_all, results)
@@ -241,9 +274,14 @@ async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
             if settings.store.exists()
             else None
         )
+        if client is not None:  # the admission hooks' defaults, as apply would store them
+            declared_all = await reviewed(client, declared_all)
         for declared in declared_all:
             current = None if client is None else await current_of(client, declared)
-            new = _comparable(declared.admitted.body, declared.admitted.body)
+            body = declared.admitted.body
+            if current is not None and client is not None:
+                body = applied_body(client, declared, current, settings.field_manager)
+            new = _comparable(body, declared.admitted.body)
             old = {} if current is None else _comparable(admission.converter.unstructure(current), new)
             if old == new:
                 continue
@@ -272,6 +310,16 @@ async def _diff(settings: Settings, filenames: Sequence[str]) -> bool:
 @click.option("--ignore-not-found", is_flag=True, help="An object that does not exist is not an error.")
 @click.option("--wait", is_flag=True, help="Wait until each object is gone (a runner must be cleaning up).")
 @click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds --wait waits.")
+@click.option(
+    "--cascade",
+    type=click.Choice(["background", "foreground", "orphan"], case_sensitive=False),
+    default="background",
+    show_default=True,
+    help="What becomes of the objects each one owns: background (it goes now, the garbage "
+    "collector deletes them after), foreground (it waits, with the foregroundDeletion "
+    "finalizer, until those that block it are gone), orphan (they stay, their owner "
+    "reference to it removed).",
+)
 @click.pass_obj
 def delete(
     settings: Settings,
@@ -285,9 +333,11 @@ def delete(
     ignore_not_found: bool,
     wait: bool,
     timeout: float,
+    cascade: str,
 ) -> None:
     """Delete objects: KIND NAME... (or KIND/NAME...), KIND --all, KIND -l SELECTOR, or
-    -f FILE. The runner then deletes what they manage."""
+    -f FILE. The runner then deletes what they manage, and its garbage collector the
+    objects they own (--cascade)."""
     kind, names = split_names(kind, names)
     if bool(filenames) == bool(kind):
         raise BadInput("give either KIND NAME... (or KIND --all, KIND -l SELECTOR) or -f FILE")
@@ -305,6 +355,7 @@ def delete(
             ignore_not_found=ignore_not_found,
             wait=wait,
             timeout=timeout,
+            cascade=cascade,
         )
     )
 
@@ -320,6 +371,7 @@ async def _delete(
     ignore_not_found: bool,
     wait: bool,
     timeout: float,
+    cascade: str = "background",
 ) -> None:
     async with settings.client() as client:
         targets: list[tuple[Any, str, str]] = []
@@ -338,7 +390,7 @@ async def _delete(
         for target_kind, name, target_namespace in targets:
             label = qualified(target_kind.kind, target_kind.api_group, name)
             try:
-                await client.delete(target_kind, name, namespace=target_namespace)
+                await client.delete(target_kind, name, namespace=target_namespace, propagation_policy=cascade)
             except NotFoundError:
                 if not ignore_not_found:
                     missing.append(

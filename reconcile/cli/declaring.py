@@ -23,11 +23,12 @@ from reconcile.api.bulk import Applied
 from reconcile.cli.failing import BadInput, invalid_lines
 from reconcile.cli.rendering import qualified
 from reconcile.cli.stopping import Stop
-from reconcile.errors import FieldError, InvalidError, NotFoundError
+from reconcile.errors import FieldError, InvalidError, NotFoundError, ReconcileError
 from reconcile.model import Document, Resource, load_manifests, read_manifests
 from reconcile.model.printing import printable
+from reconcile.store.contract import StoredObject
 
-__all__ = ["STDIN", "Declared", "admit_all", "current_of", "origin", "read_documents", "report"]
+__all__ = ["STDIN", "Declared", "admit_all", "current_of", "origin", "read_documents", "report", "reviewed"]
 
 STDIN = "-"
 
@@ -75,6 +76,25 @@ def origin(document: Document) -> Path | None:
 
 
 _ONE_OBJECT = "one external resource is declared by one object"
+
+
+async def reviewed(client: Client, declared_all: Sequence[Declared]) -> list[Declared]:
+    """The documents through their kinds' admission hooks (those the store is needed
+    for: :func:`admit_all` runs the schema only), as ``apply`` will store them;
+    BadInput listing every refusal."""
+    done: list[Declared] = []
+    problems: list[str] = []
+    for declared in declared_all:
+        if not declared.admitted.needs_review:
+            done.append(declared)
+            continue
+        try:
+            done.append(attrs.evolve(declared, admitted=await client.engine.review(declared.admitted)))
+        except InvalidError as exc:
+            problems.extend(invalid_lines(exc.with_source(declared.document.location)))
+    if problems:
+        raise BadInput(*problems)
+    return done
 
 
 def admit_all(
@@ -134,6 +154,22 @@ async def current_of(client: Client, declared: Declared) -> Resource[Any, Any] |
         return await client.get(declared.admitted.kind, meta["name"], namespace=meta["namespace"])
     except NotFoundError:
         return None
+
+
+def applied_body(
+    client: Client, declared: Declared, current: Resource[Any, Any], manager: str | None
+) -> dict[str, Any]:
+    """The body ``apply`` would leave of the stored ``current``, by the apply's own rule
+    (``Engine.applied_body``: server-side apply keeps the fields other managers own);
+    the stored body with the declared spec when that apply would be refused (the refusal
+    is apply's to say). What ``plan`` and ``diff`` compare with."""
+    stored_body = client.converter.unstructure(current)
+    uid, version = current.metadata.uid or "", current.metadata.resource_version or 0
+    stored = StoredObject(current.key, uid, version, stored_body)
+    try:
+        return client.engine.applied_body(declared.admitted, stored, manager=manager)
+    except ReconcileError:
+        return {**stored_body, "spec": declared.admitted.body["spec"]}
 
 
 async def _refusal_lines(client: Client, declared: Declared, error: Exception) -> list[str]:
@@ -202,6 +238,8 @@ async def report(
     for declared, result in zip(declared_all, results, strict=True):
         if result.outcome in _STORED:
             click.echo(f"{declared.name} {result.outcome}")
+        for warning in result.warnings:
+            click.echo(f"warning: {declared.document.location}: {warning}", err=True)
     for result in pruned:
         if result.outcome == "pruned" and result.key is not None:
             click.echo(f"{qualified(result.key.kind, result.key.api_group, result.key.name)} pruned")

@@ -10,7 +10,8 @@ The convention is the entry points' own spelling, ``MODULE[:ATTRIBUTE]``, with
 ``kinds`` as the attribute when none is given: the attribute is an iterable of
 :class:`~reconcile.model.Kind` (a list, or the very ``KindRegistry`` the service gives
 its Runtime), or a provider (``name``, ``kinds``, ``connect``: what an entry point of the
-``reconcile.providers`` group would name, registered under its name). Nothing is called:
+``reconcile.providers`` group would name, registered under its name), or an
+:class:`~reconcile.runtime.Operator` (its kinds, with no provider). Nothing is called:
 importing the module must be enough, as it is for the service itself.
 
 As uvicorn does with its application, the current folder is put on ``sys.path`` first, so
@@ -32,8 +33,9 @@ from reconcile.cli.failing import BadInput
 
 if TYPE_CHECKING:  # the model is imported when a module is, not for every command
     from reconcile.model import Kind, KindRegistry
+    from reconcile.runtime import Operator
 
-__all__ = ["ENVIRONMENT", "import_kinds", "imports_from"]
+__all__ = ["ENVIRONMENT", "import_kinds", "imported_operators", "imports_from"]
 
 #: The environment variable that lists modules to import (comma-separated).
 ENVIRONMENT = "RECONCILE_IMPORT"
@@ -79,6 +81,8 @@ def _kinds_of(spec: str, value: object) -> tuple[str | None, list[Kind]]:
     provider = None
     if _is_provider(value):
         provider, value = str(value.name), value.kinds  # type: ignore[attr-defined]
+    elif not isinstance(value, type) and hasattr(value, "kinds"):
+        value = value.kinds  # an Operator (kinds, no provider): its kinds
     if isinstance(value, Iterable) and not isinstance(value, str | bytes):
         kinds = list(value)
         strangers = [type(k).__name__ for k in kinds if not isinstance(k, Kind)]
@@ -100,3 +104,11 @@ def import_kinds(registry: KindRegistry, specs: Sequence[str]) -> KindRegistry:
             except ValueError as exc:
                 raise BadInput(f"--import {spec}: {exc}") from None
     return registry
+
+
+def imported_operators(specs: Sequence[str]) -> list[Operator]:
+    """The :class:`~reconcile.runtime.Operator` values among what ``specs`` name
+    (``--import sites:operator``): ``reconcile run`` runs their controllers."""
+    from reconcile.runtime import Operator  # noqa: PLC0415 - only run needs the runtime
+
+    return [value for value in (_load(spec) for spec in specs) if isinstance(value, Operator)]

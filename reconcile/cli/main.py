@@ -37,30 +37,34 @@ def run_async(coroutine: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(coroutine)
 
 
-def _provider_config(
-    path: Path | None, roots: Sequence[str], source_roots: Sequence[str] = ()
+def _checked_config(
+    context: click.Context,
+    path: Path | None,
+    options: Sequence[str],
+    roots: Sequence[str],
+    source_roots: Sequence[str],
 ) -> dict[str, dict[str, Any]]:
-    config: dict[str, dict[str, Any]] = {}
-    if path is not None:
-        import yaml  # noqa: PLC0415 - only with --provider-config (yaml takes 10 ms to import)
+    """Each provider's config (:mod:`reconcile.cli.configuring`); what the environment
+    and the command line gave checked against the installed providers first."""
+    from reconcile.cli.configuring import (  # noqa: PLC0415 - the settings' parser, for every command
+        check_settings,
+        command_line_settings,
+        provider_config,
+    )
 
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise BadInput(f"--provider-config: {path}: cannot read ({exc.strerror})") from None
-        except yaml.YAMLError as exc:
-            raise BadInput(
-                f"--provider-config: {path}: invalid YAML ({' '.join(str(exc).split())})"
-            ) from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict) or not all(isinstance(v, dict) for v in loaded.values()):
-            raise BadInput(f"--provider-config: {path}: expected a mapping of provider name to its config")
-        config = {str(name): dict(value) for name, value in loaded.items()}
-    if roots:
-        config.setdefault("files", {})["roots"] = [str(Path(root).absolute()) for root in roots]
-    if source_roots:
-        config.setdefault("files", {})["source_roots"] = [str(Path(root).absolute()) for root in source_roots]
+    config, given = provider_config(
+        path, command_line_settings(options), environ=os.environ, roots=roots, source_roots=source_roots
+    )
+    if given:
+        from reconcile.model.discovery import discover_providers  # noqa: PLC0415 - only when settings are given
+
+        providers: dict[str, object] = {provider.name: provider for provider in discover_providers()}
+        kinds = context.obj.kinds
+        for kind in kinds:
+            name = kinds.provider_of(kind)
+            if name is not None:
+                providers.setdefault(name, None)
+        check_settings(config, given, providers)
     return config
 
 
@@ -81,6 +85,11 @@ def _name(option: str, value: str) -> str:
             f"{option}: {printable(value, quoted=True)}: must be printable (no control characters)"
         )
     return value
+
+
+#: The check of a user or field manager name, for the commands that take one too
+#: (``apply --field-manager``).
+checked_name = _name
 
 
 def _os_user() -> str:
@@ -106,23 +115,36 @@ def _os_user() -> str:
     help=f"The store: {URL_FORMS}. Env: RECONCILE_DB.",
 )
 @click.option(
+    "-P",
+    "--provider-setting",
+    "provider_settings",
+    multiple=True,
+    metavar="PROVIDER.KEY=VALUE",
+    help="Set a key of a provider's config (repeatable; over RECONCILE_<PROVIDER>__<KEY> and "
+    "--provider-config). VALUE is typed as helm's --set: true/false, numbers, [a, b], null "
+    "removes the key, quotes keep a string.",
+)
+@click.option(
     "--root",
     "roots",
     multiple=True,
     type=click.Path(file_okay=False),
-    help="A folder the files provider may write under (repeatable). Default: each manifest's folder.",
+    help="A folder the files provider may write under (repeatable): -P files.roots=DIR, made "
+    "absolute. Default: each manifest's folder.",
 )
 @click.option(
     "--source-root",
     "source_roots",
     multiple=True,
     type=click.Path(file_okay=False),
-    help="A folder the files provider may read sources from (repeatable). Default: each manifest's folder.",
+    help="A folder the files provider may read sources from (repeatable): -P files.source_roots=DIR, "
+    "made absolute. Default: each manifest's folder.",
 )
 @click.option(
     "--provider-config",
+    envvar="RECONCILE_PROVIDER_CONFIG",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="A YAML file mapping provider names to their config.",
+    help="A YAML file mapping provider names to their config. Env: RECONCILE_PROVIDER_CONFIG.",
 )
 @click.option(
     "--import",
@@ -151,6 +173,7 @@ def _os_user() -> str:
 def cli(  # noqa: PLR0917 - click passes one parameter per global option
     context: click.Context,
     db: str,
+    provider_settings: tuple[str, ...],
     roots: tuple[str, ...],
     source_roots: tuple[str, ...],
     provider_config: Path | None,
@@ -164,11 +187,9 @@ def cli(  # noqa: PLR0917 - click passes one parameter per global option
     Declare resources with `apply`, converge them with `run`, and read what happened
     with `get`, `describe` and `history`.
     """
-    config = _provider_config(provider_config, roots, source_roots)
     modules = imports_from(imports, os.environ.get(ENVIRONMENT))
     context.obj = Settings(
         db=db,
-        provider_config=config,
         debug=debug,
         imports=modules,
         user=_name("--as", user) if user is not None else _os_user(),
@@ -178,6 +199,9 @@ def cli(  # noqa: PLR0917 - click passes one parameter per global option
         # Imported now, whatever the command: a module that cannot be is bad input before
         # anything else is looked at (a database, a manifest).
         _ = context.obj.kinds
+    context.obj.provider_config = _checked_config(
+        context, provider_config, provider_settings, roots, source_roots
+    )
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ from reconcile.cli.rendering import as_json, table
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError, StoreError
 from reconcile.model import Kind, KindRegistry
+from reconcile.model.printing import printable
 from reconcile.model.spelling import camel
 
 if TYPE_CHECKING:
@@ -230,7 +231,30 @@ def explain(settings: Settings, kind: str) -> None:
             f"{title} FIELDS:",
             *(f"  {line}" for line in table(("FIELD", "TYPE", "", "DESCRIPTION"), rows).splitlines()),
         ]
+    lines += _custom_lines(found)
     click.echo("\n".join(lines))
+
+
+def _custom_lines(kind: Kind) -> list[str]:
+    """What a kind adds to ``explain`` beyond its fields: its printer columns (what
+    ``get`` shows) and its admission chain, in the order it runs."""
+    lines: list[str] = []
+    rows: list[tuple[str, ...]]
+    if kind.printer_columns:
+        rows = [
+            (c.name.upper(), c.json_path, c.type, str(c.priority), c.description or "-")
+            for c in kind.printer_columns
+        ]
+        header = ("COLUMN", "PATH", "TYPE", "PRIORITY", "DESCRIPTION")
+        lines += ["", "PRINTER COLUMNS:", *(f"  {line}" for line in table(header, rows).splitlines())]
+    if kind.hooks:
+        rows = [
+            (str(n), h.phase, printable(h.name), h.failure_policy.value, f"{h.timeout:g}s")
+            for n, h in enumerate((*kind.mutating_hooks, *kind.validating_hooks), start=1)
+        ]
+        header = ("#", "PHASE", "HOOK", "FAILURE POLICY", "TIMEOUT")
+        lines += ["", "ADMISSION HOOKS:", *(f"  {line}" for line in table(header, rows).splitlines())]
+    return lines
 
 
 def _explain_field(kind: Kind, path: str) -> str:

@@ -23,7 +23,7 @@ import click
 
 from reconcile.api import Client
 from reconcile.api.decoding import Decoder
-from reconcile.cli.declaring import Declared, admit_all, current_of, origin, read_documents
+from reconcile.cli.declaring import Declared, admit_all, applied_body, current_of, origin, read_documents
 from reconcile.cli.failing import BadInput, Failure
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.reading import list_all
@@ -175,7 +175,8 @@ async def _plan(
             snapshot.revision = await client.revision()  # before the objects: see saving
             currents = [await current_of(client, d) for d in declared]
             snapshot.versions = [None if c is None else c.metadata.resource_version for c in currents]
-            objects = [_as_applied(client, d, c) for d, c in zip(declared, currents, strict=True)]
+            manager = settings.field_manager
+            objects = [_as_applied(client, d, c, manager) for d, c in zip(declared, currents, strict=True)]
         else:
             objects = await list_all(client, list(client.kinds), None, None)
         identity, key = await client.engine.store_identity(), await client.engine.store_mark_key()
@@ -193,13 +194,16 @@ def _as_new(settings: Settings, body: dict[str, Any]) -> AnyResource:
     )
 
 
-def _as_applied(client: Client, declared: Any, current: AnyResource | None) -> AnyResource:
-    """A declared object as apply would leave it: the stored one with the declared spec."""
-    body = declared.admitted.body
+def _as_applied(
+    client: Client, declared: Any, current: AnyResource | None, manager: str | None = None
+) -> AnyResource:
+    """A declared object as apply would leave it: the stored one brought to the
+    declaration by the apply's own rule (``Engine.applied_body``: server-side apply
+    keeps other managers' fields); the declared spec when that apply would be refused
+    (the refusal is apply's to say)."""
     if current is None:
-        return client.decode(_fresh(body))
-    stored = client.converter.unstructure(current)
-    return client.decode({**stored, "spec": body["spec"]})
+        return client.decode(_fresh(declared.admitted.body))
+    return client.decode(applied_body(client, declared, current, manager))
 
 
 async def _observe_all(

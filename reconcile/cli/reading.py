@@ -19,6 +19,7 @@ from reconcile.cli.rendering import (
     as_json,
     as_json_line,
     as_yaml,
+    column_cells,
     column_widths,
     event_data,
     event_detail,
@@ -26,6 +27,7 @@ from reconcile.cli.rendering import (
     labels_text,
     object_data,
     one_line,
+    printer_columns,
     qualified,
     readiness,
     table,
@@ -101,18 +103,24 @@ def render_objects(
 def table_rows(
     client: Client, objects: Sequence[AnyResource], *, namespaces: bool, kinds: bool, options: TableOptions
 ) -> tuple[list[str], list[list[str]]]:
-    """The header and the rows of ``get``'s table, not yet aligned."""
+    """The header and the rows of ``get``'s table, not yet aligned. A table of one kind
+    shows the kind's printer columns after NAME (those of a priority above 0 with
+    ``wide``), as kubectl shows a CRD's additionalPrinterColumns."""
     now = _now(client)
-    header = [*(["NAMESPACE"] if namespaces else []), *(["KIND"] if kinds else []), "NAME", "READY", "SYNCED"]
-    header += ["REASON", "AGE"]
+    columns = () if kinds else printer_columns(client, objects, wide=options.wide)
+    header = [*(["NAMESPACE"] if namespaces else []), *(["KIND"] if kinds else []), "NAME"]
+    header += [column.name.upper() for column in columns]
+    header += ["READY", "SYNCED", "REASON", "AGE"]
     header += ["GENERATION", "OBSERVED", "MESSAGE"] if options.wide else []
     header += ["LABELS"] if options.labels else []
     rows = []
     for obj in objects:
         ready, synced, reason = readiness(obj)
         row = [*([printable(obj.metadata.namespace)] if namespaces else []), *([obj.kind] if kinds else [])]
+        row.append(printable(obj.metadata.name))
+        if columns:
+            row += column_cells(columns, object_data(client, obj), now)
         row += [
-            printable(obj.metadata.name),
             ready,
             synced,
             reason,
@@ -392,9 +400,11 @@ async def _describe(settings: Settings, kind: str, name: str, namespace: str, ev
             "Spec:",
             _indent(as_yaml(data["spec"]).rstrip()),
             "Status:",
-            f"  Observed Generation:  {obj.status.observed_generation}",
+            f"  Observed Generation:  {getattr(obj.status, 'observed_generation', '<none>')}",
         ]
-        extra = {k: v for k, v in data["status"].items() if k not in ("observedGeneration", "conditions")}
+        extra = {
+            k: v for k, v in (data["status"] or {}).items() if k not in ("observedGeneration", "conditions")
+        }
         if any(extra.values()):
             lines.append(_indent(as_yaml(extra).rstrip()))
         conditions = getattr(obj.status, "conditions", ())

@@ -1,9 +1,10 @@
 """Each provider's config, remembered by the store it was applied to.
 
 An ``apply`` that stored every document remembers, for each provider whose kinds it
-applied, the config it applied them with (``--provider-config``'s section for that
-provider, with ``--root`` and ``--source-root``, the command line's short forms of the
-files provider's ``roots`` and ``source_roots``): the store keeps it beside its log
+applied, the config it applied them with (built by :mod:`reconcile.cli.configuring`
+from ``-P``, the environment and ``--provider-config``; ``--root`` and ``--source-root``
+are the command line's short forms of the files provider's ``roots`` and
+``source_roots``): the store keeps it beside its log
 (``Client.engine.remember``, as ``provider:NAME``). ``apply``, ``diff`` and ``plan`` take what
 the store remembers for every key of a provider's config they were not given, and say
 so; given a value that differs, they warn, and an ``apply`` that succeeds with it
@@ -77,18 +78,33 @@ def _is_folders(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
+def _folders(value: object) -> list[str] | None:
+    """A list of folders as a list (one folder, as ``-P files.roots=DIR`` gives it, as a
+    list of one); None for anything else."""
+    if isinstance(value, str):
+        return [value]
+    return value if _is_folders(value) else None
+
+
 def _same(given: object, remembered: object) -> bool:
-    """Equal values; lists of folders equal when they are the same folders."""
-    if _is_folders(given) and _is_folders(remembered):
-        real = [os.path.realpath(folder) for folder in given]
-        return real == [os.path.realpath(folder) for folder in remembered]
+    """Equal values; lists of folders equal when they are the same folders (one folder
+    the same as a list of it)."""
+    given_folders, remembered_folders = _folders(given), _folders(remembered)
+    if (
+        given_folders is not None
+        and remembered_folders is not None
+        and (isinstance(given, list) or isinstance(remembered, list))
+    ):
+        real = [os.path.realpath(folder) for folder in given_folders]
+        return real == [os.path.realpath(folder) for folder in remembered_folders]
     return given == remembered
 
 
 def _shown(provider: str, key: str, value: object) -> str:
     """How a setting is named to the user: ``--root /srv/site``, ``s3.region "eu"``."""
-    if provider == _FILES and key in _SHORT_FORMS and _is_folders(value):
-        return f"{_SHORT_FORMS[key]} {', '.join(value)}"
+    folders = _folders(value)
+    if provider == _FILES and key in _SHORT_FORMS and folders is not None:
+        return f"{_SHORT_FORMS[key]} {', '.join(folders)}"
     return f"{provider}.{key} {json.dumps(value)}"
 
 

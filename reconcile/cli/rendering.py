@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from reconcile.model import Event
+from reconcile.model import Event, PrinterColumn
 from reconcile.model.conditions import ConditionStatus
 from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
@@ -34,10 +34,12 @@ __all__ = [
     "as_json",
     "as_json_line",
     "as_yaml",
+    "column_cells",
     "event_data",
     "event_detail",
     "object_data",
     "one_line",
+    "printer_columns",
     "qualified",
     "readiness",
     "table",
@@ -76,7 +78,7 @@ def readiness(obj: AnyResource) -> tuple[str, str, str]:
     """READY, SYNCED and the reason worth reading (the first condition not True)."""
     conditions = {c.type: c for c in getattr(obj.status, "conditions", ())}
     ready, synced = conditions.get("Ready"), conditions.get("Synced")
-    current = obj.status.observed_generation == obj.metadata.generation
+    current = getattr(obj.status, "observed_generation", None) == obj.metadata.generation
     ready_text = "Unknown" if ready is None else ready.status.value
     if ready is not None and ready.status == ConditionStatus.TRUE and not current:
         ready_text = "Updating"
@@ -226,3 +228,31 @@ def jsonpath(data: object, expression: str) -> str:
         as_json_line(match.value) if isinstance(match.value, dict | list) else str(match.value)
         for match in found
     )
+
+
+def printer_columns(
+    client: Client, objects: Sequence[AnyResource], *, wide: bool
+) -> tuple[PrinterColumn, ...]:
+    """The printer columns of the one kind ``objects`` are of (none for no objects)."""
+    if not objects:
+        return ()
+    kind = client.kinds.get(objects[0].api_version, objects[0].kind)
+    if kind is None:
+        return ()
+    return tuple(column for column in kind.printer_columns if wide or column.priority == 0)
+
+
+def column_cells(columns: Sequence[PrinterColumn], data: dict[str, Any], now: datetime.datetime) -> list[str]:
+    """One object's cells of its kind's printer columns (a ``date`` as an age)."""
+    cells = []
+    for column in columns:
+        value = column.value(data) if column.type == "date" else None
+        if isinstance(value, str):
+            try:
+                when = datetime.datetime.fromisoformat(value)
+            except ValueError:
+                when = None
+            cells.append(printable(value) if when is None else age(when, now))
+        else:
+            cells.append(printable(one_line(column.text(data))))
+    return cells

@@ -25,6 +25,7 @@ import attrs
 import click
 
 from reconcile.cli.failing import BadInput, Failure, Interrupted
+from reconcile.cli.importing import imported_operators
 from reconcile.cli.main import cli, isatty, run_async
 from reconcile.cli.reading import render_objects
 from reconcile.cli.rendering import event_detail, one_line, readiness
@@ -217,6 +218,9 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
     runtime = Runtime(
         settings.db,
         provider_config=settings.provider_config,
+        # --import MODULE:OPERATOR: the operator's controllers run beside the installed ones.
+        operators=imported_operators(settings.imports) if settings.imports else None,
+        kinds=settings.kinds if settings.imports else None,
         workers=run_options.workers,
         shutdown_deadline=run_options.shutdown_deadline,
         provider_timeout=run_options.provider_timeout or None,

@@ -7,9 +7,11 @@ manager ``--field-manager`` (default ``reconcile``, the manager every earlier re
 CLI wrote under: another would leave the labels and annotations those applies own
 without a manager to remove them); ``history`` shows both.
 The database comes from ``--db``, else ``RECONCILE_DB``, else ``./reconcile.db``.
-Provider configuration comes from ``--provider-config FILE`` (a YAML mapping of provider
-name to its config) and ``--root DIR`` (the files provider's roots; without any, each
-manifest's own folder); ``apply``, ``diff`` and ``plan`` add what the store remembers
+Provider configuration comes from ``-P PROVIDER.KEY=VALUE`` (``--root DIR`` is ``-P
+files.roots=DIR``), the environment's ``RECONCILE_<PROVIDER>__<KEY>`` and
+``--provider-config FILE`` (a YAML mapping of provider name to its config), in that
+order of precedence (:mod:`reconcile.cli.configuring`); ``apply``, ``diff`` and ``plan``
+add what the store remembers for the keys none of them gives
 (:mod:`reconcile.cli.remembering`). Commands that only read refuse a database that does
 not exist rather than create an empty one.
 """

@@ -251,10 +251,11 @@ class CachedClient:
         *,
         manager: str | None = None,
         origin: Path | None = None,
+        force: bool = False,
     ) -> AnyResource:
         """``Client.apply``, then into the cache."""
         return await self._applied(
-            await self.client.apply(manifest, manager=manager or self.manager, origin=origin)
+            await self.client.apply(manifest, manager=manager or self.manager, origin=origin, force=force)
         )
 
     async def create(
@@ -379,6 +380,7 @@ class CachedClient:
         namespace: str = DEFAULT_NAMESPACE,
         resource_version: int | None = None,
         manager: str | None = None,
+        propagation_policy: str = "Background",
     ) -> AnyResource | None:
         """``Client.delete``, then into the cache (None: the object is gone)."""
         deleted = await self.client.delete(
@@ -387,6 +389,7 @@ class CachedClient:
             namespace=namespace,
             resource_version=resource_version,
             manager=manager or self.manager,
+            propagation_policy=propagation_policy,
         )
         if deleted is None:
             await self._gone(self._key(kind, name, namespace))
@@ -419,8 +422,8 @@ class CachedEngine:
         self._cache = cache
         self._manager = manager
 
-    def _put(self, obj: AnyResource) -> AnyResource:
-        self._cache.written(obj.key, obj, obj.metadata.resource_version or 0, self._manager)
+    def _put(self, obj: AnyResource, manager: str) -> AnyResource:
+        self._cache.written(obj.key, obj, obj.metadata.resource_version or 0, manager)
         return obj
 
     async def get(self, key: ObjectKey) -> AnyResource | None:
@@ -431,23 +434,24 @@ class CachedEngine:
         return obj if answered else await cache.get(key)
 
     async def release(
-        self, obj: AnyResource, finalizer: str, events: Sequence[tuple[str, Mapping[str, Any] | None]]
-    ) -> AnyResource | None:
-        """``Client.engine.release`` of ``obj``'s ``finalizer`` with action events, then into the
-        cache (None: the write removed the object)."""
-        kind = self._client.kinds.lookup(obj.api_version, obj.kind)
+        self,
+        obj: AnyResource,
+        finalizer: str,
+        events: Sequence[tuple[str, Mapping[str, Any] | None]],
+        *,
+        status: Any = None,
+        manager: str | None = None,
+    ) -> tuple[AnyResource | None, int]:
+        """``Client.engine.release`` (same signature), then into the cache: ``(None,
+        revision)`` when the write removed the object."""
+        manager = manager or self._manager
         released, revision = await self._client.engine.release(
-            kind,
-            obj.metadata.name,
-            finalizer,
-            events,
-            namespace=obj.metadata.namespace,
-            manager=self._manager,
+            obj, finalizer, events, status=status, manager=manager
         )
         if released is None:
-            self._cache.written(obj.key, None, revision, self._manager)
-            return None
-        return self._put(released)
+            self._cache.written(obj.key, None, revision, manager)
+            return None, revision
+        return self._put(released, manager), revision
 
     async def record_actions(
         self,
@@ -457,17 +461,12 @@ class CachedEngine:
         annotations: Mapping[str, str | None] | None = None,
         add_finalizer: str | None = None,
         status: Any = None,
+        manager: str | None = None,
     ) -> AnyResource:
-        """``Client.engine.record_actions`` about ``obj`` (as it was read), then into the cache."""
+        """``Client.engine.record_actions`` (same signature) about ``obj`` (as it was
+        read), then into the cache."""
+        manager = manager or self._manager
         written = await self._client.engine.record_actions(
-            self._client.kinds.lookup(obj.api_version, obj.kind),
-            obj.metadata.name,
-            events,
-            namespace=obj.metadata.namespace,
-            annotations=annotations,
-            add_finalizer=add_finalizer,
-            status=status,
-            manager=self._manager,
-            based_on=obj,
+            obj, events, annotations=annotations, add_finalizer=add_finalizer, status=status, manager=manager
         )
-        return self._put(written)
+        return self._put(written, manager)

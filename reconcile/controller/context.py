@@ -12,8 +12,10 @@ import attrs
 
 from reconcile.controller.caching import CachedClient
 from reconcile.controller.clocks import Clock
+from reconcile.controller.owning import Children
 from reconcile.controller.telemetry import Telemetry
 from reconcile.model.kinds import Kind
+from reconcile.model.resource import AnyResource
 
 __all__ = ["Context"]
 
@@ -33,3 +35,16 @@ class Context:
     clock: Clock
     #: Spans and metrics (no-op unless the host installs an OpenTelemetry SDK).
     telemetry: Telemetry
+    #: The kinds whose objects this controller owns (``add_controller(owns=...)``): a
+    #: change of one it controls requeues its owner, and :meth:`children` prunes them.
+    owns: tuple[Kind, ...] = ()
+
+    def children(self, owner: AnyResource, *, manager: str | None = None, force: bool = True) -> Children:
+        """The children one reconcile of ``owner`` declares
+        (:class:`~reconcile.controller.owning.Children`): apply each with
+        ``children.apply(manifest)`` (the owner made its controller, applied under this
+        controller's field manager, or ``manager``); leaving ``async with`` without an
+        error deletes those the owner controls that were not applied (of the kinds
+        applied and the kinds in :attr:`owns`). ``force``: take over fields another
+        manager set (a controller puts its children back as it declares them)."""
+        return Children(self.client, owner, manager=manager, kinds=self.owns, force=force)

@@ -28,7 +28,8 @@ from opentelemetry import trace
 from reconcile.api.client import Client
 from reconcile.controller.caching import Cache, CachedClient
 from reconcile.controller.clocks import Clock, LoopClock
-from reconcile.controller.informing import InformerEvent
+from reconcile.controller.informing import Informer, InformerEvent
+from reconcile.controller.owning import owner_handler
 from reconcile.controller.queueing import Priority, QueueShutDown, WorkQueue
 from reconcile.controller.reconciling import Reconciler, Request, Result
 from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
@@ -155,6 +156,8 @@ class Controller:
         }
         self._listeners: list[Callable[[ObjectKey, str], None]] = []
         self.informer.add_handler(self._on_change)
+        #: The informers of the kinds this controller owns (:meth:`owns`).
+        self.owned: list[Informer] = []
 
     # -- feeding the queue -----------------------------------------------------------------
 
@@ -185,6 +188,15 @@ class Controller:
         ):
             return
         self.enqueue(event.key, Priority.CHANGE)
+
+    def owns(self, kind: Kind) -> None:
+        """Requeue the owner of each ``kind`` object this controller's kind controls when
+        it changes or goes (controller-runtime's ``Owns()``); the controller runs that
+        kind's informer too."""
+        informer = self.cache.informer(kind)
+        ignored = self.ignore_actors | {CONTROLLER_MANAGER}
+        informer.add_handler(owner_handler(self.kind, self.enqueue, ignored))
+        self.owned.append(informer)
 
     def add_listener(self, listener: Callable[[ObjectKey, str], None]) -> None:
         """Call ``listener(key, outcome)`` after every reconcile, once the key is done in
@@ -467,6 +479,9 @@ class Controller:
         loop = asyncio.get_running_loop()
         informer = loop.create_task(self.informer.run(), name=f"{self.name}-informer")
         extras = [informer]
+        extras += [
+            loop.create_task(owned.run(), name=f"{self.name}-owns-{owned.kind.kind}") for owned in self.owned
+        ]
         if self.resync_period is not None:
             extras.append(loop.create_task(self._resync_loop(), name=f"{self.name}-resync"))
         workers = [

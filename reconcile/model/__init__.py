@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 from reconcile._exports import lazy_exports
 
 if TYPE_CHECKING:
+    from reconcile.model.columns import PrinterColumn
     from reconcile.model.conditions import Condition, ConditionStatus, Status
     from reconcile.model.events import Bookmark, Event, EventType, FieldChange, diff_objects
+    from reconcile.model.hooks import AdmissionHook, AdmissionRequest, FailurePolicy
     from reconcile.model.kinds import ENTRY_POINT_GROUP, AdmissionContext, Behaviour, Kind
     from reconcile.model.manifests import Document, load_manifests, read_manifests
     from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey, ObjectMeta, OwnerReference
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
 
 _HOMES: dict[str, str] = {
     "AdmissionContext": "reconcile.model.kinds",
+    "AdmissionHook": "reconcile.model.hooks",
+    "AdmissionRequest": "reconcile.model.hooks",
+    "FailurePolicy": "reconcile.model.hooks",
+    "PrinterColumn": "reconcile.model.columns",
     "Behaviour": "reconcile.model.kinds",
     "Bookmark": "reconcile.model.events",
     "Condition": "reconcile.model.conditions",
@@ -56,6 +62,8 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "ENTRY_POINT_GROUP",
     "AdmissionContext",
+    "AdmissionHook",
+    "AdmissionRequest",
     "Behaviour",
     "Bookmark",
     "Condition",
@@ -63,6 +71,7 @@ __all__ = [
     "Document",
     "Event",
     "EventType",
+    "FailurePolicy",
     "FieldChange",
     "Kind",
     "KindRegistry",
@@ -70,6 +79,7 @@ __all__ = [
     "ObjectKey",
     "ObjectMeta",
     "OwnerReference",
+    "PrinterColumn",
     "Resource",
     "Status",
     "api_group_of",

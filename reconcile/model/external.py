@@ -355,7 +355,12 @@ def _takes_key(bind: Callable[..., object]) -> bool:
 
 
 class Provider(Protocol):
-    """A plugin: its name, its kinds, and how to connect."""
+    """A plugin: its name, its kinds, and how to connect.
+
+    It may also have ``check_config(config) -> None`` (optional, found by name): raise
+    :class:`~reconcile.errors.InvalidError` naming each bad key by field path, reading
+    no secret and no network; the command line calls it on what ``-P`` and the
+    environment set, before anything is opened."""
 
     @property
     def name(self) -> str:

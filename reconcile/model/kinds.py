@@ -9,6 +9,15 @@ webhook: it sees the provider's configuration and the manifest's origin (the fil
 read from), may default and normalise the spec (resolve a relative path against a
 configured root), and rejects what the configuration forbids. It runs at admission, so a
 rejected manifest stores nothing.
+
+Beyond these, which a provider's kinds use, a kind declared by an application (a custom
+kind, reconciled by its own controller and no provider) has what a CRD has: its
+``printer_columns`` for ``reconcile get`` (:mod:`reconcile.model.columns`) and an
+admission chain of mutating and validating hooks with a failure policy each
+(:mod:`reconcile.model.hooks`), given as ``hooks=[...]`` or added with the
+:meth:`Kind.mutating` and :meth:`Kind.validating` decorators. A kind is served in one
+version, its ``api_version``; several versions with conversion between them will be
+declared beside it (``versions``), leaving a one-version kind as it is.
 """
 
 from __future__ import annotations
@@ -18,18 +27,22 @@ import functools
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import attrs
 
 from reconcile.errors import FieldError
+from reconcile.model.columns import PrinterColumn
 from reconcile.model.conditions import Status
+from reconcile.model.hooks import DEFAULT_HOOK_TIMEOUT, AdmissionHook, FailurePolicy, HookFunction
 from reconcile.model.resource import api_group_of
 from reconcile.model.spelling import camel
 
 __all__ = ["ENTRY_POINT_GROUP", "AdmissionContext", "Behaviour", "Kind", "doc_field"]
 
 ENTRY_POINT_GROUP = "reconcile.providers"
+
+F = TypeVar("F", bound=HookFunction)
 
 
 def doc_field(
@@ -226,6 +239,13 @@ class Kind:
     #: a reconcile waiting on a shared message holds no connection, and more in flight
     #: make fuller messages.
     workers: int | None = None
+    #: The columns ``reconcile get`` shows for the kind after NAME (``-o wide`` adds those
+    #: of a priority above 0), as a CRD's additionalPrinterColumns.
+    printer_columns: tuple[PrinterColumn, ...] = attrs.field(default=(), converter=tuple)
+    #: The admission chain (see :mod:`reconcile.model.hooks`): mutating hooks run in
+    #: this order, then validating ones. :meth:`mutating` and :meth:`validating` add to
+    #: it after the kind is made (the chain is not part of the kind's equality).
+    hooks: list[AdmissionHook] = attrs.field(factory=list, converter=list, eq=False, repr=False)
     # The four flags ``behaviour`` replaced, still accepted as keywords for one release
     # (mapped onto the preset, with a DeprecationWarning); read them as the properties below.
     _legacy_deterministic_identity: bool | None = attrs.field(
@@ -257,6 +277,82 @@ class Kind:
         if self.conflicts is not None and not self.identity:
             msg = f"kind {self.kind}: conflicts needs identity"
             raise ValueError(msg)
+
+    # -- the admission chain ----------------------------------------------------------
+
+    @overload
+    def mutating(self, function: F) -> F: ...
+
+    @overload
+    def mutating(
+        self,
+        *,
+        failure_policy: FailurePolicy | str = ...,
+        timeout: float = ...,
+        name: str = ...,
+    ) -> Callable[[F], F]: ...
+
+    def mutating(
+        self,
+        function: Any = None,
+        *,
+        failure_policy: FailurePolicy | str = FailurePolicy.FAIL,
+        timeout: float = DEFAULT_HOOK_TIMEOUT,
+        name: str = "",
+    ) -> Any:
+        """Add a mutating (defaulting) hook to the kind's chain, as a decorator
+        (``@SITE.mutating`` or ``@SITE.mutating(failure_policy="Ignore", timeout=2)``):
+        it returns the new spec, the new object, or None for no change."""
+        return self._hook("mutating", function, failure_policy, timeout, name)
+
+    @overload
+    def validating(self, function: F) -> F: ...
+
+    @overload
+    def validating(
+        self,
+        *,
+        failure_policy: FailurePolicy | str = ...,
+        timeout: float = ...,
+        name: str = ...,
+    ) -> Callable[[F], F]: ...
+
+    def validating(
+        self,
+        function: Any = None,
+        *,
+        failure_policy: FailurePolicy | str = FailurePolicy.FAIL,
+        timeout: float = DEFAULT_HOOK_TIMEOUT,
+        name: str = "",
+    ) -> Any:
+        """Add a validating hook to the kind's chain, as a decorator: it returns the
+        :class:`~reconcile.errors.FieldError` values it finds (or raises InvalidError)."""
+        return self._hook("validating", function, failure_policy, timeout, name)
+
+    def _hook(
+        self,
+        phase: Any,
+        function: HookFunction | None,
+        failure_policy: FailurePolicy | str,
+        timeout: float,
+        name: str,
+    ) -> Any:
+        def register(hooked: HookFunction) -> HookFunction:
+            hook = AdmissionHook(hooked, phase, failure_policy, timeout, name)  # type: ignore[arg-type]
+            self.hooks.append(hook)
+            return hooked
+
+        return register if function is None else register(function)
+
+    @property
+    def mutating_hooks(self) -> tuple[AdmissionHook, ...]:
+        """The mutating hooks, in the order they run."""
+        return tuple(h for h in self.hooks if h.phase == "mutating")
+
+    @property
+    def validating_hooks(self) -> tuple[AdmissionHook, ...]:
+        """The validating hooks, in the order they run."""
+        return tuple(h for h in self.hooks if h.phase == "validating")
 
     @property
     def deterministic_identity(self) -> bool:

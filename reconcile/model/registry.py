@@ -99,9 +99,15 @@ class KindRegistry:
 
     @classmethod
     def from_entry_points(cls, group: str = ENTRY_POINT_GROUP) -> KindRegistry:
-        """Build a registry from every installed provider's ``kinds`` (found by
-        :func:`reconcile.model.discovery.discover_providers`, the one discovery rule)."""
+        """Build a registry from every installed provider's ``kinds`` and every kinds
+        package's (found by :func:`reconcile.model.discovery.discover`, the one
+        discovery rule); a package's kinds have no provider."""
         # Imported here: a registry built by hand needs no entry points (importlib.metadata).
-        from reconcile.model.discovery import discover_providers  # noqa: PLC0415
+        from reconcile.model.discovery import discover  # noqa: PLC0415
 
-        return cls.from_providers(discover_providers(group))
+        found = discover(group)
+        registry = cls.from_providers(found.providers)
+        for package in found.packages:
+            for kind in package.kinds:
+                registry.register(kind)
+        return registry

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from reconcile.model.discovery import discover_providers
     from reconcile.runtime.converging import Convergence
     from reconcile.runtime.health import ControllerHealth, Health
+    from reconcile.runtime.operators import Operator
     from reconcile.runtime.options import RuntimeOptions
     from reconcile.runtime.running import Runtime
     from reconcile.runtime.supervising import Supervisor
@@ -25,6 +26,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "reconcile.model.discovery": ("discover_providers",),
     "reconcile.runtime.converging": ("Convergence",),
     "reconcile.runtime.health": ("ControllerHealth", "Health"),
+    "reconcile.runtime.operators": ("Operator",),
     "reconcile.runtime.options": ("RuntimeOptions",),
     "reconcile.runtime.running": ("Runtime",),
     "reconcile.runtime.supervising": ("Supervisor",),
@@ -36,6 +38,7 @@ __all__ = [
     "ControllerHealth",
     "Convergence",
     "Health",
+    "Operator",
     "Runtime",
     "RuntimeOptions",
     "Supervisor",

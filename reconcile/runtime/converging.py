@@ -24,6 +24,7 @@ import attrs
 
 from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock
+from reconcile.controller.collecting import GarbageCollector
 from reconcile.controller.controlling import Controller
 from reconcile.controller.informing import InformerEvent
 from reconcile.errors import CorruptError, NotFoundError, ReconcileError
@@ -140,6 +141,14 @@ class Tracker:
         self._observed: set[ObjectKey] = set()
         self._moved = _Moved()
         self._ready_waiters: dict[ObjectKey, list[asyncio.Future[AnyResource]]] = {}
+        #: The garbage collector, when the Runtime runs one: convergence waits until it
+        #: has nothing left to do (a background deletion's dependents are collected).
+        self.collector: GarbageCollector | None = None
+
+    def follow_collector(self, collector: GarbageCollector) -> None:
+        """Count ``collector``'s pending work as not settled, and its moves as moves."""
+        self.collector = collector
+        collector.add_listener(self._moved)
 
     def follow(self, controller: Controller) -> None:
         """Track this controller's objects and queue."""
@@ -208,7 +217,8 @@ class Tracker:
                     stuck.append(obj)
                 if key in controller.failures:
                     failures[key] = controller.failures[key]
-        unsynced, busy = self._unsynced(controllers), self._busy(controllers)
+        unsynced = self._unsynced(controllers)
+        busy = self._busy(controllers) or (self.collector is not None and self.collector.busy)
         unobserved = frozenset(o.key for o in waiting if o.key not in self._observed)
         return Convergence(total, tuple(waiting), tuple(stuck), unsynced, busy, failures, unobserved)
 
@@ -232,6 +242,8 @@ class Tracker:
         move, in time independent of how many objects there are (what was given up on is
         few)."""
         if self._unsynced(controllers) or self._busy(controllers):
+            return False
+        if self.collector is not None and self.collector.busy:
             return False
         for controller in controllers:
             waiting = self._waiting.get((controller.kind.api_group, controller.kind.kind), {})

@@ -57,6 +57,8 @@ class Registration:
     workers: int | None
     resync_period: float | Literal["default"] | None
     ignore_own_writes: bool
+    #: The kinds whose objects the controller's kind owns (controller-runtime's ``Owns``).
+    owns: tuple[KindRef, ...] = ()
 
 
 def factory_of(reconciler: object) -> ReconcilerFactory:

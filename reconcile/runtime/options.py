@@ -69,6 +69,9 @@ class RuntimeOptions:
     runner_lock: RunnerLock = attrs.field(default="fail", validator=_runner_lock)
     #: Seconds a read waits for the cache to reflect a write of the key it reads.
     read_timeout: float = attrs.field(default=5.0, validator=_positive)
+    #: Run the garbage collector (dependents follow their owners' deletion by
+    #: propagation policy; :mod:`reconcile.controller.collecting`).
+    garbage_collection: bool = True
 
     def __attrs_post_init__(self) -> None:
         if self.freeze_gc is not None:

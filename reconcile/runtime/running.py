@@ -27,12 +27,13 @@ from reconcile.api.bulk import Applied
 from reconcile.api.client import Client
 from reconcile.api.reading import KindRef
 from reconcile.controller.caching import Cache, CachedClient
+from reconcile.controller.collecting import COLLECTOR_MANAGER, GarbageCollector
 from reconcile.controller.context import Context
 from reconcile.controller.controlling import Controller
 from reconcile.controller.managed import ENGINE_MANAGER, ManagedReconciler
 from reconcile.controller.reconciling import Reconciler
 from reconcile.errors import InvalidError, LockedError, ReconcileError
-from reconcile.model.discovery import discover_providers
+from reconcile.model.discovery import discover
 from reconcile.model.external import ExternalClient, Provider, bind_store
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
@@ -49,6 +50,7 @@ from reconcile.runtime.hosting import (
     function_reconciler,
     last_failure,
 )
+from reconcile.runtime.operators import Operator, operators_among
 from reconcile.runtime.options import RuntimeOptions
 from reconcile.runtime.supervising import Supervisor
 from reconcile.store.contract import Claim, EventStore
@@ -66,7 +68,8 @@ _STANDBY_POLL = 0.5
 
 
 class Runtime:
-    """Runs a managed controller for every kind of every provider, and any controller
+    """Runs a managed controller for every kind of every provider, the controllers of
+    every :class:`~reconcile.runtime.Operator` given or included, and any controller
     added with :meth:`add_controller` (or the :meth:`controller` decorator)."""
 
     def __init__(
@@ -76,13 +79,19 @@ class Runtime:
         providers: Sequence[Provider] | None = None,
         provider_config: Mapping[str, Mapping[str, Any]] | None = None,
         kinds: KindRegistry | None = None,
+        operators: Sequence[Operator] | None = None,
         options: RuntimeOptions | None = None,
         **settings: Any,
     ) -> None:
-        """``settings`` are :class:`RuntimeOptions` fields (overriding ``options``) and,
-        beyond them, options of the store (``synchronous="NORMAL"``...)."""
+        """``providers``: None discovers the installed ones (the ``reconcile.providers``
+        entry points), and with them the installed kinds packages and operators, whose
+        controllers then run too. ``operators``: applications' kinds and controllers
+        (:class:`~reconcile.runtime.Operator`), run beside those. ``kinds``: more kinds
+        the client knows. ``settings`` are :class:`RuntimeOptions` fields (overriding
+        ``options``) and, beyond them, options of the store (``synchronous="NORMAL"``...)."""
         self.store_url = store
         self._providers = providers
+        self._operators: list[Operator] = list(operators or ())
         self._provider_config = dict(provider_config or {})
         self._extra_kinds = kinds
         overrides = {name: value for name, value in settings.items() if name in RuntimeOptions.names()}
@@ -103,6 +112,8 @@ class Runtime:
         self._client: Client | None = None
         self._signals: list[signal.Signals] = []
         self._closing: asyncio.Task[bool] | None = None
+        #: The garbage collector, once started (None with ``garbage_collection=False``).
+        self.collector: GarbageCollector | None = None
 
     @property
     def client(self) -> Client:
@@ -133,11 +144,24 @@ class Runtime:
         Raises InvalidError (having closed what it opened) when a provider refuses its
         config: nothing is reconciled with a config that cannot work."""
         self._closing = None
-        providers = list(discover_providers() if self._providers is None else self._providers)
+        operators = list(self._operators)
         registry = KindRegistry(self._extra_kinds or ())
+        if self._providers is None:
+            found = discover()
+            providers = list(found.providers)
+            for package in found.packages:
+                for kind in package.kinds:
+                    registry.register(kind)
+            installed = operators_among(package.source for package in found.packages)
+            operators = [*installed, *(o for o in operators if o not in installed)]
+        else:
+            providers = list(self._providers)
         for provider in providers:
             for kind in provider.kinds:
                 registry.register(kind, provider=provider.name)
+        for operator in operators:
+            for kind in operator.kinds:
+                registry.register(kind)
         store = await open_store(self.store_url, clock=self.wall_clock, **self.store_options)
         self._client = Client(store, registry, clock=self.wall_clock, provider_config=self._provider_config)
         self._cache = Cache(
@@ -159,8 +183,15 @@ class Runtime:
             for provider in providers:
                 for kind in provider.kinds:
                     self._add_managed(provider, kind)
+            for operator in operators:
+                for registration in operator.registrations:
+                    self._start_controller(registration)
             for registration in self._registrations:
                 self._start_controller(registration)
+            if self.options.garbage_collection:
+                self.collector = GarbageCollector(self._client, self._cache, clock=self.clock)
+                self.tracker.follow_collector(self.collector)
+                self.supervisor.start(COLLECTOR_MANAGER, self.collector.run)
         except BaseException:
             await self.close()  # a half-started runtime leaves nothing running or open
             raise
@@ -227,6 +258,7 @@ class Runtime:
         workers: int | None = None,
         resync_period: float | Literal["default"] | None = "default",
         ignore_own_writes: bool = True,
+        owns: Sequence[KindRef] = (),
     ) -> None:
         """Run ``reconciler`` for ``kind`` beside the managed controllers, with the same
         cache, queue semantics, telemetry, supervision and shutdown.
@@ -238,14 +270,37 @@ class Runtime:
         else (a reconcile function among them: use :meth:`controller`) raises TypeError
         here, naming what was given. Its writes through ``context.client`` are recorded
         under ``manager`` (default: the controller's name) and, with
-        ``ignore_own_writes``, do not trigger it again. Before :meth:`start` it starts
-        with the rest; after, at once."""
+        ``ignore_own_writes``, do not trigger it again. ``owns``: the kinds of the
+        children its objects control (controller-runtime's ``Owns()``): a change or
+        deletion of one requeues its owner, and ``context.children(owner)`` prunes them.
+        Before :meth:`start` it starts with the rest; after, at once."""
         registration = Registration(
-            kind, factory_of(reconciler), name, manager, workers, resync_period, ignore_own_writes
+            kind,
+            factory_of(reconciler),
+            name,
+            manager,
+            workers,
+            resync_period,
+            ignore_own_writes,
+            tuple(owns),
         )
         self._registrations.append(registration)
         if self._cache is not None:
             self._start_controller(registration)
+
+    def include(self, operator: Operator) -> None:
+        """Run ``operator``'s controllers and know its kinds: before :meth:`start`, with
+        the rest; after, at once (its kinds join the client's)."""
+        if operator in self._operators:
+            return
+        self._operators.append(operator)
+        if self._client is None:
+            return
+        for kind in operator.kinds:
+            self._client.kinds.register(kind)
+        if self._cache is not None:
+            for registration in operator.registrations:
+                self._start_controller(registration)
 
     def controller(self, kind: KindRef, **options: Any) -> Callable[[ReconcileFunction], ReconcileFunction]:
         """The decorator form of :meth:`add_controller`.
@@ -277,7 +332,10 @@ class Runtime:
             msg = f"a controller named {name!r} already runs; give this one another name"
             raise ValueError(msg)
         manager = registration.manager or name
-        context = Context(kind, CachedClient(self.client, cache, manager=manager), self.clock, self.telemetry)
+        owned = tuple(k if isinstance(k, Kind) else self.client.kinds.resolve(k) for k in registration.owns)
+        context = Context(
+            kind, CachedClient(self.client, cache, manager=manager), self.clock, self.telemetry, owned
+        )
         reconciler = registration.factory(context)
         resync = (
             self.options.resync_period
@@ -299,6 +357,8 @@ class Runtime:
             # would turn every failed attempt into an immediate next attempt.
             ignore_actors=frozenset({manager}) if registration.ignore_own_writes else frozenset(),
         )
+        for owned_kind in owned:
+            controller.owns(owned_kind)
         self.controllers[name] = controller
         self.tracker.follow(controller)
         self.supervisor.start(name, controller.run)
@@ -385,6 +445,8 @@ class Runtime:
             loop.remove_signal_handler(sig)
         self._signals.clear()
         self.supervisor.stopping = True
+        if self.collector is not None:
+            self.collector.shut_down()
         results = [False]
         try:
             results = await asyncio.gather(*(c.shutdown(deadline) for c in self.controllers.values()))
@@ -422,20 +484,30 @@ class Runtime:
         *,
         manager: str = "reconcile",
         origin: Path | None = None,
+        force: bool = False,
     ) -> AnyResource:
-        """Declare an object (``Client.apply``), through the controllers' cache: the
-        applied object is cached at once and its controller hears of it now."""
-        return await CachedClient(self.client, self.cache, manager=manager).apply(manifest, origin=origin)
+        """Declare an object (``Client.apply``: server-side apply under ``manager``;
+        ``force`` takes over other managers' fields), through the controllers' cache:
+        the applied object is cached at once and its controller hears of it now."""
+        cached = CachedClient(self.client, self.cache, manager=manager)
+        return await cached.apply(manifest, origin=origin, force=force)
 
     async def delete(
-        self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE, manager: str = "reconcile"
+        self,
+        kind: KindRef,
+        name: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        manager: str = "reconcile",
+        propagation_policy: str = "Background",
     ) -> AnyResource | None:
         """Delete an object (``Client.delete``), through the controllers' cache: the object
         marked for deletion is cached at once, its controller hears of it now, and its
         watch event is dropped unparsed; None when it was removed at once (no finalizers),
-        and reads of it then wait for the watch to bring the removal."""
+        and reads of it then wait for the watch to bring the removal. ``propagation_policy``:
+        what the garbage collector does with its dependents (``Client.delete``)."""
         cached = CachedClient(self.client, self.cache, manager=manager)
-        return await cached.delete(kind, name, namespace=namespace)
+        return await cached.delete(kind, name, namespace=namespace, propagation_policy=propagation_policy)
 
     async def apply_many(
         self,

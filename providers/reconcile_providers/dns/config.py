@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -38,7 +39,7 @@ import dns.tsig
 
 from reconcile.errors import FieldError, InvalidError
 
-__all__ = ["DnsConfig", "Server", "ZoneKey"]
+__all__ = ["DnsConfig", "Server", "ZoneKey", "check_keys"]
 
 ALGORITHMS = {
     "hmac-sha256": dns.tsig.HMAC_SHA256,
@@ -116,11 +117,7 @@ class DnsConfig:
         """Check the mapping and read the secrets; InvalidError lists every problem (by
         path, without any secret)."""
         environ = os.environ if environ is None else environ
-        errors: list[FieldError] = [
-            FieldError(f"dns.{key}", f"unknown key (known: {', '.join(sorted(_KEYS))})")
-            for key in raw
-            if key not in _KEYS
-        ]
+        errors = _unknown_keys(raw)
         servers = tuple(_servers(raw.get("servers", []), errors))
         keys = {}
         zones = raw.get("zones", {})
@@ -155,6 +152,40 @@ class DnsConfig:
         if errors:
             raise InvalidError(errors, subject="the dns provider config")
         return cls(servers=servers, keys=keys, **options)
+
+
+def _unknown_keys(raw: Mapping[str, Any]) -> list[FieldError]:
+    errors = []
+    for key in raw:
+        if key not in _KEYS:
+            close = difflib.get_close_matches(str(key), sorted(_KEYS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            known = ", ".join(sorted(_KEYS))
+            errors.append(FieldError(f"dns.{key}", f"unknown key{hint} (known: {known})"))
+    return errors
+
+
+def check_keys(raw: Mapping[str, Any]) -> None:
+    """InvalidError naming each unknown key of a config, a ``servers`` or ``zones`` of the
+    wrong shape and each secret written inline, without reading any secret (the values
+    are checked by :meth:`DnsConfig.from_mapping`)."""
+    errors = _unknown_keys(raw)
+    if not isinstance(raw.get("servers", []), list):
+        errors.append(FieldError("dns.servers", "a list of {address, port, zones}"))
+    zones = raw.get("zones", {})
+    if not isinstance(zones, Mapping):
+        errors.append(FieldError("dns.zones", "a mapping of zone to its TSIG key"))
+    else:
+        errors.extend(
+            FieldError(
+                f"dns.zones[{str(zone)!r}].secret",
+                "a secret is never written in the config: use secret_env or secret_file",
+            )
+            for zone, settings in zones.items()
+            if isinstance(settings, Mapping) and "secret" in settings
+        )
+    if errors:
+        raise InvalidError(errors, subject="the dns provider config")
 
 
 #: What ``owner_prefix`` may be: one DNS label (the marks live at ``<prefix>.<name>``, a

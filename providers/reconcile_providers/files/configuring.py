@@ -7,6 +7,7 @@ boolean; nothing else. A mistake here is said by ``Runtime.start`` (and so at on
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,10 +19,15 @@ _FOLDERS = ("roots", "source_roots")
 _KEYS = (*_FOLDERS, "special_modes")
 
 
+def _did_you_mean(key: str) -> str:
+    close = difflib.get_close_matches(key, _KEYS, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def check_config(config: Mapping[str, Any]) -> None:
     """InvalidError naming each bad key of a files provider config."""
     errors = [
-        FieldError(f"files.{key}", f"unknown setting (known: {', '.join(_KEYS)})")
+        FieldError(f"files.{key}", f"unknown setting{_did_you_mean(str(key))} (known: {', '.join(_KEYS)})")
         for key in config
         if key not in _KEYS
     ]

@@ -31,6 +31,11 @@ class FilesProvider:
         """``Directory`` and ``File``."""
         return KINDS
 
+    def check_config(self, config: Mapping[str, Any]) -> None:
+        """InvalidError naming each bad key of ``config`` (what the command line checks
+        before anything is opened; ``connect`` checks the same)."""
+        check_config(config)
+
     async def connect(self, config: Mapping[str, Any]) -> reconcile.ExternalClient:
         """A client confined to ``config["roots"]`` when given (checked: InvalidError
         naming a bad key)."""

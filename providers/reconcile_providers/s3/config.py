@@ -18,6 +18,7 @@ credentials are the server's to say.
 
 from __future__ import annotations
 
+import difflib
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -78,7 +79,9 @@ class S3Config:
                 )
             elif key not in attrs.fields_dict(cls):
                 known = ", ".join(attrs.fields_dict(cls))
-                errors.append(FieldError(f"s3.{key}", f"unknown setting (known: {known})"))
+                close = difflib.get_close_matches(str(key), list(attrs.fields_dict(cls)), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                errors.append(FieldError(f"s3.{key}", f"unknown setting{hint} (known: {known})"))
         errors.extend(
             FieldError(f"s3.{key}", "expected a string")
             for key in ("endpoint_url", "region", "profile")

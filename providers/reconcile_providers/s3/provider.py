@@ -24,6 +24,12 @@ class S3Provider:
         """``Bucket`` and ``Object``."""
         return (BUCKET, OBJECT)
 
+    def check_config(self, config: Mapping[str, Any]) -> None:
+        """InvalidError naming each bad key of ``config``, without reading anything (what
+        the command line checks before anything is opened; ``connect`` also checks the
+        AWS chain's files)."""
+        S3Config.from_mapping(config)
+
     async def connect(self, config: Mapping[str, Any]) -> reconcile.ExternalClient:
         """A client for the configured endpoint (checked: InvalidError naming a bad key,
         a profile no shared file holds, or a shared file that cannot be parsed)."""

@@ -37,6 +37,7 @@ from reconcile.store.contract import (
 )
 from reconcile.store.encoding import load_body
 from reconcile.store.finishing import finish
+from reconcile.store.paging import page_of
 from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
@@ -51,7 +52,6 @@ from reconcile.store.sqlite.maintenance import (
     vacuum,
     verify,
 )
-from reconcile.store.sqlite.paging import page_of
 from reconcile.store.sqlite.writing import Writer, store_errors
 from reconcile.store.watching import Tail
 
@@ -383,7 +383,7 @@ class SQLiteStore:
                     if not await self._tail.wait_beyond(cursor):
                         return
                     continue
-            head = await self.revision()
+            head = self._tail.readable(await self.revision())
             rows = await self._fetch(
                 f"SELECT {self._event_columns} FROM events e JOIN objects o ON o.id = e.object_id "
                 f"WHERE e.revision > ? AND e.revision <= ?{where} ORDER BY e.revision LIMIT ?",

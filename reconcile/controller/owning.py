@@ -1,0 +1,196 @@
+"""Owned children: how an owner's controller hears of them, and declares them each pass.
+
+Two halves, after controller-runtime's ``Owns()`` and ``controllerutil``:
+
+* :func:`owner_handler` is the informer handler a controller adds to the informer of a
+  kind it owns (``Runtime.add_controller(..., owns=[...])``): a change or deletion of a
+  child requeues the owner its ``controller: true`` reference names (before the change
+  and after it, so an orphaned child requeues its former owner too), as
+  ``EnqueueRequestForOwner`` does. The controller's own writes do not requeue, as for
+  its own kind.
+* :class:`Children` is what a reconcile declares its children with
+  (``context.children(owner)``): each :meth:`Children.apply` makes the owner the child's
+  controller (:func:`~reconcile.set_controller_reference`) and applies it by server-side
+  apply under the controller's field manager; :meth:`Children.prune` (run on leaving an
+  ``async with`` block without an error) deletes the children the owner controls that
+  this pass did not apply -- found through the owner index of the informers of the kinds
+  the pass applied and the kinds the controller owns. A child that another owner
+  controls is refused (:class:`~reconcile.errors.AlreadyOwnedError`), and said on the
+  owner as a ``Synced=False`` condition with reason ``AlreadyOwned``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import attrs
+
+from reconcile.api.owning import controller_of, set_controller_reference
+from reconcile.api.reading import KindRef
+from reconcile.controller.caching import CachedClient
+from reconcile.controller.informing import InformerEvent
+from reconcile.errors import AlreadyOwnedError, ConflictError, NotFoundError
+from reconcile.model.conditions import Condition, ConditionStatus, Status, set_condition
+from reconcile.model.kinds import Kind
+from reconcile.model.meta import ObjectKey
+from reconcile.model.resource import AnyResource, api_group_of
+
+__all__ = ["ALREADY_OWNED", "Children", "owner_handler"]
+
+LOG = logging.getLogger("reconcile.children")
+
+#: The reason of the ``Synced=False`` condition an owner gets when a child it declares is
+#: controlled by another owner.
+ALREADY_OWNED = "AlreadyOwned"
+
+
+def _owner_keys(obj: AnyResource | None, owner: Kind) -> Iterable[ObjectKey]:
+    if obj is None:
+        return ()
+    reference = controller_of(obj)
+    if (
+        reference is None
+        or reference.kind != owner.kind
+        or api_group_of(reference.api_version) != owner.api_group
+    ):
+        return ()
+    return (ObjectKey(owner.api_group, owner.kind, obj.metadata.namespace, reference.name),)
+
+
+def owner_handler(
+    owner: Kind, enqueue: Callable[[ObjectKey], None], ignore_actors: frozenset[str] = frozenset()
+) -> Callable[[InformerEvent], None]:
+    """An informer handler that requeues the ``owner``-kind controller of each changed
+    child (by its ``controller: true`` owner reference), leaving out the changes made
+    by ``ignore_actors`` (a deletion always counts)."""
+
+    def handle(event: InformerEvent) -> None:
+        if event.actor is not None and event.actor in ignore_actors and event.type != "deleted":
+            return
+        for key in {*_owner_keys(event.old, owner), *_owner_keys(event.new, owner)}:
+            enqueue(key)
+
+    return handle
+
+
+@attrs.define(eq=False)
+class Children:
+    """The children one reconcile of ``owner`` declares (see the module docstring).
+
+    An example::
+
+    async with context.children(site) as children:
+        for page in site.spec.pages:
+            await children.apply(file_manifest(site, page))
+    # leaving the block: Files the site controls that were not applied are deleted
+    """
+
+    client: CachedClient
+    owner: AnyResource
+    #: The field manager the children are applied under (None: the client's).
+    manager: str | None = None
+    #: Kinds whose children of ``owner`` are pruned even when none was applied this pass
+    #: (the controller's ``owns``).
+    kinds: tuple[Kind, ...] = ()
+    #: Take over fields another manager owns (a controller putting its children back).
+    force: bool = True
+    applied: set[ObjectKey] = attrs.field(factory=set, init=False)
+    _kinds_seen: dict[tuple[str, str], KindRef] = attrs.field(factory=dict, init=False)
+
+    async def apply(
+        self, manifest: Mapping[str, Any] | AnyResource, *, origin: Path | None = None
+    ) -> AnyResource:
+        """Apply ``manifest`` as a child of the owner (its controller reference set);
+        :class:`~reconcile.errors.AlreadyOwnedError` when another owner controls it (said
+        in the owner's status too)."""
+        try:
+            child = set_controller_reference(self.owner, manifest)
+            applied = await self.client.apply(child, manager=self.manager, origin=origin, force=self.force)
+        except AlreadyOwnedError as exc:
+            await self._refused(exc)
+            raise
+        self.applied.add(applied.key)
+        self._kinds_seen[(applied.key.api_group, applied.key.kind)] = applied.kind
+        return applied
+
+    def controlled(self, kind: KindRef) -> list[AnyResource]:
+        """The cached objects of ``kind`` the owner controls (an informer of ``kind`` must
+        run: the controller owns it, or it is read from the store by :meth:`prune`)."""
+        uid = self.owner.metadata.uid
+        informer = self.client.cache.synced(kind)
+        if informer is None or uid is None:
+            return []
+        return [o for o in informer.owned_by(uid) if (ref := controller_of(o)) is not None and ref.uid == uid]
+
+    async def _controlled(self, kind: KindRef) -> list[AnyResource]:
+        uid = self.owner.metadata.uid
+        if self.client.cache.synced(kind) is not None:
+            return self.controlled(kind)
+        listed = await self.client.client.list(kind, namespace=self.owner.metadata.namespace)
+        return [o for o in listed.items if (ref := controller_of(o)) is not None and ref.uid == uid]
+
+    async def prune(self) -> list[ObjectKey]:
+        """Delete the children the owner controls that this pass did not apply; their
+        keys. A child already gone is no error."""
+        kinds: dict[tuple[str, str], KindRef] = dict(self._kinds_seen)
+        for owned in self.kinds:
+            kinds.setdefault((owned.api_group, owned.kind), owned)
+        pruned: list[ObjectKey] = []
+        for kind in kinds.values():
+            for child in await self._controlled(kind):
+                key = child.key
+                if key in self.applied or child.metadata.deletion_timestamp is not None:
+                    continue
+                try:
+                    await self.client.delete(kind, key.name, namespace=key.namespace, manager=self.manager)
+                except NotFoundError:
+                    continue
+                pruned.append(key)
+        return pruned
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            await self.prune()
+            await self._cleared()
+
+    async def _refused(self, exc: AlreadyOwnedError) -> None:
+        """Say on the owner that a child it declares is another's (Synced=False,
+        AlreadyOwned), when its status has conditions."""
+        await self._say(ConditionStatus.FALSE, ALREADY_OWNED, str(exc), only_if_refused=False)
+
+    async def _cleared(self) -> None:
+        """A pass that declared every child: the refusal said before (only that one)
+        becomes ``Synced=True``."""
+        await self._say(ConditionStatus.TRUE, "ReconcileSuccess", "", only_if_refused=True)
+
+    async def _say(self, state: ConditionStatus, reason: str, message: str, *, only_if_refused: bool) -> None:
+        owner = self.owner
+        try:
+            owner = await self.client.get(owner.key)
+        except NotFoundError:
+            return
+        status = owner.status
+        if not isinstance(status, Status):
+            return
+        synced = status.condition("Synced")
+        if only_if_refused and (synced is None or synced.reason != ALREADY_OWNED):
+            return
+        now = datetime.datetime.fromtimestamp(self.client.client.clock(), datetime.UTC)
+        condition = Condition("Synced", state, reason, message, now, owner.metadata.generation)
+        new = attrs.evolve(status, conditions=set_condition(status.conditions, condition))
+        if new == status:
+            return
+        try:
+            await self.client.update_status(attrs.evolve(owner, status=new), force=True)
+        except (ConflictError, NotFoundError):  # pragma: no cover - the retry says it again
+            LOG.debug("%s: could not record %s", owner.key, ALREADY_OWNED)
