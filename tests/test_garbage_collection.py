@@ -139,6 +139,8 @@ class TestPropagation:
             history = await client.history("widget", "child-000")
             assert [e.actor for e in history][-2:] == [COLLECTOR_MANAGER, COLLECTOR_MANAGER]
             assert history[-2].type == "Orphaned"
+            # Said as what it is: not a foreground deletion (it used to say one).
+            assert history[-2].data["message"].endswith("is being deleted orphaning its dependents")
 
     async def test_unknown_policy_is_refused(self, client: Client) -> None:
         """An unknown propagation policy is InvalidError naming the allowed ones; nothing
