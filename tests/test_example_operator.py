@@ -11,11 +11,13 @@ import os
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import checkout_path, settle
+from s3_server import moto_server, reset
 from test_cli import Cli
 
 PROJECT = Path(__file__).parents[1] / "examples" / "operator"
@@ -489,3 +491,73 @@ class TestEndToEnd:
         user.apply("docs", PAGES)
         user("delete", "site", "docs", "--cascade=sideways", expect=2)
         assert user.names("site") == {"docs"}
+
+
+@pytest.fixture(scope="module")
+def s3_url() -> Iterator[str]:
+    """A moto_server (skipped loudly when absent; under CI=true it must be there)."""
+    with moto_server() as url:
+        yield url
+
+
+class TestWithABucket:
+    """A site that names a bucket publishes to S3 too: a Bucket and an Object per page
+    (moto_server, a real S3 HTTP server)."""
+
+    def test_a_bucket_and_its_objects(self, s3_url: str, tmp_path: Path) -> None:
+        """Created with the site, a removed page's Object deleted from the bucket, the
+        bucket emptied and deleted with the site (in the background)."""
+        reset(s3_url)
+        user = Reconcile(tmp_path, "-P", f"s3.endpoint_url={s3_url}", "-P", "s3.addressing_style=path")
+        user.env.update(
+            AWS_ACCESS_KEY_ID="AKIATESTING",
+            AWS_SECRET_ACCESS_KEY="testing-secret",  # noqa: S106 - moto's, to nobody
+            AWS_DEFAULT_REGION="eu-west-1",
+            AWS_CONFIG_FILE="/nonexistent/aws-config",
+            AWS_SHARED_CREDENTIALS_FILE="/nonexistent/aws-credentials",
+        )
+        for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
+            user.env.pop(name, None)
+        user.apply("docs", PAGES, bucket="docs-site")
+        user.converge()
+        assert user.names("bucket") == {"docs-site"}
+        assert user.names("object") == {"docs.about.html", "docs.index.html"}
+        [site] = user.get("site", "docs")
+        assert (site["status"]["readyChildren"], site["status"]["conditions"][0]["status"]) == (6, "True")
+        assert keys_in(s3_url, "docs-site") == {
+            "about.html": page("Docs", "<p>About us</p>"),
+            "index.html": page("Docs", "<h1>Welcome</h1>"),
+        }
+
+        user.apply("docs", {"index.html": "<h1>Welcome</h1>"}, bucket="docs-site")
+        user.converge()
+        assert set(keys_in(s3_url, "docs-site")) == {"index.html"}
+        assert ("DeletionRequested", MANAGER) in user.history("object", "docs.about.html")
+
+        user("delete", "site", "docs")
+        user.converge()
+        assert user.names("bucket") == user.names("object") == set()
+        assert ("GarbageCollected", COLLECTOR) in user.history("bucket", "docs-site")
+        assert keys_in(s3_url, "docs-site") is None
+
+
+def keys_in(url: str, bucket: str) -> dict[str, str] | None:
+    """The objects of ``bucket`` on the S3 server at ``url``, by key (None: no bucket)."""
+    import boto3  # noqa: PLC0415 - only with a server
+    from botocore.exceptions import ClientError  # noqa: PLC0415
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name="eu-west-1",
+        aws_access_key_id="AKIATESTING",
+        aws_secret_access_key="testing-secret",  # noqa: S106 - moto's, to nobody
+    )
+    try:
+        listed = s3.list_objects_v2(Bucket=bucket)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "NoSuchBucket":
+            return None
+        raise
+    keys = [entry["Key"] for entry in listed.get("Contents", [])]
+    return {key: s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode() for key in keys}
