@@ -146,8 +146,11 @@ def children_of(site: reconcile.Resource[StaticSiteSpec, Any]) -> list[dict[str,
 
 
 def _ready(child: reconcile.Resource[Any, Any]) -> bool:
+    """Whether a child is Ready for its generation (the spec just applied, not an older one)."""
     status = child.status
-    condition = status.condition("Ready") if isinstance(status, reconcile.Status) else None
+    if not isinstance(status, reconcile.Status) or status.observed_generation != child.metadata.generation:
+        return False
+    condition = status.condition("Ready")
     return condition is not None and condition.status is reconcile.ConditionStatus.TRUE
 
 
