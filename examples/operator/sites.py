@@ -93,14 +93,24 @@ def normalise(request: reconcile.AdmissionRequest) -> StaticSiteSpec:
 @SITE.validating(timeout=5)
 async def unique_title(request: reconcile.AdmissionRequest) -> list[FieldError]:
     """Page names a file and an object can have; two sites may not share a title (a rule
-    across objects: the others are read)."""
+    across objects: the others are read, when the title is new or changing)."""
     errors = [
         FieldError(f"spec.pages[{page!r}]", "a page is a file name of a-z, 0-9, '.' and '-'")
         for page in request.spec.pages
         if not _PAGE.fullmatch(page)
     ]
-    name, title = request.object.metadata.name, request.spec.title
-    others = await request.client.list(SITE, namespace=request.object.metadata.namespace)
+    name, namespace, title = (
+        request.object.metadata.name,
+        request.object.metadata.namespace,
+        request.spec.title,
+    )
+    try:
+        stored = await request.client.get(SITE, name, namespace=namespace)
+    except reconcile.NotFoundError:
+        stored = None
+    if stored is not None and stored.spec.title == title:
+        return errors  # the title is not changing: no need to read every other site
+    others = await request.client.list(SITE, namespace=namespace)
     errors += [
         FieldError("spec.title", f"{title!r} is already the title of site {other.metadata.name}")
         for other in others.items
