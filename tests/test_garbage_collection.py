@@ -320,8 +320,8 @@ class TestChildren:
         self, tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A pass declaring a child exactly as the last one did, the child unchanged
-        since, skips its apply (it would change nothing); a child changed by someone
-        else (a new resource version) is applied again, and put back."""
+        since, skips its apply (it would change nothing); a child whose spec someone
+        else changed (a new generation) is applied again, and put back."""
         applied: list[str] = []
         real_apply = CachedClient.apply
 

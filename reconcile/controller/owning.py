@@ -47,8 +47,9 @@ __all__ = ["ALREADY_OWNED", "AppliedMemo", "Children", "owner_handler"]
 LOG = logging.getLogger("reconcile.children")
 
 #: What a controller last applied of each child: a fingerprint of the declaration (its
-#: manager, force, origin and manifest) and the child's resource version after it.
-AppliedMemo = dict[ObjectKey, tuple[bytes, int | None]]
+#: manager, force, origin and manifest) and what of the child an apply depends on, as
+#: that apply left it (:func:`_apply_state`).
+AppliedMemo = dict[ObjectKey, tuple[bytes, tuple[Any, ...]]]
 
 #: The reason of the ``Synced=False`` condition an owner gets when a child it declares is
 #: controlled by another owner.
@@ -66,6 +67,24 @@ def _owner_keys(obj: AnyResource | None, owner: Kind) -> Iterable[ObjectKey]:
     ):
         return ()
     return (ObjectKey(owner.api_group, owner.kind, obj.metadata.namespace, reference.name),)
+
+
+def _apply_state(obj: AnyResource, child: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of ``obj`` an apply of ``child`` depends on: its incarnation (uid), its spec
+    (generation: any change of it, by anyone), who owns which field, its owner
+    references, and the labels, annotations and finalizers ``child`` declares. Not its
+    status, nor metadata others set that the apply would keep as it is."""
+    meta = obj.metadata
+    declared = child.get("metadata") or {}
+    return (
+        meta.uid,
+        meta.generation,
+        tuple(sorted(meta.managed_fields.items())),
+        meta.owner_references,
+        tuple((key, meta.labels.get(key)) for key in declared.get("labels") or ()),
+        tuple((key, meta.annotations.get(key)) for key in declared.get("annotations") or ()),
+        tuple(name in meta.finalizers for name in declared.get("finalizers") or ()),
+    )
 
 
 def owner_handler(
@@ -117,9 +136,10 @@ class Children:
         """Apply ``manifest`` as a child of the owner (its controller reference set);
         :class:`~reconcile.errors.AlreadyOwnedError` when another owner controls it (said
         in the owner's status too). A mapping declared exactly as this controller last
-        applied it, to a child unchanged since (its cached resource version the one that
-        apply left), is not applied again (the apply would change nothing): the cached
-        child is returned."""
+        applied it, to a child unchanged since in anything an apply depends on (its
+        spec, field ownership, owner references and the metadata the mapping declares;
+        a status update is no change), is not applied again (the apply would change
+        nothing): the cached child is returned."""
         try:
             child = set_controller_reference(self.owner, manifest)
             unchanged = self._unchanged(child, origin)
@@ -157,7 +177,7 @@ class Children:
 
     def _unchanged(self, child: Mapping[str, Any] | AnyResource, origin: Path | None) -> AnyResource | None:
         """The cached child, when ``child`` is declared as last applied and the child is
-        at the resource version that apply left; None otherwise (apply it)."""
+        as that apply left it (:func:`_apply_state`); None otherwise (apply it)."""
         fingerprint = self._fingerprint(child, origin)
         if fingerprint is None or self.memo is None:
             return None
@@ -170,7 +190,7 @@ class Children:
         cached = None if informer is None else informer.get(key)
         if cached is None or cached.metadata.deletion_timestamp is not None:
             return None
-        if self.memo[key] != (fingerprint, cached.metadata.resource_version):
+        if self.memo[key] != (fingerprint, _apply_state(cached, child)):
             return None
         return cached
 
@@ -178,8 +198,8 @@ class Children:
         self, child: Mapping[str, Any] | AnyResource, origin: Path | None, applied: AnyResource
     ) -> None:
         fingerprint = self._fingerprint(child, origin)
-        if fingerprint is not None and self.memo is not None:
-            self.memo[applied.key] = (fingerprint, applied.metadata.resource_version)
+        if fingerprint is not None and self.memo is not None and isinstance(child, Mapping):
+            self.memo[applied.key] = (fingerprint, _apply_state(applied, child))
 
     def controlled(self, kind: KindRef) -> list[AnyResource]:
         """The cached objects of ``kind`` the owner controls (an informer of ``kind`` must
