@@ -30,6 +30,7 @@ from reconcile import (
 )
 from reconcile.controller import COLLECTOR_MANAGER, Context
 from reconcile.controller.caching import CachedClient
+from reconcile.controller.owning import REAPPLY_SECONDS
 from reconcile.model import ConditionStatus
 from reconcile.model.resource import AnyResource
 from reconcile.testing import FakeClock, example_kinds, let_run
@@ -361,6 +362,16 @@ class TestChildren:
 
             await until(put_back)
             assert applied[before:] == ["site-0"]
+            # Declared as before for REAPPLY_SECONDS: applied again all the same (an
+            # admission may read beyond the manifest, a File's source).
+            await quiet()
+            clock.advance(REAPPLY_SECONDS)
+            before = len(applied)
+            await client.patch(
+                "widget", "site", {"metadata": {"annotations": {"touched": "2"}}}, manager="someone"
+            )
+            await quiet()
+            assert sorted(applied[before:]) == ["site-0", "site-1"]
 
     async def test_a_child_of_another_owner_is_refused_with_a_condition(
         self, tmp_path: Path, clock: FakeClock

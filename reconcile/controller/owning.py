@@ -42,14 +42,19 @@ from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource, api_group_of
 from reconcile.store.encoding import dumps
 
-__all__ = ["ALREADY_OWNED", "AppliedMemo", "Children", "owner_handler"]
+__all__ = ["ALREADY_OWNED", "REAPPLY_SECONDS", "AppliedMemo", "Children", "owner_handler"]
 
 LOG = logging.getLogger("reconcile.children")
 
 #: What a controller last applied of each child: a fingerprint of the declaration (its
-#: manager, force, origin and manifest) and what of the child an apply depends on, as
-#: that apply left it (:func:`_apply_state`).
-AppliedMemo = dict[ObjectKey, tuple[bytes, tuple[Any, ...]]]
+#: manager, force, origin and manifest), what of the child an apply depends on, as that
+#: apply left it (:func:`_apply_state`), and when (wall-clock seconds).
+AppliedMemo = dict[ObjectKey, tuple[bytes, tuple[Any, ...], float]]
+
+#: How long a child declared as before and unchanged since goes without a real apply:
+#: an admission that reads beyond the manifest (a File's ``source`` file, which may have
+#: changed on disk) is run again at least this often, on the owner's next pass.
+REAPPLY_SECONDS = 300.0
 
 #: The reason of the ``Synced=False`` condition an owner gets when a child it declares is
 #: controlled by another owner.
@@ -139,7 +144,7 @@ class Children:
         applied it, to a child unchanged since in anything an apply depends on (its
         spec, field ownership, owner references and the metadata the mapping declares;
         a status update is no change), is not applied again (the apply would change
-        nothing): the cached child is returned."""
+        nothing) for :data:`REAPPLY_SECONDS`: the cached child is returned."""
         try:
             child = set_controller_reference(self.owner, manifest)
             unchanged = self._unchanged(child, origin)
@@ -190,16 +195,18 @@ class Children:
         cached = None if informer is None else informer.get(key)
         if cached is None or cached.metadata.deletion_timestamp is not None:
             return None
-        if self.memo[key] != (fingerprint, _apply_state(cached, child)):
+        remembered, state, applied_at = self.memo[key]
+        if remembered != fingerprint or self.client.client.clock() - applied_at >= REAPPLY_SECONDS:
             return None
-        return cached
+        return cached if state == _apply_state(cached, child) else None
 
     def _remember(
         self, child: Mapping[str, Any] | AnyResource, origin: Path | None, applied: AnyResource
     ) -> None:
         fingerprint = self._fingerprint(child, origin)
         if fingerprint is not None and self.memo is not None and isinstance(child, Mapping):
-            self.memo[applied.key] = (fingerprint, _apply_state(applied, child))
+            state = _apply_state(applied, child)
+            self.memo[applied.key] = (fingerprint, state, self.client.client.clock())
 
     def controlled(self, kind: KindRef) -> list[AnyResource]:
         """The cached objects of ``kind`` the owner controls (an informer of ``kind`` must
