@@ -122,6 +122,10 @@ class TestExamples:
             assert rows[f"{phase}: plain loop (limit)"]["seconds"] > 0
             assert rows[f"{phase}: children applied directly"]["x_limit"] > 0
             assert rows[f"{phase}: operator"]["x_direct"] > 0
+            # The operator writes its sites (spec and status) beside the same children.
+            assert (
+                rows[f"{phase}: operator"]["events"] > rows[f"{phase}: children applied directly"]["events"]
+            )
         assert "x direct" in result.stdout
 
     def test_files_benchmark_smoke(self, tmp_path: Path) -> None:
