@@ -98,3 +98,15 @@ def test_every_command_of_the_how_to(tmp_path: Path) -> None:
         assert problem is None, f"{command!r}: {problem}; it printed:\n{output}"
         ran += 1
     assert ran >= 25, "the how-to lost its commands"
+
+
+def test_the_code_shown_is_the_example() -> None:
+    """The kind, hooks, children and controller the page shows are the example's own
+    code, as it is (a change to one shows on the other)."""
+    example = (ROOT / "examples" / "operator" / "sites.py").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.DOTALL)
+    starts = ("@attrs.frozen", "@SITE.mutating", "def render", "@operator.controller")
+    shown_code = [b[b.index(start) :] for b in blocks for start in starts if start in b]
+    assert len(shown_code) == len(starts)
+    for block in shown_code:
+        assert block in example, block[:80]
