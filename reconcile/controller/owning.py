@@ -55,6 +55,9 @@ AppliedMemo = dict[ObjectKey, tuple[bytes, tuple[Any, ...], float]]
 #: an admission that reads beyond the manifest (a File's ``source`` file, which may have
 #: changed on disk) is run again at least this often, on the owner's next pass.
 REAPPLY_SECONDS = 300.0
+#: Entries a controller's memo holds at most (children of owners deleted since stay in
+#: it): past it, it starts again empty (each child is then applied once more).
+MEMO_LIMIT = 100_000
 
 #: The reason of the ``Synced=False`` condition an owner gets when a child it declares is
 #: controlled by another owner.
@@ -205,6 +208,8 @@ class Children:
     ) -> None:
         fingerprint = self._fingerprint(child, origin)
         if fingerprint is not None and self.memo is not None and isinstance(child, Mapping):
+            if len(self.memo) >= MEMO_LIMIT:
+                self.memo.clear()
             state = _apply_state(applied, child)
             self.memo[applied.key] = (fingerprint, state, self.client.client.clock())
 
