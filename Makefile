@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/store.py --json benchmarks/results/store.json
 	$(BIN)/python benchmarks/reconcile.py --size 100000 --json benchmarks/results/reconcile.json
 	$(BIN)/python benchmarks/files.py --json benchmarks/results/files.json
+	$(BIN)/python benchmarks/operators.py --json benchmarks/results/operators.json
 	$(BIN)/python benchmarks/growth.py --json benchmarks/results/growth.json
 	$(BIN)/python benchmarks/s3.py --json benchmarks/results/s3.json
 	$(BIN)/python benchmarks/dns.py --json benchmarks/results/dns.json

@@ -107,6 +107,27 @@ class TestExamples:
         assert "x floor" in result.stdout
         assert_report(tmp_path, out, "Cold convergence")
 
+    def test_operator_benchmark_smoke(self, tmp_path: Path) -> None:
+        """benchmarks/operators.py converges a few sites through the example operator
+        beside the same children applied directly and the plain loop, cold and with one
+        page changed per site, and writes its JSON."""
+        out = tmp_path / "operators.json"
+        script = str(ROOT / "benchmarks" / "operators.py")
+        result = run(script, "--size", "5", "--pages", "3", "--json", str(out))
+        assert result.returncode == 0, result.stderr
+        data = json.loads(out.read_text())
+        assert (data["size"], data["pages"], data["children"]) == (5, 3, 20)
+        rows = {row["phase"]: row for row in data["rows"]}
+        for phase in ("cold", "one page changed per site"):
+            assert rows[f"{phase}: plain loop (limit)"]["seconds"] > 0
+            assert rows[f"{phase}: children applied directly"]["x_limit"] > 0
+            assert rows[f"{phase}: operator"]["x_direct"] > 0
+            # The operator writes its sites (spec and status) beside the same children.
+            assert (
+                rows[f"{phase}: operator"]["events"] > rows[f"{phase}: children applied directly"]["events"]
+            )
+        assert "x direct" in result.stdout
+
     def test_files_benchmark_smoke(self, tmp_path: Path) -> None:
         """benchmarks/files.py converges a few files, makes a no-change pass that appends
         nothing, and writes its JSON."""

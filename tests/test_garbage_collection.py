@@ -29,6 +29,8 @@ from reconcile import (
     set_controller_reference,
 )
 from reconcile.controller import COLLECTOR_MANAGER, Context
+from reconcile.controller.caching import CachedClient
+from reconcile.controller.owning import REAPPLY_SECONDS
 from reconcile.model import ConditionStatus
 from reconcile.model.resource import AnyResource
 from reconcile.testing import FakeClock, example_kinds, let_run
@@ -139,6 +141,8 @@ class TestPropagation:
             history = await client.history("widget", "child-000")
             assert [e.actor for e in history][-2:] == [COLLECTOR_MANAGER, COLLECTOR_MANAGER]
             assert history[-2].type == "Orphaned"
+            # Said as what it is: not a foreground deletion (it used to say one).
+            assert history[-2].data["message"].endswith("is being deleted orphaning its dependents")
 
     async def test_unknown_policy_is_refused(self, client: Client) -> None:
         """An unknown propagation policy is InvalidError naming the allowed ones; nothing
@@ -312,6 +316,62 @@ class TestChildren:
                 return "site-1" in await names(client)
 
             await until(recreated)
+
+    async def test_a_child_declared_as_before_is_not_applied_again(
+        self, tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A pass declaring a child exactly as the last one did, the child unchanged
+        since, skips its apply (it would change nothing); a child whose spec someone
+        else changed (a new generation) is applied again, and put back."""
+        applied: list[str] = []
+        real_apply = CachedClient.apply
+
+        async def counting(self: CachedClient, manifest: Any, **options: Any) -> AnyResource:
+            applied.append(manifest["metadata"]["name"])
+            return await real_apply(self, manifest, **options)
+
+        monkeypatch.setattr(CachedClient, "apply", counting)
+        owner_class = size_owner(pages)
+        async with runtime_of(tmp_path / "state.db", clock) as runtime:
+            runtime.add_controller("widget", owner_class, manager="site-controller", owns=["widget"])
+            client = runtime.client
+            await runtime.apply(widget("site", 2, labels={"role": "owner"}))
+
+            async def quiet() -> None:
+                for turn in range(50):
+                    await let_run(turn)
+                for controller in runtime.controllers.values():
+                    await asyncio.wait_for(controller.queue.wait_idle(), DEADLINE)
+
+            async def two() -> bool:
+                return await names(client) == {"site", "site-0", "site-1"}
+
+            await until(two)
+            await quiet()
+            calls, before = owner_class.calls, len(applied)
+            await client.patch(
+                "widget", "site", {"metadata": {"annotations": {"touched": "1"}}}, manager="someone"
+            )
+            await quiet()
+            assert owner_class.calls > calls
+            assert applied[before:] == []  # declared as before, unchanged since: no apply
+            await client.patch("widget", "site-0", {"spec": {"color": "green"}}, manager="someone")
+
+            async def put_back() -> bool:
+                return (await client.get("widget", "site-0")).spec.color == "blue"
+
+            await until(put_back)
+            assert applied[before:] == ["site-0"]
+            # Declared as before for REAPPLY_SECONDS: applied again all the same (an
+            # admission may read beyond the manifest, a File's source).
+            await quiet()
+            clock.advance(REAPPLY_SECONDS)
+            before = len(applied)
+            await client.patch(
+                "widget", "site", {"metadata": {"annotations": {"touched": "2"}}}, manager="someone"
+            )
+            await quiet()
+            assert sorted(applied[before:]) == ["site-0", "site-1"]
 
     async def test_a_child_of_another_owner_is_refused_with_a_condition(
         self, tmp_path: Path, clock: FakeClock

@@ -253,7 +253,8 @@ class GarbageCollector:
     ) -> None:
         if owner is not None:
             owner_name = f"{owner.kind} {owner.metadata.name!r} (uid {owner.metadata.uid})"
-            data = {"message": f"owner {owner_name} is being deleted in the foreground"}
+            how = "orphaning its dependents" if event_type == "Orphaned" else "in the foreground"
+            data = {"message": f"owner {owner_name} is being deleted {how}"}
         else:
             names = ", ".join(f"{r.kind} {r.name!r} (uid {r.uid})" for r in gone or ())
             data = {"message": f"every owner is gone: {names}"}

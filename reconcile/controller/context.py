@@ -12,7 +12,7 @@ import attrs
 
 from reconcile.controller.caching import CachedClient
 from reconcile.controller.clocks import Clock
-from reconcile.controller.owning import Children
+from reconcile.controller.owning import AppliedMemo, Children
 from reconcile.controller.telemetry import Telemetry
 from reconcile.model.kinds import Kind
 from reconcile.model.resource import AnyResource
@@ -38,6 +38,9 @@ class Context:
     #: The kinds whose objects this controller owns (``add_controller(owns=...)``): a
     #: change of one it controls requeues its owner, and :meth:`children` prunes them.
     owns: tuple[Kind, ...] = ()
+    #: What :meth:`children` applied on this controller's earlier passes (a child
+    #: declared again as it was, and unchanged since, is not applied again).
+    applied: AppliedMemo = attrs.field(factory=dict, eq=False, repr=False)
 
     def children(self, owner: AnyResource, *, manager: str | None = None, force: bool = True) -> Children:
         """The children one reconcile of ``owner`` declares
@@ -47,4 +50,4 @@ class Context:
         error deletes those the owner controls that were not applied (of the kinds
         applied and the kinds in :attr:`owns`). ``force``: take over fields another
         manager set (a controller puts its children back as it declares them)."""
-        return Children(self.client, owner, manager=manager, kinds=self.owns, force=force)
+        return Children(self.client, owner, manager=manager, kinds=self.owns, force=force, memo=self.applied)

@@ -22,6 +22,7 @@ Two halves, after controller-runtime's ``Owns()`` and ``controllerutil``:
 from __future__ import annotations
 
 import datetime
+import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -37,12 +38,26 @@ from reconcile.controller.informing import InformerEvent
 from reconcile.errors import AlreadyOwnedError, ConflictError, NotFoundError
 from reconcile.model.conditions import Condition, ConditionStatus, Status, set_condition
 from reconcile.model.kinds import Kind
-from reconcile.model.meta import ObjectKey
+from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource, api_group_of
+from reconcile.store.encoding import dumps
 
-__all__ = ["ALREADY_OWNED", "Children", "owner_handler"]
+__all__ = ["ALREADY_OWNED", "REAPPLY_SECONDS", "AppliedMemo", "Children", "owner_handler"]
 
 LOG = logging.getLogger("reconcile.children")
+
+#: What a controller last applied of each child: a fingerprint of the declaration (its
+#: manager, force, origin and manifest), what of the child an apply depends on, as that
+#: apply left it (:func:`_apply_state`), and when (wall-clock seconds).
+AppliedMemo = dict[ObjectKey, tuple[bytes, tuple[Any, ...], float]]
+
+#: How long a child declared as before and unchanged since goes without a real apply:
+#: an admission that reads beyond the manifest (a File's ``source`` file, which may have
+#: changed on disk) is run again at least this often, on the owner's next pass.
+REAPPLY_SECONDS = 300.0
+#: Entries a controller's memo holds at most (children of owners deleted since stay in
+#: it): past it, it starts again empty (each child is then applied once more).
+MEMO_LIMIT = 100_000
 
 #: The reason of the ``Synced=False`` condition an owner gets when a child it declares is
 #: controlled by another owner.
@@ -60,6 +75,24 @@ def _owner_keys(obj: AnyResource | None, owner: Kind) -> Iterable[ObjectKey]:
     ):
         return ()
     return (ObjectKey(owner.api_group, owner.kind, obj.metadata.namespace, reference.name),)
+
+
+def _apply_state(obj: AnyResource, child: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of ``obj`` an apply of ``child`` depends on: its incarnation (uid), its spec
+    (generation: any change of it, by anyone), who owns which field, its owner
+    references, and the labels, annotations and finalizers ``child`` declares. Not its
+    status, nor metadata others set that the apply would keep as it is."""
+    meta = obj.metadata
+    declared = child.get("metadata") or {}
+    return (
+        meta.uid,
+        meta.generation,
+        tuple(sorted(meta.managed_fields.items())),
+        meta.owner_references,
+        tuple((key, meta.labels.get(key)) for key in declared.get("labels") or ()),
+        tuple((key, meta.annotations.get(key)) for key in declared.get("annotations") or ()),
+        tuple(name in meta.finalizers for name in declared.get("finalizers") or ()),
+    )
 
 
 def owner_handler(
@@ -99,6 +132,9 @@ class Children:
     kinds: tuple[Kind, ...] = ()
     #: Take over fields another manager owns (a controller putting its children back).
     force: bool = True
+    #: What the controller's earlier passes applied (:class:`AppliedMemo`), shared by
+    #: its passes: a child declared as last time and unchanged since is not applied again.
+    memo: AppliedMemo | None = None
     applied: set[ObjectKey] = attrs.field(factory=set, init=False)
     _kinds_seen: dict[tuple[str, str], KindRef] = attrs.field(factory=dict, init=False)
 
@@ -107,16 +143,75 @@ class Children:
     ) -> AnyResource:
         """Apply ``manifest`` as a child of the owner (its controller reference set);
         :class:`~reconcile.errors.AlreadyOwnedError` when another owner controls it (said
-        in the owner's status too)."""
+        in the owner's status too). A mapping declared exactly as this controller last
+        applied it, to a child unchanged since in anything an apply depends on (its
+        spec, field ownership, owner references and the metadata the mapping declares;
+        a status update is no change), is not applied again (the apply would change
+        nothing) for :data:`REAPPLY_SECONDS`: the cached child is returned."""
         try:
             child = set_controller_reference(self.owner, manifest)
-            applied = await self.client.apply(child, manager=self.manager, origin=origin, force=self.force)
+            unchanged = self._unchanged(child, origin)
+            if unchanged is not None:
+                applied = unchanged
+            else:
+                applied = await self.client.apply(
+                    child, manager=self.manager, origin=origin, force=self.force
+                )
+                self._remember(child, origin, applied)
         except AlreadyOwnedError as exc:
             await self._refused(exc)
             raise
         self.applied.add(applied.key)
         self._kinds_seen[(applied.key.api_group, applied.key.kind)] = applied.kind
         return applied
+
+    def _fingerprint(self, child: Mapping[str, Any] | AnyResource, origin: Path | None) -> bytes | None:
+        if self.memo is None or not isinstance(child, Mapping):
+            return None
+        declared = [self.manager or self.client.manager, self.force, str(origin), child]
+        try:
+            return hashlib.blake2b(dumps(declared).encode(), digest_size=16).digest()
+        except (TypeError, ValueError):  # pragma: no cover - not JSON: applied as it is
+            return None
+
+    def _key_of(self, child: Mapping[str, Any]) -> tuple[Kind, ObjectKey] | None:
+        meta = child.get("metadata") or {}
+        kind = self.client.client.kinds.get(str(child.get("apiVersion")), str(child.get("kind")))
+        name = meta.get("name")
+        if kind is None or not isinstance(name, str):
+            return None
+        namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
+        return kind, ObjectKey(kind.api_group, kind.kind, namespace, name)
+
+    def _unchanged(self, child: Mapping[str, Any] | AnyResource, origin: Path | None) -> AnyResource | None:
+        """The cached child, when ``child`` is declared as last applied and the child is
+        as that apply left it (:func:`_apply_state`); None otherwise (apply it)."""
+        fingerprint = self._fingerprint(child, origin)
+        if fingerprint is None or self.memo is None:
+            return None
+        assert isinstance(child, Mapping)
+        found = self._key_of(child)
+        if found is None or found[1] not in self.memo:
+            return None
+        kind, key = found
+        informer = self.client.cache.synced(kind)
+        cached = None if informer is None else informer.get(key)
+        if cached is None or cached.metadata.deletion_timestamp is not None:
+            return None
+        remembered, state, applied_at = self.memo[key]
+        if remembered != fingerprint or self.client.client.clock() - applied_at >= REAPPLY_SECONDS:
+            return None
+        return cached if state == _apply_state(cached, child) else None
+
+    def _remember(
+        self, child: Mapping[str, Any] | AnyResource, origin: Path | None, applied: AnyResource
+    ) -> None:
+        fingerprint = self._fingerprint(child, origin)
+        if fingerprint is not None and self.memo is not None and isinstance(child, Mapping):
+            if len(self.memo) >= MEMO_LIMIT:
+                self.memo.clear()
+            state = _apply_state(applied, child)
+            self.memo[applied.key] = (fingerprint, state, self.client.client.clock())
 
     def controlled(self, kind: KindRef) -> list[AnyResource]:
         """The cached objects of ``kind`` the owner controls (an informer of ``kind`` must
@@ -146,6 +241,8 @@ class Children:
                 key = child.key
                 if key in self.applied or child.metadata.deletion_timestamp is not None:
                     continue
+                if self.memo is not None:
+                    self.memo.pop(key, None)
                 try:
                     await self.client.delete(kind, key.name, namespace=key.namespace, manager=self.manager)
                 except NotFoundError:

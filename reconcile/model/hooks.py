@@ -66,8 +66,9 @@ class AdmissionRequest:
     #: The object as admitted so far: metadata, and the spec structured into the kind's
     #: class (mutating hooks before this one applied). Its status is the kind's default.
     object: Resource[Any, Any]
-    #: A reader of other objects (``get`` and ``list``): the store's client, or the
-    #: controllers' cached client in a Runtime. For rules across objects.
+    #: A reader of other objects (``get`` and ``list``): the client the write goes
+    #: through (in a Runtime, the Runtime's), reading what is stored. For rules across
+    #: objects.
     client: Any
     #: The manifest file the object was read from, when it came from one.
     origin: Path | None = None

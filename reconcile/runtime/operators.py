@@ -23,7 +23,7 @@ and ``reconcile run`` runs its controllers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
 import attrs
@@ -65,13 +65,15 @@ class Operator:
         workers: int | None = None,
         resync_period: float | Literal["default"] | None = "default",
         ignore_own_writes: bool = True,
+        owns: Sequence[KindRef] = (),
     ) -> None:
         """Run ``reconciler`` for ``kind`` wherever this operator runs: the arguments
-        are :meth:`Runtime.add_controller <reconcile.runtime.Runtime.add_controller>`'s,
-        checked now (TypeError for what is not a Reconciler, class or factory)."""
+        are :meth:`Runtime.add_controller <reconcile.runtime.Runtime.add_controller>`'s
+        (``owns``: the kinds of the children it controls), checked now (TypeError for
+        what is not a Reconciler, class or factory)."""
         factory = factory_of(reconciler)
         self.registrations.append(
-            Registration(kind, factory, name, manager, workers, resync_period, ignore_own_writes)
+            Registration(kind, factory, name, manager, workers, resync_period, ignore_own_writes, tuple(owns))
         )
 
     def controller(self, kind: KindRef, **options: Any) -> Callable[[T], T]:
