@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         VerifyReport,
         WriteResult,
     )
+    from reconcile.store.fencing import Fence, Leases, ShardLease, ShardTable, fenced, shard_of
     from reconcile.store.postgres.backend import PostgresStore
     from reconcile.store.sqlite.backend import SQLiteStore
     from reconcile.store.urls import locate_store, open_store
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 _HOMES: dict[str, str] = {
     "ADMISSION_HEADROOM": "reconcile.store.contract",
     "EventStore": "reconcile.store.contract",
+    "Fence": "reconcile.store.fencing",
+    "Leases": "reconcile.store.fencing",
     "ListPage": "reconcile.store.contract",
     "MAX_OBJECT_BYTES": "reconcile.store.contract",
     "Mutation": "reconcile.store.contract",
@@ -49,12 +52,16 @@ _HOMES: dict[str, str] = {
     "RawEvent": "reconcile.store.contract",
     "Remove": "reconcile.store.contract",
     "SQLiteStore": "reconcile.store.sqlite.backend",
+    "ShardLease": "reconcile.store.fencing",
+    "ShardTable": "reconcile.store.fencing",
     "StoreLocation": "reconcile.store.contract",
     "StoredObject": "reconcile.store.contract",
     "VerifyReport": "reconcile.store.contract",
     "WriteResult": "reconcile.store.contract",
+    "fenced": "reconcile.store.fencing",
     "locate_store": "reconcile.store.urls",
     "open_store": "reconcile.store.urls",
+    "shard_of": "reconcile.store.fencing",
 }
 """Where each name lives: the module imported on its first use."""
 
@@ -62,6 +69,8 @@ __all__ = [
     "ADMISSION_HEADROOM",
     "MAX_OBJECT_BYTES",
     "EventStore",
+    "Fence",
+    "Leases",
     "ListPage",
     "Mutation",
     "Note",
@@ -70,12 +79,16 @@ __all__ = [
     "RawEvent",
     "Remove",
     "SQLiteStore",
+    "ShardLease",
+    "ShardTable",
     "StoreLocation",
     "StoredObject",
     "VerifyReport",
     "WriteResult",
+    "fenced",
     "locate_store",
     "open_store",
+    "shard_of",
 ]
 
 
