@@ -1,21 +1,26 @@
 """Shard leases and fencing on PostgreSQL, in one process: several stores open on one
-database stand for several runners."""
+database stand for several runners (the processes themselves: test_sharding_processes)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
 
-from reconcile import ObjectKey
+from reconcile import LockedError, ObjectKey, Runtime
+from reconcile.cli import main
 from reconcile.errors import FencedError
+from reconcile.runtime.sharding import Sharding
 from reconcile.store import EventStore, Put, open_store
 from reconcile.store.fencing import Fence, Leases, fenced, shard_of
+from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
 
 KEY = ObjectKey("test.reconcile.dev", "Thing", "default", "a")
 
@@ -176,3 +181,160 @@ class TestFencing:
             results = await asyncio.gather(*futures, return_exceptions=True)
             assert not isinstance(results[0], BaseException)
             assert all(isinstance(r, FencedError) and r.shard in lost for r in results[1:])
+
+
+async def _until(what: str, check: Callable[[], bool], deadline: float = 30.0) -> None:
+    """Wait until ``check()`` holds (polled: leases move on the database's clock)."""
+    async with asyncio.timeout(deadline):
+        while not check():  # noqa: ASYNC110 - the renewals' outcome, on the database's clock
+            await asyncio.sleep(0.02)
+    assert check(), what
+
+
+class TestRuntimes:
+    """Runtimes with ``sharding=True``."""
+
+    async def test_two_runtimes_split_the_keys_and_each_object_is_made_once(self, postgres_url: str) -> None:
+        """Two sharded Runtimes on one database hold 32 shards each (health() says so),
+        converge 200 buckets together, each created once, the writes of each key's
+        reconciles by the runner holding its shard."""
+        cloud = MemoryCloud()
+        options = {"sharding": True, "lease_duration": 2.0, "renew_interval": 0.2}
+        first = Runtime(postgres_url, providers=[MemoryProvider(cloud)], **options)
+        second = Runtime(postgres_url, providers=[MemoryProvider(cloud)], **options)
+        async with first, second:
+            await _until(
+                "32 shards each",
+                lambda: [len(rt.health().sharding.held) for rt in (first, second)] == [32, 32],  # type: ignore[union-attr]
+            )
+            health = first.health()
+            assert health.sharding is not None
+            assert health.as_dict()["sharding"]["shards"] == 64
+            await first.apply_many(
+                [
+                    {
+                        "apiVersion": "memory.reconcile.dev/v1",
+                        "kind": "Bucket",
+                        "metadata": {"name": f"b{i}"},
+                        "spec": {"name": f"b{i}", "value": str(i)},
+                    }
+                    for i in range(200)
+                ]
+            )
+            for rt in (first, second):
+                state = await rt.wait_converged(timeout=30)
+                assert state.converged
+            runners = {rt.health().sharding.runner: rt for rt in (first, second)}  # type: ignore[union-attr]
+            users: set[str] = set()
+            for i in range(200):
+                key = ObjectKey("memory.reconcile.dev", "Bucket", "default", f"b{i}")
+                events = await first.client.store.events(key)
+                assert [e.type for e in events].count("CreateSucceeded") == 1
+                writers = {e.user for e in events if e.type == "CreateSucceeded"}
+                users |= writers
+                (writer,) = writers
+                assert writer in runners
+            assert users == set(runners), "both runners did part of the work"
+        assert len(cloud.items) == 200
+
+    async def test_on_sqlite_sharding_is_off_and_the_runner_lock_holds(self, tmp_path: Path) -> None:
+        """sharding=True on SQLite: health() shows no shards; a second runner is refused."""
+        url = f"sqlite:///{tmp_path}/one.db"
+        async with Runtime(url, providers=[MemoryProvider()], sharding=True) as rt:
+            assert rt.health().sharding is None
+            assert rt.sharding is None
+            with pytest.raises(LockedError):
+                await Runtime(url, providers=[MemoryProvider()], sharding=True).start()
+
+
+class TestStatusCommand:
+    """``reconcile status``."""
+
+    def test_status_shows_each_runners_shards(
+        self, postgres_url: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """After two runners renewed, status lists both with their shards, and the JSON
+        form has every lease."""
+
+        async def lease() -> None:
+            async with opened(postgres_url) as store:
+                first = await store.lease_shards("a", about="pid 1 on x", duration=60, shards=8)
+                assert first is not None
+                await store.lease_shards("b", about="pid 2 on y", duration=60)
+                await store.lease_shards("a", about="pid 1 on x", duration=60, release=[4, 5, 6, 7])
+                await store.lease_shards("b", about="pid 2 on y", duration=60)
+
+        asyncio.run(lease())
+        assert main(["--db", postgres_url, "status"]) == 0
+        out = capsys.readouterr().out
+        assert "8 shards, 2 live runner(s)" in out
+        assert "a (pid 1 on x): 4 shards 0-3" in out
+        assert "b (pid 2 on y): 4 shards 4-7" in out
+        assert main(["--db", postgres_url, "status", "-o", "json"]) == 0
+        document = json.loads(capsys.readouterr().out)
+        assert [r["shards"] for r in document["runners"]] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+        assert len(document["leases"]) == 8
+
+    def test_status_on_sqlite_says_one_runner(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A store nobody shards says so."""
+        db = tmp_path / "s.db"
+        asyncio.run(_create(db))
+        assert main(["--db", str(db), "status"]) == 0
+        assert "no shard leases" in capsys.readouterr().out
+
+
+async def _create(db: Path) -> None:
+    async with opened(f"sqlite:///{db}"):
+        pass
+
+
+class _Leasing:
+    """A store's lease answers, scripted: a fake for :class:`Sharding` alone."""
+
+    url = "fake://"
+
+    def __init__(self, *answers: Leases) -> None:
+        self.answers = list(answers)
+        self.released: list[frozenset[int]] = []
+
+    async def lease_shards(self, holder: str, **options: Any) -> Leases:
+        del holder
+        self.released.append(frozenset(options.get("release", ())))
+        return self.answers.pop(0)
+
+
+class TestSharding:
+    """The runner's side of the leases, on a fake clock."""
+
+    async def test_no_key_is_taken_past_the_lease_without_a_renewal(self) -> None:
+        """Held shards' keys are owned until a lease duration passes since the last
+        renewal began (a pause); the next renewal decides again."""
+        clock = FakeClock()
+        store = _Leasing(Leases(4, {0: 1, 1: 1, 2: 1, 3: 1}, 1, 4), Leases(4, {}, 2, 2))
+        sharding = Sharding(store, clock=clock, lease_duration=2.0, renew_interval=0.5)  # type: ignore[arg-type]
+        assert await sharding.start()
+        assert sharding.owns(KEY)
+        assert sharding.fence(KEY) == Fence(shard_of(KEY, 4), 1, sharding.runner)
+        clock.advance(2.5)
+        assert not sharding.owns(KEY)
+        await sharding.renew_once()
+        assert not sharding.owns(KEY)
+        assert sharding.fence(KEY) == Fence(shard_of(KEY, 4), -1, sharding.runner)
+
+    async def test_surplus_is_drained_then_released_at_the_next_renewal(self) -> None:
+        """Beyond the fair share: the highest shards stop being taken at once and are
+        given up at the next renewal; gained shards are announced with their epochs."""
+        clock = FakeClock()
+        store = _Leasing(Leases(4, {0: 1, 1: 1, 2: 1, 3: 1}, 2, 2), Leases(4, {0: 1, 1: 1}, 2, 2))
+        sharding = Sharding(store, clock=clock, lease_duration=2.0, renew_interval=0.5)  # type: ignore[arg-type]
+        gained: list[set[int]] = []
+        sharding.on_gained(gained.append)
+        assert await sharding.start()
+        assert sharding.draining == {2, 3}
+        await sharding.renew_once()
+        assert store.released == [frozenset(), frozenset({2, 3})]
+        assert set(sharding.held) == {0, 1}
+        assert not sharding.draining
+        assert gained == [{0, 1, 2, 3}]

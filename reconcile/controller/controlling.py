@@ -26,6 +26,7 @@ from opentelemetry import trace
 from reconcile.api.client import Client
 from reconcile.controller.caching import Cache, CachedClient
 from reconcile.controller.clocks import Clock, LoopClock
+from reconcile.controller.gating import KeyGate
 from reconcile.controller.informing import Informer, InformerEvent
 from reconcile.controller.owning import owner_handler
 from reconcile.controller.queueing import Priority, QueueShutDown, WorkQueue
@@ -35,6 +36,7 @@ from reconcile.controller.terminal import CONTROLLER_MANAGER, cleared, records_t
 from reconcile.errors import (
     ConflictError,
     DeadlineExceededError,
+    FencedError,
     NotFoundError,
     ReconcileError,
     StoreError,
@@ -44,6 +46,7 @@ from reconcile.errors import (
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
+from reconcile.store.fencing import FENCE
 
 __all__ = ["Controller"]
 
@@ -139,12 +142,17 @@ class Controller:
         self._attributes = {"controller": self.name}
         self._outcomes = {
             outcome: {"controller": self.name, "result": outcome}
-            for outcome in ("success", "error", "terminal", "requeue", "requeue_after")
+            for outcome in ("success", "error", "terminal", "requeue", "requeue_after", "fenced")
         }
         self._listeners: list[Callable[[ObjectKey, str], None]] = []
         self.informer.add_handler(self._on_change)
         #: The informers of the kinds this controller owns (:meth:`owns`).
         self.owned: list[Informer] = []
+        #: Which keys this controller may reconcile (None: all of them, unfenced). A key
+        #: the gate does not admit is dropped when a worker takes it (its listeners hear
+        #: "skipped": another process reconciles it); the others are reconciled with the
+        #: gate's fence in force (:data:`reconcile.store.fencing.FENCE`).
+        self.gate: KeyGate | None = None
 
     # -- feeding the queue -----------------------------------------------------------------
 
@@ -205,7 +213,7 @@ class Controller:
 
     # -- working -------------------------------------------------------------------------------
 
-    async def _worker(self) -> None:
+    async def _worker(self) -> None:  # noqa: PLR0915 - the hot loop, kept inline (see below)
         """Take keys and reconcile them until the queue shuts down.
 
         A reconcile whose span and metrics nobody records and that has no deadline (a
@@ -239,6 +247,16 @@ class Controller:
                     key = await queue.get()
             except QueueShutDown:
                 return
+            gate = self.gate
+            if gate is not None:
+                if not gate.owns(key):
+                    queue.done(key, forget=True)
+                    for listener in listeners:
+                        listener(key, "skipped")
+                    continue
+                # Set for this worker task's context only, until its next key: every
+                # write of this reconcile is submitted under the key's shard's fence.
+                FENCE.set(gate.fence(key))
             if not short:
                 outcome = "error"
                 try:
@@ -357,6 +375,12 @@ class Controller:
         and there is nothing to retry (controller-runtime's IgnoreNotFound)."""
         if isinstance(exc, NotFoundError) and self.informer.get(key) is None:
             return self._follow(key, None)
+        if isinstance(exc, FencedError):
+            # Its shard's lease moved on: the key is another runner's now; drop it.
+            self.queue.forget(key)
+            self.failures.pop(key, None)
+            LOG.info("%s: %s dropped: %s", self.name, key, exc)
+            return "fenced"
         self._retry(key, exc)
         span.record_exception(exc)
         span.set_status(trace.StatusCode.ERROR, str(exc))

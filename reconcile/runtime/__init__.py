@@ -3,7 +3,7 @@ and provider discovery."""
 
 from reconcile.model.discovery import discover_providers
 from reconcile.runtime.converging import Convergence
-from reconcile.runtime.health import ControllerHealth, Health
+from reconcile.runtime.health import ControllerHealth, Health, ShardingHealth
 from reconcile.runtime.operators import Operator
 from reconcile.runtime.options import RuntimeOptions
 from reconcile.runtime.running import Runtime
@@ -16,6 +16,7 @@ __all__ = [
     "Operator",
     "Runtime",
     "RuntimeOptions",
+    "ShardingHealth",
     "Supervisor",
     "discover_providers",
 ]
