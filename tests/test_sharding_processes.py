@@ -70,16 +70,20 @@ async def _history(url: str) -> tuple[collections.Counter[str], dict[str, list[s
     try:
         created: collections.Counter[str] = collections.Counter()
         runners: dict[str, list[str]] = {}
+        creators: dict[str, list[str]] = {}
         async for event in store.watch(since=0, kind="File"):
             if not hasattr(event, "key"):
                 break  # the first bookmark: caught up
             name = event.key.name
             if event.type == "CreateSucceeded":
                 created[name] += 1
+                creators.setdefault(name, []).append(f"{event.user}@{event.revision}")
             if event.actor != "reconcile" and event.user is not None:
                 seq = runners.setdefault(name, [])
                 if not seq or seq[-1] != event.user:
                     seq.append(event.user)
+        doubled = {name: creators[name] for name, n in created.items() if n > 1}
+        assert not doubled, f"created twice (runner@revision): {dict(list(doubled.items())[:5])}"
         return created, runners
     finally:
         await store.close()
@@ -156,7 +160,7 @@ def test_three_runners_share_survive_a_kill_and_a_pause_and_take_a_joiner(
             "the joiner takes a share",
             lambda: any(r.split(":")[1] == str(runners[3].pid) for r in look().by_holder()),
         )
-        _wait("all Ready", lambda: look() is not None and state["objects"]["ready"] == COUNT)
+        _wait("all Ready", lambda: look() is not None and state["objects"]["ready"] == COUNT, 60.0)
         converged = time.monotonic() - started
         table = state["table"]
         created, sequences = asyncio.run(_history(postgres_url))

@@ -59,6 +59,9 @@ _KEYS_PER_TURN = 256
 #: Keys a periodic resync enqueues at once (about 10 ms of the loop) before it lets the
 #: loop run whatever else is ready.
 _RESYNC_CHUNK = 8192
+#: Seconds a key of a shard just gained waits for the cache to reach the former holder's
+#: last writes before it is given back to the queue for later.
+_CATCH_UP = 5.0
 #: Seconds between two warnings about one key's failing reconciles (the first failure of
 #: a streak is said at once; the others within this time only at INFO).
 _WARN_EVERY = 60.0
@@ -254,6 +257,9 @@ class Controller:
                     for listener in listeners:
                         listener(key, "skipped")
                     continue
+                minimum = gate.minimum(key)
+                if minimum > self.informer.revision and not await self._caught_up(key, minimum):
+                    continue
                 # Set for this worker task's context only, until its next key: every
                 # write of this reconcile is submitted under the key's shard's fence.
                 FENCE.set(gate.fence(key))
@@ -286,6 +292,19 @@ class Controller:
             if listeners:  # after done(): a listener sees the queue as it now is
                 for listener in listeners:
                     listener(key, outcome)
+
+    async def _caught_up(self, key: ObjectKey, revision: int) -> bool:
+        """Wait (bounded) until the cache reached ``revision``: the last writes of the
+        former holder of ``key``'s shard, which a reconcile must not contradict. False
+        (the key taken is given back, to come again) when it did not in time."""
+        try:
+            async with self.clock.timeout(_CATCH_UP):
+                await self.informer.wait_for_revision(revision)
+        except TimeoutError:
+            self.queue.done(key)
+            self.queue.add_after(key, _CATCH_UP, Priority.CHANGE)
+            return False
+        return True
 
     def _request(self, key: ObjectKey) -> Request:
         """The Request for ``key``: one per cached object, made once and kept for its next

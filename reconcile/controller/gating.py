@@ -20,3 +20,7 @@ class KeyGate(Protocol):
 
     def fence(self, key: ObjectKey) -> Fence | None:
         """The fence a reconcile of ``key`` writes under."""
+
+    def minimum(self, key: ObjectKey) -> int:
+        """The revision the cache must have reached before ``key`` is reconciled (its
+        shard's former holder's last writes; 0: none)."""

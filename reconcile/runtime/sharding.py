@@ -79,6 +79,8 @@ class Sharding:
         #: renewal (their reconciles in flight finish under a valid lease meanwhile).
         self.draining: set[int] = set()
         self.runners = 1
+        #: shard -> the revision the cache must reach before its keys are reconciled.
+        self._minimum: dict[int, int] = {}
         self._renewed_at = 0.0
         self._gained: list[Callable[[set[int]], None]] = []
 
@@ -103,6 +105,12 @@ class Sharding:
         # database), the leases may be another runner's already: take no key until a
         # renewal says (client-go's leader election stops leading at its renew deadline).
         return self.clock.now() - self._renewed_at < self.lease_duration
+
+    def minimum(self, key: ObjectKey) -> int:
+        """The revision the cache must reach before ``key`` is reconciled (0: none)."""
+        if not self._minimum:
+            return 0
+        return self._minimum.get(shard_of(key, self.count), 0)
 
     def fence(self, key: ObjectKey) -> Fence | None:
         """The fence the writes of a reconcile of ``key`` carry (None: unsharded)."""
@@ -133,6 +141,10 @@ class Sharding:
 
     def _apply(self, leases: Leases, started: float) -> None:
         before, held = self.held, leases.held
+        if started - self._renewed_at >= self.lease_duration:
+            # Keys were refused for want of a renewal (see owns()) and dropped from the
+            # queues: every shard still held is announced again, as if gained.
+            before = {}
         self.count, self.held, self.runners = leases.shards, dict(held), leases.runners
         self._renewed_at = started
         surplus = len(held) - leases.fair
@@ -140,6 +152,8 @@ class Sharding:
         if self.draining:
             LOG.info("%s: draining shards %s (beyond the fair share)", self.runner, sorted(self.draining))
         gained = {s for s, epoch in held.items() if before.get(s) != epoch}
+        for shard in gained:
+            self._minimum[shard] = leases.revision
         lost = set(before) - set(held)
         if lost:
             LOG.info("%s: released or lost shards %s", self.runner, sorted(lost))

@@ -89,6 +89,10 @@ class Leases:
     held: Mapping[int, int]
     runners: int
     fair: int
+    #: The latest revision committed when the renewal ran: every write a former holder
+    #: of a shard taken now made is at or below it (a later one would be refused), so a
+    #: new holder reconciles that shard's keys only once its cache has reached it.
+    revision: int = 0
 
 
 @attrs.frozen

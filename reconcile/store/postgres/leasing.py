@@ -162,7 +162,9 @@ async def renew(
                 fair - len(held),
             )
             held.update({int(shard): int(epoch) for shard, epoch in rows})
-    return Leases(count, held, live, fair)
+        # A new snapshot (READ COMMITTED): every commit of a former holder is in it.
+        revision = int(await conn.fetchval("SELECT coalesce(max(revision), 0) FROM reconcile_events"))
+    return Leases(count, held, live, fair, revision)
 
 
 async def release(conn: Any, holder: str) -> None:
