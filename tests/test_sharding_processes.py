@@ -89,14 +89,23 @@ async def _history(url: str) -> tuple[collections.Counter[str], dict[str, list[s
         await store.close()
 
 
-async def _refused_by(url: str, holder: str) -> int:
-    """How many writes of ``holder`` the store refused (its ``reconcile_fenced`` rows)."""
+async def _count(url: str, sql: str, holder: str) -> int:
     base, _, query = url.partition("?")
     conn = await asyncpg.connect(base, server_settings={"search_path": query.removeprefix("search_path=")})
     try:
-        return int(await conn.fetchval("SELECT count(*) FROM reconcile_fenced WHERE holder = $1", holder))
+        return int(await conn.fetchval(sql, holder))
     finally:
         await conn.close()
+
+
+def _refused_by(url: str, holder: str) -> int:
+    """How many writes of ``holder`` the store refused (its ``reconcile_fenced`` rows)."""
+    return asyncio.run(_count(url, "SELECT count(*) FROM reconcile_fenced WHERE holder = $1", holder))
+
+
+def _written_by(url: str, holder: str) -> int:
+    """How many events ``holder``'s controllers wrote (their ``user``)."""
+    return asyncio.run(_count(url, 'SELECT count(*) FROM reconcile_events WHERE "user" = $1', holder))
 
 
 def _wait(what: str, check: Callable[[], bool], deadline: float = DEADLINE) -> float:
@@ -148,11 +157,8 @@ def test_three_runners_share_survive_a_kill_and_a_pause_and_take_a_joiner(
             ),
         )
         paused = holders[str(runners[2].pid)]
-        refused_before = asyncio.run(_refused_by(postgres_url, paused))
-        runners[2].send_signal(signal.SIGSTOP)
-        _wait(
-            "the paused runner's shards move",
-            lambda: set(look().by_holder()) == {holders[str(runners[0].pid)]},
+        refused_before = _pause_past_lease(
+            postgres_url, runners[2], paused, holders[str(runners[0].pid)], look
         )
         runners[2].send_signal(signal.SIGCONT)
         runners.append(_runner(postgres_url, tmp_path, tmp_path / "r3.log"))
@@ -164,7 +170,7 @@ def test_three_runners_share_survive_a_kill_and_a_pause_and_take_a_joiner(
         converged = time.monotonic() - started
         table = state["table"]
         created, sequences = asyncio.run(_history(postgres_url))
-        refused_after = asyncio.run(_refused_by(postgres_url, paused))
+        refused_after = _refused_by(postgres_url, paused)
     finally:
         for runner in runners:
             if runner.poll() is None:
@@ -203,3 +209,31 @@ def _assert_done_once(
     for name, seq in sequences.items():
         key_shard = shard_of(_key(name), len(table.leases))
         assert len(seq) - 1 <= epochs[key_shard] - 1, f"{name}: runners {seq} beyond its shard's epochs"
+
+
+def _pause_past_lease(
+    url: str, runner: subprocess.Popen[bytes], paused: str, survivor_id: str, look: Callable[[], ShardTable]
+) -> int:
+    """SIGSTOP ``runner`` while it writes, until the survivor took some of its shards;
+    the refusals of its writes before (SIGCONT is the caller's)."""
+    refused_before = _refused_by(url, paused)
+    seen = [_written_by(url, paused)]
+
+    def busy() -> bool:  # writing now: it has reconciles in flight to be refused later
+        seen.append(_written_by(url, paused))
+        return seen[-1] > seen[-2]
+
+    _wait("the runner to pause is at work", busy)
+    before_pause = set(look().by_holder().get(paused, ()))
+    runner.send_signal(signal.SIGSTOP)
+    survivor = survivor_id
+
+    def moved_on() -> bool:
+        # Expired, and taken by the survivor: an expired lease nobody took yet is still
+        # the paused runner's (its writes would rightly pass), and a shard whose row a
+        # commit paused mid-way holds locked is skipped until that commit ends.
+        held = look().by_holder()
+        return paused not in held and bool(set(held.get(survivor, ())) & before_pause)
+
+    _wait("the paused runner's shards move", moved_on)
+    return refused_before

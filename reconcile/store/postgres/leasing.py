@@ -17,7 +17,9 @@ store's creation lock, so two runners starting together make them once):
 Times are the database server's (``clock_timestamp()``): runners on several machines
 never compare their own clocks.
 
-A renewal is one transaction (:func:`renew`): mark the runner live; release the shards
+A renewal is one statement (:func:`renew`: the function ``reconcile_renew``, which the
+server runs and commits without waiting on the client, so a runner paused mid-renewal
+leaves no row locked): mark the runner live; release the shards
 the runner gives up; renew the rest; if it holds fewer than its fair share
 (``ceil(shards / live runners)``), take free or expired shards up to it, bumping each
 one's epoch. Shards held beyond the fair share are the runner's to give up, in two
@@ -37,7 +39,6 @@ happened while the lease was still the writer's).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -45,6 +46,49 @@ from reconcile.model.meta import ObjectKey
 from reconcile.store.fencing import DEFAULT_SHARDS, Fence, Leases, ShardLease, ShardTable
 
 __all__ = ["check_fences", "record_refusals", "release", "renew", "shard_table"]
+
+_RENEW = """CREATE OR REPLACE FUNCTION reconcile_renew(
+    p_holder text, p_about text, p_duration float8, p_release integer[], p_count integer, p_forget float8
+) RETURNS TABLE (shard integer, epoch bigint, live integer, fair integer, revision bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_live integer;
+    v_fair integer;
+    v_held integer;
+    v_revision bigint;
+BEGIN
+    INSERT INTO reconcile_runners AS r (holder, about, expires)
+    VALUES (p_holder, p_about, clock_timestamp() + make_interval(secs => p_duration))
+    ON CONFLICT (holder) DO UPDATE SET about = excluded.about, expires = excluded.expires;
+    DELETE FROM reconcile_runners r WHERE r.expires < clock_timestamp() - make_interval(secs => p_forget);
+    SELECT count(*) INTO v_live FROM reconcile_runners r WHERE r.expires > clock_timestamp();
+    v_fair := ceil(p_count::numeric / greatest(v_live, 1));
+    -- Mine, in shard order: given up, or renewed.
+    UPDATE reconcile_shards s
+    SET holder = CASE WHEN s.shard = ANY(p_release) THEN NULL ELSE s.holder END,
+        expires = CASE WHEN s.shard = ANY(p_release) THEN '-infinity'::timestamptz
+                       ELSE clock_timestamp() + make_interval(secs => p_duration) END
+    FROM (SELECT s2.shard FROM reconcile_shards s2 WHERE s2.holder = p_holder
+          ORDER BY s2.shard FOR UPDATE) AS mine
+    WHERE s.shard = mine.shard;
+    SELECT count(*) INTO v_held FROM reconcile_shards s WHERE s.holder = p_holder;
+    IF v_held < v_fair THEN
+        UPDATE reconcile_shards s
+        SET holder = p_holder, epoch = s.epoch + 1,
+            expires = clock_timestamp() + make_interval(secs => p_duration)
+        FROM (SELECT s2.shard FROM reconcile_shards s2
+              WHERE s2.holder IS NULL OR s2.expires < clock_timestamp()
+              ORDER BY s2.shard LIMIT v_fair - v_held FOR UPDATE SKIP LOCKED) AS free
+        WHERE s.shard = free.shard;
+    END IF;
+    -- A new snapshot (a volatile function's statement): every commit of a former holder.
+    SELECT coalesce(max(e.revision), 0) INTO v_revision FROM reconcile_events e;
+    RETURN QUERY
+        SELECT s.shard, s.epoch, v_live, v_fair, v_revision FROM reconcile_shards s
+        WHERE s.holder = p_holder
+        UNION ALL SELECT NULL::integer, NULL::bigint, v_live, v_fair, v_revision;
+END $$"""
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS reconcile_shards (
@@ -91,7 +135,7 @@ async def _prepare(conn: Any, create_key: int, shards: int | None) -> int:
         if count is not None:
             return count
         count = shards or DEFAULT_SHARDS
-        for statement in _TABLES:
+        for statement in (*_TABLES, _RENEW):
             await conn.execute(statement)
         await conn.execute(
             "INSERT INTO reconcile_shards (shard) SELECT generate_series(0, $1::integer - 1)", count
@@ -112,58 +156,23 @@ async def renew(
     shards: int | None,
     release: Collection[int] = (),
 ) -> Leases:
-    """One renewal (see the module's story); the leases ``holder`` holds after it."""
+    """One renewal (see the module's story); the leases ``holder`` holds after it.
+
+    One statement, ``reconcile_renew(...)``, the server runs and commits on its own: a
+    runner paused mid-renewal would otherwise hold its shards' rows locked, and nobody
+    could take them until it resumed."""
     count = await _prepare(conn, create_key, shards)
-    async with conn.transaction():
-        await conn.execute(
-            "INSERT INTO reconcile_runners (holder, about, expires) "
-            "VALUES ($1, $2, clock_timestamp() + make_interval(secs => $3)) "
-            "ON CONFLICT (holder) DO UPDATE SET about = excluded.about, expires = excluded.expires",
-            holder,
-            about,
-            duration,
-        )
-        await conn.execute(
-            "DELETE FROM reconcile_runners WHERE expires < clock_timestamp() - make_interval(secs => $1)",
-            _FORGET_AFTER,
-        )
-        live = int(
-            await conn.fetchval("SELECT count(*) FROM reconcile_runners WHERE expires > clock_timestamp()")
-        )
-        fair = math.ceil(count / max(live, 1))
-        rows = await conn.fetch(
-            "UPDATE reconcile_shards s SET expires = clock_timestamp() + make_interval(secs => $2) "
-            "FROM (SELECT shard FROM reconcile_shards WHERE holder = $1 ORDER BY shard FOR UPDATE) AS mine "
-            "WHERE s.shard = mine.shard RETURNING s.shard, s.epoch",
-            holder,
-            duration,
-        )
-        held = {int(shard): int(epoch) for shard, epoch in rows}
-        given = sorted(set(release) & set(held))
-        if given:
-            await conn.execute(
-                "UPDATE reconcile_shards SET holder = NULL, expires = '-infinity' "
-                "WHERE shard = ANY($1::integer[]) AND holder = $2",
-                given,
-                holder,
-            )
-            for shard in given:
-                del held[shard]
-        if len(held) < fair:
-            rows = await conn.fetch(
-                "UPDATE reconcile_shards s SET holder = $1, epoch = s.epoch + 1, "
-                "expires = clock_timestamp() + make_interval(secs => $2) "
-                "FROM (SELECT shard FROM reconcile_shards "
-                "WHERE holder IS NULL OR expires < clock_timestamp() "
-                "ORDER BY shard LIMIT $3 FOR UPDATE SKIP LOCKED) AS free "
-                "WHERE s.shard = free.shard RETURNING s.shard, s.epoch",
-                holder,
-                duration,
-                fair - len(held),
-            )
-            held.update({int(shard): int(epoch) for shard, epoch in rows})
-        # A new snapshot (READ COMMITTED): every commit of a former holder is in it.
-        revision = int(await conn.fetchval("SELECT coalesce(max(revision), 0) FROM reconcile_events"))
+    rows = await conn.fetch(
+        "SELECT shard, epoch, live, fair, revision FROM reconcile_renew($1, $2, $3, $4::integer[], $5, $6)",
+        holder,
+        about,
+        duration,
+        sorted(release),
+        count,
+        _FORGET_AFTER,
+    )
+    held = {int(r[0]): int(r[1]) for r in rows if r[0] is not None}
+    live, fair, revision = (int(v) for v in rows[-1][2:])
     return Leases(count, held, live, fair, revision)
 
 
