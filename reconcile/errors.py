@@ -40,6 +40,7 @@ __all__ = [
     "CorruptError",
     "DeadlineExceededError",
     "ExpiredError",
+    "FencedError",
     "FieldConflictError",
     "FieldError",
     "IncompleteListingError",
@@ -183,6 +184,18 @@ class CorruptError(StoreError):
         self.key = key
         self.reason = reason
         super().__init__(f"the store is corrupt: event {revision} ({key}) cannot be decoded: {reason}")
+
+
+class FencedError(ReconcileError):
+    """A controller write refused because its shard's lease has moved on (another runner
+    holds it now, or holds it under a newer epoch): this runner no longer owns the key.
+    The controller drops the key (its new owner reconciles it); the refusal is recorded
+    in the store. ``shard`` and ``epoch`` say which lease the write carried."""
+
+    def __init__(self, message: str, *, shard: int, epoch: int) -> None:
+        super().__init__(message)
+        self.shard = shard
+        self.epoch = epoch
 
 
 class SchemaVersionError(StoreError):

@@ -42,6 +42,7 @@ COMMANDS: Mapping[str, str] = {
     "plan": "reconcile.cli.planning:plan_command",
     "providers": "reconcile.cli.maintaining:providers",
     "run": "reconcile.cli.running:run",
+    "status": "reconcile.cli.sharing:status",
     "verify": "reconcile.cli.maintaining:verify",
     "version": "reconcile.cli.maintaining:version",
     "wait": "reconcile.cli.waiting:wait",

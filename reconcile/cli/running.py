@@ -184,6 +184,36 @@ def _print_action(event: Event, echo: Callable[[str], None]) -> None:
     is_flag=True,
     help="If another runner holds this database, wait and take over when it stops (instead of failing).",
 )
+@click.option(
+    "--sharding",
+    is_flag=True,
+    envvar="RECONCILE_SHARDING",
+    help="Share the work with the other runners on this PostgreSQL database by shard leases "
+    "(instead of one runner at a time). Env: RECONCILE_SHARDING.",
+)
+@click.option(
+    "--lease-duration",
+    type=click.FloatRange(min=0.1),
+    default=15.0,
+    show_default=True,
+    envvar="RECONCILE_LEASE_DURATION",
+    help="Seconds a shard lease lasts unless renewed (with --sharding). Env: RECONCILE_LEASE_DURATION.",
+)
+@click.option(
+    "--renew-interval",
+    type=click.FloatRange(min=0.05),
+    default=5.0,
+    show_default=True,
+    envvar="RECONCILE_RENEW_INTERVAL",
+    help="Seconds between renewals of the leases (with --sharding). Env: RECONCILE_RENEW_INTERVAL.",
+)
+@click.option(
+    "--shards",
+    type=click.IntRange(1, 65536),
+    envvar="RECONCILE_SHARDS",
+    help="Shards of the store, when this runner makes its lease table (fixed from then on).  "
+    "[default: 64] Env: RECONCILE_SHARDS.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the engine's actions.")
 @click.pass_obj
 def run(settings: Settings, /, **options: Any) -> None:
@@ -204,6 +234,10 @@ class RunOptions:
     provider_timeout: float = 60.0
     standby: bool = False
     quiet: bool = False
+    sharding: bool = False
+    lease_duration: float = 15.0
+    renew_interval: float = 5.0
+    shards: int | None = None
 
 
 async def _run(settings: Settings, run_options: RunOptions) -> bool:
@@ -227,12 +261,18 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
         runner_lock="wait" if run_options.standby else "fail",
         handle_signals=True,
         gc_tuning=True,  # the CLI owns its process: tune the collector for its caches
+        sharding=run_options.sharding,
+        lease_duration=run_options.lease_duration,
+        renew_interval=run_options.renew_interval,
+        shards=run_options.shards,
         **options,
     )
     try:
         await runtime.start()
     except StoreError as exc:
         raise BadInput(f"--db: {exc}") from exc
+    except ValueError as exc:  # --renew-interval not shorter than --lease-duration
+        raise BadInput(str(exc)) from exc
     except LockedError as exc:
         raise Failure(
             f"another runner is reconciling {where}: {exc.holder}",
@@ -254,6 +294,12 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
             ok = state is not None and state.converged
             _report_once(runtime, state, timeout)
         else:
+            sharing = runtime.sharding
+            if sharing is not None:
+                click.echo(
+                    f"reconcile: runner {sharing.runner} holds {len(sharing.held)} of {sharing.count} shards",
+                    err=True,
+                )
             click.echo(f"reconcile: running on {where} (Ctrl-C to stop)", err=True)
             await runtime.run_until_stopped()
             click.echo("reconcile: stopping", err=True)

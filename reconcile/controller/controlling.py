@@ -28,6 +28,7 @@ from opentelemetry import trace
 from reconcile.api.client import Client
 from reconcile.controller.caching import Cache, CachedClient
 from reconcile.controller.clocks import Clock, LoopClock
+from reconcile.controller.gating import KeyGate
 from reconcile.controller.informing import Informer, InformerEvent
 from reconcile.controller.owning import owner_handler
 from reconcile.controller.queueing import Priority, QueueShutDown, WorkQueue
@@ -37,6 +38,7 @@ from reconcile.controller.terminal import CONTROLLER_MANAGER, cleared, records_t
 from reconcile.errors import (
     ConflictError,
     DeadlineExceededError,
+    FencedError,
     NotFoundError,
     ReconcileError,
     StoreError,
@@ -46,6 +48,7 @@ from reconcile.errors import (
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
+from reconcile.store.fencing import FENCE
 
 __all__ = ["Controller"]
 
@@ -61,6 +64,9 @@ _RESYNC_CHUNK = 8192
 #: The outcomes after which the queue forgets the key's failures (its next failure waits
 #: the base delay again): the worker's ``done(key, forget=...)`` does it, in the same call.
 _FORGETTING = frozenset({"success", "requeue_after", "terminal"})
+#: Seconds a key of a shard just gained waits for the cache to reach the former holder's
+#: last writes before it is given back to the queue for later.
+_CATCH_UP = 5.0
 #: Seconds between two warnings about one key's failing reconciles (the first failure of
 #: a streak is said at once; the others within this time only at INFO).
 _WARN_EVERY = 60.0
@@ -152,12 +158,17 @@ class Controller:
         self._attributes = {"controller": self.name}
         self._outcomes = {
             outcome: {"controller": self.name, "result": outcome}
-            for outcome in ("success", "error", "terminal", "requeue", "requeue_after")
+            for outcome in ("success", "error", "terminal", "requeue", "requeue_after", "fenced")
         }
         self._listeners: list[Callable[[ObjectKey, str], None]] = []
         self.informer.add_handler(self._on_change)
         #: The informers of the kinds this controller owns (:meth:`owns`).
         self.owned: list[Informer] = []
+        #: Which keys this controller may reconcile (None: all of them, unfenced). A key
+        #: the gate does not admit is dropped when a worker takes it (its listeners hear
+        #: "skipped": another process reconciles it); the others are reconciled with the
+        #: gate's fence in force (:data:`reconcile.store.fencing.FENCE`).
+        self.gate: KeyGate | None = None
 
     # -- feeding the queue -----------------------------------------------------------------
 
@@ -218,7 +229,7 @@ class Controller:
 
     # -- working -------------------------------------------------------------------------------
 
-    async def _worker(self) -> None:
+    async def _worker(self) -> None:  # noqa: PLR0915 - the hot loop, kept inline (see below)
         """Take keys and reconcile them until the queue shuts down.
 
         One body calls the reconciler (within :attr:`reconcile_timeout`, when there is
@@ -258,6 +269,19 @@ class Controller:
                     key = await queue.get()
             except QueueShutDown:
                 return
+            gate = self.gate
+            if gate is not None:
+                if not gate.owns(key):
+                    queue.done(key, forget=True)
+                    for listener in listeners:
+                        listener(key, "skipped")
+                    continue
+                minimum = gate.minimum(key)
+                if minimum > self.informer.revision and not await self._caught_up(key, minimum):
+                    continue
+                # Set for this worker task's context only, until its next key: every
+                # write of this reconcile is submitted under the key's shard's fence.
+                FENCE.set(gate.fence(key))
             outcome, traced, span = "error", None, invalid_span
             try:
                 if not bare:
@@ -299,6 +323,19 @@ class Controller:
         if self.informer.get(key) is not None:
             self._requests[key] = request
         return request
+
+    async def _caught_up(self, key: ObjectKey, revision: int) -> bool:
+        """Wait (bounded) until the cache reached ``revision``: the last writes of the
+        former holder of ``key``'s shard, which a reconcile must not contradict. False
+        (the key taken is given back, to come again) when it did not in time."""
+        try:
+            async with self.clock.timeout(_CATCH_UP):
+                await self.informer.wait_for_revision(revision)
+        except TimeoutError:
+            self.queue.done(key)
+            self.queue.add_after(key, _CATCH_UP, Priority.CHANGE)
+            return False
+        return True
 
     async def _clear_terminal(self, key: ObjectKey) -> None:
         """A success after a terminal error: the terminal record in status goes."""
@@ -363,6 +400,12 @@ class Controller:
         and there is nothing to retry (controller-runtime's IgnoreNotFound)."""
         if isinstance(exc, NotFoundError) and self.informer.get(key) is None:
             return self._follow(key, None)
+        if isinstance(exc, FencedError):
+            # Its shard's lease moved on: the key is another runner's now; drop it.
+            self.queue.forget(key)
+            self.failures.pop(key, None)
+            LOG.info("%s: %s dropped: %s", self.name, key, exc)
+            return "fenced"
         self._retry(key, exc)
         span.record_exception(exc)
         span.set_status(trace.StatusCode.ERROR, str(exc))

@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 from reconcile.controller.recording import Recording
 from reconcile.controller.statuses import Action, Verdict, cannot_tell, repeats
-from reconcile.errors import NotOwnedError, PermanentError, TerminalError
+from reconcile.errors import FencedError, NotOwnedError, PermanentError, TerminalError
 from reconcile.model.conditions import ConditionStatus
 from reconcile.model.events import ActionType
 from reconcile.model.external import ExternalClient, Observation
@@ -55,6 +55,8 @@ class Failing(Recording):
         """Say why in Synced (and what ``ready`` says in Ready), then let the controller
         retry (or not, for permanent errors)."""
         self._steady.pop(obj.key, None)
+        if isinstance(exc, FencedError):
+            raise exc  # the key is another runner's now: nothing of ours to record on it
         permanent = isinstance(exc, PermanentError)
         reason = ActionType.NOT_OWNED if isinstance(exc, NotOwnedError) else "ReconcileError"
         try:

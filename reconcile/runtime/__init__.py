@@ -15,7 +15,7 @@ from reconcile._exports import lazy_exports
 if TYPE_CHECKING:
     from reconcile.model.discovery import discover_providers
     from reconcile.runtime.converging import Convergence
-    from reconcile.runtime.health import ControllerHealth, Health
+    from reconcile.runtime.health import ControllerHealth, Health, ShardingHealth
     from reconcile.runtime.operators import Operator
     from reconcile.runtime.options import RuntimeOptions
     from reconcile.runtime.running import Runtime
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _MODULES: dict[str, tuple[str, ...]] = {
     "reconcile.model.discovery": ("discover_providers",),
     "reconcile.runtime.converging": ("Convergence",),
-    "reconcile.runtime.health": ("ControllerHealth", "Health"),
+    "reconcile.runtime.health": ("ControllerHealth", "Health", "ShardingHealth"),
     "reconcile.runtime.operators": ("Operator",),
     "reconcile.runtime.options": ("RuntimeOptions",),
     "reconcile.runtime.running": ("Runtime",),
@@ -41,6 +41,7 @@ __all__ = [
     "Operator",
     "Runtime",
     "RuntimeOptions",
+    "ShardingHealth",
     "Supervisor",
     "discover_providers",
 ]

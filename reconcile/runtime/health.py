@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["ControllerHealth", "Health"]
+__all__ = ["ControllerHealth", "Health", "ShardingHealth"]
 
 
 @attrs.frozen
@@ -49,6 +49,24 @@ class ControllerHealth:
 
 
 @attrs.frozen
+class ShardingHealth:
+    """What a runner holds, for ``Runtime.health()``."""
+
+    #: The runner's id (the leases' holder; the ``user`` of its controllers' events).
+    runner: str
+    #: The store's shard count.
+    shards: int
+    #: The shards this runner holds, in order.
+    held: tuple[int, ...]
+    #: Of those, the ones it no longer works on and releases at its next renewal.
+    draining: tuple[int, ...]
+    #: Live runners at the last renewal.
+    runners: int
+    #: Seconds since the last successful renewal.
+    since_renewal: float
+
+
+@attrs.frozen
 class Health:
     """A snapshot of a Runtime."""
 
@@ -57,13 +75,21 @@ class Health:
     #: No controller or watch is waiting to be restarted (a starting runtime is healthy).
     healthy: bool
     controllers: tuple[ControllerHealth, ...]
+    #: The shards this runner holds (None: not sharing the store with other runners).
+    sharding: ShardingHealth | None = None
 
     @classmethod
-    def of(cls, controllers: tuple[ControllerHealth, ...], *, started: bool) -> Health:
+    def of(
+        cls,
+        controllers: tuple[ControllerHealth, ...],
+        *,
+        started: bool,
+        sharding: ShardingHealth | None = None,
+    ) -> Health:
         """Sum up the controllers."""
         healthy = all(c.running and c.watching for c in controllers)
         ready = started and all(c.running and c.synced and c.watching for c in controllers)
-        return cls(ready=ready, healthy=healthy, controllers=controllers)
+        return cls(ready=ready, healthy=healthy, controllers=controllers, sharding=sharding)
 
     def problems(self) -> list[str]:
         """Every controller's problems (empty when ready)."""
@@ -76,4 +102,5 @@ class Health:
             "healthy": self.healthy,
             "problems": self.problems(),
             "controllers": [attrs.asdict(c) for c in self.controllers],
+            "sharding": None if self.sharding is None else attrs.asdict(self.sharding),
         }

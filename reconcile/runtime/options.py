@@ -69,6 +69,20 @@ class RuntimeOptions:
     runner_lock: RunnerLock = attrs.field(default="fail", validator=_runner_lock)
     #: Seconds a read waits for the cache to reflect a write of the key it reads.
     read_timeout: float = attrs.field(default=5.0, validator=_positive)
+    #: Share the store's keys with other runners by shard leases (PostgreSQL; see
+    #: :mod:`reconcile.runtime.sharding`) instead of holding the runner lock alone. On a
+    #: store that does not share (SQLite) the runner lock is taken as without it.
+    sharding: bool = False
+    #: Seconds a shard lease lasts unless renewed: how long a runner that stopped (killed,
+    #: paused, cut off) keeps its shards from the others.
+    lease_duration: float = attrs.field(default=15.0, validator=attrs.validators.gt(0))
+    #: Seconds between two renewals (shorter than ``lease_duration``; a third of it is usual).
+    renew_interval: float = attrs.field(default=5.0, validator=attrs.validators.gt(0))
+    #: The store's shard count when this runner makes its lease table (fixed from then
+    #: on; None: 64).
+    shards: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )
     #: Run the garbage collector (dependents follow their owners' deletion by
     #: propagation policy; :mod:`reconcile.controller.collecting`).
     garbage_collection: bool = True

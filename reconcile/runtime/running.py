@@ -52,6 +52,7 @@ from reconcile.runtime.hosting import (
 )
 from reconcile.runtime.operators import Operator, operators_among
 from reconcile.runtime.options import RuntimeOptions
+from reconcile.runtime.sharding import Sharding, share
 from reconcile.runtime.supervising import Supervisor
 from reconcile.store.contract import Claim, EventStore
 from reconcile.store.finishing import finish
@@ -114,6 +115,9 @@ class Runtime:
         self._closing: asyncio.Task[bool] | None = None
         #: The garbage collector, once started (None with ``garbage_collection=False``).
         self.collector: GarbageCollector | None = None
+        #: This runner's shard leases, once started with ``sharding`` on a store that
+        #: shares (PostgreSQL); None otherwise (the runner lock instead).
+        self.sharding: Sharding | None = None
 
     @property
     def client(self) -> Client:
@@ -177,8 +181,9 @@ class Runtime:
                 self._signals.append(sig)
         try:
             await self._connect_all(providers)
-            await self._claim_runner(store)
-            if self._claim is None and self.options.runner_lock != "off":
+            if not await self._share(store):
+                await self._claim_runner(store)
+            if self._claim is None and self.sharding is None and self.options.runner_lock != "off":
                 return  # stopped while standing by: nothing to run (stop_requested says so)
             for provider in providers:
                 for kind in provider.kinds:
@@ -234,6 +239,13 @@ class Runtime:
             if waiting:
                 LOG.warning("%s: the runner lock is ours; starting", store.url)
             return
+
+    async def _share(self, store: EventStore) -> bool:
+        """With ``sharding``: a share of the store's shard leases instead of the runner
+        lock (:func:`~reconcile.runtime.sharding.share`); False when off or not shared."""
+        if self.options.sharding:
+            self.sharding = await share(store, self.options, self.client, self.controllers, self.supervisor)
+        return self.sharding is not None
 
     async def _stopped_within(self, seconds: float) -> bool:
         """Sleep ``seconds`` on the clock, or less if a stop is requested meanwhile."""
@@ -359,6 +371,7 @@ class Runtime:
         )
         for owned_kind in owned:
             controller.owns(owned_kind)
+        controller.gate = self.sharding
         self.controllers[name] = controller
         self.tracker.follow(controller)
         self.supervisor.start(name, controller.run)
@@ -454,6 +467,8 @@ class Runtime:
             # Cancelled or not, what holds threads, files and locks is released.
             try:
                 await self._release_controllers()
+                if self.sharding is not None:
+                    await self.sharding.release()  # after the last reconcile: the others take over
             finally:
                 if self._claim is not None:
                     self._claim.release()  # after the last reconcile: the next runner may start
@@ -556,7 +571,8 @@ class Runtime:
                     longest_running=max(queue.processing_times(), default=0.0),
                 )
             )
-        return Health.of(tuple(controllers), started=self._client is not None)
+        sharding = None if self.sharding is None else self.sharding.health()
+        return Health.of(tuple(controllers), started=self._client is not None, sharding=sharding)
 
     async def wait_synced(self) -> None:
         """Wait until every controller's cache holds its first list."""

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         VerifyReport,
         WriteResult,
     )
+    from reconcile.store.fencing import Fence, Leases, ShardLease, ShardTable, fenced, shard_of
     from reconcile.store.postgres.backend import PostgresStore
     from reconcile.store.sqlite.backend import SQLiteStore
     from reconcile.store.urls import locate_store, open_store
@@ -45,6 +46,8 @@ _HOMES: dict[str, str] = {
     "ADMISSION_HEADROOM": "reconcile.store.contract",
     "EventStore": "reconcile.store.contract",
     "Import": "reconcile.store.contract",
+    "Fence": "reconcile.store.fencing",
+    "Leases": "reconcile.store.fencing",
     "ListPage": "reconcile.store.contract",
     "MAX_OBJECT_BYTES": "reconcile.store.contract",
     "Mutation": "reconcile.store.contract",
@@ -57,12 +60,16 @@ _HOMES: dict[str, str] = {
     "SQLiteStore": "reconcile.store.sqlite.backend",
     "Snapshot": "reconcile.store.contract",
     "StoreHeader": "reconcile.store.contract",
+    "ShardLease": "reconcile.store.fencing",
+    "ShardTable": "reconcile.store.fencing",
     "StoreLocation": "reconcile.store.contract",
     "StoredObject": "reconcile.store.contract",
     "VerifyReport": "reconcile.store.contract",
     "WriteResult": "reconcile.store.contract",
+    "fenced": "reconcile.store.fencing",
     "locate_store": "reconcile.store.urls",
     "open_store": "reconcile.store.urls",
+    "shard_of": "reconcile.store.fencing",
 }
 """Where each name lives: the module imported on its first use."""
 
@@ -70,7 +77,9 @@ __all__ = [
     "ADMISSION_HEADROOM",
     "MAX_OBJECT_BYTES",
     "EventStore",
+    "Fence",
     "Import",
+    "Leases",
     "ListPage",
     "Mutation",
     "Note",
@@ -80,14 +89,18 @@ __all__ = [
     "RawEvent",
     "Remove",
     "SQLiteStore",
+    "ShardLease",
+    "ShardTable",
     "Snapshot",
     "StoreHeader",
     "StoreLocation",
     "StoredObject",
     "VerifyReport",
     "WriteResult",
+    "fenced",
     "locate_store",
     "open_store",
+    "shard_of",
 ]
 
 

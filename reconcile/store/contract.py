@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
@@ -23,6 +23,7 @@ import attrs
 from reconcile.model.events import Bookmark
 from reconcile.model.meta import ObjectKey
 from reconcile.store.encoding import dumps, load_body
+from reconcile.store.fencing import Leases, ShardTable
 
 __all__ = [
     "ADMISSION_HEADROOM",
@@ -508,3 +509,34 @@ class EventStore(Protocol):
         the holder, when another process (or another claim in this one) has it. A claim
         dies with its process, however that ends, so a killed runner never blocks the
         next one."""
+
+    # -- shard leases: several runners on one store (see reconcile.store.fencing) ----------
+    # A backend that does not share its store between runners (SQLite) answers None and
+    # ignores fences: its one runner owns every key.
+
+    async def lease_shards(
+        self,
+        holder: str,
+        *,
+        about: str,
+        duration: float,
+        shards: int | None = None,
+        release: Collection[int] = (),
+    ) -> Leases | None:
+        """One renewal for runner ``holder`` (``about``: its pid and host, for status):
+        say it is live for ``duration`` seconds, release the shards of ``release``, renew
+        the other leases it holds and, below its fair share (ceil(shards / live
+        runners)), take free or expired ones up to it, in one transaction on the store's
+        clock. Shards held beyond the fair share are the caller's to release (at its
+        next renewal, once its work on them is done). ``shards`` is the shard count when
+        this call makes the lease table (fixed from then on; None: the default, 64).
+        None when the store does not share (every key is the caller's)."""
+
+    async def release_shards(self, holder: str) -> None:
+        """Give up every lease ``holder`` holds and its membership (a clean shutdown: the
+        others take its shards at their next renewal, not after the lease duration)."""
+
+    async def shard_table(self) -> ShardTable | None:
+        """The lease table (every shard's holder, epoch and expiry, the live runners, the
+        fenced writes refused so far), read without writing; None when the store does not
+        share."""

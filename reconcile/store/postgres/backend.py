@@ -21,8 +21,8 @@ import asyncio
 import builtins
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Self
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from typing import Any, Self, TypeVar
 
 import asyncpg
 
@@ -39,9 +39,10 @@ from reconcile.store.contract import (
     WriteResult,
 )
 from reconcile.store.encoding import load_body
+from reconcile.store.fencing import Leases, ShardTable
 from reconcile.store.finishing import finish
 from reconcile.store.paging import page_of
-from reconcile.store.postgres import copying, maintenance, schema
+from reconcile.store.postgres import copying, leasing, maintenance, schema
 from reconcile.store.postgres.addressing import check_url, connect, errors, masked
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
 from reconcile.store.postgres.committing import SAFE_HEAD
@@ -50,6 +51,8 @@ from reconcile.store.recent import RecentEvents
 from reconcile.store.watching import Tail
 
 __all__ = ["PostgresStore"]
+
+T = TypeVar("T")
 
 _WATCH_PAGE = 1000
 _EVENT_COLUMNS = (
@@ -500,3 +503,37 @@ class PostgresStore:
         with errors(self._dsn):
             async with pool.acquire() as conn:
                 return await maintenance.verify(conn, deep, check)
+
+    # -- shard leases (see reconcile.store.postgres.leasing) -----------------------------
+
+    async def lease_shards(
+        self,
+        holder: str,
+        *,
+        about: str,
+        duration: float,
+        shards: int | None = None,
+        release: Collection[int] = (),
+    ) -> Leases | None:
+        """One renewal of ``holder``'s leases: live for ``duration`` s, ``release`` given
+        up, the rest renewed, taken up to its fair share; what it holds now."""
+        self._check_writable()
+        assert self._layout is not None
+        key = self._layout.create_key
+        return await self._pooled(
+            leasing.renew, key, holder, about=about, duration=duration, shards=shards, release=release
+        )
+
+    async def release_shards(self, holder: str) -> None:
+        """Give up every lease of ``holder``, and its membership."""
+        await self._pooled(leasing.release, holder)
+
+    async def shard_table(self) -> ShardTable | None:
+        """The lease table, read without writing (None: never sharded)."""
+        return await self._pooled(leasing.shard_table)
+
+    async def _pooled(self, call: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        pool = self._reading()
+        with errors(self._dsn):
+            async with pool.acquire() as conn:
+                return await call(conn, *args, **kwargs)

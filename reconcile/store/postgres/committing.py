@@ -43,7 +43,7 @@ from typing import Any
 
 import attrs
 
-from reconcile.errors import FieldError, InvalidError, NotFoundError, StoreError
+from reconcile.errors import FencedError, FieldError, InvalidError, NotFoundError, StoreError
 from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import (
     MAX_OBJECT_BYTES,
@@ -56,6 +56,8 @@ from reconcile.store.contract import (
     WriteResult,
 )
 from reconcile.store.encoding import dumps, load_body
+from reconcile.store.fencing import Fence
+from reconcile.store.postgres.leasing import check_fences
 from reconcile.store.recent import EventRow
 
 __all__ = ["PROVISIONAL", "SAFE_HEAD", "Committed", "PendingWrite", "commit_batch"]
@@ -82,21 +84,44 @@ class PendingWrite:
     mutation: Mutation
     actor: str
     user: str | None = None
+    #: The shard lease the write was submitted under (a sharded controller's write):
+    #: refused with FencedError when the lease moved on (see :mod:`.leasing`).
+    fence: Fence | None = None
 
 
 @attrs.frozen
 class Committed:
     """What a batch did: its block of revisions (0, 0 when it appended nothing), one
-    result per write, and the events appended."""
+    result per write, the events appended, and the writes refused by their fence."""
 
     first: int
     last: int
     results: list[WriteResult | BaseException]
     appended: list[EventRow]
+    fenced: list[PendingWrite] = attrs.Factory(list)
+
+
+def _fenced_error(write: PendingWrite) -> FencedError:
+    fence = write.fence
+    assert fence is not None
+    return FencedError(
+        f"{write.key}: the lease of shard {fence.shard} moved on (this write carried epoch "
+        f"{fence.epoch} of {fence.holder}); the key is another runner's now",
+        shard=fence.shard,
+        epoch=fence.epoch,
+    )
 
 
 class _Conflict(Exception):  # noqa: N818 - internal signal, never escapes
     """Another process changed a row of the batch between its two passes."""
+
+
+class _Fenced(Exception):  # noqa: N818 - internal signal, never escapes
+    """A lease some of the batch's writes carried moved on between the two passes."""
+
+    def __init__(self, stale: set[Fence]) -> None:
+        super().__init__()
+        self.stale = stale
 
 
 @attrs.define(eq=False)
@@ -275,7 +300,7 @@ def _renumbered(result: WriteResult, shift: int) -> WriteResult:
     return WriteResult(revision, obj, written=result.written)
 
 
-async def _attempt(
+async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module tells them
     conn: Any,
     batch: Sequence[PendingWrite],
     now: float,
@@ -284,13 +309,25 @@ async def _attempt(
     all_or_nothing: bool,
     reserved: Callable[[int], None],
     expected: int,
+    stale: set[Fence],
 ) -> Committed:
+    fences = {w.fence for w in batch if w.fence is not None}
+    if fences:  # a plain read (no transaction id yet); checked again under lock in pass 2
+        stale |= await check_fences(conn, fences - stale, lock=False)
     slots = await _load_slots(conn, list({w.key: None for w in batch}))
     claims = _Claims(conn, slots)
     events: list[_Event] = []
     results: list[WriteResult | BaseException] = []
     owners: list[PendingWrite] = []  # the write of each event
+    fenced: list[PendingWrite] = []
     for write in batch:
+        if write.fence is not None and write.fence in stale:
+            error = _fenced_error(write)
+            if all_or_nothing:
+                raise error
+            results.append(error)
+            fenced.append(write)
+            continue
         slot = slots.get(write.key)
         if slot is None:
             slot = slots[write.key] = _Slot(None)
@@ -305,10 +342,17 @@ async def _attempt(
             results.append(exc)
         owners.extend([write] * (len(events) - before))
     if not events:
-        return Committed(0, 0, results, [])
+        return Committed(0, 0, results, [], fenced)
     # Pass 2. From here on the transaction has an id and holds revisions.
     first = int(await conn.fetchval("SELECT reconcile_reserve($1)", len(events)))
     reserved(first)
+    writing = {w.fence for w in owners if w.fence is not None}
+    if writing:
+        # Under lock: a takeover committed before this (refused: run again without the
+        # writes it fences) or waits until this transaction ends.
+        moved = await check_fences(conn, writing, lock=True)
+        if moved:
+            raise _Fenced(moved)
     shift = first - PROVISIONAL
     for event in events:
         event.revision += shift
@@ -387,7 +431,7 @@ async def _attempt(
         for e, w in zip(events, owners, strict=True)
     ]
     renumbered = [r if isinstance(r, BaseException) else _renumbered(r, shift) for r in results]
-    return Committed(first, last, renumbered, appended)
+    return Committed(first, last, renumbered, appended, fenced)
 
 
 async def commit_batch(
@@ -415,6 +459,7 @@ async def commit_batch(
         asyncpg.ExclusionViolationError,
         asyncpg.SerializationError,
     )
+    stale: set[Fence] = set()  # a lease that moved on never comes back: kept across attempts
     for _ in range(_ATTEMPTS):
         try:
             async with conn.transaction():
@@ -426,7 +471,11 @@ async def commit_batch(
                     all_or_nothing=all_or_nothing,
                     reserved=reserved,
                     expected=expected(),
+                    stale=stale,
                 )
+        except _Fenced as fenced:
+            stale |= fenced.stale
+            continue
         except retry:
             continue
     raise StoreError(f"a batch of {len(batch)} writes met other processes' writes {_ATTEMPTS} times; gave up")

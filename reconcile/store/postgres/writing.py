@@ -16,18 +16,23 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from reconcile.errors import StoreError
 from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import Mutation, WriteResult
+from reconcile.store.fencing import FENCE
 from reconcile.store.postgres.addressing import errors
 from reconcile.store.postgres.committing import Committed, PendingWrite, commit_batch
+from reconcile.store.postgres.leasing import record_refusals
 from reconcile.store.recent import RecentEvents
 from reconcile.store.watching import Tail
 
 __all__ = ["Writer"]
+
+LOG = logging.getLogger("reconcile.store")
 
 _MAX_BATCH = 4096
 _One = tuple[PendingWrite, asyncio.Future[WriteResult]]
@@ -63,6 +68,8 @@ class Writer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._failure: BaseException | None = None
         self._closing = False
+        #: Writes refused by their fence so far (this process's count).
+        self.fenced = 0
 
     def start(self, connection: Any, channel: str) -> None:
         """Start committing on ``connection``, in the running loop."""
@@ -104,7 +111,7 @@ class Writer:
         self.check()
         assert self._loop is not None  # started: check() found the task
         future: asyncio.Future[WriteResult] = self._loop.create_future()
-        self._pending.append((PendingWrite(key, mutation, actor, user), future))
+        self._pending.append((PendingWrite(key, mutation, actor, user, FENCE.get()), future))
         self._wake.set()
         return future
 
@@ -118,7 +125,7 @@ class Writer:
         futures: list[asyncio.Future[WriteResult]] = []
         for key, mutation in writes:
             future: asyncio.Future[WriteResult] = loop.create_future()
-            self._pending.append((PendingWrite(key, mutation, actor, user), future))
+            self._pending.append((PendingWrite(key, mutation, actor, user, FENCE.get()), future))
             futures.append(future)
         if futures:
             self._wake.set()
@@ -133,7 +140,9 @@ class Writer:
         assert self._loop is not None
         future: asyncio.Future[list[WriteResult]] = self._loop.create_future()
         self._pending.append(
-            _Group([PendingWrite(key, mutation, actor, user) for key, mutation in writes], future)
+            _Group(
+                [PendingWrite(key, mutation, actor, user, FENCE.get()) for key, mutation in writes], future
+            )
         )
         self._wake.set()
         return future
@@ -183,7 +192,7 @@ class Writer:
     async def _run(self, batch: list[PendingWrite], *, all_or_nothing: bool) -> Committed:
         assert self._connection is not None
         with errors(self.url):
-            return await commit_batch(
+            committed = await commit_batch(
                 self._connection,
                 batch,
                 self._clock(),
@@ -192,6 +201,28 @@ class Writer:
                 reserved=self._tail.reserved,
                 expected=lambda: self._tail.head + 1,
             )
+        if committed.fenced:
+            await self._record(committed.fenced)
+        return committed
+
+    async def _record(self, refused: list[PendingWrite]) -> None:
+        """Keep the refusals in the store (``reconcile_fenced``) and say them: a paused
+        runner that lost its leases must be visible afterwards, not only refused."""
+        self.fenced += len(refused)
+        shards = sorted({w.fence.shard for w in refused if w.fence is not None})
+        LOG.warning(
+            "%s: %d write(s) refused: the lease of shard(s) %s moved on to another runner",
+            self.path,
+            len(refused),
+            ", ".join(map(str, shards)),
+        )
+        try:
+            with errors(self.url):
+                await record_refusals(
+                    self._connection, [(w.fence, w.key, w.actor) for w in refused if w.fence is not None]
+                )
+        except Exception as exc:  # noqa: BLE001 - the refusal stands; only its record failed
+            LOG.warning("%s: could not record %d refused write(s): %s", self.path, len(refused), exc)
 
     def _announce(self, committed: Committed) -> None:
         """Tell the watches: at once when the block follows the known head, else through

@@ -18,7 +18,7 @@ import builtins
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -37,6 +37,7 @@ from reconcile.store.contract import (
     WriteResult,
 )
 from reconcile.store.encoding import load_body
+from reconcile.store.fencing import Leases, ShardTable
 from reconcile.store.finishing import finish
 from reconcile.store.paging import page_of
 from reconcile.store.recent import RecentEvents
@@ -473,3 +474,26 @@ class SQLiteStore:
         """Await ``call``, translating sqlite3 errors into StoreError (cause kept)."""
         with self._store_errors():
             return await call
+
+    # -- shard leases: not here (one runner, by the runner lock) ---------------------------
+
+    async def lease_shards(
+        self,
+        holder: str,
+        *,
+        about: str,
+        duration: float,
+        shards: int | None = None,
+        release: Collection[int] = (),
+    ) -> Leases | None:
+        """None: a SQLite store has one runner (the runner lock), which owns every key."""
+        del holder, about, duration, shards, release
+        return None
+
+    async def release_shards(self, holder: str) -> None:
+        """Nothing to release (no leases here)."""
+        del holder
+
+    async def shard_table(self) -> ShardTable | None:
+        """None: no lease table here."""
+        return None
