@@ -125,6 +125,16 @@ class Decoder:
         metadata only); any other is returned as it is."""
         return self._respelled_old(body) if is_old_body(body) else body
 
+    def comparable(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``body`` in the current spelling and its kind's storage version, for
+        comparison with another (history's changes: neither a rename nor a migration
+        to the storage version is a change); as it is when its conversion fails."""
+        body = self.respelled(body)
+        if self.kinds.has_versions and self.kinds.spoke(body["apiVersion"], body["kind"]) is not None:
+            with contextlib.suppress(ConversionError):
+                return self._stored_version(body)[0]
+        return body
+
     def _stored_version(self, body: Mapping[str, Any]) -> tuple[Mapping[str, Any], Kind | None]:
         """A body of a spoke version (served or not) converted to its kind's storage
         version, and that kind; any other body as it is, with no kind."""

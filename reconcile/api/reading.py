@@ -134,8 +134,9 @@ class Reading:
             changes: tuple[FieldChange, ...] = ()
             if item.body is not None:
                 # The first snapshot retained is the whole object: no change list. An old
-                # body is compared in the new spelling (a rename is not a change).
-                body = self.decoder.respelled(item.body)
+                # body is compared in the new spelling and the storage version (a rename,
+                # or a migration to the storage version, is not a change).
+                body = self.decoder.comparable(item.body)
                 changes = () if previous is None else tuple(diff_objects(previous, body))
                 previous = None if item.type == EventType.DELETED else body
             events.append(attrs.evolve(self._event(item), changes=changes))

@@ -36,6 +36,7 @@ COMMANDS: Mapping[str, str] = {
     "get": "reconcile.cli.reading:get",
     "history": "reconcile.cli.reading:history",
     "label": "reconcile.cli.labelling:label",
+    "migrate-storage": "reconcile.cli.migrating:migrate_storage",
     "orphans": "reconcile.cli.orphaning:orphans",
     "patch": "reconcile.cli.patching:patch",
     "plan": "reconcile.cli.planning:plan_command",
