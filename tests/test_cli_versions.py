@@ -196,3 +196,15 @@ class TestMigrateStorage:
         code, _, err = cli("--import", "vgizmos", "migrate-storage", "gizmoz")
         assert code == 2
         assert 'unknown kind "gizmoz"' in err
+
+
+def test_explain_lists_the_versions(cli: Cli) -> None:
+    """explain shows each version: served, storage, deprecated."""
+    code, out, _ = cli("--import", "vgizmos_deprecated", "explain", "gizmo")
+    assert code == 0
+    rows = [line.split() for line in out.split("VERSIONS:")[1].strip().splitlines()]
+    assert rows == [
+        ["VERSION", "SERVED", "STORAGE", "DEPRECATED"],
+        [V1, "yes", "yes", "no"],
+        [V1ALPHA1, "yes", "no", "yes"],
+    ]
