@@ -31,6 +31,9 @@ class KindRegistry:
         #: The spoke versions, by ``(api_version, kind)``: empty unless a kind has
         #: several versions (what every miss of ``_kinds`` looks at next).
         self._spokes: dict[tuple[str, str], tuple[Kind, KindVersion]] = {}
+        #: Whether any kind here is served in more than one version (an attribute, not
+        #: a property: every write's decoder asks).
+        self.has_versions = False
         for kind in kinds:
             self.register(kind)
 
@@ -43,6 +46,7 @@ class KindRegistry:
         self._kinds[kind.api_version, kind.kind] = kind
         for version in kind.versions:
             self._spokes[kind.api_version_of(version), kind.kind] = (kind, version)
+            self.has_versions = True
         if provider is not None:
             self._providers[kind.api_version, kind.kind] = provider
 
@@ -69,11 +73,6 @@ class KindRegistry:
         """The kind and its spoke version of this ``api_version``, served or not; None
         for a storage version or one not declared."""
         return self._spokes.get((api_version, kind)) if self._spokes else None
-
-    @property
-    def has_versions(self) -> bool:
-        """Whether any kind here is served in more than one version."""
-        return bool(self._spokes)
 
     def lookup(self, api_version: str, kind: str) -> Kind:
         """Like :meth:`get`, but an unknown kind is an :class:`InvalidError`."""
