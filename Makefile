@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo clean-demo test lint typecheck imports unit bench clean named
+.PHONY: demo clean-demo test lint typecheck imports unit bench clean named soak
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,14 @@ unit: $(STAMP) named
 	$(BIN)/pytest --cov --cov-report=term:skip-covered
 
 test: lint typecheck imports unit
+
+# The gap-free watch on PostgreSQL at full size: 8 writer processes, 4 watchers, 100,000
+# events, in a fresh schema of SOAK_DB (dropped afterwards); exit 1 on any skipped,
+# repeated or reordered event.
+SOAK_DB ?= postgresql://postgres@127.0.0.1:5432/postgres
+soak: $(STAMP)
+	$(BIN)/python benchmarks/watch_gaps.py --db $(SOAK_DB) --events 100000 --writers 8 --watchers 4 \
+		--json benchmarks/results/watch_gaps.json
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/store.py --json benchmarks/results/store.json

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from reconcile import connect  # noqa: E402
+from reconcile.runtime.collecting import collecting_less  # noqa: E402
 from reconcile.store.sqlite import writing  # noqa: E402
 from reconcile.testing import example_kinds  # noqa: E402
 
@@ -80,7 +81,8 @@ async def apply_once(path: Path, docs: list[dict[str, Any]], *, atomic: bool, he
             if heap:
                 tracemalloc.start()
             started = time.perf_counter()
-            results = await client.apply_many(docs, check_all_first=True, atomic=atomic)
+            with collecting_less():  # as reconcile apply has it
+                results = await client.apply_many(docs, check_all_first=True, atomic=atomic)
             elapsed = time.perf_counter() - started
             peak = tracemalloc.get_traced_memory()[1] / 2**20 if heap else 0.0
             if heap:

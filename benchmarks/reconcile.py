@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -54,10 +55,14 @@ from reconcile import (  # noqa: E402
     Runtime,
     connect,
 )
-from reconcile.controller import Controller, InformerEvent, Priority  # noqa: E402
+from reconcile.controller import Cache, Controller, InformerEvent, Priority  # noqa: E402
 from reconcile.model import ObjectKey  # noqa: E402
+from reconcile.runtime.collecting import cache_grew, collecting_less  # noqa: E402
 
-FREEZE_GC = os.environ.get("RECONCILE_BENCH_FREEZE_GC", "1") == "1"
+#: The Runtime's collector tuning (``gc_tuning``, as ``reconcile run`` has it), unless
+#: RECONCILE_BENCH_GC_TUNING=0 (or the former RECONCILE_BENCH_FREEZE_GC=0).
+_GC_TUNING = os.environ.get("RECONCILE_BENCH_GC_TUNING", os.environ.get("RECONCILE_BENCH_FREEZE_GC", "1"))
+GC_TUNING = _GC_TUNING == "1"
 
 
 class NoopClient:
@@ -192,16 +197,17 @@ async def controller_loop(db: Path, keys: int, rounds: int, *, stored: bool = Tr
     keys name nothing (every reconcile is of an object that is gone)."""
     async with connect(db, kinds=KindRegistry([THING])) as client:
         if stored:
-            await client.apply_many(
-                [
-                    {"apiVersion": THING.api_version, "kind": "Thing", "metadata": {"name": f"t{i}"}}
-                    for i in range(keys)
-                ]
-            )
+            with collecting_less() if GC_TUNING else contextlib.nullcontext():
+                await client.apply_many(
+                    [
+                        {"apiVersion": THING.api_version, "kind": "Thing", "metadata": {"name": f"t{i}"}}
+                        for i in range(keys)
+                    ]
+                )
         reconciler = Noop()
-        controller = Controller(
-            client, THING, reconciler, workers=16, resync_period=None, freeze_gc=FREEZE_GC
-        )
+        # The Runtime's collector tuning, wired by hand (a controller made alone has none).
+        cache = Cache(client, on_growth=cache_grew if GC_TUNING else None)
+        controller = Controller(client, THING, reconciler, cache=cache, workers=16, resync_period=None)
         task = asyncio.create_task(controller.run())
         await controller.wait_synced()
         names = [ObjectKey(THING.api_group, THING.kind, "default", f"t{i}") for i in range(keys)]
@@ -228,7 +234,7 @@ async def cold_convergence(db: Path, count: int, workers: int) -> dict[str, Any]
     """Apply ``count`` Things and run until every one is Ready; then a full resync."""
     provider = NoopProvider()
     runtime = Runtime(
-        db, providers=[provider], poll_interval=3600, resync_period=None, workers=workers, freeze_gc=FREEZE_GC
+        db, providers=[provider], poll_interval=3600, resync_period=None, workers=workers, gc_tuning=GC_TUNING
     )
     with GcPauses() as pauses:
         started = time.perf_counter()

@@ -11,6 +11,10 @@ projection with its unique index, the head) on the store's schema. Batches of 10
 machine's ceiling) are shown too.
 
     python benchmarks/store.py [--size N] [--json PATH]
+    python benchmarks/store.py --db postgresql://user@host:5432/database [--size N] [--json PATH]
+
+With ``--db postgresql://...`` the PostgreSQL store is measured instead, beside raw
+asyncpg writing the same rows (``benchmarks/store_postgres.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import aiosqlite  # noqa: E402
 
 from reconcile import Bookmark, connect  # noqa: E402
 from reconcile.model import ObjectKey  # noqa: E402
+from reconcile.runtime.collecting import collecting_less  # noqa: E402
 from reconcile.store import Put, SQLiteStore  # noqa: E402
 from reconcile.store.encoding import dumps  # noqa: E402
 from reconcile.store.sqlite.schema import prepare  # noqa: E402
@@ -179,7 +184,8 @@ async def client_applies(path: Path, size: int, synchronous: str, writers: int) 
 
 
 async def client_apply_many(path: Path, size: int, synchronous: str) -> float:
-    """The bulk path: Client.apply_many (one admission pass, writes sharing commits)."""
+    """The bulk path: Client.apply_many (one admission pass, writes sharing commits), with
+    the collector tuned as ``reconcile apply`` and ``Runtime(gc_tuning=True)`` tune it."""
     url = f"sqlite:///{path}?synchronous={synchronous}"
     async with connect(url, kinds=example_kinds()) as client:
         manifests = []
@@ -189,8 +195,9 @@ async def client_apply_many(path: Path, size: int, synchronous: str) -> float:
             manifest["metadata"] = {"name": body["metadata"]["name"], "labels": {"app": "bench"}}
             manifests.append(manifest)
         started = time.perf_counter()
-        for first in range(0, size, 10_000):
-            await client.apply_many(manifests[first : first + 10_000])
+        with collecting_less():
+            for first in range(0, size, 10_000):
+                await client.apply_many(manifests[first : first + 10_000])
         return size / (time.perf_counter() - started)
 
 
@@ -210,7 +217,7 @@ asyncio.run(main())
 """
 
 
-async def cross_process_latency(path: Path, count: int) -> list[float]:
+async def cross_process_latency(path: Path | str, count: int) -> list[float]:
     """Seconds from another process's write being acknowledged there (its apply returned)
     to our watch delivering it here. CLOCK_MONOTONIC is shared by processes on Linux."""
     async with connect(path, kinds=example_kinds()) as client:
@@ -256,13 +263,28 @@ def measured(case: str, rate: float, refs: dict[str, Any], *, one: bool = False)
     }
 
 
+def postgres(database: str, size: int, out: Path | None) -> None:
+    """The PostgreSQL cases (``--db``), printed and written to ``out``."""
+    from store_postgres import run  # noqa: PLC0415 - asyncpg only for this case
+
+    result = run(database, size, payload, cross_process_latency)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        summary = {"benchmark": "store-postgres", "size": size, "cpus": os.cpu_count(), **result}
+        out.write_text(json.dumps(summary, indent=2) + "\n")
+
+
 def main() -> None:
     """Run every case, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=20000, help="events per case")
     parser.add_argument("--json", type=Path, help="write results here")
+    parser.add_argument("--db", help="a postgresql:// URL: measure the PostgreSQL store there")
     args = parser.parse_args()
     size = args.size
+    if args.db:
+        postgres(args.db, size, args.json)
+        return
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
         base = Path(folder)

@@ -1,5 +1,6 @@
-"""Fixtures: real SQLite files in a temporary folder, one store per backend; a Runtime
-with the files provider on a fake clock."""
+"""Fixtures: real SQLite files in a temporary folder, a schema of its own on the shared
+PostgreSQL server, one store per backend; a Runtime with the files provider on a fake
+clock."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from typing import Any
 
 import pytest
 from dns_server import Bind, bind_server
+from postgres_server import Database, session_database
 
 from reconcile import Client, KindRegistry, Runtime
-from reconcile.store import EventStore, SQLiteStore
+from reconcile.store import EventStore, SQLiteStore, open_store
 from reconcile.testing import FakeClock, example_kinds
 from reconcile_providers.files import FilesProvider
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
 
 
 @pytest.fixture
@@ -36,12 +38,38 @@ def kinds() -> KindRegistry:
     return example_kinds()
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Database]:
+    """The session's database on the shared PostgreSQL server (dropped at the end)."""
+    yield from session_database("the PostgreSQL store's tests")
+
+
+@pytest.fixture
+def postgres_url(postgres: Database) -> str:
+    """The URL of a fresh, empty schema in this session's database."""
+    return postgres.new_url()
+
+
 @pytest.fixture(params=BACKENDS)
-async def store(request: pytest.FixtureRequest, db_path: Path, clock: FakeClock) -> AsyncIterator[EventStore]:
+def store_url(request: pytest.FixtureRequest, db_path: Path) -> str:
+    """A URL of each backend naming an empty store: a SQLite file, a PostgreSQL schema."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    return f"sqlite:///{db_path}"
+
+
+@pytest.fixture
+async def store(store_url: str, clock: FakeClock) -> AsyncIterator[EventStore]:
     """An open store of each backend, on a real database."""
-    assert request.param == "sqlite"
-    async with SQLiteStore(db_path, clock=clock) as opened:
+    if store_url.startswith("sqlite:"):
+        async with SQLiteStore(store_url.removeprefix("sqlite:///"), clock=clock) as opened:
+            yield opened
+        return
+    opened = await open_store(store_url, clock=clock)
+    try:
         yield opened
+    finally:
+        await opened.close()
 
 
 @pytest.fixture

@@ -702,47 +702,16 @@ class TestDeletingObjects:
 class TestApplyMany:
     """Client.apply_many: one admission and one mutation per document, one result each."""
 
-    @pytest.mark.parametrize(
-        ("enabled", "before", "during"),
-        [
-            (True, (700, 10, 10), (100_000, 50, 100)),
-            (True, (200_000, 5, 500), (200_000, 50, 500)),  # never lowered
-            (True, (0, 10, 10), (0, 10, 10)),  # a threshold of 0 (collection off) is left
-            (False, (700, 10, 10), (700, 10, 10)),  # a collector turned off is left off
-        ],
-    )
-    async def test_fewer_cyclic_collections_while_it_runs(
-        self, client: Client, enabled: bool, before: tuple[int, int, int], during: tuple[int, int, int]
-    ) -> None:
-        """The collector's thresholds are raised while a bulk apply runs and put back as
-        they were afterwards; collection is never turned off."""
+    async def test_the_collector_is_left_alone(self, client: Client) -> None:
+        """A bulk apply changes no process-wide setting: tuning the collector is the
+        Runtime's, when asked (``gc_tuning``; see test_collecting.py)."""
+        before = (gc.isenabled(), gc.get_threshold())
         seen: list[tuple[bool, tuple[int, ...]]] = []
-        was, thresholds = gc.isenabled(), gc.get_threshold()
-        (gc.enable if enabled else gc.disable)()
-        gc.set_threshold(*before)
-        try:
-            await client.apply_many(
-                [widget(f"w{i}") for i in range(3)],
-                on_applied=lambda _a: seen.append((gc.isenabled(), gc.get_threshold())),
-            )
-            assert seen == [(enabled, during)] * 3
-            assert (gc.isenabled(), gc.get_threshold()) == (enabled, before)
-        finally:
-            (gc.enable if was else gc.disable)()
-            gc.set_threshold(*thresholds)
-
-    async def test_thresholds_set_during_a_bulk_apply_stand(self, client: Client) -> None:
-        """Thresholds somebody sets while a bulk apply runs (an informer's freeze_gc) are
-        not undone when it ends."""
-        thresholds = gc.get_threshold()
-        gc.set_threshold(700, 10, 10)
-        try:
-            await client.apply_many(
-                [widget(f"w{i}") for i in range(2)], on_applied=lambda _a: gc.set_threshold(20_000, 10, 10)
-            )
-            assert gc.get_threshold() == (20_000, 10, 10)
-        finally:
-            gc.set_threshold(*thresholds)
+        await client.apply_many(
+            [widget(f"w{i}") for i in range(2)],
+            on_applied=lambda _a: seen.append((gc.isenabled(), gc.get_threshold())),
+        )
+        assert seen == [before, before]
 
     async def test_one_result_per_document_in_order(self, client: Client) -> None:
         """Created, configured, unchanged, refused: each document says what it did; a

@@ -670,7 +670,7 @@ class TestTheShortWay:
             await asyncio.wait_for(controller.queue.wait_idle(), DEADLINE)
             assert widget_key("w1") not in controller._requests  # the leak guard
 
-    @pytest.mark.parametrize("recorded", [False, True], ids=["short way", "long way"])
+    @pytest.mark.parametrize("recorded", [False, True], ids=["bare", "traced"])
     async def test_results_and_failures_the_same_either_way(
         self, client: Client, clock: FakeClock, recorded: bool
     ) -> None:
@@ -735,40 +735,35 @@ class TestTheShortWay:
         assert triggers()[first:] == ["resync", "change", "requeue"]
 
 
-class TestGarbageCollection:
-    """Opt-in gc.freeze() keeps a large cache out of the cyclic collector's way."""
+class TestGrowthHook:
+    """The informer says when its cache grew (what the Runtime's collector tuning acts
+    on); it touches no process-wide setting itself."""
 
-    async def test_freeze_after_the_list_and_every_tenth_new(
+    async def test_after_each_list_and_every_tenth_new(
         self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """With freeze_gc: after the initial list once the cache is past the threshold,
-        then after every ``max(_FREEZE_EVERY, a tenth of the cache)`` updates, each time
-        collecting what is not frozen first, and with the young generation collected less
-        often (never more often than it was); without freeze_gc, never."""
-        frozen: list[int] = []
-        collected: list[int] = []
-        thresholds = [(700, 10, 10)]
-        monkeypatch.setattr(informing.gc, "get_threshold", lambda: thresholds[-1])
-        monkeypatch.setattr(informing.gc, "set_threshold", lambda *t: thresholds.append(t))
-        monkeypatch.setattr(informing, "_FREEZE_FROM", 4)
-        monkeypatch.setattr(informing, "_FREEZE_EVERY", 3)
-        monkeypatch.setattr(informing.gc, "freeze", lambda: frozen.append(1))
-        monkeypatch.setattr(informing.gc, "collect", lambda *_: collected.append(1) or 0)
+        """The hook hears of the end of the list once, then of every
+        ``max(_GROWTH_EVERY, a tenth of the cache)`` objects put in after it; an informer
+        without a hook runs as before."""
+        monkeypatch.setattr(informing, "_GROWTH_EVERY", 3)
+        sizes: list[int] = []
         for i in range(5):
             await client.apply(widget(f"w{i}"))
         plain = Informer(client, WIDGET, clock=clock)
-        freezing = Informer(client, WIDGET, clock=clock, freeze_gc=True)
-        tasks = [asyncio.create_task(plain.run()), asyncio.create_task(freezing.run())]
-        await asyncio.wait_for(freezing.synced.wait(), DEADLINE)
-        assert frozen == [1], "after listing 5 objects (threshold 4)"
-        assert thresholds == [(700, 10, 10), (informing._YOUNG_THRESHOLD, 10, 10)]
-        for i in range(5, 10):
+        growing = Informer(
+            client,
+            WIDGET,
+            clock=clock,
+            on_growth=lambda informer: sizes.append(informer.statistics().objects),
+        )
+        tasks = [asyncio.create_task(plain.run()), asyncio.create_task(growing.run())]
+        await asyncio.wait_for(growing.synced.wait(), DEADLINE)
+        assert sizes == [5], "once, at the end of the list"
+        for i in range(5, 12):
             await client.apply(widget(f"w{i}"))
         revision = await client.revision()
-        await asyncio.wait_for(freezing.wait_for_revision(revision), DEADLINE)
-        assert len(frozen) == 2, "5 updates since: one more freeze after the 3rd"
-        assert collected == frozen, "each freeze collects what is not frozen first"
-        assert len(thresholds) == 2, "a raised threshold is left as it is"
+        await asyncio.wait_for(growing.wait_for_revision(revision), DEADLINE)
+        assert sizes == [5, 8, 11], "after every third object put in since"
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,4 +1,5 @@
-"""Group commit: how the SQLite writer gathers concurrent writes into one transaction."""
+"""Group commit: how the writers (SQLite's, PostgreSQL's) gather concurrent writes into
+one transaction."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 import pytest
 
 from reconcile import ObjectKey
-from reconcile.store import Put, SQLiteStore
+from reconcile.store import EventStore, Put, SQLiteStore, open_store
+from reconcile.store.postgres import writing as postgres_writing
 from reconcile.store.sqlite import writing
 
 CHAINS = 32
@@ -35,7 +37,7 @@ async def test_released_writers_join_the_next_commit(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(writing, "commit_batch", counting)
 
-    async def chain(i: int, store: SQLiteStore) -> None:
+    async def chain(i: int, store: EventStore) -> None:
         for _ in range(i):  # start i turns of the loop late
             await asyncio.sleep(0)
         for step in range(STEPS):
@@ -49,4 +51,34 @@ async def test_released_writers_join_the_next_commit(tmp_path: Path, monkeypatch
     # Without the turn of the loop a straggler commits on its own at every step
     # ([1, 31, 1, 31, ...]: two commits per step); with it, one commit per step
     # once the chains are in step ([2, 32, 32, ..., 30]).
+    assert len(batches) <= STEPS + 3, batches
+
+
+async def test_released_writers_join_the_next_commit_on_postgres(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same on PostgreSQL: one transaction per step once the chains are in step."""
+    batches: list[int] = []
+    commit = postgres_writing.commit_batch
+
+    async def counting(conn: Any, batch: Sequence[Any], now: float, **options: Any) -> Any:
+        batches.append(len(batch))
+        return await commit(conn, batch, now, **options)
+
+    monkeypatch.setattr(postgres_writing, "commit_batch", counting)
+
+    async def chain(i: int, store: EventStore) -> None:
+        for _ in range(i):
+            await asyncio.sleep(0)
+        for step in range(STEPS):
+            body = {"metadata": {"name": f"w{i}", "uid": f"u{i}"}, "spec": {"step": step}}
+            await store.write(_key(i), lambda _current, b=body: Put("SpecChanged", b), actor="t")
+
+    store = await open_store(postgres_url)
+    try:
+        await asyncio.gather(*(chain(i, store) for i in range(CHAINS)))
+        assert await store.revision() == CHAINS * STEPS
+    finally:
+        await store.close()
+    assert sum(batches) == CHAINS * STEPS
     assert len(batches) <= STEPS + 3, batches

@@ -21,6 +21,7 @@ from cattrs.gen import make_dict_unstructure_fn, override
 from helpers import widget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from postgres_server import Database
 
 from reconcile import Bookmark, Client, ExpiredError, InvalidError, ReconcileError, Status, connect
 from reconcile.api import Admission
@@ -67,7 +68,7 @@ async def run(client: Client, operation: tuple[Any, ...]) -> None:
             await client.delete("widget", name)
 
 
-async def check(path: Path, operations: list[tuple[Any, ...]], concurrent: bool) -> None:
+async def check(path: Path | str, operations: list[tuple[Any, ...]], concurrent: bool) -> None:
     """Run the operations, then check every invariant."""
     async with connect(path, kinds=example_kinds()) as client:
         if concurrent:
@@ -102,6 +103,15 @@ def test_log_and_projection_agree(operations: list[tuple[Any, ...]], concurrent:
     """Random operations, sequential or concurrent, keep every store invariant."""
     with tempfile.TemporaryDirectory() as folder:
         asyncio.run(check(Path(folder) / "state.db", operations, concurrent))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(operations=st.lists(OPERATIONS, max_size=25), concurrent=st.booleans())
+def test_log_and_projection_agree_on_postgres(
+    postgres: Database, operations: list[tuple[Any, ...]], concurrent: bool
+) -> None:
+    """The same invariants on PostgreSQL, each example in a schema of its own."""
+    asyncio.run(check(postgres.new_url(), operations, concurrent))
 
 
 @given(

@@ -16,6 +16,7 @@ import pytest
 
 import reconcile
 import reconcile.model
+import reconcile.runtime
 import reconcile.store
 from reconcile.cli import main
 from reconcile.cli.commands import COMMANDS
@@ -44,7 +45,7 @@ def loaded_after(code: str, cwd: Path) -> set[str]:
 class TestFrontDoor:
     """The packages' names, imported on first use."""
 
-    @pytest.mark.parametrize("package", [reconcile, reconcile.model, reconcile.store])
+    @pytest.mark.parametrize("package", [reconcile, reconcile.model, reconcile.runtime, reconcile.store])
     def test_every_public_name_is_its_homes(self, package: object) -> None:
         """Each name in ``__all__`` is the object of the module ``_HOMES`` names (or is
         imported eagerly), and ``dir()`` lists it."""

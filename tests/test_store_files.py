@@ -77,7 +77,7 @@ class TestRefusedFiles:
     @pytest.mark.parametrize(
         ("url", "message"),
         [
-            ("postgresql://localhost/x", "unsupported store URL scheme"),
+            ("mysql://localhost/x", "unsupported store URL scheme"),
             ("sqlite://host/x.db", "no host"),
             ("sqlite:///x.db?fsync=1", "unknown option 'fsync'"),
             ("sqlite:///x.db?busy_timeout=soon", "invalid value"),

@@ -10,7 +10,8 @@ import pytest
 from helpers import settle
 
 from reconcile import Bookmark, ObjectKey
-from reconcile.store import Put, RawEvent, SQLiteStore
+from reconcile.store import Put, RawEvent, SQLiteStore, open_store
+from reconcile.store.postgres import writing as postgres_writing
 from reconcile.store.sqlite import writing
 from reconcile.store.sqlite.committing import commit_batch
 from reconcile.store.sqlite.connections import in_thread
@@ -75,6 +76,43 @@ async def test_a_watch_never_delivers_our_commit_before_its_writers_hear(
 
     monkeypatch.setattr(writing, "in_thread", held)
     store = await SQLiteStore(tmp_path / "state.db").open()
+    try:
+        key = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
+        body = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget", "metadata": {"name": "w"}}
+        write = asyncio.create_task(store.write(key, lambda _: Put("Created", body), actor="t"))
+        await asyncio.wait_for(landed.wait(), 5)
+        assert await store.revision() == 1  # in the database already
+        watch = aiter(store.watch(since=0))
+        assert await asyncio.wait_for(anext(watch), 5) == Bookmark(0)
+        following = asyncio.create_task(anext(watch))
+        release.set()
+        event = await asyncio.wait_for(following, 5)
+        assert isinstance(event, RawEvent)
+        assert event.revision == 1
+        assert write.done()  # its writer heard first
+        await watch.aclose()
+    finally:
+        release.set()
+        await store.close()
+
+
+async def test_on_postgres_a_watch_never_delivers_our_commit_before_its_writers_hear(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same on PostgreSQL, where the cut is below the revisions our commit holds:
+    committed, its writer not told yet, a watch (and a notification's head read) stops
+    short of it; the writer hears first, then the watch delivers it."""
+    landed, release = asyncio.Event(), asyncio.Event()
+    commit = postgres_writing.commit_batch
+
+    async def held(*args: Any, **options: Any) -> Any:
+        result = await commit(*args, **options)
+        landed.set()
+        await release.wait()  # committed; the writer has not handled it yet
+        return result
+
+    monkeypatch.setattr(postgres_writing, "commit_batch", held)
+    store = await open_store(postgres_url)
     try:
         key = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
         body = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget", "metadata": {"name": "w"}}

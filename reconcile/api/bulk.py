@@ -36,10 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, ParamSpec, Protocol, TypeVar
+from typing import Any, Literal, Protocol
 
 import attrs
 
@@ -55,8 +54,6 @@ from reconcile.store.contract import EventStore, Mutation, StoredObject, WriteRe
 
 __all__ = ["Applied", "Deferred", "Outcome", "Writer", "apply_many"]
 
-P = ParamSpec("P")
-T = TypeVar("T")
 Outcome = Literal["created", "configured", "unchanged", "refused", "skipped", "pruned"]
 
 
@@ -157,46 +154,6 @@ class Writer(Protocol):
         """The live object that declares the external resource ``spec`` names, if any."""
 
 
-#: The collector's thresholds while bulk applies run: a young collection every 100,000
-#: allocations instead of 700, and the older generations a fifth and a tenth as often.
-_BULK_THRESHOLDS = (100_000, 50, 100)
-_bulk_applies = 0
-_saved_thresholds: tuple[int, ...] = ()
-_raised_thresholds: tuple[int, ...] = ()
-
-
-def _collecting_less(function: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
-    """Fewer cyclic collections while a bulk apply runs. It allocates tens of thousands of
-    objects that outlive it (the stored objects it returns, a cache's entries): the
-    collector re-scanning them as they piled up took about half of its time
-    (``benchmarks/store.py``), and found nothing, reference counting freeing the rest.
-    The thresholds are process-wide, so they are raised only for the apply's duration
-    (nested and concurrent applies counted) and put back as they were; collection never
-    stops, and a collector turned off (or a threshold of 0) is left as it is."""
-
-    @functools.wraps(function)
-    async def collecting_less(*args: P.args, **kwargs: P.kwargs) -> T:
-        global _bulk_applies, _saved_thresholds, _raised_thresholds  # noqa: PLW0603 - the collector's state
-        if _bulk_applies == 0:
-            _saved_thresholds = _raised_thresholds = gc.get_threshold()
-            if gc.isenabled() and _saved_thresholds[0] > 0:
-                pairs = zip(_saved_thresholds, _BULK_THRESHOLDS, strict=False)
-                _raised_thresholds = tuple(max(a, b) for a, b in pairs)
-                gc.set_threshold(*_raised_thresholds)
-        _bulk_applies += 1
-        try:
-            return await function(*args, **kwargs)
-        finally:
-            _bulk_applies -= 1
-            # Put back, unless somebody set thresholds of their own meanwhile (an
-            # informer's freeze_gc, say): theirs stand.
-            if _bulk_applies == 0 and gc.get_threshold() == _raised_thresholds:
-                gc.set_threshold(*_saved_thresholds)
-
-    return collecting_less
-
-
-@_collecting_less
 async def apply_many(
     client: Writer,
     manifests: Sequence[Mapping[str, Any] | AnyResource | Admitted],

@@ -52,6 +52,7 @@ from reconcile.model import Event, EventType
 from reconcile.model.external import ANNOTATION_ADOPT
 from reconcile.model.meta import ObjectKey
 from reconcile.model.printing import printable
+from reconcile.runtime.collecting import collecting_less
 
 __all__: list[str] = []
 
@@ -195,14 +196,15 @@ async def _apply(
                 if prune and pruning is not None
                 else []
             )
-            results = await client.apply_many(
-                [d.admitted for d in declared_all],
-                check_all_first=True,
-                atomic=atomic,
-                stop=stop,
-                prune=pruned,
-                force=force,
-            )
+            with collecting_less():  # the CLI owns its process (see reconcile.runtime.collecting)
+                results = await client.apply_many(
+                    [d.admitted for d in declared_all],
+                    check_all_first=True,
+                    atomic=atomic,
+                    stop=stop,
+                    prune=pruned,
+                    force=force,
+                )
             await report(client, declared_all, results, stop)
             await remember_applied(client, settings, declared_all, results)
 

@@ -226,7 +226,7 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
         provider_timeout=run_options.provider_timeout or None,
         runner_lock="wait" if run_options.standby else "fail",
         handle_signals=True,
-        freeze_gc=True,  # the CLI owns its process: keep the collector off the cache
+        gc_tuning=True,  # the CLI owns its process: tune the collector for its caches
         **options,
     )
     try:

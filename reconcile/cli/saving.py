@@ -46,6 +46,7 @@ from reconcile.cli.settings import Settings
 from reconcile.cli.stopping import stopping_on_signals
 from reconcile.model import Document
 from reconcile.model.meta import ObjectKey
+from reconcile.runtime.collecting import collecting_less
 from reconcile.store.encoding import dumps, loads
 
 __all__ = [
@@ -279,6 +280,7 @@ async def apply_saved(settings: Settings, path: Path, *, atomic: bool) -> None:
                 )
                 for d, s in zip(declared_all, saved, strict=True)
             ]
-            results = await client.apply_many(admitted, check_all_first=True, atomic=atomic, stop=stop)
+            with collecting_less():  # the CLI owns its process (see reconcile.runtime.collecting)
+                results = await client.apply_many(admitted, check_all_first=True, atomic=atomic, stop=stop)
             await report(client, declared_all, results, stop)
             await remember_applied(client, settings, declared_all, results)

@@ -30,7 +30,7 @@ from reconcile.api.decoding import Unconverted
 from reconcile.api.paging import ResourceList, decode_continue, encode_continue
 from reconcile.api.reading import KindRef
 from reconcile.controller.clocks import Clock, LoopClock
-from reconcile.controller.informing import Informer
+from reconcile.controller.informing import GrowthHook, Informer
 from reconcile.errors import FieldError, InvalidError, NotFoundError, VersionWarning
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
@@ -51,13 +51,15 @@ class Cache:
         *,
         clock: Clock | None = None,
         namespace: str | None = None,
-        freeze_gc: bool = False,
+        on_growth: GrowthHook | None = None,
         read_timeout: float = 5.0,
     ) -> None:
         self.client = client
         self.clock = clock or LoopClock()
         self.namespace = namespace
-        self.freeze_gc = freeze_gc
+        #: Given to every informer (see :data:`~reconcile.controller.informing.GrowthHook`):
+        #: the Runtime's collector tuning, when it is on.
+        self.on_growth = on_growth
         #: How long a read waits for the cache to reach a write it must reflect; past it,
         #: the read returns what the cache holds and says so in the log.
         self.read_timeout = read_timeout
@@ -74,7 +76,7 @@ class Cache:
         informer = self._informers.get(index)
         if informer is None:
             informer = Informer(
-                self.client, found, namespace=self.namespace, clock=self.clock, freeze_gc=self.freeze_gc
+                self.client, found, namespace=self.namespace, clock=self.clock, on_growth=self.on_growth
             )
             self._informers[index] = informer
         return informer
@@ -127,7 +129,7 @@ class Cache:
         kind is cached and no write of the key is still to reach it); ``(False, None)``
         when :meth:`get` must be awaited. The common read of a resync, without a
         coroutine."""
-        informer = self._informers.get((key.api_group, key.kind))  # (_informer_of, written out)
+        informer = self._informer_of(key)
         if informer is None or key in self._minimum:
             return False, None
         return True, informer.get(key)

@@ -4,8 +4,6 @@ over across reconciles."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,7 +16,10 @@ from reconcile.errors import ConflictError, PermanentError, TerminalError
 
 __all__ = ["ProviderCalls"]
 
-_UNBOUNDED = contextlib.nullcontext()
+
+def _unbounded(_name: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Awaitable[Any]:
+    """An attempt without a deadline: the call's own awaitable (no frame of ours)."""
+    return function(*args)
 
 
 def retryable(exc: BaseException) -> bool:
@@ -40,49 +41,44 @@ class ProviderCalls:
         #: Seconds one call may take before it counts as a transient failure (None: no limit).
         self.timeout = timeout
         self._deadlines = None if timeout is None else Deadlines(clock, timeout, "provider")
+        # One attempt: ``await function(*args)``, under the deadline when there is one. A
+        # call that hangs (a dead connection, a server that never answers) raises
+        # DeadlineExceededError instead of holding a worker for good; a create cut short
+        # may or may not have happened: the managed reconciler keeps its pending marker.
+        self._attempt: Callable[..., Awaitable[Any]] = (
+            _unbounded if self._deadlines is None else self._deadlines.call
+        )
         # Whether spans record, asked of the telemetry once per 64 calls (as the
         # controller's workers do; the host may install an SDK while we run).
         self._recording = False
         self._asked = 0
 
-    async def call(self, operation: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    def call(self, operation: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Awaitable[Any]:
         """``await function(*args)`` in a ``provider.<operation>`` span, cut short after the
-        timeout (DeadlineExceededError), a transient failure retried a few times."""
+        timeout (DeadlineExceededError), a transient failure retried a few times.
+
+        A plain function that hands back the coroutine to await: when no span records
+        (a resync of 100,000 objects makes 100,000 of these calls), that is
+        :meth:`_attempts` itself, with no frame of ours around it."""
         if not self._asked:
             self._asked, self._recording = 64, self.telemetry.recording
         self._asked -= 1
         if self._recording:
-            with self.telemetry.span(f"provider.{operation}", {"provider.kind": self.kind}):
-                return await self._attempts(operation, function, args)
-        # No span to enter (no name or attributes to build for nobody), and the first
-        # attempt written out here rather than awaited as a coroutine of its own: a resync
-        # of 100,000 objects makes 100,000 of these calls.
-        deadlines = self._deadlines
-        try:
-            if deadlines is None:
-                return await function(*args)
-            # deadlines.guard(operation), written out.
-            task = deadlines.enter()
-            try:
-                result = await function(*args)
-            except BaseException as exc:
-                deadlines.leave(task, operation, cancelled=type(exc) is asyncio.CancelledError)
-                raise
-            else:
-                deadlines.leave(task, operation, cancelled=False)
-                return result
-        except Exception as exc:
-            if self.attempts <= 1 or not retryable(exc):
-                raise
-        return await self._retried(operation, function, args)
+            return self._spanned(operation, function, args)
+        return self._attempts(operation, function, args)
+
+    async def _spanned(
+        self, operation: str, function: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
+    ) -> Any:
+        with self.telemetry.span(f"provider.{operation}", {"provider.kind": self.kind}):
+            return await self._attempts(operation, function, args)
 
     async def _attempts(
         self, operation: str, function: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
     ) -> Any:
         """The first attempt, then :meth:`_retried` after a transient failure."""
         try:
-            with self._guard(operation):
-                return await function(*args)
+            return await self._attempt(operation, function, *args)
         except Exception as exc:
             if self.attempts <= 1 or not retryable(exc):
                 raise
@@ -102,16 +98,9 @@ class ProviderCalls:
         )
         await self.clock.sleep(0.01)
         async for attempt in retrying:
-            with attempt, self._guard(operation):
-                return await function(*args)
+            with attempt:
+                return await self._attempt(operation, function, *args)
         raise AssertionError  # pragma: no cover - reraise=True always returns or raises
-
-    def _guard(self, operation: str) -> contextlib.AbstractContextManager[None]:
-        # A call that hangs (a dead connection, a server that never answers) raises
-        # DeadlineExceededError instead of holding a worker for good. A create cut short
-        # may or may not have happened: the managed reconciler keeps its pending marker.
-        deadlines = self._deadlines
-        return _UNBOUNDED if deadlines is None else deadlines.guard(operation)
 
     async def close(self) -> None:
         """Stop the deadline watchdog."""

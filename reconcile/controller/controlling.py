@@ -18,9 +18,11 @@ import contextlib
 import datetime
 import logging
 import random
+import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 
+import attrs
 from opentelemetry import trace
 
 from reconcile.api.client import Client
@@ -56,9 +58,22 @@ _KEYS_PER_TURN = 256
 #: Keys a periodic resync enqueues at once (about 10 ms of the loop) before it lets the
 #: loop run whatever else is ready.
 _RESYNC_CHUNK = 8192
+#: The outcomes after which the queue forgets the key's failures (its next failure waits
+#: the base delay again): the worker's ``done(key, forget=...)`` does it, in the same call.
+_FORGETTING = frozenset({"success", "requeue_after", "terminal"})
 #: Seconds between two warnings about one key's failing reconciles (the first failure of
 #: a streak is said at once; the others within this time only at INFO).
 _WARN_EVERY = 60.0
+
+
+@attrs.define(slots=True)
+class _Traced:
+    """A recorded reconcile's span block (entered), its span, and when it began (None
+    when nothing meters)."""
+
+    block: contextlib.AbstractContextManager[trace.Span]
+    span: trace.Span
+    started: float | None
 
 
 class Controller:
@@ -82,7 +97,6 @@ class Controller:
         telemetry: Telemetry | None = None,
         random_source: Callable[[], float] = random.random,
         ignore_actors: frozenset[str] = frozenset(),
-        freeze_gc: bool = False,
         reconcile_timeout: float | None = None,
     ) -> None:
         self.client = client
@@ -98,7 +112,6 @@ class Controller:
             client,
             clock=self.clock,
             namespace=namespace,
-            freeze_gc=freeze_gc,
             read_timeout=read_your_writes_timeout,
         )
         self.informer = self.cache.informer(kind)
@@ -208,21 +221,27 @@ class Controller:
     async def _worker(self) -> None:
         """Take keys and reconcile them until the queue shuts down.
 
-        A reconcile whose span and metrics nobody records and that has no deadline (a
-        resync of 100,000 objects is made of these) takes the short way: the reconciler
-        awaited here, its request reused, the key done and forgotten in one call. Whether
-        anybody records is asked again every 64 keys (the host may install an SDK while
-        we run); every :data:`_KEYS_PER_TURN` keys the worker lets the loop run anything
-        else that is ready. Everything else goes through :meth:`_process`."""
-        queue = self.queue
-        telemetry = self.telemetry
-        requests, listeners = self._requests, self._listeners
+        One body calls the reconciler (within :attr:`reconcile_timeout`, when there is
+        one) and acts on how it ended, each way in a helper of its own; it is written
+        here, in the loop, because a resync of 100,000 objects is made of it and a
+        coroutine of its own would cost every one of them. When something records spans
+        or metrics, :meth:`_traced` opens the key's span and reads the clock before that
+        same body, and :meth:`_untraced` closes them after it. Whether anybody records is
+        asked again every 64 keys (the host may install an SDK while we run); every
+        :data:`_KEYS_PER_TURN` keys the worker lets the loop run anything else that is
+        ready.
+
+        Waiting until the cache reflects the key's last write is the cache's part, done
+        when the reconciler reads."""
+        queue, telemetry = self.queue, self.telemetry
+        requests, listeners, forgetting = self._requests, self._listeners, _FORGETTING
         failures, gave_up, terminal = self.failures, self.gave_up, self._terminal
-        short, asked, turns = False, 0, 0
+        invalid_span: trace.Span = trace.INVALID_SPAN
+        bare, asked, turns = False, 0, 0
         while True:
             if not asked:
                 asked = 64
-                short = self.reconcile_timeout is None and not telemetry.recording and not telemetry.metering
+                bare = not telemetry.recording and not telemetry.metering
                 turns = (turns + 1) % (_KEYS_PER_TURN // 64)
                 if not turns:
                     # A turn of the loop for everything else it runs (the host's tasks,
@@ -239,67 +258,16 @@ class Controller:
                     key = await queue.get()
             except QueueShutDown:
                 return
-            if not short:
-                outcome = "error"
-                try:
-                    outcome = await self._process(key)
-                finally:
-                    queue.done(key)
-            else:
-                request = requests.get(key) or self._request(key)  # (the cache hit, inline)
-                succeeded = False
-                outcome = "error"
-                try:
-                    result = await self.reconciler.reconcile(request)
-                    if result is None and not (failures or gave_up or terminal):
-                        succeeded, outcome = True, "success"
-                    else:
-                        outcome = self._follow(key, result)
-                        if terminal and key in terminal:
-                            await self._clear_terminal(key)
-                except asyncio.CancelledError:
-                    raise
-                except TerminalError as exc:
-                    outcome = await self._terminated(key, exc, trace.INVALID_SPAN)
-                except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
-                    outcome = self._errored(key, exc, trace.INVALID_SPAN)
-                finally:
-                    queue.done(key, forget=succeeded)
-            if listeners:  # after done(): a listener sees the queue as it now is
-                for listener in listeners:
-                    listener(key, outcome)
-
-    def _request(self, key: ObjectKey) -> Request:
-        """The Request for ``key``: one per cached object, made once and kept for its next
-        reconciles (a deletion drops it; a key without an object gets one each time)."""
-        request = self._requests.get(key)
-        if request is None:
-            request = Request(key)
-            if self.informer.get(key) is not None:
-                self._requests[key] = request
-        return request
-
-    async def _clear_terminal(self, key: ObjectKey) -> None:
-        """A success after a terminal error: the terminal record in status goes."""
-        await self._amend_status(key, lambda obj: cleared(obj, self._now()))
-
-    async def _process(self, key: ObjectKey) -> str:
-        """One key, in steps: open its span, call the reconciler, classify how it ended
-        (each way in a helper of its own), record the outcome; returns it.
-
-        Waiting until the cache reflects the key's last write is the cache's part, done
-        when the reconciler reads."""
-        queue = self.queue
-        trigger = _TRIGGERS[queue.taken_priority]
-        if queue.taken_after_delay and key in self._requeued:
-            trigger = "requeue"
-        metering = self.telemetry.metering
-        started = time.perf_counter() if metering else 0.0
-        if metering:
-            self.telemetry.queue_wait.record(queue.waited, self._attributes)
-        with self._span(key, trigger) as span:
+            outcome, traced, span = "error", None, invalid_span
             try:
-                result = await self._call(key)
+                if not bare:
+                    traced = self._traced(key)
+                    span = traced.span
+                request = requests.get(key) or self._request(key)
+                if self.reconcile_timeout is None:
+                    result = await self.reconciler.reconcile(request)
+                else:
+                    result = await self._bounded(request, self.reconcile_timeout)
             except asyncio.CancelledError:
                 raise
             except TerminalError as exc:
@@ -307,15 +275,61 @@ class Controller:
             except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
                 outcome = self._errored(key, exc, span)
             else:
-                outcome = self._follow(key, result)
-                if self._terminal and key in self._terminal:
-                    await self._clear_terminal(key)
-            if span is not trace.INVALID_SPAN:
-                span.set_attribute("reconcile.result", outcome)
-        if metering:
+                # The common end (a success while nothing is failing, given up on or
+                # recorded as terminal) has nothing to follow.
+                if result is None and not (failures or gave_up or terminal):
+                    outcome = "success"
+                else:
+                    outcome = self._follow(key, result)
+                    if terminal and key in terminal:
+                        await self._clear_terminal(key)
+            finally:
+                if traced is not None:
+                    self._untraced(traced, outcome)
+                queue.done(key, forget=outcome in forgetting)
+            if listeners:  # after done(): a listener sees the queue as it now is
+                for listener in listeners:
+                    listener(key, outcome)
+
+    def _request(self, key: ObjectKey) -> Request:
+        """A Request for ``key`` not kept yet (the worker reads the kept ones): one per
+        cached object, made once and kept for its next reconciles (a deletion drops it; a
+        key without an object gets one each time)."""
+        request = Request(key)
+        if self.informer.get(key) is not None:
+            self._requests[key] = request
+        return request
+
+    async def _clear_terminal(self, key: ObjectKey) -> None:
+        """A success after a terminal error: the terminal record in status goes."""
+        await self._amend_status(key, lambda obj: cleared(obj, self._now()))
+
+    def _traced(self, key: ObjectKey) -> _Traced:
+        """What a reconcile of ``key`` that somebody records opens before the worker's
+        body: its span, named for why the key was queued (entered here), and, when
+        metering, the queue wait recorded and the clock read."""
+        queue = self.queue
+        trigger = _TRIGGERS[queue.taken_priority]
+        if queue.taken_after_delay and key in self._requeued:
+            trigger = "requeue"
+        started = None
+        if self.telemetry.metering:
+            started = time.perf_counter()
+            self.telemetry.queue_wait.record(queue.waited, self._attributes)
+        block = self._span(key, trigger)
+        return _Traced(block, block.__enter__(), started)
+
+    def _untraced(self, traced: _Traced, outcome: str) -> None:
+        """Close what :meth:`_traced` opened, after the worker's body: the span, with the
+        outcome (or the exception going through, as its ``with`` block would see it),
+        and the reconcile's metrics."""
+        propagating = sys.exc_info()
+        if propagating[1] is None and traced.span is not trace.INVALID_SPAN:
+            traced.span.set_attribute("reconcile.result", outcome)
+        traced.block.__exit__(*propagating)
+        if propagating[1] is None and traced.started is not None:
             self.telemetry.reconcile_total.add(1, self._outcomes[outcome])
-            self.telemetry.reconcile_time.record(time.perf_counter() - started, self._attributes)
-        return outcome
+            self.telemetry.reconcile_time.record(time.perf_counter() - traced.started, self._attributes)
 
     def _span(self, key: ObjectKey, trigger: str) -> contextlib.AbstractContextManager[trace.Span]:
         if not self.telemetry.recording:
@@ -332,16 +346,8 @@ class Controller:
         }
         return self.telemetry.span("reconcile", attributes)
 
-    def _call(self, key: ObjectKey) -> Awaitable[Result | None]:
-        """The reconcile to await: the reconciler's own coroutine, or it under a deadline."""
-        request = self._request(key)
-        if self.reconcile_timeout is None:
-            return self.reconciler.reconcile(request)
-        return self._bounded(request, self.reconcile_timeout)
-
     async def _terminated(self, key: ObjectKey, exc: TerminalError, span: trace.Span) -> str:
         """A TerminalError: no retry; say so in status (the terminal record)."""
-        self.queue.forget(key)
         message = str(exc) or type(exc).__name__
         self.gave_up[key] = message
         span.set_status(trace.StatusCode.ERROR, str(exc))
@@ -376,7 +382,8 @@ class Controller:
             raise
 
     def _follow(self, key: ObjectKey, result: Result | None) -> str:
-        """Act on a reconcile's result; return the outcome's name."""
+        """Act on a reconcile's result; return the outcome's name (the worker's done()
+        forgets the key's failures after the outcomes in :data:`_FORGETTING`)."""
         if self.failures:
             self.failures.pop(key, None)
             self._warned.pop(key, None)  # the streak ended: its next failure is said at once
@@ -385,10 +392,8 @@ class Controller:
         if self.gave_up:
             self.gave_up.pop(key, None)
         if result is None:
-            self.queue.forget(key)
             return "success"
         if result.requeue_after is not None:
-            self.queue.forget(key)
             self._requeued.add(key)
             self.queue.add_after(key, result.requeue_after, Priority.RESYNC)
             return "requeue_after"
@@ -396,7 +401,6 @@ class Controller:
             self._requeued.add(key)
             self.queue.add_rate_limited(key)
             return "requeue"
-        self.queue.forget(key)
         return "success"
 
     async def _amend_status(self, key: ObjectKey, amend: Callable[[AnyResource], AnyResource | None]) -> None:

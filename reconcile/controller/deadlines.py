@@ -40,20 +40,11 @@ class Deadlines:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def call(self, name: str, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        """``await function(*args)`` within the deadline (see :meth:`guard`)."""
-        with self.guard(name):
-            return await function(*args)
-
-    def guard(self, name: str) -> _Guard:
-        """``with deadlines.guard("create"): await ...``: the block is cancelled after the
-        deadline and raises :class:`DeadlineExceededError` ("provider create did not answer
-        within 60 s") instead. A plain context manager: no coroutine frame of its own, for
-        a call made once per object at every resync."""
-        return _Guard(self, name)
-
-    def enter(self) -> asyncio.Task[Any]:
-        """The current task's call begins: its deadline is now plus the seconds. What
-        :meth:`guard` does on entry, for a caller that writes the block out."""
+        """``await function(*args)``, cancelled after the deadline: it raises
+        :class:`DeadlineExceededError` ("provider create did not answer within 60 s")
+        instead. The one guarded call (a provider's every attempt is one): no context
+        manager or frame besides its own, for a call made once per object at every
+        resync."""
         # current_task(loop) with the loop known skips get_running_loop(): once per
         # provider call, that lookup was a tenth of a resync's reconcile (measured).
         loop = self._loop
@@ -73,18 +64,23 @@ class Deadlines:
         elif self._watchdog is None:
             self._check_at = deadline
             self._watchdog = loop.create_task(self._watch(), name="reconcile-deadlines")
-        return task
+        cancelled = False
+        try:
+            return await function(*args)
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
+        finally:
+            del self._inflight[task]
+            if self._expired and task in self._expired:
+                self._expired.discard(task)
+                self._took_back(task, name, cancelled=cancelled)
 
-    def leave(self, task: asyncio.Task[Any], name: str, *, cancelled: bool) -> None:
-        """The call ``task`` made ended (``cancelled``: by a CancelledError): raise
-        DeadlineExceededError in its place when the cancellation was ours."""
-        del self._inflight[task]
-        if not self._expired or task not in self._expired:
-            return
-        self._expired.discard(task)
-        # Cancelled for its deadline: take that cancellation back; unless something else
-        # asked to cancel the task too, the block raises DeadlineExceededError instead (if
-        # the call swallowed the cancellation and returned, its result stands).
+    def _took_back(self, task: asyncio.Task[Any], name: str, *, cancelled: bool) -> None:
+        """The call ``task`` made was cancelled for its deadline: take that cancellation
+        back; unless something else asked to cancel the task too, the call raises
+        DeadlineExceededError instead (if it swallowed the cancellation and returned, its
+        result stands)."""
         if task.uncancel() == 0 and cancelled:
             message = f"{self.what} {name} did not answer within {self.seconds:g} s"
             raise DeadlineExceededError(message) from None
@@ -123,19 +119,3 @@ class Deadlines:
             watchdog.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watchdog
-
-
-class _Guard:
-    """One guarded block (see :meth:`Deadlines.guard`)."""
-
-    __slots__ = ("_deadlines", "_name", "_task")
-
-    def __init__(self, deadlines: Deadlines, name: str) -> None:
-        self._deadlines = deadlines
-        self._name = name
-
-    def __enter__(self) -> None:
-        self._task = self._deadlines.enter()
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        self._deadlines.leave(self._task, self._name, cancelled=kind is asyncio.CancelledError)

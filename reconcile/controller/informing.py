@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import gc
 import logging
 from collections.abc import Callable, Iterable
 from typing import Literal
@@ -36,12 +35,9 @@ from reconcile.store.contract import RawEvent
 __all__ = ["Informer", "InformerEvent", "InformerStatistics"]
 
 LOG = logging.getLogger("reconcile.informer")
-_FREEZE_FROM = 10_000  # cached objects before the first gc.freeze()
-_FREEZE_EVERY = 4096  # at least this many cache updates between two
-#: Allocations between two young-generation collections with freeze_gc, from the initial
-#: list on (CPython's default is 700): what a reconcile allocates is acyclic, so the
-#: frequent collections found almost nothing.
-_YOUNG_THRESHOLD = 20_000
+#: Cache updates, at the least, between two calls of the growth hook after the list (and
+#: a tenth of the cache, when that is more).
+_GROWTH_EVERY = 4096
 
 Change = Literal["added", "modified", "deleted"]
 
@@ -69,6 +65,11 @@ class InformerStatistics:
 
 
 Handler = Callable[[InformerEvent], None]
+#: Called with the informer at the end of each list (its first and every relist) and
+#: whenever a tenth of its cache (at least :data:`_GROWTH_EVERY` objects) was put in since
+#: the last call: when a process-wide policy may act on a cache that grew (the Runtime's
+#: collector tuning, :mod:`reconcile.runtime.collecting`).
+GrowthHook = Callable[["Informer"], None]
 
 
 class Informer:
@@ -82,7 +83,7 @@ class Informer:
         namespace: str | None = None,
         clock: Clock | None = None,
         max_backoff: float = 30.0,
-        freeze_gc: bool = False,
+        on_growth: GrowthHook | None = None,
     ) -> None:
         self.client = client
         self.kind = kind
@@ -108,10 +109,10 @@ class Informer:
         #: retrying will not help, so a one-shot caller may give up at once.
         self.corrupt: CorruptError | None = None
         self._reported: str | None = None
-        self._freeze_gc = freeze_gc
+        self._on_growth = on_growth
         self._runner: asyncio.Task[None] | None = None
         self._users = 0
-        self._puts_since_freeze = 0
+        self._puts_since_growth = 0
         #: key -> (revision, actor) of an object put by written(), whose watch event is
         #: not due yet
         self._remembered: dict[ObjectKey, tuple[int, str | None]] = {}
@@ -286,32 +287,17 @@ class Informer:
                 self._put(key, self.client.decoder.cached(item.body))
         self._advance(page.revision)
         self.synced.set()
-        if self._freeze_gc:
-            # Also from now on: the young generation collected every 20,000 allocations
-            # instead of 700. A reconcile allocates many short-lived acyclic objects
-            # (decoded bodies, events, status) that reference counting frees; the frequent
-            # young collections found almost nothing and took a tenth of a cold
-            # convergence. Never lowered, and process-wide like the freeze.
-            young, *older = gc.get_threshold()
-            if young < _YOUNG_THRESHOLD:
-                gc.set_threshold(_YOUNG_THRESHOLD, *older)
-            self._maybe_freeze(force=True)
+        if self._on_growth is not None:
+            self._puts_since_growth = 0
+            self._on_growth(self)
 
-    def _maybe_freeze(self, *, force: bool = False) -> None:
-        # With 100,000 cached objects CPython's cyclic collector spends most of its time,
-        # and pauses for up to a second, re-scanning the cache (acyclic values: only
-        # reference counting ever frees them). gc.freeze() moves everything alive to the
-        # permanent generation, which the collector skips; it is cheap (a list splice), so
-        # it is done after the initial list and whenever a tenth of the cache is new since
-        # the last time. What is not frozen yet is collected first, so no cyclic garbage
-        # is frozen with the cache.
-        # It is process-wide, so it is opt-in (Runtime(freeze_gc=True)).
-        self._puts_since_freeze += 1
-        size = len(self._objects)
-        if size >= _FREEZE_FROM and (force or self._puts_since_freeze >= max(_FREEZE_EVERY, size // 10)):
-            self._puts_since_freeze = 0
-            gc.collect()  # only what is not frozen yet: at most about a tenth of the cache
-            gc.freeze()
+    def _grown(self, on_growth: GrowthHook) -> None:
+        """One more object put in after the list: the growth hook is called when a tenth
+        of the cache (at least :data:`_GROWTH_EVERY` objects) is new since its last call."""
+        self._puts_since_growth += 1
+        if self._puts_since_growth >= max(_GROWTH_EVERY, len(self._objects) // 10):
+            self._puts_since_growth = 0
+            on_growth(self)
 
     def _apply(self, event: RawEvent) -> None:
         key, revision = event.key, event.revision
@@ -347,8 +333,8 @@ class Informer:
             self._unindex(key, old)
         self._objects[key] = obj
         self._index(key, obj)
-        if self._freeze_gc and self.synced.is_set():  # the initial list freezes once, at its end
-            self._maybe_freeze()
+        if self._on_growth is not None and self.synced.is_set():  # a list calls it once, at its end
+            self._grown(self._on_growth)
         if key in self._remembered:
             self._heard.setdefault(key, set()).add(obj.metadata.resource_version or 0)
         self._notify(InformerEvent("added" if old is None else "modified", key, old, obj, actor))

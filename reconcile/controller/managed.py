@@ -239,7 +239,9 @@ class ManagedReconciler(Failing):
         if new is not None:
             await self._write_status(obj, new)
         else:
-            self._steady[key] = obj  # the next pass over this very object takes the short way
+            # Steady (the ladder said so) with its status saying so already: what
+            # _remember_steady checks after an action, known here without asking again.
+            self._steady[key] = obj
         return self._poll()
 
     def _poll(self) -> Result:
@@ -406,8 +408,9 @@ class ManagedReconciler(Failing):
         """Remember ``obj`` (what the cache now holds, written from ``observation``) as
         steady when a pass over it with that observation would find nothing to do: the
         ladder says :data:`STEADY` and its status already says Synced and Ready for its
-        generation. The next poll or resync of it then takes the short way (a converged
-        object's first resync included)."""
+        generation. The next poll or resync of it then only observes and asks the ladder's
+        :func:`~reconcile.controller.ladder.steady_again` (a converged object's first
+        resync included)."""
         if (
             key not in self._gave_up
             and decide(obj, self.kind, observation) is STEADY

@@ -165,13 +165,32 @@ class WorkQueue(Generic[K]):
             return
         self._adds += 1
         now = self._now()
-        order = now + self._offsets[priority]
-        # _place and _push, written out, hashing the key once when it is new (a no-op
-        # reconcile costs about as much as an add).
-        if self._processing and key in self._processing:
-            self._defer(key, order, priority, delayed=False)
+        self._put(key, now + self._offsets[priority], now, priority, False)  # noqa: FBT003 - positional (see _put)
+
+    def add_many(self, keys: Iterable[K], priority: Priority = Priority.RESYNC) -> None:
+        """:meth:`add` for many keys at once (a resync): one clock reading, one order."""
+        if self._shutting_down:
             return
-        entry = (order, next(self._counter), key, now, _PLAIN[priority], False)
+        now = self._now()
+        order = now + self._offsets[priority]
+        put = self._put
+        count = 0
+        for key in keys:
+            count += 1
+            put(key, order, now, priority, False)  # noqa: FBT003 - positional (see _put)
+        self._adds += count
+
+    def _put(self, key: K, order: float, now: float, priority: Priority, delayed: bool) -> None:
+        """Queue ``key`` at ``order``, or defer it while it is processed.
+
+        A new ready entry wakes a waiting worker. The one way into the ready queue (every
+        add, a delayed key coming due, a deferred one at done()), hashing the key once
+        when it is new; ``delayed`` is positional, as a keyword would cost every add (a
+        resync's ``add_many`` makes 100,000 of these calls)."""
+        if self._processing and key in self._processing:
+            self._defer(key, order, priority, delayed=delayed)
+            return
+        entry = (order, next(self._counter), key, now, _PLAIN[priority], delayed)
         current = self._queued.setdefault(key, entry)
         if current is not entry:
             if current[0] <= order:
@@ -187,78 +206,11 @@ class WorkQueue(Generic[K]):
         if self._getters:
             self._wake_one()
 
-    def add_many(self, keys: Iterable[K], priority: Priority = Priority.RESYNC) -> None:
-        """:meth:`add` for many keys at once (a resync): one clock reading, one wake-up
-        per idle worker rather than per key."""
-        if self._shutting_down:
-            return
-        now = self._now()
-        order = now + self._offsets[priority]
-        # _place and _push written out (a resync of 100,000 keys is made of this loop).
-        # Every entry has the same order: once the FIFO's tail is not later, none is, so
-        # where they go is decided once.
-        queued, processing, counter, plain = self._queued, self._processing, self._counter, _PLAIN[priority]
-        fifo = self._fifo
-        push = fifo.append if not fifo or order >= fifo[-1][0] else self._heap_push
-        count = pushed = 0
-        for key in keys:
-            count += 1
-            if processing and key in processing:
-                self._defer(key, order, priority, delayed=False)
-                continue
-            current = queued.get(key)
-            if current is None:
-                entry = (order, next(counter), key, now, plain, False)
-            elif current[0] <= order:
-                continue
-            else:  # moved up: it has waited since its first add, for that add's reason
-                entry = (order, next(counter), key, current[3], current[4], current[5])
-            queued[key] = entry
-            push(entry)
-            pushed += 1
-        self._adds += count
-        self._became_ready(pushed)
-
-    def _heap_push(self, entry: _Entry[K]) -> None:
-        heapq.heappush(self._heap, entry)
-
-    def _became_ready(self, ready: int) -> None:
-        """``ready`` new keys are ready: the queue is not idle; wake as many workers."""
-        if ready:
-            self._is_idle = False
-            for _ in range(min(ready, len(self._getters))):
-                self._wake_one()
-
-    def _place(self, key: K, order: float, now: float, priority: Priority, *, delayed: bool) -> bool:
-        """Queue ``key`` at ``order`` (deferred while it is processed); True when a new
-        entry became ready, so a worker should be woken."""
-        if key in self._processing:
-            self._defer(key, order, priority, delayed=delayed)
-            return False
-        return self._push(key, order, now, priority, delayed=delayed)
-
     def _defer(self, key: K, order: float, priority: Priority, *, delayed: bool) -> None:
         previous = self._deferred.get(key)
         self._deferred[key] = (
             (order, priority, delayed) if previous is None else (min(previous[0], order), *previous[1:])
         )
-
-    def _push(self, key: K, order: float, now: float, priority: Priority, *, delayed: bool) -> bool:
-        current = self._queued.get(key)
-        if current is not None:
-            if current[0] <= order:
-                return False
-            # Moved up: it has waited since its first add, for that add's reason.
-            entry = (order, next(self._counter), key, current[3], current[4], current[5])
-        else:
-            entry = (order, next(self._counter), key, now, _PLAIN[priority], delayed)
-        self._queued[key] = entry
-        fifo = self._fifo
-        if not fifo or order >= fifo[-1][0]:
-            fifo.append(entry)
-        else:
-            heapq.heappush(self._heap, entry)
-        return True
 
     def add_after(self, key: K, delay: float, priority: Priority = Priority.RETRY) -> None:
         """Queue ``key`` after ``delay`` seconds; an earlier pending deadline wins."""
@@ -326,9 +278,7 @@ class WorkQueue(Generic[K]):
             del self._waiting[key]
             if not self._shutting_down:
                 self._adds += 1
-                self._became_ready(
-                    self._place(key, now + self._offsets[priority], now, priority, delayed=True)
-                )
+                self._put(key, now + self._offsets[priority], now, priority, True)  # noqa: FBT003 - positional (see _put)
         while self._delayed and self._waiting.get(self._delayed[0][2]) != self._delayed[0][0]:
             heapq.heappop(self._delayed)
         if self._delayed:
@@ -411,7 +361,7 @@ class WorkQueue(Generic[K]):
                 # changed while it was processed, before the drain began, and that change
                 # is still owed a reconcile.
                 order, priority, delayed = deferred
-                self._became_ready(self._push(key, order, self._now(), priority, delayed=delayed))
+                self._put(key, order, self._now(), priority, delayed)
         if not self._queued and not self._processing:
             self._check_idle()
 

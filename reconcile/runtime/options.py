@@ -4,6 +4,7 @@ names as keywords)."""
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -59,8 +60,11 @@ class RuntimeOptions:
     telemetry: Telemetry = attrs.field(factory=Telemetry)
     #: Stop on SIGINT and SIGTERM (for a process whose main job this is).
     handle_signals: bool = False
-    #: ``gc.freeze()`` the caches once they are large (process-wide: opt in).
-    freeze_gc: bool = False
+    #: Tune CPython's cyclic garbage collector for large caches and bulk applies
+    #: (process-wide, so off unless asked for; see :mod:`reconcile.runtime.collecting`).
+    gc_tuning: bool = False
+    #: Deprecated: the former name of ``gc_tuning`` (a DeprecationWarning; True turns it on).
+    freeze_gc: bool | None = attrs.field(default=None, repr=False, eq=False)
     #: One runner per store: fail to start, wait as a standby, or do not check.
     runner_lock: RunnerLock = attrs.field(default="fail", validator=_runner_lock)
     #: Seconds a read waits for the cache to reflect a write of the key it reads.
@@ -68,6 +72,17 @@ class RuntimeOptions:
     #: Run the garbage collector (dependents follow their owners' deletion by
     #: propagation policy; :mod:`reconcile.controller.collecting`).
     garbage_collection: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if self.freeze_gc is not None:
+            warnings.warn(
+                "freeze_gc is deprecated and will be removed; use gc_tuning (it also raises the "
+                "collector's thresholds while apply_many runs)",
+                DeprecationWarning,
+                stacklevel=4,
+            )
+            object.__setattr__(self, "gc_tuning", self.gc_tuning or self.freeze_gc)
+            object.__setattr__(self, "freeze_gc", None)  # (so that attrs.evolve does not warn again)
 
     @classmethod
     def names(cls) -> frozenset[str]:

@@ -39,6 +39,7 @@ from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource
+from reconcile.runtime import collecting
 from reconcile.runtime.converging import Convergence, Tracker, ready_from_store
 from reconcile.runtime.health import ControllerHealth, Health
 from reconcile.runtime.hosting import (
@@ -166,7 +167,7 @@ class Runtime:
         self._cache = Cache(
             self._client,
             clock=self.clock,
-            freeze_gc=self.options.freeze_gc,
+            on_growth=collecting.cache_grew if self.options.gc_tuning else None,
             read_timeout=self.options.read_timeout,
         )
         if self.options.handle_signals:  # before standing by: a signal must end the wait too
@@ -519,11 +520,13 @@ class Runtime:
     ) -> list[Applied]:
         """Declare many objects (``Client.apply_many``: one admission each, writes
         sharing group commits, one result per manifest), through the controllers' cache.
-        ``atomic``: all stored in one transaction, or none."""
+        ``atomic``: all stored in one transaction, or none. With ``gc_tuning``, the
+        collector collects less while it runs (:func:`~reconcile.runtime.collecting.collecting_less`)."""
         cached = CachedClient(self.client, self.cache, manager=manager)
-        return await cached.apply_many(
-            manifests, origins=origins, check_all_first=check_all_first, atomic=atomic
-        )
+        with collecting.collecting_less() if self.options.gc_tuning else contextlib.nullcontext():
+            return await cached.apply_many(
+                manifests, origins=origins, check_all_first=check_all_first, atomic=atomic
+            )
 
     def _controller_for(self, api_group: str, kind: str) -> Controller | None:
         return next(

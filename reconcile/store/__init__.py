@@ -3,7 +3,8 @@
 Backends implement :class:`~reconcile.store.contract.EventStore`; :func:`open_store`
 picks one from a URL, and :func:`locate_store` gives what can be known of that store
 without opening it (:class:`~reconcile.store.contract.StoreLocation`). SQLite is the
-embedded default.
+embedded default; PostgreSQL (``postgresql://`` URLs, :class:`PostgresStore`) is the
+store several processes and machines share.
 
 Its names are imported on first use (PEP 562), as :mod:`reconcile`'s are: a program that
 needs one fact of the store (``reconcile version`` its schema versions) does not pay
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         VerifyReport,
         WriteResult,
     )
+    from reconcile.store.postgres.backend import PostgresStore
     from reconcile.store.sqlite.backend import SQLiteStore
     from reconcile.store.urls import locate_store, open_store
 
@@ -42,6 +44,7 @@ _HOMES: dict[str, str] = {
     "MAX_OBJECT_BYTES": "reconcile.store.contract",
     "Mutation": "reconcile.store.contract",
     "Note": "reconcile.store.contract",
+    "PostgresStore": "reconcile.store.postgres.backend",
     "Put": "reconcile.store.contract",
     "RawEvent": "reconcile.store.contract",
     "Remove": "reconcile.store.contract",
@@ -62,6 +65,7 @@ __all__ = [
     "ListPage",
     "Mutation",
     "Note",
+    "PostgresStore",
     "Put",
     "RawEvent",
     "Remove",

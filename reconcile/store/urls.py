@@ -1,4 +1,9 @@
-"""Store URLs: ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or a plain path.
+"""Store URLs: ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or a plain path;
+``postgresql://user:password@host:5432/database`` (or ``postgres://``) for PostgreSQL,
+whose query string holds asyncpg's connection options (``sslmode=require``...) and server
+settings (``search_path=NAME``: the store in a schema of its own); see
+:mod:`reconcile.store.postgres`. A PostgreSQL URL's password is never shown: messages and
+the store's ``url`` mask it.
 
 Options ride in the query string: ``sqlite:///state.db?synchronous=NORMAL&busy_timeout=10``
 (also ``cache_mib``, SQLite's page cache per connection, 64 by default).
@@ -24,7 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["URL_FORMS", "locate_store", "open_store", "parse_sqlite_url"]
 
 #: The URLs a store may be named by, as the command line's ``--db`` help says.
-URL_FORMS = "a SQLite path or URL (sqlite:///relative.db)"
+URL_FORMS = "a SQLite path or URL (sqlite:///relative.db), or postgresql://user@host:5432/database"
+#: The schemes of PostgreSQL URLs.
+_POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 _SQLITE_OPTIONS = {"synchronous": str, "busy_timeout": float, "cache_mib": int}
 
@@ -50,7 +57,7 @@ def parse_sqlite_url(url: str) -> tuple[Path, dict[str, Any]]:
         return _file(url, url), {}
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "sqlite":
-        raise StoreError(f"unsupported store URL scheme {parts.scheme!r} (supported: sqlite)")
+        raise StoreError(f"unsupported store URL scheme {parts.scheme!r} (supported: sqlite, postgresql)")
     path = urllib.parse.unquote(parts.path)
     if parts.netloc:
         raise StoreError(f"{url}: a SQLite URL has no host; write sqlite:///relative or sqlite:////absolute")
@@ -68,9 +75,17 @@ def parse_sqlite_url(url: str) -> tuple[Path, dict[str, Any]]:
     return _file(path[1:], url), options
 
 
+def _is_postgres(url: str | Path) -> bool:
+    return isinstance(url, str) and url.partition("://")[0].lower() in _POSTGRES_SCHEMES and "://" in url
+
+
 def locate_store(url: str | Path) -> StoreLocation:
     """The store a URL names, not opened (:class:`~reconcile.store.contract.StoreLocation`):
     what can be asked of it without opening it. StoreError for a URL no backend takes."""
+    if _is_postgres(url):
+        from reconcile.store.postgres.location import PostgresLocation  # noqa: PLC0415
+
+        return PostgresLocation(str(url))
     # Imported here: reading a URL (the command line's --db) needs no backend.
     from reconcile.store.sqlite.location import SQLiteLocation  # noqa: PLC0415
 
@@ -80,6 +95,10 @@ def locate_store(url: str | Path) -> StoreLocation:
 
 async def open_store(url: str | Path, **options: Any) -> EventStore:
     """Open the store a URL names; keyword options override those in the URL."""
+    if _is_postgres(url):
+        from reconcile.store.postgres.backend import PostgresStore  # noqa: PLC0415
+
+        return await PostgresStore(str(url), **options).open()
     # Imported here: reading a URL (the command line's --db) needs no backend.
     from reconcile.store.sqlite.backend import SQLiteStore  # noqa: PLC0415
 

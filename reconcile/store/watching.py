@@ -6,12 +6,16 @@ head moves past the cursor. The head moves when this process commits (the writer
 the head revision: every ``fast`` seconds while changes keep coming (until ``linger``
 seconds have passed without one), then backing off to ``slow``, and only while somebody is
 waiting. Polling is the price of several processes on
-one SQLite file; PostgreSQL replaces it with LISTEN/NOTIFY.
+one SQLite file. PostgreSQL's notifications call :meth:`Tail.refresh` at once, and a
+slow poll backs them up (a lost notification only delays).
 
 A head read while this process's own commit was in flight says nothing about other
 processes (the writer is about to advance the head itself, with the events in memory):
 it is set aside, so a busy writer neither keeps the poll fast nor sends watches to the
-database for events the recent window is about to serve.
+database for events the recent window is about to serve. A backend whose commits learn
+their revisions before they commit (PostgreSQL's, ``capped=True``) says so
+(:meth:`Tail.reserved`), and a head read during its commit is then cut below them instead
+of set aside: under a steady stream of its own commits it still hears of the others'.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class Tail:
         fast: float = 0.001,
         slow: float = 0.01,
         linger: float = 0.5,
+        capped: bool = False,
     ) -> None:
         self._read_head = read_head
         self._fast = fast
@@ -45,6 +50,9 @@ class Tail:
         self.closed = False
         self._local_started = 0
         self._local_in_flight = 0
+        self._capped = capped
+        #: The first revision of this process's commit in flight, once it holds them.
+        self._floor: int | None = None
 
     @contextlib.contextmanager
     def local_commit(self) -> Iterator[None]:
@@ -55,6 +63,29 @@ class Tail:
             yield
         finally:
             self._local_in_flight -= 1
+            self._floor = None
+
+    def reserved(self, first: int) -> None:
+        """Our commit in flight holds the revisions from ``first`` on (until it
+        ends): a head read meanwhile may go up to ``first - 1`` and no further."""
+        self._floor = first
+
+    def _cut(self, head: int) -> int:
+        """``head`` as far as a watch may trust it while our commit is in flight: below
+        the revisions it holds (before it holds any, a head read cannot include it)."""
+        if self._local_in_flight and self._floor is not None:
+            return min(head, self._floor - 1)
+        return head
+
+    async def refresh(self) -> None:
+        """Read the head now (a notification says another commit landed) and advance to
+        it, cut below this process's commit in flight (for ``capped`` stores)."""
+        try:
+            head = await self._read_head()
+        except Exception:  # noqa: BLE001 - the poll tries again; close() ends it
+            return
+        if not self.closed:
+            self.advance(self._cut(head))
 
     def advance(self, revision: int) -> None:
         """The head is now at least ``revision``; wake everyone behind it."""
@@ -70,6 +101,8 @@ class Tail:
         read the new events first would deliver them before the writers' results, and a
         cache that puts in its own writes as they land would decode them once more; the
         writer announces them, in memory, a moment later."""
+        if self._capped:
+            return self._cut(head)
         return min(head, self.head) if self._local_in_flight else head
 
     async def wait_beyond(self, revision: int) -> bool:
@@ -98,7 +131,11 @@ class Tail:
                 head = await self._read_head()
             except Exception:  # noqa: BLE001 - the next poll retries; close() ends us
                 head = self.head
-            ours = busy or self._local_in_flight > 0 or self._local_started != started
+            if self._capped:
+                head = self._cut(head)
+                ours = False
+            else:
+                ours = busy or self._local_in_flight > 0 or self._local_started != started
             if head > self.head and not ours:  # (ours: the writer advances the head itself)
                 self.advance(head)
                 interval, last_change = self._fast, loop.time()

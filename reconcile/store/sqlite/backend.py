@@ -37,6 +37,7 @@ from reconcile.store.contract import (
 )
 from reconcile.store.encoding import load_body
 from reconcile.store.finishing import finish
+from reconcile.store.paging import page_of
 from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
@@ -51,7 +52,6 @@ from reconcile.store.sqlite.maintenance import (
     vacuum,
     verify,
 )
-from reconcile.store.sqlite.paging import page_of
 from reconcile.store.sqlite.writing import Writer, store_errors
 from reconcile.store.watching import Tail
 

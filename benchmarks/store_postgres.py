@@ -1,0 +1,168 @@
+"""Store throughput on PostgreSQL (``benchmarks/store.py --db postgresql://...``): events/s
+for one writer and 100 concurrent writers (group commit), beside raw asyncpg writing the
+same rows (an event and its object's row, on the store's own schema) in transactions of
+1 and of 100, measured in the same run; and the cross-process watch latency (a write
+acknowledged in another process to its delivery here, LISTEN/NOTIFY waking the watch).
+
+Each case runs in a fresh schema of the database ``--db`` names (dropped afterwards).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import uuid
+from typing import Any
+
+import asyncpg
+
+from reconcile.model import ObjectKey
+from reconcile.store import Put, open_store
+from reconcile.store.encoding import dumps
+
+__all__ = ["run"]
+
+
+class _Schemas:
+    """Fresh schemas of one database, dropped at the end."""
+
+    def __init__(self, database: str) -> None:
+        self.database = database
+        self.made: list[str] = []
+
+    async def new(self) -> str:
+        name = f"bench_{uuid.uuid4().hex[:10]}"
+        connection = await asyncpg.connect(self.database)
+        try:
+            await connection.execute(f"CREATE SCHEMA {name}")
+        finally:
+            await connection.close()
+        self.made.append(name)
+        separator = "&" if "?" in self.database else "?"
+        return f"{self.database}{separator}search_path={name}"
+
+    async def drop(self) -> None:
+        connection = await asyncpg.connect(self.database)
+        try:
+            for name in self.made:
+                await connection.execute(f"DROP SCHEMA {name} CASCADE")
+        finally:
+            await connection.close()
+
+
+async def raw_rows(url: str, bodies: list[dict[str, Any]], batch: int) -> float:
+    """The limit: asyncpg alone writing the store's rows (each event with its object's
+    row, revisions from the store's sequence), ``batch`` per transaction."""
+    store = await open_store(url)  # the schema, made by the store itself
+    await store.close()
+    connection = await asyncpg.connect(url)
+    try:
+        size = len(bodies)
+        started = time.perf_counter()
+        for start in range(0, size, batch):
+            numbers = range(start, min(start + batch, size))
+            async with connection.transaction():
+                first = await connection.fetchval("SELECT reconcile_reserve($1)", len(numbers))
+                ids = await connection.fetch(
+                    "INSERT INTO reconcile_objects "
+                    "(api_group, kind, namespace, name, uid, resource_version, live) "
+                    "SELECT 'example.reconcile.dev', 'Widget', 'default', n, u, r, true "
+                    "FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(n, u, r) RETURNING id",
+                    [f"w{i}" for i in numbers],
+                    [f"u{i}" for i in numbers],
+                    [first + i - start for i in numbers],
+                )
+                await connection.execute(
+                    "INSERT INTO reconcile_events (revision, time, object_id, uid, type, actor, body) "
+                    "SELECT r, $2, o, u, 'Created', 'bench', b "
+                    "FROM unnest($1::bigint[], $3::bigint[], $4::text[], $5::text[]) AS t(r, o, u, b)",
+                    [first + i - start for i in numbers],
+                    time.time(),
+                    [row[0] for row in ids],
+                    [f"u{i}" for i in numbers],
+                    [dumps(bodies[i]) for i in numbers],
+                )
+        return size / (time.perf_counter() - started)
+    finally:
+        await connection.close()
+
+
+async def store_writes(url: str, bodies: list[dict[str, Any]], writers: int) -> float:
+    """Store.write of new objects, ``writers`` tasks at once."""
+    store = await open_store(url)
+    try:
+        work = iter(
+            [
+                (ObjectKey("example.reconcile.dev", "Widget", "default", f"w{i}"), b)
+                for i, b in enumerate(bodies)
+            ]
+        )
+
+        async def writer() -> None:
+            for key, body in work:
+                await store.write(key, lambda _, body=body: Put("Created", body), actor="bench")
+
+        started = time.perf_counter()
+        await asyncio.gather(*(writer() for _ in range(writers)))
+        return len(bodies) / (time.perf_counter() - started)
+    finally:
+        await store.close()
+
+
+async def measure(database: str, size: int, payload: Any, latency: Any) -> dict[str, Any]:
+    """Every case, each in a fresh schema; the results."""
+    schemas = _Schemas(database)
+    rows: list[dict[str, Any]] = []
+    try:
+        bodies = [payload(i) for i in range(size)]
+        one = bodies[: min(size, 2000)]
+        raw_100 = await raw_rows(await schemas.new(), bodies, 100)
+        raw_1 = await raw_rows(await schemas.new(), one, 1)
+        rows.append({"case": "raw asyncpg, store's rows, by 100", "events_per_s": raw_100})
+        rows.append({"case": "raw asyncpg, store's rows, by 1", "events_per_s": raw_1})
+        single = await store_writes(await schemas.new(), one, 1)
+        rows.append(
+            {
+                "case": "store.write, 1 writer",
+                "events_per_s": single,
+                "limit": "raw asyncpg, by 1",
+                "ratio_to_limit": single / raw_1,
+            }
+        )
+        hundred = await store_writes(await schemas.new(), bodies, 100)
+        rows.append(
+            {
+                "case": "store.write, 100 writers",
+                "events_per_s": hundred,
+                "limit": "raw asyncpg, by 100",
+                "ratio_to_limit": hundred / raw_100,
+            }
+        )
+        latencies = await latency(await schemas.new(), max(20, min(size // 100, 200)))
+    finally:
+        await schemas.drop()
+    return {
+        "rows": rows,
+        "cross_process_watch_latency": {
+            "count": len(latencies),
+            "median_ms": statistics.median(latencies) * 1000,
+            "p99_ms": statistics.quantiles(latencies, n=100)[-1] * 1000,
+            "max_ms": max(latencies) * 1000,
+        },
+    }
+
+
+def run(database: str, size: int, payload: Any, latency: Any) -> dict[str, Any]:
+    """Measure and print; the result (for ``--json``)."""
+    result = asyncio.run(measure(database, size, payload, latency))
+    print(f"{'case':37} {'events/s':>10} {'x own limit':>12}")
+    for row in result["rows"]:
+        own = f"{row['ratio_to_limit']:.2f}" if "ratio_to_limit" in row else "limit"
+        print(f"{row['case']:37} {row['events_per_s']:10.0f} {own:>12}")
+    lat = result["cross_process_watch_latency"]
+    print(
+        f"cross-process watch latency over {lat['count']} writes: median {lat['median_ms']:.2f} ms, "
+        f"p99 {lat['p99_ms']:.2f} ms, max {lat['max_ms']:.2f} ms"
+    )
+    return result

@@ -1,0 +1,478 @@
+"""The PostgreSQL backend: the same event log, projection and watch as SQLite's, shared by
+any number of processes on any number of machines.
+
+Connections (asyncpg): one for the writer task, which commits every queued write in
+batches (:mod:`.writing`, :mod:`.committing`); a small pool for reads, lists, history
+and watches; one that only LISTENs on the store's channel, so a commit in any process
+wakes every watch at once (a slow poll backs it up: a lost notification delays, never
+loses); and one per claim (:mod:`.claims`).
+
+A watch reads, in revision order, up to the *safe head*: the highest revision below which
+no running transaction can still commit anything (:data:`.committing.SAFE_HEAD`). So it
+never skips an event that commits out of sequence order, and the resource version stays
+an integer. A list reports the safe head as its revision: the rows may already show a
+later commit of another process, which a watch from that revision then delivers once
+more (a repeat, never a gap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Self
+
+import asyncpg
+
+from reconcile.errors import ExpiredError, StoreError
+from reconcile.model.events import Bookmark
+from reconcile.model.meta import ObjectKey
+from reconcile.store.contract import ListPage, Mutation, RawEvent, StoredObject, VerifyReport, WriteResult
+from reconcile.store.encoding import load_body
+from reconcile.store.finishing import finish
+from reconcile.store.paging import page_of
+from reconcile.store.postgres import maintenance, schema
+from reconcile.store.postgres.addressing import check_url, connect, errors, masked
+from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
+from reconcile.store.postgres.committing import SAFE_HEAD
+from reconcile.store.postgres.writing import Writer
+from reconcile.store.recent import RecentEvents
+from reconcile.store.watching import Tail
+
+__all__ = ["PostgresStore"]
+
+_WATCH_PAGE = 1000
+_EVENT_COLUMNS = (
+    "e.revision, e.time, e.type, e.uid, e.actor, e.body, e.data, "
+    'o.api_group, o.kind, o.namespace, o.name, e."user"'
+)
+
+
+async def _unchanged(_connection: object) -> None:
+    """A read connection goes back to the pool as it is: reads change nothing of the
+    session (no settings, locks, cursors or LISTEN), and asyncpg's default reset would
+    cost a round trip per read."""
+
+
+def _event(row: Any) -> RawEvent:
+    revision, at, type_, uid, actor, body, data, group, kind, namespace, name, user = row
+    key = ObjectKey(group, kind, namespace, name)
+    return RawEvent(revision, at, type_, key, uid, actor, text=body, data_text=data, user=user)
+
+
+class PostgresStore:
+    """A store in a PostgreSQL database (its current schema). Open with :meth:`open`;
+    close with :meth:`close`."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        poll_interval: tuple[float, float] = (0.05, 0.5),
+        read_only: bool = False,
+        readers: int = 4,
+    ) -> None:
+        check_url(url)
+        self._dsn = url
+        self.read_only = read_only
+        self._clock = clock
+        self._readers = readers
+        self._where = masked(url)
+        self._pool: Any = None
+        self._writer_conn: Any = None
+        self._listener: Any = None
+        self._layout: schema.Layout | None = None
+        self._tail = Tail(self.revision, fast=poll_interval[0], slow=poll_interval[1], capped=True)
+        self._recent = RecentEvents()
+        self._writes = Writer(url, self._where, clock, self._tail, self._recent)
+        self._close_task: asyncio.Task[None] | None = None
+        self._refresh: asyncio.Task[None] | None = None
+        self._refresh_again = False
+        self._writer_pid = 0
+        self._others_heard = False
+
+    @property
+    def url(self) -> str:
+        """The URL, its password masked."""
+        return self._where
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._where!r})"
+
+    async def open(self) -> Self:
+        """Connect, check the schema (creating it in an empty one unless read-only), start
+        listening and the writer."""
+        try:
+            with errors(self._dsn):
+                first = await connect(self._dsn)
+                try:
+                    if self.read_only:
+                        self._layout = await schema.read_layout(first, self._where)
+                        await schema.check_exists(first, self._where)
+                    else:
+                        self._layout = await schema.prepare(first, self._where)
+                except BaseException:
+                    await first.close()
+                    raise
+                if self.read_only:
+                    await first.close()
+                else:
+                    self._writer_conn = first
+                self._pool = await asyncpg.create_pool(
+                    self._dsn, min_size=1, max_size=self._readers, reset=_unchanged
+                )
+                if self._writer_conn is not None:
+                    self._writer_pid = self._writer_conn.get_server_pid()
+                self._listener = await connect(self._dsn)
+                await self._listener.add_listener(self._layout.channel, self._notified)
+                self._tail.head = await self.revision()
+        except BaseException:
+            await self._close_connections()
+            raise
+        if not self.read_only:
+            self._writes.start(self._writer_conn, self._layout.channel)
+        return self
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def _notified(self, _connection: object, pid: int, _channel: str, _payload: str) -> None:
+        """A commit was announced: read the safe head, once at a time (a notification
+        during a read asks for one more). Our own writer's commits are its to announce,
+        unless another process's was heard since the last read: one that reserved after
+        ours but committed first became readable only when ours committed."""
+        if self._tail.closed:
+            return
+        if pid == self._writer_pid and not self._others_heard:
+            return
+        self._others_heard = pid != self._writer_pid
+        if self._refresh is not None and not self._refresh.done():
+            self._refresh_again = True
+            return
+        self._refresh = asyncio.get_running_loop().create_task(
+            self._refreshing(), name="reconcile-store-listen"
+        )
+
+    async def _refreshing(self) -> None:
+        while True:
+            self._refresh_again = False
+            await self._tail.refresh()
+            if not self._refresh_again or self._tail.closed:
+                return
+
+    async def close(self) -> None:
+        """Commit what is queued, end every watch, and close the connections: once, to
+        the end even if the caller is cancelled."""
+        if self._close_task is None:
+            self._writes.shut()
+            self._close_task = asyncio.get_running_loop().create_task(
+                self._close(), name=f"close {self._where}"
+            )
+        await finish(self._close_task)
+
+    async def _close(self) -> None:
+        try:
+            await self._writes.stop()
+            await self._tail.close()
+            if self._refresh is not None:
+                self._refresh.cancel()
+                await asyncio.gather(self._refresh, return_exceptions=True)
+        finally:
+            await self._close_connections()
+
+    async def _close_connections(self) -> None:
+        pool, writer, listener = self._pool, self._writer_conn, self._listener
+        self._pool = self._writer_conn = self._listener = None
+        for connection in (listener, writer):
+            if connection is not None:
+                try:
+                    await asyncio.wait_for(connection.close(), 5)
+                except Exception:  # noqa: BLE001 - a broken connection is ended the hard way
+                    connection.terminate()
+        if pool is not None:
+            try:
+                await asyncio.wait_for(pool.close(), 5)
+            except Exception:  # noqa: BLE001
+                pool.terminate()
+
+    # -- writing -----------------------------------------------------------------------
+
+    async def write(
+        self, key: ObjectKey, mutation: Mutation, *, actor: str, user: str | None = None
+    ) -> WriteResult:
+        """Queue a write for the next group commit and wait until it is durable."""
+        self._check_writable()
+        return await self._writes.submit(key, mutation, actor, user)
+
+    def submit_many(
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str, user: str | None = None
+    ) -> list[asyncio.Future[WriteResult]]:
+        """Queue every write at once for the next group commits; one future per write."""
+        self._check_writable()
+        return self._writes.submit_many(writes, actor, user)
+
+    async def write_many(
+        self, writes: Sequence[tuple[ObjectKey, Mutation]], *, actor: str, user: str | None = None
+    ) -> builtins.list[WriteResult]:
+        """Commit every write in one transaction of its own, all or nothing."""
+        self._check_writable()
+        if not writes:
+            return []
+        return await self._writes.submit_group(writes, actor, user)
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"{self._where}: opened read-only")
+        self._writes.check()
+
+    # -- reading -----------------------------------------------------------------------
+
+    def _reading(self) -> Any:
+        if self._pool is None:
+            raise StoreError(f"{self._where}: store is closed")
+        return self._pool
+
+    async def _fetch(self, sql: str, *params: Any) -> builtins.list[Any]:
+        pool = self._reading()
+        with errors(self._dsn):
+            return list(await pool.fetch(sql, *params))
+
+    async def _value(self, sql: str, *params: Any) -> Any:
+        pool = self._reading()
+        with errors(self._dsn):
+            return await pool.fetchval(sql, *params)
+
+    async def revision(self) -> int:
+        """The safe head: the latest revision below which every transaction has ended."""
+        return int(await self._value(f"SELECT {SAFE_HEAD}"))
+
+    async def horizon(self) -> int:
+        """The compaction horizon: history before it is gone."""
+        return int(await self._value("SELECT value::bigint FROM reconcile_meta WHERE key = 'horizon'"))
+
+    async def identity(self) -> str:
+        """The store's identity: 16 hexadecimal digits, made once with the store."""
+        value = await self._value("SELECT value #>> '{}' FROM reconcile_meta WHERE key = 'identity'")
+        return str(value or "")
+
+    async def mark_key(self) -> bytes:
+        """The store's secret: 32 random bytes, made once with the store."""
+        value = await self._value("SELECT value #>> '{}' FROM reconcile_meta WHERE key = 'mark_key'")
+        return bytes.fromhex(value) if value else b""
+
+    async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
+        """Those of ``uids`` with an event of ``event_type`` in the retained log."""
+        pool = self._reading()
+        with errors(self._dsn):
+            async with pool.acquire() as conn:
+                return await maintenance.uids_with_event(conn, uids, event_type)
+
+    async def remembered(self) -> dict[str, Any]:
+        """Every remembered setting, by name."""
+        pool = self._reading()
+        with errors(self._dsn):
+            async with pool.acquire() as conn:
+                return await maintenance.remembered(conn)
+
+    async def remember(self, name: str, value: Any) -> None:
+        """Keep ``value`` under ``name`` (None: forget it), one statement of its own."""
+        self._check_writable()
+        pool = self._reading()
+        with errors(self._dsn):
+            async with pool.acquire() as conn:
+                await maintenance.remember(conn, name, value)
+
+    async def read(self, key: ObjectKey) -> StoredObject | None:
+        """The current object, or None."""
+        rows = await self._fetch(
+            "SELECT o.uid, o.resource_version, e.body FROM reconcile_objects o JOIN reconcile_events e "
+            "ON e.revision = o.resource_version WHERE o.api_group = $1 AND o.kind = $2 "
+            "AND o.namespace = $3 AND o.name = $4 AND o.live",
+            key.api_group,
+            key.kind,
+            key.namespace,
+            key.name,
+        )
+        if not rows:
+            return None
+        uid, revision, body = rows[0]
+        return StoredObject(key, uid, revision, load_body(body, revision, key))
+
+    async def list(
+        self,
+        api_group: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int | None = None,
+        predicate: Callable[[StoredObject], bool] | None = None,
+    ) -> ListPage:
+        """Objects of one kind in (namespace, name) order, after a key, up to a limit."""
+        where = "o.api_group = $1 AND o.kind = $2 AND o.live"
+        params: builtins.list[Any] = [api_group, kind]
+        if namespace is not None:
+            params.append(namespace)
+            where += f" AND o.namespace = ${len(params)}"
+        if after is not None:
+            params.extend(after)
+            where += f" AND (o.namespace, o.name) > (${len(params) - 1}, ${len(params)})"
+        pool = self._reading()
+        with errors(self._dsn):
+            async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+                # One snapshot for the head and the rows.
+                revision = int(await conn.fetchval(f"SELECT {SAFE_HEAD}"))
+                rows = await conn.fetch(
+                    "SELECT 0, o.namespace, o.name, o.uid, o.resource_version, e.body "
+                    "FROM reconcile_objects o JOIN reconcile_events e ON e.revision = o.resource_version "
+                    f"WHERE {where} ORDER BY o.namespace, o.name",
+                    *params,
+                )
+        return page_of(rows, api_group, kind, revision=revision, limit=limit, predicate=predicate)
+
+    async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
+        """Every retained event of one object key, oldest first."""
+        rows = await self._fetch(
+            f"SELECT {_EVENT_COLUMNS} FROM reconcile_objects o JOIN reconcile_events e ON e.object_id = o.id "
+            "WHERE o.api_group = $1 AND o.kind = $2 AND o.namespace = $3 AND o.name = $4 ORDER BY e.revision",
+            key.api_group,
+            key.kind,
+            key.namespace,
+            key.name,
+        )
+        return [_event(row) for row in rows]
+
+    # -- watching ----------------------------------------------------------------------
+
+    async def _check_horizon(self, since: int) -> None:
+        horizon = await self.horizon()
+        if since < horizon - 1:
+            raise ExpiredError(
+                f"revision {since} has been compacted (history starts at {horizon}); relist",
+                horizon=horizon,
+            )
+
+    async def watch(
+        self,
+        *,
+        since: int = 0,
+        api_group: str | None = None,
+        kind: str | None = None,
+        namespace: str | None = None,
+    ) -> AsyncIterator[RawEvent | Bookmark]:
+        """Events with revision > ``since`` in order, then live; a bookmark whenever
+        caught up. Reads only up to the safe head. Ends when the store closes."""
+        where, params = "", []
+        for column, value in (("o.api_group", api_group), ("o.kind", kind), ("o.namespace", namespace)):
+            if value is not None:
+                params.append(value)
+                where += f" AND {column} = ${len(params) + 3}"
+
+        def matches(key: ObjectKey) -> bool:
+            return (
+                (api_group is None or key.api_group == api_group)
+                and (kind is None or key.kind == kind)
+                and (namespace is None or key.namespace == namespace)
+            )
+
+        cursor = since
+        await self._check_horizon(cursor)
+        while True:
+            recent = self._recent.after(cursor, matches=matches)
+            if recent is not None:
+                for event in recent:
+                    yield event
+                cursor = max(cursor, self._recent.last)
+                if self._tail.head <= cursor:
+                    yield Bookmark(cursor)
+                    if not await self._tail.wait_beyond(cursor):
+                        return
+                    continue
+            head = self._tail.readable(await self.revision())
+            rows = await self._fetch(
+                f"SELECT {_EVENT_COLUMNS} FROM reconcile_events e "
+                "JOIN reconcile_objects o ON o.id = e.object_id "
+                f"WHERE e.revision > $1 AND e.revision <= $2{where} ORDER BY e.revision LIMIT $3",
+                cursor,
+                head,
+                _WATCH_PAGE,
+                *params,
+            )
+            await self._check_horizon(cursor)
+            for row in rows:
+                yield _event(row)
+            if len(rows) == _WATCH_PAGE:
+                cursor = rows[-1][0]
+                continue
+            cursor = max(cursor, head)
+            yield Bookmark(cursor)
+            self._tail.advance(head)
+            if not await self._tail.wait_beyond(cursor):
+                return
+
+    async def claim(self, name: str) -> AdvisoryClaim:
+        """An exclusive claim on this store: a session advisory lock on a connection of
+        its own; LockedError naming the holder when it is taken."""
+        assert self._layout is not None
+        return await claim_advisory(self._dsn, self._layout.claim_key(name), name)
+
+    # -- maintenance -------------------------------------------------------------------
+
+    async def compact(self, before: int) -> int:
+        """Drop events before ``before`` except each live object's latest snapshot."""
+        self._check_writable()
+        pool = self._reading()
+        with errors(self._dsn):
+            async with pool.acquire() as conn:
+                dropped = await maintenance.compact(conn, before)
+        self._recent.clear()
+        return dropped
+
+    async def claimant(self, api_group: str, kind: str, identity: str) -> ObjectKey | None:
+        """The live object of the kind that declares ``identity``, if any."""
+        rows = await self._fetch(
+            "SELECT namespace, name FROM reconcile_objects WHERE api_group = $1 AND kind = $2 "
+            "AND identity = $3 AND live LIMIT 1",
+            api_group,
+            kind,
+            identity,
+        )
+        return ObjectKey(api_group, kind, rows[0][0], rows[0][1]) if rows else None
+
+    async def kinds(self) -> builtins.list[tuple[str, str, int]]:
+        """Every (api_group, kind) that has live objects, with how many."""
+        rows = await self._fetch(
+            "SELECT api_group, kind, count(*) FROM reconcile_objects WHERE live GROUP BY 1, 2 ORDER BY 1, 2"
+        )
+        return [(str(g), str(k), int(n)) for g, k, n in rows]
+
+    async def compactable(self, before: int) -> int:
+        """How many events ``compact(before)`` would drop."""
+        pool = self._reading()
+        with errors(self._dsn):
+            async with pool.acquire() as conn:
+                return await maintenance.compactable(conn, before)
+
+    async def vacuum(self) -> None:
+        """``VACUUM`` the log and the projection (PostgreSQL reuses the space compaction
+        freed; ``VACUUM FULL``, which returns it to the filesystem, is the operator's call:
+        it locks the tables)."""
+        self._check_writable()
+        pool = self._reading()
+        with errors(self._dsn):
+            async with pool.acquire() as conn:
+                await conn.execute("VACUUM reconcile_events, reconcile_objects")
+
+    async def verify(
+        self, *, deep: bool = False, check: Callable[[Any], object] | None = None
+    ) -> VerifyReport:
+        """Replay the log into a projection and compare it with the stored one."""
+        pool = self._reading()
+        with errors(self._dsn):
+            async with pool.acquire() as conn:
+                return await maintenance.verify(conn, deep, check)

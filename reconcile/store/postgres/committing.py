@@ -1,0 +1,432 @@
+"""Group commit on PostgreSQL, and why a watch never skips an event.
+
+Revisions come from a sequence, and sequence values commit out of order: a transaction
+that took revision 7 may still be running when the one that took 8 has committed. A
+reader that advanced past 8 then would never see 7. So:
+
+* a commit takes its revisions, one block per transaction, from ``reconcile_reserve(n)``,
+  which assigns the transaction's id (``pg_current_xact_id()``) and the block together,
+  under an advisory lock held for an instant: transaction ids and revision blocks are
+  handed out in the same order. The transaction must not have an id before that call, so
+  everything before it only reads;
+* every event row carries its transaction's id (``xid``), and readers trust only the
+  events whose transaction is below their snapshot's xmin (the oldest transaction still
+  running): every such transaction has ended, and by the order above every revision
+  below the highest of them belongs to one of them. That highest revision is the safe
+  head (:func:`SAFE_HEAD`); a watch reads up to it, in revision order, and its cursor
+  (an integer, the resource version) never passes an uncommitted lower revision.
+
+A batch therefore runs in two passes, in one READ COMMITTED transaction:
+
+1. read the batch's rows (no lock, so no transaction id yet) and run every mutation in
+   submission order against the in-batch state, as SQLite does, numbering events with
+   provisional revisions (:data:`PROVISIONAL` and up: a range no real revision reaches;
+   a body is measured against the size limit with the revision it will likely carry,
+   at least the head this process knows, and measured again exactly in pass 2); a
+   mutation that raises fails only its own write (or, all or nothing, the batch);
+2. reserve exactly as many revisions as events, renumber and restamp the bodies, lock the
+   rows the batch writes and check that none changed since pass 1 (another process wrote
+   one: roll back and run the batch again, as the contract allows), insert new rows,
+   update the others, append the events, ``NOTIFY`` the store's channel, commit.
+
+Failure isolation needs no savepoints: a write fails in Python, in pass 1, before anything
+of it reached the database. What fails in the database (a conflict with another process,
+a deadlock, a second declarer of an identity caught by the deferred constraint at
+COMMIT) rolls the attempt back whole and the batch is run again from pass 1, where a
+write that is now refused fails alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from reconcile.errors import FieldError, InvalidError, NotFoundError, StoreError
+from reconcile.model.meta import ObjectKey
+from reconcile.store.contract import (
+    MAX_OBJECT_BYTES,
+    Body,
+    Mutation,
+    Note,
+    Put,
+    Remove,
+    StoredObject,
+    WriteResult,
+)
+from reconcile.store.encoding import dumps, load_body
+from reconcile.store.recent import EventRow
+
+__all__ = ["PROVISIONAL", "SAFE_HEAD", "Committed", "PendingWrite", "commit_batch"]
+
+#: Pass 1 numbers events from here: far above any revision a store reaches, so a
+#: provisional number is never mistaken for a real one.
+PROVISIONAL = 1 << 62
+#: The safe head: the highest revision no running transaction can still add below, or
+#: the horizon's predecessor when compaction left no event at or above it.
+SAFE_HEAD = (
+    "greatest(coalesce((SELECT revision FROM reconcile_events "
+    "WHERE xid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY revision DESC LIMIT 1), 0), "
+    "(SELECT value::bigint FROM reconcile_meta WHERE key = 'horizon') - 1)"
+)
+#: Attempts at a batch that keeps meeting other processes' writes.
+_ATTEMPTS = 20
+
+
+@attrs.define(eq=False)
+class PendingWrite:
+    """A write waiting for the next batch."""
+
+    key: ObjectKey
+    mutation: Mutation
+    actor: str
+    user: str | None = None
+
+
+@attrs.frozen
+class Committed:
+    """What a batch did: its block of revisions (0, 0 when it appended nothing), one
+    result per write, and the events appended."""
+
+    first: int
+    last: int
+    results: list[WriteResult | BaseException]
+    appended: list[EventRow]
+
+
+class _Conflict(Exception):  # noqa: N818 - internal signal, never escapes
+    """Another process changed a row of the batch between its two passes."""
+
+
+@attrs.define(eq=False)
+class _Slot:
+    """One key's row as the batch has left it so far (``id`` None: no row yet)."""
+
+    id: int | None
+    uid: str = ""
+    revision: int = 0
+    text: str | None = None
+    dirty: bool = False
+    identity: str | None = None
+    touched: bool = False
+    #: (resource_version, live) as pass 1 read them, checked again under the row lock.
+    read: tuple[int, bool] | None = None
+
+    def current(self, key: ObjectKey) -> StoredObject | None:
+        if self.text is None:
+            return None
+        return StoredObject(key, self.uid, self.revision, load_body(self.text, self.revision, key))
+
+
+@attrs.define(eq=False)
+class _Event:
+    revision: int
+    key: ObjectKey
+    slot: _Slot
+    uid: str
+    type: str
+    body: Body | None
+    text: str | None
+    data: str | None
+
+
+async def _load_slots(conn: Any, keys: list[ObjectKey]) -> dict[ObjectKey, _Slot]:
+    rows = await conn.fetch(
+        "SELECT o.api_group, o.kind, o.namespace, o.name, o.id, o.uid, o.resource_version, o.live, "
+        "CASE WHEN o.live THEN e.body END, o.identity "
+        "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(g, k, n, m) "
+        "JOIN reconcile_objects o ON o.api_group = k.g AND o.kind = k.k AND o.namespace = k.n "
+        "AND o.name = k.m LEFT JOIN reconcile_events e ON e.revision = o.resource_version",
+        [k.api_group for k in keys],
+        [k.kind for k in keys],
+        [k.namespace for k in keys],
+        [k.name for k in keys],
+    )
+    slots: dict[ObjectKey, _Slot] = {}
+    for group, kind, namespace, name, row_id, uid, revision, live, text, identity in rows:
+        slots[ObjectKey(group, kind, namespace, name)] = _Slot(
+            row_id, uid, revision, text, identity=identity, read=(revision, live)
+        )
+    return slots
+
+
+def _too_large(text: str, metadata: dict[str, Any], allowance: int = 0) -> bool:
+    """Whether a snapshot is over the limit (``allowance``: bytes its revision will take
+    fewer than now). An object being deleted never is: deletion must always finish."""
+    if metadata.get("deletionTimestamp") is not None:
+        return False
+    return (
+        len(text) - allowance > MAX_OBJECT_BYTES // 4
+        and len(text.encode("utf-8")) - allowance > MAX_OBJECT_BYTES
+    )
+
+
+def _stamp(body: Body, revision: int, real: int) -> str:
+    """Stamp a provisional ``revision``, refusing a body too large once it carries its
+    ``real`` revision (the expected one: digits are what matter)."""
+    metadata = body.setdefault("metadata", {})
+    metadata["resourceVersion"] = revision
+    text = dumps(body)
+    if _too_large(text, metadata, len(str(revision)) - len(str(real))):
+        metadata["resourceVersion"] = None
+        reason = f"object is larger than {MAX_OBJECT_BYTES} bytes when serialized"
+        raise InvalidError([FieldError("", reason)])
+    return text
+
+
+@attrs.define(eq=False)
+class _Claims:
+    """Which live object declares an external resource, as the batch has left it (see
+    the SQLite backend's): this batch's claims, the database for the rest. Another
+    process's claim made meanwhile is caught by the deferred constraint at COMMIT."""
+
+    conn: Any
+    slots: dict[ObjectKey, _Slot]
+    claimed: dict[tuple[str, str, str], ObjectKey] = attrs.Factory(dict)
+
+    async def check(self, key: ObjectKey, slot: _Slot, identity: str) -> None:
+        holder = self.claimed.get((key.api_group, key.kind, identity))
+        if holder is not None and holder != key and self._holds(holder, identity):
+            raise _claimed(key, identity, holder)
+        rows = await self.conn.fetch(
+            "SELECT namespace, name FROM reconcile_objects WHERE api_group = $1 AND kind = $2 "
+            "AND identity = $3 AND live AND id IS DISTINCT FROM $4",
+            key.api_group,
+            key.kind,
+            identity,
+            slot.id,
+        )
+        for namespace, name in rows:
+            other = ObjectKey(key.api_group, key.kind, namespace, name)
+            if other not in self.slots or self._holds(other, identity):
+                raise _claimed(key, identity, other)
+
+    def record(self, key: ObjectKey, identity: str) -> None:
+        self.claimed[(key.api_group, key.kind, identity)] = key
+
+    def _holds(self, key: ObjectKey, identity: str) -> bool:
+        slot = self.slots[key]
+        return slot.text is not None and slot.identity == identity
+
+
+def _claimed(key: ObjectKey, identity: str, other: ObjectKey) -> InvalidError:
+    reason = (
+        f"{identity} is already declared by {other.kind} {other.namespace}/{other.name}: "
+        "one external resource is declared by one object"
+    )
+    return InvalidError([FieldError("spec", reason)], subject=f"{key.kind} {key.namespace}/{key.name}")
+
+
+async def _run_one(
+    write: PendingWrite, slot: _Slot, revision: int, events: list[_Event], claims: _Claims, *, expected: int
+) -> WriteResult:
+    """Pass 1 for one write: the SQLite backend's ``_run_one``, numbering provisionally."""
+    current = slot.current(write.key)
+    outcome = write.mutation(current)
+    if outcome is None:
+        return WriteResult(current.resource_version if current else 0, current, written=False)
+    changes = (outcome,) if isinstance(outcome, Put | Remove | Note) else tuple(outcome)
+    if not changes:
+        return WriteResult(current.resource_version if current else 0, current, written=False)
+    uid, text, stamped, body = slot.uid, slot.text, slot.revision, None
+    identity = slot.identity
+    pending: list[_Event] = []
+    for offset, change in enumerate(changes):
+        at = revision + offset
+        data = None if change.data is None else dumps(change.data)
+        if isinstance(change, Note):
+            if not uid:
+                raise NotFoundError(f"{write.key} not found")
+            pending.append(_Event(at, write.key, slot, uid, change.event_type, None, None, data))
+            continue
+        body = change.body
+        if isinstance(change, Put) and change.identity is not None and change.identity != identity:
+            await claims.check(write.key, slot, change.identity)
+            identity = change.identity
+        snapshot = _stamp(body, at, at - PROVISIONAL + expected)
+        uid = str(body.get("metadata", {}).get("uid") or "")
+        pending.append(_Event(at, write.key, slot, uid, change.event_type, body, snapshot, data))
+        stamped = at
+        text = None if isinstance(change, Remove) else snapshot
+    events.extend(pending)
+    slot.touched = True
+    last = pending[-1].revision
+    if identity is not None and identity != slot.identity:
+        claims.record(write.key, identity)
+    if stamped != slot.revision or text != slot.text or identity != slot.identity:
+        slot.dirty, slot.uid, slot.revision, slot.text = True, uid, stamped, text
+        slot.identity = identity
+    if text is None:
+        return WriteResult(last, None, written=True)
+    if body is None:
+        return WriteResult(last, current, written=True)
+    return WriteResult(last, StoredObject(write.key, uid, stamped, body), written=True)
+
+
+def _renumbered(result: WriteResult, shift: int) -> WriteResult:
+    """A result of pass 1 with its provisional revisions made real."""
+    revision = result.revision + shift if result.revision >= PROVISIONAL else result.revision
+    obj = result.object
+    if obj is not None and obj.resource_version >= PROVISIONAL:
+        real = obj.resource_version + shift
+        obj.body.setdefault("metadata", {})["resourceVersion"] = real
+        obj = StoredObject(obj.key, obj.uid, real, obj.body)
+    return WriteResult(revision, obj, written=result.written)
+
+
+async def _attempt(
+    conn: Any,
+    batch: Sequence[PendingWrite],
+    now: float,
+    *,
+    channel: str,
+    all_or_nothing: bool,
+    reserved: Callable[[int], None],
+    expected: int,
+) -> Committed:
+    slots = await _load_slots(conn, list({w.key: None for w in batch}))
+    claims = _Claims(conn, slots)
+    events: list[_Event] = []
+    results: list[WriteResult | BaseException] = []
+    owners: list[PendingWrite] = []  # the write of each event
+    for write in batch:
+        slot = slots.get(write.key)
+        if slot is None:
+            slot = slots[write.key] = _Slot(None)
+        before = len(events)
+        try:
+            results.append(
+                await _run_one(write, slot, PROVISIONAL + len(events), events, claims, expected=expected)
+            )
+        except Exception as exc:
+            if all_or_nothing:
+                raise
+            results.append(exc)
+        owners.extend([write] * (len(events) - before))
+    if not events:
+        return Committed(0, 0, results, [])
+    # Pass 2. From here on the transaction has an id and holds revisions.
+    first = int(await conn.fetchval("SELECT reconcile_reserve($1)", len(events)))
+    reserved(first)
+    shift = first - PROVISIONAL
+    for event in events:
+        event.revision += shift
+        if event.body is not None:
+            event.body["metadata"]["resourceVersion"] = event.revision
+            event.text = dumps(event.body)
+            if _too_large(event.text, event.body["metadata"]):
+                # Other processes took more revisions than expected, and this body, at
+                # the limit to the byte, grew a digit: run again, measured anew.
+                raise _Conflict
+    for slot in slots.values():
+        if slot.dirty:
+            slot.revision += shift
+    held = [s for s in slots.values() if s.touched and s.id is not None]
+    if held:
+        rows = await conn.fetch(
+            "SELECT id, resource_version, live FROM reconcile_objects WHERE id = ANY($1::bigint[]) "
+            "ORDER BY id FOR UPDATE",
+            [s.id for s in held],
+        )
+        now_rows = {row[0]: (row[1], row[2]) for row in rows}
+        if any(now_rows.get(s.id) != s.read for s in held):
+            raise _Conflict
+    new = [(k, s) for k, s in slots.items() if s.dirty and s.id is None]
+    if new:
+        rows = await conn.fetch(
+            "INSERT INTO reconcile_objects "
+            "(api_group, kind, namespace, name, uid, resource_version, live, identity) "
+            "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], "
+            "$6::bigint[], $7::bool[], $8::text[]) RETURNING id",
+            [k.api_group for k, _ in new],
+            [k.kind for k, _ in new],
+            [k.namespace for k, _ in new],
+            [k.name for k, _ in new],
+            [s.uid for _, s in new],
+            [s.revision for _, s in new],
+            [s.text is not None for _, s in new],
+            [s.identity for _, s in new],
+        )
+        for (_, slot), row in zip(new, rows, strict=True):
+            slot.id = row[0]
+    changed = [s for s in slots.values() if s.dirty and s.read is not None]
+    if changed:
+        await conn.execute(
+            "UPDATE reconcile_objects o SET uid = u.uid, resource_version = u.rv, live = u.live, "
+            "identity = u.identity FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[], "
+            "$5::text[]) AS u(id, uid, rv, live, identity) WHERE o.id = u.id",
+            [s.id for s in changed],
+            [s.uid for s in changed],
+            [s.revision for s in changed],
+            [s.text is not None for s in changed],
+            [s.identity for s in changed],
+        )
+    last = events[-1].revision
+    # The NOTIFY rides in the same statement (a data-modifying WITH always runs whole):
+    # one round trip less per commit.
+    await conn.execute(
+        "WITH appended AS (INSERT INTO reconcile_events "
+        '(revision, time, object_id, uid, type, actor, body, data, "user") '
+        "SELECT * FROM unnest($1::bigint[], $2::float8[], $3::bigint[], $4::text[], $5::text[], "
+        "$6::text[], $7::text[], $8::text[], $9::text[])) SELECT pg_notify($10, $11)",
+        [e.revision for e in events],
+        [now] * len(events),
+        [e.slot.id for e in events],
+        [e.uid for e in events],
+        [e.type for e in events],
+        [w.actor for w in owners],
+        [e.text for e in events],
+        [e.data for e in events],
+        [w.user for w in owners],
+        channel,
+        str(last),
+    )
+    appended = [
+        EventRow(e.revision, now, e.type, e.key, e.uid, w.actor, e.text, e.data, w.user)
+        for e, w in zip(events, owners, strict=True)
+    ]
+    renumbered = [r if isinstance(r, BaseException) else _renumbered(r, shift) for r in results]
+    return Committed(first, last, renumbered, appended)
+
+
+async def commit_batch(
+    conn: Any,
+    batch: Sequence[PendingWrite],
+    now: float,
+    *,
+    channel: str,
+    all_or_nothing: bool = False,
+    reserved: Callable[[int], None] = lambda _first: None,
+    expected: Callable[[], int] = lambda: 1,
+) -> Committed:
+    """Apply ``batch`` in one transaction (see the module's story), running it again when
+    another process's write got in the way; ``reserved`` is told the first revision of
+    the block as soon as the transaction holds it; ``expected()`` is a revision the block
+    will start at or after (the head this process knows, plus one: what bodies are
+    measured against the size limit with, the check made exact in pass 2). With ``all_or_nothing`` the first
+    mutation that raises rolls the whole batch back, and its exception is raised."""
+    import asyncpg  # noqa: PLC0415 - imported with the backend only
+
+    retry = (
+        _Conflict,
+        asyncpg.DeadlockDetectedError,
+        asyncpg.UniqueViolationError,
+        asyncpg.ExclusionViolationError,
+        asyncpg.SerializationError,
+    )
+    for _ in range(_ATTEMPTS):
+        try:
+            async with conn.transaction():
+                return await _attempt(
+                    conn,
+                    batch,
+                    now,
+                    channel=channel,
+                    all_or_nothing=all_or_nothing,
+                    reserved=reserved,
+                    expected=expected(),
+                )
+        except retry:
+            continue
+    raise StoreError(f"a batch of {len(batch)} writes met other processes' writes {_ATTEMPTS} times; gave up")
