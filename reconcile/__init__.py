@@ -17,7 +17,8 @@ What ``import reconcile`` offers, by who needs it:
   :class:`ObjectKey`, :class:`OwnerReference`, :class:`LabelSelector`, :class:`Status`,
   :class:`Condition`, :class:`ConditionStatus`; their history: :class:`Event`,
   :class:`EventType`, :class:`Bookmark`, :class:`FieldChange`; the kinds:
-  :class:`Kind`, :class:`KindRegistry`; manifests: :func:`load_manifests`,
+  :class:`Kind`, :class:`KindRegistry`, the :class:`KindVersion` of a kind served in
+  several versions; manifests: :func:`load_manifests`,
   :func:`read_manifests`, each :class:`Document` they read.
 * **An operator author** (a controller of one's own, hosted in the Runtime): the
   :class:`Reconciler` it implements, the :class:`Request` it gets and the :class:`Result`
@@ -37,7 +38,8 @@ What ``import reconcile`` offers, by who needs it:
   :func:`doc_field` and :class:`AdmissionContext`).
 * **Errors** (from :mod:`reconcile.errors`, split by what the caller does next):
   :class:`ReconcileError` and every subclass, :class:`FieldError`, and the
-  :class:`SpellingWarning` for a manifest in the old snake_case spelling.
+  :class:`SpellingWarning` for a manifest in the old snake_case spelling, the
+  :class:`VersionWarning` for a deprecated version of a kind.
 
 Everything else lives in its subpackage: :mod:`reconcile.typing` is the one place for the
 protocols (``Provider``, ``ExternalClient``, the optional ``Adopting``, ``StoreBound``
@@ -68,6 +70,7 @@ from reconcile.errors import (
     AlreadyExistsError,
     AlreadyOwnedError,
     ConflictError,
+    ConversionError,
     CorruptError,
     DeadlineExceededError,
     ExpiredError,
@@ -88,6 +91,7 @@ from reconcile.errors import (
     StoreError,
     TerminalError,
     TransientError,
+    VersionWarning,
 )
 
 if TYPE_CHECKING:
@@ -107,6 +111,7 @@ if TYPE_CHECKING:
         FieldChange,
         Kind,
         KindRegistry,
+        KindVersion,
         LabelSelector,
         ObjectKey,
         ObjectMeta,
@@ -154,6 +159,7 @@ _HOMES: dict[str, str] = {
     "Health": "reconcile.runtime",
     "Kind": "reconcile.model",
     "KindRegistry": "reconcile.model",
+    "KindVersion": "reconcile.model",
     "LabelSelector": "reconcile.model",
     "ManagedStatus": "reconcile.model.external",
     "ObjectKey": "reconcile.model",
@@ -200,6 +206,7 @@ __all__ = [
     "ConflictError",
     "Context",
     "Convergence",
+    "ConversionError",
     "CorruptError",
     "Created",
     "DeadlineExceededError",
@@ -218,6 +225,7 @@ __all__ = [
     "InvalidError",
     "Kind",
     "KindRegistry",
+    "KindVersion",
     "LabelSelector",
     "LockedError",
     "ManagedStatus",
@@ -249,6 +257,7 @@ __all__ = [
     "StoreError",
     "TerminalError",
     "TransientError",
+    "VersionWarning",
     "connect",
     "discover_providers",
     "doc_field",

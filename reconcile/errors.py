@@ -17,7 +17,8 @@ What reconcilers and providers raise, by what the engine does next:
   in time and was cut short: transient, and whether it took effect is unknown.
 * :class:`PermanentError` -- retrying will not help until the spec changes.
 * :class:`NotOwnedError` -- the external resource exists but is not ours: never touch it.
-* :class:`TerminalError` -- a reconciler's "stop": no retry, recorded in status.
+* :class:`TerminalError` -- a reconciler's "stop": no retry, recorded in status
+  (:class:`ConversionError`, a kind's conversion between versions that raised, is one).
 * :class:`IncompleteListingError` -- a provider listed part of what a store owns
   (``found``), and says why not the rest.
 
@@ -37,6 +38,7 @@ __all__ = [
     "AlreadyExistsError",
     "AlreadyOwnedError",
     "ConflictError",
+    "ConversionError",
     "CorruptError",
     "DeadlineExceededError",
     "ExpiredError",
@@ -57,6 +59,7 @@ __all__ = [
     "StoreError",
     "TerminalError",
     "TransientError",
+    "VersionWarning",
 ]
 
 
@@ -222,6 +225,11 @@ class AdmissionWarning(UserWarning):
     it too (``AdmissionHookIgnored``). The message names the hook and what happened."""
 
 
+class VersionWarning(FutureWarning):
+    """A manifest or a read used a deprecated version of its kind (Kubernetes'
+    ``deprecationWarning``); the message is the kind's, or names the storage version."""
+
+
 class ProviderLoadError(ReconcileError):
     """An entry point of the ``reconcile.providers`` group does not give a provider: it
     fails to import, its factory raises, or what it gives lacks ``name``, ``kinds`` or
@@ -266,3 +274,22 @@ class OwnershipCycleError(InvalidError):
 
 class TerminalError(ReconcileError):
     """Raised by a reconciler to stop retrying this generation; recorded in status."""
+
+
+class ConversionError(TerminalError):
+    """A kind's conversion between two of its versions raised: the message names the
+    kind, the object and the two versions. At admission the manifest is refused (an
+    :class:`InvalidError` carrying this message); on read it is raised, and a reconcile
+    of the object ends here (terminal: retrying converts the same body again) while the
+    controller's other objects go on."""
+
+    def __init__(self, kind: str, subject: str, source: str, target: str, reason: str) -> None:
+        super().__init__(f"{kind} {subject}: converting {source} to {target} failed: {reason}")
+        self.kind = kind
+        self.subject = subject
+        self.source = source
+        self.target = target
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pragma: no cover - pickling support
+        return (type(self), (self.kind, self.subject, self.source, self.target, self.reason))

@@ -24,7 +24,14 @@ import attrs
 import cattrs
 
 from reconcile.api.fields import declared_paths
-from reconcile.errors import AdmissionWarning, FieldError, InvalidError, SpellingWarning
+from reconcile.errors import (
+    AdmissionWarning,
+    ConversionError,
+    FieldError,
+    InvalidError,
+    SpellingWarning,
+    VersionWarning,
+)
 from reconcile.model.external import (
     ANNOTATION_ADOPT,
     ANNOTATION_DELETION_POLICY,
@@ -47,6 +54,7 @@ from reconcile.model.validation import (
     qualified_name,
     unstorable,
 )
+from reconcile.model.versions import KindVersion
 from reconcile.store import ADMISSION_HEADROOM, MAX_OBJECT_BYTES
 from reconcile.store.encoding import dumps, loads
 
@@ -77,6 +85,9 @@ class Admitted:
     #: (:func:`reconcile.api.fields.declared_paths`); None: every field (a typed
     #: Resource declares all of its spec).
     declared: tuple[str, ...] | None = None
+    #: The deprecation warning of the version the manifest was written in (also in
+    #: ``warnings``), when that version is deprecated.
+    deprecation: str | None = None
 
     @property
     def needs_review(self) -> bool:
@@ -102,11 +113,13 @@ class Admitted:
 def warned(admitted: Admitted, *, spelling: bool = True) -> Admitted:
     """``admitted``, its warnings given to Python's :mod:`warnings` (the old spelling as
     :class:`~reconcile.errors.SpellingWarning`, a hook that broke and was ignored as
-    :class:`~reconcile.errors.AdmissionWarning`): what the Python API does with them.
+    :class:`~reconcile.errors.AdmissionWarning`, a deprecated version as
+    :class:`~reconcile.errors.VersionWarning`): what the Python API does with them.
     ``spelling=False`` leaves out the spelling's, already given at admission."""
     if spelling and admitted.warnings:
         for message in admitted.warnings:
-            warnings.warn(message, SpellingWarning, stacklevel=4)
+            category = VersionWarning if message == admitted.deprecation else SpellingWarning
+            warnings.warn(message, category, stacklevel=4)
     if admitted.ignored:  # (tested first: the bulk apply calls this per document)
         for message in admitted.hook_warnings:
             warnings.warn(message, AdmissionWarning, stacklevel=4)
@@ -262,10 +275,7 @@ class Admission:
             raise InvalidError(errors, subject=self._subject(manifest))
         assert isinstance(api_version, str)
         assert isinstance(kind_name, str)
-        try:
-            kind = self.kinds.lookup(api_version, kind_name)
-        except InvalidError as exc:
-            raise InvalidError(exc.errors, subject=self._subject(manifest)) from None
+        kind, version = self._kind(manifest, api_version, kind_name)
         document: Mapping[str, Any] = manifest
         said: tuple[str, ...] = ()
         if "api_version" in manifest:
@@ -273,26 +283,35 @@ class Admission:
             # a warning), or refused when it mixes both. A document with the new envelope
             # is not walked (a few microseconds each): an old key in it is an unknown
             # field to the converter, refused with its new name as the hint.
-            respelled = respell_document(manifest, kind.spec_type, kind.status_type)
+            spec_type = kind.spec_type if version is None else version.spec_type
+            respelled = respell_document(manifest, spec_type, kind.status_type)
             said = _spelling(respelled, lambda: self._subject(manifest)) if respelled.old else ()
             document = respelled.data
+        deprecation = None if version is None else version.warning(api_version, kind_name, kind.api_version)
+        if deprecation is not None:
+            said = (*said, deprecation)
         meta, meta_errors = self._metadata(document.get("metadata"))
         errors.extend(meta_errors)
         name = None if meta is None else meta.name
-        spec, spec_errors = self._spec(kind, document.get("spec", {}), origin, name)
+        spec, spec_errors = self._spec(kind, document.get("spec", {}), origin, name, version)
         errors.extend(spec_errors)
         if errors:
             raise InvalidError(errors, subject=self._subject(document))
         assert meta is not None
         body = {
-            "apiVersion": api_version,
+            "apiVersion": kind.api_version,  # the storage version, whichever was written
             "kind": kind_name,
             "metadata": self.converter.unstructure(meta),
             "spec": self.converter.unstructure(spec, kind.spec_type),
         }
         _check_size(body, lambda: self._subject(document))
-        declared = None if typed else tuple(declared_paths(document.get("spec") or {}, body["spec"]))
-        return Admitted(kind, body, spec, said, origin, declared=declared)
+        # A spoke's manifest declares its own version's paths: it declares every field.
+        declared = (
+            None
+            if typed or version is not None
+            else tuple(declared_paths(document.get("spec") or {}, body["spec"]))
+        )
+        return Admitted(kind, body, spec, said, origin, declared=declared, deprecation=deprecation)
 
     @staticmethod
     def metadata_patch_errors(patches: Mapping[str, Mapping[str, Any]]) -> list[FieldError]:
@@ -334,6 +353,33 @@ class Admission:
         result: dict[str, Any] = loads(text)
         return result
 
+    def _kind(
+        self, manifest: Mapping[str, Any], api_version: str, kind_name: str
+    ) -> tuple[Kind, KindVersion | None]:
+        """The manifest's kind, and its version when not the storage version."""
+        kind = self.kinds.get(api_version, kind_name)
+        if kind is not None:  # (a one-version kind's every manifest: one dict lookup)
+            return kind, None
+        try:  # another version of a kind (converted), or refused by name
+            return self.kinds.lookup_version(api_version, kind_name)
+        except InvalidError as exc:
+            raise InvalidError(exc.errors, subject=self._subject(manifest)) from None
+
+    @staticmethod
+    def _to_storage(kind: Kind, version: KindVersion, spec: Any, name: str | None) -> Any:
+        """A spoke's structured spec as the storage version's (ConversionError when the
+        kind's function raises or returns something else)."""
+        try:
+            converted = version.to_storage(spec)
+            if not isinstance(converted, kind.spec_type):
+                msg = f"the conversion returned {type(converted).__name__}, not {kind.spec_type.__name__}"
+                raise TypeError(msg)  # noqa: TRY301 - reported as the others are
+        except Exception as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            source = kind.api_version_of(version)
+            raise ConversionError(kind.kind, f'"{name}"', source, kind.api_version, reason) from exc
+        return converted
+
     @staticmethod
     def _subject(manifest: Mapping[str, Any]) -> str:
         meta = manifest.get("metadata")
@@ -372,13 +418,27 @@ class Admission:
         return meta, errors
 
     def _spec(
-        self, kind: Kind, raw: object, origin: Path | None, name: str | None = None
+        self,
+        kind: Kind,
+        raw: object,
+        origin: Path | None,
+        name: str | None = None,
+        version: KindVersion | None = None,
     ) -> tuple[Any, list[FieldError]]:
         if raw is None:
             raw = {}
         if not isinstance(raw, Mapping):
             return None, [FieldError("spec", "expected a mapping")]
-        spec, refused = self._structure(raw, kind.spec_type, "spec")
+        if version is not None:
+            spec, refused = self._structure(raw, version.spec_type, "spec")
+            if refused or spec is None:
+                return spec, refused
+            try:  # checked as the storage version's spec from here on
+                spec = self._to_storage(kind, version, spec, name)
+            except ConversionError as exc:
+                return None, [FieldError("spec", str(exc).partition(": ")[2])]
+        else:
+            spec, refused = self._structure(raw, kind.spec_type, "spec")
         errors = [] if kind.validate is None or spec is None else list(kind.validate(spec))
         if not refused and not errors and kind.admit is not None:
             provider = self.kinds.provider_of(kind)

@@ -8,13 +8,14 @@ a write left alone, the status it wrote) reused instead of decoded again.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from reconcile.errors import CorruptError
+from reconcile.errors import ConversionError, CorruptError
 from reconcile.model.events import Event
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectMeta
@@ -22,9 +23,10 @@ from reconcile.model.registry import KindRegistry
 from reconcile.model.resource import AnyResource, Resource, api_group_of
 from reconcile.model.serde import make_stored_converter, structure_stored_meta
 from reconcile.model.spelling import is_old_body, respell_document
+from reconcile.model.versions import convert_body
 from reconcile.store.contract import Mutation, RawEvent, StoredObject
 
-__all__ = ["Decoder"]
+__all__ = ["Decoder", "Unconverted"]
 
 
 def _corrupt(body: Any, exc: Exception) -> CorruptError:
@@ -49,6 +51,17 @@ class _OnCurrent:
         return self.mutation(self.decoder.current(stored))
 
 
+@attrs.frozen
+class Unconverted(Resource[Any, Any]):
+    """An object whose body is of another version of its kind and whose conversion to the
+    storage version failed: as stored (its version's spec, the kind's status), with the
+    error. What a cache holds for it, so that the rest of the kind goes on: a read of it
+    through the cached client raises ``error`` (a TerminalError: its reconcile stops
+    there), and a status write (the terminal record) still goes through."""
+
+    error: ConversionError | None = None
+
+
 class Decoder:
     """Structures stored bodies with the kinds of one registry."""
 
@@ -64,12 +77,38 @@ class Decoder:
         structure (it was admitted, so the disk changed under it) is a CorruptError."""
         try:
             return self._resource(body, spec, status)
+        except ConversionError:
+            raise  # (the kind's function failed, not the disk)
         except Exception as exc:
             raise _corrupt(body, exc) from exc
+
+    def cached(self, body: Mapping[str, Any]) -> AnyResource:
+        """:meth:`resource`, for a cache: a body whose conversion fails is an
+        :class:`Unconverted` object instead of an error (the informer goes on)."""
+        try:
+            return self.resource(body)
+        except ConversionError as exc:
+            return self._unconverted(body, exc)
+
+    def _unconverted(self, body: Mapping[str, Any], error: ConversionError) -> Unconverted:
+        body = self.respelled(body)
+        spoke = self.kinds.spoke(body["apiVersion"], body["kind"])
+        assert spoke is not None  # (only a spoke's body is converted)
+        kind, version = spoke
+        spec: Any = body.get("spec")
+        with contextlib.suppress(Exception):  # (its own version's class, when it fits)
+            spec = self.converter.structure(spec or {}, version.spec_type)
+        status = self.converter.structure(body.get("status") or {}, kind.status_type)
+        meta = structure_stored_meta(body["metadata"])
+        return Unconverted(body["apiVersion"], body["kind"], meta, spec, status, error)
 
     def _resource(self, body: Mapping[str, Any], spec: Any, status: Any) -> AnyResource:
         body = self.respelled(body)
         kind = self.kinds.get(body["apiVersion"], body["kind"])
+        if kind is None and self.kinds.has_versions:
+            # Written under another version of its kind (the log is forever): read in
+            # the storage version. (A kind with one version never comes here.)
+            body, kind = self._stored_version(body)
         meta = structure_stored_meta(body["metadata"])
         if kind is None:
             return Resource(body["apiVersion"], body["kind"], meta, body.get("spec"), body.get("status"))
@@ -86,8 +125,66 @@ class Decoder:
         metadata only); any other is returned as it is."""
         return self._respelled_old(body) if is_old_body(body) else body
 
+    def comparable(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``body`` in the current spelling and its kind's storage version, for
+        comparison with another (history's changes: neither a rename nor a migration
+        to the storage version is a change); as it is when its conversion fails."""
+        body = self.respelled(body)
+        if self.kinds.has_versions and self.kinds.spoke(body["apiVersion"], body["kind"]) is not None:
+            with contextlib.suppress(ConversionError):
+                return self._stored_version(body)[0]
+        return body
+
+    def _stored_version(self, body: Mapping[str, Any]) -> tuple[Mapping[str, Any], Kind | None]:
+        """A body of a spoke version (served or not) converted to its kind's storage
+        version, and that kind; any other body as it is, with no kind."""
+        spoke = self.kinds.spoke(body["apiVersion"], body["kind"])
+        if spoke is None:
+            return body, None
+        kind, version = spoke
+        converted = convert_body(
+            body,
+            to_api_version=kind.api_version,
+            from_type=version.spec_type,
+            to_type=kind.spec_type,
+            function=version.to_storage,
+            structure=self.converter,
+            unstructure=self.converter,
+        )
+        return converted, kind
+
+    def at_version(self, obj: AnyResource, api_version: str) -> tuple[AnyResource, str | None]:
+        """``obj`` (as read: its storage version) in another served version of its kind,
+        given whole (``sites.example.dev/v1alpha1``) or by name (``v1alpha1``), and the
+        version's deprecation warning, if any. An unknown or unserved version is an
+        :class:`~reconcile.errors.InvalidError` naming the served ones; a conversion that
+        raises, a :class:`~reconcile.model.versions.ConversionError`."""
+        if "/" not in api_version:
+            api_version = f"{api_group_of(obj.api_version)}/{api_version}"
+        if api_version == obj.api_version:
+            return obj, None
+        kind, version = self.kinds.lookup_version(api_version, obj.kind)
+        if version is None:  # pragma: no cover - reads are decoded in the storage version
+            return obj, None
+        meta = obj.metadata
+        subject = f"{meta.namespace}/{meta.name}"
+        try:
+            spec = version.from_storage(obj.spec)
+            if not isinstance(spec, version.spec_type):
+                msg = f"the conversion returned {type(spec).__name__}, not {version.spec_type.__name__}"
+                raise TypeError(msg)  # noqa: TRY301 - reported as the others are
+        except Exception as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise ConversionError(obj.kind, subject, obj.api_version, api_version, reason) from exc
+        converted = Resource(api_version, obj.kind, meta, spec, obj.status)
+        return converted, version.warning(api_version, obj.kind, kind.api_version)
+
     def _respelled_old(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        kind = self._kind_of_old(str(body["api_version"]), str(body.get("kind", "")))
+        api_version, kind_name = str(body["api_version"]), str(body.get("kind", ""))
+        spoke = self.kinds.spoke(api_version, kind_name)
+        if spoke is not None:  # walked with its own version's spec class
+            return dict(respell_document(body, spoke[1].spec_type, spoke[0].status_type).data)
+        kind = self._kind_of_old(api_version, kind_name)
         if kind is None:
             return dict(respell_document(body).data)
         return dict(respell_document(body, kind.spec_type, kind.status_type).data)
@@ -104,10 +201,20 @@ class Decoder:
         return found
 
     def current(self, stored: StoredObject | None) -> StoredObject | None:
-        """``stored`` with its body in the current spelling (what mutations read)."""
-        if stored is None or not is_old_body(stored.body):
+        """``stored`` with its body in the current spelling and its kind's storage version
+        (what mutations read). A body whose conversion fails is left in its version: a
+        write that replaces it (an apply) or only records (a status) still goes through."""
+        if stored is None or (not self.kinds.has_versions and not is_old_body(stored.body)):
+            return stored  # (every write of a one-version kind's object: two tests)
+        body = stored.body
+        if is_old_body(body):
+            body = self._respelled_old(body)
+        if self.kinds.has_versions and self.kinds.spoke(body["apiVersion"], body["kind"]) is not None:
+            with contextlib.suppress(ConversionError):
+                body = dict(self._stored_version(body)[0])
+        if body is stored.body:
             return stored
-        return StoredObject(stored.key, stored.uid, stored.resource_version, self._respelled_old(stored.body))
+        return StoredObject(stored.key, stored.uid, stored.resource_version, dict(body))
 
     def mutation(self, mutation: Mutation) -> Mutation:
         """``mutation``, given the current object in the current spelling; one already
@@ -125,7 +232,10 @@ class Decoder:
         spec = None
         if based_on is not None and stored.body["metadata"].get("generation") == based_on.metadata.generation:
             spec = based_on.spec
-        return self.resource(stored.body, spec=spec, status=status)
+        try:
+            return self.resource(stored.body, spec=spec, status=status)
+        except ConversionError as exc:  # (a status written on a body that does not convert)
+            return self._unconverted(stored.body, exc)
 
     def evolved(self, based_on: AnyResource, stored: StoredObject | None, status: Any = None) -> AnyResource:
         """The result of a write that only records (action events, annotations, a

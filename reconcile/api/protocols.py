@@ -39,16 +39,24 @@ class Reader(Protocol):
     """Reads of objects."""
 
     @overload
-    async def get(self, kind: ObjectKey, /) -> AnyResource: ...
+    async def get(self, kind: ObjectKey, /, *, api_version: str | None = None) -> AnyResource: ...
 
     @overload
-    async def get(self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE) -> AnyResource: ...
+    async def get(
+        self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE, api_version: str | None = None
+    ) -> AnyResource: ...
 
     async def get(
-        self, kind: KindRef | ObjectKey, name: str | None = None, *, namespace: str = DEFAULT_NAMESPACE
+        self,
+        kind: KindRef | ObjectKey,
+        name: str | None = None,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        api_version: str | None = None,
     ) -> AnyResource:
         """The object (by kind and name, or by its key: ``get(request.key)``);
-        :class:`~reconcile.errors.NotFoundError` when absent."""
+        :class:`~reconcile.errors.NotFoundError` when absent; ``api_version``: in another
+        served version of its kind (docs/reference/versions.md)."""
         ...
 
     async def list(

@@ -5,6 +5,7 @@ the writes; raw reads for caches are the engine's (:mod:`.engine`)."""
 from __future__ import annotations
 
 import builtins
+import warnings
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, overload
 
@@ -12,7 +13,7 @@ import attrs
 
 from reconcile.api.decoding import Decoder
 from reconcile.api.paging import ResourceList, decode_continue, encode_continue
-from reconcile.errors import FieldError, InvalidError, NotFoundError
+from reconcile.errors import FieldError, InvalidError, NotFoundError, VersionWarning
 from reconcile.model.events import Bookmark, Event, EventType, FieldChange, diff_objects
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
@@ -48,16 +49,36 @@ class Reading:
     # -- reads -------------------------------------------------------------------------
 
     @overload
-    async def get(self, kind: ObjectKey, /) -> AnyResource: ...
+    async def get(self, kind: ObjectKey, /, *, api_version: str | None = None) -> AnyResource: ...
 
     @overload
-    async def get(self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE) -> AnyResource: ...
+    async def get(
+        self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE, api_version: str | None = None
+    ) -> AnyResource: ...
 
     async def get(
-        self, kind: KindRef | ObjectKey, name: str | None = None, *, namespace: str = DEFAULT_NAMESPACE
+        self,
+        kind: KindRef | ObjectKey,
+        name: str | None = None,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        api_version: str | None = None,
     ) -> AnyResource:
         """The current object, by kind and name or by its key (``get(request.key)``);
-        :class:`NotFoundError` when absent."""
+        :class:`NotFoundError` when absent. ``api_version`` asks for it in another served
+        version of its kind (``sites.example.dev/v1alpha1``, or ``v1alpha1``), converted
+        from the storage version; a deprecated one warns
+        (:class:`~reconcile.errors.VersionWarning`), an unknown or unserved one is an
+        :class:`InvalidError`."""
+        obj = await self._get(kind, name, namespace)
+        if api_version is None:
+            return obj
+        converted, warning = self.decoder.at_version(obj, api_version)
+        if warning is not None:
+            warnings.warn(warning, VersionWarning, stacklevel=2)
+        return converted
+
+    async def _get(self, kind: KindRef | ObjectKey, name: str | None, namespace: str) -> AnyResource:
         if isinstance(kind, ObjectKey):
             key = kind
         else:
@@ -113,8 +134,9 @@ class Reading:
             changes: tuple[FieldChange, ...] = ()
             if item.body is not None:
                 # The first snapshot retained is the whole object: no change list. An old
-                # body is compared in the new spelling (a rename is not a change).
-                body = self.decoder.respelled(item.body)
+                # body is compared in the new spelling and the storage version (a rename,
+                # or a migration to the storage version, is not a change).
+                body = self.decoder.comparable(item.body)
                 changes = () if previous is None else tuple(diff_objects(previous, body))
                 previous = None if item.type == EventType.DELETED else body
             events.append(attrs.evolve(self._event(item), changes=changes))

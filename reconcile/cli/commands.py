@@ -37,6 +37,7 @@ COMMANDS: Mapping[str, str] = {
     "history": "reconcile.cli.reading:history",
     "label": "reconcile.cli.labelling:label",
     "migrate": "reconcile.cli.migrating:migrate",
+    "migrate-storage": "reconcile.cli.converting:migrate_storage",
     "orphans": "reconcile.cli.orphaning:orphans",
     "patch": "reconcile.cli.patching:patch",
     "plan": "reconcile.cli.planning:plan_command",

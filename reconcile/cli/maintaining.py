@@ -237,7 +237,7 @@ def explain(settings: Settings, kind: str) -> None:
 
 def _custom_lines(kind: Kind) -> list[str]:
     """What a kind adds to ``explain`` beyond its fields: its printer columns (what
-    ``get`` shows) and its admission chain, in the order it runs."""
+    ``get`` shows), its admission chain, in the order it runs, and its versions."""
     lines: list[str] = []
     rows: list[tuple[str, ...]]
     if kind.printer_columns:
@@ -254,6 +254,14 @@ def _custom_lines(kind: Kind) -> list[str]:
         ]
         header = ("#", "PHASE", "HOOK", "FAILURE POLICY", "TIMEOUT")
         lines += ["", "ADMISSION HOOKS:", *(f"  {line}" for line in table(header, rows).splitlines())]
+    if kind.versions:
+        rows = [(kind.api_version, "yes", "yes", "no")]
+        rows += [
+            (kind.api_version_of(v), "yes" if v.served else "no", "no", "yes" if v.deprecated else "no")
+            for v in kind.versions
+        ]
+        columns = ("VERSION", "SERVED", "STORAGE", "DEPRECATED")
+        lines += ["", "VERSIONS:", *(f"  {line}" for line in table(columns, rows).splitlines())]
     return lines
 
 

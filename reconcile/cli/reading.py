@@ -223,6 +223,10 @@ async def list_all(
     "--sort-by", help="Order by a field of the stored object, such as .metadata.name or .spec.path."
 )
 @click.option("-w", "--watch", "follow", is_flag=True, help="After the table, a row per change until Ctrl-C.")
+@click.option(
+    "--api-version",
+    help="Show the objects in this served version of their kind (group/version, or the version: v1alpha1).",
+)
 @click.pass_obj
 def get(
     settings: Settings,
@@ -237,14 +241,19 @@ def get(
     show_labels: bool,
     sort_by: str | None,
     follow: bool,
+    api_version: str | None,
 ) -> None:
     """List objects (every kind when KIND is omitted), or show one (KIND NAME or KIND/NAME)."""
     kind, name = type_and_name(kind, name)
     namespace_or_all = None if all_namespaces else namespace
     options = TableOptions(wide=output == "wide", labels=show_labels, headers=not no_headers, colour=colour())
-    listing = Listing("table" if output == "wide" else output, selector, namespace_or_all, sort_by, options)
+    listing = Listing(
+        "table" if output == "wide" else output, selector, namespace_or_all, sort_by, options, api_version
+    )
     if follow and (name is not None or listing.output != "table"):
         raise BadInput("-w: watches a table of a kind (or of every kind), not one object or another output")
+    if api_version is not None and (kind is None or follow):
+        raise BadInput("--api-version: shows objects of one KIND, without -w")
     try:
         run_async(_get(settings, kind=kind, name=name, listing=listing, follow=follow))
     except KeyboardInterrupt:
@@ -260,6 +269,25 @@ class Listing:
     namespace: str | None
     sort_by: str | None
     options: TableOptions
+    #: The version to show objects in (None: their storage version).
+    api_version: str | None = None
+
+
+def in_version(client: Client, objects: Sequence[AnyResource], api_version: str | None) -> list[AnyResource]:
+    """``objects`` in ``api_version`` (``get --api-version``), with a ``warning:`` line
+    once when that version is deprecated; an unknown or unserved one is refused (exit 2)."""
+    if api_version is None:
+        return list(objects)
+    converted, said = [], None
+    if not objects:  # (still refused when unknown: the flag is checked, not the data)
+        return []
+    for obj in objects:
+        shown, warning = client.decoder.at_version(obj, api_version)
+        converted.append(shown)
+        said = said or warning
+    if said is not None:
+        click.echo(f"warning: {said}", err=True)
+    return converted
 
 
 async def _get(
@@ -306,9 +334,16 @@ async def _show(
 ) -> Sequence[AnyResource]:
     """Print what ``get`` lists; return the objects of the table drawn (none otherwise)."""
     output, selector, namespace = listing.output, listing.selector, listing.namespace
+    if listing.api_version is not None and kind is not None:
+        resolved = client.kinds.resolve(kind)
+        wanted = listing.api_version
+        client.kinds.lookup_version(
+            wanted if "/" in wanted else f"{resolved.api_group}/{wanted}", resolved.kind
+        )
     if name is not None:
         assert kind is not None
         obj = await client.get(kind, name, namespace=namespace or "default")
+        (obj,) = in_version(client, [obj], listing.api_version)
         if output.startswith("jsonpath="):
             click.echo(_jsonpath(object_data(client, obj), output))
         elif output == "json":
@@ -322,7 +357,7 @@ async def _show(
             )
         return ()
     kinds = list(client.kinds) if kind is None else [client.kinds.resolve(kind)]
-    objects = await list_all(client, kinds, namespace, selector)
+    objects = in_version(client, await list_all(client, kinds, namespace, selector), listing.api_version)
     if kind is None:
         skipped = await client.unknown_kinds()
         if skipped:

@@ -19,17 +19,19 @@ from __future__ import annotations
 
 import builtins
 import logging
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
 from reconcile.api.bulk import Applied
 from reconcile.api.client import DEFAULT_MANAGER, Client
+from reconcile.api.decoding import Unconverted
 from reconcile.api.paging import ResourceList, decode_continue, encode_continue
 from reconcile.api.reading import KindRef
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.informing import GrowthHook, Informer
-from reconcile.errors import FieldError, InvalidError, NotFoundError
+from reconcile.errors import FieldError, InvalidError, NotFoundError, VersionWarning
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
@@ -173,13 +175,20 @@ class CachedClient:
     # -- reads -----------------------------------------------------------------------------
 
     @overload
-    async def get(self, kind: ObjectKey, /) -> AnyResource: ...
+    async def get(self, kind: ObjectKey, /, *, api_version: str | None = None) -> AnyResource: ...
 
     @overload
-    async def get(self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE) -> AnyResource: ...
+    async def get(
+        self, kind: KindRef, name: str, *, namespace: str = DEFAULT_NAMESPACE, api_version: str | None = None
+    ) -> AnyResource: ...
 
     async def get(
-        self, kind: KindRef | ObjectKey, name: str | None = None, *, namespace: str = DEFAULT_NAMESPACE
+        self,
+        kind: KindRef | ObjectKey,
+        name: str | None = None,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        api_version: str | None = None,
     ) -> AnyResource:
         """The object, from the cache (see :meth:`Cache.get`), by kind and name or by its
         key (``get(request.key)``); :class:`NotFoundError` when absent."""
@@ -189,7 +198,15 @@ class CachedClient:
             obj = await self.cache.get(key)
         if obj is None:
             raise NotFoundError(f"{key} not found")
-        return obj
+        if type(obj) is Unconverted:  # (its conversion failed: the reconcile is terminal)
+            assert obj.error is not None
+            raise obj.error
+        if api_version is None:
+            return obj
+        converted, warning = self.client.decoder.at_version(obj, api_version)
+        if warning is not None:
+            warnings.warn(warning, VersionWarning, stacklevel=2)
+        return converted
 
     async def list(
         self,

@@ -284,7 +284,7 @@ class Informer:
             self._delete(key)
         for key, item in listed.items():
             if not self.holds(key, item.resource_version):
-                self._put(key, self.client.decode(item.body))
+                self._put(key, self.client.decoder.cached(item.body))
         self._advance(page.revision)
         self.synced.set()
         if self._on_growth is not None:
@@ -312,7 +312,7 @@ class Informer:
                 # once): the body is never parsed, let alone decoded.
                 self._superseded(key, self._objects[key], event.actor, revision)
             else:
-                self._put(key, self.client.decode(event.body or {}), event.actor)
+                self._put(key, self.client.decoder.cached(event.body or {}), event.actor)
         remembered = self._remembered.get(key)
         if remembered is not None and revision >= remembered[0]:
             del self._remembered[key]  # the watch has caught up with our write

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from reconcile.model.resource import Resource, api_group_of
     from reconcile.model.selectors import LabelSelector
     from reconcile.model.serde import format_timestamp, make_converter, parse_timestamp, structure_errors
+    from reconcile.model.versions import KindVersion
 
 _HOMES: dict[str, str] = {
     "AdmissionContext": "reconcile.model.kinds",
@@ -41,6 +42,7 @@ _HOMES: dict[str, str] = {
     "FieldChange": "reconcile.model.events",
     "Kind": "reconcile.model.kinds",
     "KindRegistry": "reconcile.model.registry",
+    "KindVersion": "reconcile.model.versions",
     "LabelSelector": "reconcile.model.selectors",
     "ObjectKey": "reconcile.model.meta",
     "ObjectMeta": "reconcile.model.meta",
@@ -75,6 +77,7 @@ __all__ = [
     "FieldChange",
     "Kind",
     "KindRegistry",
+    "KindVersion",
     "LabelSelector",
     "ObjectKey",
     "ObjectMeta",

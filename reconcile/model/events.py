@@ -32,6 +32,8 @@ class EventType:
     FINALIZER_REMOVED = "FinalizerRemoved"
     DELETION_REQUESTED = "DeletionRequested"
     DELETED = "Deleted"
+    #: Rewritten in its kind's storage version by ``reconcile migrate-storage``.
+    STORAGE_MIGRATED = "StorageMigrated"
 
 
 class ActionType:

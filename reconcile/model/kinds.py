@@ -16,8 +16,10 @@ kind, reconciled by its own controller and no provider) has what a CRD has: its
 admission chain of mutating and validating hooks with a failure policy each
 (:mod:`reconcile.model.hooks`), given as ``hooks=[...]`` or added with the
 :meth:`Kind.mutating` and :meth:`Kind.validating` decorators. A kind is served in one
-version, its ``api_version``; several versions with conversion between them will be
-declared beside it (``versions``), leaving a one-version kind as it is.
+version, its ``api_version``, unless it declares more: ``versions``, each a
+:class:`~reconcile.model.versions.KindVersion` converted to and from the kind's own
+version, its storage version (the hub; :mod:`reconcile.model.versions`). A kind with no
+``versions`` is as it was.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from reconcile.model.conditions import Status
 from reconcile.model.hooks import DEFAULT_HOOK_TIMEOUT, AdmissionHook, FailurePolicy, HookFunction
 from reconcile.model.resource import api_group_of
 from reconcile.model.spelling import camel
+from reconcile.model.versions import KindVersion, version_name
 
 __all__ = ["ENTRY_POINT_GROUP", "AdmissionContext", "Behaviour", "Kind", "doc_field"]
 
@@ -60,6 +63,10 @@ def doc_field(
         metadata["values"] = tuple(values)
     checks = list(validator) if isinstance(validator, Sequence) else validator
     return attrs.field(default=default, metadata=metadata, validator=checks)
+
+
+def _versions(versions: Iterable[KindVersion]) -> tuple[KindVersion, ...]:
+    return tuple(versions)
 
 
 @attrs.frozen
@@ -246,6 +253,9 @@ class Kind:
     #: this order, then validating ones. :meth:`mutating` and :meth:`validating` add to
     #: it after the kind is made (the chain is not part of the kind's equality).
     hooks: list[AdmissionHook] = attrs.field(factory=list, converter=list, eq=False, repr=False)
+    #: The other versions it is served in (spokes), each converted to and from
+    #: ``api_version``, the storage version (see :mod:`reconcile.model.versions`).
+    versions: tuple[KindVersion, ...] = attrs.field(default=(), converter=_versions)
     # The four flags ``behaviour`` replaced, still accepted as keywords for one release
     # (mapped onto the preset, with a DeprecationWarning); read them as the properties below.
     _legacy_deterministic_identity: bool | None = attrs.field(
@@ -277,6 +287,29 @@ class Kind:
         if self.conflicts is not None and not self.identity:
             msg = f"kind {self.kind}: conflicts needs identity"
             raise ValueError(msg)
+        names = [version_name(self.api_version), *(v.name for v in self.versions)]
+        if len(set(names)) != len(names):
+            msg = f"kind {self.kind}: a version is declared twice ({', '.join(names)})"
+            raise ValueError(msg)
+
+    # -- versions -----------------------------------------------------------------------
+
+    def version(self, api_version: str) -> KindVersion | None:
+        """The spoke version of this ``api_version`` (of the kind's group), or None (the
+        storage version, or not one of the kind's)."""
+        group, _, name = api_version.rpartition("/")
+        if group != self.api_group:
+            return None
+        return next((v for v in self.versions if v.name == name), None)
+
+    def api_version_of(self, version: KindVersion) -> str:
+        """The ``api_version`` of one of the kind's versions (``group/name``)."""
+        return f"{self.api_group}/{version.name}"
+
+    @property
+    def served_versions(self) -> tuple[str, ...]:
+        """Every ``api_version`` the kind is served in, the storage version first."""
+        return (self.api_version, *(self.api_version_of(v) for v in self.versions if v.served))
 
     # -- the admission chain ----------------------------------------------------------
 

@@ -17,6 +17,7 @@ from reconcile.errors import FieldError, InvalidError
 from reconcile.model.kinds import ENTRY_POINT_GROUP, Kind
 from reconcile.model.meta import ObjectKey
 from reconcile.model.printing import printable
+from reconcile.model.versions import KindVersion
 
 __all__ = ["KindRegistry"]
 
@@ -27,6 +28,12 @@ class KindRegistry:
     def __init__(self, kinds: Iterable[Kind] = ()) -> None:
         self._kinds: dict[tuple[str, str], Kind] = {}
         self._providers: dict[tuple[str, str], str] = {}
+        #: The spoke versions, by ``(api_version, kind)``: empty unless a kind has
+        #: several versions (what every miss of ``_kinds`` looks at next).
+        self._spokes: dict[tuple[str, str], tuple[Kind, KindVersion]] = {}
+        #: Whether any kind here is served in more than one version (an attribute, not
+        #: a property: every write's decoder asks).
+        self.has_versions = False
         for kind in kinds:
             self.register(kind)
 
@@ -37,6 +44,9 @@ class KindRegistry:
         if existing is not None and existing != kind:
             raise ValueError(f"kind {kind.kind} of {kind.api_version} is already registered")
         self._kinds[kind.api_version, kind.kind] = kind
+        for version in kind.versions:
+            self._spokes[kind.api_version_of(version), kind.kind] = (kind, version)
+            self.has_versions = True
         if provider is not None:
             self._providers[kind.api_version, kind.kind] = provider
 
@@ -59,14 +69,38 @@ class KindRegistry:
         """The kind registered for this ``api_version`` and ``kind``, or None."""
         return self._kinds.get((api_version, kind))
 
+    def spoke(self, api_version: str, kind: str) -> tuple[Kind, KindVersion] | None:
+        """The kind and its spoke version of this ``api_version``, served or not; None
+        for a storage version or one not declared."""
+        return self._spokes.get((api_version, kind)) if self._spokes else None
+
     def lookup(self, api_version: str, kind: str) -> Kind:
         """Like :meth:`get`, but an unknown kind is an :class:`InvalidError`."""
         found = self._kinds.get((api_version, kind))
         if found is not None:
             return found
-        versions = sorted(k.api_version for k in self._kinds.values() if k.kind == kind)
+        return self.lookup_version(api_version, kind)[0]
+
+    def lookup_version(self, api_version: str, kind: str) -> tuple[Kind, KindVersion | None]:
+        """The kind of a manifest or a read, and its spoke version (None: the storage
+        version). A version not declared, or no longer served, is an
+        :class:`InvalidError` naming the served ones."""
+        found = self._kinds.get((api_version, kind))
+        if found is not None:
+            return found, None
+        spoke = self.spoke(api_version, kind)
+        if spoke is not None:
+            owner, version = spoke
+            if version.served:
+                return owner, version
+            served = ", ".join(owner.served_versions)
+            reason = f"{printable(api_version)} of kind {kind} is no longer served (served: {served})"
+            raise InvalidError([FieldError("apiVersion", reason)])
+        versions = sorted(v for k in self._kinds.values() if k.kind == kind for v in k.served_versions)
         if versions:
-            reason = f"unknown apiVersion for kind {kind} (known: {', '.join(versions)})"
+            reason = (
+                f"unknown apiVersion {printable(api_version)} for kind {kind} (served: {', '.join(versions)})"
+            )
             raise InvalidError([FieldError("apiVersion", reason)])
         reason = f"unknown kind {printable(kind, quoted=True)} in {printable(api_version)}"
         raise InvalidError([FieldError("kind", reason)])

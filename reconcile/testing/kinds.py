@@ -1,4 +1,8 @@
-"""Small example kinds for tests, examples and benchmarks (group example.reconcile.dev)."""
+"""Small example kinds for tests, examples and benchmarks (group example.reconcile.dev).
+
+``Gizmo`` is served in two versions: ``v1`` (its storage version: ``colors``, a list,
+and a ``note``) and ``v1alpha1`` (one ``color``), converted hub and spoke
+(:mod:`reconcile.model.versions`)."""
 
 from __future__ import annotations
 
@@ -7,10 +11,15 @@ import attrs
 from reconcile.errors import FieldError
 from reconcile.model.kinds import Behaviour, Kind
 from reconcile.model.registry import KindRegistry
+from reconcile.model.versions import KindVersion
 
 __all__ = [
+    "GIZMO",
+    "GIZMO_V1ALPHA1",
     "RECORD_SET",
     "WIDGET",
+    "GizmoSpec",
+    "GizmoV1Alpha1Spec",
     "Record",
     "RecordSetSpec",
     "WidgetSpec",
@@ -68,3 +77,36 @@ RECORD_SET = Kind(
 def example_kinds() -> KindRegistry:
     """A registry holding the example kinds."""
     return KindRegistry([WIDGET, RECORD_SET])
+
+
+@attrs.frozen
+class GizmoSpec:
+    """A gizmo in its storage version (v1): a size, its colours, a note."""
+
+    size: int = attrs.field(validator=attrs.validators.ge(0))
+    colors: tuple[str, ...] = ("blue",)
+    note: str = ""
+
+
+@attrs.frozen
+class GizmoV1Alpha1Spec:
+    """A gizmo as v1alpha1 spelled it: a size and one colour (no note)."""
+
+    size: int = attrs.field(validator=attrs.validators.ge(0))
+    color: str = "blue"
+
+
+def _gizmo_to_v1(spec: GizmoV1Alpha1Spec) -> GizmoSpec:
+    return GizmoSpec(size=spec.size, colors=(spec.color,))
+
+
+def _gizmo_from_v1(spec: GizmoSpec) -> GizmoV1Alpha1Spec:
+    # v1alpha1 holds one colour: the first (v1's others and its note have no place in it).
+    return GizmoV1Alpha1Spec(size=spec.size, color=spec.colors[0] if spec.colors else "blue")
+
+
+#: v1alpha1 of Gizmo, served: ``attrs.evolve`` it for a deprecated or unserved one.
+GIZMO_V1ALPHA1 = KindVersion(
+    "v1alpha1", GizmoV1Alpha1Spec, to_storage=_gizmo_to_v1, from_storage=_gizmo_from_v1
+)
+GIZMO = Kind("example.reconcile.dev/v1", "Gizmo", GizmoSpec, short_names=("gz",), versions=(GIZMO_V1ALPHA1,))
