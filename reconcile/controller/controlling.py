@@ -15,46 +15,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import random
-import sys
-import time
 from collections.abc import Callable, Iterable
 
-import attrs
 from opentelemetry import trace
 
 from reconcile.api.client import Client
+from reconcile.controller.amending import Amending
 from reconcile.controller.caching import Cache, CachedClient
 from reconcile.controller.clocks import Clock, LoopClock
+from reconcile.controller.following import Following
 from reconcile.controller.gating import KeyGate
 from reconcile.controller.informing import Informer, InformerEvent
 from reconcile.controller.owning import owner_handler
 from reconcile.controller.queueing import Priority, QueueShutDown, WorkQueue
 from reconcile.controller.reconciling import Reconciler, Request, Result
-from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
-from reconcile.controller.terminal import CONTROLLER_MANAGER, cleared, records_terminal, with_terminal
+from reconcile.controller.telemetry import Telemetry
+from reconcile.controller.terminal import CONTROLLER_MANAGER, records_terminal
+from reconcile.controller.tracing import Tracing
 from reconcile.errors import (
-    ConflictError,
     DeadlineExceededError,
-    FencedError,
-    NotFoundError,
-    ReconcileError,
-    StoreError,
     TerminalError,
-    TransientError,
 )
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
-from reconcile.model.resource import AnyResource
 from reconcile.store.fencing import FENCE
 
 __all__ = ["Controller"]
 
 LOG = logging.getLogger("reconcile.controller")
 
-_TRIGGERS = {Priority.CHANGE: "change", Priority.RETRY: "retry", Priority.RESYNC: "resync"}
 #: Keys a worker takes before it lets the event loop run whatever else is ready (a
 #: multiple of 64: the worker asks the telemetry again every 64 keys).
 _KEYS_PER_TURN = 256
@@ -67,22 +58,9 @@ _FORGETTING = frozenset({"success", "requeue_after", "terminal"})
 #: Seconds a key of a shard just gained waits for the cache to reach the former holder's
 #: last writes before it is given back to the queue for later.
 _CATCH_UP = 5.0
-#: Seconds between two warnings about one key's failing reconciles (the first failure of
-#: a streak is said at once; the others within this time only at INFO).
-_WARN_EVERY = 60.0
 
 
-@attrs.define(slots=True)
-class _Traced:
-    """A recorded reconcile's span block (entered), its span, and when it began (None
-    when nothing meters)."""
-
-    block: contextlib.AbstractContextManager[trace.Span]
-    span: trace.Span
-    started: float | None
-
-
-class Controller:
+class Controller(Tracing, Following, Amending):
     """Runs one reconciler for one kind."""
 
     def __init__(
@@ -337,81 +315,6 @@ class Controller:
             return False
         return True
 
-    async def _clear_terminal(self, key: ObjectKey) -> None:
-        """A success after a terminal error: the terminal record in status goes."""
-        await self._amend_status(key, lambda obj: cleared(obj, self._now()))
-
-    def _traced(self, key: ObjectKey) -> _Traced:
-        """What a reconcile of ``key`` that somebody records opens before the worker's
-        body: its span, named for why the key was queued (entered here), and, when
-        metering, the queue wait recorded and the clock read."""
-        queue = self.queue
-        trigger = _TRIGGERS[queue.taken_priority]
-        if queue.taken_after_delay and key in self._requeued:
-            trigger = "requeue"
-        started = None
-        if self.telemetry.metering:
-            started = time.perf_counter()
-            self.telemetry.queue_wait.record(queue.waited, self._attributes)
-        block = self._span(key, trigger)
-        return _Traced(block, block.__enter__(), started)
-
-    def _untraced(self, traced: _Traced, outcome: str) -> None:
-        """Close what :meth:`_traced` opened, after the worker's body: the span, with the
-        outcome (or the exception going through, as its ``with`` block would see it),
-        and the reconcile's metrics."""
-        propagating = sys.exc_info()
-        if propagating[1] is None and traced.span is not trace.INVALID_SPAN:
-            traced.span.set_attribute("reconcile.result", outcome)
-        traced.block.__exit__(*propagating)
-        if propagating[1] is None and traced.started is not None:
-            self.telemetry.reconcile_total.add(1, self._outcomes[outcome])
-            self.telemetry.reconcile_time.record(time.perf_counter() - traced.started, self._attributes)
-
-    def _span(self, key: ObjectKey, trigger: str) -> contextlib.AbstractContextManager[trace.Span]:
-        if not self.telemetry.recording:
-            # Nothing records spans: no attributes built, a shared no-op span (a resync of
-            # 100,000 objects is made of this path).
-            return NOT_RECORDING
-        cached = self.informer.get(key)
-        attributes = {
-            "reconcile.controller": self.name,
-            "reconcile.kind": self.kind.kind,
-            "reconcile.key": f"{key.namespace}/{key.name}",
-            "reconcile.generation": cached.metadata.generation if cached is not None else 0,
-            "reconcile.trigger": trigger,
-        }
-        return self.telemetry.span("reconcile", attributes)
-
-    async def _terminated(self, key: ObjectKey, exc: TerminalError, span: trace.Span) -> str:
-        """A TerminalError: no retry; say so in status (the terminal record)."""
-        message = str(exc) or type(exc).__name__
-        self.gave_up[key] = message
-        span.set_status(trace.StatusCode.ERROR, str(exc))
-        LOG.warning("%s: %s: terminal: %s", self.name, key, exc)
-        await self._amend_status(key, lambda obj: with_terminal(obj, message, self._now()))
-        return "terminal"
-
-    def _errored(self, key: ObjectKey, exc: Exception, span: trace.Span) -> str:
-        """Any other failure: retry with the key's backoff.
-
-        But a reconciler that reads its own object (``get(request.key)``) and lets
-        NotFoundError out, when the cache no longer holds the key: the object is gone
-        and there is nothing to retry (controller-runtime's IgnoreNotFound)."""
-        if isinstance(exc, NotFoundError) and self.informer.get(key) is None:
-            return self._follow(key, None)
-        if isinstance(exc, FencedError):
-            # Its shard's lease moved on: the key is another runner's now; drop it.
-            self.queue.forget(key)
-            self.failures.pop(key, None)
-            LOG.info("%s: %s dropped: %s", self.name, key, exc)
-            return "fenced"
-        self._retry(key, exc)
-        span.record_exception(exc)
-        span.set_status(trace.StatusCode.ERROR, str(exc))
-        self.telemetry.reconcile_errors.add(1, self._attributes)
-        return "error"
-
     async def _bounded(self, request: Request, seconds: float) -> Result | None:
         """The reconcile, cancelled after ``seconds`` (controller-runtime's
         ReconciliationTimeout): a reconcile that hangs costs a retry, not a worker."""
@@ -423,96 +326,6 @@ class Controller:
             if expiry is not None and expiry.expired():
                 raise DeadlineExceededError(f"the reconcile did not finish within {seconds:g} s") from None
             raise
-
-    def _follow(self, key: ObjectKey, result: Result | None) -> str:
-        """Act on a reconcile's result; return the outcome's name (the worker's done()
-        forgets the key's failures after the outcomes in :data:`_FORGETTING`)."""
-        if self.failures:
-            self.failures.pop(key, None)
-            self._warned.pop(key, None)  # the streak ended: its next failure is said at once
-            if not self.failures:
-                self._store_failure = None
-        if self.gave_up:
-            self.gave_up.pop(key, None)
-        if result is None:
-            return "success"
-        if result.requeue_after is not None:
-            self._requeued.add(key)
-            self.queue.add_after(key, result.requeue_after, Priority.RESYNC)
-            return "requeue_after"
-        if result.requeue:
-            self._requeued.add(key)
-            self.queue.add_rate_limited(key)
-            return "requeue"
-        return "success"
-
-    async def _amend_status(self, key: ObjectKey, amend: Callable[[AnyResource], AnyResource | None]) -> None:
-        """Write the status ``amend`` makes of the object (nothing when it returns None),
-        guarded by the object's version: on a conflict, read the object again and retry.
-        Bookkeeping: a failure is logged, never raised into the worker."""
-        try:
-            obj = await self.cache.get(key)
-            for _ in range(3):
-                new = None if obj is None else amend(obj)
-                if new is None:
-                    return
-                try:
-                    await self._writer.update_status(new)
-                except ConflictError:
-                    obj = await self.client.get(self.kind, key.name, namespace=key.namespace)
-                    continue
-                return
-            LOG.warning(
-                "%s: %s: status kept changing; the terminal error record was not updated", self.name, key
-            )
-        except NotFoundError:
-            return  # deleted meanwhile: nothing to record it on
-        except Exception:
-            LOG.exception("%s: %s: could not update the terminal error record in status", self.name, key)
-
-    def _now(self) -> datetime.datetime:
-        return datetime.datetime.fromtimestamp(self.client.clock(), datetime.UTC)
-
-    def _retry(self, key: ObjectKey, exc: Exception) -> None:
-        self._requeued.discard(key)
-        retry_after = exc.retry_after if isinstance(exc, TransientError) else None
-        delay = self.queue.add_rate_limited(key, at_least=retry_after or 0.0)
-        self.failures[key] = message = " ".join((str(exc) or type(exc).__name__).split())
-        if isinstance(exc, StoreError):
-            if message != self._store_failure:
-                self._store_failure = message
-                LOG.warning("%s: the store failed: %s; reconciles retry with backoff", self.name, message)
-            LOG.info("%s: %s failed (%s); retry in %.3fs", self.name, key, exc, delay)
-            return
-        self._warn(key, exc, message, delay)
-
-    def _warn(self, key: ObjectKey, exc: Exception, message: str, delay: float) -> None:
-        """Say a reconcile failed, at WARNING, rate-limited per key: the first failure of
-        a streak at once, then at most once per :data:`_WARN_EVERY` seconds of the clock
-        with the number of failures not said since; the others at INFO, as before. A
-        failure that is not one of ours (a reconciler's bug: a TypeError, a KeyError) has
-        its traceback logged at DEBUG beside the warning: the command line shows warnings
-        as one plain line each, and everything under ``--debug``."""
-        now = self.clock.now()
-        warned = self._warned.get(key)
-        if warned is not None and now - warned[0] < _WARN_EVERY:
-            self._warned[key] = (warned[0], warned[1] + 1)
-            LOG.info("%s: %s failed (%s); retry in %.3fs", self.name, key, message, delay)
-            return
-        self._warned[key] = (now, 0)
-        if warned is None:
-            LOG.warning("%s: %s failed: %s; retry in %.3fs", self.name, key, message, delay)
-            if not isinstance(exc, ReconcileError):
-                LOG.debug("%s: %s: the reconciler raised", self.name, key, exc_info=exc)
-        else:
-            LOG.warning(
-                "%s: %s failed again: %s; %d more failures since the last warning; retry in %.3fs",
-                self.name,
-                key,
-                message,
-                warned[1],
-                delay,
-            )
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -14,16 +14,14 @@ get ``shutdown_deadline`` seconds to finish, then the store closes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Self
 
 import attrs
 
-from reconcile.api.bulk import Applied
 from reconcile.api.client import Client
 from reconcile.api.reading import KindRef
 from reconcile.controller.caching import Cache, CachedClient
@@ -36,26 +34,24 @@ from reconcile.errors import InvalidError, LockedError, ReconcileError
 from reconcile.model.discovery import discover
 from reconcile.model.external import ExternalClient, Provider, bind_store
 from reconcile.model.kinds import Kind
-from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.registry import KindRegistry
-from reconcile.model.resource import AnyResource
 from reconcile.runtime import collecting
-from reconcile.runtime.converging import Convergence, Tracker, ready_from_store
-from reconcile.runtime.health import ControllerHealth, Health
+from reconcile.runtime.applying import Applying
+from reconcile.runtime.converging import Tracker
 from reconcile.runtime.hosting import (
     ReconcileFunction,
     ReconcilerFactory,
     Registration,
     factory_of,
     function_reconciler,
-    last_failure,
 )
 from reconcile.runtime.operators import Operator, operators_among
 from reconcile.runtime.options import RuntimeOptions
+from reconcile.runtime.readiness import Readiness
 from reconcile.runtime.sharding import Sharding, share
+from reconcile.runtime.stopping import Stopping
 from reconcile.runtime.supervising import Supervisor
 from reconcile.store.contract import Claim, EventStore
-from reconcile.store.finishing import finish
 from reconcile.store.urls import open_store
 
 __all__ = ["Runtime"]
@@ -68,7 +64,7 @@ RUNNER_CLAIM = "runner"
 _STANDBY_POLL = 0.5
 
 
-class Runtime:
+class Runtime(Applying, Readiness, Stopping):
     """Runs a managed controller for every kind of every provider, the controllers of
     every :class:`~reconcile.runtime.Operator` given or included, and any controller
     added with :meth:`add_controller` (or the :meth:`controller` decorator)."""
@@ -247,17 +243,6 @@ class Runtime:
             self.sharding = await share(store, self.options, self.client, self.controllers, self.supervisor)
         return self.sharding is not None
 
-    async def _stopped_within(self, seconds: float) -> bool:
-        """Sleep ``seconds`` on the clock, or less if a stop is requested meanwhile."""
-        sleeping = asyncio.ensure_future(self.clock.sleep(seconds))
-        stopping = asyncio.ensure_future(self._stop.wait())
-        try:
-            await asyncio.wait({sleeping, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (sleeping, stopping):
-                task.cancel()
-        return self._stop.is_set()
-
     # -- controllers ---------------------------------------------------------------------------
 
     def add_controller(
@@ -419,222 +404,3 @@ class Runtime:
                 )
                 self._connections[provider.name] = connection
             return connection
-
-    def request_stop(self) -> None:
-        """Ask :meth:`run_until_stopped` to return (what SIGINT and SIGTERM do)."""
-        self._stop.set()
-
-    @property
-    def stop_requested(self) -> bool:
-        """Whether :meth:`request_stop` was called (or a handled signal arrived)."""
-        return self._stop.is_set()
-
-    async def wait_stop_requested(self) -> None:
-        """Return once :meth:`request_stop` was called (or a handled signal arrived)."""
-        await self._stop.wait()
-
-    async def run_until_stopped(self) -> None:
-        """Serve until :meth:`request_stop` (or a signal, with ``handle_signals``)."""
-        await self._stop.wait()
-
-    async def close(self, *, deadline: float | None = None) -> bool:
-        """Drain and stop. In-flight reconciles get ``deadline`` seconds (default: the
-        ``shutdown_deadline`` option) to finish; returns False if some had to be
-        abandoned then (the log and the external markers keep that safe: a restart
-        resumes). A caller with a deadline of its own (``reconcile run --once
-        --timeout``) passes what is left of it.
-
-        Idempotent, and shielded: a cancelled ``close()`` still finishes in the
-        background (no store thread is left to keep the process alive), and a second
-        ``close()`` waits for the first to end."""
-        if self._closing is None:
-            budget = self.options.shutdown_deadline if deadline is None else max(0.0, deadline)
-            self._closing = asyncio.get_running_loop().create_task(self._close(budget), name="runtime close")
-        return await finish(self._closing)
-
-    async def _close(self, deadline: float) -> bool:
-        loop = asyncio.get_running_loop()
-        for sig in self._signals:
-            loop.remove_signal_handler(sig)
-        self._signals.clear()
-        self.supervisor.stopping = True
-        if self.collector is not None:
-            self.collector.shut_down()
-        results = [False]
-        try:
-            results = await asyncio.gather(*(c.shutdown(deadline) for c in self.controllers.values()))
-        finally:
-            # Cancelled or not, what holds threads, files and locks is released.
-            try:
-                await self._release_controllers()
-                if self.sharding is not None:
-                    await self.sharding.release()  # after the last reconcile: the others take over
-            finally:
-                if self._claim is not None:
-                    self._claim.release()  # after the last reconcile: the next runner may start
-                    self._claim = None
-                if self._client is not None:
-                    client, self._client = self._client, None
-                    await client.store.close()
-        return all(results)
-
-    async def _release_controllers(self) -> None:
-        await self.supervisor.stop()
-        for controller in self.controllers.values():
-            close = getattr(controller.reconciler, "close", None)
-            if close is not None:
-                with contextlib.suppress(Exception):
-                    await close()
-        self.tracker.close(ReconcileError("the runtime closed while waiting"))
-        for connection in self._connections.values():
-            with contextlib.suppress(Exception):
-                await connection.close()
-        self._connections.clear()
-
-    # -- conveniences ----------------------------------------------------------------------------
-
-    async def apply(
-        self,
-        manifest: Mapping[str, Any] | AnyResource,
-        *,
-        manager: str = "reconcile",
-        origin: Path | None = None,
-        force: bool = False,
-    ) -> AnyResource:
-        """Declare an object (``Client.apply``: server-side apply under ``manager``;
-        ``force`` takes over other managers' fields), through the controllers' cache:
-        the applied object is cached at once and its controller hears of it now."""
-        cached = CachedClient(self.client, self.cache, manager=manager)
-        return await cached.apply(manifest, origin=origin, force=force)
-
-    async def delete(
-        self,
-        kind: KindRef,
-        name: str,
-        *,
-        namespace: str = DEFAULT_NAMESPACE,
-        manager: str = "reconcile",
-        propagation_policy: str = "Background",
-    ) -> AnyResource | None:
-        """Delete an object (``Client.delete``), through the controllers' cache: the object
-        marked for deletion is cached at once, its controller hears of it now, and its
-        watch event is dropped unparsed; None when it was removed at once (no finalizers),
-        and reads of it then wait for the watch to bring the removal. ``propagation_policy``:
-        what the garbage collector does with its dependents (``Client.delete``)."""
-        cached = CachedClient(self.client, self.cache, manager=manager)
-        return await cached.delete(kind, name, namespace=namespace, propagation_policy=propagation_policy)
-
-    async def apply_many(
-        self,
-        manifests: Sequence[Mapping[str, Any] | AnyResource],
-        *,
-        manager: str = "reconcile",
-        origins: Sequence[Path | None] | None = None,
-        check_all_first: bool = False,
-        atomic: bool = False,
-    ) -> list[Applied]:
-        """Declare many objects (``Client.apply_many``: one admission each, writes
-        sharing group commits, one result per manifest), through the controllers' cache.
-        ``atomic``: all stored in one transaction, or none. With ``gc_tuning``, the
-        collector collects less while it runs (:func:`~reconcile.runtime.collecting.collecting_less`)."""
-        cached = CachedClient(self.client, self.cache, manager=manager)
-        with collecting.collecting_less() if self.options.gc_tuning else contextlib.nullcontext():
-            return await cached.apply_many(
-                manifests, origins=origins, check_all_first=check_all_first, atomic=atomic
-            )
-
-    def _controller_for(self, api_group: str, kind: str) -> Controller | None:
-        return next(
-            (c for c in self.controllers.values() if (c.kind.api_group, c.kind.kind) == (api_group, kind)),
-            None,
-        )
-
-    def health(self) -> Health:
-        """Readiness and health, for a service's probes: every controller synced, watching
-        and running (see :mod:`reconcile.runtime.health`). Cheap: no store query."""
-        controllers = []
-        for name, controller in self.controllers.items():
-            informer, queue = controller.informer, controller.queue
-            stats, cache = queue.statistics(), informer.statistics()
-            controllers.append(
-                ControllerHealth(
-                    name=name,
-                    synced=informer.synced.is_set(),
-                    watching=not informer.failing,
-                    running=name not in self.supervisor.down,
-                    crashes=self.supervisor.crashes[name],
-                    watch_failures=cache.watch_failures,
-                    cached=cache.objects,
-                    depth=stats.depth,
-                    processing=stats.processing,
-                    waiting=stats.waiting,
-                    longest_running=max(queue.processing_times(), default=0.0),
-                )
-            )
-        sharding = None if self.sharding is None else self.sharding.health()
-        return Health.of(tuple(controllers), started=self._client is not None, sharding=sharding)
-
-    async def wait_synced(self) -> None:
-        """Wait until every controller's cache holds its first list."""
-        await asyncio.gather(*(c.wait_synced() for c in self.controllers.values()))
-
-    def convergence(self, kinds: Iterable[str] | None = None) -> Convergence:
-        """Where convergence stands now (see :class:`Convergence`): what is Ready, what
-        waits, what the engine gave up on; every kind unless some are named."""
-        return self.tracker.convergence(kinds)
-
-    async def wait_converged(
-        self,
-        *,
-        kinds: Iterable[str] | None = None,
-        timeout: float | None = None,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> Convergence:
-        """Wait until every object (of the kinds named, by any of their names) is Ready
-        for its generation, or settled short of it: every cache loaded, every queue idle,
-        and what is not Ready given up on (a terminal error: waiting will not change it).
-        ``converged`` on the result says which. TimeoutError after ``timeout`` seconds on
-        the runtime's clock; CorruptError at once when a cache met a corrupt body.
-        ``progress(ready, total)`` is called whenever something moved."""
-        return await self.tracker.wait_converged(kinds, timeout, progress)
-
-    async def wait_ready(
-        self, kind: str | Kind, name: str, *, namespace: str = DEFAULT_NAMESPACE, timeout: float | None = None
-    ) -> AnyResource:
-        """Wait until the object is Ready for its current generation; return it.
-
-        Raises TimeoutError (with the object's last Synced message) after ``timeout``
-        seconds on the runtime's clock.
-        """
-        last: list[AnyResource] = []
-        deadline = contextlib.nullcontext() if timeout is None else self.clock.timeout(timeout)
-        try:
-            async with deadline:
-                return await self._ready(kind, name, namespace, last)
-        except TimeoutError:
-            detail = ""
-            if last:
-                synced = last[-1].status.condition("Synced")
-                if synced is not None:
-                    detail = f": Synced={synced.status.value} {synced.reason} {synced.message}".rstrip()
-            # A reconciler of the host's own writes no Synced condition: its last failure,
-            # which only the controller knows, says why.
-            found = kind if isinstance(kind, Kind) else self.client.kinds.resolve(kind)
-            failure = last_failure(
-                self.controllers.values(), ObjectKey(found.api_group, found.kind, namespace, name)
-            )
-            if failure is not None and failure not in detail:
-                detail += f"; its last reconcile failed: {failure}"
-            raise TimeoutError(f"{kind} {namespace}/{name} was not Ready in time{detail}") from None
-
-    async def _ready(
-        self, kind: str | Kind, name: str, namespace: str, last: list[AnyResource]
-    ) -> AnyResource:
-        found = kind if isinstance(kind, Kind) else self.client.kinds.resolve(kind)
-        controller = self._controller_for(found.api_group, found.kind)
-        if controller is None:
-            return await ready_from_store(self.client, found, name, namespace, last)
-        # A kind this runtime runs: its informer already decodes every change, so a
-        # waiter costs a dictionary entry, not a watch of the whole kind of its own.
-        key = ObjectKey(found.api_group, found.kind, namespace, name)
-        return await self.tracker.wait_ready(controller, key, last)
