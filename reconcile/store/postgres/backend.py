@@ -26,7 +26,7 @@ from typing import Any, Self, TypeVar
 
 import asyncpg
 
-from reconcile.errors import ExpiredError, StoreError
+from reconcile.errors import StoreError
 from reconcile.model.events import Bookmark
 from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import (
@@ -41,6 +41,7 @@ from reconcile.store.contract import (
 from reconcile.store.encoding import load_body
 from reconcile.store.fencing import Leases, ShardTable
 from reconcile.store.finishing import finish
+from reconcile.store.following import follow, matcher
 from reconcile.store.paging import page_of
 from reconcile.store.postgres import copying, leasing, maintenance, schema
 from reconcile.store.postgres.addressing import check_url, connect, errors, masked
@@ -54,7 +55,6 @@ __all__ = ["PostgresStore"]
 
 T = TypeVar("T")
 
-_WATCH_PAGE = 1000
 _EVENT_COLUMNS = (
     "e.revision, e.time, e.type, e.uid, e.actor, e.body, e.data, "
     'o.api_group, o.kind, o.namespace, o.name, e."user"'
@@ -361,15 +361,7 @@ class PostgresStore:
 
     # -- watching ----------------------------------------------------------------------
 
-    async def _check_horizon(self, since: int) -> None:
-        horizon = await self.horizon()
-        if since < horizon - 1:
-            raise ExpiredError(
-                f"revision {since} has been compacted (history starts at {horizon}); relist",
-                horizon=horizon,
-            )
-
-    async def watch(
+    def watch(
         self,
         *,
         since: int = 0,
@@ -384,48 +376,25 @@ class PostgresStore:
             if value is not None:
                 params.append(value)
                 where += f" AND {column} = ${len(params) + 3}"
+        query = (
+            f"SELECT {_EVENT_COLUMNS} FROM reconcile_events e "
+            "JOIN reconcile_objects o ON o.id = e.object_id "
+            f"WHERE e.revision > $1 AND e.revision <= $2{where} ORDER BY e.revision LIMIT $3"
+        )
 
-        def matches(key: ObjectKey) -> bool:
-            return (
-                (api_group is None or key.api_group == api_group)
-                and (kind is None or key.kind == kind)
-                and (namespace is None or key.namespace == namespace)
-            )
+        def fetch(cursor: int, head: int, limit: int) -> Awaitable[Sequence[Any]]:
+            return self._fetch(query, cursor, head, limit, *params)
 
-        cursor = since
-        await self._check_horizon(cursor)
-        while True:
-            recent = self._recent.after(cursor, matches=matches)
-            if recent is not None:
-                for event in recent:
-                    yield event
-                cursor = max(cursor, self._recent.last)
-                if self._tail.head <= cursor:
-                    yield Bookmark(cursor)
-                    if not await self._tail.wait_beyond(cursor):
-                        return
-                    continue
-            head = self._tail.readable(await self.revision())
-            rows = await self._fetch(
-                f"SELECT {_EVENT_COLUMNS} FROM reconcile_events e "
-                "JOIN reconcile_objects o ON o.id = e.object_id "
-                f"WHERE e.revision > $1 AND e.revision <= $2{where} ORDER BY e.revision LIMIT $3",
-                cursor,
-                head,
-                _WATCH_PAGE,
-                *params,
-            )
-            await self._check_horizon(cursor)
-            for row in rows:
-                yield _event(row)
-            if len(rows) == _WATCH_PAGE:
-                cursor = rows[-1][0]
-                continue
-            cursor = max(cursor, head)
-            yield Bookmark(cursor)
-            self._tail.advance(head)
-            if not await self._tail.wait_beyond(cursor):
-                return
+        return follow(
+            since=since,
+            matches=matcher(api_group, kind, namespace),
+            tail=self._tail,
+            recent=self._recent,
+            revision=self.revision,
+            horizon=self.horizon,
+            fetch=fetch,
+            event=_event,
+        )
 
     # -- copying -----------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from typing import Any, Self, TypeVar
 
 import aiosqlite
 
-from reconcile.errors import ExpiredError, StoreError
+from reconcile.errors import StoreError
 from reconcile.model.events import Bookmark
 from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import (
@@ -39,6 +39,7 @@ from reconcile.store.contract import (
 from reconcile.store.encoding import load_body
 from reconcile.store.fencing import Leases, ShardTable
 from reconcile.store.finishing import finish
+from reconcile.store.following import follow, matcher
 from reconcile.store.paging import page_of
 from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import copying, schema
@@ -61,7 +62,6 @@ __all__ = ["SQLiteStore"]
 
 T = TypeVar("T")
 
-_WATCH_PAGE = 1000
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _EVENT_COLUMNS = (
     "e.revision, e.time, e.type, e.uid, e.actor, e.body, e.data, o.api_group, o.kind, o.namespace, o.name, "
@@ -340,15 +340,7 @@ class SQLiteStore:
 
     # -- watching ----------------------------------------------------------------------
 
-    async def _check_horizon(self, since: int) -> None:
-        horizon = await self.horizon()
-        if since < horizon - 1:
-            raise ExpiredError(
-                f"revision {since} has been compacted (history starts at {horizon}); relist",
-                horizon=horizon,
-            )
-
-    async def watch(
+    def watch(
         self,
         *,
         since: int = 0,
@@ -363,47 +355,24 @@ class SQLiteStore:
             if value is not None:
                 where += f" AND {column} = ?"
                 params.append(value)
+        query = (
+            f"SELECT {self._event_columns} FROM events e JOIN objects o ON o.id = e.object_id "
+            f"WHERE e.revision > ? AND e.revision <= ?{where} ORDER BY e.revision LIMIT ?"
+        )
 
-        def matches(key: ObjectKey) -> bool:
-            return (
-                (api_group is None or key.api_group == api_group)
-                and (kind is None or key.kind == kind)
-                and (namespace is None or key.namespace == namespace)
-            )
+        def fetch(cursor: int, head: int, limit: int) -> Awaitable[Sequence[Any]]:
+            return self._fetch(query, [cursor, head, *params, limit])
 
-        cursor = since
-        await self._check_horizon(cursor)
-        while True:
-            recent = self._recent.after(cursor, matches=matches)
-            if recent is not None:
-                # Served from memory: this process's own latest commits, contiguous.
-                for event in recent:
-                    yield event
-                cursor = max(cursor, self._recent.last)
-                if self._tail.head <= cursor:
-                    yield Bookmark(cursor)
-                    if not await self._tail.wait_beyond(cursor):
-                        return
-                    continue
-            head = self._tail.readable(await self.revision())
-            rows = await self._fetch(
-                f"SELECT {self._event_columns} FROM events e JOIN objects o ON o.id = e.object_id "
-                f"WHERE e.revision > ? AND e.revision <= ?{where} ORDER BY e.revision LIMIT ?",
-                [cursor, head, *params, _WATCH_PAGE],
-            )
-            # A compaction racing with the read could have removed part of the range:
-            # checking after the read catches it, so a watch never silently skips.
-            await self._check_horizon(cursor)
-            for row in rows:
-                yield _event(row)
-            if len(rows) == _WATCH_PAGE:
-                cursor = rows[-1][0]
-                continue
-            cursor = max(cursor, head)
-            yield Bookmark(cursor)
-            self._tail.advance(head)
-            if not await self._tail.wait_beyond(cursor):
-                return
+        return follow(
+            since=since,
+            matches=matcher(api_group, kind, namespace),
+            tail=self._tail,
+            recent=self._recent,
+            revision=self.revision,
+            horizon=self.horizon,
+            fetch=fetch,
+            event=_event,
+        )
 
     # -- copying -----------------------------------------------------------------------
 

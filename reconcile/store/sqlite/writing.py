@@ -1,31 +1,23 @@
-"""The SQLite store's writer: one task that takes every queued write and commits them in
-batches, one transaction and one fsync each (group commit), on the writer connection's
-thread (:func:`~reconcile.store.sqlite.committing.commit_batch`).
-
-Writes are queued with a future each and never wait on a lock: the task takes what is
-pending after one turn of the loop, up to ``_MAX_BATCH`` writes, and resolves each future
-when the commit holding it ends, before the tail wakes the watches. A group of writes
-that must be all or nothing (``write_many``) is committed in a transaction of its own:
-its rollback must not take other writers' writes along. If the task ever dies, every
-queued write fails loudly and so does every later one: no write waits forever.
+"""The SQLite store's writer: the shared group-commit queue
+(:class:`~reconcile.store.batching.Batcher`) committing each batch in one transaction
+and one fsync, on the writer connection's thread
+(:func:`~reconcile.store.sqlite.committing.commit_batch`). A commit's head is the
+database's: the watches hear of it at once.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import contextlib
 import functools
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import aiosqlite
 
 from reconcile.errors import StoreError
-from reconcile.model.meta import ObjectKey
-from reconcile.store.contract import Mutation, WriteResult
-from reconcile.store.recent import RecentEvents
+from reconcile.store.batching import Batcher, Results
+from reconcile.store.recent import EventRow, RecentEvents
 from reconcile.store.sqlite.committing import PendingWrite, commit_batch
 from reconcile.store.sqlite.connections import in_thread
 from reconcile.store.sqlite.space import disk_full
@@ -33,17 +25,7 @@ from reconcile.store.watching import Tail
 
 __all__ = ["Writer", "store_errors"]
 
-_MAX_BATCH = 4096
-_One = tuple[PendingWrite, asyncio.Future[WriteResult]]
-
-
-class _Group:
-    """Writes committed together, all or nothing, in a transaction of their own."""
-
-    __slots__ = ("future", "writes")
-
-    def __init__(self, writes: list[PendingWrite], future: asyncio.Future[list[WriteResult]]) -> None:
-        self.writes, self.future = writes, future
+_Committed = tuple[int, Results, list[EventRow]]
 
 
 @contextlib.contextmanager
@@ -58,174 +40,34 @@ def store_errors(path: Path) -> Iterator[None]:
         raise StoreError(f"{path}: {full}{exc}") from exc
 
 
-class Writer:
+class Writer(Batcher[PendingWrite, _Committed]):
     """The queue of writes and the task that commits them (started by :meth:`start`)."""
 
+    _pending_write = PendingWrite  # the class itself: no call in between
+
     def __init__(self, path: Path, clock: Callable[[], float], tail: Tail, recent: RecentEvents) -> None:
+        super().__init__(str(path), clock, tail, recent)
         self.path = path
-        self._clock = clock
-        self._tail = tail
-        self._recent = recent
-        self._pending: collections.deque[_One | _Group] = collections.deque()
-        self._wake = asyncio.Event()
         self._connection: aiosqlite.Connection | None = None
-        #: The writer task (None until started).
-        self.task: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._failure: BaseException | None = None
-        self._closing = False
 
     def start(self, connection: aiosqlite.Connection) -> None:
         """Start committing on ``connection``, in the running loop."""
         self._connection = connection
-        # The loop the store serves (its connections' results come back to it): kept, so
-        # a write does not look it up again (get_running_loop() per call adds up).
-        self._loop = asyncio.get_running_loop()
-        self.task = self._loop.create_task(self._write_loop(), name=f"reconcile-store-writer {self.path}")
+        self.begin()
 
-    def shut(self) -> None:
-        """Queue no more writes (each raises StoreError); what is queued is still committed."""
-        self._closing = True
-        self._wake.set()
-
-    async def stop(self) -> None:
-        """Commit what is queued, then end the task (a dead one already failed its writes)."""
-        self.shut()
-        if self.task is not None:
-            self._wake.set()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await self.task
-
-    def check(self) -> None:
-        """StoreError when writes cannot be queued (closed, or the task died)."""
-        if self._closing or self.task is None:
-            raise StoreError(f"{self.path}: store is closed")
-        if self.task.done():
-            raise StoreError(f"{self.path}: the writer stopped ({self._failure!r}); reopen the store")
-
-    def submit(
-        self, key: ObjectKey, mutation: Mutation, actor: str, user: str | None = None
-    ) -> asyncio.Future[WriteResult]:
-        """Queue one write; its future."""
-        self.check()
-        assert self._loop is not None  # started: check() found the task
-        future: asyncio.Future[WriteResult] = self._loop.create_future()
-        self._pending.append((PendingWrite(key, mutation, actor, user), future))
-        self._wake.set()
-        return future
-
-    def submit_many(
-        self, writes: Sequence[tuple[ObjectKey, Mutation]], actor: str, user: str | None = None
-    ) -> list[asyncio.Future[WriteResult]]:
-        """Queue every write at once (no task per write); one future per write."""
-        self.check()
-        loop = self._loop
-        assert loop is not None
-        futures: list[asyncio.Future[WriteResult]] = []
-        for key, mutation in writes:
-            future: asyncio.Future[WriteResult] = loop.create_future()
-            self._pending.append((PendingWrite(key, mutation, actor, user), future))
-            futures.append(future)
-        if futures:
-            self._wake.set()
-        return futures
-
-    def submit_group(
-        self, writes: Sequence[tuple[ObjectKey, Mutation]], actor: str, user: str | None = None
-    ) -> asyncio.Future[list[WriteResult]]:
-        """Queue writes to commit together, all or nothing; one future for them all (a
-        future cancelled before its commit begins stores nothing)."""
-        self.check()
-        assert self._loop is not None
-        future: asyncio.Future[list[WriteResult]] = self._loop.create_future()
-        self._pending.append(
-            _Group([PendingWrite(key, mutation, actor, user) for key, mutation in writes], future)
-        )
-        self._wake.set()
-        return future
-
-    async def _write_loop(self) -> None:
-        # If this task ever dies, no write may wait forever: fail every queued write
-        # loudly, and make every later write fail at once (see check()).
-        try:
-            await self._write_batches()
-        except BaseException as exc:
-            self._failure = exc
-            error = StoreError(f"{self.path}: the writer stopped ({exc!r})")
-            while self._pending:
-                item = self._pending.popleft()
-                future = item.future if isinstance(item, _Group) else item[1]
-                if not future.done():
-                    future.set_exception(error)
-            raise
-
-    async def _write_batches(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._pending:
-                # One turn of the loop first: the writers the last commit released are
-                # ready to run and most write again at once (a reconcile's next step,
-                # the next document of an apply). Taking only the stragglers that came
-                # during the commit would spend a whole commit (an fsync) on a few writes
-                # and make everyone else wait for the next one.
-                await asyncio.sleep(0)
-                first = self._pending[0]
-                if isinstance(first, _Group):
-                    self._pending.popleft()
-                    await self._commit_group(first)
-                    continue
-                taken: list[_One] = []
-                while self._pending and len(taken) < _MAX_BATCH:
-                    item = self._pending[0]
-                    if isinstance(item, _Group):
-                        break  # a group commits alone
-                    taken.append(item)
-                    self._pending.popleft()
-                await self._commit(taken)
-            if self._closing:
-                return
-
-    async def _commit(self, taken: list[_One]) -> None:
+    def _send(self, batch: list[PendingWrite], *, all_or_nothing: bool) -> Awaitable[_Committed]:
+        # The thread's coroutine itself, not one wrapping it: one await per commit.
         assert self._connection is not None
-        batch = [write for write, _ in taken]
-        with self._tail.local_commit():
-            try:
-                with store_errors(self.path):
-                    head, results, appended = await in_thread(
-                        self._connection, commit_batch, batch, self._clock()
-                    )
-            except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets it
-                for _, future in taken:
-                    if not future.done():
-                        future.set_exception(exc)
-                return
-            self._recent.extend(appended)
-            for (_, future), result in zip(taken, results, strict=True):
-                if future.done():
-                    continue
-                if isinstance(result, BaseException):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
-            self._tail.advance(head)
+        if all_or_nothing:
+            commit = functools.partial(commit_batch, all_or_nothing=True)
+            return in_thread(self._connection, commit, batch, self._clock())
+        return in_thread(self._connection, commit_batch, batch, self._clock())
 
-    async def _commit_group(self, group: _Group) -> None:
-        if group.future.done():  # its writer gave up before the commit began: store nothing
-            return
-        assert self._connection is not None
-        commit = functools.partial(commit_batch, all_or_nothing=True)
-        with self._tail.local_commit():
-            try:
-                with store_errors(self.path):
-                    head, results, appended = await in_thread(
-                        self._connection, commit, group.writes, self._clock()
-                    )
-            except Exception as exc:  # noqa: BLE001 - the group's writer gets it
-                if not group.future.done():
-                    group.future.set_exception(exc)
-                return
-            self._recent.extend(appended)
-            if not group.future.done():
-                group.future.set_result([r for r in results if not isinstance(r, BaseException)])
-            self._tail.advance(head)
+    def _errors(self) -> contextlib.AbstractContextManager[None]:
+        return store_errors(self.path)
+
+    def _settled(self, committed: _Committed) -> tuple[Results, list[EventRow]]:
+        return committed[1], committed[2]
+
+    def _announce(self, committed: _Committed) -> None:
+        self._tail.advance(committed[0])
