@@ -10,7 +10,7 @@ import pytest
 from helpers import settle
 
 from reconcile import Bookmark, ObjectKey
-from reconcile.store import Put, RawEvent, SQLiteStore, open_store
+from reconcile.store import EventStore, Put, RawEvent, SQLiteStore, open_store
 from reconcile.store.postgres import writing as postgres_writing
 from reconcile.store.sqlite import writing
 from reconcile.store.sqlite.committing import commit_batch
@@ -57,6 +57,32 @@ async def test_the_writer_advances_and_wakes_waiters() -> None:
     await tail.close()
 
 
+async def watch_while_our_commit_lands(
+    store: EventStore, landed: asyncio.Event, release: asyncio.Event
+) -> None:
+    """A write whose commit is held between the database and its writer (``landed`` set
+    when it is committed; it goes on when ``release`` is set): a watch started meanwhile
+    delivers it only once the writer heard."""
+    try:
+        key = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
+        body = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget", "metadata": {"name": "w"}}
+        write = asyncio.create_task(store.write(key, lambda _: Put("Created", body), actor="t"))
+        await asyncio.wait_for(landed.wait(), 5)
+        assert await store.revision() == 1  # in the database already
+        watch = aiter(store.watch(since=0))
+        assert await asyncio.wait_for(anext(watch), 5) == Bookmark(0)
+        following = asyncio.create_task(anext(watch))
+        release.set()
+        event = await asyncio.wait_for(following, 5)
+        assert isinstance(event, RawEvent)
+        assert event.revision == 1
+        assert write.done()  # its writer heard first
+        await watch.aclose()
+    finally:
+        release.set()
+        await store.close()
+
+
 async def test_a_watch_never_delivers_our_commit_before_its_writers_hear(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -75,25 +101,7 @@ async def test_a_watch_never_delivers_our_commit_before_its_writers_hear(
         return result
 
     monkeypatch.setattr(writing, "in_thread", held)
-    store = await SQLiteStore(tmp_path / "state.db").open()
-    try:
-        key = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
-        body = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget", "metadata": {"name": "w"}}
-        write = asyncio.create_task(store.write(key, lambda _: Put("Created", body), actor="t"))
-        await asyncio.wait_for(landed.wait(), 5)
-        assert await store.revision() == 1  # in the database already
-        watch = aiter(store.watch(since=0))
-        assert await asyncio.wait_for(anext(watch), 5) == Bookmark(0)
-        following = asyncio.create_task(anext(watch))
-        release.set()
-        event = await asyncio.wait_for(following, 5)
-        assert isinstance(event, RawEvent)
-        assert event.revision == 1
-        assert write.done()  # its writer heard first
-        await watch.aclose()
-    finally:
-        release.set()
-        await store.close()
+    await watch_while_our_commit_lands(await SQLiteStore(tmp_path / "state.db").open(), landed, release)
 
 
 async def test_on_postgres_a_watch_never_delivers_our_commit_before_its_writers_hear(
@@ -112,22 +120,4 @@ async def test_on_postgres_a_watch_never_delivers_our_commit_before_its_writers_
         return result
 
     monkeypatch.setattr(postgres_writing, "commit_batch", held)
-    store = await open_store(postgres_url)
-    try:
-        key = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
-        body = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget", "metadata": {"name": "w"}}
-        write = asyncio.create_task(store.write(key, lambda _: Put("Created", body), actor="t"))
-        await asyncio.wait_for(landed.wait(), 5)
-        assert await store.revision() == 1  # in the database already
-        watch = aiter(store.watch(since=0))
-        assert await asyncio.wait_for(anext(watch), 5) == Bookmark(0)
-        following = asyncio.create_task(anext(watch))
-        release.set()
-        event = await asyncio.wait_for(following, 5)
-        assert isinstance(event, RawEvent)
-        assert event.revision == 1
-        assert write.done()  # its writer heard first
-        await watch.aclose()
-    finally:
-        release.set()
-        await store.close()
+    await watch_while_our_commit_lands(await open_store(postgres_url), landed, release)

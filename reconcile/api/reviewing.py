@@ -110,7 +110,7 @@ async def review(admission: Admission, admitted: Admitted, client: Any) -> Admit
     objects with."""
     if not admitted.needs_review:
         return admitted
-    kind, origin, said, first = admitted.kind, admitted.origin, admitted.warnings, admitted
+    kind, origin, said, declared = admitted.kind, admitted.origin, admitted.warnings, admitted.declared
     subject = f'{kind.kind} "{admitted.metadata["name"]}"'
     obj = _object_of(admission, admitted)
     ignored: list[dict[str, str]] = []
@@ -171,5 +171,5 @@ async def review(admission: Admission, admitted: Admitted, client: Any) -> Admit
         # manifest, before it is merged with the stored object, so a field a hook fills
         # in is owned by nobody (each apply brings it to what the hooks make of that
         # apply), never by every manager whose apply the hook happened to default.
-        declared=first.declared,
+        declared=declared,
     )
