@@ -45,6 +45,7 @@ import attrs
 
 from reconcile.errors import FencedError, FieldError, InvalidError, NotFoundError, StoreError
 from reconcile.model.meta import ObjectKey
+from reconcile.store.claiming import claimed
 from reconcile.store.contract import (
     MAX_OBJECT_BYTES,
     Body,
@@ -213,7 +214,7 @@ class _Claims:
     async def check(self, key: ObjectKey, slot: _Slot, identity: str) -> None:
         holder = self.claimed.get((key.api_group, key.kind, identity))
         if holder is not None and holder != key and self._holds(holder, identity):
-            raise _claimed(key, identity, holder)
+            raise claimed(key, identity, holder)
         rows = await self.conn.fetch(
             "SELECT namespace, name FROM reconcile_objects WHERE api_group = $1 AND kind = $2 "
             "AND identity = $3 AND live AND id IS DISTINCT FROM $4",
@@ -225,7 +226,7 @@ class _Claims:
         for namespace, name in rows:
             other = ObjectKey(key.api_group, key.kind, namespace, name)
             if other not in self.slots or self._holds(other, identity):
-                raise _claimed(key, identity, other)
+                raise claimed(key, identity, other)
 
     def record(self, key: ObjectKey, identity: str) -> None:
         self.claimed[(key.api_group, key.kind, identity)] = key
@@ -233,14 +234,6 @@ class _Claims:
     def _holds(self, key: ObjectKey, identity: str) -> bool:
         slot = self.slots[key]
         return slot.text is not None and slot.identity == identity
-
-
-def _claimed(key: ObjectKey, identity: str, other: ObjectKey) -> InvalidError:
-    reason = (
-        f"{identity} is already declared by {other.kind} {other.namespace}/{other.name}: "
-        "one external resource is declared by one object"
-    )
-    return InvalidError([FieldError("spec", reason)], subject=f"{key.kind} {key.namespace}/{key.name}")
 
 
 async def _run_one(

@@ -21,6 +21,7 @@ import attrs
 
 from reconcile.errors import FieldError, InvalidError, NotFoundError
 from reconcile.model.meta import ObjectKey
+from reconcile.store.claiming import claimed
 from reconcile.store.contract import (
     MAX_OBJECT_BYTES,
     Body,
@@ -190,7 +191,7 @@ class _Claims:
         """InvalidError naming the other object when one declares ``identity``."""
         holder = self.claimed.get((key.api_group, key.kind, identity))
         if holder is not None and holder != key and self._holds(holder, identity):
-            raise _claimed(key, identity, holder)
+            raise claimed(key, identity, holder)
         rows = self.conn.execute(
             "SELECT namespace, name FROM objects WHERE api_group = ? AND kind = ? AND identity = ? "
             "AND live AND id != ?",
@@ -199,7 +200,7 @@ class _Claims:
         for namespace, name in rows:
             other = ObjectKey(key.api_group, key.kind, namespace, name)
             if other not in self.slots or self._holds(other, identity):  # a slot of this batch is newer
-                raise _claimed(key, identity, other)
+                raise claimed(key, identity, other)
 
     def record(self, key: ObjectKey, identity: str) -> None:
         """``key``'s write that declares ``identity`` succeeded."""
@@ -208,14 +209,6 @@ class _Claims:
     def _holds(self, key: ObjectKey, identity: str) -> bool:
         slot = self.slots[key]
         return slot.text is not None and slot.identity == identity
-
-
-def _claimed(key: ObjectKey, identity: str, other: ObjectKey) -> InvalidError:
-    reason = (
-        f"{identity} is already declared by {other.kind} {other.namespace}/{other.name}: "
-        "one external resource is declared by one object"
-    )
-    return InvalidError([FieldError("spec", reason)], subject=f"{key.kind} {key.namespace}/{key.name}")
 
 
 def _run_one(
