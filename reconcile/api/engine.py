@@ -307,8 +307,13 @@ class Engine:
             # apply stores the admitted spec as it is (unless fields of other managers
             # were kept: server-side apply): then reuse its structured form.
             body = result.object.body
-            spec = admitted.spec if body["spec"] == admitted.body["spec"] else None
-            made = Deferred(lambda: self.decoder.resource(body, spec=spec))
+
+            def made_object() -> AnyResource:
+                # Compared only when the object is asked for (a bulk apply seldom asks).
+                spec = admitted.spec if body["spec"] == admitted.body["spec"] else None
+                return self.decoder.resource(body, spec=spec)
+
+            made = Deferred(made_object)
             if admitted.ignored:
                 return Applied(key, outcome, made, warnings=admitted.hook_warnings)
             return Applied(key, outcome, made)
