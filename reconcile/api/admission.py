@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 import cattrs
 
-from reconcile.api.fields import declared_paths
+from reconcile.api.fields import converted_paths, declared_paths
 from reconcile.errors import (
     AdmissionWarning,
     ConversionError,
@@ -305,13 +305,23 @@ class Admission:
             "spec": self.converter.unstructure(spec, kind.spec_type),
         }
         _check_size(body, lambda: self._subject(document))
-        # A spoke's manifest declares its own version's paths: it declares every field.
-        declared = (
-            None
-            if typed or version is not None
-            else tuple(declared_paths(document.get("spec") or {}, body["spec"]))
-        )
+        declared = None if typed else self._declared(document.get("spec") or {}, body["spec"], version)
         return Admitted(kind, body, spec, said, origin, declared=declared, deprecation=deprecation)
+
+    def _declared(
+        self, raw: Mapping[str, Any], spec: Mapping[str, Any], version: KindVersion | None
+    ) -> tuple[str, ...]:
+        """The spec paths a manifest declares: what it wrote, and for a spoke's manifest
+        that mapped to the storage version's paths (:func:`converted_paths`)."""
+        if version is None:
+            return tuple(declared_paths(raw, spec))
+
+        def old_fields() -> Mapping[str, Any]:
+            structured = self.converter.structure(raw, version.spec_type)
+            unstructured: Mapping[str, Any] = self.converter.unstructure(structured, version.spec_type)
+            return unstructured
+
+        return tuple(converted_paths(raw, spec, version.renamed, old_fields))
 
     @staticmethod
     def metadata_patch_errors(patches: Mapping[str, Mapping[str, Any]]) -> list[FieldError]:

@@ -29,7 +29,7 @@ spec as it is, without walking anything (:func:`others_own_spec` says when).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -40,6 +40,7 @@ from reconcile.store.encoding import dumps, loads
 __all__ = [
     "SPEC",
     "FieldConflict",
+    "converted_paths",
     "declared_paths",
     "field_name",
     "filled",
@@ -120,6 +121,61 @@ def declared_paths(raw: Mapping[str, Any], admitted: Mapping[str, Any], prefix: 
         else:
             paths.append(path)
     return paths
+
+
+def _cut(spec: Mapping[str, Any], segments: Sequence[str]) -> str | None:
+    """The spec path of ``segments`` in ``spec``, cut where ``spec`` holds a leaf; None
+    when ``spec`` has no field there."""
+    value: Any = spec
+    for depth, segment in enumerate(segments):
+        if not isinstance(value, Mapping) or not value:
+            return SPEC + "/".join(_escape(s) for s in segments[:depth]) if depth else None
+        if segment not in value:
+            return None
+        value = value[segment]
+    return SPEC + "/".join(_escape(s) for s in segments)
+
+
+def converted_paths(
+    raw: Mapping[str, Any],
+    storage: Mapping[str, Any],
+    renamed: Sequence[tuple[str, str]],
+    old_fields: Callable[[], Mapping[str, Any]],
+) -> list[str]:
+    """The storage version's spec paths a manifest of another version declares.
+
+    ``raw`` is its spec as written, ``storage`` the admitted (converted) spec, ``renamed`` the
+    version's ``(old field, storage field)`` pairs (dotted, documents' spelling), and
+    ``old_fields()`` the old version's whole spec (defaults included; asked for only
+    when needed). The rule, in order:
+
+    1. a written field the storage version has at the same path declares that path
+       (most fields: a conversion usually keeps names);
+    2. a written field ``renamed`` maps (or one below it) declares the mapped path;
+    3. when a written field is neither, the conversion put its value somewhere the rule
+       cannot see: every storage field the old version has no field for is declared
+       too, as every field was before (a conflict is loud; a write lost because another
+       manager kept the field would be silent).
+    """
+    renames = [(old.split("."), new.split(".")) for old, new in renamed]
+    paths: set[str] = set()
+    unmapped = False
+    for path in leaf_paths(raw):
+        segments = _segments(path)
+        found = _cut(storage, segments)
+        if found is None:
+            for old, new in renames:
+                if segments[: len(old)] == old:
+                    found = _cut(storage, [*new, *segments[len(old) :]])
+                    break
+        if found is None:
+            unmapped = True
+        else:
+            paths.add(found)
+    if unmapped:
+        whole = old_fields()
+        paths.update(p for p in leaf_paths(storage) if _cut(whole, _segments(p)) is None)
+    return sorted(paths)
 
 
 def value_at(spec: Mapping[str, Any], path: str) -> Any:

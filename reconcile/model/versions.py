@@ -26,7 +26,7 @@ with no spokes pays nothing: nothing here runs for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -42,6 +42,15 @@ __all__ = ["KindVersion", "convert_body", "version_name"]
 def version_name(api_version: str) -> str:
     """The version part of an ``api_version`` (``sites.example.dev/v1`` -> ``v1``)."""
     return api_version.rpartition("/")[2]
+
+
+def _pairs(renamed: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    pairs = tuple(sorted(dict(renamed).items()))
+    for old, new in pairs:
+        if not isinstance(old, str) or not isinstance(new, str) or not old or not new:
+            msg = f"renamed maps a field path to a field path ('color': 'colors'), not {old!r}: {new!r}"
+            raise ValueError(msg)
+    return pairs
 
 
 @attrs.frozen
@@ -66,6 +75,11 @@ class KindVersion:
     #: Whether its use is warned about (``deprecation_warning``, or a default message).
     deprecated: bool = False
     deprecation_warning: str | None = None
+    #: The fields its conversion moves to another path of the storage version, as
+    #: ``{"color": "colors"}`` (dotted paths below ``spec``, documents' spelling): what
+    #: a manifest of this version declares for server-side apply follows them (fields
+    #: of the same name need none; see ``reconcile.api.fields.converted_paths``).
+    renamed: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs)
 
     def __attrs_post_init__(self) -> None:
         if not self.name or "/" in self.name:

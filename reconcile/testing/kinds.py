@@ -107,6 +107,10 @@ def _gizmo_from_v1(spec: GizmoSpec) -> GizmoV1Alpha1Spec:
 
 #: v1alpha1 of Gizmo, served: ``attrs.evolve`` it for a deprecated or unserved one.
 GIZMO_V1ALPHA1 = KindVersion(
-    "v1alpha1", GizmoV1Alpha1Spec, to_storage=_gizmo_to_v1, from_storage=_gizmo_from_v1
+    "v1alpha1",
+    GizmoV1Alpha1Spec,
+    to_storage=_gizmo_to_v1,
+    from_storage=_gizmo_from_v1,
+    renamed={"color": "colors"},
 )
 GIZMO = Kind("example.reconcile.dev/v1", "Gizmo", GizmoSpec, short_names=("gz",), versions=(GIZMO_V1ALPHA1,))
