@@ -101,7 +101,8 @@ class Engine:
         self._manager = manager
         self._write = write
         self._now = now
-        #: What admission hooks read other objects with (the client sets itself).
+        #: What admission hooks read other objects with (the client sets itself; a
+        #: Runtime, its cache's ``HookReader``).
         self.reader: Any = None
 
     def _kind(self, kind: KindRef) -> Kind:

@@ -1,5 +1,6 @@
 """The controller layer: clocks, the work queue, the informer and the reconcile loop."""
 
+from reconcile.controller.admitting import HookReader
 from reconcile.controller.caching import Cache, CachedClient, CachedEngine
 from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.collecting import COLLECTOR_MANAGER, GarbageCollector
@@ -21,6 +22,7 @@ __all__ = [
     "Context",
     "Controller",
     "GarbageCollector",
+    "HookReader",
     "Informer",
     "InformerEvent",
     "InformerStatistics",

@@ -66,9 +66,11 @@ class AdmissionRequest:
     #: The object as admitted so far: metadata, and the spec structured into the kind's
     #: class (mutating hooks before this one applied). Its status is the kind's default.
     object: Resource[Any, Any]
-    #: A reader of other objects (``get`` and ``list``): the client the write goes
-    #: through (in a Runtime, the Runtime's), reading what is stored. For rules across
-    #: objects.
+    #: A reader of other objects (``get`` and ``list``), for rules across objects: in a
+    #: Runtime, a :class:`~reconcile.controller.HookReader` answering from the informer
+    #: cache where a kind's informer has synced (as a webhook reads its informers: it
+    #: may trail the store by the watch), else the store; outside one, the client the
+    #: write goes through, reading the store.
     client: Any
     #: The manifest file the object was read from, when it came from one.
     origin: Path | None = None

@@ -24,6 +24,7 @@ import attrs
 
 from reconcile.api.client import Client
 from reconcile.api.reading import KindRef
+from reconcile.controller.admitting import HookReader
 from reconcile.controller.caching import Cache, CachedClient
 from reconcile.controller.collecting import COLLECTOR_MANAGER, GarbageCollector
 from reconcile.controller.context import Context
@@ -170,6 +171,9 @@ class Runtime(Applying, Readiness, Stopping):
             on_growth=collecting.cache_grew if self.options.gc_tuning else None,
             read_timeout=self.options.read_timeout,
         )
+        # Admission hooks read other objects as a webhook reads its informers: from this
+        # cache where a kind's informer has synced, from the store otherwise.
+        self._client.engine.reader = HookReader(self._client, self._cache)
         if self.options.handle_signals:  # before standing by: a signal must end the wait too
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
