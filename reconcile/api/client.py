@@ -235,7 +235,10 @@ class Client(Reading):
 
     async def update(self, obj: AnyResource, *, manager: str | None = None) -> AnyResource | None:
         """Replace spec, labels, annotations, finalizers and owner references, on the
-        condition that the object is still at ``obj.metadata.resource_version``.
+        condition that the object is still at ``obj.metadata.resource_version``. The
+        fields it changes become ``manager``'s (its ``(Update)`` entry in
+        ``managedFields``) and no other manager's, without conflict, as a Kubernetes
+        update (see :func:`reconcile.api.fields.recorded_update`).
 
         Returns None when the update removed the last finalizer of a deleting object.
         """
@@ -243,8 +246,9 @@ class Client(Reading):
         if admitted.needs_review:
             admitted = warned(await self.engine.review(admitted))
         key = admitted_key(admitted)
-        mutation = self.engine.noted(mutations.replace(key, admitted.body, admitted.kind.immutable), admitted)
-        result = await self._write(key, mutation, actor=manager)
+        mine = manager or self.manager
+        replaced = mutations.replace(key, admitted.body, admitted.kind.immutable, manager=mine)
+        result = await self._write(key, self.engine.noted(replaced, admitted), actor=mine)
         return None if result.object is None else self.decode(result.object.body)
 
     async def patch(
@@ -259,9 +263,11 @@ class Client(Reading):
     ) -> AnyResource:
         """Apply an RFC 7386 merge patch to ``spec``, ``metadata.labels`` and
         ``metadata.annotations``. Without ``resource_version`` a concurrent change is
-        retried against the new version; with it, a stale version is a conflict."""
+        retried against the new version; with it, a stale version is a conflict. The
+        fields it changes become ``manager``'s, as :meth:`update`'s do."""
         _, key = self._key(kind, name, namespace)
         check_patch(patch)
+        manager = manager or self.manager
         if "spec" not in patch:
             # Labels and annotations only: validated here, merged inside the write, so no
             # read round trip and no conflict to retry.
@@ -269,7 +275,9 @@ class Client(Reading):
             errors = self.admission.metadata_patch_errors(patches)
             if errors:
                 raise InvalidError(errors, subject=str(key))
-            mutation = mutations.patch_metadata(key, patches, resource_version, MAX_ANNOTATIONS_BYTES)
+            mutation = mutations.patch_metadata(
+                key, patches, resource_version, MAX_ANNOTATIONS_BYTES, manager=manager
+            )
             return self._result((await self._write(key, mutation, actor=manager)).object)
         for _ in range(_PATCH_ATTEMPTS):
             current = self.decoder.current(await self.store.read(key))
@@ -301,7 +309,7 @@ class Client(Reading):
                 admitted = warned(await self.engine.review(admitted))
             try:
                 mutation = self.engine.noted(
-                    mutations.replace(key, admitted.body, admitted.kind.immutable), admitted
+                    mutations.replace(key, admitted.body, admitted.kind.immutable, manager=manager), admitted
                 )
                 result = await self._write(key, mutation, actor=manager)
             except ConflictError:

@@ -39,6 +39,7 @@ from reconcile.store.encoding import dumps, loads
 
 __all__ = [
     "SPEC",
+    "UPDATE",
     "FieldConflict",
     "converted_paths",
     "declared_paths",
@@ -51,11 +52,18 @@ __all__ = [
     "metadata_conflicts",
     "only_spec_paths_recorded",
     "others_own_spec",
+    "recorded_update",
+    "update_entry",
     "value_at",
 ]
 
 #: The prefix of a spec path in ``managedFields``.
 SPEC = "spec/"
+#: What a manager's entry for its non-apply writes (``update``, ``patch``, ``edit``) is
+#: keyed by after its name (``reconcile-patch (Update)``): Kubernetes keeps a manager's
+#: ``operation: Apply`` and ``operation: Update`` entries apart, so a field a manager
+#: patched is never dropped by that manager's next apply for not being declared.
+UPDATE = " (Update)"
 _ABSENT: Any = object()
 _LEAVES = frozenset({str, int, float, bool, list, type(None)})
 #: The metadata fields merged key by key.
@@ -364,6 +372,73 @@ def merge_metadata(
         managed.pop(manager, None)
     meta["managedFields"] = dict(sorted(managed.items()))
     return meta
+
+
+def update_entry(manager: str) -> str:
+    """The ``managedFields`` key of ``manager``'s non-apply writes."""
+    return manager + UPDATE
+
+
+def _metadata_values(meta: Mapping[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    for field in _MERGED:
+        for key, value in (meta.get(field) or {}).items():
+            values[f"{field}/{key}"] = value
+    for name in meta.get("finalizers") or ():
+        values[f"finalizers/{name}"] = True
+    for reference in meta.get("ownerReferences") or ():
+        values[f"ownerReferences/{reference['uid']}"] = reference
+    return values
+
+
+def _spec_values(spec: Mapping[str, Any], prefix: str, values: dict[str, Any]) -> dict[str, Any]:
+    for key, value in spec.items():
+        path = prefix + _escape(key)
+        if isinstance(value, Mapping) and value:
+            _spec_values(value, path + "/", values)
+        else:
+            values[path] = value
+    return values
+
+
+def recorded_update(old: Mapping[str, Any], new: Mapping[str, Any], manager: str) -> dict[str, list[str]]:
+    """The managed fields after a write that is not an apply (``update``, ``patch``,
+    ``edit``, ``label``) of ``manager`` turned body ``old`` into ``new``, as
+    structured-merge-diff's ``Updater.Update``: every field it added or changed is
+    ``manager``'s (under :func:`update_entry`) and no longer any other manager's --
+    an update always wins, without conflict -- and a field it removed is nobody's.
+    The same mapping (not a copy) when it changed no field."""
+    managed: dict[str, list[str]] = old["metadata"].get("managedFields") or {}
+    before = _metadata_values(old["metadata"], {})
+    after = _metadata_values(new["metadata"], {})
+    if old["spec"] != new["spec"]:
+        _spec_values(old["spec"], SPEC, before)
+        _spec_values(new["spec"], SPEC, after)
+    changed = {
+        path for path, value in after.items() if path not in before or not json_equal(before[path], value)
+    }
+    removed = before.keys() - after.keys()
+    touched = changed | removed
+    if not touched:
+        return managed
+    above = {ancestor for path in touched if path.startswith(SPEC) for ancestor in _ancestors(path)}
+    key = update_entry(manager)
+    result: dict[str, list[str]] = {}
+    for name, paths in managed.items():
+        if name == key:
+            continue
+        kept = [
+            path
+            for path in paths
+            if path not in touched
+            and path not in above
+            and not (path.startswith(SPEC) and any(a in touched for a in _ancestors(path)))
+        ]
+        if kept:
+            result[name] = kept
+    mine = (set(managed.get(key, ())) | changed) - removed
+    if mine:
+        result[key] = sorted(mine)
+    return dict(sorted(result.items()))
 
 
 def only_spec_paths_recorded(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

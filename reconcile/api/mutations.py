@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from reconcile.api.fields import (
+    UPDATE,
     leaf_paths,
     managed_paths,
     merge_metadata,
@@ -35,6 +36,7 @@ from reconcile.api.fields import (
     metadata_conflicts,
     only_spec_paths_recorded,
     others_own_spec,
+    recorded_update,
 )
 from reconcile.api.merging import merge_patch
 from reconcile.errors import (
@@ -172,6 +174,9 @@ def apply(
     no other live object of the kind may declare (the store checks). ``finalizers`` are
     added to an object this creates (defaulting: no manager owns them, so a later apply
     without them keeps them)."""
+    if manager.endswith(UPDATE):
+        reason = f"a field manager's name may not end with {UPDATE.strip()!r} (its non-apply writes' entry)"
+        raise InvalidError([FieldError("fieldManager", reason)], subject=str(key))
     expected = desired["metadata"].get("resourceVersion")
     spec_paths = leaf_paths(desired["spec"]) if declared is None else declared
     paths = sorted({*managed_paths(desired["metadata"]), *spec_paths})
@@ -252,9 +257,13 @@ def check_immutable(key: ObjectKey, old: Body, new: Body, fields: tuple[str, ...
         raise InvalidError(errors, subject=str(key))
 
 
-def replace(key: ObjectKey, desired: Body, immutable: tuple[str, ...] = ()) -> Mutation:
+def replace(
+    key: ObjectKey, desired: Body, immutable: tuple[str, ...] = (), *, manager: str | None = None
+) -> Mutation:
     """``update``: replace spec and user metadata, guarded by the given resource_version;
-    the ``immutable`` spec fields may not change."""
+    the ``immutable`` spec fields may not change. The fields it changes become
+    ``manager``'s (:func:`~reconcile.api.fields.recorded_update`; None: no ownership
+    recorded)."""
     expected = desired["metadata"].get("resourceVersion")
     if expected is None:
         reason = "required for update (the version this change was based on)"
@@ -272,6 +281,8 @@ def replace(key: ObjectKey, desired: Body, immutable: tuple[str, ...] = ()) -> M
             meta[field] = _clone(desired["metadata"].get(field))
         new["metadata"] = meta
         _check_new_finalizers(key, old["metadata"], meta)
+        if manager is not None:
+            meta["managedFields"] = recorded_update(old, new, manager)
         if new["spec"] != old["spec"]:
             meta["generation"] = old["metadata"]["generation"] + 1
         change = _changed(current, new, EventType.SPEC_CHANGED)
@@ -388,9 +399,12 @@ def patch_metadata(
     patches: Mapping[str, Mapping[str, Any]],
     expected: int | None,
     max_annotation_bytes: int,
+    *,
+    manager: str | None = None,
 ) -> Mutation:
     """Merge-patch labels and annotations (``{"labels": {...}, "annotations": {...}}``; a
-    None value removes a key). Keys and values were validated by the caller."""
+    None value removes a key). Keys and values were validated by the caller. The keys it
+    changes become ``manager``'s (None: no ownership recorded)."""
 
     def mutate(current: StoredObject | None) -> Change | None:
         current = _require(key, current)
@@ -404,7 +418,10 @@ def patch_metadata(
         if size > max_annotation_bytes:
             reason = f"must have at most {max_annotation_bytes} bytes"
             raise InvalidError([FieldError("metadata.annotations", reason)], subject=str(key))
-        return Put(EventType.METADATA_CHANGED, {**current.body, "metadata": meta})
+        new = {**current.body, "metadata": meta}
+        if manager is not None:
+            meta["managedFields"] = recorded_update(current.body, new, manager)
+        return Put(EventType.METADATA_CHANGED, new)
 
     return mutate
 

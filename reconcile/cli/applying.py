@@ -439,8 +439,14 @@ def adopt(settings: Settings, kind: str, name: str | None, namespace: str) -> No
 
 async def _adopt(settings: Settings, kind: str, name: str, namespace: str) -> None:
     async with settings.client() as client:
+        # Under its own field manager (an update's entry, apart from the applier's), so a
+        # later apply does not drop the mark for not declaring it.
         obj = await client.patch(
-            kind, name, {"metadata": {"annotations": {ANNOTATION_ADOPT: "true"}}}, namespace=namespace
+            kind,
+            name,
+            {"metadata": {"annotations": {ANNOTATION_ADOPT: "true"}}},
+            namespace=namespace,
+            manager=settings.field_manager or "reconcile-adopt",
         )
     label = qualified(obj.kind, obj.key.api_group, name)
     click.echo(f"{label} marked for adoption: the runner takes over the existing resource")

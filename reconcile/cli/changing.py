@@ -17,14 +17,17 @@ leaves out is kept (inside spec, labels and annotations, a key left out is remov
 ``metadata.resource_version`` set in the changed document is a precondition, as in
 Kubernetes: the write is refused unless the object is still at that version. The write
 goes through :meth:`Client.patch <reconcile.api.Client.patch>`, so admission checks the
-result exactly as it checks an ``apply``.
+result exactly as it checks an ``apply``, and the fields it changes are owned by the
+verb's field manager (``reconcile-patch``, ``reconcile-edit``, ``reconcile-label``,
+``reconcile-annotate``; ``--field-manager`` changes it), as Kubernetes records an
+update: taken from any other manager without conflict.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import click
@@ -32,14 +35,27 @@ import click
 from reconcile.api import Client
 from reconcile.api.merging import json_equal, merge_diff
 from reconcile.cli.failing import BadInput
+from reconcile.cli.main import checked_name
 from reconcile.cli.naming import split_names
 from reconcile.cli.reading import list_all
 from reconcile.cli.rendering import object_data, qualified
+from reconcile.cli.settings import Settings
 from reconcile.errors import ConflictError, FieldError, InvalidError
 from reconcile.model import Kind
 from reconcile.model.printing import printable
 
-__all__ = ["ATTEMPTS", "Change", "Target", "change_object", "changes", "targets"]
+__all__ = [
+    "ATTEMPTS",
+    "Change",
+    "Target",
+    "change_object",
+    "changes",
+    "field_manager_option",
+    "targets",
+    "with_manager",
+]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 #: How many times a change is redone after a conflict before giving up.
 ATTEMPTS = 16
@@ -132,6 +148,27 @@ def changes(old: Mapping[str, Any], new: object, *, subject: str = "") -> Change
         raise InvalidError(errors, subject=subject)
     status_ignored = "status" in new and not json_equal(old.get("status"), new["status"])
     return Change(patch, version, status_ignored)
+
+
+def field_manager_option(default: str) -> Callable[[_F], _F]:
+    """A verb's ``--field-manager`` (the fields its change sets are owned by, as
+    kubectl's ``kubectl-patch``, ``kubectl-edit``...; ``default`` when neither it nor
+    the global option is given)."""
+    return click.option(
+        "--field-manager",
+        "verb_manager",
+        metavar="NAME",
+        help=f"The field manager the changed fields are owned by (default: the global "
+        f"--field-manager, else {default}).",
+    )
+
+
+def with_manager(settings: Settings, given: str | None, default: str) -> Settings:
+    """``settings`` writing under the verb's field manager: ``--field-manager`` of the
+    verb, else the global one, else the verb's ``default``."""
+    if given is not None:
+        return attrs.evolve(settings, field_manager=checked_name("--field-manager", given))
+    return attrs.evolve(settings, field_manager=settings.field_manager or default)
 
 
 def warn_status_ignored() -> None:

@@ -31,7 +31,14 @@ import click
 import yaml
 
 from reconcile.api.merging import json_equal
-from reconcile.cli.changing import Change, Target, changes, warn_status_ignored
+from reconcile.cli.changing import (
+    Change,
+    Target,
+    changes,
+    field_manager_option,
+    warn_status_ignored,
+    with_manager,
+)
 from reconcile.cli.completing import complete_kinds, complete_names
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
@@ -41,7 +48,10 @@ from reconcile.cli.settings import Settings
 from reconcile.errors import ConflictError, InvalidError, NotFoundError
 from reconcile.model.printing import printable
 
-__all__ = ["EDITOR_VARIABLES", "editor_command"]
+__all__ = ["EDITOR_VARIABLES", "EDIT_MANAGER", "editor_command"]
+
+#: The field manager of ``edit`` when none is given (kubectl's is ``kubectl-edit``).
+EDIT_MANAGER = "reconcile-edit"
 
 #: Where the editor comes from, first set wins; ``vi`` when none is.
 EDITOR_VARIABLES = ("RECONCILE_EDITOR", "EDITOR", "VISUAL")
@@ -167,10 +177,12 @@ class _Kept(Failure):
 @click.argument("kind", shell_complete=complete_kinds)
 @click.argument("name", required=False, shell_complete=complete_names)
 @click.option("-n", "--namespace", default="default", show_default=True)
+@field_manager_option(EDIT_MANAGER)
 @click.pass_obj
-def edit(settings: Settings, kind: str, name: str | None, namespace: str) -> None:
+def edit(settings: Settings, kind: str, name: str | None, namespace: str, verb_manager: str | None) -> None:
     """Edit one object (KIND NAME or KIND/NAME) in $EDITOR and save it: spec, labels and
     annotations, checked by admission, written on the version that was opened."""
+    settings = with_manager(settings, verb_manager, EDIT_MANAGER)
     found_kind, found_name = type_and_name(kind, name)
     if found_kind is None or found_name is None:
         raise BadInput("which object? give KIND NAME or KIND/NAME")

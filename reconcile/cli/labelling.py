@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import click
 
-from reconcile.cli.changing import Target, change_object, targets
+from reconcile.cli.changing import Target, change_object, field_manager_option, targets, with_manager
 from reconcile.cli.completing import complete_kinds
 from reconcile.cli.failing import BadInput
 from reconcile.cli.main import cli, run_async
@@ -108,7 +108,7 @@ def _split(arguments: Sequence[str]) -> tuple[list[str], list[str]]:
     return names, given
 
 
-def _command(field: str, past: str) -> Any:
+def _command(field: str, past: str, manager: str) -> Any:
     noun = field.removesuffix("s")
 
     @click.argument("kind", shell_complete=complete_kinds)
@@ -122,6 +122,7 @@ def _command(field: str, past: str) -> Any:
         type=int,
         help="Change the object only if it is at this version (one object only).",
     )
+    @field_manager_option(manager)
     @click.pass_obj
     def command(
         settings: Settings,
@@ -133,7 +134,9 @@ def _command(field: str, past: str) -> Any:
         selector: str | None,
         everything: bool,
         resource_version: int | None,
+        verb_manager: str | None,
     ) -> None:
+        settings = with_manager(settings, verb_manager, manager)
         names, given = _split(arguments)
         if not given:
             raise BadInput(f"no {noun}s to change: give KEY=VALUE to set, KEY- to remove")
@@ -195,10 +198,10 @@ label = cli.command(
     short_help="Set or remove labels of objects (KEY=VALUE, KEY-).",
     help="Set (KEY=VALUE) or remove (KEY-) labels of objects: KIND NAME... (or KIND/NAME...), "
     "KIND -l SELECTOR or KIND --all. Changing an existing value needs --overwrite.",
-)(_command("labels", "labeled"))
+)(_command("labels", "labeled", "reconcile-label"))
 annotate = cli.command(
     name="annotate",
     short_help="Set or remove annotations of objects (KEY=VALUE, KEY-).",
     help="Set (KEY=VALUE) or remove (KEY-) annotations of objects: KIND NAME... (or KIND/NAME...), "
     "KIND -l SELECTOR or KIND --all. Changing an existing value needs --overwrite.",
-)(_command("annotations", "annotated"))
+)(_command("annotations", "annotated", "reconcile-annotate"))

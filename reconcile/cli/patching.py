@@ -18,14 +18,17 @@ import yaml
 
 from reconcile.api.merging import merge_patch
 from reconcile.api.patching import json_patch
-from reconcile.cli.changing import Target, change_object
+from reconcile.cli.changing import Target, change_object, field_manager_option, with_manager
 from reconcile.cli.completing import complete_kinds, complete_names
 from reconcile.cli.failing import BadInput
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.naming import type_and_name
 from reconcile.cli.settings import Settings
 
-__all__ = ["parse_patch"]
+__all__ = ["PATCH_MANAGER", "parse_patch"]
+
+#: The field manager of ``patch`` when none is given (kubectl's is ``kubectl-patch``).
+PATCH_MANAGER = "reconcile-patch"
 
 _EXAMPLES = {
     "merge": '{"spec": {"size": 2}, "metadata": {"labels": {"tier": "web"}}}',
@@ -65,6 +68,7 @@ def parse_patch(text: str, patch_type: str, *, source: str = "-p") -> Any:
     show_default=True,
     help="merge: RFC 7386 merge patch; json: RFC 6902 JSON patch.",
 )
+@field_manager_option(PATCH_MANAGER)
 @click.pass_obj
 def patch(
     settings: Settings,
@@ -75,10 +79,12 @@ def patch(
     patch_text: str | None,
     patch_file: Path | None,
     patch_type: str,
+    verb_manager: str | None,
 ) -> None:
     """Change one object (KIND NAME or KIND/NAME) by a merge patch or a JSON patch of
     its document: spec, labels and annotations, checked by admission, written on the
     version read (redone if the object changed meanwhile)."""
+    settings = with_manager(settings, verb_manager, PATCH_MANAGER)
     found_kind, found_name = type_and_name(kind, name)
     if found_kind is None or found_name is None:
         raise BadInput("which object? give KIND NAME or KIND/NAME")
