@@ -451,6 +451,20 @@ class TestEdit:
         assert history_types(cli)[-1] == "SpecChanged"
         assert leftovers(tmp_path) == []
 
+    def test_edit_owns_what_it_changed(self, cli: Cli, editor: Editor) -> None:
+        """The fields an edit changes are reconcile-edit's (its Update entry), or the
+        --field-manager's; the applier keeps the rest."""
+        editor.steps({"replace": [["hello", "edited"]]})
+        assert cli("edit", "file/index")[0] == 0
+        managed = stored(cli)["metadata"]["managedFields"]
+        assert managed["reconcile-edit (Update)"] == ["spec/content"]
+        assert "spec/content" not in managed["reconcile"]
+        editor.steps({"replace": [["app: site", "app: other"]]})
+        assert cli("edit", "file/index", "--field-manager", "ops")[0] == 0
+        managed = stored(cli)["metadata"]["managedFields"]
+        assert managed["ops (Update)"] == ["labels/app"]
+        assert "labels/app" not in managed["reconcile"]
+
     def test_unchanged_or_emptied(self, cli: Cli, editor: Editor, tmp_path: Path) -> None:
         """Saved as it was (or only comments and blanks changed): nothing written, exit
         0; emptied: the same; each said on stderr as kubectl says it."""
