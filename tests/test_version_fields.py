@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconcile import FieldConflictError, KindRegistry
+from reconcile import FieldConflictError, InvalidError, KindRegistry
 from reconcile.api import Client, connect
 from reconcile.api.fields import converted_paths
 from reconcile.model.versions import KindVersion
@@ -124,6 +124,16 @@ class TestApplyThroughAnOldVersion:
             assert await owned(client) == {"old": ("spec/size",)}
             await client.apply(gizmo(size=3, color="red"), manager="old")
             assert await owned(client) == {"old": ("spec/colors", "spec/note", "spec/size")}
+
+    async def test_a_partial_old_manifest_is_refused_as_it_stands(self, gizmos: Client) -> None:
+        """An old manifest leaving out a required field another manager owns is not
+        filled in with the storage version's fields (they are not its own): refused,
+        naming the field, nothing stored."""
+        await gizmos.apply(gizmo(api_version=V1, size=3, colors=["red"]), manager="new")
+        before = await gizmos.revision()
+        with pytest.raises(InvalidError, match=r"spec\.size"):
+            await gizmos.apply(gizmo(color="green"), manager="old")
+        assert await gizmos.revision() == before
 
     def test_renamed_must_name_fields(self) -> None:
         """A rename to nothing is refused when the version is declared."""

@@ -184,6 +184,8 @@ class Client(Reading):
             )
         except (InvalidError, KeyError):
             raise refused from None
+        if kind.api_version != manifest.get("apiVersion"):
+            raise refused  # an older version's spec: the stored (storage) paths are not its own
         stored = await self.store.read(key)
         if stored is None:
             raise refused
