@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import settle
+from helpers import run_benchmark, settle
 
 import reconcile
 from reconcile import AdmissionRequest, FieldError, InvalidError, Kind, KindRegistry, NotFoundError, Runtime
@@ -204,3 +204,11 @@ class TestOutsideARuntime:
             with pytest.raises(InvalidError, match=r"spec\.title: taken by a"):
                 await client.apply(gadget("b", title="T"))
             assert seen.readers[-1] is client
+
+
+def test_the_benchmark_runs(tmp_path: Path) -> None:
+    """benchmarks/hook_reads.py at a tiny size: the three ways measured, in seconds."""
+    rows, printed = run_benchmark("hook_reads", 5, tmp_path, "--applies", "2", "--runs", "1")
+    assert set(rows) == {"cache", "store", "limit"}
+    assert all(row["min_s"] > 0 for row in rows.values())
+    assert "x limit" in printed
