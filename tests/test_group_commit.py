@@ -4,6 +4,7 @@ one transaction."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,9 @@ async def test_released_writers_join_the_next_commit(tmp_path: Path, monkeypatch
     batches: list[int] = []
     commit = writing.commit_batch
 
-    def counting(conn: Any, batch: Sequence[Any], now: float) -> Any:
-        batches.append(len(batch))
-        return commit(conn, batch, now)
+    def counting(conn: Any, prepared: Any) -> Any:
+        batches.append(len(prepared.results))
+        return commit(conn, prepared)
 
     monkeypatch.setattr(writing, "commit_batch", counting)
 
@@ -82,3 +83,33 @@ async def test_released_writers_join_the_next_commit_on_postgres(
         await store.close()
     assert sum(batches) == CHAINS * STEPS
     assert len(batches) <= STEPS + 3, batches
+
+
+async def test_a_commit_waits_for_another_connections_write_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the database's write lock: the batch is not prepared on the
+    loop around it (the loop never waits for a lock), it waits for the lock on the
+    writer's thread, then commits; and the loop keeps serving meanwhile."""
+    path = tmp_path / "state.db"
+    waiting = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    begin_waiting = writing.begin_waiting
+
+    def noticed(conn: Any) -> None:
+        loop.call_soon_threadsafe(waiting.set)
+        begin_waiting(conn)
+
+    monkeypatch.setattr(writing, "begin_waiting", noticed)
+    async with SQLiteStore(path) as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        body = {"metadata": {"name": "w0", "uid": "u0"}, "spec": {}}
+        write = asyncio.ensure_future(store.write(_key(0), lambda _: Put("Created", body), actor="t"))
+        await waiting.wait()
+        assert await store.read(_key(0)) is None  # the loop still answers
+        other.execute("COMMIT")
+        other.close()
+        result = await write
+        assert (result.revision, result.written) == (1, True)
+        assert (await store.read(_key(0))) is not None

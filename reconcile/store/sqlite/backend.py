@@ -110,7 +110,7 @@ class SQLiteStore:
         self._reader: aiosqlite.Connection | None = None
         self._tail = Tail(self.revision, fast=poll_interval[0], slow=poll_interval[1])
         self._recent = RecentEvents()
-        self._writes = Writer(self.path, clock, self._tail, self._recent)
+        self._writes = Writer(self.path, clock, self._tail, self._recent, busy_timeout)
         self._close_task: asyncio.Task[None] | None = None
         self._event_columns = _EVENT_COLUMNS
 
@@ -128,7 +128,7 @@ class SQLiteStore:
         if self.read_only:
             return await self._open_read_only()
         try:
-            self._writer = await open_connection(self.path, self._busy_timeout)
+            self._writer = await open_connection(self.path, self._busy_timeout, shared=True)
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open ({exc})") from exc
         try:
@@ -282,7 +282,7 @@ class SQLiteStore:
         if self._writer is None:
             raise StoreError(f"{self.path}: opened read-only")
         self._writes.check()
-        await self._guarded(in_thread(self._writer, remember, name, value))
+        await self._guarded(self._writes.call(remember, name, value))
 
     async def read(self, key: ObjectKey) -> StoredObject | None:
         """The current object, or None."""
@@ -403,7 +403,7 @@ class SQLiteStore:
         """Drop events before ``before`` except each live object's latest snapshot."""
         if self._writer is None:
             raise StoreError(f"{self.path}: opened read-only")
-        return await self._guarded(in_thread(self._writer, compact, before))
+        return await self._guarded(self._writes.call(compact, before))
 
     async def claimant(self, api_group: str, kind: str, identity: str) -> ObjectKey | None:
         """The live object of the kind that declares ``identity``, if any."""
@@ -429,7 +429,7 @@ class SQLiteStore:
         takes as long as copying the database, and as much free space again)."""
         if self._writer is None:
             raise StoreError(f"{self.path}: opened read-only")
-        await self._guarded(in_thread(self._writer, vacuum))
+        await self._guarded(self._writes.call(vacuum))
 
     async def verify(
         self, *, deep: bool = False, check: Callable[[Any], object] | None = None

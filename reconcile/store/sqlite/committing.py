@@ -1,14 +1,20 @@
 """Group commit: one transaction, one fsync, for every write that queued meanwhile.
 
-The backend's writer task takes all pending writes and hands them to :func:`commit_batch`,
-which runs in the writer connection's thread: ``BEGIN IMMEDIATE`` (which also serializes
-us with other processes on the same file), read the head revision and the current rows of
-every key in the batch, run each write's mutation in submission order against the
-in-batch state, then insert the events and upsert the projection rows with
-``executemany`` and commit once. A mutation that raises fails only its own write, except
-in an all-or-nothing batch (``EventStore.write_many``), which it rolls back whole.
-Revisions are assigned here, under the write lock, so they are gap-free and in commit
-order: a watcher can never see revision N+1 before N.
+The backend's writer task takes all pending writes and commits them in two parts. On the
+event loop, holding the write lock (:func:`begin`, ``BEGIN IMMEDIATE``, which also
+serializes us with other processes on the same file; when another holds it,
+:func:`begin_waiting` waits for it on the connection's thread), :func:`prepare_batch`
+reads the head revision and the current rows of every key in the batch, runs each
+write's mutation in submission order against the in-batch state, and makes every row:
+JSON bodies, keys, revisions. Then :func:`commit_batch`, on the writer connection's
+thread, only inserts the events and upserts the projection rows with ``executemany`` and
+commits: no Python work per row there, so the thread holds the GIL for a few
+statements per batch and the loop keeps working while SQLite writes and fsyncs.
+
+A mutation that raises fails only its own write, except in an all-or-nothing batch
+(``EventStore.write_many``), which it rolls back whole. Revisions are assigned under the
+write lock, so they are gap-free and in commit order: a watcher can never see revision
+N+1 before N.
 """
 
 from __future__ import annotations
@@ -35,7 +41,15 @@ from reconcile.store.contract import (
 from reconcile.store.encoding import dumps, load_body
 from reconcile.store.recent import EventRow
 
-__all__ = ["PendingWrite", "commit_batch"]
+__all__ = [
+    "PendingWrite",
+    "Prepared",
+    "begin",
+    "begin_waiting",
+    "commit_batch",
+    "prepare_batch",
+    "rollback",
+]
 
 _NAMES_PER_QUERY = 500
 
@@ -109,72 +123,106 @@ def _stamp(body: Body, revision: int) -> str:
     return text
 
 
-def commit_batch(
-    conn: sqlite3.Connection, batch: Sequence[PendingWrite], now: float, *, all_or_nothing: bool = False
-) -> tuple[int, list[WriteResult | BaseException], list[EventRow]]:
-    """Apply ``batch`` in one transaction; return the new head, one result per write, and
-    the events appended (what :class:`~reconcile.store.recent.RecentEvents` keeps). With
-    ``all_or_nothing`` the first mutation that raises rolls the whole batch back, and its
-    exception is raised."""
-    conn.execute("BEGIN IMMEDIATE")
+def begin(conn: sqlite3.Connection, wait_ms: int) -> bool:
+    """``BEGIN IMMEDIATE`` at once, on the loop: False when another connection holds the
+    write lock (then :func:`begin_waiting` waits for it on the connection's thread)."""
+    conn.execute("PRAGMA busy_timeout = 0")
     try:
-        head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
-        slots = _load_slots(conn, list({w.key: None for w in batch}))
-        claims = _Claims(conn, slots)
-        next_id = 0  # read once, and only by a batch that makes a new object
-        events: list[tuple[Any, ...]] = []
-        results: list[WriteResult | BaseException] = []
-        for write in batch:
-            slot = slots.get(write.key)
-            if slot is None:
-                if not next_id:
-                    next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM objects").fetchone()[0]
-                slot = slots[write.key] = _Slot(next_id)
-                next_id += 1
-            try:
-                results.append(_run_one(write, slot, head + 1, now, events, claims=claims))
-            except Exception as exc:
-                if all_or_nothing:
-                    raise  # rolled back below: nothing of the batch is stored
-                results.append(exc)  # delivered to that write's caller
-            if events:
-                head = events[-1][0]
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+            raise
+        return False
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+    return True
+
+
+def begin_waiting(conn: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE``, waiting up to the busy timeout (on the connection's thread)."""
+    conn.execute("BEGIN IMMEDIATE")
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """End the open transaction, storing nothing of it."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+@attrs.define(eq=False)
+class Prepared:
+    """A batch made ready under the write lock: the rows to insert, what each write
+    returns, and the events appended (once committed)."""
+
+    #: The head once committed.
+    head: int
+    results: list[WriteResult | BaseException]
+    #: The projection's rows that change, and the events: parameters for ``executemany``.
+    objects: list[tuple[Any, ...]]
+    events: list[tuple[Any, ...]]
+    appended: list[EventRow]
+
+
+def prepare_batch(
+    conn: sqlite3.Connection, batch: Sequence[PendingWrite], now: float, *, all_or_nothing: bool = False
+) -> Prepared:
+    """Run ``batch``'s mutations in submission order against the rows as the open write
+    transaction sees them (on the loop: reads are index seeks into the page cache), and
+    make every row the commit writes. With ``all_or_nothing`` the first mutation that
+    raises is raised (the caller rolls back)."""
+    head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
+    slots = _load_slots(conn, list({w.key: None for w in batch}))
+    claims = _Claims(conn, slots)
+    next_id = 0  # read once, and only by a batch that makes a new object
+    events: list[tuple[Any, ...]] = []
+    results: list[WriteResult | BaseException] = []
+    for write in batch:
+        slot = slots.get(write.key)
+        if slot is None:
+            if not next_id:
+                next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM objects").fetchone()[0]
+            slot = slots[write.key] = _Slot(next_id)
+            next_id += 1
+        try:
+            results.append(_run_one(write, slot, head + 1, now, events, claims=claims))
+        except Exception as exc:
+            if all_or_nothing:
+                raise  # the caller rolls back: nothing of the batch is stored
+            results.append(exc)  # delivered to that write's caller
         if events:
-            conn.executemany(
-                "INSERT INTO objects "
-                "(id, api_group, kind, namespace, name, uid, resource_version, live, identity) "
-                "VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
-                "uid = excluded.uid, resource_version = excluded.resource_version, live = excluded.live, "
-                "identity = excluded.identity",
-                [
-                    (
-                        s.id,
-                        k.api_group,
-                        k.kind,
-                        k.namespace,
-                        k.name,
-                        s.uid,
-                        s.revision,
-                        s.text is not None,
-                        s.identity,
-                    )
-                    for k, s in slots.items()
-                    if s.dirty
-                ],
-            )
-            conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?)", events)
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'revision'", (head,))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    keys = {slot.id: key for key, slot in slots.items()}
+            head = events[-1][0]
+    objects = [
+        (s.id, k.api_group, k.kind, k.namespace, k.name, s.uid, s.revision, s.text is not None, s.identity)
+        for k, s in slots.items()
+        if s.dirty
+    ]
+    keys = {slot.id: key for key, slot in slots.items()} if events else {}
     appended = [
         EventRow(revision, at, type_, keys[object_id], uid, actor, body, data, user)
         for revision, at, object_id, uid, type_, actor, body, data, user in events
     ]
-    return head, results, appended
+    return Prepared(head, results, objects, events, appended)
+
+
+def commit_batch(conn: sqlite3.Connection, prepared: Prepared) -> None:
+    """Write a prepared batch and commit (on the connection's thread): three
+    ``executemany``/``execute`` calls and the commit, no Python work per row. Rolled back
+    when any of them fails."""
+    try:
+        conn.executemany(
+            "INSERT INTO objects "
+            "(id, api_group, kind, namespace, name, uid, resource_version, live, identity) "
+            "VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
+            "uid = excluded.uid, resource_version = excluded.resource_version, live = excluded.live, "
+            "identity = excluded.identity",
+            prepared.objects,
+        )
+        conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?)", prepared.events)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'revision'", (prepared.head,))
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)
+        raise
 
 
 @attrs.define(eq=False)

@@ -40,12 +40,15 @@ async def in_thread(conn: aiosqlite.Connection, fn: Callable[..., T], *args: Any
 
 
 async def open_connection(
-    path: Path, busy_timeout: float, *, read_only: bool = False, immutable: bool = False
+    path: Path, busy_timeout: float, *, read_only: bool = False, immutable: bool = False, shared: bool = False
 ) -> aiosqlite.Connection:
     """A connection in autocommit mode; ``read_only`` opens with SQLite's ``mode=ro``
-    (and ``immutable``: no locking, for a database nobody writes)."""
+    (and ``immutable``: no locking, for a database nobody writes); ``shared`` lets the
+    loop's thread use it too, at moments its own thread does not (the writer's)."""
     target = read_only_uri(path, immutable=immutable) if read_only else path
-    connecting = aiosqlite.connect(target, timeout=busy_timeout, isolation_level=None, uri=read_only)
+    connecting = aiosqlite.connect(
+        target, timeout=busy_timeout, isolation_level=None, uri=read_only, check_same_thread=not shared
+    )
     thread = getattr(connecting, "_thread", None)
     if thread is not None:
         thread.daemon = True

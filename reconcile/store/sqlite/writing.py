@@ -1,31 +1,41 @@
 """The SQLite store's writer: the shared group-commit queue
 (:class:`~reconcile.store.batching.Batcher`) committing each batch in one transaction
-and one fsync, on the writer connection's thread
-(:func:`~reconcile.store.sqlite.committing.commit_batch`). A commit's head is the
-database's: the watches hear of it at once.
+and one fsync: prepared on the loop under the write lock
+(:func:`~reconcile.store.sqlite.committing.prepare_batch`), written and committed on the
+writer connection's thread (:func:`~reconcile.store.sqlite.committing.commit_batch`).
+A commit's head is the database's: the watches hear of it at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import functools
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import aiosqlite
 
 from reconcile.errors import StoreError
 from reconcile.store.batching import Batcher, Results
 from reconcile.store.recent import EventRow, RecentEvents
-from reconcile.store.sqlite.committing import PendingWrite, commit_batch
+from reconcile.store.sqlite.committing import (
+    PendingWrite,
+    Prepared,
+    begin,
+    begin_waiting,
+    commit_batch,
+    prepare_batch,
+    rollback,
+)
 from reconcile.store.sqlite.connections import in_thread
 from reconcile.store.sqlite.space import disk_full
 from reconcile.store.watching import Tail
 
 __all__ = ["Writer", "store_errors"]
 
-_Committed = tuple[int, Results, list[EventRow]]
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -40,34 +50,57 @@ def store_errors(path: Path) -> Iterator[None]:
         raise StoreError(f"{path}: {full}{exc}") from exc
 
 
-class Writer(Batcher[PendingWrite, _Committed]):
+class Writer(Batcher[PendingWrite, Prepared]):
     """The queue of writes and the task that commits them (started by :meth:`start`)."""
 
     _pending_write = PendingWrite  # the class itself: no call in between
 
-    def __init__(self, path: Path, clock: Callable[[], float], tail: Tail, recent: RecentEvents) -> None:
+    def __init__(
+        self, path: Path, clock: Callable[[], float], tail: Tail, recent: RecentEvents, busy_timeout: float
+    ) -> None:
         super().__init__(str(path), clock, tail, recent)
         self.path = path
+        self._wait_ms = int(busy_timeout * 1000)
         self._connection: aiosqlite.Connection | None = None
+        # A batch is prepared on the loop with the writer connection itself, between
+        # BEGIN and the thread's COMMIT: nothing else may use the connection meanwhile.
+        self._exclusive = asyncio.Lock()
 
     def start(self, connection: aiosqlite.Connection) -> None:
-        """Start committing on ``connection``, in the running loop."""
+        """Start committing on ``connection`` (opened ``shared``), in the running loop."""
         self._connection = connection
         self.begin()
 
-    def _send(self, batch: list[PendingWrite], *, all_or_nothing: bool) -> Awaitable[_Committed]:
-        # The thread's coroutine itself, not one wrapping it: one await per commit.
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(sqlite3_connection, *args)`` on the writer's thread between two commits."""
         assert self._connection is not None
-        if all_or_nothing:
-            commit = functools.partial(commit_batch, all_or_nothing=True)
-            return in_thread(self._connection, commit, batch, self._clock())
-        return in_thread(self._connection, commit_batch, batch, self._clock())
+        async with self._exclusive:
+            return await in_thread(self._connection, fn, *args)
+
+    async def _send(self, batch: list[PendingWrite], *, all_or_nothing: bool) -> Prepared:
+        connection = self._connection
+        assert connection is not None
+        conn: sqlite3.Connection = connection._conn  # noqa: SLF001 - aiosqlite's own connection
+        async with self._exclusive:
+            if not begin(conn, self._wait_ms):
+                await in_thread(connection, begin_waiting)
+            try:
+                prepared = prepare_batch(conn, batch, self._clock(), all_or_nothing=all_or_nothing)
+            except BaseException:
+                rollback(conn)
+                raise
+            if not prepared.events:  # nothing written: nothing to wait for on the disk
+                rollback(conn)
+                return prepared
+            await in_thread(connection, commit_batch, prepared)
+            return prepared
 
     def _errors(self) -> contextlib.AbstractContextManager[None]:
         return store_errors(self.path)
 
-    def _settled(self, committed: _Committed) -> tuple[Results, list[EventRow]]:
-        return committed[1], committed[2]
+    def _settled(self, committed: Prepared) -> tuple[Results, list[EventRow]]:
+        return committed.results, committed.appended
 
-    def _announce(self, committed: _Committed) -> None:
-        self._tail.advance(committed[0])
+    def _announce(self, committed: Prepared) -> None:
+        if committed.events:
+            self._tail.advance(committed.head)
