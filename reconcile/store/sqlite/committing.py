@@ -52,6 +52,8 @@ __all__ = [
 ]
 
 _NAMES_PER_QUERY = 500
+#: What a mutation returns when it makes one change (else a sequence of them).
+_CHANGES = (Put, Remove, Note)
 
 
 @attrs.define(eq=False)
@@ -268,11 +270,11 @@ def _run_one(
     *,
     claims: _Claims,
 ) -> WriteResult:
-    current = slot.current(write.key)
+    current = None if slot.text is None else slot.current(write.key)
     outcome = write.mutation(current)
     if outcome is None:
         return WriteResult(current.resource_version if current else 0, current, written=False)
-    changes = (outcome,) if isinstance(outcome, Put | Remove | Note) else tuple(outcome)
+    changes = (outcome,) if isinstance(outcome, _CHANGES) else tuple(outcome)
     if not changes:
         return WriteResult(current.resource_version if current else 0, current, written=False)
     # Work on copies, so a change that fails (too large, no object) leaves nothing behind:
@@ -293,7 +295,7 @@ def _run_one(
             claims.check(write.key, slot, change.identity)
             identity = change.identity
         snapshot = _stamp(body, at)
-        uid = str(body.get("metadata", {}).get("uid") or "")
+        uid = str(body["metadata"].get("uid") or "")  # _stamp made sure of "metadata"
         pending.append((at, now, slot.id, uid, change.event_type, write.actor, snapshot, data, write.user))
         stamped = at
         text = None if isinstance(change, Remove) else snapshot
