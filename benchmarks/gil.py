@@ -101,8 +101,18 @@ def measuring(totals: dict[str, float]) -> Callable[..., Any]:
     return in_thread
 
 
-async def writes(path: Path, size: int, writers: int, totals: dict[str, float]) -> float:
-    """``writers`` tasks writing ``size`` new objects; the run's wall time."""
+async def _busy(stop: asyncio.Event) -> None:
+    """Python on the loop all along, in short slices (as reconciles are)."""
+    while not stop.is_set():
+        sum(range(2000))
+        await asyncio.sleep(0)
+
+
+async def writes(
+    path: Path, size: int, writers: int, totals: dict[str, float], *, busy: bool = False
+) -> float:
+    """``writers`` tasks writing ``size`` new objects (``busy``: while the loop runs other
+    Python); the run's wall time."""
     writing.in_thread = measuring(totals)  # type: ignore[assignment]
     async with SQLiteStore(path, synchronous="FULL") as store:
         work = iter(
@@ -116,13 +126,20 @@ async def writes(path: Path, size: int, writers: int, totals: dict[str, float]) 
             for key, body in work:
                 await store.write(key, lambda _, body=body: Put("Created", body), actor="bench")
 
+        stop = asyncio.Event()
+        other = asyncio.create_task(_busy(stop)) if busy else None
         started = time.perf_counter()
         await asyncio.gather(*(writer() for _ in range(writers)))
-        return time.perf_counter() - started
+        elapsed = time.perf_counter() - started
+        stop.set()
+        if other is not None:
+            await other
+        return elapsed
 
 
 def main() -> None:
-    """Measure 1 and 100 writers; print the table, write the JSON."""
+    """Measure 1 and 100 writers, and 100 while the loop runs other Python; print the
+    table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=20000, help="writes per case (1 writer: at most 3000)")
     parser.add_argument("--json", type=Path, help="write results here")
@@ -130,14 +147,16 @@ def main() -> None:
     print(f"reconcile from {Path(committing.__file__).parents[3]}")
     rows = []
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
-        for writers in (1, 100):
+        for writers, busy in ((1, False), (100, False), (100, True)):
             size = args.size if writers > 1 else min(args.size, 3000)
             totals = {"busy": 0.0, "sql": 0.0, "cpu": 0.0, "commits": 0}
-            wall = asyncio.run(writes(Path(folder) / f"w{writers}.db", size, writers, totals))
+            path = Path(folder) / f"w{writers}{busy}.db"
+            wall = asyncio.run(writes(path, size, writers, totals, busy=busy))
             python = totals["busy"] - totals["sql"]
             rows.append(
                 {
                     "writers": writers,
+                    "loop_busy": busy,
                     "writes": size,
                     "wall_s": wall,
                     "commits": totals["commits"],
@@ -151,12 +170,13 @@ def main() -> None:
                 }
             )
     print(
-        f"{'writers':>7} {'writes/s':>9} {'commits':>8} {'busy s':>7} {'sql s':>7} {'GIL s':>7} "
+        f"{'writers':>12} {'writes/s':>9} {'commits':>8} {'busy s':>7} {'sql s':>7} {'GIL s':>7} "
         f"{'cpu s':>7} {'GIL/busy':>8} {'GIL/wall':>8} {'GIL us/write':>12}"
     )
     for r in rows:
         print(
-            f"{r['writers']:>7} {r['writes'] / r['wall_s']:>9.0f} {r['commits']:>8} "
+            f"{str(r['writers']) + (', busy' if r['loop_busy'] else ''):>12} "
+            f"{r['writes'] / r['wall_s']:>9.0f} {r['commits']:>8} "
             f"{r['thread_busy_s']:>7.3f} {r['thread_sql_s']:>7.3f} {r['thread_python_s']:>7.3f} "
             f"{r['thread_cpu_s']:>7.3f} "
             f"{r['python_share_of_busy']:>8.2f} {r['python_share_of_wall']:>8.2f} "
