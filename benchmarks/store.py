@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +246,26 @@ async def cross_process_latency(path: Path | str, count: int) -> list[float]:
         return [seen[name] - float(at) for name, at in acknowledged.items()]
 
 
+def with_cpu(case: Coroutine[Any, Any, float], events: int) -> tuple[float, float]:
+    """The rate ``case`` measures, and the process CPU it took per event, in µs (the
+    figure a loaded machine disturbs least: other work takes wall time from a run, not
+    its CPU)."""
+    started = time.process_time()
+    rate = asyncio.run(case)
+    return rate, (time.process_time() - started) / events * 1e6
+
+
+def _off_loop(
+    by_100: Path, by_1: Path, size: int, synchronous: str
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The off-the-loop limits, by 100 and by 1, each with its CPU per event."""
+    small = min(size, 2000)
+    return (
+        with_cpu(raw_rows_off_loop(by_100, size, synchronous, 100), size),
+        with_cpu(raw_rows_off_loop(by_1, small, synchronous, 1), small),
+    )
+
+
 def measured(case: str, rate: float, refs: dict[str, Any], *, one: bool = False) -> dict[str, Any]:
     """A case's row, beside its own limit in both readings: raw sqlite3 appending only
     events, and raw sqlite3 writing the store's own rows (the event, the object's row,
@@ -272,6 +293,26 @@ def postgres(database: str, size: int, out: Path | None) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         summary = {"benchmark": "store-postgres", "size": size, "cpus": os.cpu_count(), **result}
         out.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _print_rows(rows: list[dict[str, Any]]) -> None:
+    """The table: each case beside its limits, and its CPU per event."""
+    print(
+        f"{'case':37} {'sync':7} {'events/s':>10} {'x own limit':>12} {'x same rows':>12} "
+        f"{'x off loop':>11} {'x raw 1000':>11} {'cpu us/ev':>10} {'cpu x off':>10}"
+    )
+    for row in rows:
+        own = f"{row['ratio_to_limit']:.2f}" if "ratio_to_limit" in row else "limit"
+        same = f"{row['ratio_to_same_rows']:.2f}" if "ratio_to_same_rows" in row else "-"
+        off = f"{row['ratio_to_off_loop']:.2f}" if "ratio_to_off_loop" in row else "-"
+        ratio = f"{row['ratio_to_raw']:.2f}" if "ratio_to_raw" in row else "limit"
+        rate = f"{row['events_per_s']:10.0f}"
+        cpu = f"{row['cpu_us_per_event']:.1f}" if "cpu_us_per_event" in row else "-"
+        cpu_off = f"{row['cpu_ratio_to_off_loop']:.2f}" if "cpu_ratio_to_off_loop" in row else "-"
+        print(
+            f"{row['case']:37} {row['synchronous']:7} {rate} {own:>12} {same:>12} {off:>11} {ratio:>11} "
+            f"{cpu:>10} {cpu_off:>10}"
+        )
 
 
 def main() -> None:
@@ -335,15 +376,15 @@ def main() -> None:
                 }
             )
 
-            off_100 = asyncio.run(raw_rows_off_loop(fresh(), size, sync, 100))
-            off_1 = asyncio.run(raw_rows_off_loop(fresh(), min(size, 2000), sync, 1))
-            for batch, rate in ((100, off_100), (1, off_1)):
+            (off_100, cpu_100), (off_1, cpu_1) = _off_loop(fresh(), fresh(), size, sync)
+            for batch, rate, cpu in ((100, off_100, cpu_100), (1, off_1, cpu_1)):
                 rows.append(
                     {
                         "case": f"store's rows, by {batch}, off the loop",
                         "synchronous": sync,
                         "events_per_s": rate,
                         "ratio_to_raw": rate / limit,
+                        "cpu_us_per_event": cpu,
                     }
                 )
             refs = {
@@ -358,9 +399,13 @@ def main() -> None:
             }
             for writers in (1, 100):
                 n = size if writers > 1 else min(size, 5000)
-                rate = asyncio.run(store_writes(fresh(), n, sync, writers))
+                rate, cpu = with_cpu(store_writes(fresh(), n, sync, writers), n)
                 plural = "s" if writers > 1 else ""
-                rows.append(measured(f"store.write, {writers} writer{plural}", rate, refs, one=writers == 1))
+                row = measured(f"store.write, {writers} writer{plural}", rate, refs, one=writers == 1)
+                # The off-the-loop limit's CPU per event over ours: 1.0 is as cheap as it.
+                row["cpu_us_per_event"] = cpu
+                row["cpu_ratio_to_off_loop"] = (cpu_1 if writers == 1 else cpu_100) / cpu
+                rows.append(row)
             rate = asyncio.run(client_applies(fresh(), size, sync, 100))
             rows.append(measured("client.apply, 100 writers", rate, refs))
             rate = asyncio.run(client_apply_many(fresh(), size, sync))
@@ -372,17 +417,7 @@ def main() -> None:
         "p90_ms": statistics.quantiles(latencies, n=10)[-1] * 1000,
         "max_ms": max(latencies) * 1000,
     }
-    print(
-        f"{'case':37} {'sync':7} {'events/s':>10} {'x own limit':>12} {'x same rows':>12} "
-        f"{'x off loop':>11} {'x raw 1000':>11}"
-    )
-    for row in rows:
-        own = f"{row['ratio_to_limit']:.2f}" if "ratio_to_limit" in row else "limit"
-        same = f"{row['ratio_to_same_rows']:.2f}" if "ratio_to_same_rows" in row else "-"
-        off = f"{row['ratio_to_off_loop']:.2f}" if "ratio_to_off_loop" in row else "-"
-        ratio = f"{row['ratio_to_raw']:.2f}" if "ratio_to_raw" in row else "limit"
-        rate = f"{row['events_per_s']:10.0f}"
-        print(f"{row['case']:37} {row['synchronous']:7} {rate} {own:>12} {same:>12} {off:>11} {ratio:>11}")
+    _print_rows(rows)
     print(
         f"cross-process watch latency over {latency['count']} writes: median "
         f"{latency['median_ms']:.2f} ms, p90 {latency['p90_ms']:.2f} ms, max {latency['max_ms']:.2f} ms"
