@@ -96,9 +96,9 @@ async def test_a_commit_waits_for_another_connections_write_lock(
     loop = asyncio.get_running_loop()
     begin_waiting = writing.begin_waiting
 
-    def noticed(conn: Any) -> None:
+    def noticed(conn: Any, wait_ms: int) -> None:
         loop.call_soon_threadsafe(waiting.set)
-        begin_waiting(conn)
+        begin_waiting(conn, wait_ms)
 
     monkeypatch.setattr(writing, "begin_waiting", noticed)
     async with SQLiteStore(path) as store:

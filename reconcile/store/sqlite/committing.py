@@ -20,8 +20,8 @@ N+1 before N.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -49,7 +49,10 @@ __all__ = [
     "commit_batch",
     "prepare_batch",
     "rollback",
+    "waiting",
 ]
+
+T = TypeVar("T")
 
 _NAMES_PER_QUERY = 500
 #: What a mutation returns when it makes one change (else a sequence of them).
@@ -125,23 +128,35 @@ def _stamp(body: Body, revision: int) -> str:
     return text
 
 
-def begin(conn: sqlite3.Connection, wait_ms: int) -> bool:
-    """``BEGIN IMMEDIATE`` at once, on the loop: False when another connection holds the
-    write lock (then :func:`begin_waiting` waits for it on the connection's thread)."""
-    conn.execute("PRAGMA busy_timeout = 0")
+def begin(conn: sqlite3.Connection) -> bool:
+    """``BEGIN IMMEDIATE`` at once, on the loop (the writer connection waits for no lock
+    unless asked: see :func:`waiting`): False when another connection holds the write
+    lock (then :func:`begin_waiting` waits for it on the connection's thread)."""
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
         if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
             raise
         return False
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
     return True
 
 
-def begin_waiting(conn: sqlite3.Connection) -> None:
-    """``BEGIN IMMEDIATE``, waiting up to the busy timeout (on the connection's thread)."""
+def waiting(conn: sqlite3.Connection, wait_ms: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(conn, *args)`` with the busy timeout on (on the connection's thread): it waits
+    up to ``wait_ms`` for another connection's lock, then back to no waiting."""
+    conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+    try:
+        return fn(conn, *args)
+    finally:
+        conn.execute("PRAGMA busy_timeout = 0")
+
+
+def begin_waiting(conn: sqlite3.Connection, wait_ms: int) -> None:
+    """``BEGIN IMMEDIATE``, waiting up to ``wait_ms`` (on the connection's thread)."""
+    waiting(conn, wait_ms, _begin)
+
+
+def _begin(conn: sqlite3.Connection) -> None:
     conn.execute("BEGIN IMMEDIATE")
 
 

@@ -28,6 +28,7 @@ from reconcile.store.sqlite.committing import (
     commit_batch,
     prepare_batch,
     rollback,
+    waiting,
 )
 from reconcile.store.sqlite.connections import in_thread
 from reconcile.store.sqlite.space import disk_full
@@ -67,7 +68,10 @@ class Writer(Batcher[PendingWrite, Prepared]):
         self._exclusive = asyncio.Lock()
 
     def start(self, connection: aiosqlite.Connection) -> None:
-        """Start committing on ``connection`` (opened ``shared``), in the running loop."""
+        """Start committing on ``connection`` (opened ``shared``), in the running loop.
+        The connection waits for no lock from now on unless asked (:func:`waiting`): a
+        batch's ``BEGIN`` on the loop must not wait."""
+        connection._conn.execute("PRAGMA busy_timeout = 0")  # noqa: SLF001 - aiosqlite's own connection
         self._connection = connection
         self.begin()
 
@@ -75,15 +79,15 @@ class Writer(Batcher[PendingWrite, Prepared]):
         """Run ``fn(sqlite3_connection, *args)`` on the writer's thread between two commits."""
         assert self._connection is not None
         async with self._exclusive:
-            return await in_thread(self._connection, fn, *args)
+            return await in_thread(self._connection, waiting, self._wait_ms, fn, *args)
 
     async def _send(self, batch: list[PendingWrite], *, all_or_nothing: bool) -> Prepared:
         connection = self._connection
         assert connection is not None
         conn: sqlite3.Connection = connection._conn  # noqa: SLF001 - aiosqlite's own connection
         async with self._exclusive:
-            if not begin(conn, self._wait_ms):
-                await in_thread(connection, begin_waiting)
+            if not begin(conn):
+                await in_thread(connection, begin_waiting, self._wait_ms)
             try:
                 prepared = prepare_batch(conn, batch, self._clock(), all_or_nothing=all_or_nothing)
             except BaseException:
