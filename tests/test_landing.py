@@ -216,6 +216,12 @@ class TestLanding:
                 held.release(name)
             await settle(lambda: all(observed(controller, name) == 1 for name in names))
 
+    @pytest.mark.parametrize("bound", [0, -1])
+    def test_the_bound_is_at_least_one(self, client: Client, bound: int) -> None:
+        """A bound below one is refused, naming it, when the controller is made."""
+        with pytest.raises(ValueError, match=f"max_pending_writes must be at least 1, not {bound}"):
+            Controller(client, WIDGET, Lander(CachedClient(client, Cache(client))), max_pending_writes=bound)
+
     async def test_shutdown_waits_for_landing_writes(
         self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
     ) -> None:

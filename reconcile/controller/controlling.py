@@ -107,7 +107,10 @@ class Controller(Tracing, Following, Amending, Landing):
         self.reconcile_timeout = reconcile_timeout
         #: How many reconciles' last writes (``Result.pending``) may land at once while
         #: the workers go on (see :mod:`~reconcile.controller.landing`): 4 per worker.
-        self.max_pending_writes = max(1, 4 * workers if max_pending_writes is None else max_pending_writes)
+        if max_pending_writes is not None and max_pending_writes < 1:
+            msg = f"max_pending_writes must be at least 1, not {max_pending_writes}"
+            raise ValueError(msg)
+        self.max_pending_writes = max(1, 4 * workers) if max_pending_writes is None else max_pending_writes
         self._landing: set[asyncio.Task[None]] = set()
         self._landing_count = 0
         self._room: collections.deque[asyncio.Future[None]] = collections.deque()
