@@ -18,8 +18,9 @@ Garbage-collector pauses are recorded through gc.callbacks.
     python benchmarks/reconcile.py [--size N] [--json PATH] [--workers W]
 
 ``--workers`` sets the controller's workers for cold convergence (16, the Runtime's
-default, unless given). Each create waits on two group commits in a row, so once the
-applies are in, a commit holds at most one write per worker: more workers, fuller commits.
+default, unless given). A worker does not wait for its create's outcome write to commit
+(it lands while the worker goes on, up to 4 per worker at once), so once the applies are
+in, a commit holds up to about five writes per worker: more workers, fuller commits.
 """
 
 from __future__ import annotations

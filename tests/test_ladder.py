@@ -388,7 +388,9 @@ async def run(
     raised: BaseException | None = None
     with decisions() as asked:
         try:
-            await reconciler.reconcile(Request(obj.key))
+            result = await reconciler.reconcile(Request(obj.key))
+            if result is not None and result.pending is not None:
+                await result.pending  # its last write, left to the caller to land
         except Exception as exc:  # noqa: BLE001 - what the pass raised, to compare
             raised = exc
     await reconciler.close()

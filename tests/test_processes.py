@@ -172,3 +172,47 @@ async def test_sigkill_between_create_and_its_record(
     cloud = MemoryCloud(path=cloud_path)
     assert list(cloud.items) == ["b"]
     assert cloud.items["b"].owner == obj.metadata.uid
+
+
+async def test_sigkill_while_outcome_writes_land(tmp_path: Path) -> None:
+    """SIGKILL while the outcome writes of some buckets (their creates done) are still
+    landing, their specs changed meanwhile: no provider call was made on those buckets
+    after their create in the killed process, and after a restart no bucket is created a
+    second time; each ends Ready, once in the cloud, as its spec says."""
+    db, cloud_path, journal = tmp_path / "state.db", tmp_path / "cloud.json", tmp_path / "journal"
+    count = 24
+    killed = start("landing", str(db), str(cloud_path), str(journal), str(count))
+    out, err = killed.communicate(timeout=120)
+    assert killed.returncode == -signal.SIGKILL, (out, err)
+    held = [f"b{i:03d}" for i in range(0, count, 4)]
+    assert out.strip() == f"landing {len(held)}"
+    first = journal.read_text().split("\n")[:-1]
+    # Each bucket created once; the held ones' changes not acted on (their keys in flight).
+    assert sorted(first) == sorted(f"create b{i:03d}" for i in range(count))
+    kinds = KindRegistry(MemoryProvider().kinds)
+    async with connect(db, kinds=kinds) as client:
+        for name in held:
+            types = [e.type for e in await client.history("bucket", name)]
+            assert "CreateRequested" in types
+            assert "CreateSucceeded" not in types  # its outcome never committed
+
+    again = start("converge", str(db), str(cloud_path), "--until-ready", "--journal", str(journal))
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    assert out.strip().endswith(f"ready {count}")
+    second = journal.read_text().split("\n")[len(first) : -1]
+    assert not [line for line in second if line.startswith("create ")], second
+    assert sorted(second) == sorted(f"update {name}" for name in held)
+    cloud = MemoryCloud(path=cloud_path)
+    async with connect(db, kinds=kinds) as client:
+        assert (await client.verify()).ok
+        buckets = (await client.list("bucket")).items
+        for name in held:
+            # Found marked as its own, and brought to its changed spec: one create only.
+            types = [e.type for e in await client.history("bucket", name)]
+            assert types.count("CreateRequested") == 1, types
+            assert types[-2:] == ["UpdateSucceeded", "StatusChanged"], types
+    assert len(cloud.items) == count
+    for obj in buckets:
+        assert cloud.items[obj.spec.name].owner == obj.metadata.uid
+        assert cloud.items[obj.spec.name].value == obj.spec.value

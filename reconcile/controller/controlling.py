@@ -14,6 +14,7 @@ until it holds the key's last write.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import random
@@ -28,16 +29,14 @@ from reconcile.controller.clocks import Clock, LoopClock
 from reconcile.controller.following import Following
 from reconcile.controller.gating import KeyGate
 from reconcile.controller.informing import Informer, InformerEvent
+from reconcile.controller.landing import FORGETTING, Landing
 from reconcile.controller.owning import owner_handler
 from reconcile.controller.queueing import Priority, QueueShutDown, WorkQueue
 from reconcile.controller.reconciling import Reconciler, Request, Result
 from reconcile.controller.telemetry import Telemetry
 from reconcile.controller.terminal import CONTROLLER_MANAGER, records_terminal
 from reconcile.controller.tracing import Tracing
-from reconcile.errors import (
-    DeadlineExceededError,
-    TerminalError,
-)
+from reconcile.errors import DeadlineExceededError
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import ObjectKey
 from reconcile.store.fencing import FENCE
@@ -52,15 +51,12 @@ _KEYS_PER_TURN = 256
 #: Keys a periodic resync enqueues at once (about 10 ms of the loop) before it lets the
 #: loop run whatever else is ready.
 _RESYNC_CHUNK = 8192
-#: The outcomes after which the queue forgets the key's failures (its next failure waits
-#: the base delay again): the worker's ``done(key, forget=...)`` does it, in the same call.
-_FORGETTING = frozenset({"success", "requeue_after", "terminal"})
 #: Seconds a key of a shard just gained waits for the cache to reach the former holder's
 #: last writes before it is given back to the queue for later.
 _CATCH_UP = 5.0
 
 
-class Controller(Tracing, Following, Amending):
+class Controller(Tracing, Following, Amending, Landing):
     """Runs one reconciler for one kind."""
 
     def __init__(
@@ -82,6 +78,7 @@ class Controller(Tracing, Following, Amending):
         random_source: Callable[[], float] = random.random,
         ignore_actors: frozenset[str] = frozenset(),
         reconcile_timeout: float | None = None,
+        max_pending_writes: int | None = None,
     ) -> None:
         self.client = client
         self.kind = kind
@@ -108,6 +105,15 @@ class Controller(Tracing, Following, Amending):
         self.ignore_actors = ignore_actors
         #: Seconds a reconcile may take before it is cancelled and retried (None: no limit).
         self.reconcile_timeout = reconcile_timeout
+        #: How many reconciles' last writes (``Result.pending``) may land at once while
+        #: the workers go on (see :mod:`~reconcile.controller.landing`): 4 per worker.
+        if max_pending_writes is not None and max_pending_writes < 1:
+            msg = f"max_pending_writes must be at least 1, not {max_pending_writes}"
+            raise ValueError(msg)
+        self.max_pending_writes = max(1, 4 * workers) if max_pending_writes is None else max_pending_writes
+        self._landing: set[asyncio.Task[None]] = set()
+        self._landing_count = 0
+        self._room: collections.deque[asyncio.Future[None]] = collections.deque()
         #: Keys whose pending delayed add is a requeue their reconcile asked for (the span
         #: says "requeue" when it comes due); any other add's trigger is its priority in
         #: the queue ("change", "retry", "resync").
@@ -220,10 +226,15 @@ class Controller(Tracing, Following, Amending):
         :data:`_KEYS_PER_TURN` keys the worker lets the loop run anything else that is
         ready.
 
+        A reconcile that returns its last write unawaited (``Result.pending``) is handed
+        to a landing task (:mod:`~reconcile.controller.landing`), which finishes the key
+        once the write is durable; the worker takes the next key at once, unless
+        :attr:`max_pending_writes` writes are landing already.
+
         Waiting until the cache reflects the key's last write is the cache's part, done
         when the reconciler reads."""
         queue, telemetry = self.queue, self.telemetry
-        requests, listeners, forgetting = self._requests, self._listeners, _FORGETTING
+        requests, listeners, forgetting = self._requests, self._listeners, FORGETTING
         failures, gave_up, terminal = self.failures, self.gave_up, self._terminal
         invalid_span: trace.Span = trace.INVALID_SPAN
         bare, asked, turns = False, 0, 0
@@ -246,7 +257,12 @@ class Controller(Tracing, Following, Amending):
                 if key is None:
                     key = await queue.get()
             except QueueShutDown:
-                return
+                if not self._landing_count:
+                    return
+                # A write still landing may release a deferred add of its key, which a
+                # worker must take: wait for them, then look again.
+                await self._wait_landed()
+                continue
             gate = self.gate
             if gate is not None:
                 if not gate.owns(key):
@@ -260,7 +276,7 @@ class Controller(Tracing, Following, Amending):
                 # Set for this worker task's context only, until its next key: every
                 # write of this reconcile is submitted under the key's shard's fence.
                 FENCE.set(gate.fence(key))
-            outcome, traced, span = "error", None, invalid_span
+            outcome, traced, span, held = "error", None, invalid_span, False
             try:
                 if not bare:
                     traced = self._traced(key)
@@ -272,23 +288,35 @@ class Controller(Tracing, Following, Amending):
                     result = await self._bounded(request, self.reconcile_timeout)
             except asyncio.CancelledError:
                 raise
-            except TerminalError as exc:
-                outcome = await self._terminated(key, exc, span)
             except Exception as exc:  # noqa: BLE001 - any failure of a reconciler means retry
-                outcome = self._errored(key, exc, span)
+                outcome = await self._failed_with(key, exc, span)
             else:
                 # The common end (a success while nothing is failing, given up on or
                 # recorded as terminal) has nothing to follow.
                 if result is None and not (failures or gave_up or terminal):
                     outcome = "success"
+                elif result is not None and result.pending is not None:
+                    # Its last write lands off the worker; the key stays in flight until
+                    # it has (see reconcile.controller.landing).
+                    self._hold(key, result, traced, span)
+                    held = True
                 else:
+                    # (Landing._succeeded, inline: a resync's polls end here.)
                     outcome = self._follow(key, result)
                     if terminal and key in terminal:
                         await self._clear_terminal(key)
             finally:
-                if traced is not None:
-                    self._untraced(traced, outcome)
-                queue.done(key, forget=outcome in forgetting)
+                if held:
+                    if traced is not None:
+                        traced.block.__exit__(None, None, None)  # the landing ends the span
+                else:
+                    if traced is not None:
+                        self._untraced(traced, outcome)
+                    queue.done(key, forget=outcome in forgetting)
+            if held:
+                if self._landing_count >= self.max_pending_writes:
+                    await self._wait_for_room()
+                continue
             if listeners:  # after done(): a listener sees the queue as it now is
                 for listener in listeners:
                     listener(key, outcome)
@@ -359,6 +387,7 @@ class Controller(Tracing, Following, Amending):
             for task in self._tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            await self._abandon_landing()
             self.telemetry.forget_queue(self.name)
 
     async def wait_synced(self) -> None:

@@ -10,7 +10,9 @@ changed), the record of a resource found in place, or only a report. ``plan`` pr
 same step.
 
 After acting it records the outcome with the status that follows, from the observation
-the provider's call returned or, when it returned none, from observing again.
+the provider's call returned or, when it returned none, from observing again. That last
+write is returned unawaited (``Result.pending``): the controller lands it while the
+worker goes on, and reconciles the key again only once it is durable.
 
 Every action is an event in the log (``CreateRequested`` -> ``CreateSucceeded`` /
 ``CreateFailed``, ``UpdateRequested`` ..., ``DeleteRequested`` ..., ``DriftDetected``,
@@ -179,10 +181,9 @@ class ManagedReconciler(Failing):
         already, when the step depends on it), executed."""
         step = decide(obj, self.kind, observed)
         if isinstance(step, Paused):
-            await self._status(
+            return self._status_then(
                 obj, synced=Verdict(FALSE, "ReconcilePaused", "reconciliation is paused by annotation")
             )
-            return None
         if isinstance(step, InvalidPolicy):
             await self._status(obj, synced=Verdict(FALSE, "InvalidPolicy", step.message))
             raise TerminalError(step.message)
@@ -204,10 +205,13 @@ class ManagedReconciler(Failing):
         """Execute a step decided by what observing found."""
         if isinstance(step, ObserveOnly):
             ready = AVAILABLE if step.exists else Verdict(FALSE, "NotFound", "does not exist")
-            await self._status(
-                obj, observation, ready=ready, synced=Verdict(TRUE, "ReconcileSuccess", "observe only")
+            return self._status_then(
+                obj,
+                observation,
+                ready=ready,
+                synced=Verdict(TRUE, "ReconcileSuccess", "observe only"),
+                result=self._poll(),
             )
-            return self._poll()
         if isinstance(step, Adopt):
             return await self._adopt(obj, external, observation)
         if isinstance(step, NotOwned):
@@ -228,20 +232,19 @@ class ManagedReconciler(Failing):
         ready, synced = AVAILABLE, SUCCESS
         if isinstance(step, RecordFound):
             found = {ANNOTATION_CREATE_SUCCEEDED: self._now(), ANNOTATION_CREATE_PENDING: None}
-            await self._act(
+            recorded = self._act(
                 obj,
                 [Action(ActionType.CREATE_SUCCEEDED, step.how)],
                 annotations=with_identity(obj, observation, found, ours_for_sure=False),
                 status=self._new_status(obj, observation, synced=synced, ready=ready),
             )
-            return self._poll()
+            return self._leaving(recorded, self._poll())
         new = new_status(obj, observation, self._wall, synced=synced, ready=ready)
         if new is not None:
-            await self._write_status(obj, new)
-        else:
-            # Steady (the ladder said so) with its status saying so already: what
-            # _remember_steady checks after an action, known here without asking again.
-            self._steady[key] = obj
+            return self._leaving(self._write_status(obj, new), self._poll())
+        # Steady (the ladder said so) with its status saying so already: what
+        # _remember_steady checks after an action, known here without asking again.
+        self._steady[key] = obj
         return self._poll()
 
     def _poll(self) -> Result:
@@ -259,12 +262,12 @@ class ManagedReconciler(Failing):
             age = self._wall() - parse_timestamp(succeeded).timestamp()
             if age < self.creation_grace:
                 reason = "waiting for the external system to show the created resource"
-                await self._status(
+                return self._status_then(
                     obj,
                     ready=Verdict(FALSE, "Creating", reason),
                     synced=SUCCESS,
+                    result=Result(requeue_after=min(_SETTLE_POLL, self.creation_grace - age)),
                 )
-                return Result(requeue_after=min(_SETTLE_POLL, self.creation_grace - age))
             requested.append(
                 Action(ActionType.DRIFT_DETECTED, "the external resource was deleted out of band")
             )
@@ -399,10 +402,17 @@ class ManagedReconciler(Failing):
             ready = Verdict(FALSE, doing, "waiting for the external system to reflect the change")
             result = Result(requeue_after=_SETTLE_POLL)
         status = self._new_status(obj, observation, synced=synced, ready=ready)
-        written = await self._act(obj, events, annotations=annotations, status=status)
-        if ready is AVAILABLE:
-            self._remember_steady(key, written, observation)
-        return result
+        recorded = self._act(obj, events, annotations=annotations, status=status)
+        if ready is not AVAILABLE:
+            return self._leaving(recorded, result)
+        return self._leaving(self._steadied(key, recorded, observation), result)
+
+    async def _steadied(
+        self, key: ObjectKey, recorded: Awaitable[AnyResource], observation: Observation
+    ) -> None:
+        """``recorded``'s write, then :meth:`_remember_steady` of what it wrote (while the
+        key is still in flight: before its next reconcile)."""
+        self._remember_steady(key, await recorded, observation)
 
     def _remember_steady(self, key: ObjectKey, obj: AnyResource, observation: Observation) -> None:
         """Remember ``obj`` (what the cache now holds, written from ``observation``) as
@@ -451,13 +461,13 @@ class ManagedReconciler(Failing):
         # The resource taken over is from now on the one ours is (a replacement of it is
         # not): its identity, as the look before the adopt saw it, is the record.
         adopted[ANNOTATION_EXTERNAL_IDENTITY] = observation.identity
-        await self._act(
+        recorded = self._act(
             obj,
             [Action(ActionType.ADOPTED, f"took over the existing external resource ({whose})")],
             annotations=adopted,
             finalizer=FINALIZER,
         )
-        return Result(requeue=True)
+        return self._leaving(recorded, Result(requeue=True))
 
     async def _finalize(self, obj: AnyResource, step: Step) -> Result | None:
         """Clean up, then record what was done and release the finalizer in one write
@@ -493,10 +503,8 @@ class ManagedReconciler(Failing):
                         status = self._new_status(
                             obj, None, ready=Verdict(FALSE, "Deleting", message), synced=SUCCESS
                         )
-                        await self._act(obj, events, status=status)
-                        return Result(requeue=True)
-        await self._release(obj, FINALIZER, events)
-        return None
+                        return self._leaving(self._act(obj, events, status=status), Result(requeue=True))
+        return self._leaving(self._release(obj, FINALIZER, events), None)
 
     async def close(self) -> None:
         """Release what the reconciler holds beyond its calls (the deadline watchdog)."""

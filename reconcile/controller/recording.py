@@ -1,16 +1,23 @@
 """How the managed reconciler writes what it did: action events with their bookkeeping
 (markers, finalizer, status) in one atomic write, and status alone when only it changed;
-the identity of the external resource recorded with them (:func:`with_identity`)."""
+the identity of the external resource recorded with them (:func:`with_identity`).
+
+A reconcile's last write is not awaited: it goes back to the controller with the result
+(:meth:`Recording._leaving`, ``Result.pending``), which lets the worker go on while it
+lands and keeps the key in flight until it is durable. Every write a later step depends
+on (the create-pending marker before the provider's create, the finalizer before an
+update) is awaited where it is made."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
 
 from reconcile.controller.caching import CachedClient
+from reconcile.controller.reconciling import Result
 from reconcile.controller.statuses import Action, Verdict, new_status
 from reconcile.controller.telemetry import NOT_RECORDING, Telemetry
 from reconcile.model.external import ANNOTATION_EXTERNAL_IDENTITY, Observation
@@ -78,6 +85,28 @@ class Recording:
         new = self._new_status(obj, observation, synced=synced, ready=ready)
         if new is not None:
             await self._write_status(obj, new)
+
+    def _status_then(
+        self,
+        obj: AnyResource,
+        observation: Observation | None = None,
+        *,
+        synced: Verdict,
+        ready: Verdict | None = None,
+        result: Result | None = None,
+    ) -> Result | None:
+        """``result`` after :meth:`_status`'s write, left to land (``result`` alone when
+        the status says so already)."""
+        new = self._new_status(obj, observation, synced=synced, ready=ready)
+        return result if new is None else self._leaving(self._write_status(obj, new), result)
+
+    @staticmethod
+    def _leaving(write: Awaitable[object], result: Result | None) -> Result:
+        """``result`` with ``write``, the reconcile's last write (not awaited), for the
+        controller to land (``Result.pending``)."""
+        if result is None:
+            return Result(pending=write)
+        return Result(result.requeue_after, result.requeue, write)
 
     async def _write_status(self, obj: AnyResource, new: Any) -> None:
         with self.telemetry.span("store.update_status"):

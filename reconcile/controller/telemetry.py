@@ -117,13 +117,14 @@ class Telemetry:
         return self._metering.answer()
 
     def span(
-        self, name: str, attributes: Mapping[str, Any] | None = None
+        self, name: str, attributes: Mapping[str, Any] | None = None, *, end_on_exit: bool = True
     ) -> contextlib.AbstractContextManager[trace.Span]:
         """A span made current for the block; a shared no-op when nothing records spans
-        (the API's no-op span still costs several microseconds per reconcile)."""
+        (the API's no-op span still costs several microseconds per reconcile). Without
+        ``end_on_exit``, the block only makes it current: the caller ends it, later."""
         if not self.recording:
             return NOT_RECORDING
-        return self.tracer.start_as_current_span(name, attributes=attributes)
+        return self.tracer.start_as_current_span(name, attributes=attributes, end_on_exit=end_on_exit)
 
     def watch_queue(self, controller: str, queue: WatchedQueue, workers: int) -> None:
         """Report the gauges of ``controller``'s queue and workers."""

@@ -66,10 +66,19 @@ class Tracing:
         outcome (or the exception going through, as its ``with`` block would see it),
         and the reconcile's metrics."""
         propagating = sys.exc_info()
-        if propagating[1] is None and traced.span is not trace.INVALID_SPAN:
-            traced.span.set_attribute("reconcile.result", outcome)
         traced.block.__exit__(*propagating)
-        if propagating[1] is None and traced.started is not None:
+        self._ended(traced, outcome, finished=propagating[1] is None)
+
+    def _ended(self, traced: Traced, outcome: str, *, finished: bool = True) -> None:
+        """End the span whose block was left (the worker leaves it at once when it goes
+        on while the reconcile's last write lands, see
+        :mod:`~reconcile.controller.landing`), with the outcome and the reconcile's
+        metrics when it ``finished`` (was not cut short)."""
+        span = traced.span
+        if finished and span is not trace.INVALID_SPAN:
+            span.set_attribute("reconcile.result", outcome)
+        span.end()
+        if finished and traced.started is not None:
             self.telemetry.reconcile_total.add(1, self._outcomes[outcome])
             self.telemetry.reconcile_time.record(time.perf_counter() - traced.started, self._attributes)
 
@@ -86,4 +95,6 @@ class Tracing:
             "reconcile.generation": cached.metadata.generation if cached is not None else 0,
             "reconcile.trigger": trigger,
         }
-        return self.telemetry.span("reconcile", attributes)
+        # Ended by _ended, not by leaving the block: a reconcile whose last write is still
+        # landing leaves the block in the worker and ends the span when the write lands.
+        return self.telemetry.span("reconcile", attributes, end_on_exit=False)
