@@ -2,10 +2,12 @@
 what was kept is used only while it is still the folder at that place under the root. A
 folder moved away (out of the root, too) and replaced, by a symlink or by another folder,
 and a root moved away and replaced by a symlink: nothing is read from or written to the
-moved folder, and the symlink is refused as an uncached walk refuses it."""
+moved folder, and the symlink is refused as an uncached walk refuses it. And a file read
+in one call whatever its stat said."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from reconcile.errors import PermanentError, TransientError
 from reconcile_providers.files.client import FilesClient
 from reconcile_providers.files.folders import Folders
 from reconcile_providers.files.operations import read_file, write_file
+from reconcile_providers.files.walking import read_all
 
 
 @pytest.fixture
@@ -166,3 +169,18 @@ class TestKeeping:
                 assert (root / f"d{i % 5}" / f"f{t}-{i}").read_bytes() == f"{t}-{i}".encode()
         folders.close()
         assert open_descriptors() == start
+
+
+class TestReadAll:
+    """A file is read whole whatever its stat said: grown, shrunk or empty."""
+
+    @pytest.mark.parametrize(("said", "holds"), [(3, b"abc"), (3, b"abcdef" * 20000), (10, b"ab"), (0, b"")])
+    def test_what_the_file_holds_when_read(self, tmp_path: Path, said: int, holds: bytes) -> None:
+        """What the file holds, whichever size ``fstat`` said before."""
+        path = tmp_path / "x"
+        path.write_bytes(holds)
+        handle = os.open(path, os.O_RDONLY)
+        try:
+            assert read_all(handle, said) == holds
+        finally:
+            os.close(handle)

@@ -44,6 +44,7 @@ from reconcile_providers.files.walking import (
     make_temporary_folder,
     open_entry,
     open_existing,
+    read_all,
     rename_at,
 )
 
@@ -88,9 +89,7 @@ def read_file(root: str, path: str, *, folders: Folders | None = None) -> Found 
         return None
     handle, info = opened
     try:
-        with os.fdopen(os.dup(handle), "rb") as reader:
-            data = reader.read()
-        return Found(info, read_mark(handle), data)
+        return Found(info, read_mark(handle), read_all(handle, info.st_size))
     finally:
         os.close(handle)
 

@@ -57,6 +57,7 @@ __all__ = [
     "make_temporary_folder",
     "open_entry",
     "open_existing",
+    "read_all",
     "rename_at",
     "temporary_name",
 ]
@@ -261,6 +262,19 @@ def open_existing(
         os.close(handle)
         raise TransientError(f"{path} changed while it was opened")
     return handle, opened
+
+
+def read_all(handle: int, size: int) -> bytes:
+    """The bytes of an open regular file whose ``fstat`` said ``size``: one ``read`` of
+    one byte more than that finds the end at once (a file that grew meanwhile is read on
+    to its end), with no buffered reader, ``dup`` or ``close`` around it."""
+    data = os.read(handle, size + 1)
+    if len(data) <= size:
+        return data
+    chunks = [data]
+    while chunk := os.read(handle, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @contextlib.contextmanager
