@@ -36,7 +36,6 @@ from reconcile.annotations import ANNOTATION_CREATE_SUCCEEDED, ANNOTATION_MANAGE
 from reconcile.errors import PermanentError, TransientError
 from reconcile_providers.files.confinement import check_still_confined, inside
 from reconcile_providers.files.describing import describe_content, describe_mode, digest
-from reconcile_providers.files.folders import Folders
 from reconcile_providers.files.kinds import (
     DirectorySpec,
     FileSpec,
@@ -88,9 +87,9 @@ def _translate(path: str, exc: OSError) -> Exception:
     return TransientError(f"{path}: {reason}")
 
 
-def _confined_call(path: str, function: Callable[..., _Result], *args: Any, **kwargs: Any) -> _Result:
+def _confined_call(path: str, function: Callable[..., _Result], *args: Any) -> _Result:
     try:
-        return function(*args, **kwargs)
+        return function(*args)
     except OSError as exc:
         raise _translate(path, exc) from exc
 
@@ -108,8 +107,6 @@ class FilesClient:
         # Folders (device, inode) already swept of leftover temporaries by this client.
         self._swept: set[tuple[int, int]] = set()
         self._swept_lock = threading.Lock()
-        #: The folders kept open between calls, revalidated at each use.
-        self._folders = Folders()
 
     # -- the contract ----------------------------------------------------------------------
 
@@ -139,12 +136,12 @@ class FilesClient:
         self._confined(spec)
         if isinstance(spec, FileSpec):
             if spec.ensure == "absent":
-                await self._thread(spec.path, remove_file, spec.root, spec.path, None, folders=self._folders)
+                await self._thread(spec.path, remove_file, spec.root, spec.path, None)
                 return _absence(resource, present=False)
             declared = self._declared(spec)
             if self._holds(spec, declared):  # only the mode differs: no rewrite
                 mode, uid = self._mode(spec), resource.metadata.uid
-                await self._thread(spec.path, chmod, spec.root, spec.path, mode, uid, folders=self._folders)
+                await self._thread(spec.path, chmod, spec.root, spec.path, mode, uid)
                 return _file_observation(spec, declared, mode, uid, declared=declared, wanted=mode)
         return await self._write(resource)
 
@@ -157,9 +154,9 @@ class FilesClient:
         self._confined(spec)
         uid = resource.metadata.uid
         if isinstance(spec, DirectorySpec):
-            await self._thread(spec.path, remove_directory, spec.root, spec.path, uid, folders=self._folders)
+            await self._thread(spec.path, remove_directory, spec.root, spec.path, uid)
         else:
-            await self._thread(spec.path, remove_file, spec.root, spec.path, uid, folders=self._folders)
+            await self._thread(spec.path, remove_file, spec.root, spec.path, uid)
 
     async def adopt(self, resource: AnyResource) -> None:
         """Take over an existing file or folder that is not ours (``reconcile adopt``):
@@ -169,12 +166,11 @@ class FilesClient:
         if isinstance(spec, FileSpec) and spec.ensure == "absent":
             return  # a rule about absence owns nothing
         directory = isinstance(spec, DirectorySpec)
-        marking = functools.partial(adopt, directory=directory, folders=self._folders)
+        marking = functools.partial(adopt, directory=directory)
         await self._thread(spec.path, marking, spec.root, spec.path, resource.metadata.uid)
 
     async def close(self) -> None:
-        """Close the folders kept open."""
-        self._folders.close()
+        """Nothing to release."""
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -204,7 +200,7 @@ class FilesClient:
 
     def _holds(self, spec: FileSpec, declared: bytes) -> bool:
         """Whether the file on disk holds the ``declared`` bytes."""
-        found = _confined_call(spec.path, read_file, spec.root, spec.path, folders=self._folders)
+        found = _confined_call(spec.path, read_file, spec.root, spec.path)
         return found is not None and found.data == declared
 
     def _declared(self, spec: FileSpec) -> bytes:
@@ -231,8 +227,8 @@ class FilesClient:
         return data
 
     @staticmethod
-    async def _thread(path: str, function: Callable[..., None], *args: Any, **kwargs: Any) -> None:
-        await asyncio.to_thread(_confined_call, path, function, *args, **kwargs)
+    async def _thread(path: str, function: Callable[..., None], *args: Any) -> None:
+        await asyncio.to_thread(_confined_call, path, function, *args)
 
     async def _write(self, resource: AnyResource) -> reconcile.Observation | None:
         """Write it; what then holds (the mode and mark set, the bytes written), or None
@@ -241,43 +237,22 @@ class FilesClient:
         uid = resource.metadata.uid
         mode = self._mode(spec)
         if isinstance(spec, DirectorySpec):
-            await self._thread(
-                spec.path,
-                write_directory,
-                spec.root,
-                spec.path,
-                mode,
-                uid,
-                self._sweep_once,
-                folders=self._folders,
-            )
+            await self._thread(spec.path, write_directory, spec.root, spec.path, mode, uid, self._sweep_once)
             return _directory_observation(mode, mode, uid, [])
         if spec.ensure != "present":
             return None
         data = self._declared(spec)
         writing = (mode, uid)
-        await self._thread(
-            spec.path,
-            write_file,
-            spec.root,
-            spec.path,
-            data,
-            writing,
-            self._sweep_once,
-            folders=self._folders,
-        )
+        await self._thread(spec.path, write_file, spec.root, spec.path, data, writing, self._sweep_once)
         return _file_observation(spec, data, mode, uid, declared=data, wanted=mode)
 
     def _observe_file(self, resource: AnyResource) -> reconcile.Observation:
         spec: FileSpec = resource.spec
         if spec.ensure == "absent":
             # Only its presence is looked at (see _absence).
-            present = (
-                _confined_call(spec.path, lstat_entry, spec.root, spec.path, folders=self._folders)
-                is not None
-            )
+            present = _confined_call(spec.path, lstat_entry, spec.root, spec.path) is not None
             return _absence(resource, present=present)
-        found = _confined_call(spec.path, read_file, spec.root, spec.path, folders=self._folders)
+        found = _confined_call(spec.path, read_file, spec.root, spec.path)
         if found is None:
             return reconcile.Observation(exists=False)
         mode = stat.S_IMODE(found.info.st_mode)
@@ -286,7 +261,7 @@ class FilesClient:
 
     def _observe_directory(self, resource: AnyResource) -> reconcile.Observation:
         spec: DirectorySpec = resource.spec
-        found = _confined_call(spec.path, read_directory, spec.root, spec.path, folders=self._folders)
+        found = _confined_call(spec.path, read_directory, spec.root, spec.path)
         if found is None:
             return reconcile.Observation(exists=False)
         owner = found.mark

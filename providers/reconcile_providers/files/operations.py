@@ -14,9 +14,7 @@ reads of ``observe`` inline. They raise TransientError for a symlink in the way 
 way or in place of the entry: whoever swapped it in may swap it back, and the next try
 repairs the object then), PermanentError for what retrying cannot fix (a folder where a
 file should be), NotOwnedError for an entry that is not ours, and plain OSError for the
-rest, which the client translates. Each takes an optional
-:class:`~reconcile_providers.files.folders.Folders`: the open folders to walk through
-(revalidated), kept between calls.
+rest, which the client translates.
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ from collections.abc import Callable
 import attrs
 
 from reconcile.errors import NotOwnedError, PermanentError, TransientError
-from reconcile_providers.files.folders import Folders
 from reconcile_providers.files.marking import PARENT, read_mark, write_mark
 from reconcile_providers.files.sweeping import sweep
 from reconcile_providers.files.walking import (
@@ -75,16 +72,16 @@ class Found:
     data: bytes = b""
 
 
-def lstat_entry(root: str, path: str, *, folders: Folders | None = None) -> os.stat_result | None:
+def lstat_entry(root: str, path: str) -> os.stat_result | None:
     """The entry's own stat (a symlink is not followed); None when it is missing."""
-    with descend(root, path, folders=folders) as found:
+    with descend(root, path) as found:
         return None if found is None else entry_stat(*found)
 
 
-def read_file(root: str, path: str, *, folders: Folders | None = None) -> Found | None:
+def read_file(root: str, path: str) -> Found | None:
     """The file's bytes, stat and mark; None when it is missing. Anything but a regular
     file there is an error (see :func:`~reconcile_providers.files.walking.open_existing`)."""
-    opened = open_existing(root, path, folders=folders)
+    opened = open_existing(root, path)
     if opened is None:
         return None
     handle, info = opened
@@ -94,9 +91,9 @@ def read_file(root: str, path: str, *, folders: Folders | None = None) -> Found 
         os.close(handle)
 
 
-def read_directory(root: str, path: str, *, folders: Folders | None = None) -> Found | None:
+def read_directory(root: str, path: str) -> Found | None:
     """The folder's stat and mark; None when it is missing."""
-    opened = open_existing(root, path, folder=True, folders=folders)
+    opened = open_existing(root, path, folder=True)
     if opened is None:
         return None
     handle, info = opened
@@ -131,15 +128,7 @@ def _check_owner(folder: int, name: str, path: str, owners: tuple[str | None, ..
     return info
 
 
-def write_file(
-    root: str,
-    path: str,
-    data: bytes,
-    mode_and_mark: tuple[int, str],
-    sweeper: Sweeper,
-    *,
-    folders: Folders | None = None,
-) -> None:
+def write_file(root: str, path: str, data: bytes, mode_and_mark: tuple[int, str], sweeper: Sweeper) -> None:
     """Write the file atomically with its mode and mark, making missing folders. An
     existing entry must be ours (``mark``). Where there was nothing, the file is put in
     place only if there still is nothing (``RENAME_NOREPLACE``): of two writers racing
@@ -147,7 +136,7 @@ def write_file(
     finds the winner's file, which is not its own (NotOwned), instead of replacing it
     and recording a create it then does not own."""
     mode, mark = mode_and_mark
-    with descend(root, path, create=True, folders=folders) as found:
+    with descend(root, path, create=True) as found:
         assert found is not None  # create=True makes the folders
         folder, name = found
         sweeper(folder)
@@ -169,12 +158,10 @@ def write_file(
         os.fsync(folder)
 
 
-def write_directory(
-    root: str, path: str, mode: int, mark: str, sweeper: Sweeper, *, folders: Folders | None = None
-) -> None:
+def write_directory(root: str, path: str, mode: int, mark: str, sweeper: Sweeper) -> None:
     """Make the folder with its mode and mark in one step, or bring an existing one
     (ours, or made as a parent) to the mode and mark."""
-    with descend(root, path, create=True, folders=folders) as found:
+    with descend(root, path, create=True) as found:
         assert found is not None
         folder, name = found
         sweeper(folder)
@@ -196,10 +183,10 @@ def write_directory(
         os.fsync(folder)
 
 
-def adopt(root: str, path: str, mark: str, *, directory: bool, folders: Folders | None = None) -> None:
+def adopt(root: str, path: str, mark: str, *, directory: bool) -> None:
     """Mark the existing file (or folder) as ``mark``'s, changing nothing else; a symlink,
     or an entry of the other type, is refused."""
-    with descend(root, path, folders=folders) as found:
+    with descend(root, path) as found:
         info = None if found is None else entry_stat(*found)
         if found is None or info is None:
             raise PermanentError(f"{path} does not exist: nothing to adopt")
@@ -216,9 +203,9 @@ def adopt(root: str, path: str, mark: str, *, directory: bool, folders: Folders 
         os.fsync(folder)
 
 
-def chmod(root: str, path: str, mode: int, mark: str, *, folders: Folders | None = None) -> None:
+def chmod(root: str, path: str, mode: int, mark: str) -> None:
     """Change only the mode of our file."""
-    with descend(root, path, folders=folders) as found:
+    with descend(root, path) as found:
         if found is None:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
         folder, name = found
@@ -226,9 +213,9 @@ def chmod(root: str, path: str, mode: int, mark: str, *, folders: Folders | None
         os.chmod(name, mode, dir_fd=folder, follow_symlinks=False)
 
 
-def remove_file(root: str, path: str, mark: str | None, *, folders: Folders | None = None) -> None:
+def remove_file(root: str, path: str, mark: str | None) -> None:
     """Remove the file (a missing one is removed already); with ``mark``, only ours."""
-    with descend(root, path, folders=folders) as found:
+    with descend(root, path) as found:
         if found is None:
             return
         folder, name = found
@@ -244,10 +231,10 @@ def remove_file(root: str, path: str, mark: str | None, *, folders: Folders | No
             os.fsync(folder)
 
 
-def remove_directory(root: str, path: str, mark: str, *, folders: Folders | None = None) -> None:
+def remove_directory(root: str, path: str, mark: str) -> None:
     """Remove our folder once empty, sweeping our leftovers in it first; TransientError
     naming what is still inside."""
-    with descend(root, path, folders=folders) as found:
+    with descend(root, path) as found:
         if found is None:
             return
         folder, name = found

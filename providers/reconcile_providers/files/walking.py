@@ -34,14 +34,12 @@ import contextlib
 import ctypes
 import errno
 import fcntl
-import functools
 import os
 import secrets
 import stat
 from collections.abc import Callable, Iterator
 
 from reconcile.errors import PermanentError, TransientError
-from reconcile_providers.files.folders import Folders
 from reconcile_providers.files.marking import PARENT, write_mark
 
 __all__ = [
@@ -232,16 +230,14 @@ def kind_of(info: os.stat_result) -> str:
     return "not a regular file"
 
 
-def open_existing(
-    root: str, path: str, *, folder: bool = False, folders: Folders | None = None
-) -> tuple[int, os.stat_result] | None:
+def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, os.stat_result] | None:
     """An open descriptor of the regular file (or the folder) at ``path`` and its
     ``fstat``, reached by :func:`descend`; None when it is missing. Anything else there
     is an error saying what it is: a TransientError for a symlink and for an entry
     replaced while it was opened, a PermanentError for a folder where a file goes (or
-    the other way round) or a special file. ``folders``: see :func:`descend`."""
+    the other way round) or a special file."""
     wanted = stat.S_ISDIR if folder else stat.S_ISREG
-    with descend(root, path, folders=folders) as found:
+    with descend(root, path) as found:
         if found is None:
             return None
         parent, name = found
@@ -278,31 +274,24 @@ def read_all(handle: int, size: int) -> bytes:
 
 
 @contextlib.contextmanager
-def descend(
-    root: str, path: str, *, create: bool = False, folders: Folders | None = None
-) -> Iterator[tuple[int, str] | None]:
+def descend(root: str, path: str, *, create: bool = False) -> Iterator[tuple[int, str] | None]:
     """The open folder that holds ``path`` and the entry's name in it; None when a folder
     on the way is missing (and ``create`` is false). With ``create``, missing folders are
     made, marked ``parent``. A symlink on the way is a TransientError naming it, a
-    non-folder a PermanentError; the descriptor is closed when the block ends. With
-    ``folders``, the folders it keeps open are used where they are still the ones on the
-    way (revalidated, see :mod:`reconcile_providers.files.folders`), and what is opened is
-    kept there instead of closed."""
+    non-folder a PermanentError; the descriptor is closed when the block ends."""
     parts = components(path, root)
-    if folders is not None:
-        opening = functools.partial(_open_step, parts=parts, root=root, path=path, create=create)
-        with folders.leased(
-            root, parts[:-1], functools.partial(_root, root, path, create=create), opening
-        ) as kept:
-            yield None if kept is None else (kept, parts[-1])
-        return
-    current = _root(root, path, create=create)
-    if current is None:
+    try:
+        current = _open_root(root, create=create)
+    except FileNotFoundError:
         yield None
         return
+    except OSError as exc:
+        raise PermanentError(f"{path}: cannot open its root {root}: {exc.strerror}") from None
     try:
-        for i in range(len(parts) - 1):
-            opened = _open_step(current, i, parts=parts, root=root, path=path, create=create)
+        walked = root.rstrip(os.sep)
+        for part in parts[:-1]:
+            walked = f"{walked}{os.sep}{part}"
+            opened = _open_folder(current, part, walked, path, create=create)
             if opened is None:
                 yield None
                 return
@@ -311,22 +300,6 @@ def descend(
         yield current, parts[-1]
     finally:
         os.close(current)
-
-
-def _root(root: str, path: str, *, create: bool) -> int | None:
-    """The open root of ``path``; None when it is missing (and not ``create``)."""
-    try:
-        return _open_root(root, create=create)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise PermanentError(f"{path}: cannot open its root {root}: {exc.strerror}") from None
-
-
-def _open_step(folder: int, i: int, *, parts: list[str], root: str, path: str, create: bool) -> int | None:
-    """Open ``parts[i]`` in the open ``folder`` (see :func:`_open_folder`)."""
-    walked = os.sep.join([root.rstrip(os.sep), *parts[: i + 1]])
-    return _open_folder(folder, parts[i], walked, path, create=create)
 
 
 def _open_root(root: str, *, create: bool) -> int:
