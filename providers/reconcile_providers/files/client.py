@@ -118,29 +118,32 @@ class FilesClient:
             return self._observe_directory(resource)
         return self._observe_file(resource)
 
-    async def create(self, resource: AnyResource) -> str | None:
-        """Create it, marked as ours; one that exists and is ours is brought to the spec."""
+    async def create(self, resource: AnyResource) -> reconcile.Created | None:
+        """Create it, marked as ours; one that exists and is ours is brought to the spec.
+        Returns what holds after it (what was written), so the engine need not look again."""
         self._confined(resource.spec)
-        await self._write(resource)
-        return None
+        written = await self._write(resource)
+        return None if written is None else reconcile.Created(observation=written)
 
     async def update(
         self,
         resource: AnyResource,
         observation: reconcile.Observation,  # noqa: ARG002 - a summary for people; the file is re-read
-    ) -> None:
-        """Bring it to the spec: rewrite the content, or only change the mode."""
+    ) -> reconcile.Observation | None:
+        """Bring it to the spec: rewrite the content, or only change the mode. Returns what
+        holds after it (what was written), so the engine need not look again."""
         spec = resource.spec
         self._confined(spec)
         if isinstance(spec, FileSpec):
             if spec.ensure == "absent":
                 await self._thread(spec.path, remove_file, spec.root, spec.path, None)
-                return
-            if self._holds(spec):  # only the mode differs: no rewrite
-                mode = self._mode(spec)
-                await self._thread(spec.path, chmod, spec.root, spec.path, mode, resource.metadata.uid)
-                return
-        await self._write(resource)
+                return _absence(resource, present=False)
+            declared = self._declared(spec)
+            if self._holds(spec, declared):  # only the mode differs: no rewrite
+                mode, uid = self._mode(spec), resource.metadata.uid
+                await self._thread(spec.path, chmod, spec.root, spec.path, mode, uid)
+                return _file_observation(spec, declared, mode, uid, declared=declared, wanted=mode)
+        return await self._write(resource)
 
     async def delete(self, resource: AnyResource) -> None:
         """Remove it (a missing one is already deleted); an absent-file resource deletes
@@ -195,10 +198,10 @@ class FilesClient:
             self._swept.add(key)
         sweep(folder)
 
-    def _holds(self, spec: FileSpec) -> bool:
-        """Whether the file on disk holds the declared bytes."""
+    def _holds(self, spec: FileSpec, declared: bytes) -> bool:
+        """Whether the file on disk holds the ``declared`` bytes."""
         found = _confined_call(spec.path, read_file, spec.root, spec.path)
-        return found is not None and found.data == self._declared(spec)
+        return found is not None and found.data == declared
 
     def _declared(self, spec: FileSpec) -> bytes:
         """The bytes the file should hold: inline, or the source read confined and checked
@@ -227,49 +230,34 @@ class FilesClient:
     async def _thread(path: str, function: Callable[..., None], *args: Any) -> None:
         await asyncio.to_thread(_confined_call, path, function, *args)
 
-    async def _write(self, resource: AnyResource) -> None:
+    async def _write(self, resource: AnyResource) -> reconcile.Observation | None:
+        """Write it; what then holds (the mode and mark set, the bytes written), or None
+        for a File declared absent (nothing written)."""
         spec = resource.spec
         uid = resource.metadata.uid
         mode = self._mode(spec)
         if isinstance(spec, DirectorySpec):
             await self._thread(spec.path, write_directory, spec.root, spec.path, mode, uid, self._sweep_once)
-        elif spec.ensure == "present":
-            data = self._declared(spec)
-            writing = (mode, uid)
-            await self._thread(spec.path, write_file, spec.root, spec.path, data, writing, self._sweep_once)
+            return _directory_observation(mode, mode, uid, [])
+        if spec.ensure != "present":
+            return None
+        data = self._declared(spec)
+        writing = (mode, uid)
+        await self._thread(spec.path, write_file, spec.root, spec.path, data, writing, self._sweep_once)
+        return _file_observation(spec, data, mode, uid, declared=data, wanted=mode)
 
     def _observe_file(self, resource: AnyResource) -> reconcile.Observation:
         spec: FileSpec = resource.spec
         if spec.ensure == "absent":
-            # Declared absent: the resource "exists" as a rule; it is up to date when the
-            # file is gone. Removing what the user declared absent is the point, so the
-            # engine may act whoever wrote the file. Only its presence is looked at.
+            # Only its presence is looked at (see _absence).
             present = _confined_call(spec.path, lstat_entry, spec.root, spec.path) is not None
-            diff = f"{spec.path} exists; declared absent" if present else ""
-            observed: dict[str, Any] = {"present": present}
-            return reconcile.Observation(
-                exists=True,
-                up_to_date=not present,
-                observed=observed,
-                diff=diff,
-                owner=resource.metadata.uid,
-                found=f"nothing to create: {spec.path} is declared absent and is not there",
-            )
+            return _absence(resource, present=present)
         found = _confined_call(spec.path, read_file, spec.root, spec.path)
         if found is None:
             return reconcile.Observation(exists=False)
-        on_disk = found.data
-        declared = self._declared(spec)
-        mode, wanted = stat.S_IMODE(found.info.st_mode), self._mode(spec)
-        changes = []
-        if on_disk != declared:
-            changes.append(describe_content(on_disk, declared, sensitive=spec.sensitive))
-        if mode != wanted:
-            changes.append(describe_mode(mode, wanted))
-        observed = {"size": len(on_disk), "mode": f"{mode:04o}"}
-        if not spec.sensitive:  # a digest of a short secret can be brute-forced
-            observed["sha256"] = digest(on_disk)
-        return reconcile.Observation.present(changes, observed=observed, owner=found.mark, separator="\n")
+        mode = stat.S_IMODE(found.info.st_mode)
+        declared, wanted = self._declared(spec), self._mode(spec)
+        return _file_observation(spec, found.data, mode, found.mark, declared=declared, wanted=wanted)
 
     def _observe_directory(self, resource: AnyResource) -> reconcile.Observation:
         spec: DirectorySpec = resource.spec
@@ -284,12 +272,51 @@ class FilesClient:
             # recorded as somebody else's taken over ("found in place", ``plan``'s "adopt")
             # after an update: a history the engine did not live.
             return reconcile.Observation(exists=False)
-        mode, wanted = stat.S_IMODE(found.info.st_mode), self._mode(spec)
-        changes = [] if mode == wanted else [describe_mode(mode, wanted)]
+        changes = []
         if owner == PARENT:
             # Created, then removed and made again as some file's parent: ours again (the
             # update marks it).
             owner = resource.metadata.uid
-            changes.insert(0, "taking back the folder made again as a parent of a file")
-        observed = {"mode": f"{mode:04o}"}
-        return reconcile.Observation.present(changes, observed=observed, owner=owner, separator="\n")
+            changes.append("taking back the folder made again as a parent of a file")
+        return _directory_observation(stat.S_IMODE(found.info.st_mode), self._mode(spec), owner, changes)
+
+
+def _absence(resource: AnyResource, *, present: bool) -> reconcile.Observation:
+    """A File declared absent: the resource "exists" as a rule; it is up to date when the
+    file is gone. Removing what the user declared absent is the point, so the engine may
+    act whoever wrote the file."""
+    path = resource.spec.path
+    return reconcile.Observation(
+        exists=True,
+        up_to_date=not present,
+        observed={"present": present},
+        diff=f"{path} exists; declared absent" if present else "",
+        owner=resource.metadata.uid,
+        found=f"nothing to create: {path} is declared absent and is not there",
+    )
+
+
+def _file_observation(
+    spec: FileSpec, on_disk: bytes, mode: int, owner: str | None, *, declared: bytes, wanted: int
+) -> reconcile.Observation:
+    """A file found (or just written) holding ``on_disk`` with ``mode``, compared with the
+    spec's bytes and mode."""
+    changes = []
+    if on_disk != declared:
+        changes.append(describe_content(on_disk, declared, sensitive=spec.sensitive))
+    if mode != wanted:
+        changes.append(describe_mode(mode, wanted))
+    observed = {"size": len(on_disk), "mode": f"{mode:04o}"}
+    if not spec.sensitive:  # a digest of a short secret can be brute-forced
+        observed["sha256"] = digest(on_disk)
+    return reconcile.Observation.present(changes, observed=observed, owner=owner, separator="\n")
+
+
+def _directory_observation(
+    mode: int, wanted: int, owner: str | None, changes: list[str]
+) -> reconcile.Observation:
+    """A folder found (or just made) with ``mode``, compared with the spec's."""
+    if mode != wanted:
+        changes.append(describe_mode(mode, wanted))
+    observed = {"mode": f"{mode:04o}"}
+    return reconcile.Observation.present(changes, observed=observed, owner=owner, separator="\n")

@@ -41,6 +41,7 @@ from reconcile_providers.files.walking import (
     make_temporary_folder,
     open_entry,
     open_existing,
+    read_all,
     rename_at,
 )
 
@@ -85,9 +86,7 @@ def read_file(root: str, path: str) -> Found | None:
         return None
     handle, info = opened
     try:
-        with os.fdopen(os.dup(handle), "rb") as reader:
-            data = reader.read()
-        return Found(info, read_mark(handle), data)
+        return Found(info, read_mark(handle), read_all(handle, info.st_size))
     finally:
         os.close(handle)
 

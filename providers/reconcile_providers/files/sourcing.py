@@ -23,7 +23,7 @@ import hashlib
 import os
 
 from reconcile.errors import PermanentError, TransientError
-from reconcile_providers.files.walking import open_existing
+from reconcile_providers.files.walking import open_existing, read_all
 
 __all__ = ["PSEUDO_FILESYSTEMS", "SourceError", "fingerprint", "read_source"]
 
@@ -65,8 +65,7 @@ def read_source(source: str, source_root: str) -> tuple[bytes, os.stat_result]:
     try:
         if os.fstatvfs(handle).f_blocks == 0:
             raise SourceError(f"{source} lies on a pseudo filesystem, not a disk")
-        with os.fdopen(os.dup(handle), "rb") as reader:
-            return reader.read(), info
+        return read_all(handle, info.st_size), info
     except OSError as exc:
         raise SourceError(f"{source}: {exc.strerror}") from None
     finally:

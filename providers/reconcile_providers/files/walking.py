@@ -55,8 +55,10 @@ __all__ = [
     "make_temporary_folder",
     "open_entry",
     "open_existing",
+    "read_all",
     "rename_at",
     "temporary_name",
+    "walk",
 ]
 
 #: Open a folder: never through a symlink, never a non-folder.
@@ -77,7 +79,7 @@ def components(path: str, root: str) -> list[str]:
     if path == root or not path.startswith(root.rstrip(os.sep) + os.sep):
         raise PermanentError(f"{path} is outside its root {root}")
     parts = path[len(root.rstrip(os.sep)) + 1 :].split(os.sep)
-    if any(part in ("", ".", "..") for part in parts):
+    if "" in parts or "." in parts or ".." in parts:
         raise PermanentError(f"{path} is not a normalised path below {root}")
     return parts
 
@@ -231,15 +233,16 @@ def kind_of(info: os.stat_result) -> str:
 
 def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, os.stat_result] | None:
     """An open descriptor of the regular file (or the folder) at ``path`` and its
-    ``fstat``, reached by :func:`descend`; None when it is missing. Anything else there
+    ``fstat``, reached by :func:`walk`; None when it is missing. Anything else there
     is an error saying what it is: a TransientError for a symlink and for an entry
     replaced while it was opened, a PermanentError for a folder where a file goes (or
     the other way round) or a special file."""
     wanted = stat.S_ISDIR if folder else stat.S_ISREG
-    with descend(root, path) as found:
-        if found is None:
-            return None
-        parent, name = found
+    found = walk(root, path)
+    if found is None:
+        return None
+    parent, name = found
+    try:
         info = entry_stat(parent, name)
         if info is None:
             return None
@@ -252,11 +255,26 @@ def open_existing(root: str, path: str, *, folder: bool = False) -> tuple[int, o
             handle = open_entry(parent, name, DIRECTORY_FLAGS if folder else FILE_FLAGS, path)
         except FileNotFoundError:
             return None
+    finally:
+        os.close(parent)
     opened = os.fstat(handle)
     if not wanted(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
         os.close(handle)
         raise TransientError(f"{path} changed while it was opened")
     return handle, opened
+
+
+def read_all(handle: int, size: int) -> bytes:
+    """The bytes of an open regular file whose ``fstat`` said ``size``: one ``read`` of
+    one byte more than that finds the end at once (a file that grew meanwhile is read on
+    to its end), with no buffered reader, ``dup`` or ``close`` around it."""
+    data = os.read(handle, size + 1)
+    if len(data) <= size:
+        return data
+    chunks = [data]
+    while chunk := os.read(handle, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @contextlib.contextmanager
@@ -265,27 +283,38 @@ def descend(root: str, path: str, *, create: bool = False) -> Iterator[tuple[int
     on the way is missing (and ``create`` is false). With ``create``, missing folders are
     made, marked ``parent``. A symlink on the way is a TransientError naming it, a
     non-folder a PermanentError; the descriptor is closed when the block ends."""
+    found = walk(root, path, create=create)
+    if found is None:
+        yield None
+        return
+    try:
+        yield found
+    finally:
+        os.close(found[0])
+
+
+def walk(root: str, path: str, *, create: bool = False) -> tuple[int, str] | None:
+    """:func:`descend` without the block, for the hot path of reading (a generator-based
+    context manager per file costs more than the walk's own steps): the caller closes
+    the descriptor."""
     parts = components(path, root)
     try:
         current = _open_root(root, create=create)
     except FileNotFoundError:
-        yield None
-        return
+        return None
     except OSError as exc:
         raise PermanentError(f"{path}: cannot open its root {root}: {exc.strerror}") from None
-    try:
-        walked = root.rstrip(os.sep)
-        for part in parts[:-1]:
-            walked = f"{walked}{os.sep}{part}"
+    walked = root.rstrip(os.sep)
+    for part in parts[:-1]:
+        walked = f"{walked}{os.sep}{part}"
+        try:
             opened = _open_folder(current, part, walked, path, create=create)
-            if opened is None:
-                yield None
-                return
+        finally:
             os.close(current)
-            current = opened
-        yield current, parts[-1]
-    finally:
-        os.close(current)
+        if opened is None:
+            return None
+        current = opened
+    return current, parts[-1]
 
 
 def _open_root(root: str, *, create: bool) -> int:
