@@ -1,4 +1,4 @@
-"""Applying many manifests at once: one admission per document, one mutation per
+"""Applying many manifests at once: every document admitted in one pass, one mutation per
 document (its immutable-field, version and deletion checks inside it), writes queued
 at once so they share group commits (no task per document), one result per document.
 
