@@ -29,7 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 import aiosqlite  # noqa: E402
 
 from reconcile import Bookmark, connect  # noqa: E402
-from reconcile.model import ObjectKey  # noqa: E402
+from reconcile.api.admission import Admission  # noqa: E402
+from reconcile.model import ObjectKey, make_converter  # noqa: E402
 from reconcile.runtime.collecting import collecting_less  # noqa: E402
 from reconcile.store import Put, SQLiteStore  # noqa: E402
 from reconcile.store.encoding import dumps  # noqa: E402
@@ -93,7 +94,9 @@ def raw_sqlite(path: Path, size: int, synchronous: str, batch: int = 1000) -> fl
     return size / elapsed
 
 
-def raw_same_rows(path: Path, size: int, synchronous: str, batch: int) -> float:
+def raw_same_rows(
+    path: Path, size: int, synchronous: str, batch: int, cpu: list[float] | None = None
+) -> float:
     """The limit with the store's own rows: stdlib sqlite3 on the store's schema (its
     tables, indexes and trigger), each transaction appending ``batch`` events, upserting
     their objects' rows and moving the head, as a commit of the store does; no mutation,
@@ -101,10 +104,12 @@ def raw_same_rows(path: Path, size: int, synchronous: str, batch: int) -> float:
     conn = sqlite3.connect(path, isolation_level=None)
     prepare(conn, str(path), synchronous)
     bodies = [payload(i) for i in range(size)]
-    started = time.perf_counter()
+    started, used = time.perf_counter(), time.process_time()
     for start in range(0, size, batch):
         _same_rows_transaction(conn, bodies, start, min(start + batch, size))
     elapsed = time.perf_counter() - started
+    if cpu is not None:
+        cpu.append(time.process_time() - used)
     conn.close()
     return size / elapsed
 
@@ -184,22 +189,92 @@ async def client_applies(path: Path, size: int, synchronous: str, writers: int) 
         return size / (time.perf_counter() - started)
 
 
-async def client_apply_many(path: Path, size: int, synchronous: str) -> float:
+def manifests_of(size: int) -> list[dict[str, Any]]:
+    """The manifests the bulk apply is given: each payload's envelope, name and spec."""
+    manifests = []
+    for i in range(size):
+        body = payload(i)
+        manifest = {k: body[k] for k in ("apiVersion", "kind", "spec")}
+        manifest["metadata"] = {"name": body["metadata"]["name"], "labels": {"app": "bench"}}
+        manifests.append(manifest)
+    return manifests
+
+
+def typed_admission(size: int, cpu: list[float] | None = None) -> float:
+    """Documents/s through typed admission alone (``Admission.admit_many``: strict
+    structuring, validation, defaulting; what the bulk apply must do before any write),
+    with the collector tuned as the bulk apply's is. Added to the store's rows by 100, it
+    is the bulk apply's limit: nothing of a write but SQLite's own."""
+    admission = Admission(example_kinds(), make_converter())
+    manifests = manifests_of(size)
+    with collecting_less():
+        started, used = time.perf_counter(), time.process_time()
+        for first in range(0, size, 10_000):
+            admission.admit_many(manifests[first : first + 10_000])
+        elapsed = time.perf_counter() - started
+    if cpu is not None:
+        cpu.append(time.process_time() - used)
+    return size / elapsed
+
+
+async def client_apply_many(path: Path, size: int, synchronous: str, cpu: list[float] | None = None) -> float:
     """The bulk path: Client.apply_many (one admission pass, writes sharing commits), with
-    the collector tuned as ``reconcile apply`` and ``Runtime(gc_tuning=True)`` tune it."""
+    the collector tuned as ``reconcile apply`` and ``Runtime(gc_tuning=True)`` tune it.
+    The process's CPU seconds (every thread) go into ``cpu`` when given."""
     url = f"sqlite:///{path}?synchronous={synchronous}"
     async with connect(url, kinds=example_kinds()) as client:
-        manifests = []
-        for i in range(size):
-            body = payload(i)
-            manifest = {k: body[k] for k in ("apiVersion", "kind", "spec")}
-            manifest["metadata"] = {"name": body["metadata"]["name"], "labels": {"app": "bench"}}
-            manifests.append(manifest)
-        started = time.perf_counter()
+        manifests = manifests_of(size)
+        started, used = time.perf_counter(), time.process_time()
         with collecting_less():
             for first in range(0, size, 10_000):
                 await client.apply_many(manifests[first : first + 10_000])
+        if cpu is not None:
+            cpu.append(time.process_time() - used)
         return size / (time.perf_counter() - started)
+
+
+def bulk_rows(fresh: Callable[[], Path], size: int, refs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The bulk apply's rows: its limit (typed admission, then the store's rows by 100:
+    the time of both, per document) and ``client.apply_many`` beside it, measured back to
+    back (the store's rows again, right before). Each also in CPU time (the process's,
+    every thread): on a shared machine, what its wall time is made of when it runs."""
+    sync = refs["sync"]
+    used: list[float] = []  # CPU seconds: admission, the store's rows, the bulk apply
+    admitting = typed_admission(size, used)
+    rows_100 = raw_same_rows(fresh(), size, sync, 100, used)
+    rate = asyncio.run(client_apply_many(fresh(), size, sync, used))
+    admission_cpu, rows_cpu, apply_cpu = used
+    admitted_limit = 1 / (1 / admitting + 1 / rows_100)
+    limit_row = {
+        "case": "typed admission + store's rows, by 100",
+        "synchronous": sync,
+        "events_per_s": admitted_limit,
+        "ratio_to_raw": admitted_limit / refs["1000"],
+        "admission_per_s": admitting,
+        "store_rows_per_s": rows_100,
+        "cpu_us_per_document": (admission_cpu + rows_cpu) / size * 1e6,
+    }
+    row = measured("client.apply_many", rate, refs)
+    row["limit_admitted"] = "typed admission + raw sqlite3, store's rows, by 100"
+    row["ratio_to_admitted"] = rate / admitted_limit
+    row["cpu_us_per_document"] = apply_cpu / size * 1e6
+    row["cpu_ratio_to_admitted"] = (admission_cpu + rows_cpu) / apply_cpu
+    return [limit_row, row]
+
+
+def shown(row: dict[str, Any], ratio: str) -> str:
+    """A row's ``ratio``, or "-" where it has none."""
+    return f"{row[ratio]:.2f}" if ratio in row else "-"
+
+
+def print_cpu(rows: list[dict[str, Any]]) -> None:
+    """The bulk apply's CPU time per document, beside its limit's."""
+    for row in rows:
+        if "cpu_ratio_to_admitted" in row:
+            print(
+                f"{row['case']} ({row['synchronous']}): {row['cpu_us_per_document']:.1f} us of CPU per "
+                f"document, x{row['cpu_ratio_to_admitted']:.2f} its limit's in CPU time"
+            )
 
 
 WRITER = """
@@ -298,8 +373,8 @@ def postgres(database: str, size: int, out: Path | None) -> None:
 def _print_rows(rows: list[dict[str, Any]]) -> None:
     """The table: each case beside its limits, and its CPU per event."""
     print(
-        f"{'case':37} {'sync':7} {'events/s':>10} {'x own limit':>12} {'x same rows':>12} "
-        f"{'x off loop':>11} {'x raw 1000':>11} {'cpu us/ev':>10} {'cpu x off':>10}"
+        f"{'case':39} {'sync':7} {'events/s':>10} {'x own limit':>12} {'x same rows':>12} "
+        f"{'x off loop':>11} {'x raw 1000':>11} {'x admitted':>11} {'cpu us/ev':>10} {'cpu x off':>10}"
     )
     for row in rows:
         own = f"{row['ratio_to_limit']:.2f}" if "ratio_to_limit" in row else "limit"
@@ -310,8 +385,8 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
         cpu = f"{row['cpu_us_per_event']:.1f}" if "cpu_us_per_event" in row else "-"
         cpu_off = f"{row['cpu_ratio_to_off_loop']:.2f}" if "cpu_ratio_to_off_loop" in row else "-"
         print(
-            f"{row['case']:37} {row['synchronous']:7} {rate} {own:>12} {same:>12} {off:>11} {ratio:>11} "
-            f"{cpu:>10} {cpu_off:>10}"
+            f"{row['case']:39} {row['synchronous']:7} {rate} {own:>12} {same:>12} {off:>11} {ratio:>11} "
+            f"{shown(row, 'ratio_to_admitted'):>11} {cpu:>10} {cpu_off:>10}"
         )
 
 
@@ -408,8 +483,7 @@ def main() -> None:
                 rows.append(row)
             rate = asyncio.run(client_applies(fresh(), size, sync, 100))
             rows.append(measured("client.apply, 100 writers", rate, refs))
-            rate = asyncio.run(client_apply_many(fresh(), size, sync))
-            rows.append(measured("client.apply_many", rate, refs))
+            rows += bulk_rows(fresh, size, refs)
         latencies = asyncio.run(cross_process_latency(fresh(), max(20, min(size // 100, 200))))
     latency = {
         "count": len(latencies),
@@ -418,6 +492,7 @@ def main() -> None:
         "max_ms": max(latencies) * 1000,
     }
     _print_rows(rows)
+    print_cpu(rows)
     print(
         f"cross-process watch latency over {latency['count']} writes: median "
         f"{latency['median_ms']:.2f} ms, p90 {latency['p90_ms']:.2f} ms, max {latency['max_ms']:.2f} ms"

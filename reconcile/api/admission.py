@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +48,11 @@ from reconcile.model.resource import Resource
 from reconcile.model.serde import structure_errors
 from reconcile.model.spelling import ENVELOPE, Respelled, camel_path, respell_document
 from reconcile.model.validation import (
+    MAX_DEPTH,
     dns1123_label,
     dns1123_subdomain,
     label_value,
+    plain_and_storable,
     qualified_name,
     unstorable,
 )
@@ -201,6 +203,32 @@ _GOOD_KEYS: set[str] = set()
 _MAX_REMEMBERED = 4096
 
 
+class _Hooks:
+    """A converter's structure and unstructure functions by type, each looked up once
+    (``converter.get_structure_hook``): what one batch of admissions calls."""
+
+    __slots__ = ("_converter", "_structure", "_unstructure")
+
+    def __init__(self, converter: cattrs.Converter) -> None:
+        self._converter = converter
+        self._structure: dict[Any, Callable[[Any, Any], Any]] = {}
+        self._unstructure: dict[Any, Callable[[Any], Any]] = {}
+
+    def structure(self, type_: Any) -> Callable[[Any, Any], Any]:
+        """The function that structures ``type_``."""
+        hook = self._structure.get(type_)
+        if hook is None:
+            hook = self._structure[type_] = self._converter.get_structure_hook(type_)
+        return hook
+
+    def unstructure(self, type_: Any) -> Callable[[Any], Any]:
+        """The function that unstructures ``type_``."""
+        hook = self._unstructure.get(type_)
+        if hook is None:
+            hook = self._unstructure[type_] = self._converter.get_unstructure_hook(type_)
+        return hook
+
+
 class Admission:
     """Turns manifests (mappings or resources) into admitted bodies."""
 
@@ -216,6 +244,31 @@ class Admission:
         self.provider_config = dict(provider_config or {})
         self._default_status: dict[Kind, str] = {}
         self._lenient: cattrs.Converter | None = None
+        #: While :meth:`admit_many` runs: the converter's hooks by type, each looked up
+        #: once for the batch (None otherwise: every call asks the converter).
+        self._hooks: _Hooks | None = None
+
+    def admit_many(
+        self,
+        manifests: Sequence[Mapping[str, Any] | Resource[Any, Any]],
+        origins: Sequence[Path | None] | None = None,
+    ) -> list[Admitted | InvalidError]:
+        """Admit every manifest in one pass: for each, what :meth:`admit` returns, or the
+        InvalidError it raises (its field paths, its subject). The converter's structure
+        and unstructure functions are looked up once per type for the whole batch, not
+        once per document (a hook registered on the converter meanwhile is seen by the
+        next batch)."""
+        outer, self._hooks = self._hooks, _Hooks(self.converter)
+        results: list[Admitted | InvalidError] = []
+        try:
+            for index, manifest in enumerate(manifests):
+                try:
+                    results.append(self.admit(manifest, origin=None if origins is None else origins[index]))
+                except InvalidError as exc:
+                    results.append(exc)
+        finally:
+            self._hooks = outer
+        return results
 
     def _structure(self, raw: Mapping[str, Any], type_: type[Any], path: str) -> tuple[Any, list[FieldError]]:
         """``raw`` as ``type_``, or every problem with it. cattrs builds the object only
@@ -227,7 +280,9 @@ class Admission:
         The value returned beside errors is that second pass's, when it succeeded, for
         the checks that need a whole object (names, a kind's ``validate``); never stored."""
         try:
-            return self.converter.structure(raw, type_), []
+            if self._hooks is None:
+                return self.converter.structure(raw, type_), []
+            return self._hooks.structure(type_)(raw, type_), []
         except Exception as exc:  # noqa: BLE001 - cattrs raises groups of anything
             strict = structure_errors(exc, path)
         if self._lenient is None:
@@ -250,20 +305,12 @@ class Admission:
         if not isinstance(manifest, Mapping):
             reason = "expected a mapping with apiVersion, kind, metadata and spec"
             raise InvalidError([FieldError("", reason)])
-        # Here, not at the top: the manifest reader imports yaml, which the commands that
-        # only read (``reconcile get``) should not pay for.
-        from reconcile.model.manifests import check_depth  # noqa: PLC0415
-
-        try:
-            check_depth(manifest)
-        except ValueError as exc:
-            raise InvalidError([FieldError("", str(exc))], subject=self._subject(manifest)) from None
         # Before anything else reads a value: no later check, message or encoder has to
-        # cope with a string that cannot be encoded or an integer that cannot be stored.
-        hostile = unstorable(manifest)
-        if hostile:
-            errors = [FieldError(path, reason) for path, reason in hostile]
-            raise InvalidError(errors, subject=self._subject(manifest))
+        # cope with a string that cannot be encoded, an integer that cannot be stored or
+        # a document nested too deep. One walk answers for nearly every document; the
+        # exact checks (with paths) run only when it cannot.
+        if not plain_and_storable(manifest, MAX_DEPTH):
+            self._check_values(manifest)
         errors = self._envelope_errors(manifest)
         api_version = manifest.get("apiVersion", manifest.get("api_version"))
         kind_name = manifest.get("kind")
@@ -301,12 +348,34 @@ class Admission:
         body = {
             "apiVersion": kind.api_version,  # the storage version, whichever was written
             "kind": kind_name,
-            "metadata": self.converter.unstructure(meta),
-            "spec": self.converter.unstructure(spec, kind.spec_type),
+            "metadata": self._unstructure(meta, ObjectMeta),
+            "spec": self._unstructure(spec, kind.spec_type),
         }
         _check_size(body, lambda: self._subject(document))
         declared = None if typed else self._declared(document.get("spec") or {}, body["spec"], version)
         return Admitted(kind, body, spec, said, origin, declared=declared, deprecation=deprecation)
+
+    def _unstructure(self, value: Any, type_: type[Any]) -> Any:
+        """``value`` unstructured as ``type_`` (with the batch's hook, in one)."""
+        if self._hooks is None:
+            return self.converter.unstructure(value, type_)
+        return self._hooks.unstructure(type_)(value)
+
+    def _check_values(self, manifest: Mapping[str, Any]) -> None:
+        """InvalidError for a document nested too deep, or holding a string without a
+        UTF-8 encoding or an integer past 64 bits (every one, with its path)."""
+        # Here, not at the top: the manifest reader imports yaml, which the commands that
+        # only read (``reconcile get``) should not pay for.
+        from reconcile.model.manifests import check_depth  # noqa: PLC0415
+
+        try:
+            check_depth(manifest)
+        except ValueError as exc:
+            raise InvalidError([FieldError("", str(exc))], subject=self._subject(manifest)) from None
+        hostile = unstorable(manifest)
+        if hostile:
+            errors = [FieldError(path, reason) for path, reason in hostile]
+            raise InvalidError(errors, subject=self._subject(manifest))
 
     def _declared(
         self, raw: Mapping[str, Any], spec: Mapping[str, Any], version: KindVersion | None

@@ -1,4 +1,4 @@
-"""Applying many manifests at once: one admission per document, one mutation per
+"""Applying many manifests at once: every document admitted in one pass, one mutation per
 document (its immutable-field, version and deletion checks inside it), writes queued
 at once so they share group commits (no task per document), one result per document.
 
@@ -232,18 +232,26 @@ async def _admit(
     cannot coexist with another live object or an earlier document of this apply."""
     admitted: list[tuple[int, Admitted]] = []
     hooked: list[int] = []  # positions in ``admitted`` of those whose kind has hooks
-    given: set[int] = set()  # admitted by the caller, who hears of warnings from the results
+    # Admitted by the caller, who hears of warnings from the results.
+    given = {index for index, manifest in enumerate(manifests) if isinstance(manifest, Admitted)}
+    # Every other document admitted in one pass (each type's converter functions looked
+    # up once for all of them), their outcomes taken in order below.
+    admissions = iter(
+        client.admission.admit_many(
+            [m for index, m in enumerate(manifests) if index not in given],  # type: ignore[misc]
+            None if origins is None else [o for index, o in enumerate(origins) if index not in given],
+        )
+    )
     for index, manifest in enumerate(manifests):
-        if isinstance(manifest, Admitted):
+        if index in given:
+            assert isinstance(manifest, Admitted)
             item = manifest
-            given.add(index)
         else:
-            origin = None if origins is None else origins[index]
-            try:
-                item = warned(client.admission.admit(manifest, origin=origin))
-            except InvalidError as exc:
-                results[index] = Applied(None, "refused", error=exc)
+            outcome = next(admissions)
+            if isinstance(outcome, InvalidError):
+                results[index] = Applied(None, "refused", error=outcome)
                 continue
+            item = warned(outcome)
         if item.kind.hooks and not item.reviewed:
             hooked.append(len(admitted))
         admitted.append((index, item))
@@ -297,9 +305,28 @@ class _Writes:
         futures = self.client.store.submit_many(
             [(key, mutation) for key, mutation, _ in writes], actor=self.manager, user=self.client.user
         )
+        # One future for the run, resolved by the callback of its last write to land
+        # (not a gather: no wrapper and no second callback per write).
+        everyone = asyncio.get_running_loop().create_future()
+        waiting = [len(futures)]
+
+        def landed(index: int, item: Admitted, finish: Callable[[WriteResult], Applied], future: Any) -> None:
+            try:
+                self._landed(index, item, finish, future)
+            finally:
+                waiting[0] -= 1
+                if not waiting[0] and not everyone.done():
+                    everyone.set_result(None)
+
         for (index, item), (_, _, finish), future in zip(run, writes, futures, strict=True):
-            future.add_done_callback(functools.partial(self._landed, index, item, finish))
-        await asyncio.gather(*futures, return_exceptions=True)
+            future.add_done_callback(functools.partial(landed, index, item, finish))
+        if futures:
+            try:
+                await everyone
+            except asyncio.CancelledError:  # as a gather would: the writes not begun are not made
+                for future in futures:
+                    future.cancel()
+                raise
         if self.raised:
             raise self.raised[0]
 

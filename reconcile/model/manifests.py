@@ -20,6 +20,7 @@ import attrs
 import yaml
 
 from reconcile.errors import FieldError, InvalidError
+from reconcile.model.validation import MAX_DEPTH
 
 __all__ = [
     "MAX_DEPTH",
@@ -31,8 +32,6 @@ __all__ = [
     "read_manifests",
 ]
 
-#: Levels of nesting one document may have (a manifest needs about ten).
-MAX_DEPTH = 64
 
 #: Expanded YAML nodes one document may have (a 1.5 MiB object has far fewer).
 MAX_DOCUMENT_NODES = 1_000_000

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 __all__ = [
     "INT64_MAX",
     "INT64_MIN",
+    "MAX_DEPTH",
     "dns1123_label",
     "dns1123_subdomain",
     "label_value",
+    "plain_and_storable",
     "qualified_name",
     "unstorable",
 ]
@@ -32,6 +34,8 @@ __all__ = [
 #: The integers a document may hold: SQLite's INTEGER, and what every JSON encoder here takes.
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+#: Levels of nesting one document may have (a manifest needs about ten).
+MAX_DEPTH = 64
 _OUT_OF_RANGE = f"integer outside the signed 64-bit range ({INT64_MIN} to {INT64_MAX})"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -162,6 +166,51 @@ def _any_unstorable(data: object) -> bool:
         elif _bad_scalar(item):  # subclasses of str and int
             return True
     return False
+
+
+#: The scalar types a plain document holds besides strings and integers.
+_OTHER_SCALARS = frozenset({float, bool, type(None)})
+
+
+def plain_and_storable(data: object, max_depth: int) -> bool:
+    """Whether ``data`` is plain JSON-like data (dicts with ASCII string keys, lists,
+    ASCII strings, 64-bit integers, floats, booleans, None) nested at most ``max_depth``
+    levels: one walk, for every document of a bulk apply. True means both the depth check
+    (:func:`reconcile.model.manifests.check_depth`) and :func:`unstorable` would find
+    nothing; False only that they must be asked (a non-ASCII string, a Mapping that is
+    not a dict, a tuple: those exact checks decide)."""
+    level: list[object] = [data]
+    depth = 1
+    while level:
+        below: list[object] = []
+        for item in level:
+            if depth > max_depth:
+                return False
+            values: Iterable[object]
+            if type(item) is dict:
+                for key in item:
+                    if type(key) is not str or not key.isascii():
+                        return False
+                values = item.values()
+            elif type(item) is list:
+                values = item
+            else:
+                return False
+            for value in values:
+                kind = type(value)
+                if kind is str:
+                    if not value.isascii():
+                        return False
+                elif kind is int:
+                    if not INT64_MIN <= value <= INT64_MAX:
+                        return False
+                elif kind is dict or kind is list:
+                    below.append(value)
+                elif kind not in _OTHER_SCALARS:
+                    return False
+        level = below
+        depth += 1
+    return True
 
 
 def _child(path: str, key: object) -> str:
