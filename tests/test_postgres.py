@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -25,6 +25,7 @@ from servers import free_port, unavailable
 from reconcile import Bookmark, LockedError, ObjectKey, Runtime, SchemaVersionError, StoreError
 from reconcile.cli import main
 from reconcile.store import Put, RawEvent, StoredObject, locate_store, open_store
+from reconcile.store.postgres import schema
 from reconcile.store.postgres.addressing import masked
 from reconcile.store.postgres.schema import SCHEMA_VERSION
 from reconcile.store.watching import Tail
@@ -152,6 +153,110 @@ class TestGapFreeWatch:
         finally:
             await writer.close()
             await watcher.close()
+
+
+@contextlib.asynccontextmanager
+async def foreign_transactions(postgres_url: str) -> AsyncIterator[list[int]]:
+    """Two long transactions of other applications, open until the block ends, each
+    holding a transaction id: one in another database (``postgres``), one in this store's
+    database that creates a table of its own in another schema. Yields their ids."""
+    elsewhere = await asyncpg.connect(f"{SERVER}/postgres")
+    here = await asyncpg.connect(postgres_url.split("?", maxsplit=1)[0])
+    try:
+        ids = []
+        for connection, statement in (
+            (elsewhere, "SELECT 1"),
+            (here, "CREATE TABLE public.another_application (x int)"),
+        ):
+            await connection.execute("BEGIN")
+            await connection.execute(statement)
+            ids.append(int(await connection.fetchval("SELECT pg_current_xact_id()::text")))
+        yield ids
+    finally:
+        for connection in (elsewhere, here):
+            await connection.execute("ROLLBACK")
+            await connection.close()
+
+
+class TestSafeHead:
+    """The safe head depends on this store's writers only, never on the server's other
+    transactions."""
+
+    async def test_an_unrelated_long_transaction_holds_no_watch_back(self, postgres_url: str) -> None:
+        """Transactions of other applications (another database; the same database,
+        another schema) open and holding ids below our commits: ``revision()``, a list
+        and a watch in another store instance (another process, as far as the database
+        knows) still reach every commit at once."""
+        store = await open_store(postgres_url)
+        watcher = await open_store(postgres_url, poll_interval=(60.0, 60.0))
+        try:
+            async with foreign_transactions(postgres_url) as ids:
+                stream = aiter(watcher.watch(since=0))
+                assert await anext(stream) == Bookmark(0)
+                result = await store.write(KEY, lambda _c: Put("Created", body()), actor="t")
+                ours = await store._writes._connection.fetchval(  # type: ignore[attr-defined]
+                    "SELECT xid::text::bigint FROM reconcile_events WHERE revision = $1", result.revision
+                )
+                assert max(ids) < ours, "the foreign transactions are older than our commit"
+                assert await store.revision() == result.revision
+                assert await watcher.revision() == result.revision
+                assert (await watcher.list(KEY.api_group, KEY.kind)).revision == result.revision
+                async with asyncio.timeout(10):  # the poll would take 60 s
+                    event = await anext(stream)
+                assert isinstance(event, RawEvent)
+                assert event.revision == result.revision
+        finally:
+            await watcher.close()
+            await store.close()
+
+    async def test_a_stalled_writer_of_the_store_still_holds_readers_below_it(
+        self, postgres_url: str
+    ) -> None:
+        """With a foreign transaction open too: a transaction of another process that
+        reserved revision 2 and has not ended holds ``revision()`` and a list at 1 while 3
+        has committed; once it ends, the head is 3 though the foreign one is still open."""
+        store = await open_store(postgres_url)
+        other = await asyncpg.connect(postgres_url)
+        try:
+            async with foreign_transactions(postgres_url):
+                await store.write(KEY, lambda _c: Put("Created", body()), actor="t")
+                transaction = other.transaction()
+                await transaction.start()
+                assert await other.fetchval("SELECT reconcile_reserve(1)") == 2
+                later = ObjectKey(KEY.api_group, KEY.kind, KEY.namespace, "later")
+                result = await store.write(later, lambda _c: Put("Created", body("later")), actor="t")
+                assert result.revision == 3
+                assert await store.revision() == 1, "3 is committed, but 2 may still come"
+                assert (await store.list(KEY.api_group, KEY.kind)).revision == 1
+                await transaction.rollback()
+                assert await store.revision() == 3
+        finally:
+            await other.close()
+            await store.close()
+
+    async def test_a_version_1_store_is_upgraded_to_the_writers_head(
+        self, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A store made at schema version 1 (the cluster-wide head) opens at the current
+        version with its events, and a foreign transaction no longer holds it back."""
+        monkeypatch.setattr(schema, "STEPS", schema.STEPS[:1])
+        connection = await asyncpg.connect(postgres_url)
+        try:
+            await schema.prepare(connection, "old")
+            assert await connection.fetchval("SELECT reconcile_reserve(1)") == 1
+            await connection.execute("INSERT INTO reconcile_meta VALUES ('setting:kept', '1')")
+        finally:
+            await connection.close()
+        monkeypatch.undo()
+        store = await open_store(postgres_url)
+        try:
+            assert await store.remembered() == {"kept": 1}
+            async with foreign_transactions(postgres_url):
+                result = await store.write(KEY, lambda _c: Put("Created", body()), actor="t")
+                assert result.revision == 2
+                assert await store.revision() == 2
+        finally:
+            await store.close()
 
 
 async def test_the_capped_tail_reads_below_our_reserved_revisions() -> None:

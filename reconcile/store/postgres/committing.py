@@ -10,11 +10,12 @@ reader that advanced past 8 then would never see 7. So:
   handed out in the same order. The transaction must not have an id before that call, so
   everything before it only reads;
 * every event row carries its transaction's id (``xid``), and readers trust only the
-  events whose transaction is below their snapshot's xmin (the oldest transaction still
-  running): every such transaction has ended, and by the order above every revision
-  below the highest of them belongs to one of them. That highest revision is the safe
-  head (:func:`SAFE_HEAD`); a watch reads up to it, in revision order, and its cursor
-  (an integer, the resource version) never passes an uncommitted lower revision.
+  events whose transaction is below the oldest of the store's writers still running: by
+  the order above, every revision below the highest of them belongs to a transaction
+  that has ended. That highest revision is the safe head (:mod:`.heading`: how it is
+  read, and why a transaction of anything else never holds it back); a watch reads up
+  to it, in revision order, and its cursor (an integer, the resource version) never
+  passes an uncommitted lower revision.
 
 A batch therefore runs in two passes, in one READ COMMITTED transaction:
 
@@ -61,18 +62,11 @@ from reconcile.store.fencing import Fence
 from reconcile.store.postgres.leasing import check_fences
 from reconcile.store.recent import EventRow
 
-__all__ = ["PROVISIONAL", "SAFE_HEAD", "Committed", "PendingWrite", "commit_batch"]
+__all__ = ["PROVISIONAL", "Committed", "PendingWrite", "commit_batch"]
 
 #: Pass 1 numbers events from here: far above any revision a store reaches, so a
 #: provisional number is never mistaken for a real one.
 PROVISIONAL = 1 << 62
-#: The safe head: the highest revision no running transaction can still add below, or
-#: the horizon's predecessor when compaction left no event at or above it.
-SAFE_HEAD = (
-    "greatest(coalesce((SELECT revision FROM reconcile_events "
-    "WHERE xid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY revision DESC LIMIT 1), 0), "
-    "(SELECT value::bigint FROM reconcile_meta WHERE key = 'horizon') - 1)"
-)
 #: Attempts at a batch that keeps meeting other processes' writes.
 _ATTEMPTS = 20
 
