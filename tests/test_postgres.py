@@ -24,9 +24,10 @@ from servers import free_port, unavailable
 
 from reconcile import Bookmark, LockedError, ObjectKey, Runtime, SchemaVersionError, StoreError
 from reconcile.cli import main
-from reconcile.store import Put, RawEvent, StoredObject, locate_store, open_store
+from reconcile.store import Note, Put, RawEvent, StoredObject, locate_store, open_store
 from reconcile.store.postgres import schema
 from reconcile.store.postgres.addressing import masked
+from reconcile.store.postgres.committing import PROVISIONAL
 from reconcile.store.postgres.schema import SCHEMA_VERSION
 from reconcile.store.watching import Tail
 from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
@@ -276,6 +277,56 @@ async def test_the_capped_tail_reads_below_our_reserved_revisions() -> None:
     await tail.refresh()
     assert tail.head == 7
     await tail.close()
+
+
+class TestCommit:
+    """What one commit writes on PostgreSQL."""
+
+    async def test_a_body_holding_the_provisional_revision_keeps_it(self, postgres_url: str) -> None:
+        """A body whose spec holds ``resourceVersion`` with the very number the commit
+        numbers it with before its revision is known keeps that value; only the
+        metadata's becomes the real revision (stored, returned and read back)."""
+        store = await open_store(postgres_url)
+        try:
+            value = {"metadata": {"name": "w", "uid": "u-w"}, "spec": {"resourceVersion": PROVISIONAL}}
+            result = await store.write(KEY, lambda _c: Put("Created", value), actor="t")
+            assert result.object is not None
+            for stored in (result.object, await store.read(KEY)):
+                assert stored is not None
+                assert stored.body["metadata"]["resourceVersion"] == result.revision == 1
+                assert stored.body["spec"] == {"resourceVersion": PROVISIONAL}
+        finally:
+            await store.close()
+
+    async def test_creates_updates_and_notes_in_one_commit(self, postgres_url: str) -> None:
+        """One batch that creates two keys, updates a third and notes on a fourth: each
+        event points at its own object's row, and every row at its latest event."""
+        store = await open_store(postgres_url)
+        try:
+            keys = [ObjectKey(KEY.api_group, KEY.kind, KEY.namespace, f"k{i}") for i in range(4)]
+            for key in keys[2:]:
+                await store.write(key, lambda _c, k=key: Put("Created", body(k.name)), actor="t")
+            futures = store.submit_many(
+                [
+                    (keys[0], lambda _c: Put("Created", body("k0"))),
+                    (keys[2], lambda _c: Put("Changed", body("k2", step=1))),
+                    (keys[1], lambda _c: Put("Created", body("k1"))),
+                    (keys[3], lambda _c: Note("Noted", {"n": 1})),
+                ],
+                actor="t",
+            )
+            results = await asyncio.gather(*futures)
+            assert [r.revision for r in results] == [3, 4, 5, 6]
+            for key, types in zip(
+                keys, (["Created"], ["Created"], ["Created", "Changed"], ["Created", "Noted"]), strict=True
+            ):
+                assert [e.type for e in await store.events(key)] == types
+            current = await store.read(keys[2])
+            assert current is not None
+            assert (current.resource_version, current.body["spec"]) == (4, {"step": 1})
+            assert (await store.verify()).ok
+        finally:
+            await store.close()
 
 
 class TestSeveralProcesses:

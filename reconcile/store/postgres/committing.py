@@ -67,6 +67,37 @@ __all__ = ["PROVISIONAL", "Committed", "PendingWrite", "commit_batch"]
 #: Pass 1 numbers events from here: far above any revision a store reaches, so a
 #: provisional number is never mistaken for a real one.
 PROVISIONAL = 1 << 62
+#: Pass 2's reservation ($1 revisions) and the rows it writes ($2), locked in id order:
+#: the first revision of the block, beside each row as it is now.
+_RESERVE = (
+    "SELECT r.first, o.id, o.resource_version, o.live "
+    "FROM (SELECT reconcile_reserve($1) AS first OFFSET 0) AS r LEFT JOIN LATERAL "
+    "(SELECT id, resource_version, live FROM reconcile_objects WHERE id = ANY($2::bigint[]) "
+    "AND r.first IS NOT NULL ORDER BY id FOR UPDATE) AS o ON true"
+)
+#: Pass 2's writes, one statement: the new projection rows ($1-$8), the events ($9-$17:
+#: an existing row's id, or minus the new row's place in $1-$8), the changed rows
+#: ($18-$22), and the NOTIFY ($23, $24).
+_WRITE = (
+    "WITH new AS (INSERT INTO reconcile_objects "
+    "(api_group, kind, namespace, name, uid, resource_version, live, identity) "
+    "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], "
+    "$6::bigint[], $7::bool[], $8::text[]) RETURNING id, api_group, kind, namespace, name), "
+    "placed AS (SELECT new.id, -k.place AS place FROM unnest($1::text[], $2::text[], $3::text[], "
+    "$4::text[]) WITH ORDINALITY AS k(g, k, n, m, place) JOIN new ON new.api_group = k.g "
+    "AND new.kind = k.k AND new.namespace = k.n AND new.name = k.m), "
+    "changed AS (UPDATE reconcile_objects o SET uid = u.uid, resource_version = u.rv, live = u.live, "
+    "identity = u.identity FROM unnest($18::bigint[], $19::text[], $20::bigint[], $21::bool[], "
+    "$22::text[]) AS u(id, uid, rv, live, identity) WHERE o.id = u.id), "
+    "appended AS (INSERT INTO reconcile_events "
+    '(revision, time, object_id, uid, type, actor, body, data, "user") '
+    "SELECT e.revision, $11, coalesce(placed.id, e.object_id), e.uid, e.type, e.actor, e.body, "
+    'e.data, e."user" FROM unnest($9::bigint[], $10::bigint[], $12::text[], $13::text[], '
+    "$14::text[], $15::text[], $16::text[], $17::text[]) "
+    'AS e(object_id, revision, uid, type, actor, body, data, "user") '
+    "LEFT JOIN placed ON placed.place = e.object_id) "
+    "SELECT pg_notify($23, $24)"
+)
 #: Attempts at a batch that keeps meeting other processes' writes.
 _ATTEMPTS = 20
 
@@ -276,6 +307,17 @@ async def _run_one(
     return WriteResult(last, StoredObject(write.key, uid, stamped, body), written=True)
 
 
+def _restamped(text: str | None, body: Body, provisional: int, real: int) -> str:
+    """Pass 1's ``text`` of ``body`` carrying its ``real`` revision: the provisional
+    number's digits replaced where they follow ``"resourceVersion":`` (a pair that holds
+    them exactly once in a text :func:`dumps` wrote, unless the body holds the same pair
+    elsewhere: then it is serialized again)."""
+    pair = f'"resourceVersion":{provisional}'
+    if text is not None and text.count(pair) == 1:
+        return text.replace(pair, f'"resourceVersion":{real}')
+    return dumps(body)
+
+
 def _renumbered(result: WriteResult, shift: int) -> WriteResult:
     """A result of pass 1 with its provisional revisions made real."""
     revision = result.revision + shift if result.revision >= PROVISIONAL else result.revision
@@ -330,8 +372,13 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
         owners.extend([write] * (len(events) - before))
     if not events:
         return Committed(0, 0, results, [], fenced)
-    # Pass 2. From here on the transaction has an id and holds revisions.
-    first = int(await conn.fetchval("SELECT reconcile_reserve($1)", len(events)))
+    # Pass 2. From here on the transaction has an id and holds revisions. The rows the
+    # batch writes are locked in the same statement, after the reservation (a LATERAL
+    # subquery runs once its outer row exists: locking a row gives the transaction its
+    # id, which must come from the reservation).
+    held = [s for s in slots.values() if s.touched and s.id is not None]
+    rows = await conn.fetch(_RESERVE, len(events), [s.id for s in held])
+    first = int(rows[0][0])
     reserved(first)
     writing = {w.fence for w in owners if w.fence is not None}
     if writing:
@@ -342,10 +389,11 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
             raise _Fenced(moved)
     shift = first - PROVISIONAL
     for event in events:
+        provisional = event.revision
         event.revision += shift
         if event.body is not None:
             event.body["metadata"]["resourceVersion"] = event.revision
-            event.text = dumps(event.body)
+            event.text = _restamped(event.text, event.body, provisional, event.revision)
             if _too_large(event.text, event.body["metadata"]):
                 # Other processes took more revisions than expected, and this body, at
                 # the limit to the byte, grew a digit: run again, measured anew.
@@ -353,66 +401,44 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     for slot in slots.values():
         if slot.dirty:
             slot.revision += shift
-    held = [s for s in slots.values() if s.touched and s.id is not None]
     if held:
-        rows = await conn.fetch(
-            "SELECT id, resource_version, live FROM reconcile_objects WHERE id = ANY($1::bigint[]) "
-            "ORDER BY id FOR UPDATE",
-            [s.id for s in held],
-        )
-        now_rows = {row[0]: (row[1], row[2]) for row in rows}
+        now_rows = {row[1]: (row[2], row[3]) for row in rows}
         if any(now_rows.get(s.id) != s.read for s in held):
             raise _Conflict
     new = [(k, s) for k, s in slots.items() if s.dirty and s.id is None]
-    if new:
-        rows = await conn.fetch(
-            "INSERT INTO reconcile_objects "
-            "(api_group, kind, namespace, name, uid, resource_version, live, identity) "
-            "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], "
-            "$6::bigint[], $7::bool[], $8::text[]) RETURNING id",
-            [k.api_group for k, _ in new],
-            [k.kind for k, _ in new],
-            [k.namespace for k, _ in new],
-            [k.name for k, _ in new],
-            [s.uid for _, s in new],
-            [s.revision for _, s in new],
-            [s.text is not None for _, s in new],
-            [s.identity for _, s in new],
-        )
-        for (_, slot), row in zip(new, rows, strict=True):
-            slot.id = row[0]
     changed = [s for s in slots.values() if s.dirty and s.read is not None]
-    if changed:
-        await conn.execute(
-            "UPDATE reconcile_objects o SET uid = u.uid, resource_version = u.rv, live = u.live, "
-            "identity = u.identity FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[], "
-            "$5::text[]) AS u(id, uid, rv, live, identity) WHERE o.id = u.id",
-            [s.id for s in changed],
-            [s.uid for s in changed],
-            [s.revision for s in changed],
-            [s.text is not None for s in changed],
-            [s.identity for s in changed],
-        )
-    last = events[-1].revision
-    # The NOTIFY rides in the same statement (a data-modifying WITH always runs whole):
-    # one round trip less per commit.
+    # New rows, changed rows, the events and the NOTIFY in one statement (data-modifying
+    # WITHs always run whole, in one snapshot): one round trip per commit. An event of a
+    # new row names it by its place among the new rows, negated (ids are positive).
+    placed = {id(s): n for n, (_, s) in enumerate(new, 1)}
     await conn.execute(
-        "WITH appended AS (INSERT INTO reconcile_events "
-        '(revision, time, object_id, uid, type, actor, body, data, "user") '
-        "SELECT * FROM unnest($1::bigint[], $2::float8[], $3::bigint[], $4::text[], $5::text[], "
-        "$6::text[], $7::text[], $8::text[], $9::text[])) SELECT pg_notify($10, $11)",
+        _WRITE,
+        [k.api_group for k, _ in new],
+        [k.kind for k, _ in new],
+        [k.namespace for k, _ in new],
+        [k.name for k, _ in new],
+        [s.uid for _, s in new],
+        [s.revision for _, s in new],
+        [s.text is not None for _, s in new],
+        [s.identity for _, s in new],
+        [e.slot.id or -placed[id(e.slot)] for e in events],
         [e.revision for e in events],
-        [now] * len(events),
-        [e.slot.id for e in events],
+        now,
         [e.uid for e in events],
         [e.type for e in events],
         [w.actor for w in owners],
         [e.text for e in events],
         [e.data for e in events],
         [w.user for w in owners],
+        [s.id for s in changed],
+        [s.uid for s in changed],
+        [s.revision for s in changed],
+        [s.text is not None for s in changed],
+        [s.identity for s in changed],
         channel,
-        str(last),
+        str(events[-1].revision),
     )
+    last = events[-1].revision
     appended = [
         EventRow(e.revision, now, e.type, e.key, e.uid, w.actor, e.text, e.data, w.user)
         for e, w in zip(events, owners, strict=True)
