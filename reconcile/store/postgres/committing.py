@@ -39,7 +39,8 @@ write that is now refused fails alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -447,6 +448,26 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     return Committed(first, last, renumbered, appended, fenced)
 
 
+#: A commit's transaction begins (one round trip, as BEGIN alone would) with its plans
+#: told to look rows up by key: a prepared statement keeps the plan it was given while
+#: the store was new and its tables empty, where scanning a whole table was cheapest,
+#: and would go on scanning them, ever larger, on every commit of the connection.
+_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_seqscan = off"
+
+
+@contextlib.asynccontextmanager
+async def _transaction(conn: Any) -> AsyncIterator[None]:
+    """One commit's transaction: committed at the end, rolled back on any exception."""
+    await conn.execute(_BEGIN)
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):  # a broken connection: the server rolls back
+            await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")
+
+
 async def commit_batch(
     conn: Any,
     batch: Sequence[PendingWrite],
@@ -475,7 +496,7 @@ async def commit_batch(
     stale: set[Fence] = set()  # a lease that moved on never comes back: kept across attempts
     for _ in range(_ATTEMPTS):
         try:
-            async with conn.transaction():
+            async with _transaction(conn):
                 return await _attempt(
                     conn,
                     batch,
