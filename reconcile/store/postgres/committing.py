@@ -25,10 +25,15 @@ A batch therefore runs in two passes, in one READ COMMITTED transaction:
    a body is measured against the size limit with the revision it will likely carry,
    at least the head this process knows, and measured again exactly in pass 2); a
    mutation that raises fails only its own write (or, all or nothing, the batch);
-2. reserve exactly as many revisions as events, renumber and restamp the bodies, lock the
-   rows the batch writes and check that none changed since pass 1 (another process wrote
-   one: roll back and run the batch again, as the contract allows), insert new rows,
-   update the others, append the events, ``NOTIFY`` the store's channel, commit.
+2. reserve exactly as many revisions as events and lock the rows the batch writes (one
+   statement), renumber and restamp the bodies, check that no row changed since pass 1
+   (another process wrote one: roll back and run the batch again, as the contract
+   allows), then insert new rows, update the others, append the events and ``NOTIFY``
+   the store's channel (one statement), commit.
+
+Five round trips in all (BEGIN, the read, the reservation, the writes, COMMIT): with
+100 writes a commit, what a write costs is mostly Python (the mutation, the serialized
+body, asyncpg encoding the arrays) and the server's inserts.
 
 Failure isolation needs no savepoints: a write fails in Python, in pass 1, before anything
 of it reached the database. What fails in the database (a conflict with another process,
@@ -68,6 +73,51 @@ __all__ = ["PROVISIONAL", "Committed", "PendingWrite", "commit_batch"]
 #: Pass 1 numbers events from here: far above any revision a store reaches, so a
 #: provisional number is never mistaken for a real one.
 PROVISIONAL = 1 << 62
+
+
+def _table(alias: str, at: int, columns: Sequence[tuple[str, str]]) -> tuple[str, dict[str, str], int]:
+    """How SQL reads a batch's rows sent as columns from parameter ``$at`` on (see
+    :func:`_sent`): the first column is every row's value; each other is an array and a
+    value. The FROM item (with ``place``, 1-based), each column's expression by name, and
+    the number of the next parameter."""
+    (first, kind), *others = columns
+    arrays, names, read = [f"${at}::{kind}[]"], [first], {first: f"{alias}.{first}"}
+    at += 1
+    for name, kind in others:
+        arrays.append(f"${at}::{kind}[]")
+        names.append(name)
+        read[name] = f"coalesce({alias}.{name}, ${at + 1}::{kind})"
+        at += 2
+    return f"unnest({', '.join(arrays)}) WITH ORDINALITY AS {alias}({', '.join(names)}, place)", read, at
+
+
+def _sent(first: list[Any], *others: list[Any]) -> list[Any]:
+    """A batch's columns as :func:`_table` reads them: the first as it is, each other as
+    ``[], value`` when every row holds the same value (most do: one kind, one actor, no
+    data), else ``values, None`` (unnest pads a shorter array with NULLs). asyncpg checks
+    every element of an array against abstract base classes before encoding it: a column
+    sent as one value costs nothing per row."""
+    sent: list[Any] = [first]
+    for column in others:
+        value = column[0] if column else None
+        if all(v == value for v in column):
+            sent += [[], value]
+        else:
+            sent += [column, None]
+    return sent
+
+
+_KEYS, _KEY, _AFTER_KEYS = _table(
+    "k", 1, [("name", "text"), ("api_group", "text"), ("kind", "text"), ("namespace", "text")]
+)
+#: Pass 1's read: the batch's rows ($1-$7, :func:`_sent`), each key looked up by its index.
+_READ = (
+    "SELECT o.api_group, o.kind, o.namespace, o.name, o.id, o.uid, o.resource_version, o.live, "
+    "CASE WHEN o.live THEN e.body END, o.identity "
+    f"FROM {_KEYS} JOIN reconcile_objects o ON o.api_group = {_KEY['api_group']} "
+    f"AND o.kind = {_KEY['kind']} AND o.namespace = {_KEY['namespace']} AND o.name = k.name "
+    "LEFT JOIN reconcile_events e ON e.revision = o.resource_version"
+)
 #: Pass 2's reservation ($1 revisions) and the rows it writes ($2), locked in id order:
 #: the first revision of the block, beside each row as it is now.
 _RESERVE = (
@@ -76,29 +126,58 @@ _RESERVE = (
     "(SELECT id, resource_version, live FROM reconcile_objects WHERE id = ANY($2::bigint[]) "
     "AND r.first IS NOT NULL ORDER BY id FOR UPDATE) AS o ON true"
 )
-#: Pass 2's writes, one statement: the new projection rows ($1-$8), the events ($9-$17:
-#: an existing row's id, or minus the new row's place in $1-$8), the changed rows
-#: ($18-$22), and the NOTIFY ($23, $24).
+_NEW, _N, _AT = _table(
+    "n",
+    1,
+    [
+        ("name", "text"),
+        ("api_group", "text"),
+        ("kind", "text"),
+        ("namespace", "text"),
+        ("uid", "text"),
+        ("rv", "bigint"),
+        ("live", "bool"),
+        ("identity", "text"),
+    ],
+)
+_EVENTS, _E, _AT = _table(
+    "e",
+    _AT,
+    [
+        ("object_id", "bigint"),
+        ("uid", "text"),
+        ("type", "text"),
+        ("actor", "text"),
+        ("body", "text"),
+        ("data", "text"),
+        ("by", "text"),
+    ],
+)
+_CHANGED, _C, _AT = _table(
+    "c", _AT, [("id", "bigint"), ("uid", "text"), ("rv", "bigint"), ("live", "bool"), ("identity", "text")]
+)
+#: Pass 2's writes, one statement (:func:`_sent` columns): the new projection rows, the
+#: events (an existing row's id, or minus the new row's place), the changed rows; then
+#: the first revision, the time, and the NOTIFY's channel and payload.
 _WRITE = (
     "WITH new AS (INSERT INTO reconcile_objects "
     "(api_group, kind, namespace, name, uid, resource_version, live, identity) "
-    "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], "
-    "$6::bigint[], $7::bool[], $8::text[]) RETURNING id, api_group, kind, namespace, name), "
-    "placed AS (SELECT new.id, -k.place AS place FROM unnest($1::text[], $2::text[], $3::text[], "
-    "$4::text[]) WITH ORDINALITY AS k(g, k, n, m, place) JOIN new ON new.api_group = k.g "
-    "AND new.kind = k.k AND new.namespace = k.n AND new.name = k.m), "
-    "changed AS (UPDATE reconcile_objects o SET uid = u.uid, resource_version = u.rv, live = u.live, "
-    "identity = u.identity FROM unnest($18::bigint[], $19::text[], $20::bigint[], $21::bool[], "
-    "$22::text[]) AS u(id, uid, rv, live, identity) WHERE o.id = u.id), "
+    f"SELECT {_N['api_group']}, {_N['kind']}, {_N['namespace']}, n.name, {_N['uid']}, {_N['rv']}, "
+    f"{_N['live']}, {_N['identity']} FROM {_NEW} RETURNING id, api_group, kind, namespace, name), "
+    f"placed AS (SELECT new.id, -n.place AS place FROM {_NEW} JOIN new ON new.name = n.name "
+    f"AND new.api_group = {_N['api_group']} AND new.kind = {_N['kind']} "
+    f"AND new.namespace = {_N['namespace']}), "
+    "changed AS (UPDATE reconcile_objects o SET "
+    f"uid = {_C['uid']}, resource_version = {_C['rv']}, live = {_C['live']}, identity = {_C['identity']} "
+    f"FROM {_CHANGED} WHERE o.id = c.id), "
     "appended AS (INSERT INTO reconcile_events "
     '(revision, time, object_id, uid, type, actor, body, data, "user") '
-    "SELECT e.revision, $11, coalesce(placed.id, e.object_id), e.uid, e.type, e.actor, e.body, "
-    'e.data, e."user" FROM unnest($9::bigint[], $10::bigint[], $12::text[], $13::text[], '
-    "$14::text[], $15::text[], $16::text[], $17::text[]) "
-    'AS e(object_id, revision, uid, type, actor, body, data, "user") '
+    f"SELECT ${_AT} + e.place - 1, ${_AT + 1}, coalesce(placed.id, e.object_id), {_E['uid']}, "
+    f"{_E['type']}, {_E['actor']}, {_E['body']}, {_E['data']}, {_E['by']} FROM {_EVENTS} "
     "LEFT JOIN placed ON placed.place = e.object_id) "
-    "SELECT pg_notify($23, $24)"
+    f"SELECT pg_notify(${_AT + 2}, ${_AT + 3})"
 )
+
 #: Attempts at a batch that keeps meeting other processes' writes.
 _ATTEMPTS = 20
 
@@ -185,15 +264,13 @@ class _Event:
 
 async def _load_slots(conn: Any, keys: list[ObjectKey]) -> dict[ObjectKey, _Slot]:
     rows = await conn.fetch(
-        "SELECT o.api_group, o.kind, o.namespace, o.name, o.id, o.uid, o.resource_version, o.live, "
-        "CASE WHEN o.live THEN e.body END, o.identity "
-        "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(g, k, n, m) "
-        "JOIN reconcile_objects o ON o.api_group = k.g AND o.kind = k.k AND o.namespace = k.n "
-        "AND o.name = k.m LEFT JOIN reconcile_events e ON e.revision = o.resource_version",
-        [k.api_group for k in keys],
-        [k.kind for k in keys],
-        [k.namespace for k in keys],
-        [k.name for k in keys],
+        _READ,
+        *_sent(
+            [k.name for k in keys],
+            [k.api_group for k in keys],
+            [k.kind for k in keys],
+            [k.namespace for k in keys],
+        ),
     )
     slots: dict[ObjectKey, _Slot] = {}
     for group, kind, namespace, name, row_id, uid, revision, live, text, identity in rows:
@@ -414,28 +491,34 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     placed = {id(s): n for n, (_, s) in enumerate(new, 1)}
     await conn.execute(
         _WRITE,
-        [k.api_group for k, _ in new],
-        [k.kind for k, _ in new],
-        [k.namespace for k, _ in new],
-        [k.name for k, _ in new],
-        [s.uid for _, s in new],
-        [s.revision for _, s in new],
-        [s.text is not None for _, s in new],
-        [s.identity for _, s in new],
-        [e.slot.id or -placed[id(e.slot)] for e in events],
-        [e.revision for e in events],
+        *_sent(
+            [k.name for k, _ in new],
+            [k.api_group for k, _ in new],
+            [k.kind for k, _ in new],
+            [k.namespace for k, _ in new],
+            [s.uid for _, s in new],
+            [s.revision for _, s in new],
+            [s.text is not None for _, s in new],
+            [s.identity for _, s in new],
+        ),
+        *_sent(
+            [e.slot.id or -placed[id(e.slot)] for e in events],
+            [e.uid for e in events],
+            [e.type for e in events],
+            [w.actor for w in owners],
+            [e.text for e in events],
+            [e.data for e in events],
+            [w.user for w in owners],
+        ),
+        *_sent(
+            [s.id for s in changed],
+            [s.uid for s in changed],
+            [s.revision for s in changed],
+            [s.text is not None for s in changed],
+            [s.identity for s in changed],
+        ),
+        first,
         now,
-        [e.uid for e in events],
-        [e.type for e in events],
-        [w.actor for w in owners],
-        [e.text for e in events],
-        [e.data for e in events],
-        [w.user for w in owners],
-        [s.id for s in changed],
-        [s.uid for s in changed],
-        [s.revision for s in changed],
-        [s.text is not None for s in changed],
-        [s.identity for s in changed],
         channel,
         str(events[-1].revision),
     )
