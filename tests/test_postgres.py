@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -24,8 +24,10 @@ from servers import free_port, unavailable
 
 from reconcile import Bookmark, LockedError, ObjectKey, Runtime, SchemaVersionError, StoreError
 from reconcile.cli import main
-from reconcile.store import Put, RawEvent, StoredObject, locate_store, open_store
+from reconcile.store import Note, Put, RawEvent, StoredObject, locate_store, open_store
+from reconcile.store.postgres import schema
 from reconcile.store.postgres.addressing import masked
+from reconcile.store.postgres.committing import PROVISIONAL
 from reconcile.store.postgres.schema import SCHEMA_VERSION
 from reconcile.store.watching import Tail
 from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
@@ -154,6 +156,110 @@ class TestGapFreeWatch:
             await watcher.close()
 
 
+@contextlib.asynccontextmanager
+async def foreign_transactions(postgres_url: str) -> AsyncIterator[list[int]]:
+    """Two long transactions of other applications, open until the block ends, each
+    holding a transaction id: one in another database (``postgres``), one in this store's
+    database that creates a table of its own in another schema. Yields their ids."""
+    elsewhere = await asyncpg.connect(f"{SERVER}/postgres")
+    here = await asyncpg.connect(postgres_url.split("?", maxsplit=1)[0])
+    try:
+        ids = []
+        for connection, statement in (
+            (elsewhere, "SELECT 1"),
+            (here, "CREATE TABLE public.another_application (x int)"),
+        ):
+            await connection.execute("BEGIN")
+            await connection.execute(statement)
+            ids.append(int(await connection.fetchval("SELECT pg_current_xact_id()::text")))
+        yield ids
+    finally:
+        for connection in (elsewhere, here):
+            await connection.execute("ROLLBACK")
+            await connection.close()
+
+
+class TestSafeHead:
+    """The safe head depends on this store's writers only, never on the server's other
+    transactions."""
+
+    async def test_an_unrelated_long_transaction_holds_no_watch_back(self, postgres_url: str) -> None:
+        """Transactions of other applications (another database; the same database,
+        another schema) open and holding ids below our commits: ``revision()``, a list
+        and a watch in another store instance (another process, as far as the database
+        knows) still reach every commit at once."""
+        store = await open_store(postgres_url)
+        watcher = await open_store(postgres_url, poll_interval=(60.0, 60.0))
+        try:
+            async with foreign_transactions(postgres_url) as ids:
+                stream = aiter(watcher.watch(since=0))
+                assert await anext(stream) == Bookmark(0)
+                result = await store.write(KEY, lambda _c: Put("Created", body()), actor="t")
+                ours = await store._writes._connection.fetchval(  # type: ignore[attr-defined]
+                    "SELECT xid::text::bigint FROM reconcile_events WHERE revision = $1", result.revision
+                )
+                assert max(ids) < ours, "the foreign transactions are older than our commit"
+                assert await store.revision() == result.revision
+                assert await watcher.revision() == result.revision
+                assert (await watcher.list(KEY.api_group, KEY.kind)).revision == result.revision
+                async with asyncio.timeout(10):  # the poll would take 60 s
+                    event = await anext(stream)
+                assert isinstance(event, RawEvent)
+                assert event.revision == result.revision
+        finally:
+            await watcher.close()
+            await store.close()
+
+    async def test_a_stalled_writer_of_the_store_still_holds_readers_below_it(
+        self, postgres_url: str
+    ) -> None:
+        """With a foreign transaction open too: a transaction of another process that
+        reserved revision 2 and has not ended holds ``revision()`` and a list at 1 while 3
+        has committed; once it ends, the head is 3 though the foreign one is still open."""
+        store = await open_store(postgres_url)
+        other = await asyncpg.connect(postgres_url)
+        try:
+            async with foreign_transactions(postgres_url):
+                await store.write(KEY, lambda _c: Put("Created", body()), actor="t")
+                transaction = other.transaction()
+                await transaction.start()
+                assert await other.fetchval("SELECT reconcile_reserve(1)") == 2
+                later = ObjectKey(KEY.api_group, KEY.kind, KEY.namespace, "later")
+                result = await store.write(later, lambda _c: Put("Created", body("later")), actor="t")
+                assert result.revision == 3
+                assert await store.revision() == 1, "3 is committed, but 2 may still come"
+                assert (await store.list(KEY.api_group, KEY.kind)).revision == 1
+                await transaction.rollback()
+                assert await store.revision() == 3
+        finally:
+            await other.close()
+            await store.close()
+
+    async def test_a_version_1_store_is_upgraded_to_the_writers_head(
+        self, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A store made at schema version 1 (the cluster-wide head) opens at the current
+        version with its events, and a foreign transaction no longer holds it back."""
+        monkeypatch.setattr(schema, "STEPS", schema.STEPS[:1])
+        connection = await asyncpg.connect(postgres_url)
+        try:
+            await schema.prepare(connection, "old")
+            assert await connection.fetchval("SELECT reconcile_reserve(1)") == 1
+            await connection.execute("INSERT INTO reconcile_meta VALUES ('setting:kept', '1')")
+        finally:
+            await connection.close()
+        monkeypatch.undo()
+        store = await open_store(postgres_url)
+        try:
+            assert await store.remembered() == {"kept": 1}
+            async with foreign_transactions(postgres_url):
+                result = await store.write(KEY, lambda _c: Put("Created", body()), actor="t")
+                assert result.revision == 2
+                assert await store.revision() == 2
+        finally:
+            await store.close()
+
+
 async def test_the_capped_tail_reads_below_our_reserved_revisions() -> None:
     """While our commit holds revisions from 5 on, a head read is cut to 4; once it ends,
     the head read stands."""
@@ -171,6 +277,56 @@ async def test_the_capped_tail_reads_below_our_reserved_revisions() -> None:
     await tail.refresh()
     assert tail.head == 7
     await tail.close()
+
+
+class TestCommit:
+    """What one commit writes on PostgreSQL."""
+
+    async def test_a_body_holding_the_provisional_revision_keeps_it(self, postgres_url: str) -> None:
+        """A body whose spec holds ``resourceVersion`` with the very number the commit
+        numbers it with before its revision is known keeps that value; only the
+        metadata's becomes the real revision (stored, returned and read back)."""
+        store = await open_store(postgres_url)
+        try:
+            value = {"metadata": {"name": "w", "uid": "u-w"}, "spec": {"resourceVersion": PROVISIONAL}}
+            result = await store.write(KEY, lambda _c: Put("Created", value), actor="t")
+            assert result.object is not None
+            for stored in (result.object, await store.read(KEY)):
+                assert stored is not None
+                assert stored.body["metadata"]["resourceVersion"] == result.revision == 1
+                assert stored.body["spec"] == {"resourceVersion": PROVISIONAL}
+        finally:
+            await store.close()
+
+    async def test_creates_updates_and_notes_in_one_commit(self, postgres_url: str) -> None:
+        """One batch that creates two keys, updates a third and notes on a fourth: each
+        event points at its own object's row, and every row at its latest event."""
+        store = await open_store(postgres_url)
+        try:
+            keys = [ObjectKey(KEY.api_group, KEY.kind, KEY.namespace, f"k{i}") for i in range(4)]
+            for key in keys[2:]:
+                await store.write(key, lambda _c, k=key: Put("Created", body(k.name)), actor="t")
+            futures = store.submit_many(
+                [
+                    (keys[0], lambda _c: Put("Created", body("k0"))),
+                    (keys[2], lambda _c: Put("Changed", body("k2", step=1))),
+                    (keys[1], lambda _c: Put("Created", body("k1"))),
+                    (keys[3], lambda _c: Note("Noted", {"n": 1})),
+                ],
+                actor="t",
+            )
+            results = await asyncio.gather(*futures)
+            assert [r.revision for r in results] == [3, 4, 5, 6]
+            for key, types in zip(
+                keys, (["Created"], ["Created"], ["Created", "Changed"], ["Created", "Noted"]), strict=True
+            ):
+                assert [e.type for e in await store.events(key)] == types
+            current = await store.read(keys[2])
+            assert current is not None
+            assert (current.resource_version, current.body["spec"]) == (4, {"step": 1})
+            assert (await store.verify()).ok
+        finally:
+            await store.close()
 
 
 class TestSeveralProcesses:

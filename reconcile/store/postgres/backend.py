@@ -8,7 +8,7 @@ wakes every watch at once (a slow poll backs it up: a lost notification delays, 
 loses); and one per claim (:mod:`.claims`).
 
 A watch reads, in revision order, up to the *safe head*: the highest revision below which
-no running transaction can still commit anything (:data:`.committing.SAFE_HEAD`). So it
+no running transaction can still commit anything (:mod:`.heading`). So it
 never skips an event that commits out of sequence order, and the resource version stays
 an integer. A list reports the safe head as its revision: the rows may already show a
 later commit of another process, which a watch from that revision then delivers once
@@ -46,7 +46,7 @@ from reconcile.store.paging import page_of
 from reconcile.store.postgres import copying, leasing, maintenance, schema
 from reconcile.store.postgres.addressing import check_url, connect, errors, masked
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
-from reconcile.store.postgres.committing import SAFE_HEAD
+from reconcile.store.postgres.heading import SAFE_HEAD
 from reconcile.store.postgres.writing import Writer
 from reconcile.store.recent import RecentEvents
 from reconcile.store.watching import Tail
@@ -336,8 +336,10 @@ class PostgresStore:
             where += f" AND (o.namespace, o.name) > (${len(params) - 1}, ${len(params)})"
         pool = self._reading()
         with errors(self._dsn):
-            async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-                # One snapshot for the head and the rows.
+            async with pool.acquire() as conn:
+                # The head first, the rows in a later snapshot: they show at least every
+                # commit up to the head (perhaps later ones: a repeat, never a gap). Not
+                # one REPEATABLE READ snapshot: the head needs fresh ones (see .heading).
                 revision = int(await conn.fetchval(f"SELECT {SAFE_HEAD}"))
                 rows = await conn.fetch(
                     "SELECT 0, o.namespace, o.name, o.uid, o.resource_version, e.body "

@@ -10,11 +10,12 @@ reader that advanced past 8 then would never see 7. So:
   handed out in the same order. The transaction must not have an id before that call, so
   everything before it only reads;
 * every event row carries its transaction's id (``xid``), and readers trust only the
-  events whose transaction is below their snapshot's xmin (the oldest transaction still
-  running): every such transaction has ended, and by the order above every revision
-  below the highest of them belongs to one of them. That highest revision is the safe
-  head (:func:`SAFE_HEAD`); a watch reads up to it, in revision order, and its cursor
-  (an integer, the resource version) never passes an uncommitted lower revision.
+  events whose transaction is below the oldest of the store's writers still running: by
+  the order above, every revision below the highest of them belongs to a transaction
+  that has ended. That highest revision is the safe head (:mod:`.heading`: how it is
+  read, and why a transaction of anything else never holds it back); a watch reads up
+  to it, in revision order, and its cursor (an integer, the resource version) never
+  passes an uncommitted lower revision.
 
 A batch therefore runs in two passes, in one READ COMMITTED transaction:
 
@@ -24,10 +25,15 @@ A batch therefore runs in two passes, in one READ COMMITTED transaction:
    a body is measured against the size limit with the revision it will likely carry,
    at least the head this process knows, and measured again exactly in pass 2); a
    mutation that raises fails only its own write (or, all or nothing, the batch);
-2. reserve exactly as many revisions as events, renumber and restamp the bodies, lock the
-   rows the batch writes and check that none changed since pass 1 (another process wrote
-   one: roll back and run the batch again, as the contract allows), insert new rows,
-   update the others, append the events, ``NOTIFY`` the store's channel, commit.
+2. reserve exactly as many revisions as events and lock the rows the batch writes (one
+   statement), renumber and restamp the bodies, check that no row changed since pass 1
+   (another process wrote one: roll back and run the batch again, as the contract
+   allows), then insert new rows, update the others, append the events and ``NOTIFY``
+   the store's channel (one statement), commit.
+
+Five round trips in all (BEGIN, the read, the reservation, the writes, COMMIT): with
+100 writes a commit, what a write costs is mostly Python (the mutation, the serialized
+body, asyncpg encoding the arrays) and the server's inserts.
 
 Failure isolation needs no savepoints: a write fails in Python, in pass 1, before anything
 of it reached the database. What fails in the database (a conflict with another process,
@@ -38,7 +44,8 @@ write that is now refused fails alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -61,18 +68,116 @@ from reconcile.store.fencing import Fence
 from reconcile.store.postgres.leasing import check_fences
 from reconcile.store.recent import EventRow
 
-__all__ = ["PROVISIONAL", "SAFE_HEAD", "Committed", "PendingWrite", "commit_batch"]
+__all__ = ["PROVISIONAL", "Committed", "PendingWrite", "commit_batch"]
 
 #: Pass 1 numbers events from here: far above any revision a store reaches, so a
 #: provisional number is never mistaken for a real one.
 PROVISIONAL = 1 << 62
-#: The safe head: the highest revision no running transaction can still add below, or
-#: the horizon's predecessor when compaction left no event at or above it.
-SAFE_HEAD = (
-    "greatest(coalesce((SELECT revision FROM reconcile_events "
-    "WHERE xid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY revision DESC LIMIT 1), 0), "
-    "(SELECT value::bigint FROM reconcile_meta WHERE key = 'horizon') - 1)"
+
+
+def _table(alias: str, at: int, columns: Sequence[tuple[str, str]]) -> tuple[str, dict[str, str], int]:
+    """How SQL reads a batch's rows sent as columns from parameter ``$at`` on (see
+    :func:`_sent`): the first column is every row's value; each other is an array and a
+    value. The FROM item (with ``place``, 1-based), each column's expression by name, and
+    the number of the next parameter."""
+    (first, kind), *others = columns
+    arrays, names, read = [f"${at}::{kind}[]"], [first], {first: f"{alias}.{first}"}
+    at += 1
+    for name, kind in others:
+        arrays.append(f"${at}::{kind}[]")
+        names.append(name)
+        read[name] = f"coalesce({alias}.{name}, ${at + 1}::{kind})"
+        at += 2
+    return f"unnest({', '.join(arrays)}) WITH ORDINALITY AS {alias}({', '.join(names)}, place)", read, at
+
+
+def _sent(first: list[Any], *others: list[Any]) -> list[Any]:
+    """A batch's columns as :func:`_table` reads them: the first as it is, each other as
+    ``[], value`` when every row holds the same value (most do: one kind, one actor, no
+    data), else ``values, None`` (unnest pads a shorter array with NULLs). asyncpg checks
+    every element of an array against abstract base classes before encoding it: a column
+    sent as one value costs nothing per row."""
+    sent: list[Any] = [first]
+    for column in others:
+        value = column[0] if column else None
+        if all(v == value for v in column):
+            sent += [[], value]
+        else:
+            sent += [column, None]
+    return sent
+
+
+_KEYS, _KEY, _AFTER_KEYS = _table(
+    "k", 1, [("name", "text"), ("api_group", "text"), ("kind", "text"), ("namespace", "text")]
 )
+#: Pass 1's read: the batch's rows ($1-$7, :func:`_sent`), each key looked up by its index.
+_READ = (
+    "SELECT o.api_group, o.kind, o.namespace, o.name, o.id, o.uid, o.resource_version, o.live, "
+    "CASE WHEN o.live THEN e.body END, o.identity "
+    f"FROM {_KEYS} JOIN reconcile_objects o ON o.api_group = {_KEY['api_group']} "
+    f"AND o.kind = {_KEY['kind']} AND o.namespace = {_KEY['namespace']} AND o.name = k.name "
+    "LEFT JOIN reconcile_events e ON e.revision = o.resource_version"
+)
+#: Pass 2's reservation ($1 revisions) and the rows it writes ($2), locked in id order:
+#: the first revision of the block, beside each row as it is now.
+_RESERVE = (
+    "SELECT r.first, o.id, o.resource_version, o.live "
+    "FROM (SELECT reconcile_reserve($1) AS first OFFSET 0) AS r LEFT JOIN LATERAL "
+    "(SELECT id, resource_version, live FROM reconcile_objects WHERE id = ANY($2::bigint[]) "
+    "AND r.first IS NOT NULL ORDER BY id FOR UPDATE) AS o ON true"
+)
+_NEW, _N, _AT = _table(
+    "n",
+    1,
+    [
+        ("name", "text"),
+        ("api_group", "text"),
+        ("kind", "text"),
+        ("namespace", "text"),
+        ("uid", "text"),
+        ("rv", "bigint"),
+        ("live", "bool"),
+        ("identity", "text"),
+    ],
+)
+_EVENTS, _E, _AT = _table(
+    "e",
+    _AT,
+    [
+        ("object_id", "bigint"),
+        ("uid", "text"),
+        ("type", "text"),
+        ("actor", "text"),
+        ("body", "text"),
+        ("data", "text"),
+        ("by", "text"),
+    ],
+)
+_CHANGED, _C, _AT = _table(
+    "c", _AT, [("id", "bigint"), ("uid", "text"), ("rv", "bigint"), ("live", "bool"), ("identity", "text")]
+)
+#: Pass 2's writes, one statement (:func:`_sent` columns): the new projection rows, the
+#: events (an existing row's id, or minus the new row's place), the changed rows; then
+#: the first revision, the time, and the NOTIFY's channel and payload.
+_WRITE = (
+    "WITH new AS (INSERT INTO reconcile_objects "
+    "(api_group, kind, namespace, name, uid, resource_version, live, identity) "
+    f"SELECT {_N['api_group']}, {_N['kind']}, {_N['namespace']}, n.name, {_N['uid']}, {_N['rv']}, "
+    f"{_N['live']}, {_N['identity']} FROM {_NEW} RETURNING id, api_group, kind, namespace, name), "
+    f"placed AS (SELECT new.id, -n.place AS place FROM {_NEW} JOIN new ON new.name = n.name "
+    f"AND new.api_group = {_N['api_group']} AND new.kind = {_N['kind']} "
+    f"AND new.namespace = {_N['namespace']}), "
+    "changed AS (UPDATE reconcile_objects o SET "
+    f"uid = {_C['uid']}, resource_version = {_C['rv']}, live = {_C['live']}, identity = {_C['identity']} "
+    f"FROM {_CHANGED} WHERE o.id = c.id), "
+    "appended AS (INSERT INTO reconcile_events "
+    '(revision, time, object_id, uid, type, actor, body, data, "user") '
+    f"SELECT ${_AT} + e.place - 1, ${_AT + 1}, coalesce(placed.id, e.object_id), {_E['uid']}, "
+    f"{_E['type']}, {_E['actor']}, {_E['body']}, {_E['data']}, {_E['by']} FROM {_EVENTS} "
+    "LEFT JOIN placed ON placed.place = e.object_id) "
+    f"SELECT pg_notify(${_AT + 2}, ${_AT + 3})"
+)
+
 #: Attempts at a batch that keeps meeting other processes' writes.
 _ATTEMPTS = 20
 
@@ -159,15 +264,13 @@ class _Event:
 
 async def _load_slots(conn: Any, keys: list[ObjectKey]) -> dict[ObjectKey, _Slot]:
     rows = await conn.fetch(
-        "SELECT o.api_group, o.kind, o.namespace, o.name, o.id, o.uid, o.resource_version, o.live, "
-        "CASE WHEN o.live THEN e.body END, o.identity "
-        "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(g, k, n, m) "
-        "JOIN reconcile_objects o ON o.api_group = k.g AND o.kind = k.k AND o.namespace = k.n "
-        "AND o.name = k.m LEFT JOIN reconcile_events e ON e.revision = o.resource_version",
-        [k.api_group for k in keys],
-        [k.kind for k in keys],
-        [k.namespace for k in keys],
-        [k.name for k in keys],
+        _READ,
+        *_sent(
+            [k.name for k in keys],
+            [k.api_group for k in keys],
+            [k.kind for k in keys],
+            [k.namespace for k in keys],
+        ),
     )
     slots: dict[ObjectKey, _Slot] = {}
     for group, kind, namespace, name, row_id, uid, revision, live, text, identity in rows:
@@ -282,6 +385,17 @@ async def _run_one(
     return WriteResult(last, StoredObject(write.key, uid, stamped, body), written=True)
 
 
+def _restamped(text: str | None, body: Body, provisional: int, real: int) -> str:
+    """Pass 1's ``text`` of ``body`` carrying its ``real`` revision: the provisional
+    number's digits replaced where they follow ``"resourceVersion":`` (a pair that holds
+    them exactly once in a text :func:`dumps` wrote, unless the body holds the same pair
+    elsewhere: then it is serialized again)."""
+    pair = f'"resourceVersion":{provisional}'
+    if text is not None and text.count(pair) == 1:
+        return text.replace(pair, f'"resourceVersion":{real}')
+    return dumps(body)
+
+
 def _renumbered(result: WriteResult, shift: int) -> WriteResult:
     """A result of pass 1 with its provisional revisions made real."""
     revision = result.revision + shift if result.revision >= PROVISIONAL else result.revision
@@ -336,8 +450,13 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
         owners.extend([write] * (len(events) - before))
     if not events:
         return Committed(0, 0, results, [], fenced)
-    # Pass 2. From here on the transaction has an id and holds revisions.
-    first = int(await conn.fetchval("SELECT reconcile_reserve($1)", len(events)))
+    # Pass 2. From here on the transaction has an id and holds revisions. The rows the
+    # batch writes are locked in the same statement, after the reservation (a LATERAL
+    # subquery runs once its outer row exists: locking a row gives the transaction its
+    # id, which must come from the reservation).
+    held = [s for s in slots.values() if s.touched and s.id is not None]
+    rows = await conn.fetch(_RESERVE, len(events), [s.id for s in held])
+    first = int(rows[0][0])
     reserved(first)
     writing = {w.fence for w in owners if w.fence is not None}
     if writing:
@@ -348,10 +467,11 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
             raise _Fenced(moved)
     shift = first - PROVISIONAL
     for event in events:
+        provisional = event.revision
         event.revision += shift
         if event.body is not None:
             event.body["metadata"]["resourceVersion"] = event.revision
-            event.text = dumps(event.body)
+            event.text = _restamped(event.text, event.body, provisional, event.revision)
             if _too_large(event.text, event.body["metadata"]):
                 # Other processes took more revisions than expected, and this body, at
                 # the limit to the byte, grew a digit: run again, measured anew.
@@ -359,72 +479,76 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     for slot in slots.values():
         if slot.dirty:
             slot.revision += shift
-    held = [s for s in slots.values() if s.touched and s.id is not None]
     if held:
-        rows = await conn.fetch(
-            "SELECT id, resource_version, live FROM reconcile_objects WHERE id = ANY($1::bigint[]) "
-            "ORDER BY id FOR UPDATE",
-            [s.id for s in held],
-        )
-        now_rows = {row[0]: (row[1], row[2]) for row in rows}
+        now_rows = {row[1]: (row[2], row[3]) for row in rows}
         if any(now_rows.get(s.id) != s.read for s in held):
             raise _Conflict
     new = [(k, s) for k, s in slots.items() if s.dirty and s.id is None]
-    if new:
-        rows = await conn.fetch(
-            "INSERT INTO reconcile_objects "
-            "(api_group, kind, namespace, name, uid, resource_version, live, identity) "
-            "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], "
-            "$6::bigint[], $7::bool[], $8::text[]) RETURNING id",
+    changed = [s for s in slots.values() if s.dirty and s.read is not None]
+    # New rows, changed rows, the events and the NOTIFY in one statement (data-modifying
+    # WITHs always run whole, in one snapshot): one round trip per commit. An event of a
+    # new row names it by its place among the new rows, negated (ids are positive).
+    placed = {id(s): n for n, (_, s) in enumerate(new, 1)}
+    await conn.execute(
+        _WRITE,
+        *_sent(
+            [k.name for k, _ in new],
             [k.api_group for k, _ in new],
             [k.kind for k, _ in new],
             [k.namespace for k, _ in new],
-            [k.name for k, _ in new],
             [s.uid for _, s in new],
             [s.revision for _, s in new],
             [s.text is not None for _, s in new],
             [s.identity for _, s in new],
-        )
-        for (_, slot), row in zip(new, rows, strict=True):
-            slot.id = row[0]
-    changed = [s for s in slots.values() if s.dirty and s.read is not None]
-    if changed:
-        await conn.execute(
-            "UPDATE reconcile_objects o SET uid = u.uid, resource_version = u.rv, live = u.live, "
-            "identity = u.identity FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[], "
-            "$5::text[]) AS u(id, uid, rv, live, identity) WHERE o.id = u.id",
+        ),
+        *_sent(
+            [e.slot.id or -placed[id(e.slot)] for e in events],
+            [e.uid for e in events],
+            [e.type for e in events],
+            [w.actor for w in owners],
+            [e.text for e in events],
+            [e.data for e in events],
+            [w.user for w in owners],
+        ),
+        *_sent(
             [s.id for s in changed],
             [s.uid for s in changed],
             [s.revision for s in changed],
             [s.text is not None for s in changed],
             [s.identity for s in changed],
-        )
-    last = events[-1].revision
-    # The NOTIFY rides in the same statement (a data-modifying WITH always runs whole):
-    # one round trip less per commit.
-    await conn.execute(
-        "WITH appended AS (INSERT INTO reconcile_events "
-        '(revision, time, object_id, uid, type, actor, body, data, "user") '
-        "SELECT * FROM unnest($1::bigint[], $2::float8[], $3::bigint[], $4::text[], $5::text[], "
-        "$6::text[], $7::text[], $8::text[], $9::text[])) SELECT pg_notify($10, $11)",
-        [e.revision for e in events],
-        [now] * len(events),
-        [e.slot.id for e in events],
-        [e.uid for e in events],
-        [e.type for e in events],
-        [w.actor for w in owners],
-        [e.text for e in events],
-        [e.data for e in events],
-        [w.user for w in owners],
+        ),
+        first,
+        now,
         channel,
-        str(last),
+        str(events[-1].revision),
     )
+    last = events[-1].revision
     appended = [
         EventRow(e.revision, now, e.type, e.key, e.uid, w.actor, e.text, e.data, w.user)
         for e, w in zip(events, owners, strict=True)
     ]
     renumbered = [r if isinstance(r, BaseException) else _renumbered(r, shift) for r in results]
     return Committed(first, last, renumbered, appended, fenced)
+
+
+#: A commit's transaction begins (one round trip, as BEGIN alone would) with its plans
+#: told to look rows up by key: a prepared statement keeps the plan it was given while
+#: the store was new and its tables empty, where scanning a whole table was cheapest,
+#: and would go on scanning them, ever larger, on every commit of the connection.
+_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_seqscan = off"
+
+
+@contextlib.asynccontextmanager
+async def _transaction(conn: Any) -> AsyncIterator[None]:
+    """One commit's transaction: committed at the end, rolled back on any exception."""
+    await conn.execute(_BEGIN)
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):  # a broken connection: the server rolls back
+            await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")
 
 
 async def commit_batch(
@@ -455,7 +579,7 @@ async def commit_batch(
     stale: set[Fence] = set()  # a lease that moved on never comes back: kept across attempts
     for _ in range(_ATTEMPTS):
         try:
-            async with conn.transaction():
+            async with _transaction(conn):
                 return await _attempt(
                     conn,
                     batch,

@@ -19,7 +19,7 @@ from reconcile.model.events import EventType
 from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import VerifyReport
 from reconcile.store.encoding import load_body
-from reconcile.store.postgres.committing import SAFE_HEAD
+from reconcile.store.postgres.heading import SAFE_HEAD
 
 __all__ = ["compact", "compactable", "remember", "remembered", "uids_with_event", "verify"]
 
@@ -60,13 +60,11 @@ async def remember(conn: Any, name: str, value: Any) -> None:
 
 async def compactable(conn: Any, before: int) -> int:
     """How many events :func:`compact` would drop (reads only)."""
-    async with conn.transaction(isolation="repeatable_read", readonly=True):
-        head = await conn.fetchval(f"SELECT {SAFE_HEAD}")
-        return int(
-            await conn.fetchval(
-                f"SELECT count(*) FROM reconcile_events WHERE {_DROPPED}", min(before, head + 1)
-            )
-        )
+    # The head, then the count in a later snapshot (not one REPEATABLE READ: see .heading).
+    head = await conn.fetchval(f"SELECT {SAFE_HEAD}")
+    return int(
+        await conn.fetchval(f"SELECT count(*) FROM reconcile_events WHERE {_DROPPED}", min(before, head + 1))
+    )
 
 
 async def compact(conn: Any, before: int) -> int:

@@ -14,7 +14,10 @@ database can hold one store per schema. Every name starts with ``reconcile_``:
 * ``reconcile_meta`` -- ``application`` (the marker: ``"reconcile"``), ``schema_version``,
   the compaction ``horizon``, the store's ``identity`` and ``mark_key`` (never printed),
   and remembered settings (``setting:NAME``).
-* ``reconcile_reserve(n)`` -- hands a commit its block of revisions (see :mod:`.committing`).
+* ``reconcile_reserve(n)`` -- hands a commit its block of revisions (see :mod:`.committing`)
+  and, from version 2, marks the transaction as one of the store's writers.
+* ``reconcile_safe_head()`` (version 2) -- the revision a watch may read up to (see
+  :mod:`.heading`).
 
 The schema is the list of numbered steps :data:`STEPS`, run by the mechanism every
 backend shares (:mod:`reconcile.store.schemas`): step 1 makes a new store's tables, each
@@ -37,6 +40,7 @@ from typing import Any
 import orjson
 
 from reconcile.errors import StoreError
+from reconcile.store.postgres import heading
 from reconcile.store.schemas import Step, check_steps, check_version, latest, pending
 
 __all__ = [
@@ -59,7 +63,7 @@ class Layout:
     """Where a store's tables are: the schema, and what is derived from its name (the
     advisory lock keys, the notification channel)."""
 
-    __slots__ = ("channel", "create_key", "reserve_key", "schema")
+    __slots__ = ("channel", "create_key", "reserve_key", "schema", "writer_key")
 
     def __init__(self, schema: str) -> None:
         self.schema = schema
@@ -68,6 +72,9 @@ class Layout:
         self.reserve_key = int.from_bytes(digest, "big", signed=True)
         #: The advisory lock schema creation holds for its transaction.
         self.create_key = self.reserve_key ^ 1
+        #: The advisory lock every writing transaction holds, shared, from its reservation
+        #: to its end: what the safe head reads the store's running writers from.
+        self.writer_key = self.reserve_key ^ 2
         #: The LISTEN/NOTIFY channel commits announce themselves on.
         self.channel = f"reconcile_{digest.hex()}"
 
@@ -182,10 +189,54 @@ async def _create(conn: Any, layout: Layout) -> None:
     )
 
 
+def _writers(layout: Layout) -> list[str]:
+    """The statements of version 2 (see :mod:`.heading`)."""
+    schema = _quote(layout.schema)
+    key = layout.writer_key
+    return [
+        # As version 1's, and the transaction takes the shared writer lock before it has
+        # an id: whoever can see its id can see the lock too.
+        f"""CREATE OR REPLACE FUNCTION reconcile_reserve(n bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+        DECLARE first bigint;
+        BEGIN
+            PERFORM pg_advisory_lock({layout.reserve_key});
+            BEGIN
+                PERFORM pg_advisory_xact_lock_shared({key});
+                PERFORM pg_current_xact_id();
+                first := nextval('{schema}.reconcile_events_revision_seq');
+                IF n > 1 THEN
+                    PERFORM setval('{schema}.reconcile_events_revision_seq', first + n - 1);
+                END IF;
+            EXCEPTION WHEN OTHERS THEN
+                PERFORM pg_advisory_unlock({layout.reserve_key});
+                RAISE;
+            END;
+            PERFORM pg_advisory_unlock({layout.reserve_key});
+            RETURN first;
+        END $$""",
+        f"""CREATE FUNCTION reconcile_safe_head() RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+        DECLARE bound xid8;
+        BEGIN
+            {heading.bound_sql(key)}
+            {heading.HEAD_SQL}
+        END $$""",
+    ]
+
+
+async def _heading(conn: Any, layout: Layout) -> None:
+    """Version 2: the safe head depends on this store's writers only, not on every
+    transaction of the server (see :mod:`.heading`)."""
+    for statement in _writers(layout):
+        await conn.execute(statement)
+
+
 #: The schema, step by step: STEPS[n - 1] brings a store to version n, inside the one
 #: transaction (holding the creation lock) that records the new version.
 STEPS: Sequence[Step[Callable[[Any, Layout], Awaitable[None]]]] = check_steps(
-    [Step(1, "the log, the projection, meta, the revision reservation", _create)]
+    [
+        Step(1, "the log, the projection, meta, the revision reservation", _create),
+        Step(2, "the safe head from this store's writers (reconcile_safe_head)", _heading),
+    ]
 )
 #: The version this reconcile writes: the last step's.
 SCHEMA_VERSION = latest(STEPS)
