@@ -13,6 +13,11 @@ never skips an event that commits out of sequence order, and the resource versio
 an integer. A list reports the safe head as its revision: the rows may already show a
 later commit of another process, which a watch from that revision then delivers once
 more (a repeat, never a gap).
+
+Faults (:mod:`.retrying`): every call tries a lost server again, with backoff, for up to
+``patience`` seconds on a connection made anew; the listening connection comes back on
+its own after a restart (the poll covers the gap). Past that, and at once for a
+read-only server, a call raises StoreUnavailableError naming the server.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from typing import Any, Self, TypeVar
@@ -44,14 +50,17 @@ from reconcile.store.finishing import finish
 from reconcile.store.following import follow, matcher
 from reconcile.store.paging import page_of
 from reconcile.store.postgres import copying, leasing, maintenance, schema
-from reconcile.store.postgres.addressing import check_url, connect, errors, masked
+from reconcile.store.postgres.addressing import check_url, connect, errors, masked, transient
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
 from reconcile.store.postgres.committing import SAFE_HEAD
+from reconcile.store.postgres.retrying import PATIENCE, retrying
 from reconcile.store.postgres.writing import Writer
 from reconcile.store.recent import RecentEvents
 from reconcile.store.watching import Tail
 
 __all__ = ["PostgresStore"]
+
+LOG = logging.getLogger("reconcile.store")
 
 T = TypeVar("T")
 
@@ -85,24 +94,26 @@ class PostgresStore:
         poll_interval: tuple[float, float] = (0.05, 0.5),
         read_only: bool = False,
         readers: int = 4,
+        patience: float = PATIENCE,
     ) -> None:
         check_url(url)
         self._dsn = url
         self.read_only = read_only
         self._clock = clock
         self._readers = readers
+        #: Seconds a call tries a lost server again before StoreUnavailableError.
+        self.patience = patience
         self._where = masked(url)
         self._pool: Any = None
-        self._writer_conn: Any = None
         self._listener: Any = None
+        self._relisten: asyncio.Task[None] | None = None
         self._layout: schema.Layout | None = None
         self._tail = Tail(self.revision, fast=poll_interval[0], slow=poll_interval[1], capped=True)
         self._recent = RecentEvents()
-        self._writes = Writer(url, self._where, clock, self._tail, self._recent)
+        self._writes = Writer(url, self._where, clock, self._tail, self._recent, patience=patience)
         self._close_task: asyncio.Task[None] | None = None
         self._refresh: asyncio.Task[None] | None = None
         self._refresh_again = False
-        self._writer_pid = 0
         self._others_heard = False
 
     @property
@@ -131,21 +142,53 @@ class PostgresStore:
                 if self.read_only:
                     await first.close()
                 else:
-                    self._writer_conn = first
+                    self._writes.link.connection = first
                 self._pool = await asyncpg.create_pool(
                     self._dsn, min_size=1, max_size=self._readers, reset=_unchanged
                 )
-                if self._writer_conn is not None:
-                    self._writer_pid = self._writer_conn.get_server_pid()
-                self._listener = await connect(self._dsn)
-                await self._listener.add_listener(self._layout.channel, self._notified)
+                await self._listen()
                 self._tail.head = await self.revision()
         except BaseException:
             await self._close_connections()
             raise
         if not self.read_only:
-            self._writes.start(self._writer_conn, self._layout.channel)
+            self._writes.start(first, self._layout.channel)
         return self
+
+    async def _listen(self) -> None:
+        """Connect the listening connection, and come back when it is lost."""
+        assert self._layout is not None
+        listener = await connect(self._dsn)
+        try:
+            await listener.add_listener(self._layout.channel, self._notified)
+            listener.add_termination_listener(self._unheard)
+        except BaseException:
+            listener.terminate()
+            raise
+        self._listener = listener
+
+    def _unheard(self, connection: object) -> None:
+        """The listening connection ended: unless the store is closing, connect it again
+        (with backoff, for as long as it takes; the poll covers the gap)."""
+        if connection is not self._listener or self._tail.closed or self._close_task is not None:
+            return
+        self._listener = None
+        if self._relisten is None or self._relisten.done():
+            self._relisten = asyncio.get_running_loop().create_task(
+                self._listening_again(), name="reconcile-store-relisten"
+            )
+
+    async def _listening_again(self) -> None:
+        while not self._tail.closed and self._close_task is None:
+            try:
+                await retrying(self._listen, url=self._dsn, where=self._where, patience=self.patience)
+            except Exception as exc:  # noqa: BLE001 - said, then tried again
+                LOG.warning("%s: cannot listen for commits yet (%s); the poll covers it", self._where, exc)
+                continue
+            LOG.info("%s: listening for commits again", self._where)
+            # What was announced while nobody listened: read the head once.
+            await self._tail.refresh()
+            return
 
     async def __aenter__(self) -> Self:
         return await self.open()
@@ -160,9 +203,10 @@ class PostgresStore:
         ours but committed first became readable only when ours committed."""
         if self._tail.closed:
             return
-        if pid == self._writer_pid and not self._others_heard:
+        writer = self._writes.link.pid
+        if pid == writer and not self._others_heard:
             return
-        self._others_heard = pid != self._writer_pid
+        self._others_heard = pid != writer
         if self._refresh is not None and not self._refresh.done():
             self._refresh_again = True
             return
@@ -191,15 +235,16 @@ class PostgresStore:
         try:
             await self._writes.stop()
             await self._tail.close()
-            if self._refresh is not None:
-                self._refresh.cancel()
-                await asyncio.gather(self._refresh, return_exceptions=True)
+            for task in (self._refresh, self._relisten):
+                if task is not None:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
         finally:
             await self._close_connections()
 
     async def _close_connections(self) -> None:
-        pool, writer, listener = self._pool, self._writer_conn, self._listener
-        self._pool = self._writer_conn = self._listener = None
+        pool, writer, listener = self._pool, self._writes.link.connection, self._listener
+        self._pool = self._writes.link.connection = self._listener = None
         for connection in (listener, writer):
             if connection is not None:
                 try:
@@ -250,14 +295,10 @@ class PostgresStore:
         return self._pool
 
     async def _fetch(self, sql: str, *params: Any) -> builtins.list[Any]:
-        pool = self._reading()
-        with errors(self._dsn):
-            return list(await pool.fetch(sql, *params))
+        return list(await self._pooled(lambda conn: conn.fetch(sql, *params)))
 
     async def _value(self, sql: str, *params: Any) -> Any:
-        pool = self._reading()
-        with errors(self._dsn):
-            return await pool.fetchval(sql, *params)
+        return await self._pooled(lambda conn: conn.fetchval(sql, *params))
 
     async def revision(self) -> int:
         """The safe head: the latest revision below which every transaction has ended."""
@@ -279,25 +320,16 @@ class PostgresStore:
 
     async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
         """Those of ``uids`` with an event of ``event_type`` in the retained log."""
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                return await maintenance.uids_with_event(conn, uids, event_type)
+        return await self._pooled(maintenance.uids_with_event, uids, event_type)
 
     async def remembered(self) -> dict[str, Any]:
         """Every remembered setting, by name."""
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                return await maintenance.remembered(conn)
+        return await self._pooled(maintenance.remembered)
 
     async def remember(self, name: str, value: Any) -> None:
         """Keep ``value`` under ``name`` (None: forget it), one statement of its own."""
         self._check_writable()
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                await maintenance.remember(conn, name, value)
+        await self._pooled(maintenance.remember, name, value)
 
     async def read(self, key: ObjectKey) -> StoredObject | None:
         """The current object, or None."""
@@ -334,9 +366,9 @@ class PostgresStore:
         if after is not None:
             params.extend(after)
             where += f" AND (o.namespace, o.name) > (${len(params) - 1}, ${len(params)})"
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+
+        async def listing(conn: Any) -> tuple[int, builtins.list[Any]]:
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
                 # One snapshot for the head and the rows.
                 revision = int(await conn.fetchval(f"SELECT {SAFE_HEAD}"))
                 rows = await conn.fetch(
@@ -345,6 +377,9 @@ class PostgresStore:
                     f"WHERE {where} ORDER BY o.namespace, o.name",
                     *params,
                 )
+            return revision, rows
+
+        revision, rows = await self._pooled(listing)
         return page_of(rows, api_group, kind, revision=revision, limit=limit, predicate=predicate)
 
     async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
@@ -422,10 +457,7 @@ class PostgresStore:
     async def compact(self, before: int) -> int:
         """Drop events before ``before`` except each live object's latest snapshot."""
         self._check_writable()
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                dropped = await maintenance.compact(conn, before)
+        dropped = await self._pooled(maintenance.compact, before)
         self._recent.clear()
         return dropped
 
@@ -449,29 +481,20 @@ class PostgresStore:
 
     async def compactable(self, before: int) -> int:
         """How many events ``compact(before)`` would drop."""
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                return await maintenance.compactable(conn, before)
+        return await self._pooled(maintenance.compactable, before)
 
     async def vacuum(self) -> None:
         """``VACUUM`` the log and the projection (PostgreSQL reuses the space compaction
         freed; ``VACUUM FULL``, which returns it to the filesystem, is the operator's call:
         it locks the tables)."""
         self._check_writable()
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                await conn.execute("VACUUM reconcile_events, reconcile_objects")
+        await self._pooled(lambda conn: conn.execute("VACUUM reconcile_events, reconcile_objects"))
 
     async def verify(
         self, *, deep: bool = False, check: Callable[[Any], object] | None = None
     ) -> VerifyReport:
         """Replay the log into a projection and compare it with the stored one."""
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                return await maintenance.verify(conn, deep, check)
+        return await self._pooled(maintenance.verify, deep, check)
 
     # -- shard leases (see reconcile.store.postgres.leasing) -----------------------------
 
@@ -502,7 +525,19 @@ class PostgresStore:
         return await self._pooled(leasing.shard_table)
 
     async def _pooled(self, call: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """``call(connection, *args, **kwargs)`` on a pooled connection, tried again on
+        a new one after a transient fault (every call made here is safe to repeat: a
+        read, or one statement that converges: an upsert, a renewal, a compaction)."""
         pool = self._reading()
+
+        async def attempt() -> T:
+            try:
+                async with pool.acquire() as conn:
+                    return await call(conn, *args, **kwargs)
+            except Exception as exc:
+                if transient(exc):
+                    pool.expire_connections()  # the others are likely as dead: made anew
+                raise
+
         with errors(self._dsn):
-            async with pool.acquire() as conn:
-                return await call(conn, *args, **kwargs)
+            return await retrying(attempt, url=self._dsn, where=self._where, patience=self.patience)
