@@ -22,7 +22,17 @@ from typing import Any, TypeVar
 
 from reconcile.errors import StoreError, StoreUnavailableError
 
-__all__ = ["SCHEMES", "check_url", "connect", "errors", "masked", "read_only", "run_blocking", "transient"]
+__all__ = [
+    "SCHEMES",
+    "check_url",
+    "connect",
+    "connect_raw",
+    "errors",
+    "masked",
+    "read_only",
+    "run_blocking",
+    "transient",
+]
 
 T = TypeVar("T")
 
@@ -155,15 +165,21 @@ def errors(url: str, doing: str = "") -> Iterator[None]:
 
 async def connect(url: str, **options: Any) -> Any:
     """One asyncpg connection (an ``asyncpg.Connection``), errors translated."""
+    with errors(url, "cannot connect: "):
+        return await connect_raw(url, **options)
+
+
+async def connect_raw(url: str, **options: Any) -> Any:
+    """:func:`connect` with asyncpg's errors as they are: what a caller that tries
+    again on a transient one (:mod:`.retrying`) needs to tell them apart."""
     import asyncpg  # noqa: PLC0415
 
-    with errors(url, "cannot connect: "):
-        timeout = _CONNECT_TIMEOUT if "connect_timeout=" not in url else None
-        extra = {"timeout": timeout} if timeout is not None else {}
-        try:
-            return await asyncpg.connect(url, **extra, **options)
-        except ValueError as exc:  # asyncpg's own URL checks (an unknown sslmode...)
-            raise StoreError(f"{masked(url)}: {scrub(str(exc), url)}") from None
+    timeout = _CONNECT_TIMEOUT if "connect_timeout=" not in url else None
+    extra = {"timeout": timeout} if timeout is not None else {}
+    try:
+        return await asyncpg.connect(url, **extra, **options)
+    except ValueError as exc:  # asyncpg's own URL checks (an unknown sslmode...)
+        raise StoreError(f"{masked(url)}: {scrub(str(exc), url)}") from None
 
 
 def run_blocking(call: Callable[[], Awaitable[T]]) -> T:

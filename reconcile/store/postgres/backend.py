@@ -50,10 +50,10 @@ from reconcile.store.finishing import finish
 from reconcile.store.following import follow, matcher
 from reconcile.store.paging import page_of
 from reconcile.store.postgres import copying, leasing, maintenance, schema
-from reconcile.store.postgres.addressing import check_url, connect, errors, masked, transient
+from reconcile.store.postgres.addressing import check_url, connect, connect_raw, errors, masked, transient
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
 from reconcile.store.postgres.committing import SAFE_HEAD
-from reconcile.store.postgres.retrying import PATIENCE, retrying
+from reconcile.store.postgres.retrying import LONGEST_WAIT, PATIENCE, after_failure, retrying
 from reconcile.store.postgres.writing import Writer
 from reconcile.store.recent import RecentEvents
 from reconcile.store.watching import Tail
@@ -146,7 +146,8 @@ class PostgresStore:
                 self._pool = await asyncpg.create_pool(
                     self._dsn, min_size=1, max_size=self._readers, reset=_unchanged
                 )
-                await self._listen()
+                with errors(self._dsn, "cannot connect: "):
+                    await self._listen()
                 self._tail.head = await self.revision()
         except BaseException:
             await self._close_connections()
@@ -158,7 +159,7 @@ class PostgresStore:
     async def _listen(self) -> None:
         """Connect the listening connection, and come back when it is lost."""
         assert self._layout is not None
-        listener = await connect(self._dsn)
+        listener = await connect_raw(self._dsn)
         try:
             await listener.add_listener(self._layout.channel, self._notified)
             listener.add_termination_listener(self._unheard)
@@ -181,9 +182,11 @@ class PostgresStore:
     async def _listening_again(self) -> None:
         while not self._tail.closed and self._close_task is None:
             try:
-                await retrying(self._listen, url=self._dsn, where=self._where, patience=self.patience)
+                with errors(self._dsn, "cannot connect: "):
+                    await retrying(self._listen, url=self._dsn, where=self._where, patience=self.patience)
             except Exception as exc:  # noqa: BLE001 - said, then tried again
-                LOG.warning("%s: cannot listen for commits yet (%s); the poll covers it", self._where, exc)
+                LOG.warning("%s; the poll covers the watches meanwhile", exc)
+                await asyncio.sleep(LONGEST_WAIT)
                 continue
             LOG.info("%s: listening for commits again", self._where)
             # What was announced while nobody listened: read the head once.
@@ -531,13 +534,16 @@ class PostgresStore:
         pool = self._reading()
 
         async def attempt() -> T:
-            try:
-                async with pool.acquire() as conn:
+            async with pool.acquire() as conn:
+                try:
                     return await call(conn, *args, **kwargs)
-            except Exception as exc:
-                if transient(exc):
-                    pool.expire_connections()  # the others are likely as dead: made anew
-                raise
+                except Exception as exc:
+                    instead = after_failure(conn, exc)
+                    if transient(instead or exc):
+                        await pool.expire_connections()  # the others are likely as dead
+                    if instead is None:
+                        raise
+                    raise instead from exc
 
         with errors(self._dsn):
             return await retrying(attempt, url=self._dsn, where=self._where, patience=self.patience)

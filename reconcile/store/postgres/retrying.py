@@ -34,9 +34,10 @@ from typing import Any, TypeVar
 
 import tenacity
 
-from reconcile.store.postgres.addressing import connect, read_only, scrub, transient
+from reconcile.errors import ReconcileError
+from reconcile.store.postgres.addressing import connect_raw, read_only, scrub, transient
 
-__all__ = ["PATIENCE", "Link", "committed", "record", "retrying"]
+__all__ = ["LONGEST_WAIT", "PATIENCE", "Link", "after_failure", "committed", "record", "retrying"]
 
 LOG = logging.getLogger("reconcile.store")
 
@@ -45,7 +46,7 @@ T = TypeVar("T")
 #: Seconds a call keeps trying a lost server before it fails (StoreUnavailableError).
 PATIENCE = 30.0
 #: The first wait between attempts, and the longest.
-_FIRST_WAIT, _LONGEST_WAIT = 0.05, 2.0
+_FIRST_WAIT, LONGEST_WAIT = 0.05, 2.0
 
 
 def _said(url: str, where: str) -> Callable[[BaseException, int, float], None]:
@@ -84,7 +85,7 @@ async def retrying(
     await asyncio.sleep(_FIRST_WAIT)
     async for attempt in tenacity.AsyncRetrying(
         retry=tenacity.retry_if_exception(transient),
-        wait=tenacity.wait_exponential(multiplier=_FIRST_WAIT * 2, max=_LONGEST_WAIT)
+        wait=tenacity.wait_exponential(multiplier=_FIRST_WAIT * 2, max=LONGEST_WAIT)
         + tenacity.wait_random(0, _FIRST_WAIT),
         stop=tenacity.stop_after_delay(patience),
         before_sleep=_on_retry(url, where),
@@ -95,9 +96,25 @@ async def retrying(
     raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
 
+def after_failure(connection: Any, exc: BaseException) -> BaseException | None:
+    """What a failure ``exc`` on ``connection`` leaves: the connection ended unless the
+    failure left it usable (an error the server reported, or one of ours raised by a
+    mutation), and the error to raise instead, when the connection turned out lost
+    under an error that does not say so (None: raise ``exc``)."""
+    import asyncpg  # noqa: PLC0415 - imported with the backend only
+
+    lost = connection.is_closed()
+    clean = isinstance(exc, ReconcileError | asyncpg.PostgresError)
+    if lost or transient(exc) or read_only(exc) or not clean:
+        connection.terminate()
+    if lost and not transient(exc):
+        return ConnectionResetError(f"the connection was lost ({type(exc).__name__}: {exc})")
+    return None
+
+
 class Link:
     """One connection of the store's own (the writer's) that comes back after a fault:
-    :meth:`get` connects when there is none, :meth:`lost` ends a broken one."""
+    :meth:`get` connects when there is none (or it was ended)."""
 
     def __init__(self, url: str, connection: Any = None) -> None:
         self._url = url
@@ -107,15 +124,8 @@ class Link:
         """The connection, made anew if it was lost."""
         if self.connection is None or self.connection.is_closed():
             self.connection = None
-            self.connection = await connect(self._url)
+            self.connection = await connect_raw(self._url)
         return self.connection
-
-    def failed(self, exc: BaseException) -> None:
-        """After ``exc``: end the connection if it is broken, or if its server is
-        read-only (a new one may reach the new primary: ``target_session_attrs``)."""
-        if self.connection is not None and (transient(exc) or read_only(exc)):
-            connection, self.connection = self.connection, None
-            connection.terminate()
 
     @property
     def pid(self) -> int:

@@ -32,7 +32,7 @@ from reconcile.store.fencing import FENCE
 from reconcile.store.postgres.addressing import errors
 from reconcile.store.postgres.committing import Committed, PendingWrite, commit_batch
 from reconcile.store.postgres.leasing import record_refusals
-from reconcile.store.postgres.retrying import PATIENCE, Link, committed, retrying
+from reconcile.store.postgres.retrying import PATIENCE, Link, after_failure, committed, retrying
 from reconcile.store.recent import EventRow, RecentEvents
 from reconcile.store.watching import Tail
 
@@ -124,8 +124,10 @@ class Writer(Batcher[PendingWrite, Committed]):
                     staged=staged.append,
                 )
             except BaseException as exc:
-                self.link.failed(exc)
-                raise
+                instead = after_failure(connection, exc)
+                if instead is None:
+                    raise
+                raise instead from exc
 
         with errors(self.url):
             result = await retrying(attempt, url=self.url, where=self.path, patience=self._patience)
