@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import asyncpg
 import pytest
 from postgres_cluster import Cluster, Proxy, cluster
 
-from reconcile import ObjectKey, StoreUnavailableError
+from reconcile import ObjectKey, Runtime, StoreUnavailableError
+from reconcile.cli import main
 from reconcile.store import Mutation, Put, RawEvent, WriteResult, open_store
+from reconcile.testing import MemoryCloud, MemoryProvider
 
 #: Seconds a test waits for something that should happen in well under one.
 DEADLINE = 60.0
@@ -246,3 +250,165 @@ async def _read_only(server: Cluster, *, on: bool) -> None:
             finally:
                 await connection.close()
             await asyncio.sleep(0.01)
+
+
+def _buckets(count: int) -> list[dict[str, object]]:
+    return [
+        {
+            "apiVersion": "memory.reconcile.dev/v1",
+            "kind": "Bucket",
+            "metadata": {"name": f"b{i}"},
+            "spec": {"name": f"b{i}", "value": str(i)},
+        }
+        for i in range(count)
+    ]
+
+
+def _bucket(i: int) -> ObjectKey:
+    return ObjectKey("memory.reconcile.dev", "Bucket", "default", f"b{i}")
+
+
+async def _until(what: str, condition: Callable[[], bool]) -> None:
+    """Wait (yielding to the loop) until ``condition()`` holds, failing after DEADLINE."""
+    try:
+        async with asyncio.timeout(DEADLINE):
+            while not condition():  # noqa: ASYNC110 - a real server's and a runner's progress, polled
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        pytest.fail(f"not within {DEADLINE:g}s: {what}")
+
+
+class TestRuntime:
+    """A runner converging while its server restarts, or turns read-only."""
+
+    async def test_a_restart_mid_convergence_loses_and_doubles_nothing(
+        self, server: Cluster, url: str
+    ) -> None:
+        """Three hundred buckets, the server restarted while they converge: every one
+        converges, made once in the cloud, and its log holds each step once."""
+        cloud = MemoryCloud()
+        cloud.latency = 0.005  # each call: so the restart lands mid-way
+        async with Runtime(url, providers=[MemoryProvider(cloud)], patience=60.0) as rt:
+            await rt.apply_many(_buckets(300))
+            await _until("a first part made", lambda: len(cloud.items) >= 30)
+            await _in_thread(server.restart)
+            assert len(cloud.items) < 300, "the restart came after the convergence"
+            state = await rt.wait_converged(timeout=DEADLINE)
+            assert state.converged
+            health = rt.health()
+            assert health.ready, health.problems()
+            assert all(c.crashes == 0 for c in health.controllers)
+            await _check_buckets(rt, 300)
+        assert sorted(cloud.items) == sorted(f"b{i}" for i in range(300))
+        assert cloud.calls["create"] == 300
+
+    async def test_cuts_at_commit_under_a_runner_lose_and_double_nothing(
+        self, url: str, proxy: Proxy
+    ) -> None:
+        """A runner behind the proxy: its writer cut at COMMIT (answer lost, then
+        commit lost) and every connection cut while two hundred buckets converge: all
+        converge, each made once, its log without a repeated step."""
+        cloud = MemoryCloud()
+        cloud.latency = 0.005
+        async with Runtime(proxy.url(url), providers=[MemoryProvider(cloud)], patience=60.0) as rt:
+            await rt.apply_many(_buckets(200))
+            for after in (True, False):
+                proxy.cut_at_commit(after=after)
+                await _until("a cut at COMMIT", proxy.commit_cut.is_set)
+            proxy.cut()
+            state = await rt.wait_converged(timeout=DEADLINE)
+            assert state.converged
+            await _check_buckets(rt, 200)
+        assert sorted(cloud.items) == sorted(f"b{i}" for i in range(200))
+        assert cloud.calls["create"] == 200
+
+    async def test_a_read_only_server_is_said_and_waited_out(
+        self, server: Cluster, url: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The server turns read-only mid-convergence: the runner is not ready, its
+        problems name the read-only server, nothing crashes (no traceback); writable
+        again, it converges."""
+        cloud = MemoryCloud()
+        cloud.latency = 0.005
+        try:
+            async with Runtime(url, providers=[MemoryProvider(cloud)], patience=5.0) as rt:
+                await rt.apply_many(_buckets(100))
+                await _until("a first part made", lambda: len(cloud.items) >= 10)
+                await _read_only(server, on=True)
+                await _until("read-only said", lambda: not rt.health().ready)
+                health = rt.health()
+                assert any("the server is read-only" in p for p in health.problems()), health.problems()
+                assert health.healthy
+                assert all(c.crashes == 0 for c in health.controllers)
+                await _read_only(server, on=False)
+                state = await rt.wait_converged(timeout=DEADLINE)
+                assert state.converged
+                await _until("ready again", lambda: rt.health().ready)
+                await _check_buckets(rt, 100)
+        finally:
+            await _read_only(server, on=False)
+        assert "Traceback" not in caplog.text
+        assert "read-only" in caplog.text
+
+
+async def _check_buckets(rt: Runtime, count: int) -> None:
+    """Each bucket's log: created once, no step repeated."""
+    for i in range(count):
+        events = await rt.client.store.events(_bucket(i))
+        types = [e.type for e in events]
+        for once in ("Created", "CreateRequested", "CreateSucceeded"):
+            assert types.count(once) == 1, (i, types)
+        # A doubled write would repeat its event exactly (but for its revision).
+        steps = [(e.type, (e.body_text or "").replace(str(e.revision), ""), e.data_text) for e in events]
+        assert all(a != b for a, b in itertools.pairwise(steps)), (i, types)
+
+
+class TestCommandLine:
+    """The command line against a server that is down or read-only."""
+
+    def test_a_server_down_or_read_only_is_said_plainly(
+        self,
+        server: Cluster,
+        tmp_path: Path,
+        capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """``apply`` on a read-only server, ``get`` on a stopped one: a message naming
+        the server and why, a non-zero exit, no traceback, no password."""
+        secret = "s3cret"  # noqa: S105 - trust auth ignores it; what must not be shown
+        monkeypatch.setenv("RECONCILE_DB", server.url.replace("postgres@", f"postgres:{secret}@"))
+        site = tmp_path / "site"
+        site.mkdir()
+        for name in ("a", "b"):
+            (tmp_path / f"{name}.yaml").write_text(
+                f"apiVersion: files.reconcile.dev/v1\nkind: File\nmetadata: {{name: {name}}}\n"
+                f"spec: {{path: {name}.txt, content: hello}}\n"
+            )
+
+        def run(*args: str) -> tuple[int, str]:
+            capsys.readouterr()
+            code = main(["--root", str(site), *args])
+            captured = capsys.readouterr()
+            out = captured.out + captured.err
+            assert secret not in out
+            assert "Traceback" not in out
+            return code, out
+
+        assert run("apply", "-f", str(tmp_path / "a.yaml"))[0] == 0
+        asyncio.run(_read_only(server, on=True))
+        try:
+            code, out = run("apply", "-f", str(tmp_path / "b.yaml"))
+            assert code != 0
+            assert "the server is read-only" in out
+            assert "postgres:***@127.0.0.1" in out
+            assert run("get", "file")[0] == 0  # reads go on
+        finally:
+            asyncio.run(_read_only(server, on=False))
+        server.stop()
+        try:
+            code, out = run("get", "file")
+            assert code != 0
+            assert "cannot reach the server" in out
+            assert "postgres:***@127.0.0.1" in out
+        finally:
+            server.start()

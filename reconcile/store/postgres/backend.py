@@ -144,7 +144,7 @@ class PostgresStore:
                 else:
                     self._writes.link.connection = first
                 self._pool = await asyncpg.create_pool(
-                    self._dsn, min_size=1, max_size=self._readers, reset=_unchanged
+                    self._dsn, min_size=0, max_size=self._readers, reset=_unchanged
                 )
                 with errors(self._dsn, "cannot connect: "):
                     await self._listen()
