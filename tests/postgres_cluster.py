@@ -121,6 +121,8 @@ class Proxy:
         self._links: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
         self._at_commit: bool | None = None
         self.commit_cut = asyncio.Event()
+        #: While set, a new connection is closed at once (a server out of reach).
+        self.refusing = False
 
     async def start(self) -> Proxy:
         """Listen."""
@@ -159,6 +161,9 @@ class Proxy:
                 writer.transport.abort()
 
     async def _serve(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
+        if self.refusing:
+            client_out.transport.abort()
+            return
         try:
             server_in, server_out = await asyncio.open_connection("127.0.0.1", self.target)
         except OSError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -16,9 +17,10 @@ import asyncpg
 import pytest
 from postgres_cluster import Cluster, Proxy, cluster
 
-from reconcile import ObjectKey, Runtime, StoreUnavailableError
+from reconcile import LockedError, ObjectKey, Runtime, StoreUnavailableError
 from reconcile.cli import main
 from reconcile.store import Mutation, Put, RawEvent, WriteResult, open_store
+from reconcile.store.postgres.claims import AdvisoryClaim
 from reconcile.testing import MemoryCloud, MemoryProvider
 
 #: Seconds a test waits for something that should happen in well under one.
@@ -412,3 +414,53 @@ class TestCommandLine:
             assert "postgres:***@127.0.0.1" in out
         finally:
             server.start()
+
+
+class TestRunnerLock:
+    """The runner lock (a session advisory lock) across a restart."""
+
+    async def test_the_lock_is_taken_again_after_a_restart(self, server: Cluster, url: str) -> None:
+        """The restart drops the lock with its session; the claim takes it again on a
+        new one, so a second claim is refused again, naming this process."""
+        store = await open_store(url)
+        try:
+            claim = await store.claim("runner")
+            assert isinstance(claim, AdvisoryClaim)
+            session = claim.pid
+            await _in_thread(server.restart)
+            await _until("the lock taken again", lambda: claim.pid != session)
+            other = await open_store(url)
+            try:
+                with pytest.raises(LockedError) as caught:
+                    await other.claim("runner")
+                assert f"pid {os.getpid()}" in caught.value.holder
+            finally:
+                await other.close()
+            assert claim.lost is None
+            claim.release()
+        finally:
+            await store.close()
+
+    async def test_a_lock_taken_by_another_meanwhile_is_said(
+        self, url: str, proxy: Proxy, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The claim's connection lost, and another process took the lock before the
+        server was in reach again: the claim says who (``lost``) and logs an error,
+        instead of believing it is alone."""
+        store = await open_store(proxy.url(url))
+        thief = await asyncpg.connect(url, server_settings={"application_name": "reconcile: pid 1 on thief"})
+        try:
+            claim = await store.claim("runner")
+            assert isinstance(claim, AdvisoryClaim)
+            key = store._layout.claim_key("runner")  # type: ignore[attr-defined]
+            proxy.refusing = True
+            proxy.cut()
+            await thief.execute("SELECT pg_advisory_lock($1)", key)  # once the lost session is gone
+            proxy.refusing = False
+            await _until("the loss said", lambda: claim.lost is not None)
+            assert claim.lost.startswith("pid 1 on thief since ")
+            assert "took it: this runner is no longer alone" in caplog.text
+            claim.release()
+        finally:
+            await thief.close()
+            await store.close()
