@@ -397,6 +397,7 @@ class TestCommandLine:
             return code, out
 
         assert run("apply", "-f", str(tmp_path / "a.yaml"))[0] == 0
+        assert "writes refused" not in run("status")[1]
         asyncio.run(_read_only(server, on=True))
         try:
             code, out = run("apply", "-f", str(tmp_path / "b.yaml"))
@@ -404,6 +405,10 @@ class TestCommandLine:
             assert "the server is read-only" in out
             assert "postgres:***@127.0.0.1" in out
             assert run("get", "file")[0] == 0  # reads go on
+            code, out = run("status")
+            assert code == 0
+            assert "writes refused: postgresql://postgres:***@127.0.0.1" in out
+            assert "the server is read-only (default_transaction_read_only is on)" in out
         finally:
             asyncio.run(_read_only(server, on=False))
         server.stop()

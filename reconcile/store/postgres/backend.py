@@ -527,6 +527,20 @@ class PostgresStore:
         """The lease table, read without writing (None: never sharded)."""
         return await self._pooled(leasing.shard_table)
 
+    async def write_refusal(self) -> str | None:
+        """Why the server takes no writes now (a standby in recovery, or
+        ``default_transaction_read_only`` on), None when it takes them."""
+        recovery, read_only = await self._pooled(
+            lambda conn: conn.fetchrow(
+                "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only') = 'on'"
+            )
+        )
+        if recovery:
+            return f"{self._where}: the server is read-only (a standby, in recovery)"
+        if read_only:
+            return f"{self._where}: the server is read-only (default_transaction_read_only is on)"
+        return None
+
     async def _pooled(self, call: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """``call(connection, *args, **kwargs)`` on a pooled connection, tried again on
         a new one after a transient fault (every call made here is safe to repeat: a
