@@ -123,6 +123,9 @@ class Proxy:
         self.commit_cut = asyncio.Event()
         #: While set, a new connection is closed at once (a server out of reach).
         self.refusing = False
+        self._hold = False
+        #: Server ends of connections cut on the client's side only (see :meth:`release`).
+        self.held: list[asyncio.StreamWriter] = []
 
     async def start(self) -> Proxy:
         """Listen."""
@@ -135,6 +138,7 @@ class Proxy:
         if self._server is not None:
             self._server.close()
         self.cut()
+        self.release()
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -147,10 +151,20 @@ class Proxy:
         for link in list(self._links):
             self._drop(link)
 
-    def cut_at_commit(self, *, after: bool) -> None:
-        """Cut the next connection that sends COMMIT (see the class)."""
+    def cut_at_commit(self, *, after: bool, hold: bool = False) -> None:
+        """Cut the next connection that sends COMMIT (see the class); with ``hold``
+        (before the server got it), its server end stays open, silent, as a network
+        that drops packets leaves it: the server's transaction stays open until
+        :meth:`release`."""
         self.commit_cut.clear()
         self._at_commit = after
+        self._hold = hold
+
+    def release(self) -> None:
+        """Close the server ends held open (their transactions roll back)."""
+        for writer in self.held:
+            writer.transport.abort()
+        self.held.clear()
 
     def _drop(self, link: tuple[asyncio.StreamWriter, asyncio.StreamWriter], *, cut: bool = True) -> None:
         if link in self._links:
@@ -181,6 +195,13 @@ class Proxy:
                 if writer and self._at_commit is not None and b"COMMIT" in data:
                     after, self._at_commit = self._at_commit, None
                     if not after:
+                        if self._hold:
+                            self.held.append(server_out)
+                            self._links.discard(link)
+                            self.cuts += 1
+                            client_out.transport.abort()
+                            self.commit_cut.set()
+                            await asyncio.Event().wait()  # the server's end: silent, open
                         self._drop(link)
                         self.commit_cut.set()
                         return

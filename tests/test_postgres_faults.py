@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -117,6 +118,29 @@ class TestCuts:
             await store.close()
         await _check_log(url, results)
         assert "lost the server" in caplog.text
+
+    async def test_a_lost_commit_still_open_on_the_server_is_waited_out(
+        self, url: str, proxy: Proxy, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The writer's side cut before COMMIT, the server's side left open and silent
+        (its transaction holds the key): the probe does not guess, it asks again until
+        the server ends that transaction (rolled back), then the batch runs again: the
+        write lands once."""
+        caplog.set_level(logging.INFO, "reconcile.store")
+        store = await open_store(proxy.url(url))
+        try:
+            results = {"warm": await store.write(_key("warm"), _put("warm"), actor="t")}
+            proxy.cut_at_commit(after=False, hold=True)
+            writing = asyncio.ensure_future(store.write(_key("w"), _put("w"), actor="t"))
+            await _until("the cut", proxy.commit_cut.is_set)
+            await _until("a probe timed out", lambda: "still running on the server" in caplog.text)
+            assert not writing.done()
+            proxy.release()
+            async with asyncio.timeout(DEADLINE):
+                results["w"] = await writing
+        finally:
+            await store.close()
+        await _check_log(url, results)
 
     async def test_a_group_cut_at_commit_is_all_there_once(self, url: str, proxy: Proxy) -> None:
         """write_many (all or nothing) whose COMMIT answer is lost: every write of the

@@ -45,6 +45,8 @@ T = TypeVar("T")
 
 #: Seconds a call keeps trying a lost server before it fails (StoreUnavailableError).
 PATIENCE = 30.0
+#: Seconds the probe of a lost commit waits for it to end before asking again.
+_PROBE_WAIT = 5
 #: The first wait between attempts, and the longest.
 _FIRST_WAIT, LONGEST_WAIT = 0.05, 2.0
 
@@ -150,14 +152,22 @@ async def committed(conn: Any, token: str) -> bool:
     """Whether the transaction that wrote ``token`` committed, once it has ended: the
     probe's insert of the same key waits for a transaction still running on it, and
     is rolled back whatever it finds."""
+    import asyncpg  # noqa: PLC0415 - imported with the backend only
+
     transaction = conn.transaction()
     await transaction.start()
     try:
+        # A lost transaction the server has not seen end yet (a silent network): asked
+        # again after a backoff rather than waited on without end.
+        await conn.execute(f"SET LOCAL lock_timeout = '{_PROBE_WAIT}s'")
         fresh = await conn.fetchval(
             "INSERT INTO reconcile_commits (token, first_revision, last_revision) VALUES ($1, 0, 0) "
             "ON CONFLICT (token) DO NOTHING RETURNING true",
             token,
         )
+    except asyncpg.LockNotAvailableError:
+        await transaction.rollback()
+        raise TimeoutError("the commit whose answer was lost is still running on the server") from None
     except BaseException:
         if not conn.is_closed():
             with contextlib.suppress(Exception):

@@ -25,6 +25,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+from reconcile.errors import StoreUnavailableError
 from reconcile.model.meta import ObjectKey
 from reconcile.store.batching import Batcher, Results
 from reconcile.store.contract import Mutation
@@ -129,8 +130,15 @@ class Writer(Batcher[PendingWrite, Committed]):
                     raise
                 raise instead from exc
 
-        with errors(self.url):
-            result = await retrying(attempt, url=self.url, where=self.path, patience=self._patience)
+        try:
+            with errors(self.url):
+                result = await retrying(attempt, url=self.url, where=self.path, patience=self._patience)
+        except StoreUnavailableError as exc:
+            if staged:  # given up while asking: say so, never guess
+                raise StoreUnavailableError(
+                    f"{exc}; whether the last commit of these writes happened is unknown: read them again"
+                ) from None
+            raise
         if result.appended:
             self._last_token = token
         if result.fenced:
