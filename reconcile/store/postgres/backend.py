@@ -4,8 +4,7 @@ any number of processes on any number of machines.
 Connections (asyncpg): one for the writer task, which commits every queued write in
 batches (:mod:`.writing`, :mod:`.committing`); a small pool for reads, lists, history
 and watches; one that only LISTENs on the store's channel, so a commit in any process
-wakes every watch at once (a slow poll backs it up: a lost notification delays, never
-loses); and one per claim (:mod:`.claims`).
+wakes every watch at once (:mod:`.listening`); and one per claim (:mod:`.claims`).
 
 A watch reads, in revision order, up to the *safe head*: the highest revision below which
 no running transaction can still commit anything (:data:`.committing.SAFE_HEAD`). So it
@@ -25,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from typing import Any, Self, TypeVar
@@ -50,17 +48,16 @@ from reconcile.store.finishing import finish
 from reconcile.store.following import follow, matcher
 from reconcile.store.paging import page_of
 from reconcile.store.postgres import copying, leasing, maintenance, schema
-from reconcile.store.postgres.addressing import check_url, connect, connect_raw, errors, masked, transient
+from reconcile.store.postgres.addressing import check_url, connect, errors, masked, transient
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
 from reconcile.store.postgres.committing import SAFE_HEAD
-from reconcile.store.postgres.retrying import LONGEST_WAIT, PATIENCE, after_failure, retrying
+from reconcile.store.postgres.listening import Listener
+from reconcile.store.postgres.retrying import PATIENCE, after_failure, retrying
 from reconcile.store.postgres.writing import Writer
 from reconcile.store.recent import RecentEvents
 from reconcile.store.watching import Tail
 
 __all__ = ["PostgresStore"]
-
-LOG = logging.getLogger("reconcile.store")
 
 T = TypeVar("T")
 
@@ -105,16 +102,14 @@ class PostgresStore:
         self.patience = patience
         self._where = masked(url)
         self._pool: Any = None
-        self._listener: Any = None
-        self._relisten: asyncio.Task[None] | None = None
         self._layout: schema.Layout | None = None
         self._tail = Tail(self.revision, fast=poll_interval[0], slow=poll_interval[1], capped=True)
         self._recent = RecentEvents()
         self._writes = Writer(url, self._where, clock, self._tail, self._recent, patience=patience)
+        self._listening = Listener(
+            url, self._where, self._tail, lambda: self._writes.link.pid, patience=patience
+        )
         self._close_task: asyncio.Task[None] | None = None
-        self._refresh: asyncio.Task[None] | None = None
-        self._refresh_again = False
-        self._others_heard = False
 
     @property
     def url(self) -> str:
@@ -146,8 +141,7 @@ class PostgresStore:
                 self._pool = await asyncpg.create_pool(
                     self._dsn, min_size=0, max_size=self._readers, reset=_unchanged
                 )
-                with errors(self._dsn, "cannot connect: "):
-                    await self._listen()
+                await self._listening.start(self._layout.channel)
                 self._tail.head = await self.revision()
         except BaseException:
             await self._close_connections()
@@ -156,73 +150,11 @@ class PostgresStore:
             self._writes.start(first, self._layout.channel)
         return self
 
-    async def _listen(self) -> None:
-        """Connect the listening connection, and come back when it is lost."""
-        assert self._layout is not None
-        listener = await connect_raw(self._dsn)
-        try:
-            await listener.add_listener(self._layout.channel, self._notified)
-            listener.add_termination_listener(self._unheard)
-        except BaseException:
-            listener.terminate()
-            raise
-        self._listener = listener
-
-    def _unheard(self, connection: object) -> None:
-        """The listening connection ended: unless the store is closing, connect it again
-        (with backoff, for as long as it takes; the poll covers the gap)."""
-        if connection is not self._listener or self._tail.closed or self._close_task is not None:
-            return
-        self._listener = None
-        if self._relisten is None or self._relisten.done():
-            self._relisten = asyncio.get_running_loop().create_task(
-                self._listening_again(), name="reconcile-store-relisten"
-            )
-
-    async def _listening_again(self) -> None:
-        while not self._tail.closed and self._close_task is None:
-            try:
-                with errors(self._dsn, "cannot connect: "):
-                    await retrying(self._listen, url=self._dsn, where=self._where, patience=self.patience)
-            except Exception as exc:  # noqa: BLE001 - said, then tried again
-                LOG.warning("%s; the poll covers the watches meanwhile", exc)
-                await asyncio.sleep(LONGEST_WAIT)
-                continue
-            LOG.info("%s: listening for commits again", self._where)
-            # What was announced while nobody listened: read the head once.
-            await self._tail.refresh()
-            return
-
     async def __aenter__(self) -> Self:
         return await self.open()
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
-
-    def _notified(self, _connection: object, pid: int, _channel: str, _payload: str) -> None:
-        """A commit was announced: read the safe head, once at a time (a notification
-        during a read asks for one more). Our own writer's commits are its to announce,
-        unless another process's was heard since the last read: one that reserved after
-        ours but committed first became readable only when ours committed."""
-        if self._tail.closed:
-            return
-        writer = self._writes.link.pid
-        if pid == writer and not self._others_heard:
-            return
-        self._others_heard = pid != writer
-        if self._refresh is not None and not self._refresh.done():
-            self._refresh_again = True
-            return
-        self._refresh = asyncio.get_running_loop().create_task(
-            self._refreshing(), name="reconcile-store-listen"
-        )
-
-    async def _refreshing(self) -> None:
-        while True:
-            self._refresh_again = False
-            await self._tail.refresh()
-            if not self._refresh_again or self._tail.closed:
-                return
 
     async def close(self) -> None:
         """Commit what is queued, end every watch, and close the connections: once, to
@@ -238,22 +170,18 @@ class PostgresStore:
         try:
             await self._writes.stop()
             await self._tail.close()
-            for task in (self._refresh, self._relisten):
-                if task is not None:
-                    task.cancel()
-                    await asyncio.gather(task, return_exceptions=True)
         finally:
             await self._close_connections()
 
     async def _close_connections(self) -> None:
-        pool, writer, listener = self._pool, self._writes.link.connection, self._listener
-        self._pool = self._writes.link.connection = self._listener = None
-        for connection in (listener, writer):
-            if connection is not None:
-                try:
-                    await asyncio.wait_for(connection.close(), 5)
-                except Exception:  # noqa: BLE001 - a broken connection is ended the hard way
-                    connection.terminate()
+        await self._listening.stop()
+        pool, writer = self._pool, self._writes.link.connection
+        self._pool = self._writes.link.connection = None
+        if writer is not None:
+            try:
+                await asyncio.wait_for(writer.close(), 5)
+            except Exception:  # noqa: BLE001 - a broken connection is ended the hard way
+                writer.terminate()
         if pool is not None:
             try:
                 await asyncio.wait_for(pool.close(), 5)
