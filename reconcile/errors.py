@@ -6,7 +6,8 @@
   the call assumed.
 * :class:`ExpiredError` -- a watch asked for history that compaction removed: relist.
 * :class:`StoreError` -- the database cannot be used (not SQLite, corrupt, too new);
-  :class:`CorruptError` names the event whose body cannot be decoded.
+  :class:`CorruptError` names the event whose body cannot be decoded;
+  :class:`StoreUnavailableError` says its server cannot take the call now (retry later).
 * :class:`LockedError` -- another runner reconciles this store (``holder`` says who).
 
 What reconcilers and providers raise, by what the engine does next:
@@ -57,6 +58,7 @@ __all__ = [
     "SchemaVersionError",
     "SpellingWarning",
     "StoreError",
+    "StoreUnavailableError",
     "TerminalError",
     "TransientError",
     "VersionWarning",
@@ -175,6 +177,13 @@ def _rebuild_invalid(
 
 class StoreError(ReconcileError):
     """The database cannot be opened or used; the message names the file."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store's server cannot take the call now: unreachable, restarting, or
+    read-only (a standby, a failed-over primary not promoted yet). Transient: the store
+    retried with backoff before raising it, and a later call may succeed once the
+    server is back; the message names the server (password masked) and the reason."""
 
 
 class CorruptError(StoreError):

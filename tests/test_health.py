@@ -114,6 +114,16 @@ class TestSummary:
         assert (crashed.ready, crashed.healthy) == (False, False)
         assert crashed.problems() == ["a: restarting after a crash (2 so far)"]
 
+    def test_a_store_refusing_writes_is_not_ready_yet_healthy(self) -> None:
+        """A store failure (a read-only server): not ready, its message among the
+        problems, but healthy: a restart would not help, the engine retries."""
+        failing = Health.of((part("a", store_failure="db: the server is read-only"),), started=True)
+        assert (failing.ready, failing.healthy) == (False, True)
+        assert failing.problems() == [
+            "a: the store failed, retrying with backoff: db: the server is read-only"
+        ]
+        assert failing.as_dict()["controllers"][0]["store_failure"] == "db: the server is read-only"  # type: ignore[index]
+
     def test_not_started_is_not_ready(self) -> None:
         """No runtime, no readiness, even with nothing to sync."""
         assert not Health.of((), started=False).ready

@@ -9,18 +9,17 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 from helpers import settle
+from postgres_cluster import cluster
 from postgres_server import SERVER, Database
-from servers import free_port, unavailable
+from servers import free_port
 
 from reconcile import Bookmark, LockedError, ObjectKey, Runtime, SchemaVersionError, StoreError
 from reconcile.cli import main
@@ -34,8 +33,6 @@ from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
 
 ROOT = Path(__file__).parents[1]
 KEY = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
-BIN = Path("/usr/lib/postgresql/15/bin")
-RUNUSER = shutil.which("runuser")
 
 
 def body(name: str = "w", step: int = 0) -> dict[str, object]:
@@ -533,49 +530,10 @@ class TestBadInput:
 
 @pytest.fixture(scope="module")
 def scram_server() -> Iterator[str]:
-    """A throwaway cluster that checks passwords (scram-sha-256), on a free port, in a
-    temporary folder owned by the postgres user (initdb refuses root); its URL with the
-    right password."""
-    if not (BIN / "initdb").exists() or RUNUSER is None or os.geteuid() != 0:
-        unavailable(
-            "a throwaway PostgreSQL cluster", "the wrong-password test", "needs initdb and runuser as root"
-        )
-    folder = Path(tempfile.mkdtemp(prefix="reconcile-pg-"))
-    shutil.chown(folder, "postgres", "postgres")
-    data, port = folder / "data", free_port()
-    password = folder / "password"
-    password.write_text("right\n")
-    shutil.chown(password, "postgres", "postgres")
-
-    def as_postgres(*command: str) -> None:
-        subprocess.run(
-            [str(RUNUSER), "-u", "postgres", "--", *command], check=True, capture_output=True, timeout=120
-        )
-
-    try:
-        as_postgres(
-            str(BIN / "initdb"),
-            "-D",
-            str(data),
-            "-U",
-            "postgres",
-            "-A",
-            "scram-sha-256",
-            f"--pwfile={password}",
-        )
-        options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
-        as_postgres(
-            str(BIN / "pg_ctl"), "-D", str(data), "-o", options, "-w", "-l", str(folder / "log"), "start"
-        )
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        shutil.rmtree(folder, ignore_errors=True)
-        unavailable("a throwaway PostgreSQL cluster", "the wrong-password test", str(exc))
-    try:
-        yield f"postgresql://postgres:right@127.0.0.1:{port}/postgres"
-    finally:
-        with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
-            as_postgres(str(BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
-        shutil.rmtree(folder, ignore_errors=True)
+    """A throwaway cluster that checks passwords (scram-sha-256); its URL with the right
+    password."""
+    with cluster("the wrong-password test", auth="scram-sha-256", password="right") as made:  # noqa: S106 - a test cluster's
+        yield made.url
 
 
 SITE = """\

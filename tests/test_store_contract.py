@@ -65,6 +65,11 @@ class TestStoreContract:
         assert read == StoredObject(KEY, "u1", 1, result.object.body)
         assert await store.revision() == 1
 
+    async def test_a_store_that_takes_writes_refuses_none(self, store: EventStore) -> None:
+        """``write_refusal()`` is None on a database that takes writes (a read-only
+        server: tests/test_postgres_faults.py)."""
+        assert await store.write_refusal() is None
+
     async def test_no_change_writes_nothing(self, store: EventStore) -> None:
         """A mutation returning None appends nothing and reports the current version."""
         await store.write(KEY, put(), actor="t")

@@ -4,7 +4,8 @@ With ``reconcile run --sharding`` on a PostgreSQL store, several runners share t
 by shard leases (:mod:`reconcile.store.fencing`); ``reconcile status`` reads the lease
 table (without writing) and prints each live runner with the shards it holds, the free
 or expired shards, and how many writes were refused by their fence so far. On a store
-nobody shards (SQLite, or PostgreSQL with one runner), it says so.
+nobody shards (SQLite, or PostgreSQL with one runner), it says so. A server that takes
+no writes now (a standby, ``default_transaction_read_only``) is said first.
 """
 
 from __future__ import annotations
@@ -42,9 +43,12 @@ def status(settings: Settings, /, output: str) -> None:
 async def _status(settings: Settings, output: str) -> None:
     async with settings.client(read_only=True) as client:
         table = await client.store.shard_table()
+        refusal = await client.store.write_refusal()
+    if refusal is not None and output != "json":
+        click.echo(f"writes refused: {refusal}; runners wait until it takes writes again")
     if table is None:
         if output == "json":
-            click.echo(as_json({"sharding": None}))
+            click.echo(as_json({"sharding": None, "writeRefusal": refusal}))
         else:
             click.echo("no shard leases: one runner at a time (the runner lock)")
         return
@@ -59,6 +63,7 @@ async def _status(settings: Settings, output: str) -> None:
             ],
             "unheld": free,
             "fencedWrites": table.refused,
+            "writeRefusal": refusal,
             "leases": [
                 {"shard": s.shard, "holder": s.holder, "epoch": s.epoch, "expiresIn": round(s.expires_in, 3)}
                 for s in table.leases

@@ -156,6 +156,12 @@ class Controller(Tracing, Following, Amending, Landing):
 
     # -- feeding the queue -----------------------------------------------------------------
 
+    @property
+    def store_failure(self) -> str | None:
+        """The store failure its reconciles last met (a full disk, a server down or
+        read-only), until they succeed again (None: none)."""
+        return self._store_failure
+
     def enqueue(self, key: ObjectKey, priority: Priority = Priority.CHANGE) -> None:
         """Ask for ``key`` to be reconciled (the queue counts the adds for the metrics, and
         keeps the priority, which the span names as the trigger)."""

@@ -6,6 +6,11 @@
 * **healthy**: no controller is waiting to be restarted after a crash and no informer is
   waiting to restart a broken watch.
 
+A store that fails the reconciles' writes (its server down or read-only, a full disk)
+makes a runtime not ready, with the store's message among the problems, but not
+unhealthy: the engine retries with backoff and resumes on its own once the store takes
+writes again, so a liveness probe restarting it would only add a crash loop.
+
 A snapshot reads counters the engine keeps anyway: no store query, no lock.
 """
 
@@ -35,10 +40,15 @@ class ControllerHealth:
     waiting: int
     #: How long the oldest reconcile in flight has been running, in seconds.
     longest_running: float
+    #: The store failure its reconciles meet now (a server down or read-only, a full
+    #: disk), retried with backoff, until they succeed again (None: none).
+    store_failure: str | None = None
 
     def problems(self) -> list[str]:
         """What keeps this controller from being ready or healthy, in words."""
         found = []
+        if self.store_failure is not None:
+            found.append(f"{self.name}: the store failed, retrying with backoff: {self.store_failure}")
         if not self.running:
             found.append(f"{self.name}: restarting after a crash ({self.crashes} so far)")
         if not self.watching:
@@ -88,7 +98,11 @@ class Health:
     ) -> Health:
         """Sum up the controllers."""
         healthy = all(c.running and c.watching for c in controllers)
-        ready = started and all(c.running and c.synced and c.watching for c in controllers)
+        # A store that refuses writes (down, read-only) makes a runner not ready, yet
+        # healthy: restarting it would not help, and it resumes on its own.
+        ready = started and all(
+            c.running and c.synced and c.watching and c.store_failure is None for c in controllers
+        )
         return cls(ready=ready, healthy=healthy, controllers=controllers, sharding=sharding)
 
     def problems(self) -> list[str]:

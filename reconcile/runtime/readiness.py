@@ -67,6 +67,7 @@ class Readiness:
                     processing=stats.processing,
                     waiting=stats.waiting,
                     longest_running=max(queue.processing_times(), default=0.0),
+                    store_failure=controller.store_failure,
                 )
             )
         sharding = None if self.sharding is None else self.sharding.health()

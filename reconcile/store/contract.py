@@ -540,3 +540,8 @@ class EventStore(Protocol):
         """The lease table (every shard's holder, epoch and expiry, the live runners, the
         fenced writes refused so far), read without writing; None when the store does not
         share."""
+
+    async def write_refusal(self) -> str | None:
+        """Why the store's database takes no writes now, in words naming it (a read-only
+        server: a standby, ``default_transaction_read_only``), read without writing;
+        None when it takes them."""

@@ -20,9 +20,19 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from reconcile.errors import StoreError
+from reconcile.errors import StoreError, StoreUnavailableError
 
-__all__ = ["SCHEMES", "check_url", "connect", "errors", "masked", "run_blocking"]
+__all__ = [
+    "SCHEMES",
+    "check_url",
+    "connect",
+    "connect_raw",
+    "errors",
+    "masked",
+    "read_only",
+    "run_blocking",
+    "transient",
+]
 
 T = TypeVar("T")
 
@@ -88,10 +98,41 @@ def masked_safely(url: str) -> str:
         return f"{scheme}://***@{rest.rpartition('@')[2]}" if "@" in rest else url
 
 
+def transient(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server was lost or is not there yet, and the same call may
+    succeed on a new connection: a socket error or timeout, a connection asyncpg lost or
+    found closed (class 08), a server shutting down, crashed or starting up (57P01,
+    57P02, 57P03), too many connections (53300). Bad SQL, a constraint, a read-only
+    server and a fencing refusal are not: trying them again changes nothing."""
+    import asyncpg  # noqa: PLC0415 - imported with the backend only
+
+    if isinstance(exc, OSError | TimeoutError | asyncpg.PostgresConnectionError):
+        return True
+    if isinstance(
+        exc,
+        asyncpg.AdminShutdownError
+        | asyncpg.CrashShutdownError
+        | asyncpg.CannotConnectNowError
+        | asyncpg.TooManyConnectionsError,
+    ):
+        return True
+    # A call on a connection that was closed under it (asyncpg's own words).
+    return isinstance(exc, asyncpg.InterfaceError) and "connection is closed" in str(exc)
+
+
+def read_only(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write refused by a read-only server (25006): a standby, a
+    primary demoted by a failover, or ``default_transaction_read_only``."""
+    import asyncpg  # noqa: PLC0415
+
+    return isinstance(exc, asyncpg.ReadOnlySQLTransactionError)
+
+
 @contextlib.contextmanager
 def errors(url: str, doing: str = "") -> Iterator[None]:
     """Translate asyncpg's and the socket's errors into StoreError naming the masked URL
-    (the cause kept, its text scrubbed of the password)."""
+    (the cause kept, its text scrubbed of the password): StoreUnavailableError for a
+    server that is unreachable, restarting or read-only."""
     import asyncpg  # noqa: PLC0415 - imported with the backend only
 
     where = masked(url)
@@ -108,25 +149,37 @@ def errors(url: str, doing: str = "") -> Iterator[None]:
         reason = f"{scrub(str(exc), url)}; create it first (createdb), reconcile makes only its tables"
         raise StoreError(f"{prefix}{reason}") from None
     except asyncpg.ReadOnlySQLTransactionError as exc:
-        raise StoreError(f"{prefix}the server is read-only ({scrub(str(exc), url)})") from None
-    except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        raise StoreError(f"{prefix}{scrub(str(exc), url)}") from None
+        raise StoreUnavailableError(
+            f"{prefix}the server is read-only (a standby, or default_transaction_read_only is on): "
+            f"{scrub(str(exc), url)}; writes wait until it takes writes again"
+        ) from None
     except (OSError, TimeoutError) as exc:
         reason = scrub(str(exc) or type(exc).__name__, url)
-        raise StoreError(f"{prefix}cannot reach the server ({reason})") from None
+        raise StoreUnavailableError(f"{prefix}cannot reach the server ({reason})") from None
+    except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        if transient(exc):
+            reason = scrub(str(exc) or type(exc).__name__, url)
+            raise StoreUnavailableError(f"{prefix}lost the server ({reason})") from None
+        raise StoreError(f"{prefix}{scrub(str(exc), url)}") from None
 
 
 async def connect(url: str, **options: Any) -> Any:
     """One asyncpg connection (an ``asyncpg.Connection``), errors translated."""
+    with errors(url, "cannot connect: "):
+        return await connect_raw(url, **options)
+
+
+async def connect_raw(url: str, **options: Any) -> Any:
+    """:func:`connect` with asyncpg's errors as they are: what a caller that tries
+    again on a transient one (:mod:`.retrying`) needs to tell them apart."""
     import asyncpg  # noqa: PLC0415
 
-    with errors(url, "cannot connect: "):
-        timeout = _CONNECT_TIMEOUT if "connect_timeout=" not in url else None
-        extra = {"timeout": timeout} if timeout is not None else {}
-        try:
-            return await asyncpg.connect(url, **extra, **options)
-        except ValueError as exc:  # asyncpg's own URL checks (an unknown sslmode...)
-            raise StoreError(f"{masked(url)}: {scrub(str(exc), url)}") from None
+    timeout = _CONNECT_TIMEOUT if "connect_timeout=" not in url else None
+    extra = {"timeout": timeout} if timeout is not None else {}
+    try:
+        return await asyncpg.connect(url, **extra, **options)
+    except ValueError as exc:  # asyncpg's own URL checks (an unknown sslmode...)
+        raise StoreError(f"{masked(url)}: {scrub(str(exc), url)}") from None
 
 
 def run_blocking(call: Callable[[], Awaitable[T]]) -> T:

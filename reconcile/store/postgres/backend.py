@@ -4,8 +4,7 @@ any number of processes on any number of machines.
 Connections (asyncpg): one for the writer task, which commits every queued write in
 batches (:mod:`.writing`, :mod:`.committing`); a small pool for reads, lists, history
 and watches; one that only LISTENs on the store's channel, so a commit in any process
-wakes every watch at once (a slow poll backs it up: a lost notification delays, never
-loses); and one per claim (:mod:`.claims`).
+wakes every watch at once (:mod:`.listening`); and one per claim (:mod:`.claims`).
 
 A watch reads, in revision order, up to the *safe head*: the highest revision below which
 no running transaction can still commit anything (:mod:`.heading`). So it
@@ -13,6 +12,11 @@ never skips an event that commits out of sequence order, and the resource versio
 an integer. A list reports the safe head as its revision: the rows may already show a
 later commit of another process, which a watch from that revision then delivers once
 more (a repeat, never a gap).
+
+Faults (:mod:`.retrying`): every call tries a lost server again, with backoff, for up to
+``patience`` seconds on a connection made anew; the listening connection comes back on
+its own after a restart (the poll covers the gap). Past that, and at once for a
+read-only server, a call raises StoreUnavailableError naming the server.
 """
 
 from __future__ import annotations
@@ -44,9 +48,11 @@ from reconcile.store.finishing import finish
 from reconcile.store.following import follow, matcher
 from reconcile.store.paging import page_of
 from reconcile.store.postgres import copying, leasing, maintenance, schema
-from reconcile.store.postgres.addressing import check_url, connect, errors, masked
+from reconcile.store.postgres.addressing import check_url, connect, errors, masked, transient
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
 from reconcile.store.postgres.heading import SAFE_HEAD
+from reconcile.store.postgres.listening import Listener
+from reconcile.store.postgres.retrying import PATIENCE, after_failure, retrying
 from reconcile.store.postgres.writing import Writer
 from reconcile.store.recent import RecentEvents
 from reconcile.store.watching import Tail
@@ -85,25 +91,25 @@ class PostgresStore:
         poll_interval: tuple[float, float] = (0.05, 0.5),
         read_only: bool = False,
         readers: int = 4,
+        patience: float = PATIENCE,
     ) -> None:
         check_url(url)
         self._dsn = url
         self.read_only = read_only
         self._clock = clock
         self._readers = readers
+        #: Seconds a call tries a lost server again before StoreUnavailableError.
+        self.patience = patience
         self._where = masked(url)
         self._pool: Any = None
-        self._writer_conn: Any = None
-        self._listener: Any = None
         self._layout: schema.Layout | None = None
         self._tail = Tail(self.revision, fast=poll_interval[0], slow=poll_interval[1], capped=True)
         self._recent = RecentEvents()
-        self._writes = Writer(url, self._where, clock, self._tail, self._recent)
+        self._writes = Writer(url, self._where, clock, self._tail, self._recent, patience=patience)
+        self._listening = Listener(
+            url, self._where, self._tail, lambda: self._writes.link.pid, patience=patience
+        )
         self._close_task: asyncio.Task[None] | None = None
-        self._refresh: asyncio.Task[None] | None = None
-        self._refresh_again = False
-        self._writer_pid = 0
-        self._others_heard = False
 
     @property
     def url(self) -> str:
@@ -131,20 +137,17 @@ class PostgresStore:
                 if self.read_only:
                     await first.close()
                 else:
-                    self._writer_conn = first
+                    self._writes.link.connection = first
                 self._pool = await asyncpg.create_pool(
-                    self._dsn, min_size=1, max_size=self._readers, reset=_unchanged
+                    self._dsn, min_size=0, max_size=self._readers, reset=_unchanged
                 )
-                if self._writer_conn is not None:
-                    self._writer_pid = self._writer_conn.get_server_pid()
-                self._listener = await connect(self._dsn)
-                await self._listener.add_listener(self._layout.channel, self._notified)
+                await self._listening.start(self._layout.channel)
                 self._tail.head = await self.revision()
         except BaseException:
             await self._close_connections()
             raise
         if not self.read_only:
-            self._writes.start(self._writer_conn, self._layout.channel)
+            self._writes.start(first, self._layout.channel)
         return self
 
     async def __aenter__(self) -> Self:
@@ -152,30 +155,6 @@ class PostgresStore:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
-
-    def _notified(self, _connection: object, pid: int, _channel: str, _payload: str) -> None:
-        """A commit was announced: read the safe head, once at a time (a notification
-        during a read asks for one more). Our own writer's commits are its to announce,
-        unless another process's was heard since the last read: one that reserved after
-        ours but committed first became readable only when ours committed."""
-        if self._tail.closed:
-            return
-        if pid == self._writer_pid and not self._others_heard:
-            return
-        self._others_heard = pid != self._writer_pid
-        if self._refresh is not None and not self._refresh.done():
-            self._refresh_again = True
-            return
-        self._refresh = asyncio.get_running_loop().create_task(
-            self._refreshing(), name="reconcile-store-listen"
-        )
-
-    async def _refreshing(self) -> None:
-        while True:
-            self._refresh_again = False
-            await self._tail.refresh()
-            if not self._refresh_again or self._tail.closed:
-                return
 
     async def close(self) -> None:
         """Commit what is queued, end every watch, and close the connections: once, to
@@ -191,21 +170,18 @@ class PostgresStore:
         try:
             await self._writes.stop()
             await self._tail.close()
-            if self._refresh is not None:
-                self._refresh.cancel()
-                await asyncio.gather(self._refresh, return_exceptions=True)
         finally:
             await self._close_connections()
 
     async def _close_connections(self) -> None:
-        pool, writer, listener = self._pool, self._writer_conn, self._listener
-        self._pool = self._writer_conn = self._listener = None
-        for connection in (listener, writer):
-            if connection is not None:
-                try:
-                    await asyncio.wait_for(connection.close(), 5)
-                except Exception:  # noqa: BLE001 - a broken connection is ended the hard way
-                    connection.terminate()
+        await self._listening.stop()
+        pool, writer = self._pool, self._writes.link.connection
+        self._pool = self._writes.link.connection = None
+        if writer is not None:
+            try:
+                await asyncio.wait_for(writer.close(), 5)
+            except Exception:  # noqa: BLE001 - a broken connection is ended the hard way
+                writer.terminate()
         if pool is not None:
             try:
                 await asyncio.wait_for(pool.close(), 5)
@@ -250,14 +226,10 @@ class PostgresStore:
         return self._pool
 
     async def _fetch(self, sql: str, *params: Any) -> builtins.list[Any]:
-        pool = self._reading()
-        with errors(self._dsn):
-            return list(await pool.fetch(sql, *params))
+        return list(await self._pooled(lambda conn: conn.fetch(sql, *params)))
 
     async def _value(self, sql: str, *params: Any) -> Any:
-        pool = self._reading()
-        with errors(self._dsn):
-            return await pool.fetchval(sql, *params)
+        return await self._pooled(lambda conn: conn.fetchval(sql, *params))
 
     async def revision(self) -> int:
         """The safe head: the latest revision below which every transaction has ended."""
@@ -279,25 +251,16 @@ class PostgresStore:
 
     async def uids_with_event(self, uids: Sequence[str], event_type: str) -> set[str]:
         """Those of ``uids`` with an event of ``event_type`` in the retained log."""
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                return await maintenance.uids_with_event(conn, uids, event_type)
+        return await self._pooled(maintenance.uids_with_event, uids, event_type)
 
     async def remembered(self) -> dict[str, Any]:
         """Every remembered setting, by name."""
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                return await maintenance.remembered(conn)
+        return await self._pooled(maintenance.remembered)
 
     async def remember(self, name: str, value: Any) -> None:
         """Keep ``value`` under ``name`` (None: forget it), one statement of its own."""
         self._check_writable()
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                await maintenance.remember(conn, name, value)
+        await self._pooled(maintenance.remember, name, value)
 
     async def read(self, key: ObjectKey) -> StoredObject | None:
         """The current object, or None."""
@@ -334,19 +297,21 @@ class PostgresStore:
         if after is not None:
             params.extend(after)
             where += f" AND (o.namespace, o.name) > (${len(params) - 1}, ${len(params)})"
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                # The head first, the rows in a later snapshot: they show at least every
-                # commit up to the head (perhaps later ones: a repeat, never a gap). Not
-                # one REPEATABLE READ snapshot: the head needs fresh ones (see .heading).
-                revision = int(await conn.fetchval(f"SELECT {SAFE_HEAD}"))
-                rows = await conn.fetch(
-                    "SELECT 0, o.namespace, o.name, o.uid, o.resource_version, e.body "
-                    "FROM reconcile_objects o JOIN reconcile_events e ON e.revision = o.resource_version "
-                    f"WHERE {where} ORDER BY o.namespace, o.name",
-                    *params,
-                )
+
+        async def listing(conn: Any) -> tuple[int, builtins.list[Any]]:
+            # The head first, the rows in a later snapshot: they show at least every
+            # commit up to the head (perhaps later ones: a repeat, never a gap). Not
+            # one REPEATABLE READ snapshot: the head needs fresh ones (see .heading).
+            revision = int(await conn.fetchval(f"SELECT {SAFE_HEAD}"))
+            rows = await conn.fetch(
+                "SELECT 0, o.namespace, o.name, o.uid, o.resource_version, e.body "
+                "FROM reconcile_objects o JOIN reconcile_events e ON e.revision = o.resource_version "
+                f"WHERE {where} ORDER BY o.namespace, o.name",
+                *params,
+            )
+            return revision, rows
+
+        revision, rows = await self._pooled(listing)
         return page_of(rows, api_group, kind, revision=revision, limit=limit, predicate=predicate)
 
     async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
@@ -424,10 +389,7 @@ class PostgresStore:
     async def compact(self, before: int) -> int:
         """Drop events before ``before`` except each live object's latest snapshot."""
         self._check_writable()
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                dropped = await maintenance.compact(conn, before)
+        dropped = await self._pooled(maintenance.compact, before)
         self._recent.clear()
         return dropped
 
@@ -451,29 +413,20 @@ class PostgresStore:
 
     async def compactable(self, before: int) -> int:
         """How many events ``compact(before)`` would drop."""
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                return await maintenance.compactable(conn, before)
+        return await self._pooled(maintenance.compactable, before)
 
     async def vacuum(self) -> None:
         """``VACUUM`` the log and the projection (PostgreSQL reuses the space compaction
         freed; ``VACUUM FULL``, which returns it to the filesystem, is the operator's call:
         it locks the tables)."""
         self._check_writable()
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                await conn.execute("VACUUM reconcile_events, reconcile_objects")
+        await self._pooled(lambda conn: conn.execute("VACUUM reconcile_events, reconcile_objects"))
 
     async def verify(
         self, *, deep: bool = False, check: Callable[[Any], object] | None = None
     ) -> VerifyReport:
         """Replay the log into a projection and compare it with the stored one."""
-        pool = self._reading()
-        with errors(self._dsn):
-            async with pool.acquire() as conn:
-                return await maintenance.verify(conn, deep, check)
+        return await self._pooled(maintenance.verify, deep, check)
 
     # -- shard leases (see reconcile.store.postgres.leasing) -----------------------------
 
@@ -503,8 +456,37 @@ class PostgresStore:
         """The lease table, read without writing (None: never sharded)."""
         return await self._pooled(leasing.shard_table)
 
+    async def write_refusal(self) -> str | None:
+        """Why the server takes no writes now (a standby in recovery, or
+        ``default_transaction_read_only`` on), None when it takes them."""
+        recovery, read_only = await self._pooled(
+            lambda conn: conn.fetchrow(
+                "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only') = 'on'"
+            )
+        )
+        if recovery:
+            return f"{self._where}: the server is read-only (a standby, in recovery)"
+        if read_only:
+            return f"{self._where}: the server is read-only (default_transaction_read_only is on)"
+        return None
+
     async def _pooled(self, call: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """``call(connection, *args, **kwargs)`` on a pooled connection, tried again on
+        a new one after a transient fault (every call made here is safe to repeat: a
+        read, or one statement that converges: an upsert, a renewal, a compaction)."""
         pool = self._reading()
-        with errors(self._dsn):
+
+        async def attempt() -> T:
             async with pool.acquire() as conn:
-                return await call(conn, *args, **kwargs)
+                try:
+                    return await call(conn, *args, **kwargs)
+                except Exception as exc:
+                    instead = after_failure(conn, exc)
+                    if transient(instead or exc):
+                        await pool.expire_connections()  # the others are likely as dead
+                    if instead is None:
+                        raise
+                    raise instead from exc
+
+        with errors(self._dsn):
+            return await retrying(attempt, url=self._dsn, where=self._where, patience=self.patience)

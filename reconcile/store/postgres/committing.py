@@ -66,6 +66,7 @@ from reconcile.store.contract import (
 from reconcile.store.encoding import dumps, load_body
 from reconcile.store.fencing import Fence
 from reconcile.store.postgres.leasing import check_fences
+from reconcile.store.postgres.retrying import record
 from reconcile.store.recent import EventRow
 
 __all__ = ["PROVISIONAL", "Committed", "PendingWrite", "commit_batch"]
@@ -560,13 +561,21 @@ async def commit_batch(
     all_or_nothing: bool = False,
     reserved: Callable[[int], None] = lambda _first: None,
     expected: Callable[[], int] = lambda: 1,
+    token: str | None = None,
+    forget: str | None = None,
+    staged: Callable[[Committed], None] = lambda _committed: None,
 ) -> Committed:
     """Apply ``batch`` in one transaction (see the module's story), running it again when
     another process's write got in the way; ``reserved`` is told the first revision of
     the block as soon as the transaction holds it; ``expected()`` is a revision the block
     will start at or after (the head this process knows, plus one: what bodies are
     measured against the size limit with, the check made exact in pass 2). With ``all_or_nothing`` the first
-    mutation that raises rolls the whole batch back, and its exception is raised."""
+    mutation that raises rolls the whole batch back, and its exception is raised.
+
+    ``token``, the batch's idempotency key, is written in the transaction (``forget``,
+    the writer's previous one, deleted) and ``staged`` told what is about to commit just
+    before ``COMMIT``: what the writer reports if the answer is lost but the key is
+    found (see :mod:`.retrying`)."""
     import asyncpg  # noqa: PLC0415 - imported with the backend only
 
     retry = (
@@ -580,7 +589,7 @@ async def commit_batch(
     for _ in range(_ATTEMPTS):
         try:
             async with _transaction(conn):
-                return await _attempt(
+                committed = await _attempt(
                     conn,
                     batch,
                     now,
@@ -590,9 +599,13 @@ async def commit_batch(
                     expected=expected(),
                     stale=stale,
                 )
+                if token is not None and committed.appended:
+                    await record(conn, token, committed.first, committed.last, forget)
+                    staged(committed)
         except _Fenced as fenced:
             stale |= fenced.stale
             continue
         except retry:
             continue
+        return committed
     raise StoreError(f"a batch of {len(batch)} writes met other processes' writes {_ATTEMPTS} times; gave up")

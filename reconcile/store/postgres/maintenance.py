@@ -69,7 +69,8 @@ async def compactable(conn: Any, before: int) -> int:
 
 async def compact(conn: Any, before: int) -> int:
     """Drop events before ``before`` (at most the safe head's successor) except each live
-    object's latest snapshot, forget tombstones left without events, raise the horizon."""
+    object's latest snapshot, forget tombstones left without events, raise the horizon
+    (and drop idempotency keys a day old: see :mod:`.retrying`)."""
     async with conn.transaction():
         head = await conn.fetchval(f"SELECT {SAFE_HEAD}")
         before = min(before, head + 1)
@@ -83,6 +84,9 @@ async def compact(conn: Any, before: int) -> int:
             "WHERE key = 'horizon'",
             before,
         )
+        # The idempotency keys of writers that stopped for good (a live one keeps only
+        # its latest, its answer long known after a day).
+        await conn.execute("DELETE FROM reconcile_commits WHERE time < clock_timestamp() - interval '1 day'")
     return int(status.split()[-1])
 
 

@@ -18,6 +18,10 @@ database can hold one store per schema. Every name starts with ``reconcile_``:
   and, from version 2, marks the transaction as one of the store's writers.
 * ``reconcile_safe_head()`` (version 2) -- the revision a watch may read up to (see
   :mod:`.heading`).
+* ``reconcile_commits`` (version 3) -- each writer's latest commit's idempotency key (``token``) and
+  revisions, written in the commit's transaction: how a commit whose answer was lost
+  with the connection is found out (see :mod:`.retrying`). Keys of writers that died
+  are dropped by compaction after a day.
 
 The schema is the list of numbered steps :data:`STEPS`, run by the mechanism every
 backend shares (:mod:`reconcile.store.schemas`): step 1 makes a new store's tables, each
@@ -230,12 +234,26 @@ async def _heading(conn: Any, layout: Layout) -> None:
         await conn.execute(statement)
 
 
+async def _commits(conn: Any, _layout: Layout) -> None:
+    """Version 3: ``reconcile_commits``, the idempotency key of each writer's latest
+    commit, what finds out a commit whose answer was lost (see :mod:`.retrying`)."""
+    await conn.execute(
+        """CREATE TABLE reconcile_commits (
+            token text PRIMARY KEY,
+            first_revision bigint NOT NULL,
+            last_revision bigint NOT NULL,
+            time timestamptz NOT NULL DEFAULT clock_timestamp()
+        )"""
+    )
+
+
 #: The schema, step by step: STEPS[n - 1] brings a store to version n, inside the one
 #: transaction (holding the creation lock) that records the new version.
 STEPS: Sequence[Step[Callable[[Any, Layout], Awaitable[None]]]] = check_steps(
     [
         Step(1, "the log, the projection, meta, the revision reservation", _create),
         Step(2, "the safe head from this store's writers (reconcile_safe_head)", _heading),
+        Step(3, "reconcile_commits: each writer's latest idempotency key", _commits),
     ]
 )
 #: The version this reconcile writes: the last step's.

@@ -466,3 +466,8 @@ class SQLiteStore:
     async def shard_table(self) -> ShardTable | None:
         """None: no lease table here."""
         return None
+
+    async def write_refusal(self) -> str | None:
+        """None: a file this process opened takes writes (one it cannot write to fails
+        at open)."""
+        return None
