@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -104,6 +105,10 @@ def cluster(needed_by: str, *, auth: str = "trust", password: str | None = None)
         made.remove()
 
 
+#: A simple-query message that is a COMMIT, not a statement naming READ COMMITTED.
+_COMMIT = re.compile(rb"Q[\x00-\xff]{4}COMMIT;?\x00")
+
+
 class Proxy:
     """A TCP proxy on a free loopback port in front of ``port``, in the running loop.
 
@@ -192,7 +197,7 @@ class Proxy:
             nonlocal writer
             while data := await client_in.read(65536):
                 writer = writer or b"reconcile_reserve" in data
-                if writer and self._at_commit is not None and b"COMMIT" in data:
+                if writer and self._at_commit is not None and _COMMIT.search(data):
                     after, self._at_commit = self._at_commit, None
                     if not after:
                         if self._hold:

@@ -192,7 +192,7 @@ class TestSafeHead:
                 stream = aiter(watcher.watch(since=0))
                 assert await anext(stream) == Bookmark(0)
                 result = await store.write(KEY, lambda _c: Put("Created", body()), actor="t")
-                ours = await store._writes._connection.fetchval(  # type: ignore[attr-defined]
+                ours = await store._writes.link.connection.fetchval(  # type: ignore[attr-defined]
                     "SELECT xid::text::bigint FROM reconcile_events WHERE revision = $1", result.revision
                 )
                 assert max(ids) < ours, "the foreign transactions are older than our commit"
