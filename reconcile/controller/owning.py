@@ -47,14 +47,14 @@ __all__ = ["ALREADY_OWNED", "REAPPLY_SECONDS", "AppliedMemo", "Children", "Remem
 LOG = logging.getLogger("reconcile.children")
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, slots=True)
 class Remembered:
     """What a controller last applied of one child (an :data:`AppliedMemo` entry)."""
 
     #: A fingerprint of the declaration: its manager, force, origin, owner and manifest.
     fingerprint: bytes
     #: What of the child an apply depends on, as that apply left it (:func:`_apply_state`).
-    state: tuple[Any, ...]
+    state: bytes
     #: The child's resourceVersion when it was last found in that state: a child still
     #: at it needs no comparison (any write of it moves its resourceVersion).
     version: int | None
@@ -91,14 +91,16 @@ def _owner_keys(obj: AnyResource | None, owner: Kind) -> Iterable[ObjectKey]:
     return (ObjectKey(owner.api_group, owner.kind, obj.metadata.namespace, reference.name),)
 
 
-def _apply_state(obj: AnyResource, child: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What of ``obj`` an apply of ``child`` depends on: its incarnation (uid), its spec
-    (generation: any change of it, by anyone), who owns which field, its owner
-    references, and the labels, annotations and finalizers ``child`` declares. Not its
-    status, nor metadata others set that the apply would keep as it is."""
+def _apply_state(obj: AnyResource, child: Mapping[str, Any]) -> bytes:
+    """A digest of what of ``obj`` an apply of ``child`` depends on: its incarnation
+    (uid), its spec (generation: any change of it, by anyone), who owns which field, its
+    owner references, and the labels, annotations and finalizers ``child`` declares. Not
+    its status, nor metadata others set that the apply would keep as it is. A digest,
+    not the values: a memo of many children holds no containers for the cyclic
+    collector to scan again at each collection."""
     meta = obj.metadata
     declared = child.get("metadata") or {}
-    return (
+    state = (
         meta.uid,
         meta.generation,
         tuple(sorted(meta.managed_fields.items())),
@@ -107,6 +109,7 @@ def _apply_state(obj: AnyResource, child: Mapping[str, Any]) -> tuple[Any, ...]:
         tuple((key, meta.annotations.get(key)) for key in declared.get("annotations") or ()),
         tuple(name in meta.finalizers for name in declared.get("finalizers") or ()),
     )
+    return hashlib.blake2b(repr(state).encode(), digest_size=16).digest()
 
 
 def owner_handler(
@@ -262,17 +265,29 @@ class Children:
         listed = await self.client.client.list(kind, namespace=self.owner.metadata.namespace)
         return [o for o in listed.items if (ref := controller_of(o)) is not None and ref.uid == uid]
 
+    async def _unapplied(self, kind: Kind) -> list[AnyResource]:
+        """The children of ``kind`` the owner controls that this pass did not apply (the
+        applied ones are left out by key, before their objects are looked at)."""
+        uid = self.owner.metadata.uid
+        informer = self.client.cache.synced(kind)
+        if informer is None or uid is None:
+            return [c for c in await self._controlled(kind) if c.key not in self.applied]
+        found = (informer.get(key) for key in informer.owned_keys(uid) if key not in self.applied)
+        return [
+            o for o in found if o is not None and (ref := controller_of(o)) is not None and ref.uid == uid
+        ]
+
     async def prune(self) -> list[ObjectKey]:
         """Delete the children the owner controls that this pass did not apply; their
         keys. A child already gone is no error."""
-        kinds: dict[tuple[str, str], KindRef] = dict(self._kinds_seen)
+        kinds: dict[tuple[str, str], Kind] = dict(self._kinds_seen)
         for owned in self.kinds:
             kinds.setdefault((owned.api_group, owned.kind), owned)
         pruned: list[ObjectKey] = []
         for kind in kinds.values():
-            for child in await self._controlled(kind):
+            for child in await self._unapplied(kind):
                 key = child.key
-                if key in self.applied or child.metadata.deletion_timestamp is not None:
+                if child.metadata.deletion_timestamp is not None:
                     continue
                 if self.memo is not None:
                     self.memo.pop(key, None)
