@@ -111,8 +111,11 @@ def plain(root: Path, manifests: Sequence[dict[str, Any]]) -> float:
 
 async def converge(runtime: Runtime, manifests: list[dict[str, Any]], total: int) -> dict[str, float]:
     """Apply ``manifests`` and wait until all ``total`` objects are Ready: seconds to
-    apply, seconds to converge (the apply included), and the events appended."""
+    apply, seconds to converge (the apply included), the process's CPU seconds meanwhile
+    (all its threads: on a shared machine, what the phase cost, whatever the others
+    took of the cores), and the events appended."""
     revision = await runtime.client.revision()
+    cpu = time.process_time()
     start = time.perf_counter()
     await runtime.apply_many(manifests)
     applied = time.perf_counter() - start
@@ -124,6 +127,7 @@ async def converge(runtime: Runtime, manifests: list[dict[str, Any]], total: int
     return {
         "apply_s": applied,
         "seconds": seconds,
+        "cpu_s": time.process_time() - cpu,
         "events": await runtime.client.revision() - revision,
     }
 
@@ -140,24 +144,27 @@ async def direct(db: Path, root: Path, size: int, pages: int, workers: int) -> d
 
 
 async def pass_costs(runtime: Runtime, size: int, pages: int, repeat: int) -> dict[str, float]:
-    """Microseconds, on the converged sites: one site's pass when nothing changed (every
-    child declared as before, the status as it is: no write), and one unchanged child
-    declared (``children.apply`` answered by the controller's memo, no apply)."""
+    """Microseconds, on the converged sites (the best of five rounds over up to
+    ``repeat`` sites): one site's pass when nothing changed (every child declared as
+    before, the status as it is: no write), and one unchanged child declared
+    (``children.apply`` answered by the controller's memo, no apply)."""
     reconciler = runtime.controllers["staticsite.sites.example.dev"].reconciler
     context = reconciler.context  # type: ignore[attr-defined]
     names = [site_name(i) for i in range(min(size, repeat))]
     found = [await context.client.get(sites.SITE, name) for name in names]
-    start = time.perf_counter()
-    for obj in found:
-        await sites.reconcile_site(Request(obj.key), context)
-    per_pass = (time.perf_counter() - start) / len(found) * 1e6
     declared = [(obj, sites.children_of(obj)) for obj in found]
-    start = time.perf_counter()
-    for obj, manifests in declared:
-        children = context.children(obj)
-        for manifest in manifests:
-            await children.apply(manifest)
-    per_child = (time.perf_counter() - start) / (len(found) * (pages + 1)) * 1e6
+    per_pass = per_child = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        for obj in found:
+            await sites.reconcile_site(Request(obj.key), context)
+        per_pass = min(per_pass, (time.perf_counter() - start) / len(found) * 1e6)
+        start = time.perf_counter()
+        for obj, manifests in declared:
+            children = context.children(obj)
+            for manifest in manifests:
+                await children.apply(manifest)
+        per_child = min(per_child, (time.perf_counter() - start) / (len(found) * (pages + 1)) * 1e6)
     return {"site_pass_unchanged_us": per_pass, "unchanged_child_us": per_child}
 
 
@@ -213,6 +220,7 @@ def main() -> None:
                 **ours[key],
                 "x_limit": ours[key]["seconds"] / limit,
                 "x_direct": ours[key]["seconds"] / ours_direct[key]["seconds"],
+                "cpu_x_direct": ours[key]["cpu_s"] / ours_direct[key]["cpu_s"],
             },
         ]
     result = {
@@ -233,13 +241,17 @@ def main() -> None:
     }
     made = f"{size * (pages + 1)} children ({size} Directories, {size * pages} Files)"
     print(f"{size} sites of {pages} pages: {made}")
-    print(f"{'phase':<52} {'seconds':>9} {'apply s':>9} {'events':>8} {'x limit':>8} {'x direct':>9}")
+    header = f"{'phase':<52} {'seconds':>9} {'apply s':>9} {'events':>8} {'x limit':>8} {'x direct':>9}"
+    print(f"{header} {'cpu s':>7} {'cpu x direct':>13}")
     for row in rows:
         apply_s = f"{row['apply_s']:>9.2f}" if "apply_s" in row else f"{'':>9}"
         events = f"{row['events']:>8.0f}" if "events" in row else f"{'':>8}"
         x_direct = f"{row['x_direct']:>9.2f}" if "x_direct" in row else f"{'':>9}"
+        cpu = f"{row['cpu_s']:>7.2f}" if "cpu_s" in row else f"{'':>7}"
+        cpu_x = f"{row['cpu_x_direct']:>13.2f}" if "cpu_x_direct" in row else f"{'':>13}"
         print(
             f"{row['phase']:<52} {row['seconds']:>9.2f} {apply_s} {events} {row['x_limit']:>8.2f} {x_direct}"
+            f" {cpu} {cpu_x}"
         )
     print(f"operator overhead target: under {TARGET}x the children applied directly; peak RSS {peak:.0f} MiB")
     costs = result["costs"]
