@@ -16,7 +16,11 @@ the StaticSite objects, their admission hooks, their controller's server-side ap
 of every child on each pass, the owner index and the status cost on top of the same
 files.
 
-    python benchmarks/operators.py [--size N] [--pages P] [--workers W] [--json PATH]
+    python benchmarks/operators.py [--size N] [--pages P] [--workers W] [--gc-tuning] [--json PATH]
+
+``--gc-tuning`` runs both Runtimes with ``gc_tuning=True`` (what ``reconcile run`` has):
+the cyclic collector's full collections are much of what the operator's larger process
+costs without it (see docs/explanation/performance.md).
 
 (Not ``operator.py``: in this folder, the first on ``sys.path`` of every benchmark run
 as a script, that name would hide the standard library's ``operator`` from them all.)
@@ -132,11 +136,15 @@ async def converge(runtime: Runtime, manifests: list[dict[str, Any]], total: int
     }
 
 
-async def direct(db: Path, root: Path, size: int, pages: int, workers: int) -> dict[str, dict[str, float]]:
+async def direct(
+    db: Path, root: Path, size: int, pages: int, workers: int, *, gc_tuning: bool = False
+) -> dict[str, dict[str, float]]:
     """The children applied directly: cold, then one File changed per site."""
     total = size * (pages + 1)
     config = {"files": {"roots": [str(root)]}}
-    async with Runtime(db, providers=[FilesProvider()], provider_config=config, workers=workers) as runtime:
+    async with Runtime(
+        db, providers=[FilesProvider()], provider_config=config, workers=workers, gc_tuning=gc_tuning
+    ) as runtime:
         await runtime.wait_synced()
         cold = await converge(runtime, children(size, pages), total)
         changed = children(size, pages, changed=True, only_changed=True)
@@ -168,7 +176,9 @@ async def pass_costs(runtime: Runtime, size: int, pages: int, repeat: int) -> di
     return {"site_pass_unchanged_us": per_pass, "unchanged_child_us": per_child}
 
 
-async def operator(db: Path, root: Path, size: int, pages: int, workers: int) -> dict[str, dict[str, float]]:
+async def operator(
+    db: Path, root: Path, size: int, pages: int, workers: int, *, gc_tuning: bool = False
+) -> dict[str, dict[str, float]]:
     """The sites through the operator: cold, then one page changed per site; then what
     a pass costs when nothing changed (:func:`pass_costs`)."""
     total = size * (pages + 2)  # the sites, and their children
@@ -179,6 +189,7 @@ async def operator(db: Path, root: Path, size: int, pages: int, workers: int) ->
         provider_config=config,
         operators=[sites.operator],
         workers=workers,
+        gc_tuning=gc_tuning,
     ) as runtime:
         await runtime.wait_synced()
         cold = await converge(runtime, [site(i, pages) for i in range(size)], total)
@@ -194,14 +205,24 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=10, help="pages per site")
     parser.add_argument("--workers", type=int, default=WORKERS, help="workers per controller")
     parser.add_argument("--json", type=Path, help="write results here")
+    parser.add_argument(
+        "--gc-tuning",
+        action="store_true",
+        help="both Runtimes with gc_tuning=True, as reconcile run has it",
+    )
     args = parser.parse_args()
     size, pages = args.size, args.pages
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
         base = Path(folder)
         limit_cold = plain(base / "plain", children(size, pages))
         limit_change = plain(base / "plain", children(size, pages, changed=True, only_changed=True))
-        ours_direct = asyncio.run(direct(base / "direct.db", base / "direct", size, pages, args.workers))
-        ours = asyncio.run(operator(base / "operator.db", base / "operator", size, pages, args.workers))
+        tuning = args.gc_tuning
+        ours_direct = asyncio.run(
+            direct(base / "direct.db", base / "direct", size, pages, args.workers, gc_tuning=tuning)
+        )
+        ours = asyncio.run(
+            operator(base / "operator.db", base / "operator", size, pages, args.workers, gc_tuning=tuning)
+        )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rows = []
     for phase, limit, key in (
@@ -231,6 +252,7 @@ def main() -> None:
         "pages": pages,
         "children": size * (pages + 1),
         "workers": args.workers,
+        "gc_tuning": args.gc_tuning,
         "target_x_direct": TARGET,
         "rows": rows,
         "costs": {
