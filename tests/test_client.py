@@ -438,6 +438,23 @@ class TestStatus:
         assert forced.status.observed_generation == 1
         assert forced.spec.size == 2
 
+    async def test_status_result_reuses_a_known_spec(self, client: Client) -> None:
+        """``based_on`` (an object whose spec is the stored one of its generation): the
+        result carries that spec while the generation is still its own, the stored one
+        once the spec changed meanwhile; never the spec of the object written."""
+        obj = await client.apply(widget("w1", 3))
+        status = Status(observed_generation=1)
+        reused = await client.update_status(attrs.evolve(obj, status=status), based_on=obj)
+        assert reused.spec is obj.spec
+        edited = attrs.evolve(
+            reused, spec=attrs.evolve(obj.spec, size=99), status=Status(observed_generation=2)
+        )
+        assert (await client.update_status(edited, based_on=obj)).spec is obj.spec
+        await client.apply(widget("w1", 5))
+        forced = await client.update_status(attrs.evolve(obj, status=status), based_on=obj, force=True)
+        assert forced.spec.size == 5
+        assert forced.metadata.generation == 2
+
     async def test_invalid_status(self, client: Client) -> None:
         """A status of the wrong shape is refused with its path."""
         obj = await client.apply(widget("w1"))

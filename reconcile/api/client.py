@@ -322,10 +322,19 @@ class Client(Reading):
         raise ConflictError(f"{key}: gave up after {_PATCH_ATTEMPTS} conflicting attempts")
 
     async def update_status(
-        self, obj: AnyResource, *, manager: str | None = None, force: bool = False
+        self,
+        obj: AnyResource,
+        *,
+        manager: str | None = None,
+        force: bool = False,
+        based_on: AnyResource | None = None,
     ) -> AnyResource:
         """Replace the status only. Guarded by ``obj.metadata.resource_version`` unless
-        ``force``; a status equal to the stored one appends nothing."""
+        ``force``; a status equal to the stored one appends nothing. ``based_on``: an
+        object of the key whose spec is the stored one of its generation (a cache's):
+        the result reuses that spec while the generation is still its own (nothing
+        decoded again); ``obj``'s own spec is never trusted so (a caller may have
+        changed it)."""
         kind = self.kinds.lookup(obj.api_version, obj.kind)
         status = obj.status
         if not isinstance(status, kind.status_type):
@@ -340,7 +349,7 @@ class Client(Reading):
         expected = None if force else obj.metadata.resource_version
         result = await self._write(key, mutations.update_status(key, body, expected), actor=manager)
         # The stored status is now the one given (written or already equal to it).
-        return self.decoder.written(result.object, None, status)
+        return self.decoder.written(result.object, based_on, status)
 
     async def delete(
         self,

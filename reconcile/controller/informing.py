@@ -159,6 +159,10 @@ class Informer:
         """Cached objects with an owner reference to ``uid``."""
         return [self._objects[k] for k in self._by_owner.get(uid, ())]
 
+    def owned_keys(self, uid: str) -> builtins.list[ObjectKey]:
+        """The keys of the cached objects with an owner reference to ``uid`` (a copy)."""
+        return builtins.list(self._by_owner.get(uid, ()))
+
     def written(self, obj: AnyResource, actor: str | None = None) -> None:
         """Cache an object this process has just written (the result of its write), as
         client-go's mutation cache does. Called by the layer's cache

@@ -42,14 +42,28 @@ from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource, api_group_of
 from reconcile.store.encoding import dumps
 
-__all__ = ["ALREADY_OWNED", "REAPPLY_SECONDS", "AppliedMemo", "Children", "owner_handler"]
+__all__ = ["ALREADY_OWNED", "REAPPLY_SECONDS", "AppliedMemo", "Children", "Remembered", "owner_handler"]
 
 LOG = logging.getLogger("reconcile.children")
 
-#: What a controller last applied of each child: a fingerprint of the declaration (its
-#: manager, force, origin and manifest), what of the child an apply depends on, as that
-#: apply left it (:func:`_apply_state`), and when (wall-clock seconds).
-AppliedMemo = dict[ObjectKey, tuple[bytes, tuple[Any, ...], float]]
+
+@attrs.define(eq=False, slots=True)
+class Remembered:
+    """What a controller last applied of one child (an :data:`AppliedMemo` entry)."""
+
+    #: A fingerprint of the declaration: its manager, force, origin, owner and manifest.
+    fingerprint: bytes
+    #: What of the child an apply depends on, as that apply left it (:func:`_apply_state`).
+    state: bytes
+    #: The child's resourceVersion when it was last found in that state: a child still
+    #: at it needs no comparison (any write of it moves its resourceVersion).
+    version: int | None
+    #: When the apply ran (wall-clock seconds).
+    applied_at: float
+
+
+#: What a controller last applied of each child, by key (see :class:`Remembered`).
+AppliedMemo = dict[ObjectKey, Remembered]
 
 #: How long a child declared as before and unchanged since goes without a real apply:
 #: an admission that reads beyond the manifest (a File's ``source`` file, which may have
@@ -77,14 +91,16 @@ def _owner_keys(obj: AnyResource | None, owner: Kind) -> Iterable[ObjectKey]:
     return (ObjectKey(owner.api_group, owner.kind, obj.metadata.namespace, reference.name),)
 
 
-def _apply_state(obj: AnyResource, child: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What of ``obj`` an apply of ``child`` depends on: its incarnation (uid), its spec
-    (generation: any change of it, by anyone), who owns which field, its owner
-    references, and the labels, annotations and finalizers ``child`` declares. Not its
-    status, nor metadata others set that the apply would keep as it is."""
+def _apply_state(obj: AnyResource, child: Mapping[str, Any]) -> bytes:
+    """A digest of what of ``obj`` an apply of ``child`` depends on: its incarnation
+    (uid), its spec (generation: any change of it, by anyone), who owns which field, its
+    owner references, and the labels, annotations and finalizers ``child`` declares. Not
+    its status, nor metadata others set that the apply would keep as it is. A digest,
+    not the values: a memo of many children holds no containers for the cyclic
+    collector to scan again at each collection."""
     meta = obj.metadata
     declared = child.get("metadata") or {}
-    return (
+    state = (
         meta.uid,
         meta.generation,
         tuple(sorted(meta.managed_fields.items())),
@@ -93,6 +109,7 @@ def _apply_state(obj: AnyResource, child: Mapping[str, Any]) -> tuple[Any, ...]:
         tuple((key, meta.annotations.get(key)) for key in declared.get("annotations") or ()),
         tuple(name in meta.finalizers for name in declared.get("finalizers") or ()),
     )
+    return hashlib.blake2b(repr(state).encode(), digest_size=16).digest()
 
 
 def owner_handler(
@@ -136,7 +153,7 @@ class Children:
     #: its passes: a child declared as last time and unchanged since is not applied again.
     memo: AppliedMemo | None = None
     applied: set[ObjectKey] = attrs.field(factory=set, init=False)
-    _kinds_seen: dict[tuple[str, str], KindRef] = attrs.field(factory=dict, init=False)
+    _kinds_seen: dict[tuple[str, str], Kind] = attrs.field(factory=dict, init=False)
 
     async def apply(
         self, manifest: Mapping[str, Any] | AnyResource, *, origin: Path | None = None
@@ -149,32 +166,43 @@ class Children:
         a status update is no change), is not applied again (the apply would change
         nothing) for :data:`REAPPLY_SECONDS`: the cached child is returned."""
         try:
-            child = set_controller_reference(self.owner, manifest)
-            unchanged = self._unchanged(child, origin)
+            found = self._key_of(manifest)
+            unchanged = None if found is None else self._unchanged(manifest, origin, *found)
             if unchanged is not None:
                 applied = unchanged
             else:
+                child = set_controller_reference(self.owner, manifest)
                 applied = await self.client.apply(
                     child, manager=self.manager, origin=origin, force=self.force
                 )
-                self._remember(child, origin, applied)
+                self._remember(manifest, origin, applied)
         except AlreadyOwnedError as exc:
             await self._refused(exc)
             raise
-        self.applied.add(applied.key)
-        self._kinds_seen[(applied.key.api_group, applied.key.kind)] = applied.kind
+        if found is not None:
+            kind, key = found
+        else:
+            kind, key = self.client.client.kinds.resolve(applied.kind), applied.key
+        self.applied.add(key)
+        self._kinds_seen[(kind.api_group, kind.kind)] = kind
         return applied
 
     def _fingerprint(self, child: Mapping[str, Any] | AnyResource, origin: Path | None) -> bytes | None:
+        """A digest of ``child`` as declared (before its controller reference is set),
+        with what else decides what its apply writes: the manager, force, the origin and
+        the owner (its uid)."""
         if self.memo is None or not isinstance(child, Mapping):
             return None
-        declared = [self.manager or self.client.manager, self.force, str(origin), child]
+        manager = self.manager or self.client.manager
+        declared = [manager, self.force, str(origin), self.owner.metadata.uid, child]
         try:
             return hashlib.blake2b(dumps(declared).encode(), digest_size=16).digest()
         except (TypeError, ValueError):  # pragma: no cover - not JSON: applied as it is
             return None
 
-    def _key_of(self, child: Mapping[str, Any]) -> tuple[Kind, ObjectKey] | None:
+    def _key_of(self, child: Mapping[str, Any] | AnyResource) -> tuple[Kind, ObjectKey] | None:
+        if not isinstance(child, Mapping):
+            return None
         meta = child.get("metadata") or {}
         kind = self.client.client.kinds.get(str(child.get("apiVersion")), str(child.get("kind")))
         name = meta.get("name")
@@ -183,25 +211,32 @@ class Children:
         namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
         return kind, ObjectKey(kind.api_group, kind.kind, namespace, name)
 
-    def _unchanged(self, child: Mapping[str, Any] | AnyResource, origin: Path | None) -> AnyResource | None:
+    def _unchanged(
+        self, child: Mapping[str, Any] | AnyResource, origin: Path | None, kind: Kind, key: ObjectKey
+    ) -> AnyResource | None:
         """The cached child, when ``child`` is declared as last applied and the child is
-        as that apply left it (:func:`_apply_state`); None otherwise (apply it)."""
-        fingerprint = self._fingerprint(child, origin)
-        if fingerprint is None or self.memo is None:
+        as that apply left it (:func:`_apply_state`); None otherwise (apply it). Cheap,
+        as it runs for every child of every pass: the child's state is compared only
+        when its resourceVersion moved since it was last found unchanged."""
+        if self.memo is None or not isinstance(child, Mapping):
             return None
-        assert isinstance(child, Mapping)
-        found = self._key_of(child)
-        if found is None or found[1] not in self.memo:
+        remembered = self.memo.get(key)
+        if remembered is None:
             return None
-        kind, key = found
         informer = self.client.cache.synced(kind)
         cached = None if informer is None else informer.get(key)
         if cached is None or cached.metadata.deletion_timestamp is not None:
             return None
-        remembered, state, applied_at = self.memo[key]
-        if remembered != fingerprint or self.client.client.clock() - applied_at >= REAPPLY_SECONDS:
+        if self.client.client.clock() - remembered.applied_at >= REAPPLY_SECONDS:
             return None
-        return cached if state == _apply_state(cached, child) else None
+        if remembered.fingerprint != self._fingerprint(child, origin):
+            return None
+        version = cached.metadata.resource_version
+        if version != remembered.version:
+            if remembered.state != _apply_state(cached, child):
+                return None
+            remembered.version = version  # a status update, or a write that changed nothing
+        return cached
 
     def _remember(
         self, child: Mapping[str, Any] | AnyResource, origin: Path | None, applied: AnyResource
@@ -211,7 +246,8 @@ class Children:
             if len(self.memo) >= MEMO_LIMIT:
                 self.memo.clear()
             state = _apply_state(applied, child)
-            self.memo[applied.key] = (fingerprint, state, self.client.client.clock())
+            version = applied.metadata.resource_version
+            self.memo[applied.key] = Remembered(fingerprint, state, version, self.client.client.clock())
 
     def controlled(self, kind: KindRef) -> list[AnyResource]:
         """The cached objects of ``kind`` the owner controls (an informer of ``kind`` must
@@ -229,17 +265,29 @@ class Children:
         listed = await self.client.client.list(kind, namespace=self.owner.metadata.namespace)
         return [o for o in listed.items if (ref := controller_of(o)) is not None and ref.uid == uid]
 
+    async def _unapplied(self, kind: Kind) -> list[AnyResource]:
+        """The children of ``kind`` the owner controls that this pass did not apply (the
+        applied ones are left out by key, before their objects are looked at)."""
+        uid = self.owner.metadata.uid
+        informer = self.client.cache.synced(kind)
+        if informer is None or uid is None:
+            return [c for c in await self._controlled(kind) if c.key not in self.applied]
+        found = (informer.get(key) for key in informer.owned_keys(uid) if key not in self.applied)
+        return [
+            o for o in found if o is not None and (ref := controller_of(o)) is not None and ref.uid == uid
+        ]
+
     async def prune(self) -> list[ObjectKey]:
         """Delete the children the owner controls that this pass did not apply; their
         keys. A child already gone is no error."""
-        kinds: dict[tuple[str, str], KindRef] = dict(self._kinds_seen)
+        kinds: dict[tuple[str, str], Kind] = dict(self._kinds_seen)
         for owned in self.kinds:
             kinds.setdefault((owned.api_group, owned.kind), owned)
         pruned: list[ObjectKey] = []
         for kind in kinds.values():
-            for child in await self._controlled(kind):
+            for child in await self._unapplied(kind):
                 key = child.key
-                if key in self.applied or child.metadata.deletion_timestamp is not None:
+                if child.metadata.deletion_timestamp is not None:
                     continue
                 if self.memo is not None:
                     self.memo.pop(key, None)
