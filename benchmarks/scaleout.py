@@ -3,23 +3,26 @@ call, by 1, 2 and 3 ``reconcile run --sharding`` processes on one database, each
 the physical limit measured in the same run; and the watch latency across processes.
 
     python benchmarks/scaleout.py --db postgresql://postgres@127.0.0.1:5432/postgres \
-        [--size 10000] [--processes 1,2,3] [--workers 16] [--latency 0.005] [--json PATH]
+        [--size 10000] [--processes 1,2,3] [--workers 16] [--latency 0.005] [--json PATH] \
+        [--lease 1.5] [--renew 0.3] [--no-analyze] [--timeout 900]
 
 The provider is the memory provider with every call sleeping ``--latency`` seconds
 (``benchmarks/sleepy.py``), installed for the runners as a distribution of its own in a
 temporary folder on their ``PYTHONPATH``. Each measurement gets a database of its own on
 the server ``--db`` names (dropped afterwards): the N Buckets are applied, then the
 tables are analyzed (``--no-analyze``: not; see below), the runners start
-(``--lease-duration 1.5 --renew-interval 0.3``: the shards spread within
-about a second) and the time runs until every Bucket is Ready (polled with SQL every
-0.25 s: the objects written since the apply, then those whose last event says Ready;
-all Ready checked through the store once converged).
+(``--lease-duration 1.5 --renew-interval 0.3`` unless ``--lease``/``--renew`` say
+otherwise: the shards spread within about a second) and the time runs until every
+Bucket is Ready (polled with SQL every 0.25 s: the objects written since the apply, then
+those whose last event says Ready; all Ready checked through the store once converged).
 
 The limit: a bare asyncio loop with workers x processes tasks, each taking a resource
 and sleeping the latency once per provider call the engine made per resource (counted
 in-process on a small SQLite run with the same provider). Beside each figure, the CPU
 each runner spent, the server's backends for that database, and the whole machine's
-share busy (2 cores: what saturates when the speedup stops).
+share busy (2 cores: what saturates when the speedup stops), and the median time of a
+one-row committed insert measured just before the runners start (each create waits on
+two durable commits).
 
 Why ANALYZE: until a table's statistics exist, the planner believes the objects table
 nearly empty, and the watch's query (events by revision joined to their objects,
@@ -64,8 +67,6 @@ from reconcile import KindRegistry, Runtime, connect  # noqa: E402
 from reconcile.runtime.collecting import collecting_less  # noqa: E402
 from reconcile.store import open_store  # noqa: E402
 from reconcile.testing.memory import BUCKET  # noqa: E402
-
-LEASE, RENEW = "1.5", "0.3"
 
 
 def install(folder: Path) -> Path:
@@ -191,6 +192,7 @@ def converge(
     latency: float,
     analyze: bool,
     timeout: float,
+    lease: tuple[float, float],
 ) -> dict[str, Any]:
     """Apply ``size`` Buckets to a new database (then ANALYZE it, with ``analyze``), start
     ``processes`` runners, time them to convergence; what each spent."""
@@ -198,11 +200,14 @@ def converge(
         head = asyncio.run(apply(url, size))
         if analyze:
             asyncio.run(runners.execute(url, "ANALYZE"))
+        commit = asyncio.run(commit_latency(url))
         before = runners.busy_ticks()
         started = time.monotonic()
         procs: list[subprocess.Popen[bytes]] = []
         try:
-            arguments = ("--workers", str(workers), "--lease-duration", LEASE, "--renew-interval", RENEW)
+            duration, renew = lease
+            arguments = ["--workers", str(workers)]
+            arguments += ["--lease-duration", str(duration), "--renew-interval", str(renew)]
             latent = {"RECONCILE_BENCH_LATENCY": str(latency)}
             procs = [
                 runners.runner(url, folder, *arguments, paths=(folder,), environment=latent)
@@ -228,7 +233,25 @@ def converge(
         "server_cpu_s": server_cpu,
         "machine_busy_share": busy / total,
         "recreated_after_a_move": drifts,
+        "commit_ms": commit * 1000,
     }
+
+
+async def commit_latency(url: str, count: int = 20) -> float:
+    """The median seconds of a one-row committed insert, ``count`` in a row: what each of
+    the engine's durable writes waits at least, on this server at this moment."""
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute("CREATE TABLE reconcile_bench_probe (n integer)")
+        times = []
+        for n in range(count):
+            started = time.perf_counter()
+            await connection.execute("INSERT INTO reconcile_bench_probe VALUES ($1)", n)
+            times.append(time.perf_counter() - started)
+        await connection.execute("DROP TABLE reconcile_bench_probe")
+        return statistics.median(times)
+    finally:
+        await connection.close()
 
 
 async def fetchval(url: str, query: str) -> Any:
@@ -251,6 +274,8 @@ def main() -> None:
     )
     parser.add_argument("--latency", type=float, default=sleepy.LATENCY, help="seconds per provider call")
     parser.add_argument("--json", type=Path, help="write results here")
+    parser.add_argument("--lease", type=float, default=1.5, help="the runners' --lease-duration")
+    parser.add_argument("--renew", type=float, default=0.3, help="the runners' --renew-interval")
     parser.add_argument("--timeout", type=float, default=900, help="seconds one convergence may take")
     parser.add_argument(
         "--no-analyze",
@@ -272,6 +297,8 @@ def main() -> None:
         "workers": args.workers,
         "latency_s": args.latency,
         "analyzed": args.analyze,
+        "lease_s": args.lease,
+        "renew_s": args.renew,
         "cpus": os.cpu_count(),
         "loadavg_before": os.getloadavg(),
     }
@@ -293,6 +320,7 @@ def main() -> None:
             "server cpu s",
             "busy %",
             "remade",
+            "commit ms",
         )
         print(" ".join(f"{h:>12}" for h in header))
         rows = []
@@ -307,6 +335,7 @@ def main() -> None:
                 latency=args.latency,
                 analyze=args.analyze,
                 timeout=args.timeout,
+                lease=(args.lease, args.renew),
             )
             row["limit_s"] = limit
             row["ratio"] = row["converge_s"] / limit
@@ -322,6 +351,7 @@ def main() -> None:
                 f"{row['server_cpu_s']:.1f}",
                 f"{100 * row['machine_busy_share']:.0f}",
                 f"{row['recreated_after_a_move']}",
+                f"{row['commit_ms']:.1f}",
             )
             print(" ".join(f"{c:>12}" for c in cells))
         result["rows"] = rows

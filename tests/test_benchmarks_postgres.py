@@ -63,6 +63,7 @@ async def test_scaleout_benchmark_smoke(postgres: Database, tmp_path: Path) -> N
         assert len(row["runner_cpu_s"]) == row["processes"]
         assert all(cpu > 0 for cpu in row["runner_cpu_s"])
         assert 0 < row["machine_busy_share"] <= 1
+        assert row["commit_ms"] > 0
     assert data["rows"][0]["speedup"] == 1.0
     assert data["cross_process_watch_latency"]["count"] >= 20
     assert "speedup" in result.stdout
