@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import shutil
@@ -64,8 +65,10 @@ import sleepy  # noqa: E402
 from store import cross_process_latency  # noqa: E402
 
 from reconcile import KindRegistry, Runtime, connect  # noqa: E402
+from reconcile.model import ObjectKey  # noqa: E402
 from reconcile.runtime.collecting import collecting_less  # noqa: E402
 from reconcile.store import open_store  # noqa: E402
+from reconcile.store.fencing import shard_of  # noqa: E402
 from reconcile.testing.memory import BUCKET  # noqa: E402
 
 
@@ -151,18 +154,31 @@ DRIFTS = "SELECT count(*) FROM reconcile_events WHERE type = 'DriftDetected'"
 
 
 async def wait_converged(url: str, head: int, size: int, deadline: float) -> None:
-    """Poll until every object's last write is the engine's status (then check each is
-    Ready, through the store, once)."""
+    """Poll until every object's last event says Ready; at the deadline, TimeoutError
+    naming the shards of those left and their holders."""
     connection = await asyncpg.connect(url)
     try:
         for query in (TOUCHED, SETTLED):
             while await connection.fetchval(query, head) < size:
                 if time.monotonic() > deadline:
-                    msg = f"not converged in time: {await connection.fetchval(query, head)} of {size}"
-                    raise TimeoutError(msg)
+                    raise TimeoutError(await _left(connection, head, size))
                 await asyncio.sleep(0.25 if query is TOUCHED else 0.05)
     finally:
         await connection.close()
+
+
+async def _left(connection: Any, head: int, size: int) -> str:
+    """What is not converged: how many, in which shards, held by whom."""
+    rows = await connection.fetch(
+        "SELECT api_group, kind, namespace, name FROM reconcile_objects WHERE resource_version <= $1", head
+    )
+    holders = dict(await connection.fetch("SELECT shard, holder FROM reconcile_shards"))
+    shards = collections.Counter(shard_of(ObjectKey(*row), len(holders) or 1) for row in rows)
+    by_holder: dict[str, list[int]] = {}
+    for shard in sorted(shards):
+        by_holder.setdefault(str(holders.get(shard)), []).append(shard)
+    done = size - len(rows)
+    return f"not converged in time: {done} of {size} written after the apply; the rest by holder: {by_holder}"
 
 
 async def count_ready(url: str) -> int:
