@@ -99,3 +99,15 @@ def test_scaleout_benchmark_refuses_an_unreachable_server(url: str, tmp_path: Pa
     assert "--db: cannot reach the server" in result.stderr
     assert "Traceback" not in result.stderr
     assert not out.exists()
+
+
+def test_sharding_benchmark_smoke(postgres: Database) -> None:
+    """benchmarks/sharding.py converges a few files by 1 and 3 runners and times the move
+    of a SIGKILLed runner's shards."""
+    result = run(
+        str(ROOT / "benchmarks" / "sharding.py"), "--db", postgres.url, "--size", "20", "--processes", "1,3"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 process(es): converged in" in result.stdout
+    assert "3 process(es): converged in" in result.stdout
+    assert "a SIGKILLed runner's shards moved in" in result.stdout
