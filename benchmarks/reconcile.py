@@ -15,7 +15,11 @@
 
 Garbage-collector pauses are recorded through gc.callbacks.
 
-    python benchmarks/reconcile.py [--size N] [--json PATH] [--workers W]
+    python benchmarks/reconcile.py [--size N] [--json PATH] [--workers W] [--db postgresql://...]
+
+``--db`` (a PostgreSQL server, by the URL of any of its databases): each cold convergence
+runs again on a database of its own made there (dropped afterwards), beside SQLite's in
+the same run.
 
 ``--workers`` sets the controller's workers for cold convergence (16, the Runtime's
 default, unless given). A worker does not wait for its create's outcome write to commit
@@ -231,7 +235,7 @@ async def controller_loop(db: Path, keys: int, rounds: int, *, stored: bool = Tr
 # -- 2. cold convergence ------------------------------------------------------------------------
 
 
-async def cold_convergence(db: Path, count: int, workers: int) -> dict[str, Any]:
+async def cold_convergence(db: Path | str, count: int, workers: int) -> dict[str, Any]:
     """Apply ``count`` Things and run until every one is Ready; then a full resync."""
     provider = NoopProvider()
     runtime = Runtime(
@@ -315,6 +319,22 @@ async def cold_convergence(db: Path, count: int, workers: int) -> dict[str, Any]
     }
 
 
+def postgres_convergence(server: str, size: int, workers: int) -> dict[str, Any]:
+    """:func:`cold_convergence` on a new database of the PostgreSQL server ``server``
+    names (any of its databases), dropped afterwards."""
+    import runners  # noqa: PLC0415 - asyncpg only with --db
+
+    with runners.database(server) as url:
+        return asyncio.run(cold_convergence(url, size, workers))
+
+
+def made_databases() -> list[str]:
+    """The databases ``--db`` made (and dropped)."""
+    import runners  # noqa: PLC0415 - asyncpg only with --db
+
+    return runners.MADE
+
+
 def main() -> None:
     """Run every case, print the tables, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -325,6 +345,10 @@ def main() -> None:
         type=int,
         default=16,
         help="the controller's workers for cold convergence (default 16, the Runtime's default)",
+    )
+    parser.add_argument(
+        "--db",
+        help="a postgresql:// URL of a server: each cold convergence also on a database of its own there",
     )
     args = parser.parse_args()
     sizes = [n for n in (1000, 10000, 100000) if n < args.size] + [args.size]
@@ -376,6 +400,7 @@ def main() -> None:
             "loop cpu %",
             "gc max ms",
             "rss MiB",
+            *(("pg s", "pg/sqlite") if args.db else ()),
         )
         print(" ".join(f"{h:>11}" for h in header))
         for index, size in enumerate(sizes):
@@ -391,6 +416,9 @@ def main() -> None:
             row["per_event_ratio"] = row["converge_s"] / per_event
             row["floor_s"] = floor
             row["floor_ratio"] = row["converge_s"] / floor
+            if args.db:
+                row["postgres"] = postgres_convergence(args.db, size, args.workers)
+                result["databases"] = made_databases()
             result["convergence"].append(row)
             cells = (
                 f"{size}",
@@ -408,6 +436,9 @@ def main() -> None:
                 f"{row['gc']['max_ms']:.1f}",
                 f"{row['peak_rss_mib']:.0f}",
             )
+            if args.db:
+                pg = row["postgres"]["converge_s"]
+                cells = (*cells, f"{pg:.2f}", f"{pg / row['converge_s']:.1f}")
             print(" ".join(f"{c:>11}" for c in cells))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

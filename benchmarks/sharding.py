@@ -23,13 +23,11 @@ import time
 import uuid
 from pathlib import Path
 
-import asyncpg
-
 ROOT = Path(__file__).parents[1]
-# This folder holds a reconcile.py (the throughput benchmark): keep it from shadowing
-# the package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# This folder holds a reconcile.py (the throughput benchmark): the package goes first.
 sys.path.insert(0, str(ROOT))
+
+import runners  # noqa: E402
 
 from reconcile.store import open_store  # noqa: E402
 
@@ -47,23 +45,12 @@ def _apply(url: str, folder: Path, size: int) -> None:
         [sys.executable, "-m", "reconcile", "--db", url, "apply", "-f", str(manifest)],
         check=True,
         stdout=subprocess.DEVNULL,
-        env=_env(),
+        env=runners.env(),
     )
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "providers")])}
 
 
 def _runner(url: str, folder: Path, lease: float, renew: float) -> subprocess.Popen[bytes]:
-    args = ["run", "--sharding", "--lease-duration", str(lease), "--renew-interval", str(renew), "-q"]
-    return subprocess.Popen(  # noqa: S603 - reconcile, with arguments of our own
-        [sys.executable, "-m", "reconcile", "--db", url, *args],
-        cwd=folder,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=_env(),
-    )
+    return runners.runner(url, folder, "--lease-duration", str(lease), "--renew-interval", str(renew))
 
 
 async def _state(url: str) -> tuple[int, dict[str, list[int]]]:
@@ -86,21 +73,21 @@ async def _state(url: str) -> tuple[int, dict[str, list[int]]]:
 
 def _one(base: str, size: int, processes: int, lease: float, renew: float) -> tuple[float, float | None]:
     schema = f"bench_{uuid.uuid4().hex[:8]}"
-    asyncio.run(_execute(base, f"CREATE SCHEMA {schema}"))
+    asyncio.run(runners.execute(base, f"CREATE SCHEMA {schema}"))
     url = f"{base}?search_path={schema}"
-    runners: list[subprocess.Popen[bytes]] = []
+    started_runners: list[subprocess.Popen[bytes]] = []
     try:
         with tempfile.TemporaryDirectory() as folder:
             _apply(url, Path(folder), size)
             started = time.monotonic()
-            runners = [_runner(url, Path(folder), lease, renew) for _ in range(processes)]
+            started_runners = [_runner(url, Path(folder), lease, renew) for _ in range(processes)]
             while asyncio.run(_state(url))[0] < size:
                 time.sleep(0.05)
             converged = time.monotonic() - started
             moved = None
             if processes >= 3:
-                runners[-1].send_signal(signal.SIGKILL)
-                runners[-1].wait()
+                started_runners[-1].send_signal(signal.SIGKILL)
+                started_runners[-1].wait()
                 killed = time.monotonic()
                 while True:
                     held = asyncio.run(_state(url))[1]
@@ -110,19 +97,8 @@ def _one(base: str, size: int, processes: int, lease: float, renew: float) -> tu
                 moved = time.monotonic() - killed
             return converged, moved
     finally:
-        for runner in runners:
-            if runner.poll() is None:
-                runner.send_signal(signal.SIGTERM)
-                runner.wait()
-        asyncio.run(_execute(base, f"DROP SCHEMA {schema} CASCADE"))
-
-
-async def _execute(url: str, statement: str) -> None:
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
+        runners.stop(started_runners)
+        asyncio.run(runners.execute(base, f"DROP SCHEMA {schema} CASCADE"))
 
 
 def main() -> None:
