@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,12 +41,17 @@ def burner_alive(pid: int) -> bool:
     return b"getppid" in command and state != "Z"
 
 
+def eventually(predicate: Callable[[], bool], what: str) -> None:
+    """Wait, up to a deadline, for ``predicate()`` to hold."""
+    deadline = time.monotonic() + DEADLINE
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
 def wait_gone(pid: int) -> None:
     """Wait, up to a deadline, for the burner ``pid`` to be gone."""
-    deadline = time.monotonic() + DEADLINE
-    while burner_alive(pid):
-        assert time.monotonic() < deadline, f"burner {pid} still running"
-        time.sleep(0.01)
+    eventually(lambda: not burner_alive(pid), f"burner {pid} still running")
 
 
 @pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
@@ -60,7 +66,8 @@ def test_burner_stops_with_its_benchmark(sent: signal.Signals) -> None:
         try:
             assert holder.stdout is not None
             pid = int(holder.stdout.readline())
-            assert burner_alive(pid)
+            # Its command line shows once its exec is done.
+            eventually(lambda: burner_alive(pid), f"burner {pid} never seen running")
             holder.send_signal(sent)
             holder.wait(timeout=DEADLINE)
             wait_gone(pid)
