@@ -8,7 +8,10 @@
    --once`` does the next time) observes every file and writes nothing; beside it, a
    plain loop reading and comparing every file.
 
-    python benchmarks/files.py [--size N] [--json PATH]
+    python benchmarks/files.py [--size N] [--json PATH] [--busy]
+
+``--busy``: a CPU-bound process runs beside the whole benchmark (``busy.py``), so every
+figure and every limit beside it is measured with the second core busy.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "benchmarks"))
+
+from busy import burning  # noqa: E402
 
 from reconcile import Runtime  # noqa: E402
 from reconcile_providers.files import FilesProvider  # noqa: E402
@@ -133,9 +139,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10000, help="how many files")
     parser.add_argument("--json", type=Path, help="write results here")
+    parser.add_argument("--busy", action="store_true", help="a CPU-bound process beside the whole run")
     args = parser.parse_args()
     size = args.size
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
+    with burning(args.busy) as burner, tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
         base = Path(folder)
         sequential = plain_loop(base / "plain", size, 1)
         threaded = plain_loop(base / "threaded", size, WORKERS)
@@ -155,6 +162,7 @@ def main() -> None:
         "converge_ratio_vs_threads": ours["converge_s"] / threaded,
         "noop_ratio": ours["noop_pass_s"] / check,
         "peak_rss_mib": peak,
+        **burner.record(),
     }
     rows = [
         ("cold: plain loop, 1 thread", sequential, 1.0),
@@ -164,11 +172,13 @@ def main() -> None:
         ("no change: plain read + compare", check, 1.0),
         ("no change: reconcile run pass", ours["noop_pass_s"], ours["noop_pass_s"] / check),
     ]
-    print(f"{size} files, {PER_FOLDER} per folder")
+    print(f"{size} files, {PER_FOLDER} per folder{burner.title}")
     print(f"{'case':<40} {'seconds':>9} {'x limit':>8}")
     for name, seconds, ratio in rows:
         print(f"{name:<40} {seconds:>9.2f} {ratio:>8.2f}")
     print(f"no-change pass appended {ours['noop_events_appended']} events; peak RSS {peak:.0f} MiB")
+    if burner.busy:
+        print(burner.summary())
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -15,7 +15,10 @@
 
 Garbage-collector pauses are recorded through gc.callbacks.
 
-    python benchmarks/reconcile.py [--size N] [--json PATH] [--workers W] [--db postgresql://...]
+    python benchmarks/reconcile.py [--size N] [--json PATH] [--workers W] [--db postgresql://...] [--busy]
+
+``--busy``: a CPU-bound process runs beside the whole benchmark (``busy.py``), so every
+figure and every limit beside it is measured with the second core busy.
 
 ``--db`` (a PostgreSQL server, by the URL of any of its databases): each cold convergence
 runs again on a database of its own made there (dropped afterwards), beside SQLite's in
@@ -48,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "benchmarks"))
 
+from busy import burning  # noqa: E402
 from limits import THING, contract_floor, minimal_loop  # noqa: E402
 
 from reconcile import (  # noqa: E402
@@ -350,6 +354,7 @@ def main() -> None:
         "--db",
         help="a postgresql:// URL of a server: each cold convergence also on a database of its own there",
     )
+    parser.add_argument("--busy", action="store_true", help="a CPU-bound process beside the whole run")
     args = parser.parse_args()
     sizes = [n for n in (1000, 10000, 100000) if n < args.size] + [args.size]
     result: dict[str, Any] = {
@@ -357,7 +362,7 @@ def main() -> None:
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
     }
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
+    with burning(args.busy) as burner, tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
         base = Path(folder)
         keys, rounds = min(args.size, 10000), 5
         # Best of three for each, interleaved: a run of a fraction of a second is at the
@@ -381,7 +386,8 @@ def main() -> None:
             "controller_absent_runs": absent_runs,
         }
         print(
-            f"no-op reconciles/s (best of 3): controller {ours:,.0f} (keys without objects: {absent:,.0f}), "
+            f"no-op reconciles/s (best of 3){burner.title}: controller {ours:,.0f} "
+            f"(keys without objects: {absent:,.0f}), "
             f"bare asyncio {limit:,.0f}, ratio {ours / limit:.2f} ({absent / limit:.2f})"
         )
         result["convergence"] = []
@@ -402,6 +408,7 @@ def main() -> None:
             "rss MiB",
             *(("pg s", "pg/sqlite") if args.db else ()),
         )
+        print(f"cold convergence{burner.title}")
         print(" ".join(f"{h:>11}" for h in header))
         for index, size in enumerate(sizes):
             baseline = minimal_loop(base / f"minimal{index}.db", size)
@@ -440,6 +447,9 @@ def main() -> None:
                 pg = row["postgres"]["converge_s"]
                 cells = (*cells, f"{pg:.2f}", f"{pg / row['converge_s']:.1f}")
             print(" ".join(f"{c:>11}" for c in cells))
+    result.update(burner.record())
+    if burner.busy:
+        print(burner.summary())
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -490,5 +490,9 @@ SECTIONS: dict[str, Callable[[Mapping[str, Any]], Section]] = {
 
 
 def section_of(data: Mapping[str, Any]) -> Section:
-    """The section for a benchmark's JSON, by its ``benchmark`` key."""
-    return SECTIONS.get(str(data.get("benchmark")), other_section)(data)
+    """The section for a benchmark's JSON, by its ``benchmark`` key; its title says when
+    the second core was busy (``--busy``)."""
+    section = SECTIONS.get(str(data.get("benchmark")), other_section)(data)
+    if data.get("busy"):
+        section.title += " (second core busy)"
+    return section

@@ -10,8 +10,11 @@ bare table, and writing the store's own rows (the event, the object's row in the
 projection with its unique index, the head) on the store's schema. Batches of 1000 (the
 machine's ceiling) are shown too.
 
-    python benchmarks/store.py [--size N] [--json PATH]
+    python benchmarks/store.py [--size N] [--json PATH] [--busy]
     python benchmarks/store.py --db postgresql://user@host:5432/database [--size N] [--json PATH]
+
+``--busy``: a CPU-bound process runs beside the whole benchmark (``busy.py``), so every
+figure and every limit beside it is measured with the second core busy.
 
 With ``--db postgresql://...`` the PostgreSQL store is measured instead, beside raw
 asyncpg writing the same rows (``benchmarks/store_postgres.py``).
@@ -35,8 +38,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "benchmarks"))
 
 import aiosqlite  # noqa: E402
+from busy import Burner, burning  # noqa: E402
 
 from reconcile import Bookmark, connect  # noqa: E402
 from reconcile.api.admission import Admission  # noqa: E402
@@ -359,14 +364,21 @@ def measured(case: str, rate: float, refs: dict[str, Any], *, one: bool = False)
     }
 
 
-def postgres(database: str, size: int, out: Path | None) -> None:
+def postgres(database: str, size: int, out: Path | None, burner: Burner) -> None:
     """The PostgreSQL cases (``--db``), printed and written to ``out``."""
     from store_postgres import run  # noqa: PLC0415 - asyncpg only for this case
 
     result = run(database, size, payload, cross_process_latency)
+    burner.stop()
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
-        summary = {"benchmark": "store-postgres", "size": size, "cpus": os.cpu_count(), **result}
+        summary = {
+            "benchmark": "store-postgres",
+            "size": size,
+            "cpus": os.cpu_count(),
+            **result,
+            **burner.record(),
+        }
         out.write_text(json.dumps(summary, indent=2) + "\n")
 
 
@@ -396,13 +408,15 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=20000, help="events per case")
     parser.add_argument("--json", type=Path, help="write results here")
     parser.add_argument("--db", help="a postgresql:// URL: measure the PostgreSQL store there")
+    parser.add_argument("--busy", action="store_true", help="a CPU-bound process beside the whole run")
     args = parser.parse_args()
     size = args.size
     if args.db:
-        postgres(args.db, size, args.json)
+        with burning(args.busy) as burner:
+            postgres(args.db, size, args.json, burner)
         return
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
+    with burning(args.busy) as burner, tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
         base = Path(folder)
         counter = iter(range(1000))
 
@@ -491,24 +505,34 @@ def main() -> None:
         "p90_ms": statistics.quantiles(latencies, n=10)[-1] * 1000,
         "max_ms": max(latencies) * 1000,
     }
+    if burner.busy:
+        print(f"store{burner.title}")
     _print_rows(rows)
     print_cpu(rows)
     print(
         f"cross-process watch latency over {latency['count']} writes: median "
         f"{latency['median_ms']:.2f} ms, p90 {latency['p90_ms']:.2f} ms, max {latency['max_ms']:.2f} ms"
     )
+    if burner.busy:
+        print(burner.summary())
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        result = {
-            "benchmark": "store",
-            "size": size,
-            "python": platform.python_version(),
-            "sqlite": sqlite3.sqlite_version,
-            "cpus": os.cpu_count(),
-            "rows": rows,
-            "cross_process_watch_latency": latency,
-        }
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        _write(args.json, size, rows, latency, burner)
+
+
+def _write(out: Path, size: int, rows: list[dict[str, Any]], latency: dict[str, Any], burner: Burner) -> None:
+    """The JSON: every row, the watch latency, whether the second core was busy."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result = {
+        "benchmark": "store",
+        "size": size,
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "cpus": os.cpu_count(),
+        "rows": rows,
+        "cross_process_watch_latency": latency,
+        **burner.record(),
+    }
+    out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -163,6 +163,17 @@ class TestReport:
         assert "draws no limit for this benchmark" in page
         assert "<td>median_s</td><td>0.25</td>" in page
 
+    def test_a_busy_run_says_so(self, tmp_path: Path) -> None:
+        """A run made with ``--busy``: its section's title says the second core was busy."""
+        data = json.loads((RESULTS / "files.json").read_text())
+        busy = tmp_path / "files.json"
+        busy.write_text(json.dumps({**data, "busy": True}))
+        result, page = build(tmp_path, busy)
+        assert result.returncode == 0, result.stderr
+        assert re.search(r"<h2 id=\"files\">[^<]*\(second core busy\)</h2>", page)
+        _, quiet = build(tmp_path, RESULTS / "files.json")
+        assert "second core busy" not in quiet
+
     def test_a_missing_file_is_refused(self, tmp_path: Path) -> None:
         """A JSON file that is not there: exit 2 naming it, no page, no traceback."""
         result, page = build(tmp_path, tmp_path / "nothing.json")
