@@ -130,6 +130,25 @@ class TestSplit:
             runners.add(runner)
         assert runners == {"runner-0", "runner-1"}, "both runners did part of the work"
 
+    async def test_the_keys_of_a_shard_gained_are_looked_at_again(
+        self, store: EventStore, kinds: KindRegistry, clock: FakeClock
+    ) -> None:
+        """Keys dropped while another runner held their shard are collected once the
+        shard is gained and the collector revisits it (the Runtime does, at each gain)."""
+        admin = Client(store, kinds, clock=clock)
+        keys = await orphaned_family(admin)
+        gate = SplitGate(RUNNERS)  # no shard of the two: every key another runner's
+        async with collectors(store, kinds, clock, [gate]) as (collector,):
+            await collector.wait_idle()
+            assert await names(admin) == {k.name for k in keys}, "dropped, not collected"
+            gate.shard = 0
+            collector.revisit(lambda key: shard_of(key, RUNNERS) == 0)
+
+            async def half_collected() -> bool:
+                return await names(admin) == {k.name for k in keys if shard_of(k, RUNNERS) == 1}
+
+            await until(half_collected)
+
 
 class TestFenced:
     """A stale collector's writes are refused in their transaction (PostgreSQL leases)."""
