@@ -27,9 +27,11 @@ class SplitGate:
     """A runner's share of keys split by ``shard_of(key, RUNNERS)`` (the KeyGate a
     Runtime's sharding is), with the fence its writes carry."""
 
-    def __init__(self, shard: int, fence: Fence | None = None) -> None:
+    def __init__(self, shard: int, fence: Fence | None = None, behind: int = 0) -> None:
         self.shard = shard
         self.fenced_by = fence
+        #: The revision a shard's former holder wrote up to (0: none taken over).
+        self.behind = behind
 
     def owns(self, key: ObjectKey) -> bool:
         """Whether ``key`` is of this runner's half."""
@@ -39,9 +41,9 @@ class SplitGate:
         """The runner's fence."""
         return self.fenced_by
 
-    def minimum(self, key: ObjectKey) -> int:  # noqa: ARG002 - nothing to catch up on
-        """No shard just taken over: nothing to wait for."""
-        return 0
+    def minimum(self, key: ObjectKey) -> int:  # noqa: ARG002 - the same for every key
+        """The revision the former holder wrote up to."""
+        return self.behind
 
 
 class EveryKey(SplitGate):
@@ -148,6 +150,36 @@ class TestSplit:
                 return await names(admin) == {k.name for k in keys if shard_of(k, RUNNERS) == 1}
 
             await until(half_collected)
+
+    async def test_a_shard_taken_over_waits_for_its_former_holders_writes(
+        self, store: EventStore, kinds: KindRegistry, clock: FakeClock
+    ) -> None:
+        """A key whose shard's former holder wrote past what the collector's cache of
+        its kind holds is put off, not acted on; once the cache caught up, it is."""
+        admin = Client(store, kinds, clock=clock)
+        keys = await orphaned_family(admin)
+        head = (await admin.list("widget")).resource_version
+        gate = EveryKey(0, behind=head + 1)
+        async with collectors(store, kinds, clock, [gate]) as (collector,):
+
+            async def put_off() -> bool:
+                return collector.queue.statistics().waiting == CHILDREN
+
+            await until(put_off)
+            assert await names(admin) == {k.name for k in keys}
+            await admin.apply(widget("later"))  # the former holder's write, say
+            (informer,) = (i for i in collector.informers if i.kind.kind == "Widget")
+
+            async def caught_up() -> bool:
+                return informer.revision > head
+
+            await until(caught_up)
+            clock.advance(1.0)
+
+            async def collected() -> bool:
+                return await names(admin) == {"later"}
+
+            await until(collected)
 
 
 class TestFenced:
