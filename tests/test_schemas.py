@@ -103,6 +103,104 @@ class TestPostgresUpgrade:
         assert location_version == postgres_schema.SCHEMA_VERSION
 
 
+#: The lease tables as reconcile made them, before schema version 4, at a store's first
+#: renewal (and the shard rows and count it filled them with).
+_OLD_STYLE_LEASES = (
+    """CREATE TABLE IF NOT EXISTS reconcile_shards (
+        shard integer PRIMARY KEY, holder text,
+        epoch bigint NOT NULL DEFAULT 0, expires timestamptz NOT NULL DEFAULT '-infinity')""",
+    """CREATE TABLE IF NOT EXISTS reconcile_runners (
+        holder text PRIMARY KEY, about text NOT NULL, expires timestamptz NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS reconcile_fenced (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        time timestamptz NOT NULL DEFAULT clock_timestamp(),
+        shard integer NOT NULL, epoch bigint NOT NULL, holder text NOT NULL,
+        api_group text NOT NULL, kind text NOT NULL, namespace text NOT NULL,
+        name text NOT NULL, actor text NOT NULL)""",
+    "INSERT INTO reconcile_shards (shard) SELECT generate_series(0, 3)",
+    "UPDATE reconcile_shards SET holder = 'old-runner', epoch = 7 WHERE shard = 2",
+    """INSERT INTO reconcile_fenced (shard, epoch, holder, api_group, kind, namespace, name, actor)
+    VALUES (1, 3, 'old-runner', 'g', 'K', 'ns', 'n', 'm')""",
+    "INSERT INTO reconcile_meta (key, value) VALUES ('shards', '4')",
+)
+_LEASE_TABLES = {"reconcile_fenced", "reconcile_runners", "reconcile_shards"}
+
+
+class TestPostgresLeaseTables:
+    """The shard lease tables are schema step 4, as every other table."""
+
+    async def test_a_new_store_has_them_empty(self, postgres_url: str) -> None:
+        """A new store is at the last version and holds the lease tables; no runner
+        asked for leases yet, so there is no shard table to show."""
+        store = await open_store(postgres_url)
+        try:
+            assert await store.shard_table() is None
+        finally:
+            await store.close()
+        assert await _stored(postgres_url) == postgres_schema.SCHEMA_VERSION >= 4
+        assert set(await _tables(postgres_url)) >= _LEASE_TABLES
+
+    @pytest.mark.parametrize("old_style", [False, True], ids=["without", "made-at-first-renewal"])
+    async def test_a_version_3_store_is_upgraded(
+        self, postgres_url: str, monkeypatch: pytest.MonkeyPatch, old_style: bool
+    ) -> None:
+        """A version 3 store gets the tables on its next open; one whose tables a runner
+        made the old way keeps them, its shard count, leases and refusals included."""
+        with monkeypatch.context() as patched:
+            patched.setattr(postgres_schema, "STEPS", postgres_schema.STEPS[:3])
+            store = await open_store(postgres_url)
+            await store.close()
+        assert await _stored(postgres_url) == 3
+        assert not _LEASE_TABLES & set(await _tables(postgres_url))
+        if old_style:
+            await _execute(postgres_url, *_OLD_STYLE_LEASES)
+        store = await open_store(postgres_url)
+        try:
+            assert await _stored(postgres_url) == postgres_schema.SCHEMA_VERSION
+            if old_style:
+                table = await store.shard_table()
+                assert table is not None
+                assert [(s.shard, s.holder, s.epoch) for s in table.leases][2] == (2, "old-runner", 7)
+                assert table.refused == 1
+            leases = await store.lease_shards("new-runner", about="test", duration=30, shards=8)
+            assert leases is not None
+            assert leases.shards == (4 if old_style else 8)
+        finally:
+            await store.close()
+
+    async def test_another_applications_tables_are_refused_and_nothing_made(self, postgres_url: str) -> None:
+        """A schema holding one lease table by the same name, but no store: refused by
+        name, nothing created (step 4 never runs there)."""
+        await _execute(postgres_url, "CREATE TABLE reconcile_shards (id int)")
+        with pytest.raises(StoreError, match=r"holds tables that are not reconcile's \(reconcile_shards\)"):
+            await open_store(postgres_url)
+        assert await _tables(postgres_url) == ["reconcile_shards"]
+
+
+async def _execute(url: str, *statements: str) -> None:
+    import asyncpg  # noqa: PLC0415
+
+    connection = await asyncpg.connect(url)
+    try:
+        for statement in statements:
+            await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+async def _tables(url: str) -> list[str]:
+    import asyncpg  # noqa: PLC0415
+
+    connection = await asyncpg.connect(url)
+    try:
+        rows = await connection.fetch(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
+        )
+        return [str(row[0]) for row in rows]
+    finally:
+        await connection.close()
+
+
 async def _stored(url: str) -> int:
     """The schema version the store records."""
     import asyncpg  # noqa: PLC0415

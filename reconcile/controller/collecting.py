@@ -25,6 +25,15 @@ foreground deletion does not wait for a dependent that is also its owner, so it 
 Each action is a write under the field manager ``garbage-collector``, so ``history``
 tells who deleted a dependent or removed its owner reference, and why is in the data of
 the ``GarbageCollected`` / ``Orphaned`` events recorded on it first.
+
+With several runners sharing a store (:attr:`GarbageCollector.gate`, the Runtime's
+sharding), the key taken from the queue decides, as for a controller: it is handled
+only by the runner holding its shard, every write of it under that shard's fence. A
+dependent whose owners are gone is so collected by its own shard's holder; a foreground
+or orphan deletion is carried out by the owner's, its writes on the dependents
+included. A stale runner's writes are refused (``FencedError``), and the key is
+dropped at its retry: it is another runner's now. Keys of the shards a runner gains are
+looked at again (:meth:`GarbageCollector.revisit`).
 """
 
 from __future__ import annotations
@@ -39,11 +48,13 @@ from reconcile.api.mutations import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
 from reconcile.api.owning import owner_key
 from reconcile.controller.caching import Cache, CachedClient
 from reconcile.controller.clocks import Clock, LoopClock
+from reconcile.controller.gating import KeyGate
 from reconcile.controller.informing import Informer, InformerEvent
 from reconcile.controller.queueing import QueueShutDown, WorkQueue
 from reconcile.errors import NotFoundError
 from reconcile.model.meta import ObjectKey, OwnerReference
 from reconcile.model.resource import AnyResource
+from reconcile.store.fencing import FENCE
 
 __all__ = ["COLLECTOR_MANAGER", "GarbageCollector"]
 
@@ -51,6 +62,9 @@ LOG = logging.getLogger("reconcile.collector")
 
 #: The field manager (the events' actor) of every write the collector makes.
 COLLECTOR_MANAGER = "garbage-collector"
+#: Seconds before a key of a shard just gained is looked at again when its kind's cache
+#: has not yet reached the former holder's last writes.
+_CATCH_UP = 1.0
 
 
 class GarbageCollector:
@@ -73,6 +87,10 @@ class GarbageCollector:
             informer.add_handler(self._on_change)
         #: Actions taken (deleted, orphaned, released), for tests and ``statistics``.
         self.actions = 0
+        #: With several runners sharing the store: the keys this collector handles (those
+        #: of its runner's shards; the others are dropped when taken) and the fence their
+        #: writes carry. None: every key, unfenced.
+        self.gate: KeyGate | None = None
         self._listeners: list[Callable[[], None]] = []
 
     def add_listener(self, listener: Callable[[], None]) -> None:
@@ -140,6 +158,36 @@ class GarbageCollector:
     def _enqueue(self, keys: Iterable[ObjectKey]) -> None:
         for key in keys:
             self.queue.add(key)
+
+    def revisit(self, wanted: Callable[[ObjectKey], bool]) -> None:
+        """Look again at every cached object ``wanted(key)`` picks that may call for an
+        action (owner references, or a foreground or orphan deletion): the keys of shards
+        just gained, which the former holder may have left undone."""
+        for informer in self.informers:
+            for obj in informer.list():
+                meta = obj.metadata
+                if (meta.owner_references or meta.deletion_timestamp is not None) and wanted(obj.key):
+                    self.queue.add(obj.key)
+
+    def _admitted(self, key: ObjectKey) -> bool:
+        """Whether this worker handles ``key`` now (the gate, if any, set its fence in
+        this worker's context); False: the key was given back."""
+        gate = self.gate
+        if gate is None:
+            return True
+        if not gate.owns(key):
+            self.queue.done(key, forget=True)  # another runner's: its collector has it
+            return False
+        informer = self._by_kind.get((key.api_group, key.kind))
+        if informer is not None and gate.minimum(key) > informer.revision:
+            # The shard's former holder's last writes are not cached yet: acting on an
+            # older view could contradict them.
+            self.queue.done(key)
+            self.queue.add_after(key, _CATCH_UP)
+            return False
+        # Until this worker's next key: every write of it carries the shard's fence.
+        FENCE.set(gate.fence(key))
+        return True
 
     # -- acting --------------------------------------------------------------------------------
 
@@ -272,6 +320,9 @@ class GarbageCollector:
                 key = await self.queue.get()
             except QueueShutDown:
                 return
+            if not self._admitted(key):
+                self._moved()
+                continue
             try:
                 await self.process(key)
             except asyncio.CancelledError:

@@ -195,11 +195,20 @@ class Runtime(Applying, Readiness, Stopping):
                 self._start_controller(registration)
             if self.options.garbage_collection:
                 self.collector = GarbageCollector(self._client, self._cache, clock=self.clock)
+                if self.sharding is not None:
+                    self._gate_collector(self.collector, self.sharding)
                 self.tracker.follow_collector(self.collector)
                 self.supervisor.start(COLLECTOR_MANAGER, self.collector.run)
         except BaseException:
             await self.close()  # a half-started runtime leaves nothing running or open
             raise
+
+    @staticmethod
+    def _gate_collector(collector: GarbageCollector, sharding: Sharding) -> None:
+        """Have ``collector`` handle only the keys of ``sharding``'s shards, fenced as the
+        controllers' writes are, and look again at the keys of each shard gained."""
+        collector.gate = sharding
+        sharding.on_gained(lambda shards: collector.revisit(lambda key: sharding.shard(key) in shards))
 
     async def _connect_all(self, providers: Sequence[Provider]) -> None:
         """Connect every provider before the first reconcile, so a config it refuses

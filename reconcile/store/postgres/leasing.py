@@ -1,12 +1,14 @@
 """Shard leases on PostgreSQL: several runners split a store's keys, and a write fenced by
 a lease that moved on is refused in its own transaction (see :mod:`reconcile.store.fencing`).
 
-Three tables, made the first time a runner asks for leases (in one transaction, under the
-store's creation lock, so two runners starting together make them once):
+Three tables, made by the schema's step 4 (:func:`create_tables`; a store whose tables
+an earlier reconcile made at its first renewal keeps them as they are), and filled the
+first time a runner asks for leases (in one transaction, under the store's creation
+lock, so two runners starting together fill them once):
 
 * ``reconcile_shards`` -- one row per shard: ``holder`` (a runner's id, or NULL),
   ``epoch`` (one more at every acquisition) and ``expires``. The shard count is
-  ``reconcile_meta``'s ``shards``, fixed when the table is made.
+  ``reconcile_meta``'s ``shards``, fixed when the table is filled.
 * ``reconcile_runners`` -- one row per runner that renewed lately: its id, what it says
   of itself (pid and host) and until when it counts as live. The live count is the fair
   share's divisor, so a runner that holds nothing yet (it just joined) still counts.
@@ -45,7 +47,7 @@ from typing import Any
 from reconcile.model.meta import ObjectKey
 from reconcile.store.fencing import DEFAULT_SHARDS, Fence, Leases, ShardLease, ShardTable
 
-__all__ = ["check_fences", "record_refusals", "release", "renew", "shard_table"]
+__all__ = ["check_fences", "create_tables", "record_refusals", "release", "renew", "shard_table"]
 
 _RENEW = """CREATE OR REPLACE FUNCTION reconcile_renew(
     p_holder text, p_about text, p_duration float8, p_release integer[], p_count integer, p_forget float8
@@ -90,6 +92,8 @@ BEGIN
         UNION ALL SELECT NULL::integer, NULL::bigint, v_live, v_fair, v_revision;
 END $$"""
 
+#: The lease tables. ``IF NOT EXISTS``: until schema version 4 they were made at a
+#: store's first renewal, with these very columns, and such a store keeps them.
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS reconcile_shards (
         shard integer PRIMARY KEY,
@@ -124,8 +128,15 @@ async def _count(conn: Any) -> int | None:
     return None if value is None else int(value)
 
 
+async def create_tables(conn: Any) -> None:
+    """Schema step 4: the lease tables and ``reconcile_renew``, empty (the shard rows
+    and count come with the first renewal, which says how many shards)."""
+    for statement in (*_TABLES, _RENEW):
+        await conn.execute(statement)
+
+
 async def _prepare(conn: Any, create_key: int, shards: int | None) -> int:
-    """The shard count, making the lease tables first if they are not there yet."""
+    """The shard count, filling the lease table first if no runner did yet."""
     count = await _count(conn)
     if count is not None:
         return count
@@ -135,8 +146,6 @@ async def _prepare(conn: Any, create_key: int, shards: int | None) -> int:
         if count is not None:
             return count
         count = shards or DEFAULT_SHARDS
-        for statement in (*_TABLES, _RENEW):
-            await conn.execute(statement)
         await conn.execute(
             "INSERT INTO reconcile_shards (shard) SELECT generate_series(0, $1::integer - 1)", count
         )

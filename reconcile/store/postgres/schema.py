@@ -22,6 +22,10 @@ database can hold one store per schema. Every name starts with ``reconcile_``:
   revisions, written in the commit's transaction: how a commit whose answer was lost
   with the connection is found out (see :mod:`.retrying`). Keys of writers that died
   are dropped by compaction after a day.
+* ``reconcile_shards``, ``reconcile_runners``, ``reconcile_fenced`` and
+  ``reconcile_renew(...)`` (version 4) -- the shard leases of runners sharing the store
+  (see :mod:`.leasing`); empty until a runner first asks for leases. Before version 4
+  they were made at that first request: step 4 keeps such tables as they are.
 
 The schema is the list of numbered steps :data:`STEPS`, run by the mechanism every
 backend shares (:mod:`reconcile.store.schemas`): step 1 makes a new store's tables, each
@@ -44,7 +48,7 @@ from typing import Any
 import orjson
 
 from reconcile.errors import StoreError
-from reconcile.store.postgres import heading
+from reconcile.store.postgres import heading, leasing
 from reconcile.store.schemas import Step, check_steps, check_version, latest, pending
 
 __all__ = [
@@ -247,6 +251,12 @@ async def _commits(conn: Any, _layout: Layout) -> None:
     )
 
 
+async def _leases(conn: Any, _layout: Layout) -> None:
+    """Version 4: the shard lease tables (see :mod:`.leasing`), or those a runner of an
+    earlier reconcile made, kept."""
+    await leasing.create_tables(conn)
+
+
 #: The schema, step by step: STEPS[n - 1] brings a store to version n, inside the one
 #: transaction (holding the creation lock) that records the new version.
 STEPS: Sequence[Step[Callable[[Any, Layout], Awaitable[None]]]] = check_steps(
@@ -254,6 +264,7 @@ STEPS: Sequence[Step[Callable[[Any, Layout], Awaitable[None]]]] = check_steps(
         Step(1, "the log, the projection, meta, the revision reservation", _create),
         Step(2, "the safe head from this store's writers (reconcile_safe_head)", _heading),
         Step(3, "reconcile_commits: each writer's latest idempotency key", _commits),
+        Step(4, "the shard leases: reconcile_shards, reconcile_runners, reconcile_fenced", _leases),
     ]
 )
 #: The version this reconcile writes: the last step's.
