@@ -28,12 +28,21 @@ async def test_released_writers_join_the_next_commit(tmp_path: Path, monkeypatch
     """Each of 32 writers makes 8 writes in a row, starting at different moments. A commit
     waits for the writers the previous commit released to ask again (one turn of the
     event loop), so the chains fall into step: one commit per step, not a second one
-    for a straggler (every commit costs an fsync, and a small commit wastes it)."""
+    for a straggler (every commit costs an fsync, and a small commit wastes it).
+
+    How many commits the staggered start takes depends on how fast the writer's thread
+    commits against the loop's turns (a loaded machine differs); what is counted is the
+    commits once every chain has asked: the one in flight then, one that merges the
+    groups, and one per step."""
     batches: list[int] = []
+    settled: list[int] = []  # the batches committed once every chain has asked
+    started = [0]
     commit = writing.commit_batch
 
     def counting(conn: Any, prepared: Any) -> Any:
         batches.append(len(prepared.results))
+        if started[0] == CHAINS:
+            settled.append(len(prepared.results))
         return commit(conn, prepared)
 
     monkeypatch.setattr(writing, "commit_batch", counting)
@@ -43,7 +52,9 @@ async def test_released_writers_join_the_next_commit(tmp_path: Path, monkeypatch
             await asyncio.sleep(0)
         for step in range(STEPS):
             body = {"metadata": {"name": f"w{i}", "uid": f"u{i}"}, "spec": {"step": step}}
-            await store.write(_key(i), lambda _current, b=body: Put("SpecChanged", b), actor="t")
+            written = store.write(_key(i), lambda _current, b=body: Put("SpecChanged", b), actor="t")
+            started[0] += step == 0
+            await written
 
     async with SQLiteStore(tmp_path / "state.db") as store:
         await asyncio.gather(*(chain(i, store) for i in range(CHAINS)))
@@ -52,7 +63,7 @@ async def test_released_writers_join_the_next_commit(tmp_path: Path, monkeypatch
     # Without the turn of the loop a straggler commits on its own at every step
     # ([1, 31, 1, 31, ...]: two commits per step); with it, one commit per step
     # once the chains are in step ([2, 32, 32, ..., 30]).
-    assert len(batches) <= STEPS + 3, batches
+    assert len(settled) <= STEPS + 2, batches
 
 
 async def test_released_writers_join_the_next_commit_on_postgres(
@@ -60,10 +71,14 @@ async def test_released_writers_join_the_next_commit_on_postgres(
 ) -> None:
     """The same on PostgreSQL: one transaction per step once the chains are in step."""
     batches: list[int] = []
+    settled: list[int] = []
+    started = [0]
     commit = postgres_writing.commit_batch
 
     async def counting(conn: Any, batch: Sequence[Any], now: float, **options: Any) -> Any:
         batches.append(len(batch))
+        if started[0] == CHAINS:
+            settled.append(len(batch))
         return await commit(conn, batch, now, **options)
 
     monkeypatch.setattr(postgres_writing, "commit_batch", counting)
@@ -73,7 +88,9 @@ async def test_released_writers_join_the_next_commit_on_postgres(
             await asyncio.sleep(0)
         for step in range(STEPS):
             body = {"metadata": {"name": f"w{i}", "uid": f"u{i}"}, "spec": {"step": step}}
-            await store.write(_key(i), lambda _current, b=body: Put("SpecChanged", b), actor="t")
+            written = store.write(_key(i), lambda _current, b=body: Put("SpecChanged", b), actor="t")
+            started[0] += step == 0
+            await written
 
     store = await open_store(postgres_url)
     try:
@@ -82,7 +99,7 @@ async def test_released_writers_join_the_next_commit_on_postgres(
     finally:
         await store.close()
     assert sum(batches) == CHAINS * STEPS
-    assert len(batches) <= STEPS + 3, batches
+    assert len(settled) <= STEPS + 2, batches
 
 
 async def test_a_commit_waits_for_another_connections_write_lock(
