@@ -13,14 +13,17 @@ from typing import Any
 
 import asyncpg
 import pytest
+from helpers import running, settle, widget
+from test_controller import Instant
 
-from reconcile import LockedError, ObjectKey, Runtime
+from reconcile import Client, LockedError, ObjectKey, Runtime
 from reconcile.cli import main
+from reconcile.controller import Controller
 from reconcile.errors import FencedError
-from reconcile.runtime.sharding import Sharding
+from reconcile.runtime.sharding import Sharding, enqueue_shards
 from reconcile.store import EventStore, Put, open_store
 from reconcile.store.fencing import Fence, Leases, fenced, shard_of
-from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
+from reconcile.testing import WIDGET, FakeClock, MemoryCloud, MemoryProvider
 
 KEY = ObjectKey("test.reconcile.dev", "Thing", "default", "a")
 
@@ -386,3 +389,30 @@ class TestSharding:
 
 def _keys() -> list[ObjectKey]:
     return [ObjectKey("g", "K", "default", f"k{i}") for i in range(64)]
+
+
+class TestGatedController:
+    """A controller gated by a :class:`Sharding`: the keys dropped come back."""
+
+    async def test_every_key_of_a_shard_that_stops_draining_is_reconciled(
+        self, client: Client, clock: FakeClock
+    ) -> None:
+        """The keys of a draining shard are dropped when taken; once the shard is no
+        longer drained (same epoch), each of them is reconciled, with no resync to help."""
+        store = _Leasing(Leases(4, {0: 1, 1: 1, 2: 1, 3: 1}, 2, 2), Leases(4, {0: 1, 1: 1, 2: 1, 3: 1}, 1, 4))
+        sharding = Sharding(store, clock=clock, lease_duration=2.0, renew_interval=0.5)  # type: ignore[arg-type]
+        await client.apply_many([widget(f"w{i}") for i in range(40)])
+        reconciler = Instant()
+        controller = Controller(client, WIDGET, reconciler, clock=clock, resync_period=None)
+        controller.gate = sharding
+        sharding.on_gained(lambda shards: enqueue_shards([controller], sharding, shards))
+        assert await sharding.start()
+        keys = {ObjectKey("example.reconcile.dev", "Widget", "default", f"w{i}") for i in range(40)}
+        drained = {k for k in keys if shard_of(k, 4) in {2, 3}}
+        assert drained
+        async with running(controller):
+            await settle(lambda: set(reconciler.calls) == keys - drained)
+            await asyncio.wait_for(controller.queue.wait_idle(), 10)
+            assert set(reconciler.calls) == keys - drained
+            await sharding.renew_once()
+            await settle(lambda: set(reconciler.calls) == keys)
