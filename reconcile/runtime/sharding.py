@@ -157,6 +157,10 @@ class Sharding:
         # than a lease after the last one began, even if it began within), nothing.
         before, was_owned = self.held, self._owned()
         held = leases.held
+        if leases.shards != self.count:
+            # (Fixed when the table is made; but a shard number means another set of
+            # keys under another count: nothing known is owned still.)
+            before, was_owned = {}, {}
         self.count, self.held, self.runners = leases.shards, dict(held), leases.runners
         self._renewed_at = started
         surplus = len(held) - leases.fair
