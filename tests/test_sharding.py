@@ -13,14 +13,17 @@ from typing import Any
 
 import asyncpg
 import pytest
+from helpers import running, settle, widget
+from test_controller import Instant
 
-from reconcile import LockedError, ObjectKey, Runtime
+from reconcile import Client, LockedError, ObjectKey, Runtime
 from reconcile.cli import main
+from reconcile.controller import Controller
 from reconcile.errors import FencedError
-from reconcile.runtime.sharding import Sharding
+from reconcile.runtime.sharding import Sharding, enqueue_shards
 from reconcile.store import EventStore, Put, open_store
 from reconcile.store.fencing import Fence, Leases, fenced, shard_of
-from reconcile.testing import FakeClock, MemoryCloud, MemoryProvider
+from reconcile.testing import WIDGET, FakeClock, MemoryCloud, MemoryProvider
 
 KEY = ObjectKey("test.reconcile.dev", "Thing", "default", "a")
 
@@ -298,10 +301,16 @@ class _Leasing:
     def __init__(self, *answers: Leases) -> None:
         self.answers = list(answers)
         self.released: list[frozenset[int]] = []
+        #: How long each renewal takes (fake seconds; none: at once), on ``clock``.
+        self.takes: list[float] = []
+        self.clock: FakeClock | None = None
 
     async def lease_shards(self, holder: str, **options: Any) -> Leases:
         del holder
         self.released.append(frozenset(options.get("release", ())))
+        takes = self.takes.pop(0) if self.takes else 0.0
+        if takes and self.clock is not None:
+            await self.clock.sleep(takes)
         return self.answers.pop(0)
 
 
@@ -325,7 +334,7 @@ class TestSharding:
 
     async def test_surplus_is_drained_then_released_at_the_next_renewal(self) -> None:
         """Beyond the fair share: the highest shards stop being taken at once and are
-        given up at the next renewal; gained shards are announced with their epochs."""
+        given up at the next renewal; the shards gained and not drained are announced."""
         clock = FakeClock()
         store = _Leasing(Leases(4, {0: 1, 1: 1, 2: 1, 3: 1}, 2, 2), Leases(4, {0: 1, 1: 1}, 2, 2))
         sharding = Sharding(store, clock=clock, lease_duration=2.0, renew_interval=0.5)  # type: ignore[arg-type]
@@ -337,4 +346,73 @@ class TestSharding:
         assert store.released == [frozenset(), frozenset({2, 3})]
         assert set(sharding.held) == {0, 1}
         assert not sharding.draining
-        assert gained == [{0, 1, 2, 3}]
+        assert gained == [{0, 1}]
+
+    async def test_a_renewal_finishing_past_the_lease_announces_its_shards_again(self) -> None:
+        """A renewal that begins within the lease but ends past it: in between, no key is
+        owned (the keys taken are dropped), so every shard still held, same epoch, is
+        announced again once it ends."""
+        clock = FakeClock()
+        store = _Leasing(Leases(4, {0: 1, 1: 1}, 1, 4), Leases(4, {0: 1, 1: 1}, 1, 4))
+        store.takes = [0.0, 0.4]
+        store.clock = clock
+        sharding = Sharding(store, clock=clock, lease_duration=2.0, renew_interval=0.5)  # type: ignore[arg-type]
+        gained: list[set[int]] = []
+        sharding.on_gained(gained.append)
+        assert await sharding.start()
+        key = next(k for k in _keys() if shard_of(k, 4) == 0)
+        clock.advance(1.9)
+        renewal = asyncio.ensure_future(sharding.renew_once())
+        await asyncio.sleep(0)
+        clock.advance(0.2)  # past the lease since the last renewal began, still renewing
+        assert not sharding.owns(key)
+        clock.advance(0.2)
+        await renewal
+        assert sharding.owns(key)
+        assert gained == [{0, 1}, {0, 1}]
+
+    async def test_a_shard_that_stops_draining_is_announced_again(self) -> None:
+        """A held shard drained (its keys dropped), then no longer beyond the fair share
+        at the same epoch (a runner left): its keys are announced again."""
+        clock = FakeClock()
+        store = _Leasing(Leases(4, {0: 1, 1: 1, 2: 1, 3: 1}, 2, 2), Leases(4, {0: 1, 1: 1, 2: 1, 3: 1}, 1, 4))
+        sharding = Sharding(store, clock=clock, lease_duration=2.0, renew_interval=0.5)  # type: ignore[arg-type]
+        gained: list[set[int]] = []
+        sharding.on_gained(gained.append)
+        assert await sharding.start()
+        key = next(k for k in _keys() if shard_of(k, 4) == 3)
+        assert not sharding.owns(key)
+        await sharding.renew_once()
+        assert sharding.owns(key)
+        assert gained == [{0, 1}, {2, 3}]
+
+
+def _keys() -> list[ObjectKey]:
+    return [ObjectKey("g", "K", "default", f"k{i}") for i in range(64)]
+
+
+class TestGatedController:
+    """A controller gated by a :class:`Sharding`: the keys dropped come back."""
+
+    async def test_every_key_of_a_shard_that_stops_draining_is_reconciled(
+        self, client: Client, clock: FakeClock
+    ) -> None:
+        """The keys of a draining shard are dropped when taken; once the shard is no
+        longer drained (same epoch), each of them is reconciled, with no resync to help."""
+        store = _Leasing(Leases(4, {0: 1, 1: 1, 2: 1, 3: 1}, 2, 2), Leases(4, {0: 1, 1: 1, 2: 1, 3: 1}, 1, 4))
+        sharding = Sharding(store, clock=clock, lease_duration=2.0, renew_interval=0.5)  # type: ignore[arg-type]
+        await client.apply_many([widget(f"w{i}") for i in range(40)])
+        reconciler = Instant()
+        controller = Controller(client, WIDGET, reconciler, clock=clock, resync_period=None)
+        controller.gate = sharding
+        sharding.on_gained(lambda shards: enqueue_shards([controller], sharding, shards))
+        assert await sharding.start()
+        keys = {ObjectKey("example.reconcile.dev", "Widget", "default", f"w{i}") for i in range(40)}
+        drained = {k for k in keys if shard_of(k, 4) in {2, 3}}
+        assert drained
+        async with running(controller):
+            await settle(lambda: set(reconciler.calls) == keys - drained)
+            await asyncio.wait_for(controller.queue.wait_idle(), 10)
+            assert set(reconciler.calls) == keys - drained
+            await sharding.renew_once()
+            await settle(lambda: set(reconciler.calls) == keys)

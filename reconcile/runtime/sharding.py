@@ -4,16 +4,21 @@ for the shards, leases and fences; :mod:`reconcile.store.postgres.leasing` for h
 renewal rebalances).
 
 :class:`Sharding` renews every ``renew_interval`` seconds. What a renewal returns is
-what the runner holds: shards gained have their cached keys enqueued in every
-controller at once (the previous holder may have left them half done); shards held
-beyond the fair share (a runner joined) are *drained*: their keys are no longer taken,
-and they are released at the next renewal, once the reconciles in flight on them had a
-renew interval to finish under a valid lease; shards lost
-stop being taken from the queues (a key of a shard not held is dropped when a worker
-takes it: its holder reconciles it). A runner whose last renewal began a whole lease
-duration ago (the database unreachable, or the process paused and resumed) takes no key
-until a renewal succeeds, on its own monotonic clock: the fence would refuse its writes
-anyway, this spares the work and the external calls.
+what the runner holds: shards held beyond the fair share (a runner joined) are
+*drained*: their keys are no longer taken, and they are released at the next renewal,
+once the reconciles in flight on them had a renew interval to finish under a valid
+lease; shards lost stop being taken from the queues. A runner whose last renewal began
+a whole lease duration ago (the database unreachable, or the process paused and
+resumed) takes no key until a renewal succeeds, on its own monotonic clock: the fence
+would refuse its writes anyway, this spares the work and the external calls.
+
+A key whose shard is not owned (:meth:`Sharding.owns`) is dropped when a worker takes
+it; gaining ownership is what brings it back (controller-runtime's way: a key not ours
+is not processed). Every shard a renewal makes owned that was not just before -- a new
+epoch, the same epoch after a lapse of validity, the end of its draining -- has its
+cached keys enqueued in every controller at once (:func:`enqueue_shards`): so every key
+of a shard this runner holds, not draining, is reconciled after the runner gains or
+regains it (the previous holder may have left it half done).
 
 The controllers ask :meth:`Sharding.owns` and :meth:`Sharding.fence` (the
 :class:`~reconcile.controller.controlling.KeyGate` protocol). With a store that does
@@ -85,7 +90,9 @@ class Sharding:
         self._gained: list[Callable[[set[int]], None]] = []
 
     def on_gained(self, listener: Callable[[set[int]], None]) -> None:
-        """Call ``listener(shards)`` with the shards each renewal gains."""
+        """Call ``listener(shards)`` with the shards a renewal makes owned (see
+        :meth:`owns`) that were not just before: gained, regained after a lapse of
+        validity, or no longer draining."""
         self._gained.append(listener)
 
     # -- the gate the controllers ask ------------------------------------------------------
@@ -139,24 +146,38 @@ class Sharding:
         )
         return True
 
+    def _owned(self) -> dict[int, int]:
+        """The shards whose keys owns() admits now, with their epochs."""
+        if self.clock.now() - self._renewed_at >= self.lease_duration:
+            return {}
+        return {s: epoch for s, epoch in self.held.items() if s not in self.draining}
+
     def _apply(self, leases: Leases, started: float) -> None:
-        before, held = self.held, leases.held
-        if started - self._renewed_at >= self.lease_duration:
-            # Keys were refused for want of a renewal (see owns()) and dropped from the
-            # queues: every shard still held is announced again, as if gained.
-            before = {}
+        # What owns() admitted until now: on a lapse of validity (the renewal ended more
+        # than a lease after the last one began, even if it began within), nothing.
+        before, was_owned = self.held, self._owned()
+        held = leases.held
+        if leases.shards != self.count:
+            # (Fixed when the table is made; but a shard number means another set of
+            # keys under another count: nothing known is owned still.)
+            before, was_owned = {}, {}
         self.count, self.held, self.runners = leases.shards, dict(held), leases.runners
         self._renewed_at = started
         surplus = len(held) - leases.fair
         self.draining = set(sorted(held)[-surplus:]) if surplus > 0 else set()
         if self.draining:
             LOG.info("%s: draining shards %s (beyond the fair share)", self.runner, sorted(self.draining))
-        gained = {s for s, epoch in held.items() if before.get(s) != epoch}
-        for shard in gained:
-            self._minimum[shard] = leases.revision
+        for shard, epoch in held.items():
+            if before.get(shard) != epoch:
+                # A new holder: the former one's last writes must be in the cache first.
+                self._minimum[shard] = leases.revision
         lost = set(before) - set(held)
         if lost:
             LOG.info("%s: released or lost shards %s", self.runner, sorted(lost))
+        # Every shard owned now and not just before (a new epoch, the same one after a
+        # lapse of validity, the end of its draining): its keys were dropped while not
+        # owned, or are the former holder's; all are announced, so each gets reconciled.
+        gained = {s for s, epoch in self._owned().items() if was_owned.get(s) != epoch}
         if gained:
             LOG.info("%s: gained shards %s", self.runner, sorted(gained))
             for listener in self._gained:
@@ -184,7 +205,7 @@ class Sharding:
             raise
         except Exception as exc:  # noqa: BLE001 - retried at the next interval
             LOG.warning("%s: cannot renew the shard leases: %s", self.runner, exc)
-            if self.held and started - self._renewed_at >= self.lease_duration:
+            if self.held and self.clock.now() - self._renewed_at >= self.lease_duration:
                 LOG.warning(
                     "%s: no renewal for %g s: every shard is given up", self.runner, self.lease_duration
                 )
