@@ -416,3 +416,43 @@ class TestGatedController:
             assert set(reconciler.calls) == keys - drained
             await sharding.renew_once()
             await settle(lambda: set(reconciler.calls) == keys)
+
+
+class _Moving:
+    """A gate that owns every key until told otherwise, whose keys wait for a revision
+    the cache has not reached (a shard just taken over from another runner)."""
+
+    def __init__(self, behind: int) -> None:
+        self.behind = behind
+        self.owning = True
+        self.asked = asyncio.Event()
+
+    def owns(self, key: ObjectKey) -> bool:  # noqa: ARG002 - every key alike
+        return self.owning
+
+    def fence(self, key: ObjectKey) -> Fence | None:  # noqa: ARG002 - none
+        return None
+
+    def minimum(self, key: ObjectKey) -> int:  # noqa: ARG002 - every key alike
+        self.asked.set()
+        return self.behind
+
+
+async def test_a_shard_lost_while_catching_up_is_not_reconciled(client: Client, clock: FakeClock) -> None:
+    """A key waits for its shard's former holder's last writes; the shard moves on
+    during that wait: the key is dropped, not reconciled (its provider calls would
+    happen before the fence refused its writes)."""
+    await client.apply(widget("w0"))
+    head = await client.revision()
+    reconciler = Instant()
+    controller = Controller(client, WIDGET, reconciler, clock=clock, resync_period=None)
+    gate = _Moving(head + 1)
+    controller.gate = gate
+    skipped: list[ObjectKey] = []
+    controller.add_listener(lambda key, outcome: skipped.append(key) if outcome == "skipped" else None)
+    async with running(controller):
+        await asyncio.wait_for(gate.asked.wait(), 10)
+        gate.owning = False
+        await client.apply(widget("other"))  # the cache reaches the former holder's revision
+        await settle(lambda: ObjectKey("example.reconcile.dev", "Widget", "default", "w0") in skipped)
+        assert ObjectKey("example.reconcile.dev", "Widget", "default", "w0") not in reconciler.calls

@@ -277,8 +277,14 @@ class Controller(Tracing, Following, Amending, Landing):
                         listener(key, "skipped")
                     continue
                 minimum = gate.minimum(key)
-                if minimum > self.informer.revision and not await self._caught_up(key, minimum):
-                    continue
+                if minimum > self.informer.revision:
+                    if not await self._caught_up(key, minimum):
+                        continue
+                    if not gate.owns(key):  # the shard moved on, or began draining, meanwhile
+                        queue.done(key, forget=True)
+                        for listener in listeners:
+                            listener(key, "skipped")
+                        continue
                 # Set for this worker task's context only, until its next key: every
                 # write of this reconcile is submitted under the key's shard's fence.
                 FENCE.set(gate.fence(key))
