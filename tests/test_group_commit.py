@@ -18,6 +18,7 @@ from reconcile.store.sqlite import writing
 
 CHAINS = 32
 STEPS = 8
+DEADLINE = 10.0
 
 
 def _key(i: int) -> ObjectKey:
@@ -130,3 +131,84 @@ async def test_a_commit_waits_for_another_connections_write_lock(
         result = await write
         assert (result.revision, result.written) == (1, True)
         assert (await store.read(_key(0))) is not None
+
+
+def _noticing(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[asyncio.Event, asyncio.Event]:
+    """Events set when the writer's thread enters ``writing.NAME`` (a wait for the
+    database's write lock there) and when it leaves it."""
+    entered, left = asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+    original = getattr(writing, name)
+
+    def noticed(*args: Any) -> Any:
+        loop.call_soon_threadsafe(entered.set)
+        try:
+            return original(*args)
+        finally:
+            loop.call_soon_threadsafe(left.set)
+
+    monkeypatch.setattr(writing, name, noticed)
+    return entered, left
+
+
+async def test_a_cancelled_maintenance_call_keeps_the_connection_until_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction waiting on the writer's thread for another process's write lock is
+    cancelled by its caller: the thread cannot stop, so the next batch waits for it to
+    end instead of using the connection beside it (which froze the loop on SQLite's
+    mutex, then failed the batch: 'cannot start a transaction within a transaction')."""
+    path = tmp_path / "state.db"
+    entered, _ = _noticing(monkeypatch, "waiting")
+    async with SQLiteStore(path, busy_timeout=5.0) as store:
+        for step in range(2):
+            body = {"metadata": {"name": "w0", "uid": "u0"}, "spec": {"step": step}}
+            await store.write(_key(0), lambda _, b=body: Put("SpecChanged", b), actor="t")
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        compacting = asyncio.ensure_future(store.compact(2))
+        await asyncio.wait_for(entered.wait(), DEADLINE)
+        compacting.cancel()
+        body = {"metadata": {"name": "w1", "uid": "u1"}, "spec": {}}
+        write = asyncio.ensure_future(store.write(_key(1), lambda _: Put("Created", body), actor="t"))
+        for _ in range(50):
+            await asyncio.sleep(0)  # the loop is not frozen: it runs this
+        assert not write.done()
+        other.execute("COMMIT")
+        other.close()
+        result = await asyncio.wait_for(write, DEADLINE)
+        assert result.written
+        with pytest.raises(asyncio.CancelledError):
+            await compacting
+        # The compaction the thread was in got the lock once the other process let it
+        # go (the loop ran on meanwhile): before, the loop froze beside it on SQLite's
+        # mutex until the busy timeout failed it.
+        assert [event.revision for event in await store.events(_key(0))] == [2]
+
+
+async def test_a_writer_cancelled_while_waiting_for_the_lock_leaves_it_to_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer task cancelled while its thread waits for another process's write
+    lock: once the thread got it, the transaction is rolled back, not kept open (every
+    other process was refused 'database is locked' until the store closed)."""
+    path = tmp_path / "state.db"
+    entered, left = _noticing(monkeypatch, "begin_waiting")
+    async with SQLiteStore(path, busy_timeout=30.0) as store:
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        body = {"metadata": {"name": "w0", "uid": "u0"}, "spec": {}}
+        write = asyncio.ensure_future(store.write(_key(0), lambda _: Put("Created", body), actor="t"))
+        await asyncio.wait_for(entered.wait(), DEADLINE)
+        task = store._writes.task  # type: ignore[attr-defined]
+        task.cancel()
+        other.execute("COMMIT")
+        await asyncio.wait_for(left.wait(), DEADLINE)  # the thread got the lock
+        await asyncio.wait([task], timeout=DEADLINE)
+        assert task.done()
+        third = sqlite3.connect(path, isolation_level=None, timeout=0)
+        third.execute("BEGIN IMMEDIATE")  # raised 'database is locked' before
+        third.execute("ROLLBACK")
+        third.close()
+        other.close()
+        write.cancel()

@@ -216,6 +216,28 @@ class TestLanding:
                 held.release(name)
             await settle(lambda: all(observed(controller, name) == 1 for name in names))
 
+    async def test_a_landing_write_that_hangs_is_cut_by_the_reconcile_timeout(
+        self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A landing write bounded as the reconcile is: one that hangs past
+        ``reconcile_timeout`` is a failure retried with backoff, and gives its slot
+        back, so another key is reconciled (it waited for room before)."""
+        options = {"max_pending_writes": 1, "reconcile_timeout": 0.3}
+        async with landing(client, clock, monkeypatch, {"a", "b"}, **options) as (controller, lander, held):
+            await client.apply(widget("a"))
+            await settle(lambda: held.waiting["a"] == 1)
+            await client.apply(widget("b"))
+            await turns()
+            assert lander.calls["b"] == 0  # no room while a's write lands
+            clock.advance(0.3)
+            await settle(lambda: key("a") in controller.failures)
+            assert "did not land within 0.3 s" in controller.failures[key("a")]
+            await settle(lambda: lander.calls["b"] == 1)
+            held.release("a")
+            held.release("b")
+            clock.advance(1.0)  # a's backoff
+            await settle(lambda: observed(controller, "a") == 1 and observed(controller, "b") == 1)
+
     @pytest.mark.parametrize("bound", [0, -1])
     def test_the_bound_is_at_least_one(self, client: Client, bound: int) -> None:
         """A bound below one is refused, naming it, when the controller is made."""

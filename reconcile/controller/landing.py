@@ -18,9 +18,12 @@ The invariants, and why they hold:
   reconcile's exception (:meth:`Landing._failed_with`): a retry with the key's backoff
   (a conflict, a full disk), a dropped key (fenced), a terminal record. Success is
   followed as the worker follows a result (:meth:`Landing._succeeded`).
-* **Bounded.** At most ``max_pending_writes`` writes land at once per controller; a
-  worker that would exceed it waits for one to land before it takes another key (the
-  back-pressure a worker awaiting its write had).
+* **Bounded.** A worker takes no other key while ``max_pending_writes`` writes are
+  landing for its controller: it waits for one to land (the back-pressure a worker
+  awaiting its write had). Workers whose reconciles were running when the limit was
+  reached each add theirs: at most ``max_pending_writes + workers - 1`` at once. Each
+  landing write is bounded by ``reconcile_timeout`` as a reconcile is (a
+  ``DeadlineExceededError``: a retry with backoff).
 * **Shutdown waits for them**: a held key is still processing, so the queue is not idle
   (``Controller.shutdown`` waits for idle), and a worker does not end while writes are
   landing: one may release a deferred add that a worker must still take.
@@ -39,10 +42,11 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 
+from reconcile.controller.clocks import Clock
 from reconcile.controller.queueing import WorkQueue
 from reconcile.controller.reconciling import Result
 from reconcile.controller.tracing import Traced
-from reconcile.errors import TerminalError
+from reconcile.errors import DeadlineExceededError, TerminalError
 from reconcile.model.meta import ObjectKey
 
 __all__ = ["FORGETTING", "Landing"]
@@ -61,6 +65,9 @@ class Landing:
     _terminal: set[ObjectKey]
     #: How many reconciles' last writes may land at once (see the module docstring).
     max_pending_writes: int
+    #: What bounds a reconcile, and its landing write on its own (None: nothing).
+    reconcile_timeout: float | None
+    clock: Clock
     #: The landing tasks (held here: the loop keeps only weak references to tasks).
     _landing: set[asyncio.Task[None]]
     #: How many of them have not finished their key yet (a task leaves ``_landing`` only
@@ -106,7 +113,21 @@ class Landing:
         assert pending is not None
         outcome, finished = "error", False
         try:
-            await pending
+            seconds = self.reconcile_timeout
+            if seconds is None:
+                await pending
+            else:
+                # Bounded as the reconcile is: a write that hangs (a lock another process
+                # holds) costs a retry, not a landing slot for good.
+                expiry = None
+                try:
+                    async with self.clock.timeout(seconds) as expiry:
+                        await pending
+                except TimeoutError:
+                    if expiry is not None and expiry.expired():
+                        msg = f"the reconcile's last write did not land within {seconds:g} s"
+                        raise DeadlineExceededError(msg) from None
+                    raise
         except asyncio.CancelledError:
             raise  # the controller is torn down: the key goes with its queue
         except Exception as exc:  # noqa: BLE001 - any failure of the write means retry

@@ -135,7 +135,7 @@ def begin(conn: sqlite3.Connection) -> bool:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
-        if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+        if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:  # SQLITE_BUSY_RECOVERY too
             raise
         return False
     return True

@@ -19,6 +19,7 @@ import aiosqlite
 
 from reconcile.errors import StoreError
 from reconcile.store.batching import Batcher, Results
+from reconcile.store.finishing import finish
 from reconcile.store.recent import EventRow, RecentEvents
 from reconcile.store.sqlite.committing import (
     PendingWrite,
@@ -77,26 +78,33 @@ class Writer(Batcher[PendingWrite, Prepared]):
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(sqlite3_connection, *args)`` on the writer's thread between two commits."""
-        assert self._connection is not None
         async with self._exclusive:
-            return await in_thread(self._connection, waiting, self._wait_ms, fn, *args)
+            return await self._on_thread(waiting, self._wait_ms, fn, *args)
+
+    async def _on_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(sqlite3_connection, *args)`` on the connection's thread, awaited to its end
+        even when the caller is cancelled meanwhile (then re-raised): the thread cannot be
+        stopped, and the loop must not use the connection (under :attr:`_exclusive`)
+        while the thread still does."""
+        assert self._connection is not None
+        return await finish(asyncio.ensure_future(in_thread(self._connection, fn, *args)))
 
     async def _send(self, batch: list[PendingWrite], *, all_or_nothing: bool) -> Prepared:
         connection = self._connection
         assert connection is not None
         conn: sqlite3.Connection = connection._conn  # noqa: SLF001 - aiosqlite's own connection
         async with self._exclusive:
-            if not begin(conn):
-                await in_thread(connection, begin_waiting, self._wait_ms)
             try:
+                if not begin(conn):
+                    await self._on_thread(begin_waiting, self._wait_ms)
                 prepared = prepare_batch(conn, batch, self._clock(), all_or_nothing=all_or_nothing)
             except BaseException:
-                rollback(conn)
+                rollback(conn)  # a cancellation once the lock was taken on the thread too
                 raise
             if not prepared.events:  # nothing written: nothing to wait for on the disk
                 rollback(conn)
                 return prepared
-            await in_thread(connection, commit_batch, prepared)
+            await self._on_thread(commit_batch, prepared)
             return prepared
 
     def _errors(self) -> contextlib.AbstractContextManager[None]:
