@@ -29,7 +29,11 @@ would be in S1's in-progress list and in the lock table, and the bound would be 
 W's id, below H's: a contradiction. So W had ended before step 2 began, and S2 sees what
 it committed. (A lock is released after the commit is visible, and a transaction's id is
 listed with its lock from the moment it exists: ``reconcile_reserve`` takes the lock
-first.)
+first.) The proof needs every writer to get its transaction id inside
+``reconcile_reserve``, never before: a commit's first pass only reads (no row locks, no
+writes, no ``pg_current_xact_id()``). Two writers with ids from before their locks could
+reserve in the other order, and the bound (S1's ``xmax``) would let the later revision
+through first. Keep it so when changing the commit's first pass.
 
 A transaction of anything else (another application, another database, a ``psql``
 session left open) holds no writer lock and never moves the bound: only the store's own
