@@ -37,7 +37,8 @@ class Database:
         return f"{self.url}?search_path={schema}"
 
 
-async def _execute(url: str, *statements: str) -> None:
+async def execute(url: str, *statements: str) -> None:
+    """Run ``statements`` on the database (and schema) ``url`` names."""
     connection = await asyncpg.connect(url, timeout=10)
     try:
         for statement in statements:
@@ -53,7 +54,7 @@ def _run(url: str, *statements: str) -> None:
 
     def target() -> None:
         try:
-            asyncio.run(_execute(url, *statements))
+            asyncio.run(execute(url, *statements))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             failure.append(exc)
 

@@ -18,7 +18,7 @@ import asyncpg
 import pytest
 from helpers import settle
 from postgres_cluster import cluster
-from postgres_server import SERVER, Database
+from postgres_server import SERVER, Database, execute
 from servers import free_port
 
 from reconcile import Bookmark, LockedError, ObjectKey, Runtime, SchemaVersionError, StoreError
@@ -50,16 +50,6 @@ async def tables(url: str) -> list[str]:
     finally:
         await connection.close()
     return [row[0] for row in rows]
-
-
-async def execute(url: str, *statements: str) -> None:
-    """Run statements on the URL's schema."""
-    connection = await asyncpg.connect(url)
-    try:
-        for statement in statements:
-            await connection.execute(statement)
-    finally:
-        await connection.close()
 
 
 class TestGapFreeWatch:

@@ -17,6 +17,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 from postgres_cluster import Cluster, Proxy, cluster
+from postgres_server import execute
 
 from reconcile import LockedError, ObjectKey, Runtime, StoreUnavailableError
 from reconcile.cli import main
@@ -44,15 +45,6 @@ def server() -> Iterator[Cluster]:
         yield made
 
 
-async def _execute(url: str, *statements: str) -> None:
-    connection = await asyncpg.connect(url)
-    try:
-        for statement in statements:
-            await connection.execute(statement)
-    finally:
-        await connection.close()
-
-
 _schemas = iter(range(1, 1_000_000))
 
 
@@ -60,10 +52,10 @@ _schemas = iter(range(1, 1_000_000))
 async def url(server: Cluster) -> AsyncIterator[str]:
     """A fresh schema on the module's cluster."""
     schema = f"f{next(_schemas)}"
-    await _execute(server.url, f"CREATE SCHEMA {schema}")
+    await execute(server.url, f"CREATE SCHEMA {schema}")
     yield f"{server.url}?search_path={schema}"
     with contextlib.suppress(OSError, asyncpg.PostgresError):
-        await _execute(server.url, f"DROP SCHEMA {schema} CASCADE")
+        await execute(server.url, f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture
@@ -260,7 +252,7 @@ class TestReadOnly:
 async def _read_only(server: Cluster, *, on: bool) -> None:
     """Make the whole server read-only, or writable again (a reload: every session)."""
     value = "on" if on else "off"
-    await _execute(
+    await execute(
         server.url,
         "SET default_transaction_read_only = off",
         f"ALTER SYSTEM SET default_transaction_read_only = {value}",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_server import execute
 
 from reconcile import SchemaVersionError, StoreError
 from reconcile.store import open_store
@@ -153,7 +154,7 @@ class TestPostgresLeaseTables:
         assert await _stored(postgres_url) == 3
         assert not _LEASE_TABLES & set(await _tables(postgres_url))
         if old_style:
-            await _execute(postgres_url, *_OLD_STYLE_LEASES)
+            await execute(postgres_url, *_OLD_STYLE_LEASES)
         store = await open_store(postgres_url)
         try:
             assert await _stored(postgres_url) == postgres_schema.SCHEMA_VERSION
@@ -171,21 +172,10 @@ class TestPostgresLeaseTables:
     async def test_another_applications_tables_are_refused_and_nothing_made(self, postgres_url: str) -> None:
         """A schema holding one lease table by the same name, but no store: refused by
         name, nothing created (step 4 never runs there)."""
-        await _execute(postgres_url, "CREATE TABLE reconcile_shards (id int)")
+        await execute(postgres_url, "CREATE TABLE reconcile_shards (id int)")
         with pytest.raises(StoreError, match=r"holds tables that are not reconcile's \(reconcile_shards\)"):
             await open_store(postgres_url)
         assert await _tables(postgres_url) == ["reconcile_shards"]
-
-
-async def _execute(url: str, *statements: str) -> None:
-    import asyncpg  # noqa: PLC0415
-
-    connection = await asyncpg.connect(url)
-    try:
-        for statement in statements:
-            await connection.execute(statement)
-    finally:
-        await connection.close()
 
 
 async def _tables(url: str) -> list[str]:
