@@ -101,6 +101,49 @@ class TestSweeping:
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted([foreign.name, busy.name, "page.html"])
 
 
+class TestSlot:
+    """A killed write's temporary is taken back by the next write or delete of the same
+    entry, even by a process that swept the folder long before the crash."""
+
+    def test_the_next_write_of_the_entry_takes_it_back(self, tmp_path: Path) -> None:
+        crashed = crash_while_writing(tmp_path, "uid-1")
+        assert crashed == walking.slot_name("f.bin")
+        assert (tmp_path / crashed).read_bytes() == b"half"
+        # A sweeper that does nothing: this writer swept the folder before the crash.
+        write_file(str(tmp_path), str(tmp_path / "f.bin"), b"whole", (0o644, "uid-1"), lambda _: None)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
+        assert (tmp_path / "f.bin").read_bytes() == b"whole"
+
+    def test_a_delete_of_the_entry_takes_it_back(self, tmp_path: Path) -> None:
+        crash_while_writing(tmp_path, "uid-1")
+        operations.remove_file(str(tmp_path), str(tmp_path / "f.bin"), "uid-1")
+        assert list(tmp_path.iterdir()) == []
+
+    def test_a_slot_held_by_a_live_writer_is_left_alone(self, tmp_path: Path) -> None:
+        """The slot of a write in progress (its lock held) stays; the second write goes
+        through a random temporary and lands."""
+        slot = tmp_path / walking.slot_name("f.bin")
+        slot.write_text("in progress")
+        write_mark(str(slot), "uid-2")
+        holder = os.open(slot, os.O_RDONLY)
+        try:
+            fcntl.flock(holder, fcntl.LOCK_EX)
+            write_file(str(tmp_path), str(tmp_path / "f.bin"), b"mine", (0o644, "uid-1"), lambda _: None)
+            operations.remove_file(str(tmp_path), str(tmp_path / "f.bin"), "uid-1")
+        finally:
+            os.close(holder)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [slot.name]
+        assert slot.read_text() == "in progress"
+
+    def test_an_unmarked_file_in_the_slot_is_not_ours(self, tmp_path: Path) -> None:
+        slot = tmp_path / walking.slot_name("f.bin")
+        slot.write_text("somebody's")
+        write_file(str(tmp_path), str(tmp_path / "f.bin"), b"mine", (0o644, "uid-1"), lambda _: None)
+        assert slot.read_text() == "somebody's"
+        assert (tmp_path / "f.bin").read_bytes() == b"mine"
+        assert not [p for p in tmp_path.iterdir() if p.name not in {"f.bin", slot.name}]
+
+
 def test_parents_are_never_seen_unmarked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Whenever a folder made as a file's parent is being marked, every folder visible
     in the root already carries its ``parent`` mark (a Directory observing it in that

@@ -7,7 +7,8 @@ path is resolved twice and no symlink is followed (see :mod:`reconcile_providers
 Writes are atomic: a temporary in the same folder, marked and locked first, written,
 fsynced and renamed over the target, then the folder fsynced; a reader sees the old entry
 or the new one, never half of either, and a crash leaves at most a marked temporary that
-the next write into the folder sweeps (:mod:`reconcile_providers.files.sweeping`).
+the next write or delete of the same entry takes back, and a process's first write into
+the folder sweeps (:mod:`reconcile_providers.files.sweeping`).
 
 These functions block (fsync); the client runs writes in a worker thread and the short
 reads of ``observe`` inline. They raise TransientError for a symlink in the way (on the
@@ -42,7 +43,9 @@ from reconcile_providers.files.walking import (
     open_entry,
     open_existing,
     read_all,
+    remove_abandoned,
     rename_at,
+    slot_name,
 )
 
 __all__ = [
@@ -214,11 +217,13 @@ def chmod(root: str, path: str, mode: int, mark: str) -> None:
 
 
 def remove_file(root: str, path: str, mark: str | None) -> None:
-    """Remove the file (a missing one is removed already); with ``mark``, only ours."""
+    """Remove the file (a missing one is removed already); with ``mark``, only ours. A
+    temporary a killed write of it abandoned goes too."""
     with descend(root, path) as found:
         if found is None:
             return
         folder, name = found
+        remove_abandoned(folder, slot_name(name))
         info = entry_stat(folder, name)
         if info is None:
             return

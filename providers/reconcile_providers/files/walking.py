@@ -40,13 +40,14 @@ import stat
 from collections.abc import Callable, Iterator
 
 from reconcile.errors import PermanentError, TransientError
-from reconcile_providers.files.marking import PARENT, write_mark
+from reconcile_providers.files.marking import PARENT, read_mark, write_mark
 
 __all__ = [
     "DIRECTORY_FLAGS",
     "FILE_FLAGS",
     "RENAME_EXCHANGE",
     "RENAME_NOREPLACE",
+    "claim_temporary",
     "components",
     "descend",
     "entry_stat",
@@ -56,7 +57,9 @@ __all__ = [
     "open_entry",
     "open_existing",
     "read_all",
+    "remove_abandoned",
     "rename_at",
+    "slot_name",
     "temporary_name",
     "walk",
 ]
@@ -85,8 +88,75 @@ def components(path: str, root: str) -> list[str]:
 
 
 def temporary_name(name: str) -> str:
-    """``.name.<random>.tmp``: the name a write is prepared under before its rename."""
+    """``.name.<random>.tmp``: the name a write is prepared under before its rename when
+    the entry's own slot (:func:`slot_name`) is taken by a write in progress."""
     return f".{name}.{secrets.token_hex(4)}.tmp"
+
+
+def slot_name(name: str) -> str:
+    """``.name.inflight.tmp``: the temporary name a write of ``name`` tries first. A
+    writer killed before its rename leaves it behind, and the next write of the same
+    entry (by this process or any other) takes it back (:func:`claim_temporary`): a
+    crash's leftover lasts until that entry is written or deleted again, not until a
+    new process first writes into the folder."""
+    return f".{name}.inflight.tmp"
+
+
+def claim_temporary(folder: int, name: str, make: Callable[[str], None]) -> str:
+    """Make (``make(temporary)``, which fails with FileExistsError when the name is
+    taken) the temporary a write of ``name`` is prepared under: the entry's slot, taken
+    back first if a killed writer abandoned it there, or a random name while another
+    write of the entry holds the slot."""
+    slot = slot_name(name)
+    for _ in range(2):
+        try:
+            make(slot)
+        except FileExistsError:
+            if not remove_abandoned(folder, slot):
+                break
+        else:
+            return slot
+    temporary = temporary_name(name)
+    make(temporary)
+    return temporary
+
+
+def remove_abandoned(folder: int, name: str) -> bool:
+    """Remove the temporary ``name`` if a killed writer abandoned it: it carries an owner
+    mark (a writer marks only once it holds the lock) and its ``flock`` can be taken (a
+    write in progress, in this process or another, holds it until after its rename).
+    True when it was removed."""
+    info = entry_stat(folder, name)
+    if info is None or not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        return False
+    is_folder = stat.S_ISDIR(info.st_mode)
+    try:
+        handle = os.open(name, DIRECTORY_FLAGS if is_folder else FILE_FLAGS, dir_fd=folder)
+    except OSError:
+        return False
+    try:
+        if read_mark(handle) is None:
+            return False  # not ours, or not yet marked: a writer marks only once it holds the lock
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a write in progress
+        now, opened = entry_stat(folder, name), os.fstat(handle)
+        if now is None or (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+            return False  # renamed into place (or replaced) meanwhile
+        try:
+            if is_folder:
+                os.rmdir(name, dir_fd=folder)
+            else:
+                os.unlink(name, dir_fd=folder)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTEMPTY):
+                return False
+            raise
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(handle)
 
 
 def rename_at(folder: int, source: str, target: str, flags: int, target_folder: int | None = None) -> None:
@@ -123,23 +193,21 @@ def open_entry(folder: int, name: str, flags: int, shown: str) -> int:
     try:
         return os.open(name, flags, dir_fd=folder)
     except OSError as exc:
-        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(folder, name)):
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        info = entry_stat(folder, name)  # one look: a swapping loop may change it between looks
+        if exc.errno == errno.ELOOP or (info is not None and stat.S_ISLNK(info.st_mode)):
             raise TransientError(f"{shown} is a symlink; the files provider follows no symlinks") from None
-        if exc.errno == errno.ENOTDIR and _swapped_back(folder, name):
+        if _swapped_back(info):
             raise TransientError(f"{shown} changed while it was opened") from None
         raise
 
 
-def _is_link(folder: int, name: str) -> bool:
-    info = entry_stat(folder, name)
-    return info is not None and stat.S_ISLNK(info.st_mode)
-
-
-def _swapped_back(folder: int, name: str) -> bool:
-    """After opening ``name`` as a folder failed with ENOTDIR: whether it is a folder again
-    (or gone), so what failed was something swapped in for a moment (a symlink exchanged
-    with the folder and back), not a file that is in the way for good."""
-    info = entry_stat(folder, name)
+def _swapped_back(info: os.stat_result | None) -> bool:
+    """After opening an entry as a folder failed with ENOTDIR, what is there now (``info``,
+    its lstat): whether it is a folder again (or gone), so what failed was something
+    swapped in for a moment (a symlink exchanged with the folder and back), not a file
+    that is in the way for good."""
     return info is None or stat.S_ISDIR(info.st_mode)
 
 
@@ -159,8 +227,7 @@ def make_temporary_folder(folder: int, name: str, mode: int, mark: str) -> Itera
     """A new folder under a temporary name for ``name``, with its mode and mark, locked
     (``flock``) until the block ends so a sweep leaves it alone; removed if the block
     fails. The block renames it into place."""
-    temporary = temporary_name(name)
-    os.mkdir(temporary, 0o700, dir_fd=folder)
+    temporary = claim_temporary(folder, name, lambda t: os.mkdir(t, 0o700, dir_fd=folder))
     made = os.open(temporary, DIRECTORY_FLAGS, dir_fd=folder)
     with _locked_and_marked(folder, temporary, made, mark, os.rmdir):
         os.fchmod(made, mode)  # mkdir's mode passes through the umask
@@ -171,18 +238,24 @@ def make_temporary_folder(folder: int, name: str, mode: int, mark: str) -> Itera
 def make_temporary_file(folder: int, name: str, mark: str) -> Iterator[tuple[int, str]]:
     """A new, empty file under a temporary name for ``name``, marked and locked like
     :func:`make_temporary_folder`; the block writes it and renames it into place."""
-    temporary = temporary_name(name)
-    handle = _unnamed_file(folder, mark, temporary)
-    if handle is None:  # no O_TMPFILE here: create it named, then lock and mark it
+    unnamed = _unnamed_file(folder, mark, name)
+    if unnamed is None:  # no O_TMPFILE here: create it named, then lock and mark it
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        handle = os.open(temporary, flags, 0o600, dir_fd=folder)
+        opened: list[int] = []
+        temporary = claim_temporary(
+            folder, name, lambda t: opened.append(os.open(t, flags, 0o600, dir_fd=folder))
+        )
+        handle = opened[0]
+    else:
+        handle, temporary = unnamed
     with _locked_and_marked(folder, temporary, handle, mark, os.unlink):
         yield handle, temporary
 
 
-def _unnamed_file(folder: int, mark: str, temporary: str) -> int | None:
+def _unnamed_file(folder: int, mark: str, name: str) -> tuple[int, str] | None:
     """An ``O_TMPFILE`` file in ``folder``, locked and marked before it gets a name, then
-    linked as ``temporary``: a process killed at any point leaves either nothing (the
+    linked under the temporary name :func:`claim_temporary` gives for ``name`` (returned
+    with its descriptor): a process killed at any point leaves either nothing (the
     unnamed inode goes with its last descriptor) or a marked temporary a sweep removes,
     never an unmarked one. None where the filesystem has no ``O_TMPFILE``."""
     try:
@@ -194,14 +267,17 @@ def _unnamed_file(folder: int, mark: str, temporary: str) -> int | None:
     try:
         fcntl.flock(handle, fcntl.LOCK_EX)
         write_mark(handle, mark)
-        os.link(f"/proc/self/fd/{handle}", temporary, dst_dir_fd=folder, follow_symlinks=True)
-    except FileNotFoundError:  # no /proc to link through
-        os.close(handle)
-        return None
+        source = f"/proc/self/fd/{handle}"
+        if not os.path.exists(source):  # no /proc to link through
+            os.close(handle)
+            return None
+        temporary = claim_temporary(
+            folder, name, lambda t: os.link(source, t, dst_dir_fd=folder, follow_symlinks=True)
+        )
     except BaseException:
         os.close(handle)
         raise
-    return handle
+    return handle, temporary
 
 
 @contextlib.contextmanager
@@ -338,11 +414,13 @@ def _open_folder(folder: int, name: str, walked: str, path: str, *, create: bool
                 return None
             _make_parent(folder, name)
         except OSError as exc:
-            if exc.errno == errno.ELOOP or _is_link(folder, name):
+            # One look at what is there now: a swapping loop may change it between looks.
+            info = entry_stat(folder, name)
+            if exc.errno == errno.ELOOP or (info is not None and stat.S_ISLNK(info.st_mode)):
                 message = f"{path} leads through the symlink {walked}; the files provider follows no symlinks"
                 raise TransientError(message) from None
             if exc.errno == errno.ENOTDIR:
-                if _swapped_back(folder, name):
+                if _swapped_back(info):
                     raise TransientError(f"{path}: {walked} changed while it was opened") from None
                 raise PermanentError(f"{path}: {walked} is not a directory") from None
             raise
