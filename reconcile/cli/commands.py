@@ -10,17 +10,26 @@ imports them all (it shows each command's short help, which lives in its docstri
 
 A new command: write it with ``@cli.command()`` in its module as before, and add one line
 to :data:`COMMANDS` (a test checks that every entry loads the command of its name).
+
+Other packages add commands through the ``reconcile.commands`` entry-point group (the
+same ``module:attribute`` form, as Flask's ``flask.commands``): ``reconcile serve`` comes
+so from :mod:`reconcile.http`, the CLI's sibling, which the CLI does not import. A
+command of the CLI's own keeps its name against a plugin's.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from importlib import metadata
 from typing import Any
 
 import click
 
-__all__ = ["COMMANDS", "LazyGroup"]
+__all__ = ["COMMANDS", "COMMANDS_GROUP", "LazyGroup", "plugin_commands"]
+
+#: The entry-point group other packages add commands through.
+COMMANDS_GROUP = "reconcile.commands"
 
 COMMANDS: Mapping[str, str] = {
     "adopt": "reconcile.cli.applying:adopt",
@@ -59,7 +68,7 @@ class LazyGroup(click.Group):
 
     def __init__(self, *args: Any, lazy_commands: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy_commands = dict(lazy_commands or {})
+        self.lazy_commands = {**plugin_commands(), **dict(lazy_commands or {})}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """Every command's name, without importing any."""
@@ -80,3 +89,8 @@ class LazyGroup(click.Group):
         # The module registered it already (``@cli.command()``); this covers one that
         # builds its command without the decorator.
         self.commands.setdefault(name, command)
+
+
+def plugin_commands(group: str = COMMANDS_GROUP) -> dict[str, str]:
+    """The commands installed packages add: name -> ``module:attribute``."""
+    return {entry.name: entry.value for entry in metadata.entry_points(group=group)}

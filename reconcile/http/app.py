@@ -1,0 +1,77 @@
+"""The ASGI app: Kubernetes' REST paths over a :class:`~reconcile.api.Client`.
+
+:func:`create_app` builds a Starlette app a host may serve alone (``reconcile serve``) or
+mount beside its own routes (``host.mount("/k8s", create_app(client))``). Each group of
+routes lives in its own module, listed in :data:`ROUTE_MODULES` order: the specific paths
+(``/apis/authorization.k8s.io/...``) before the generic resource paths, which match any
+group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from reconcile.api import Client
+from reconcile.errors import ReconcileError
+from reconcile.http.context import AllowAll, ApiState, Authorizer
+from reconcile.http.errors import ApiError, error_response
+from reconcile.http.mapping import ResourceMap
+from reconcile.http.reads import get_object, list_objects
+
+__all__ = ["create_app", "resource_routes"]
+
+#: ``/apis/{group}/{version}``: the prefix of every resource path.
+GROUP_VERSION = "/apis/{group}/{version}"
+NAMESPACED = GROUP_VERSION + "/namespaces/{namespace}/{plural}"
+
+
+def resource_routes() -> list[BaseRoute]:
+    """The generic resource paths (every kind of every group)."""
+    return [
+        Route(GROUP_VERSION + "/{plural}", list_objects, methods=["GET"]),
+        Route(NAMESPACED, list_objects, methods=["GET"]),
+        Route(NAMESPACED + "/{name}", get_object, methods=["GET"]),
+    ]
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:  # noqa: ARG001
+    return error_response(exc)
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:  # noqa: ARG001
+    assert isinstance(exc, HTTPException)
+    message = {404: "the server could not find the requested resource", 405: "method not allowed"}
+    return error_response(ApiError(exc.status_code, message.get(exc.status_code, str(exc.detail))))
+
+
+def create_app(
+    client: Client,
+    *,
+    authorizer: Authorizer | None = None,
+    routes: Sequence[BaseRoute] = (),
+    middleware: Sequence[Any] = (),
+) -> Starlette:
+    """The HTTP API over ``client``. ``authorizer`` decides who may do what (default:
+    everybody everything, for an app behind a host's own checks); ``routes`` are served
+    before the API's own; ``middleware`` wraps them all (Starlette ``Middleware`` items)."""
+    app = Starlette(
+        routes=[*routes, *resource_routes()],
+        middleware=list(middleware),
+        exception_handlers={
+            ApiError: _api_error,
+            ReconcileError: _api_error,
+            HTTPException: _http_exception,
+            Exception: _api_error,
+        },
+    )
+    app.state.reconcile = ApiState(
+        client=client, resources=ResourceMap(client.kinds), authorizer=authorizer or AllowAll()
+    )
+    return app
