@@ -1,0 +1,275 @@
+"""The HTTP API's reads and watches, each beside its limits measured in the same run.
+
+A server built as ``reconcile serve`` builds it (``create_app`` over a client of a SQLite
+file store, uvicorn with ``serve``'s settings, a loopback socket) runs in a process of
+its own, holding --size Widgets; a load generator in another process (httpx, --connections
+keep-alive connections, each sending its next request as soon as the last is answered)
+measures, for --seconds each:
+
+* ``get one``: ``GET .../widgets/w0``; ``list``: ``GET .../widgets`` (all --size);
+* each beside ``bare``, a Starlette handler on the same app and the same uvicorn returning
+  the same bytes, precomputed: the HTTP stack's floor, what no handler of ours can beat;
+* and beside ``client``: the same reads through ``Client.get`` and ``Client.list`` in
+  this process, --connections tasks at once: the engine without HTTP.
+
+The server's CPU time per request is recorded too: the load generator shares the
+machine's cores, and CPU per request does not depend on who is faster.
+
+``watch``: --watchers watches (``?watch=true&resourceVersion=R``, Kubernetes' protocol:
+one JSON event a line) take --changes changes written in the server process at --rate a
+second (as writes over HTTP are); the latency of each event to each watcher runs from its
+write's commit (its apply returned) to its line's receipt (CLOCK_MONOTONIC is shared by
+processes on Linux), and every watcher must see every change. Beside it, the limit: the
+same watchers on ``Client.watch`` in this process, the same writes.
+
+Every figure is the median of --runs runs (the sides taking turns), with min and max.
+
+    python benchmarks/http.py [--size N] [--changes C] [--watchers W] [--rate R]
+                              [--connections K] [--seconds S] [--runs R] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+# This file is http.py, as the issue names it; its folder, first on the path when it runs
+# as a script, would make it the standard library's ``http`` for every import below (and
+# for httpx's and Starlette's): the folder goes last, after the standard library.
+sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != HERE), str(HERE)]
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Awaitable, Callable, Mapping  # noqa: E402
+from typing import Any  # noqa: E402
+
+from http_roles import READS, latencies, role, widget, write_changes  # noqa: E402
+from runners import cpu_seconds, env  # noqa: E402
+
+from reconcile.api import Client, connect  # noqa: E402
+from reconcile.testing import example_kinds  # noqa: E402
+
+SIDES = ("bare", "http", "client")
+SETTINGS = ("size", "changes", "watchers", "rate", "connections", "seconds", "runs")
+
+
+async def client_reads(client: Client, phase: str, connections: int, seconds: float) -> float:
+    """Requests per second of ``phase`` through ``client`` in this process."""
+    read: Callable[[], Awaitable[Any]] = (
+        (lambda: client.get("Widget", "w0")) if phase == "get one" else (lambda: client.list("Widget"))
+    )
+    done = 0
+    deadline = time.monotonic() + seconds
+
+    async def reader() -> None:
+        nonlocal done
+        while time.monotonic() < deadline:
+            await read()
+            done += 1
+
+    started = time.monotonic()
+    await asyncio.gather(*(reader() for _ in range(connections)))
+    return done / (time.monotonic() - started)
+
+
+def helper(*arguments: str) -> list[str]:
+    """The command running this script in one of its roles (``--serve``, ``--load``, ``--watch``)."""
+    return [sys.executable, str(Path(__file__).resolve()), *arguments]
+
+
+def http_reads(url: str, server: int, path: str, connections: int, seconds: float) -> dict[str, float]:
+    """Requests per second of ``GET path`` from the load generator, and the server's CPU
+    microseconds per request."""
+    before = cpu_seconds(server)
+    done = subprocess.run(  # noqa: S603 - this script
+        helper("--load", url, path, "--connections", str(connections), "--seconds", str(seconds)),
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env(),
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the load generator failed: {done.stderr}")
+    result = json.loads(done.stdout)
+    if result["errors"]:
+        raise SystemExit(f"{path}: {result['errors']} requests failed ({result['error']})")
+    used = cpu_seconds(server) - before
+    return {"per_s": result["per_s"], "cpu_us": 1e6 * used / max(result["requests"], 1)}
+
+
+def watch_http(url: str, watchers: int, changes: int, rate: float) -> dict[str, Any]:
+    """The watch case over HTTP (the watchers in the load generator, the writes in the server)."""
+    done = subprocess.run(  # noqa: S603 - this script
+        helper("--watch", url, "--watchers", str(watchers), "--changes", str(changes), "--rate", str(rate)),
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env(),
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the watchers failed: {done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def median_of(runs: list[float]) -> dict[str, Any]:
+    """min, median and max of ``runs``, and the runs."""
+    return {"min": min(runs), "median": statistics.median(runs), "max": max(runs), "runs": runs}
+
+
+def _start_server(db: Path) -> tuple[subprocess.Popen[str], str]:
+    server = subprocess.Popen(  # noqa: S603 - this script
+        helper("--serve", str(db)), stdout=subprocess.PIPE, text=True, env=env()
+    )
+    assert server.stdout is not None
+    line = server.stdout.readline()
+    if not line.startswith("serving on "):
+        server.kill()
+        raise SystemExit(f"the server did not start: {line!r}")
+    return server, line.removeprefix("serving on ").strip()
+
+
+async def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """Every run of every case; the rows."""
+    db = folder / "http.db"
+    url = f"sqlite:///{db}"
+    async with connect(url, kinds=example_kinds()) as client:
+        await client.apply_many([widget(i, i) for i in range(args.size)], atomic=True)
+    server, base = _start_server(db)
+    reads: dict[str, dict[str, list[float]]] = {p: {f"{s}_per_s": [] for s in SIDES} for p in READS}
+    cpu: dict[str, dict[str, list[float]]] = {p: {"bare": [], "http": []} for p in READS}
+    watch: dict[str, list[float]] = {k: [] for k in ("http_p50", "http_p99", "client_p50", "client_p99")}
+    lost = {"http": 0, "client": 0}
+    try:
+        async with connect(url, kinds=example_kinds()) as client:
+            for _ in range(args.runs):
+                for phase, (api_path, bare_path) in READS.items():
+                    for side, path in (("bare", bare_path), ("http", api_path)):
+                        got = http_reads(base, server.pid, path, args.connections, args.seconds)
+                        reads[phase][f"{side}_per_s"].append(got["per_s"])
+                        cpu[phase][side].append(got["cpu_us"])
+                    reads[phase]["client_per_s"].append(
+                        await client_reads(client, phase, args.connections, args.seconds)
+                    )
+                if args.changes:
+                    over_http = watch_http(base, args.watchers, args.changes, args.rate)
+                    in_process = await client_watch(client, args.size, args.watchers, args.changes, args.rate)
+                    for side, result in (("http", over_http), ("client", in_process)):
+                        watch[f"{side}_p50"].append(result["p50_ms"])
+                        watch[f"{side}_p99"].append(result["p99_ms"])
+                        lost[side] += result["lost"]
+    finally:
+        server.terminate()
+        server.wait()
+    rows: list[dict[str, Any]] = []
+    for phase, sides in reads.items():
+        row: dict[str, Any] = {"phase": phase, **{k: median_of(v) for k, v in sides.items()}}
+        row["ratio_to_bare"] = row["http_per_s"]["median"] / row["bare_per_s"]["median"]
+        row["ratio_to_client"] = row["http_per_s"]["median"] / row["client_per_s"]["median"]
+        row["server_cpu_us"] = {side: median_of(v) for side, v in cpu[phase].items()}
+        rows.append(row)
+    if args.changes:
+        row = {"phase": "watch", **{f"{k}_ms": median_of(v) for k, v in watch.items()}}
+        row |= {"lost_http": lost["http"], "lost_client": lost["client"]}
+        row["ratio_p50"] = row["http_p50_ms"]["median"] / row["client_p50_ms"]["median"]
+        row["ratio_p99"] = row["http_p99_ms"]["median"] / row["client_p99_ms"]["median"]
+        rows.append(row)
+    return {"rows": rows}
+
+
+async def client_watch(client: Client, size: int, watchers: int, changes: int, rate: float) -> dict[str, Any]:
+    """The limit of the watch case: the same watchers on ``Client.watch`` here, the same
+    writes made here."""
+    since = await client.revision()
+    receipts: list[dict[int, float]] = [{} for _ in range(watchers)]
+
+    async def watcher(seen: dict[int, float]) -> None:
+        async for event in client.watch("Widget", since=since):
+            seen[event.revision] = time.monotonic()
+            if len(seen) >= changes:
+                return
+
+    tasks = [asyncio.create_task(watcher(seen)) for seen in receipts]
+    committed = await write_changes(client, size, changes, rate)
+    await asyncio.wait(tasks, timeout=max(30.0, changes / 100))
+    for task in tasks:
+        task.cancel()
+    return latencies(committed, receipts)
+
+
+def _spread(figures: Mapping[str, float], form: str = ",.0f") -> str:
+    return " / ".join(format(figures[k], form) for k in ("min", "median", "max"))
+
+
+def _print(document: Mapping[str, Any]) -> None:
+    print(
+        f"{document['size']:,} widgets, {document['connections']} connections, {document['seconds']} s a "
+        f"case, {document['runs']} runs (min / median / max); load {document['load'][0]:.1f}"
+    )
+    print(f"{'case':<9} {'side':<7} {'requests/s':>26} {'server µs/request':>24}")
+    for row in document["rows"]:
+        if row["phase"] == "watch":
+            continue
+        for side in SIDES:
+            cpu = row["server_cpu_us"].get(side)
+            used = _spread(cpu) if cpu else "(in this process)"
+            print(f"{row['phase']:<9} {side:<7} {_spread(row[side + '_per_s']):>26} {used:>24}")
+        print(f"{'':<9} http / bare {row['ratio_to_bare']:.2f}; http / client {row['ratio_to_client']:.2f}")
+    for row in document["rows"]:
+        if row["phase"] == "watch":
+            print(
+                f"watch: {document['changes']:,} changes to {document['watchers']} watchers, "
+                f"{document['rate']:g} a second; ms from commit to receipt"
+            )
+            for side in ("http", "client"):
+                print(
+                    f"  {side:<7} p50 {_spread(row[side + '_p50_ms'], '.2f'):>24}   "
+                    f"p99 {_spread(row[side + '_p99_ms'], '.2f'):>24}   lost {row['lost_' + side]}"
+                )
+
+
+def main() -> None:
+    """Measure, print the table, write the JSON (``--json``)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=1000, help="widgets stored (the list's length)")
+    parser.add_argument("--changes", type=int, default=10_000, help="changes the watchers take (0: no watch)")
+    parser.add_argument("--watchers", type=int, default=100, help="concurrent watches")
+    parser.add_argument("--rate", type=float, default=1000.0, help="changes written per second (0: at once)")
+    parser.add_argument("--connections", type=int, default=16, help="concurrent connections of the reads")
+    parser.add_argument("--seconds", type=float, default=3.0, help="seconds of each read case")
+    parser.add_argument("--runs", type=int, default=3, help="runs of everything, the sides taking turns")
+    parser.add_argument("--json", type=Path, help="write results here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
+        measured = asyncio.run(measure(args, Path(folder)))
+    document = {
+        "benchmark": "http",
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load": os.getloadavg(),
+        **{
+            k: getattr(args, k)
+            for k in ("size", "changes", "watchers", "rate", "connections", "seconds", "runs")
+        },
+        **measured,
+    }
+    _print(document)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(document, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] in ("--serve", "--load", "--watch"):
+        role(sys.argv[1:])
+    else:
+        main()
