@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from reconcile.http.documents import managed_fields
 from reconcile.http.serving import _bound
 
 ROOT = Path(__file__).parents[1]
@@ -81,3 +82,37 @@ class TestServingSocket:
         finally:
             server.close()
             await server.wait_closed()
+
+
+class TestWireForm:
+    """What the read path's speed-ups must keep."""
+
+    def test_managed_fields_entries_are_each_documents_own(self) -> None:
+        """The entries built once for a set of managers are handed out as copies: a
+        caller changing one document's entries changes no other document's."""
+        body = {
+            "apiVersion": "example.reconcile.dev/v1",
+            "metadata": {
+                "managedFields": {"reconcile": ["spec/size", "labels/app"], "ci (Update)": ["spec/x"]}
+            },
+        }
+        first = managed_fields(body)
+        first[0]["fieldsV1"]["f:spec"]["f:changed"] = {}
+        first[1]["manager"] = "changed"
+        again = managed_fields(body)
+        assert again == [
+            {
+                "manager": "ci",
+                "operation": "Update",
+                "apiVersion": "example.reconcile.dev/v1",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:x": {}}},
+            },
+            {
+                "manager": "reconcile",
+                "operation": "Apply",
+                "apiVersion": "example.reconcile.dev/v1",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:size": {}}},
+            },
+        ]
