@@ -149,6 +149,7 @@ async def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     cpu: dict[str, dict[str, list[float]]] = {p: {"bare": [], "http": []} for p in READS}
     watch: dict[str, list[float]] = {k: [] for k in ("http_p50", "http_p99", "client_p50", "client_p99")}
     lost = {"http": 0, "client": 0}
+    cut_off = 0
     try:
         async with connect(url, kinds=example_kinds()) as client:
             for _ in range(args.runs):
@@ -167,6 +168,7 @@ async def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
                         watch[f"{side}_p50"].append(result["p50_ms"])
                         watch[f"{side}_p99"].append(result["p99_ms"])
                         lost[side] += result["lost"]
+                    cut_off += over_http["cut_off"]
     finally:
         server.terminate()
         server.wait()
@@ -179,7 +181,7 @@ async def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         rows.append(row)
     if args.changes:
         row = {"phase": "watch", **{f"{k}_ms": median_of(v) for k, v in watch.items()}}
-        row |= {"lost_http": lost["http"], "lost_client": lost["client"]}
+        row |= {"lost_http": lost["http"], "lost_client": lost["client"], "cut_off_http": cut_off}
         row["ratio_p50"] = row["http_p50_ms"]["median"] / row["client_p50_ms"]["median"]
         row["ratio_p99"] = row["http_p99_ms"]["median"] / row["client_p99_ms"]["median"]
         rows.append(row)

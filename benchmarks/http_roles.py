@@ -178,6 +178,7 @@ async def _watch(url: str, watchers: int, changes: int, rate: float) -> dict[str
         since = listed.json()["metadata"]["resourceVersion"]
         receipts: list[dict[int, float]] = [{} for _ in range(watchers)]
         connected = asyncio.Semaphore(0)
+        cut_off: list[str] = []
 
         async def watcher(seen: dict[int, float]) -> None:
             params = {"watch": "true", "resourceVersion": since}
@@ -195,8 +196,9 @@ async def _watch(url: str, watchers: int, changes: int, rate: float) -> dict[str
                         seen[int(event["object"]["metadata"]["resourceVersion"])] = at
                         if len(seen) >= changes:
                             return
-                    elif event["type"] == "ERROR":
-                        raise SystemExit(f"watch: an ERROR event {event['object']}")
+                    elif event["type"] == "ERROR":  # cut off (410): what it did not get is lost
+                        cut_off.append(event["object"].get("message", ""))
+                        return
 
         tasks = [asyncio.create_task(watcher(seen)) for seen in receipts]
         for _ in range(watchers):
@@ -211,7 +213,7 @@ async def _watch(url: str, watchers: int, changes: int, rate: float) -> dict[str
             if task.done() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
             task.cancel()
-    return latencies(committed, receipts)
+    return {**latencies(committed, receipts), "cut_off": len(cut_off), "why": cut_off[:1]}
 
 
 def role(argv: list[str]) -> None:
