@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 RESULTS = Path(__file__).parent / "benchmark_results"
-BENCHMARKS = ("reconcile", "store", "files", "growth", "s3", "dns", "startup")
+BENCHMARKS = ("reconcile", "store", "files", "growth", "s3", "dns", "startup", "http")
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from charts import text_width  # noqa: E402
