@@ -15,7 +15,7 @@ from reconcile import connect
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples" / "http_service"))
 
-from app import PREFIX, fastapi_host, starlette_host
+from embedding import PREFIX, fastapi_host, starlette_host
 
 FILES = f"{PREFIX}/apis/files.reconcile.dev/v1/namespaces/default/files"
 MANIFEST = {

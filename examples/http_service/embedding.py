@@ -5,7 +5,7 @@ prefix of its own (here ``/k8s``), in a Starlette app or a FastAPI one. Kubernet
 clients take a server URL with a path, so kubectl reaches it as
 ``server: http://127.0.0.1:8080/k8s``.
 
-    python examples/http_service/app.py [--db sqlite:///state.db] [--port 8080] [--fastapi]
+    python examples/http_service/embedding.py [--db sqlite:///state.db] [--port 8080] [--fastapi]
     curl localhost:8080/summary
     curl localhost:8080/k8s/apis/files.reconcile.dev/v1/namespaces/default/files
 """
