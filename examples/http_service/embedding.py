@@ -59,19 +59,26 @@ async def count_objects(client: reconcile.Client) -> dict[str, int]:
 
 
 async def serve(db: str, port: int, *, fastapi: bool) -> None:
-    """Open the store, build the host around its client, serve until interrupted; the
-    client closes after the server has stopped."""
+    """Open the store, build the host around its client, serve until interrupted (the
+    first line printed says where, once it accepts connections); the client closes after
+    the server has stopped."""
     async with reconcile.connect(db) as client:
         host = fastapi_host(client) if fastapi else starlette_host(client)
         server = uvicorn.Server(uvicorn.Config(host, host="127.0.0.1", port=port, log_level="warning"))
-        await server.serve()
+        serving = asyncio.create_task(server.serve())
+        while not server.started and not serving.done():  # noqa: ASYNC110 - uvicorn sets a flag
+            await asyncio.sleep(0.01)
+        if server.started:
+            bound = server.servers[0].sockets[0].getsockname()[1]
+            print(f"serving on http://127.0.0.1:{bound}", flush=True)
+        await serving
 
 
 def main() -> None:
     """Parse the command line and serve."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", default="sqlite:///state.db", help="the store's URL")
-    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--port", type=int, default=8080, help="0: a free port")
     parser.add_argument("--fastapi", action="store_true", help="the FastAPI host instead of Starlette's")
     args = parser.parse_args()
     asyncio.run(serve(args.db, args.port, fastapi=args.fastapi))
