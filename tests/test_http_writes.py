@@ -465,6 +465,24 @@ class TestPatch:
         assert forced.status_code == 200
         assert forced.json()["spec"]["content"] == "theirs\n"
 
+    async def test_apply_patch_without_spec(
+        self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path
+    ) -> None:
+        """An apply declaring metadata alone (kubectl's move of last-applied to
+        server-side apply) keeps the spec other managers own."""
+        _, http = served
+        url = f"{FILES}/index"
+        await http.patch(url, json=manifest(tmp_path), headers=APPLY, params={"fieldManager": "kubectl"})
+        annotated = {
+            "apiVersion": "files.reconcile.dev/v1",
+            "kind": "File",
+            "metadata": {"name": "index", "annotations": {"last": "applied"}},
+        }
+        response = await http.patch(url, json=annotated, headers=APPLY, params={"fieldManager": "last"})
+        assert response.status_code == 200, response.text
+        assert response.json()["metadata"]["annotations"] == {"last": "applied"}
+        assert response.json()["spec"]["content"] == "hello\n"
+
     async def test_apply_patch_in_yaml(
         self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path
     ) -> None:

@@ -196,7 +196,9 @@ class Client(Reading):
         validates an apply merged with the live object. What it declares is still only
         what it gave. ``refused`` is raised when that does not apply (no stored object,
         no field of another manager's to fill in)."""
-        spec = manifest.get("spec") if isinstance(manifest, Mapping) else None
+        # No spec at all declares none of it (kubectl's apply of the last-applied
+        # annotation alone, when it moves a client-side apply's fields to server-side).
+        spec = manifest.get("spec", {}) if isinstance(manifest, Mapping) else None
         meta = manifest.get("metadata") if isinstance(manifest, Mapping) else None
         if (
             not isinstance(spec, Mapping)
