@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconcile.model import Event, PrinterColumn
 from reconcile.model.conditions import ConditionStatus
+from reconcile.model.events import event_data
 from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
 
@@ -108,23 +109,6 @@ def who(event: Event) -> str:
     """Who an event is by, for a table: the user who asked for it when recorded (the
     CLI's ``--as``), else its field manager (a controller's name)."""
     return printable(event.user) if event.user else printable(event.actor)
-
-
-def event_data(event: Event) -> dict[str, Any]:
-    """An event as plain data."""
-    return {
-        "revision": event.revision,
-        "time": event.time.isoformat().replace("+00:00", "Z"),
-        "type": event.type,
-        "actor": event.actor,
-        "user": event.user,
-        "kind": event.key.kind,
-        "namespace": event.key.namespace,
-        "name": event.key.name,
-        "uid": event.uid,
-        "data": dict(event.data) if event.data else None,
-        "changes": [{"path": c.path, "old": c.old, "new": c.new} for c in event.changes],
-    }
 
 
 def _short(value: object) -> str:

@@ -21,10 +21,13 @@ from starlette.routing import BaseRoute, Route
 from reconcile.api import Client
 from reconcile.errors import ReconcileError
 from reconcile.http.context import AllowAll, ApiState, Authorizer
+from reconcile.http.deletes import delete_object
 from reconcile.http.errors import ApiError, error_response
 from reconcile.http.health import health_routes
 from reconcile.http.mapping import ResourceMap
 from reconcile.http.reads import get_object, list_objects
+from reconcile.http.subresources import get_history, get_status, patch_status, replace_status
+from reconcile.http.writes import create_object, patch_object, replace_object
 
 __all__ = ["create_app", "resource_routes"]
 
@@ -39,6 +42,22 @@ def resource_routes() -> list[BaseRoute]:
         Route(GROUP_VERSION + "/{plural}", list_objects, methods=["GET"]),
         Route(NAMESPACED, list_objects, methods=["GET"]),
         Route(NAMESPACED + "/{name}", get_object, methods=["GET"]),
+        *write_routes(),
+    ]
+
+
+def write_routes() -> list[BaseRoute]:
+    """Create, replace, patch and delete; the status subresource; the history."""
+    named = NAMESPACED + "/{name}"
+    return [
+        Route(NAMESPACED, create_object, methods=["POST"]),
+        Route(named, replace_object, methods=["PUT"]),
+        Route(named, patch_object, methods=["PATCH"]),
+        Route(named, delete_object, methods=["DELETE"]),
+        Route(named + "/status", get_status, methods=["GET"]),
+        Route(named + "/status", replace_status, methods=["PUT"]),
+        Route(named + "/status", patch_status, methods=["PATCH"]),
+        Route(named + "/history", get_history, methods=["GET"]),
     ]
 
 
