@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import pytest
 
@@ -17,6 +18,8 @@ from reconcile.cli.reading import TableOptions, table_rows
 from reconcile.http import create_app
 from reconcile.http.schemas import type_schema
 from reconcile.model import KindRegistry
+from reconcile.model.spelling import camel
+from reconcile.testing.kinds import GIZMO, GizmoSpec, GizmoV1Alpha1Spec
 
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 KUBECTL_DISCOVERY = (
@@ -315,3 +318,78 @@ class TestTables:
             "Age",
         ]
         assert table["rows"][0]["cells"][:5] == ["index", "Unknown", "Unknown", "", "5m"]
+
+
+class TestVersions:
+    """A kind served in several versions, and the two forms of discovery agreeing."""
+
+    @staticmethod
+    @contextlib.asynccontextmanager
+    async def gizmos(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+        """The app over Gizmo, served as v1 (storage) and v1alpha1."""
+        async with connect(f"sqlite:///{tmp_path / 'api.db'}", kinds=KindRegistry([GIZMO])) as client:
+            transport = httpx.ASGITransport(app=create_app(client))
+            async with httpx.AsyncClient(transport=transport, base_url="http://reconcile") as http:
+                yield http
+
+    async def test_each_served_version_is_listed_the_storage_one_preferred(self, tmp_path: Path) -> None:
+        """Both versions in the group, v1 preferred and first; each lists the kind."""
+        async with self.gizmos(tmp_path) as http:
+            group = (await http.get("/apis/example.reconcile.dev")).json()
+            spoke = (await http.get("/apis/example.reconcile.dev/v1alpha1")).json()
+            aggregated = (await http.get("/apis", headers={"Accept": AGGREGATED})).json()
+        assert [v["version"] for v in group["versions"]] == ["v1", "v1alpha1"]
+        assert group["preferredVersion"]["version"] == "v1"
+        assert by_name(spoke["resources"])["gizmos"]["shortNames"] == ["gz"]
+        [item] = aggregated["items"]
+        assert [v["version"] for v in item["versions"]] == ["v1", "v1alpha1"]
+
+    async def test_a_spoke_versions_schema_is_its_own_spec_class(self, tmp_path: Path) -> None:
+        """v1alpha1's document describes v1alpha1's spec (its own fields), under its GVK."""
+        async with self.gizmos(tmp_path) as http:
+            storage = (await http.get("/openapi/v3/apis/example.reconcile.dev/v1")).json()
+            spoke = (await http.get("/openapi/v3/apis/example.reconcile.dev/v1alpha1")).json()
+        v1 = storage["components"]["schemas"]["dev.reconcile.example.v1.Gizmo"]
+        alpha = spoke["components"]["schemas"]["dev.reconcile.example.v1alpha1.Gizmo"]
+        assert alpha["x-kubernetes-group-version-kind"][0]["version"] == "v1alpha1"
+        assert set(v1["properties"]["spec"]["properties"]) == {camel(f.name) for f in attrs.fields(GizmoSpec)}
+        assert set(alpha["properties"]["spec"]["properties"]) == {
+            camel(f.name) for f in attrs.fields(GizmoV1Alpha1Spec)
+        }
+
+    async def test_the_aggregated_and_legacy_forms_agree(self, tmp_path: Path) -> None:
+        """Every group version's resources, read from either form, are the same."""
+        async with served_kinds(tmp_path) as (_, http):
+            aggregated = (await http.get("/apis", headers={"Accept": AGGREGATED})).json()
+            legacy: dict[str, Any] = {}
+            for item in aggregated["items"]:
+                for version in item["versions"]:
+                    group_version = f"{item['metadata']['name']}/{version['version']}"
+                    legacy[group_version] = (await http.get(f"/apis/{group_version}")).json()["resources"]
+        for item in aggregated["items"]:
+            for version in item["versions"]:
+                flattened = []
+                for r in version["resources"]:
+                    kind = r["responseKind"]["kind"]
+                    flattened.append(
+                        {
+                            "name": r["resource"],
+                            "singularName": r["singularResource"],
+                            "namespaced": r["scope"] == "Namespaced",
+                            "kind": kind,
+                            "verbs": r["verbs"],
+                            "shortNames": r["shortNames"],
+                            "categories": r["categories"],
+                        }
+                    )
+                    flattened += [
+                        {
+                            "name": f"{r['resource']}/{s['subresource']}",
+                            "singularName": "",
+                            "namespaced": True,
+                            "kind": s["responseKind"]["kind"],
+                            "verbs": s["verbs"],
+                        }
+                        for s in r["subresources"]
+                    ]
+                assert flattened == legacy[f"{item['metadata']['name']}/{version['version']}"]
