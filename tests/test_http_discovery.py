@@ -12,10 +12,12 @@ from typing import Any
 import attrs
 import httpx
 import pytest
+from starlette.requests import Request
 
 from reconcile.api import Client, connect
 from reconcile.cli.reading import TableOptions, table_rows
-from reconcile.http import create_app
+from reconcile.http import create_app, tables
+from reconcile.http.mapping import ResourceMap
 from reconcile.http.schemas import type_schema
 from reconcile.model import KindRegistry
 from reconcile.model.spelling import camel
@@ -199,8 +201,9 @@ class TestOpenApi:
         assert "dev.reconcile.files.v1.FileList" in document["components"]["schemas"]
         assert "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" in document["components"]["schemas"]
 
-    async def test_the_patch_operation_says_the_server_validates_fields(self, tmp_path: Path) -> None:
-        """kubectl looks for fieldValidation among the PATCH parameters of the kind's path."""
+    async def test_the_patch_operation_says_what_the_server_takes(self, tmp_path: Path) -> None:
+        """kubectl looks for fieldValidation among the PATCH parameters of the kind's path,
+        and for a strategic merge patch among the bodies it takes."""
         async with served_kinds(tmp_path) as (_, http):
             document = (await http.get("/openapi/v3/apis/files.reconcile.dev/v1")).json()
         patch = document["paths"]["/apis/files.reconcile.dev/v1/namespaces/{namespace}/files/{name}"]["patch"]
@@ -211,6 +214,12 @@ class TestOpenApi:
         }
         assert {"fieldValidation", "dryRun", "fieldManager", "force"} <= {
             p["name"] for p in patch["parameters"]
+        }
+        # no strategic merge patch: kubectl apply then sends a JSON merge patch, as to a CRD
+        assert set(patch["requestBody"]["content"]) == {
+            "application/merge-patch+json",
+            "application/json-patch+json",
+            "application/apply-patch+yaml",
         }
 
     def test_annotations_map_to_openapi_types(self) -> None:
@@ -393,3 +402,16 @@ class TestVersions:
                         for s in r["subresources"]
                     ]
                 assert flattened == legacy[f"{item['metadata']['name']}/{version['version']}"]
+
+
+def test_a_table_without_headers_has_no_column_definitions() -> None:
+    """headers=False (a watch's later events): the rows, no columnDefinitions."""
+    [resource] = ResourceMap(KindRegistry([GIZMO])).in_version("example.reconcile.dev", "v1")
+    request = Request({"type": "http", "query_string": b"", "headers": []})
+    document = {"metadata": {"name": "g", "generation": 1}, "spec": {"size": 1}}
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    first = tables.table(request, resource, [document], now=now, resource_version="3")
+    later = tables.table(request, resource, [document], now=now, resource_version="3", headers=False)
+    assert first["columnDefinitions"]
+    assert later["columnDefinitions"] == []
+    assert later["rows"] == first["rows"]

@@ -175,19 +175,32 @@ _LIST_PARAMETERS = [
 ]
 
 
+#: The bodies each writing action takes. PATCH lists no strategic merge patch: kubectl
+#: reads this list, and sends a JSON merge patch to a kind whose PATCH does not take one
+#: (as it does for a CRD's).
+_BODIES = {
+    "post": ("application/json", "application/yaml"),
+    "put": ("application/json", "application/yaml"),
+    "patch": ("application/merge-patch+json", "application/json-patch+json", "application/apply-patch+yaml"),
+}
+
+
 def _operation(
     resource: ApiResource, action: str, kind: str, parameters: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    item = schema_name(resource.group, resource.version, kind)
-    return {
+    item = _ref(schema_name(resource.group, resource.version, kind))
+    operation: dict[str, Any] = {
         "operationId": f"{action}{resource.kind.kind}",
         "parameters": parameters,
-        "responses": {
-            "200": {"description": "OK", "content": {"application/json": {"schema": _ref(item)}}},
-        },
+        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": item}}}},
         "x-kubernetes-action": action,
         "x-kubernetes-group-version-kind": _gvk(resource, resource.kind.kind),
     }
+    if action in _BODIES:
+        body_schema = item if action != "patch" else {"type": "object"}
+        content = {media: {"schema": body_schema} for media in _BODIES[action]}
+        operation["requestBody"] = {"required": True, "content": content}
+    return operation
 
 
 def _paths(resource: ApiResource) -> dict[str, Any]:

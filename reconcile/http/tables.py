@@ -12,6 +12,10 @@ A row's ``object`` is what ``includeObject`` asks for: ``Metadata`` (the default
 the apiserver's: a ``PartialObjectMetadata``, from which kubectl takes the namespace
 for ``-A`` and the labels for ``--show-labels``), ``Object`` (the whole document) or
 ``None``.
+
+For a watch that asks for tables (``kubectl get -w``), each event's object is a Table of
+its one row, as the apiserver sends it: the column definitions in the first event only,
+``table(..., headers=False)`` for the others.
 """
 
 from __future__ import annotations
@@ -151,8 +155,11 @@ def table(
     now: datetime.datetime,
     resource_version: str,
     continue_token: str | None = None,
+    headers: bool = True,
 ) -> dict[str, Any]:
-    """A ``Table`` of ``documents`` (of ``resource``'s kind), as of ``now``."""
+    """A ``Table`` of ``documents`` (of ``resource``'s kind), as of ``now``; without
+    ``headers``, no ``columnDefinitions`` (a watch's events after the first, as the
+    apiserver sends them)."""
     include = _include_object(request)
     columns = resource.kind.printer_columns
     rows = []
@@ -170,6 +177,6 @@ def table(
         "kind": kind,
         "apiVersion": f"{group}/{version}",
         "metadata": meta,
-        "columnDefinitions": column_definitions(columns),
+        "columnDefinitions": column_definitions(columns) if headers else [],
         "rows": rows,
     }
