@@ -16,7 +16,7 @@ from starlette.requests import Request
 
 from reconcile.api import Client, connect
 from reconcile.cli.reading import TableOptions, table_rows
-from reconcile.http import create_app, tables
+from reconcile.http import create_app, discovery, tables
 from reconcile.http.mapping import ResourceMap
 from reconcile.http.schemas import type_schema
 from reconcile.model import KindRegistry
@@ -415,3 +415,28 @@ def test_a_table_without_headers_has_no_column_definitions() -> None:
     assert first["columnDefinitions"]
     assert later["columnDefinitions"] == []
     assert later["rows"] == first["rows"]
+
+
+async def test_a_resource_served_beside_the_kinds_is_discovered(tmp_path: Path) -> None:
+    """serve_in_discovery: a cluster-scoped resource of another group in both forms."""
+    async with connect(f"sqlite:///{tmp_path / 'api.db'}", kinds=KindRegistry([GIZMO])) as client:
+        app = create_app(client)
+        review = discovery.ServedResource(
+            "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview"
+        )
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://r") as http:
+            before = (await http.get("/apis")).json()
+            discovery.serve_in_discovery(app.state.reconcile, review)
+            groups = (await http.get("/apis")).json()
+            listed = (await http.get("/apis/authorization.k8s.io/v1")).json()
+            aggregated = (await http.get("/apis", headers={"Accept": AGGREGATED})).json()
+    assert "authorization.k8s.io" not in by_name(before["groups"])
+    assert by_name(groups["groups"])["authorization.k8s.io"]["preferredVersion"]["version"] == "v1"
+    [entry] = listed["resources"]
+    assert (entry["name"], entry["namespaced"], entry["verbs"]) == (
+        "selfsubjectaccessreviews",
+        False,
+        ["create"],
+    )
+    found = {item["metadata"]["name"]: item for item in aggregated["items"]}["authorization.k8s.io"]
+    assert found["versions"][0]["resources"][0]["scope"] == "Cluster"

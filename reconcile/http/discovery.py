@@ -16,6 +16,11 @@ client whose ``Accept`` asks for it, as kubectl 1.32 does first. The core group 
 ``v1``: pods, services...) is served as Kubernetes' ``v1`` with no resources in it:
 clients expect it to be there, and an empty list is what they tolerate best.
 
+A part of the app that serves a resource of its own beside the kinds' (the
+``selfsubjectaccessreviews`` of ``authorization.k8s.io``) lists it with
+:func:`serve_in_discovery`; discovery's documents are built once from the kinds and
+those (:class:`Catalogue`).
+
 Discovery is public to every user who reached the handler (authentication, when the
 server has it, runs before): Kubernetes' ``system:discovery`` role, which every
 authenticated user holds, says the same.
@@ -26,14 +31,16 @@ from __future__ import annotations
 import importlib.metadata
 import platform
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from reconcile.http.context import state
+from reconcile.http.context import ApiState, state
+from reconcile.http.errors import ApiError
 from reconcile.http.mapping import VERBS, ApiResource, ResourceMap
 from reconcile.http.media import accepts_as, media_type
 from reconcile.http.responses import json_response
@@ -41,9 +48,13 @@ from reconcile.http.responses import json_response
 __all__ = [
     "CATEGORIES",
     "KUBERNETES_VERSION",
+    "Catalogue",
+    "ServedResource",
     "aggregated",
+    "catalogue",
     "discovery_routes",
     "resource_list",
+    "serve_in_discovery",
     "version_info",
 ]
 
@@ -56,6 +67,9 @@ CATEGORIES = ("all", "reconcile")
 STATUS_VERBS = ("get", "patch", "update")
 #: Aggregated discovery's media type parameters: group, version, kind.
 AGGREGATED = ("apidiscovery.k8s.io", "v2", "APIGroupDiscoveryList")
+#: Where the app's state keeps the resources served beside the kinds, and the catalogue.
+SERVED_KEY = "discovery.served"
+CATALOGUE_KEY = "discovery.catalogue"
 
 
 def _reconcile_version() -> str:
@@ -85,48 +99,133 @@ def version_info() -> dict[str, str]:
     }
 
 
+@attrs.frozen
+class ServedResource:
+    """A resource the app serves beside the kinds' (``selfsubjectaccessreviews`` of
+    ``authorization.k8s.io/v1``), as discovery lists it; added with
+    :func:`serve_in_discovery`. A kind's own resources are listed from the kinds."""
+
+    group: str
+    version: str
+    #: The URL's name (``selfsubjectaccessreviews``).
+    plural: str
+    kind: str
+    verbs: tuple[str, ...] = ("create",)
+    namespaced: bool = False
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    #: Its subresources, each with its verbs (``{"status": ("get", "patch", "update")}``).
+    subresources: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, hash=False)
+
+
+def serve_in_discovery(app_state: ApiState, resource: ServedResource) -> None:
+    """List ``resource`` in the app's discovery documents (its routes are the caller's)."""
+    app_state.extras.setdefault(SERVED_KEY, []).append(resource)
+    app_state.extras.pop(CATALOGUE_KEY, None)
+
+
+def _of_kind(resource: ApiResource) -> ServedResource:
+    return ServedResource(
+        resource.group,
+        resource.version,
+        resource.plural,
+        resource.kind.kind,
+        VERBS,
+        namespaced=True,
+        singular=resource.singular,
+        short_names=resource.short_names,
+        categories=CATEGORIES,
+        subresources={"status": STATUS_VERBS},
+    )
+
+
+@attrs.frozen
+class Catalogue:
+    """Everything discovery lists: each group's versions (the preferred one first) and
+    each group version's resources (sorted by plural)."""
+
+    versions: dict[str, list[str]]
+    resources: dict[tuple[str, str], list[ServedResource]]
+
+    @classmethod
+    def build(cls, kinds: ResourceMap, served: Sequence[ServedResource] = ()) -> Catalogue:
+        """The kinds' resources (the storage version preferred) and those ``served`` beside."""
+        versions: dict[str, list[str]] = {}
+        resources: dict[tuple[str, str], list[ServedResource]] = {}
+        for group, found in kinds.groups().items():
+            preferred = kinds.preferred(group)
+            versions[group] = [preferred, *(v for v in found if v != preferred)]
+        for entry in [*(_of_kind(r) for r in kinds), *served]:
+            group_versions = versions.setdefault(entry.group, [])
+            if entry.version not in group_versions:
+                group_versions.append(entry.version)
+            resources.setdefault((entry.group, entry.version), []).append(entry)
+        for listed in resources.values():
+            listed.sort(key=lambda r: r.plural)
+        return cls(dict(sorted(versions.items())), resources)
+
+    def group_versions(self, group: str) -> list[str]:
+        """A group's versions, the preferred one first (404 for a group not served)."""
+        found = self.versions.get(group)
+        if not found:
+            raise ApiError(404, f"the server could not find the requested resource (group {group!r})")
+        return found
+
+    def in_version(self, group: str, version: str) -> list[ServedResource]:
+        """A group version's resources (404 naming what is not served)."""
+        if version not in self.group_versions(group):
+            raise ApiError(404, f"the server could not find the requested resource ({group}/{version})")
+        return self.resources.get((group, version), [])
+
+
+def catalogue(request: Request) -> Catalogue:
+    """The app's catalogue, built once (again after :func:`serve_in_discovery`)."""
+    app_state = state(request)
+    found = app_state.extras.get(CATALOGUE_KEY)
+    if not isinstance(found, Catalogue):
+        found = Catalogue.build(app_state.resources, app_state.extras.get(SERVED_KEY, ()))
+        app_state.extras[CATALOGUE_KEY] = found
+    return found
+
+
 def _group_version(group: str, version: str) -> dict[str, str]:
     return {"groupVersion": f"{group}/{version}", "version": version}
 
 
-def _api_group(resources: ResourceMap, group: str, versions: Sequence[str]) -> dict[str, Any]:
+def _api_group(group: str, versions: Sequence[str]) -> dict[str, Any]:
     return {
         "name": group,
         "versions": [_group_version(group, v) for v in versions],
-        "preferredVersion": _group_version(group, resources.preferred(group)),
+        "preferredVersion": _group_version(group, versions[0]),
     }
 
 
-def _versions_preferred_first(resources: ResourceMap, group: str, versions: Sequence[str]) -> list[str]:
-    preferred = resources.preferred(group)
-    return [preferred, *(v for v in versions if v != preferred)]
-
-
-def resource_list(group_version: str, resources: Sequence[ApiResource]) -> dict[str, Any]:
-    """An ``APIResourceList``: each resource and its ``status`` subresource."""
+def resource_list(group_version: str, resources: Sequence[ServedResource]) -> dict[str, Any]:
+    """An ``APIResourceList``: each resource, then each of its subresources."""
     entries: list[dict[str, Any]] = []
-    for resource in sorted(resources, key=lambda r: r.plural):
-        kind = resource.kind.kind
+    for resource in resources:
         entries.append(
             {
                 "name": resource.plural,
                 "singularName": resource.singular,
-                "namespaced": True,
-                "kind": kind,
-                "verbs": list(VERBS),
+                "namespaced": resource.namespaced,
+                "kind": resource.kind,
+                "verbs": list(resource.verbs),
                 "shortNames": list(resource.short_names),
-                "categories": list(CATEGORIES),
+                "categories": list(resource.categories),
             }
         )
-        entries.append(
+        entries += [
             {
-                "name": f"{resource.plural}/status",
+                "name": f"{resource.plural}/{name}",
                 "singularName": "",
-                "namespaced": True,
-                "kind": kind,
-                "verbs": list(STATUS_VERBS),
+                "namespaced": resource.namespaced,
+                "kind": resource.kind,
+                "verbs": list(verbs),
             }
-        )
+            for name, verbs in resource.subresources.items()
+        ]
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
@@ -135,43 +234,40 @@ def resource_list(group_version: str, resources: Sequence[ApiResource]) -> dict[
     }
 
 
-def _discovered_resource(resource: ApiResource) -> dict[str, Any]:
-    response_kind = {"group": resource.group, "version": resource.version, "kind": resource.kind.kind}
+def _discovered_resource(resource: ServedResource) -> dict[str, Any]:
+    response_kind = {"group": resource.group, "version": resource.version, "kind": resource.kind}
     return {
         "resource": resource.plural,
         "responseKind": response_kind,
-        "scope": "Namespaced",
+        "scope": "Namespaced" if resource.namespaced else "Cluster",
         "singularResource": resource.singular,
-        "verbs": list(VERBS),
+        "verbs": list(resource.verbs),
         "shortNames": list(resource.short_names),
-        "categories": list(CATEGORIES),
+        "categories": list(resource.categories),
         "subresources": [
-            {"subresource": "status", "responseKind": response_kind, "verbs": list(STATUS_VERBS)},
+            {"subresource": name, "responseKind": response_kind, "verbs": list(verbs)}
+            for name, verbs in resource.subresources.items()
         ],
     }
 
 
-def aggregated(resources: ResourceMap) -> dict[str, Any]:
+def aggregated(found: Catalogue) -> dict[str, Any]:
     """``/apis`` in the aggregated form: an ``APIGroupDiscoveryList`` of every group,
     its versions (the preferred one first) and their resources."""
-    items = []
-    for group, versions in resources.groups().items():
-        items.append(
-            {
-                "metadata": {"name": group},
-                "versions": [
-                    {
-                        "version": version,
-                        "resources": [
-                            _discovered_resource(r)
-                            for r in sorted(resources.in_version(group, version), key=lambda r: r.plural)
-                        ],
-                        "freshness": "Current",
-                    }
-                    for version in _versions_preferred_first(resources, group, versions)
-                ],
-            }
-        )
+    items = [
+        {
+            "metadata": {"name": group},
+            "versions": [
+                {
+                    "version": version,
+                    "resources": [_discovered_resource(r) for r in found.in_version(group, version)],
+                    "freshness": "Current",
+                }
+                for version in versions
+            ],
+        }
+        for group, versions in found.versions.items()
+    ]
     return _aggregated_list(items)
 
 
@@ -213,31 +309,26 @@ async def get_core_v1(request: Request) -> Response:  # noqa: ARG001
 
 async def get_groups(request: Request) -> Response:
     """``GET /apis``: every group and its versions."""
-    resources = state(request).resources
+    found = catalogue(request)
     legacy = {
         "kind": "APIGroupList",
         "apiVersion": "v1",
-        "groups": [
-            _api_group(resources, group, _versions_preferred_first(resources, group, versions))
-            for group, versions in resources.groups().items()
-        ],
+        "groups": [_api_group(group, versions) for group, versions in found.versions.items()],
     }
-    return _discovery_response(request, legacy, aggregated(resources))
+    return _discovery_response(request, legacy, aggregated(found))
 
 
 async def get_group(request: Request) -> Response:
     """``GET /apis/{group}``: one group's versions (404 for a group not served)."""
-    resources = state(request).resources
     group = request.path_params["group"]
-    resources.preferred(group)  # 404 naming the group when it is not served
-    versions = _versions_preferred_first(resources, group, resources.groups()[group])
-    return json_response({"kind": "APIGroup", "apiVersion": "v1", **_api_group(resources, group, versions)})
+    versions = catalogue(request).group_versions(group)
+    return json_response({"kind": "APIGroup", "apiVersion": "v1", **_api_group(group, versions)})
 
 
 async def get_group_version(request: Request) -> Response:
     """``GET /apis/{group}/{version}``: the resources of one group version."""
     group, version = request.path_params["group"], request.path_params["version"]
-    found = state(request).resources.in_version(group, version)
+    found = catalogue(request).in_version(group, version)
     return json_response(resource_list(f"{group}/{version}", found))
 
 
