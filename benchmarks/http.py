@@ -2,7 +2,8 @@
 
 A server built as ``reconcile serve`` builds it (``create_app`` over a client of a SQLite
 file store, uvicorn with ``serve``'s settings, ``serve``'s own loopback socket) runs in a
-process of its own, holding --size Widgets. A load generator in another process
+process of its own, holding --size Widgets (the app alone, as a host mounts it: not
+``serve``'s authentication and per-client limits). A load generator in another process
 (--connections keep-alive connections on plain asyncio streams, each sending its next
 request as soon as the last is answered: an HTTP library in Python costs more CPU per
 request than the server, and would measure itself) measures, for --seconds each:
