@@ -342,6 +342,19 @@ class TestReplace:
         assert [c["field"] for c in status["details"]["causes"]] == ["spec.path"]
         assert await client.revision() == 1
 
+    async def test_another_uid_is_409(self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path) -> None:
+        """A body whose uid is not the stored object's (one deleted and created again
+        since it was read): Conflict, for a replace and a patch; nothing stored."""
+        client, http = served
+        document = await created(http, tmp_path)
+        document["metadata"]["uid"] = "an-older-one"
+        del document["metadata"]["resourceVersion"]
+        response = await http.put(f"{FILES}/index", json=document)
+        assert_status(response, 409, "Conflict", "Precondition failed: UID in precondition: an-older-one")
+        patch = {"metadata": {"uid": "an-older-one"}}
+        assert_status(await http.patch(f"{FILES}/index", json=patch, headers=MERGE), 409, "Conflict")
+        assert await client.revision() == 1
+
     async def test_dry_run(self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path) -> None:
         """The replaced object answered, the stored one unchanged."""
         client, http = served
