@@ -447,6 +447,30 @@ class TestPatch:
         assert_status(forced, 422, "Invalid", "force: Forbidden: may not be specified for non-apply patch")
         assert await client.revision() == 1
 
+    async def test_a_change_meanwhile_is_retried(
+        self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The object changed between the patch's read and its write: applied again to
+        the new version (both changes kept), as Kubernetes retries a patch."""
+        client, http = served
+        await created(http, tmp_path)
+        read = client.store.read
+        reads = []
+
+        async def read_then_change(key: Any) -> Any:
+            found = await read(key)
+            reads.append(key)
+            if len(reads) == 1:
+                await client.patch("File", "index", {"metadata": {"labels": {"meanwhile": "yes"}}})
+            return found
+
+        monkeypatch.setattr(client.store, "read", read_then_change)
+        response = await http.patch(f"{FILES}/index", json={"spec": {"content": "x\n"}}, headers=MERGE)
+        assert response.status_code == 200, response.text
+        assert len(reads) >= 2
+        assert response.json()["metadata"]["labels"]["meanwhile"] == "yes"
+        assert response.json()["spec"]["content"] == "x\n"
+
     async def test_dry_run(self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path) -> None:
         """The patched object answered; nothing stored."""
         client, http = served

@@ -188,6 +188,12 @@ async def create_object(request: Request) -> Response:
     return respond(request, found, client, created, status=201, warnings=dropped)
 
 
+def _changed_meanwhile(exc: ConflictError) -> bool:
+    """Whether the conflict is the object's change since it was read (worth another try),
+    not a refusal that would stand (another field manager's fields, another owner)."""
+    return type(exc) is ConflictError
+
+
 async def _update(
     client: Client, found: Target, document: Mapping[str, Any], options: WriteOptions
 ) -> tuple[AnyResource | Mapping[str, Any], list[str]]:
@@ -214,9 +220,9 @@ async def _update(
         }
         try:
             updated, dropped = await validated(update, pinned, options.field_validation, found.resource)
-        except FieldConflictError:
-            raise
-        except ConflictError:
+        except ConflictError as exc:
+            if not _changed_meanwhile(exc):
+                raise
             continue
         return (document if updated is None else updated), dropped
     raise ConflictError(f"gave up after {ATTEMPTS} attempts that met concurrent changes")
@@ -264,10 +270,8 @@ async def patched(
             result, dropped = await validated(
                 write, from_wire(document), options.field_validation, found.resource
             )
-        except FieldConflictError:
-            raise
-        except ConflictError:
-            if pinned:
+        except ConflictError as exc:
+            if pinned or not _changed_meanwhile(exc):
                 raise
             continue
         return result, dropped, document
