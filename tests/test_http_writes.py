@@ -500,7 +500,7 @@ class TestPatch:
         nameless = await http.patch(url, json=theirs, headers=APPLY)
         assert_status(nameless, 422, "Invalid", "fieldManager: Required value: is required for apply patch")
         forced = await http.patch(
-            url, json=theirs, headers=APPLY, params={"fieldManager": "other", "force": "true"}
+            url, json=theirs, headers=APPLY, params={"fieldManager": "other", "force": "True"}
         )
         assert forced.status_code == 200
         assert forced.json()["spec"]["content"] == "theirs\n"

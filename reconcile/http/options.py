@@ -27,6 +27,12 @@ DEFAULT_MANAGER = "reconcile-http"
 MAX_MANAGER_LENGTH = 128
 FIELD_VALIDATIONS = ("Ignore", "Strict", "Warn")
 FieldValidation = Literal["Ignore", "Strict", "Warn"]
+#: A boolean query parameter as Kubernetes reads it (Go's ``strconv.ParseBool``: the
+#: Python client sends ``True``).
+_BOOLEANS = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False),
+}
 
 
 @attrs.frozen
@@ -91,6 +97,8 @@ def write_options(request: Request, options: str, *, apply: bool = False) -> Wri
             "FieldValueInvalid",
         )
     force = query.get("force")
+    if force is not None and force not in _BOOLEANS:
+        raise ApiError(400, f'force: "{force}" is not a boolean (true or false)')
     if force is not None and not apply:
         raise _invalid(
             options, "force", "Forbidden: may not be specified for non-apply patch", "FieldValueForbidden"
@@ -103,6 +111,6 @@ def write_options(request: Request, options: str, *, apply: bool = False) -> Wri
         dry_run=bool(dry_run),
         manager=given or _manager(request),
         field_validation=cast("FieldValidation", validation),
-        force=force == "true",
+        force=_BOOLEANS.get(force or "false", False),
         manager_given=bool(given),
     )
