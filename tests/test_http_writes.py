@@ -590,6 +590,8 @@ class TestDelete:
         assert_status(stale, 409, "Conflict")
         other = await http.request("DELETE", url, json={"preconditions": {"uid": "someone-else"}})
         assert_status(other, 409, "Conflict", "Precondition failed: UID in precondition: someone-else")
+        both = await http.delete(url, params={"propagationPolicy": "Orphan", "orphanDependents": "True"})
+        assert_status(both, 422, "Invalid", "Cannot both set OrphanDependents and PropagationPolicy")
         policy = await http.delete(url, params={"propagationPolicy": "Sideways"})
         assert_status(policy, 422, "Invalid", "propagationPolicy")
         assert_status(await http.delete(f"{FILES}/nothing"), 404, "NotFound")

@@ -23,7 +23,7 @@ from reconcile.http.bodies import OBJECT_TYPES, media_type, parse, unsupported
 from reconcile.http.context import Target, namespace_or_default, target
 from reconcile.http.documents import parse_resource_version
 from reconcile.http.errors import ApiError, Cause
-from reconcile.http.options import WriteOptions, write_options
+from reconcile.http.options import WriteOptions, boolean, write_options
 from reconcile.http.reads import object_key
 from reconcile.http.responses import json_response
 from reconcile.http.writes import acting_client, check_uid, missing, refusals, respond
@@ -78,8 +78,9 @@ def _orphan_dependents(value: object, field: str) -> bool | None:
         return None
     if isinstance(value, bool):
         return value
-    if value in ("true", "false"):
-        return value == "true"
+    found = boolean(value) if isinstance(value, str) else None
+    if found is not None:
+        return found
     raise _invalid(field, f'Invalid value: "{value}": expected true or false')
 
 

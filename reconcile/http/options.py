@@ -19,7 +19,14 @@ from starlette.requests import Request
 
 from reconcile.http.errors import ApiError, Cause
 
-__all__ = ["DEFAULT_MANAGER", "FIELD_VALIDATIONS", "MAX_MANAGER_LENGTH", "WriteOptions", "write_options"]
+__all__ = [
+    "DEFAULT_MANAGER",
+    "FIELD_VALIDATIONS",
+    "MAX_MANAGER_LENGTH",
+    "WriteOptions",
+    "boolean",
+    "write_options",
+]
 
 #: The field manager of a request that names none and has no User-Agent.
 DEFAULT_MANAGER = "reconcile-http"
@@ -50,6 +57,11 @@ class WriteOptions:
     force: bool
     #: Whether the request named its field manager (an apply patch must).
     manager_given: bool
+
+
+def boolean(value: str) -> bool | None:
+    """A boolean query parameter's value as Kubernetes reads it; None when it is not one."""
+    return _BOOLEANS.get(value)
 
 
 def _invalid(options: str, field: str, message: str, reason: str = "FieldValueNotSupported") -> ApiError:
