@@ -24,6 +24,7 @@ from reconcile.http.context import AllowAll, ApiState, Authorizer
 from reconcile.http.errors import ApiError, error_response
 from reconcile.http.mapping import ResourceMap
 from reconcile.http.reads import get_object, list_objects
+from reconcile.http.watchers import WatchLimits, configure_watches
 
 __all__ = ["create_app", "resource_routes"]
 
@@ -57,6 +58,7 @@ def create_app(
     authorizer: Authorizer | None = None,
     routes: Sequence[BaseRoute] = (),
     middleware: Sequence[Any] = (),
+    watch_limits: WatchLimits | None = None,
 ) -> Starlette:
     """The HTTP API over ``client``. ``authorizer`` decides who may do what (default:
     everybody everything, for an app behind a host's own checks); ``routes`` are served
@@ -74,4 +76,5 @@ def create_app(
     app.state.reconcile = ApiState(
         client=client, resources=ResourceMap(client.kinds), authorizer=authorizer or AllowAll()
     )
+    configure_watches(app.state.reconcile, watch_limits)
     return app
