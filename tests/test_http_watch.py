@@ -5,10 +5,15 @@ the server up (a cap on watchers, a slow watcher cut off, disconnects, shutdown)
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
+import httpx
+import pytest
+from http_helpers import kubeconfig, kubectl, served
 from watch_helpers import FILES, app_over, eventually, manifest, remove, request, types, watch
 
+from reconcile.api import connect
 from reconcile.http.watchers import WatchLimits, close_watches, watchers_of
 from reconcile.http.watching import Watch
 
@@ -274,3 +279,74 @@ class TestLimits:
             late = await watch(app)
             await late.wait_ended()
         assert late.status == 503
+
+
+async def _open_watch(host: str, port: int, query: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(f"GET {FILES}?{query} HTTP/1.1\r\nHost: {host}\r\nAccept: application/json\r\n\r\n".encode())
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return reader, writer
+
+
+async def _chunk(reader: asyncio.StreamReader) -> bytes:
+    """The next chunk of a chunked response."""
+    size = int((await reader.readuntil(b"\r\n")).strip(), 16)
+    return (await reader.readexactly(size + 2))[:-2]
+
+
+class TestServed:
+    """Watches over real sockets, against ``reconcile serve``."""
+
+    @pytest.mark.slow
+    async def test_a_thousand_watchers_each_get_the_change(self, tmp_path: Path) -> None:
+        """1,000 concurrent watch connections: each receives the change; the server answers
+        GETs meanwhile and after they all go."""
+        db = tmp_path / "state.db"
+        async with connect(f"sqlite:///{db}") as client:
+            await client.apply(manifest("index"), origin=tmp_path / "a.yaml")
+            head = await client.revision()
+            with served(db) as url:
+                host, port = url.removeprefix("http://").rsplit(":", 1)
+                query = f"watch=true&resourceVersion={head}"
+                watchers = [await _open_watch(host, int(port), query) for _ in range(1000)]
+                async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+                    during = await http.get(FILES)
+                    await client.apply(manifest("index", content="changed\n"), origin=tmp_path / "a.yaml")
+                    lines = await asyncio.wait_for(
+                        asyncio.gather(*(_chunk(reader) for reader, _ in watchers)), 120
+                    )
+                    for _, writer in watchers:
+                        writer.close()
+                    after = await http.get(FILES)
+        assert during.status_code == after.status_code == 200
+        assert len(lines) == 1000
+        for line in lines:
+            event = json.loads(line)
+            assert event["type"] == "MODIFIED"
+            assert event["object"]["spec"]["content"] == "changed\n"
+
+    async def test_a_stream_over_http_with_its_timeout(self, tmp_path: Path) -> None:
+        """httpx reads a chunked stream: the listed object, a change, then the end at
+        timeoutSeconds; kubectl get --raw reads the same stream."""
+        db = tmp_path / "state.db"
+        async with connect(f"sqlite:///{db}") as client:
+            await client.apply(manifest("index"), origin=tmp_path / "a.yaml")
+            with served(db) as url:
+                async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+                    params = {"watch": "1", "timeoutSeconds": "2"}
+                    async with http.stream("GET", FILES, params=params) as response:
+                        assert response.headers["transfer-encoding"] == "chunked"
+                        events = []
+                        async for line in response.aiter_lines():
+                            events.append(json.loads(line))
+                            if len(events) == 1:
+                                await client.apply(manifest("about"), origin=tmp_path / "a.yaml")
+                config = kubeconfig(tmp_path / "kubeconfig", url)
+                raw = kubectl(config, "get", "--raw", f"{FILES}?watch=true&timeoutSeconds=1")
+        assert types(events) == [("ADDED", "index"), ("ADDED", "about")]
+        assert types([json.loads(line) for line in raw.stdout.splitlines()]) == [
+            ("ADDED", "about"),
+            ("ADDED", "index"),
+        ]
