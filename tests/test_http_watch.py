@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import httpx
@@ -350,3 +351,41 @@ class TestServed:
             ("ADDED", "about"),
             ("ADDED", "index"),
         ]
+
+    async def test_kubectl_get_watch_prints_each_change(self, tmp_path: Path) -> None:
+        """kubectl get -w --output-watch-events: the listed rows, then a row per change, in
+        the kind's columns (each event's object a Table of its row)."""
+        db = tmp_path / "state.db"
+        async with connect(f"sqlite:///{db}") as client:
+            await client.apply(manifest("index"), origin=tmp_path / "a.yaml")
+            with served(db) as url:
+                config = kubeconfig(tmp_path / "kubeconfig", url)
+                process = await asyncio.create_subprocess_exec(
+                    "kubectl",
+                    "get",
+                    "files",
+                    "-w",
+                    "--output-watch-events",
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env={**os.environ, "KUBECONFIG": str(config), "KUBECACHEDIR": str(tmp_path / "cache")},
+                )
+                assert process.stdout is not None
+                try:
+
+                    async def line() -> list[str]:
+                        assert process.stdout is not None
+                        return (await asyncio.wait_for(process.stdout.readline(), 60)).decode().split()
+
+                    header, listed = await line(), await line()
+                    await client.apply(manifest("about"), origin=tmp_path / "a.yaml")
+                    added = await line()
+                    await client.apply(manifest("index", content="x\n"), origin=tmp_path / "a.yaml")
+                    modified = await line()
+                finally:
+                    process.terminate()
+                    await process.wait()
+        assert header[:4] == ["EVENT", "NAME", "READY", "SYNCED"]
+        assert listed[:2] == ["ADDED", "index"]
+        assert added[:2] == ["ADDED", "about"]
+        assert modified[:2] == ["MODIFIED", "index"]

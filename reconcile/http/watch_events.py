@@ -31,12 +31,16 @@ from reconcile.model.events import EventType
 from reconcile.model.meta import ObjectKey
 from reconcile.store import RawEvent, StoredObject
 
-__all__ = ["INITIAL_EVENTS_END", "Translator", "bookmark_line", "error_line", "event_line"]
+__all__ = ["INITIAL_EVENTS_END", "Tabulate", "Translator", "bookmark_line", "error_line", "event_line"]
 
 #: The annotation of the bookmark that ends a watch's initial events.
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 ADDED, MODIFIED, DELETED = b"ADDED", b"MODIFIED", b"DELETED"
+
+#: An event's object as a Table of its one row (``kubectl get -w``); the flag: whether
+#: it is the stream's first, which carries the column definitions.
+Tabulate = Callable[[dict[str, Any], bool], dict[str, Any]]
 
 
 def event_line(event_type: bytes, wire_object: bytes) -> bytes:
@@ -65,8 +69,17 @@ def error_line(code: int, message: str, reason: str) -> bytes:
 class Translator:
     """Turns one watcher's stored events into its event lines."""
 
-    def __init__(self, client: Client, found: Target, selection: Selection, objects: WireObjects) -> None:
+    def __init__(
+        self,
+        client: Client,
+        found: Target,
+        selection: Selection,
+        objects: WireObjects,
+        tabulate: Tabulate | None = None,
+    ) -> None:
         self._client = client
+        self._tabulate = tabulate
+        self._tabled = False
         self._found = found
         self._selection = selection
         self._objects = objects
@@ -75,18 +88,24 @@ class Translator:
         #: Whether every key that matched is in ``_matched`` (the watch listed first).
         self.complete = False
 
+    def _document(self, revision: int, stored: StoredObject) -> dict[str, Any]:
+        current = self._client.decoder.current(stored)
+        assert current is not None
+        document = to_wire(self._client, self._found.resource, current.body)
+        document["metadata"]["resourceVersion"] = str(revision)
+        return document
+
     def _encoded(self, revision: int, stored: Callable[[], StoredObject]) -> bytes:
         """The object of ``revision`` as its wire document's JSON, made (from ``stored``)
-        only when no other watcher made it already."""
-
-        def make() -> bytes:
-            current = self._client.decoder.current(stored())
-            assert current is not None
-            document = to_wire(self._client, self._found.resource, current.body)
-            document["metadata"]["resourceVersion"] = str(revision)
-            return orjson.dumps(document)
-
-        return self._objects.get(revision, self._found.resource.group_version, make)
+        only when no other watcher made it already; as a Table of its row for a watcher
+        that asked for tables (the column definitions in the first only)."""
+        if self._tabulate is not None:
+            first, self._tabled = not self._tabled, True
+            return orjson.dumps(self._tabulate(self._document(revision, stored()), first))
+        api_version = self._found.resource.group_version
+        return self._objects.get(
+            revision, api_version, lambda: orjson.dumps(self._document(revision, stored()))
+        )
 
     def listed(self, item: StoredObject) -> bytes:
         """The ADDED line of an object of the list a watch starts with."""

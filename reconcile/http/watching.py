@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import enum
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -47,12 +48,13 @@ from reconcile.http.backlog import Backlog
 from reconcile.http.context import Target, state
 from reconcile.http.errors import status_of
 from reconcile.http.listing import ListOptions, too_large
-from reconcile.http.watch_events import Translator, bookmark_line, error_line
+from reconcile.http.tables import table, wants_table
+from reconcile.http.watch_events import Tabulate, Translator, bookmark_line, error_line
 from reconcile.http.watchers import Watchers, watchers_of
 from reconcile.model.events import Bookmark
 from reconcile.store import StoredObject
 
-__all__ = ["Watch", "WatchResponse", "watch_objects"]
+__all__ = ["Watch", "WatchResponse", "tabulate_for", "watch_objects"]
 
 
 class Ending(enum.Enum):
@@ -88,7 +90,9 @@ class Watch:
         self._watchers = watchers
         limits = watchers.limits
         self.backlog = Backlog(max_events=limits.max_backlog_events, max_bytes=limits.max_backlog_bytes)
-        self._translator = Translator(self._state.client, found, options.selection, watchers.objects)
+        self._translator = Translator(
+            self._state.client, found, options.selection, watchers.objects, tabulate_for(request, found)
+        )
         seconds = options.timeout_seconds
         self._timeout = (
             float(seconds) if seconds else limits.min_timeout * (1.0 + random.random())  # noqa: S311
@@ -281,6 +285,23 @@ class WatchResponse(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: ARG002
         """Run the watch."""
         await self._watch.run(receive, send)
+
+
+def tabulate_for(request: Request, found: Target) -> Tabulate | None:
+    """How a watch that asks for tables (``kubectl get -w``) shows each event's object: a
+    Table of its one row, as the apiserver sends it (a 400 now, before the stream, for an
+    ``includeObject`` the tables refuse); None for a watch of documents."""
+    if not wants_table(request):
+        return None
+    client = state(request).client
+
+    def tabulate(document: dict[str, Any], first: bool) -> dict[str, Any]:
+        now = datetime.datetime.fromtimestamp(client.clock(), datetime.UTC)
+        revision = str(document["metadata"].get("resourceVersion", ""))
+        return table(request, found.resource, [document], now=now, resource_version=revision, headers=first)
+
+    table(request, found.resource, [], now=datetime.datetime.now(datetime.UTC), resource_version="")
+    return tabulate
 
 
 async def watch_objects(request: Request, found: Target, options: ListOptions) -> Response:
