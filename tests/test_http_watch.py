@@ -281,6 +281,18 @@ class TestLimits:
             await late.wait_ended()
         assert late.status == 503
 
+    async def test_the_shutdown_hook_ends_every_stream(self, tmp_path: Path) -> None:
+        """The hook the app registers among its shutdown hooks ends the open watches."""
+        async with app_over(tmp_path) as (client, app):
+            await client.apply(manifest("index"), origin=tmp_path / "a.yaml")
+            stream = await watch(app)
+            await stream.wait_events(1)
+            for hook in app.state.reconcile.extras["shutdown_hooks"]:
+                await hook()
+            await stream.wait_ended()
+        assert stream.ended
+        assert watchers_of(app).count == 0
+
 
 async def _open_watch(host: str, port: int, query: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     reader, writer = await asyncio.open_connection(host, port)

@@ -180,10 +180,21 @@ def watchers_of(holder: ApiState | Request | Any) -> Watchers:
     return registry
 
 
+#: The app's shutdown hooks in :attr:`ApiState.extras` (``reconcile.http.shutdown``'s
+#: list: ``reconcile serve`` runs them once it stops accepting connections).
+SHUTDOWN_HOOKS = "shutdown_hooks"
+
+
 def configure_watches(found: ApiState, limits: WatchLimits | None) -> Watchers:
-    """Give an app's state its watch registry, with ``limits``."""
+    """Give an app's state its watch registry, with ``limits``, and a shutdown hook that
+    ends every open watch (:meth:`Watchers.close_all`, within the limits' ``grace``)."""
     registry = Watchers(limits)
     found.extras[EXTRAS_KEY] = registry
+
+    async def end_watches() -> None:
+        await registry.close_all(registry.limits.grace)
+
+    found.extras.setdefault(SHUTDOWN_HOOKS, []).append(end_watches)
     return registry
 
 
