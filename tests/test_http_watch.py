@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import httpx
+import kubernetes
 import pytest
 from http_helpers import kubeconfig, kubectl, served
 from watch_helpers import FILES, app_over, eventually, manifest, remove, request, types, watch
@@ -401,3 +402,28 @@ class TestServed:
         assert listed[:2] == ["ADDED", "index"]
         assert added[:2] == ["ADDED", "about"]
         assert modified[:2] == ["MODIFIED", "index"]
+
+    async def test_the_python_clients_dynamic_watch(self, tmp_path: Path) -> None:
+        """The kubernetes Python client's dynamic client: list, then watch from the list's
+        resourceVersion (as its informers do), getting the change made in between."""
+        db = tmp_path / "state.db"
+        async with connect(f"sqlite:///{db}") as client:
+            await client.apply(manifest("index"), origin=tmp_path / "a.yaml")
+            with served(db) as url:
+                api_client = kubernetes.config.new_client_from_config(str(kubeconfig(tmp_path / "kc", url)))
+                files = kubernetes.dynamic.DynamicClient(api_client).resources.get(
+                    api_version="files.reconcile.dev/v1", kind="File"
+                )
+                listed = await asyncio.to_thread(files.get, namespace="default")
+                await client.apply(manifest("about"), origin=tmp_path / "a.yaml")
+
+                def watched() -> list[tuple[str, str]]:
+                    stream = files.watch(
+                        namespace="default", resource_version=listed.metadata.resourceVersion, timeout=1
+                    )
+                    return [(event["type"], event["object"].metadata.name) for event in stream]
+
+                events = await asyncio.to_thread(watched)
+                api_client.close()
+        assert [item.metadata.name for item in listed.items] == ["index"]
+        assert events == [("ADDED", "about")]
