@@ -16,6 +16,7 @@ from http_helpers import kubeconfig, kubectl, served
 from watch_helpers import FILES, app_over, eventually, manifest, remove, request, types, watch
 
 from reconcile.api import connect
+from reconcile.http.backlog import Backlog
 from reconcile.http.watchers import WatchLimits, close_watches, watchers_of
 from reconcile.http.watching import Watch
 
@@ -427,3 +428,41 @@ class TestServed:
                 api_client.close()
         assert [item.metadata.name for item in listed.items] == ["index"]
         assert events == [("ADDED", "about")]
+
+
+class TestBacklog:
+    """The bounded queue between a watch's reader and its sender."""
+
+    async def test_marks_merge_and_name_the_revision_reached(self) -> None:
+        """Consecutive marks are one; take() gives the lines and the latest revision."""
+        backlog = Backlog(max_events=10, max_bytes=1000)
+        backlog.put(b"a\n", 0)  # (a listed object: no revision reached yet)
+        assert backlog.take() == ([b"a\n"], 0)
+        backlog.mark(3)
+        backlog.mark(5)
+        backlog.put(b"b\n", 6)
+        backlog.mark(7)
+        assert backlog.lines == 1
+        assert backlog.take() == ([b"b\n"], 7)
+        assert backlog.empty
+
+    async def test_put_says_when_the_bound_is_passed(self) -> None:
+        """Beyond the events or the bytes: False; a lone line larger than the bytes fits."""
+        by_events = Backlog(max_events=2, max_bytes=1000)
+        assert by_events.put(b"1\n", 1)
+        assert by_events.put(b"2\n", 2)
+        assert not by_events.put(b"3\n", 3)
+        by_bytes = Backlog(max_events=100, max_bytes=10)
+        assert by_bytes.put(b"x" * 50, 1)  # (one event always fits)
+        assert not by_bytes.put(b"y", 2)
+
+    async def test_put_waiting_waits_for_room(self) -> None:
+        """The initial events wait until the sender takes what is queued."""
+        backlog = Backlog(max_events=1, max_bytes=1000)
+        await backlog.put_waiting(b"1\n", 0)
+        second = asyncio.ensure_future(backlog.put_waiting(b"2\n", 0))
+        await asyncio.sleep(0)
+        assert not second.done()
+        assert backlog.take() == ([b"1\n"], 0)
+        await asyncio.wait_for(second, 5)
+        assert backlog.take() == ([b"2\n"], 0)

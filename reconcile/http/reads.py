@@ -31,7 +31,6 @@ from reconcile.http.presenting import present_list, present_object
 from reconcile.http.watching import watch_objects
 from reconcile.model import ObjectKey
 from reconcile.model.events import Bookmark
-from reconcile.store import StoredObject
 
 __all__ = ["get_object", "list_objects", "object_key"]
 
@@ -139,12 +138,6 @@ async def list_objects(request: Request) -> Response:
         )
     namespace = namespace or only
 
-    def matches(item: StoredObject) -> bool:
-        key = item.key
-        return selection.matches_key(key.namespace, key.name) and selection.labels.matches(
-            item.body["metadata"].get("labels") or {}
-        )
-
     kind = found.resource.kind
     page = await client.store.list(
         kind.api_group,
@@ -152,7 +145,7 @@ async def list_objects(request: Request) -> Response:
         namespace=namespace,
         after=_after(options.continue_token),
         limit=options.limit,
-        predicate=None if selection.everything else matches,
+        predicate=None if selection.everything else selection.matches,
     )
     revision = await _checked_revision(client, found, options, namespace, page.revision)
     documents = []

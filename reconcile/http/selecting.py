@@ -13,14 +13,12 @@ reads the query, before any handler runs), naming the parameter.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import attrs
 
 from reconcile.errors import InvalidError
 from reconcile.http.errors import ApiError, Cause
 from reconcile.model import LabelSelector
+from reconcile.store import StoredObject
 
 __all__ = ["FIELDS", "FieldRequirement", "Selection", "parse_field_selector", "parse_selection"]
 
@@ -142,12 +140,12 @@ class Selection:
                 return False
         return True
 
-    def matches(self, body: Mapping[str, Any]) -> bool:
-        """Whether an object's body passes both selectors."""
-        meta = body.get("metadata") or {}
-        if self.fields and not self.matches_key(str(meta.get("namespace", "")), str(meta.get("name", ""))):
+    def matches(self, item: StoredObject) -> bool:
+        """Whether a stored object passes both selectors."""
+        key = item.key
+        if self.fields and not self.matches_key(key.namespace, key.name):
             return False
-        return self.labels.matches(meta.get("labels") or {})
+        return self.labels.matches((item.body.get("metadata") or {}).get("labels") or {})
 
 
 def parse_selection(label_selector: str | None, field_selector: str | None) -> Selection:

@@ -129,7 +129,7 @@ class Watch:
                 kind.api_group,
                 kind.kind,
                 namespace=self._namespace(),
-                predicate=None if selection.everything else lambda item: selection.matches(item.body),
+                predicate=None if selection.everything else selection.matches,
             )
             self._listed, self._since = page.items, page.revision
         elif options.resource_version:
@@ -143,7 +143,8 @@ class Watch:
         client, kind, since = self._state.client, self._found.resource.kind, self._since
         if self._listed is not None:
             for listed in self._listed:
-                await self.backlog.put_waiting(self._translator.listed(listed), listed.resource_version)
+                # (revision 0: no bookmark may name a revision until the whole list is sent)
+                await self.backlog.put_waiting(self._translator.listed(listed), 0)
             self._listed = ()
             self._translator.complete = True
             if self._options.send_initial_events:
