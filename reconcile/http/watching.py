@@ -72,12 +72,15 @@ async def _aclose(iterator: AsyncIterator[Any]) -> None:
         await close()
 
 
-async def _cancel(*tasks: asyncio.Task[Any]) -> None:
+async def _cancel(*tasks: asyncio.Future[Any]) -> None:
+    """Cancel ``tasks`` and wait until they have ended (a cancellation of the caller
+    still propagates); their failures are taken as answered."""
     for task in tasks:
         task.cancel()
+    await asyncio.wait(tasks)
     for task in tasks:
-        with contextlib.suppress(BaseException):
-            await task
+        if not task.cancelled():
+            task.exception()
 
 
 class Watch:
