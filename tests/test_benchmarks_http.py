@@ -116,3 +116,27 @@ class TestWireForm:
                 "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:size": {}}},
             },
         ]
+
+
+class TestWatchBenchmark:
+    """The watch case: changes written in the server reach every watcher."""
+
+    def test_every_watcher_gets_every_change(self, tmp_path: Path) -> None:
+        """A few watchers over HTTP and as many on the store's watch each get every one
+        of the changes (nothing lost, nobody cut off), with latencies and the write rate."""
+        rows, printed = run_http_benchmark(
+            tmp_path, "--changes", "40", "--watchers", "3", "--rate", "0", "--seconds", "0.1"
+        )
+        watch = rows["watch"]
+        assert watch["lost_http"] == 0
+        assert watch["lost_store"] == 0
+        assert watch["cut_off_http"] == 0
+        for side in ("http", "store"):
+            p50, p99 = watch[f"{side}_p50_ms"], watch[f"{side}_p99_ms"]
+            assert isinstance(p50, dict)
+            assert isinstance(p99, dict)
+            assert p50["median"] <= p99["median"]
+            written = watch[f"{side}_written_per_s"]
+            assert isinstance(written, dict)
+            assert written["median"] > 0
+        assert "watch: 40 changes to 3 watchers" in printed
