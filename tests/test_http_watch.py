@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 from pathlib import Path
+from typing import Any
 
 import httpx
 import kubernetes
@@ -311,6 +313,17 @@ async def _chunk(reader: asyncio.StreamReader) -> bytes:
     return (await reader.readexactly(size + 2))[:-2]
 
 
+async def _read_to_the_end(reader: asyncio.StreamReader) -> list[dict[str, Any]]:
+    """Every whole event line of a chunked stream until its end or the connection's."""
+    data = b""
+    try:
+        while chunk := await _chunk(reader):
+            data += chunk
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    return [json.loads(line) for line in data.split(b"\n")[:-1] if line]
+
+
 class TestServed:
     """Watches over real sockets, against ``reconcile serve``."""
 
@@ -334,6 +347,7 @@ class TestServed:
                     )
                     for _, writer in watchers:
                         writer.close()
+                    await asyncio.gather(*(writer.wait_closed() for _, writer in watchers))
                     after = await http.get(FILES)
         assert during.status_code == after.status_code == 200
         assert len(lines) == 1000
@@ -341,6 +355,53 @@ class TestServed:
             event = json.loads(line)
             assert event["type"] == "MODIFIED"
             assert event["object"]["spec"]["content"] == "changed\n"
+
+    @pytest.mark.slow
+    async def test_a_socket_that_never_reads_is_cut_off(self, tmp_path: Path) -> None:
+        """A client that stops reading (a small receive window, nothing taken): the server
+        cuts it off past its backlog bound and its stream ends short of the changes, while
+        a watcher beside it gets every one and the server answers GETs."""
+        db = tmp_path / "state.db"
+        big = "x" * 200_000
+        async with connect(f"sqlite:///{db}") as client:
+            await client.apply(manifest("index"), origin=tmp_path / "a.yaml")
+            head = await client.revision()
+            with served(db) as url:
+                host, port = url.removeprefix("http://").rsplit(":", 1)
+                query = f"watch=true&resourceVersion={head}"
+                slow_socket = socket.socket()
+                slow_socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                slow_socket.connect((host, int(port)))
+                slow_socket.setblocking(False)  # noqa: FBT003 - socket's own signature
+                slow_reader, slow_writer = await asyncio.open_connection(sock=slow_socket, limit=4096)
+                slow_writer.write(f"GET {FILES}?{query} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+                await slow_reader.readuntil(b"\r\n\r\n")
+                fast_reader, fast_writer = await _open_watch(host, int(port), query)
+                changes = 60  # 12 MB: past the 4 MiB backlog, the kernel's buffers and the transport's
+                fast: list[dict[str, Any]] = []
+
+                async def read_fast() -> None:
+                    while len(fast) < changes:
+                        fast.extend(json.loads(line) for line in (await _chunk(fast_reader)).splitlines())
+
+                reading = asyncio.ensure_future(read_fast())
+                for n in range(changes):
+                    await client.apply(manifest("index", content=f"{n}{big}"), origin=tmp_path / "a.yaml")
+                    # (in step: the reading watcher never falls behind, whatever the machine's load)
+                    await eventually(lambda n=n: len(fast) > n or reading.done(), lambda: "the change")
+                await asyncio.wait_for(reading, 60)
+                async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+                    during = await http.get(f"{FILES}/index")
+                slow = await asyncio.wait_for(_read_to_the_end(slow_reader), 60)
+                for writer in (slow_writer, fast_writer):
+                    writer.close()
+                    await writer.wait_closed()
+        assert [e["type"] for e in fast] == ["MODIFIED"] * changes
+        assert during.status_code == 200
+        modified = [e for e in slow if e["type"] == "MODIFIED"]
+        assert len(modified) < changes  # cut off, never buffered to the end
+        if slow and slow[-1]["type"] == "ERROR":  # (when its socket took the ERROR in time)
+            assert (slow[-1]["object"]["code"], slow[-1]["object"]["reason"]) == (410, "Expired")
 
     async def test_a_stream_over_http_with_its_timeout(self, tmp_path: Path) -> None:
         """httpx reads a chunked stream: the listed object, a change, then the end at
