@@ -56,6 +56,29 @@ class TestEvents:
         versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events[2:]]
         assert versions == sorted(versions)
 
+    async def test_each_store_backs_a_watch(self, tmp_path: Path, store_url: str) -> None:
+        """SQLite and PostgreSQL alike: the list, a change, a deletion, and 410 after compaction."""
+        async with app_over(tmp_path, store=store_url) as (client, app):
+            await client.apply(manifest("index"), origin=tmp_path / "a.yaml")
+            stream = await watch(app)
+            await stream.wait_events(1)
+            await client.apply(manifest("index", content="changed\n"), origin=tmp_path / "a.yaml")
+            await remove(client, "index")
+            events = await stream.wait_events(4)
+            stream.disconnect()
+            await stream.wait_ended()
+            await client.compact(await client.revision())
+            expired = await watch(app, resourceVersion="1")
+            await expired.wait_ended()
+        assert types(events) == [
+            ("ADDED", "index"),
+            ("MODIFIED", "index"),
+            ("MODIFIED", "index"),
+            ("DELETED", "index"),
+        ]
+        [error] = expired.events
+        assert (error["type"], error["object"]["code"]) == ("ERROR", 410)
+
     async def test_a_watch_from_a_resource_version_sends_only_later_changes(self, tmp_path: Path) -> None:
         """resourceVersion N: the events after N, nothing listed."""
         async with app_over(tmp_path) as (client, app):
