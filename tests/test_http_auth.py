@@ -32,6 +32,7 @@ from reconcile.http.authn import PEER_CERTIFICATE_SCOPE_KEY, Authenticating, Aut
 from reconcile.http.configfiles import ConfigError
 from reconcile.http.context import ANONYMOUS, Attributes, User, state, target
 from reconcile.http.rbac import AllowAuthenticated, load_rbac
+from reconcile.http.serving import _security
 from reconcile.http.tokens import hash_token, load_tokens
 
 FILES = "/apis/files.reconcile.dev/v1/namespaces/default/files"
@@ -728,6 +729,28 @@ class TestServed:
         assert result.returncode == 2, result.stderr
         assert expected in " ".join(result.stderr.split())
         assert "Traceback" not in result.stderr
+
+    def test_a_network_address_without_tls_warns_loudly(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Tokens on a non-loopback address without TLS: a warning on stderr; on loopback: none."""
+        tokens, _ = write_tokens(tmp_path)
+        options: dict[str, Any] = {
+            "token_file": str(tokens),
+            "client_ca": None,
+            "anonymous": False,
+            "authorization_config": None,
+            "tls": {},
+        }
+        _security("127.0.0.1", **options)
+        assert capsys.readouterr().err == ""
+        security = _security("10.1.2.3", **options)
+        warning = " ".join(capsys.readouterr().err.split())
+        assert (
+            "WARNING: serving 10.1.2.3 without TLS: bearer tokens and every document cross the network"
+            in warning
+        )
+        assert security.authenticator.tokens is not None
 
     def test_hash_token_reads_stdin(self, tmp_path: Path) -> None:
         """--hash-token prints the tokens file's hash of stdin's token; a short token is refused."""
