@@ -5,8 +5,6 @@ secrets kept out of logs, errors and the store."""
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import logging
 import secrets
 import ssl
@@ -16,16 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import kubernetes
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from http_helpers import CHECKOUT, api, kubeconfig, kubectl, reconcile_command, served
+from kubernetes.client.exceptions import ApiException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from tls_helpers import make_certificates, tls_args
 
 from reconcile.api import connect
 from reconcile.http.authn import PEER_CERTIFICATE_SCOPE_KEY, Authenticating, Authenticator, certificate_user
@@ -474,66 +471,10 @@ class TestRefusalsStoreNothing:
 # -- through a real server -------------------------------------------------------------
 
 
-def make_certificates(folder: Path) -> dict[str, Path]:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate (CN carol, O ops)."""
-    now = datetime.datetime.now(datetime.UTC)
-
-    def issue(
-        name: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: tuple[x509.Name, Any] | None, *, ca: bool
-    ) -> x509.Certificate:
-        issuer_name, issuer_key = issuer or (name, key)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(issuer_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if not ca:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False,
-            )
-        return builder.sign(issuer_key, hashes.SHA256())
-
-    def save(stem: str, certificate: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
-        (folder / f"{stem}.crt").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-        (folder / f"{stem}.key").write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
-        )
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "reconcile test CA")])
-    ca = issue(ca_name, ca_key, None, ca=True)
-    save("ca", ca, ca_key)
-    server_key = ec.generate_private_key(ec.SECP256R1())
-    server_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    save("server", issue(server_name, server_key, (ca_name, ca_key), ca=False), server_key)
-    client_key = ec.generate_private_key(ec.SECP256R1())
-    client_name = x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "ops"),
-            x509.NameAttribute(NameOID.COMMON_NAME, "carol"),
-        ]
-    )
-    save("client", issue(client_name, client_key, (ca_name, ca_key), ca=False), client_key)
-    return {stem: folder / stem for stem in ("ca", "server", "client")}
-
-
 async def seed(db: Path) -> None:
     """A store holding the file "index" in default."""
     async with connect(f"sqlite:///{db}") as client:
         await client.apply(MANIFEST, origin=db.parent / "site.yaml")
-
-
-def tls_args(paths: dict[str, Path]) -> tuple[str, ...]:
-    """serve's options for HTTPS with the server certificate of ``paths``."""
-    return ("--tls-cert-file", f"{paths['server']}.crt", "--tls-private-key-file", f"{paths['server']}.key")
 
 
 class TestServed:
@@ -558,6 +499,7 @@ class TestServed:
             other = kubectl(as_bob, "auth", "can-i", "list", "files", "-n", "prod", check=False)
             eve = kubectl(as_eve, "auth", "can-i", "list", "files", check=False)
             whoami = kubectl(as_bob, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+            listed = kubectl(as_bob, "auth", "can-i", "--list")
             got = kubectl(
                 as_bob,
                 "get",
@@ -575,6 +517,9 @@ class TestServed:
         assert other.stdout.strip() == "no"
         assert eve.stdout.strip() == "no"
         assert whoami.stdout == "bob"
+        rows = [line.split() for line in listed.stdout.splitlines()]
+        assert ["files.files.reconcile.dev", "[]", "[]", "[get", "list", "watch]"] in rows
+        assert ["files.files.reconcile.dev/status", "[]", "[index]", "[create", "patch", "update]"] in rows
         assert got.returncode == 0, got.stderr
         assert '"name":"index"' in got.stdout
         assert forbidden.returncode != 0
@@ -583,6 +528,39 @@ class TestServed:
         )
         assert unauthorized.returncode != 0
         assert "Unauthorized" in unauthorized.stderr
+
+    def test_the_kubernetes_python_client_with_a_token(self, tmp_path: Path) -> None:
+        """The official client's typed access review (JSON bodies), over HTTPS with bob's token."""
+        db = tmp_path / "api.db"
+        asyncio.run(seed(db))
+        tokens, rules = write_tokens(tmp_path)
+        paths = make_certificates(tmp_path)
+        args = ("--token-file", str(tokens), "--authorization-config", str(rules), *tls_args(paths))
+        with served(db, *args) as url:
+            configuration = kubernetes.client.Configuration()
+            configuration.host = url
+            configuration.ssl_ca_cert = f"{paths['ca']}.crt"
+            configuration.api_key = {"authorization": f"Bearer {BOB}"}
+            with kubernetes.client.ApiClient(configuration) as client:
+                reviews = kubernetes.client.AuthorizationV1Api(client)
+
+                def may(verb: str, namespace: str) -> bool:
+                    body = kubernetes.client.V1SelfSubjectAccessReview(
+                        spec=kubernetes.client.V1SelfSubjectAccessReviewSpec(
+                            resource_attributes=kubernetes.client.V1ResourceAttributes(
+                                verb=verb, group="files.reconcile.dev", resource="files", namespace=namespace
+                            )
+                        )
+                    )
+                    allowed: bool = reviews.create_self_subject_access_review(body).status.allowed
+                    return allowed
+
+                answers = (may("list", "default"), may("delete", "default"), may("list", "prod"))
+            configuration.api_key = {"authorization": "Bearer wrong"}
+            with kubernetes.client.ApiClient(configuration) as client, pytest.raises(ApiException) as refused:
+                kubernetes.client.AuthorizationV1Api(client).create_self_subject_access_review(body={})
+        assert answers == (True, False, False)
+        assert refused.value.status == 401
 
     def test_anonymous_through_kubectl_only_when_enabled(self, tmp_path: Path) -> None:
         """--anonymous with a binding for system:unauthenticated: kubectl without credentials reads."""

@@ -1,4 +1,4 @@
-"""The server's HTTP/1.1 connections: uvicorn's h11 protocol with two additions.
+"""The server's HTTP/1.1 connections: uvicorn's h11 protocol with three additions.
 
 - **A deadline for the request's headers.** uvicorn limits their size
   (``h11_max_incomplete_event_size``) and how long an idle keep-alive connection stays
@@ -8,6 +8,8 @@
   when the first byte of its next request arrives, and the connection is closed when the
   headers are not complete within ``header_timeout`` seconds (Go's ``ReadHeaderTimeout``).
   The body's own deadline is :mod:`reconcile.http.limits`' job.
+- **A prompt graceful stop under TLS**: an idle connection is dropped at once (see
+  :meth:`_Connection.shutdown`).
 - **The verified TLS client certificate** in the ASGI scope
   (:data:`~reconcile.http.authn.PEER_CERTIFICATE_SCOPE_KEY`), for authentication by
   client certificate: uvicorn does not pass it on.
@@ -88,6 +90,16 @@ class _Connection(H11Protocol):
         # A pipelined request's first bytes may be waiting already: its clock runs now.
         if self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
             self._start_header_clock()
+
+    def shutdown(self) -> None:
+        """Close an idle connection at a graceful stop; under TLS, without waiting for the
+        client's close_notify (asyncio waits up to 30 s for it, and a client's pooled idle
+        connection never sends it: the stop would wait for nothing)."""
+        idle = self.cycle is None or self.cycle.response_complete
+        super().shutdown()
+        tls = self.transport.get_extra_info("ssl_object") is not None
+        if idle and tls and not self.transport.get_write_buffer_size():
+            self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_header_clock()
