@@ -187,6 +187,32 @@ class TestAuthentication:
         assert eve.status_code == 200
         assert anonymous.status_code == 403
 
+    async def test_a_websocket_without_credentials_is_closed_unaccepted(self, tmp_path: Path) -> None:
+        """No websocket slips past authentication: closed with 1008 before the app sees it."""
+        tokens, _ = write_tokens(tmp_path)
+        reached: list[Any] = []
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            reached.append(scope)
+
+        sent: list[Any] = []
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        async def receive() -> Any:
+            return {"type": "websocket.connect"}
+
+        middleware = Authenticating(app, Authenticator(load_tokens(tokens)))
+        await middleware({"type": "websocket", "path": "/x", "headers": []}, receive, send)
+        await middleware(
+            {"type": "websocket", "path": "/x", "headers": [(b"authorization", f"Bearer {BOB}".encode())]},
+            receive,
+            send,
+        )
+        assert sent == [{"type": "websocket.close", "code": 1008}]
+        assert len(reached) == 1
+
     def test_a_client_certificate_names_user_and_groups(self) -> None:
         """CN is the user, each O a group; no CN: no user."""
         certificate = {

@@ -136,6 +136,9 @@ class Authenticating:
             logger.info(
                 "401 for %s %s from %s: %s", scope.get("method"), scope.get("path"), client and client[0], exc
             )
+            if scope["type"] == "websocket":  # refused before it is accepted (policy violation)
+                await send({"type": "websocket.close", "code": 1008})
+                return
             await error_response(ApiError(401, "Unauthorized"))(scope, receive, send)
             return
         await self.app(scope, receive, send)
