@@ -455,6 +455,7 @@ class TestReviews:
                 headers=bearer(BOB),
             )
             discovery = await http.get("/apis/authorization.k8s.io/v1", headers=bearer(BOB))
+            groups = await http.get("/apis", headers=bearer(BOB))
         assert missing.status_code == 422
         assert missing.json()["details"]["causes"][0]["field"] == "spec.resourceAttributes.resource"
         assert malformed.status_code == 400
@@ -463,6 +464,8 @@ class TestReviews:
             "apiGroups": ["files.reconcile.dev"],
             "resources": ["files"],
         }
+        listed = {g["name"] for g in groups.json()["groups"]}
+        assert {"authorization.k8s.io", "authentication.k8s.io", "files.reconcile.dev"} <= listed
         assert [r["name"] for r in discovery.json()["resources"]] == [
             "selfsubjectaccessreviews",
             "selfsubjectrulesreviews",

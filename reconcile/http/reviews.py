@@ -1,7 +1,7 @@
 """Asking the server about oneself: ``SelfSubjectAccessReview`` (``kubectl auth can-i
 create files``), ``SelfSubjectRulesReview`` (``kubectl auth can-i --list``) and
-``SelfSubjectReview`` (``kubectl auth whoami``), with the discovery documents of their
-two groups (:data:`AUTH_GROUPS`, which ``/apis`` lists beside the kinds' groups).
+``SelfSubjectReview`` (``kubectl auth whoami``), listed in discovery beside the kinds
+(:func:`serve_reviews`).
 
 A review answers for the request's own user only, so it needs authentication and no
 rule: it tells a user nothing about anybody else.
@@ -16,61 +16,43 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from reconcile.http.context import Attributes, Authorizer, User, state, user_of
+from reconcile.http.context import ApiState, Attributes, Authorizer, User, state, user_of
+from reconcile.http.discovery import ServedResource, serve_in_discovery
 from reconcile.http.errors import ApiError, Cause
 from reconcile.http.protobuf import PROTOBUF, message_fields, unwrap
 from reconcile.http.rbac import Rule
 from reconcile.http.responses import json_response
 
-__all__ = ["AUTH_GROUPS", "auth_routes"]
+__all__ = ["REVIEWS", "auth_routes", "serve_reviews"]
 
 AUTHORIZATION = "authorization.k8s.io"
 AUTHENTICATION = "authentication.k8s.io"
 
-#: The ``APIGroup`` documents of the review groups, for ``/apis``.
-AUTH_GROUPS: list[dict[str, Any]] = [
-    {
-        "name": group,
-        "versions": [{"groupVersion": f"{group}/v1", "version": "v1"}],
-        "preferredVersion": {"groupVersion": f"{group}/v1", "version": "v1"},
-    }
-    for group in (AUTHENTICATION, AUTHORIZATION)
-]
-
-_RESOURCES = {
-    AUTHORIZATION: [
-        ("selfsubjectaccessreviews", "SelfSubjectAccessReview"),
-        ("selfsubjectrulesreviews", "SelfSubjectRulesReview"),
-    ],
-    AUTHENTICATION: [("selfsubjectreviews", "SelfSubjectReview")],
-}
+#: The reviews as discovery lists them (:func:`serve_reviews`).
+REVIEWS = (
+    ServedResource(
+        AUTHORIZATION,
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        singular="selfsubjectaccessreview",
+    ),
+    ServedResource(
+        AUTHORIZATION,
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        singular="selfsubjectrulesreview",
+    ),
+    ServedResource(
+        AUTHENTICATION, "v1", "selfsubjectreviews", "SelfSubjectReview", singular="selfsubjectreview"
+    ),
+)
 
 #: What every authenticated user may read without a rule (Kubernetes' system:discovery).
 _NON_RESOURCE_RULES = [
     {"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi/*", "/version"]}
 ]
-
-
-def _group_document(group: str) -> dict[str, Any]:
-    return {"kind": "APIGroup", "apiVersion": "v1", **next(g for g in AUTH_GROUPS if g["name"] == group)}
-
-
-def _resource_list(group: str) -> dict[str, Any]:
-    return {
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": f"{group}/v1",
-        "resources": [
-            {
-                "name": plural,
-                "singularName": kind.lower(),
-                "namespaced": False,
-                "kind": kind,
-                "verbs": ["create"],
-            }
-            for plural, kind in _RESOURCES[group]
-        ],
-    }
 
 
 #: Field numbers of Kubernetes' generated.proto: the spec's messages and their strings.
@@ -236,21 +218,17 @@ async def self_review(request: Request) -> Response:
     )
 
 
-def _discovery(document: dict[str, Any]) -> Any:
-    async def endpoint(request: Request) -> Response:  # noqa: ARG001
-        return json_response(document)
-
-    return endpoint
-
-
 def auth_routes() -> list[BaseRoute]:
-    """The review paths and their groups' discovery, served before the generic resource paths."""
-    routes: list[BaseRoute] = []
-    for group in (AUTHORIZATION, AUTHENTICATION):
-        routes.append(Route(f"/apis/{group}", _discovery(_group_document(group)), methods=["GET"]))
-        routes.append(Route(f"/apis/{group}/v1", _discovery(_resource_list(group)), methods=["GET"]))
-    base = f"/apis/{AUTHORIZATION}/v1"
-    routes.append(Route(f"{base}/selfsubjectaccessreviews", access_review, methods=["POST"]))
-    routes.append(Route(f"{base}/selfsubjectrulesreviews", rules_review, methods=["POST"]))
-    routes.append(Route(f"/apis/{AUTHENTICATION}/v1/selfsubjectreviews", self_review, methods=["POST"]))
-    return routes
+    """The review paths, served before the generic resource paths."""
+    return [
+        Route(f"/apis/{AUTHORIZATION}/v1/selfsubjectaccessreviews", access_review, methods=["POST"]),
+        Route(f"/apis/{AUTHORIZATION}/v1/selfsubjectrulesreviews", rules_review, methods=["POST"]),
+        Route(f"/apis/{AUTHENTICATION}/v1/selfsubjectreviews", self_review, methods=["POST"]),
+    ]
+
+
+def serve_reviews(app_state: ApiState) -> None:
+    """List the reviews in the app's discovery (``/apis/authorization.k8s.io/v1`` and
+    ``authentication.k8s.io``, in both of discovery's forms)."""
+    for resource in REVIEWS:
+        serve_in_discovery(app_state, resource)
