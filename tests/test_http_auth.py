@@ -9,7 +9,6 @@ import logging
 import secrets
 import ssl
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +18,12 @@ import pytest
 from http_helpers import CHECKOUT, api, kubeconfig, kubectl, reconcile_command, served
 from kubernetes.client.exceptions import ApiException
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 from tls_helpers import make_certificates, tls_args
 
 from reconcile.api import connect
 from reconcile.http.authn import PEER_CERTIFICATE_SCOPE_KEY, Authenticating, Authenticator, certificate_user
 from reconcile.http.configfiles import ConfigError
-from reconcile.http.context import ANONYMOUS, Attributes, User, state, target
+from reconcile.http.context import ANONYMOUS, Attributes, User
 from reconcile.http.rbac import AllowAuthenticated, load_rbac
 from reconcile.http.serving import _security
 from reconcile.http.tokens import hash_token, load_tokens
@@ -96,15 +92,14 @@ subjects: [{kind: Group, name: system:unauthenticated}]
     return tokens, rbac
 
 
-async def create_file(request: Request) -> Response:
-    """A stand-in for the write path: authorize ``create``, then apply the body."""
-    target(request, "create")
-    name = (await request.json())["name"]
-    await state(request).client.apply(
-        MANIFEST | {"metadata": {"name": name}, "spec": {"path": f"{name}.html", "content": "x"}},
-        origin=Path(tempfile.gettempdir()) / "site.yaml",  # only resolves the path: nothing runs
-    )
-    return Response(status_code=201)
+def manifest(name: str, root: Path) -> dict[str, Any]:
+    """A File manifest confined to ``root``."""
+    return {
+        "apiVersion": "files.reconcile.dev/v1",
+        "kind": "File",
+        "metadata": {"name": name},
+        "spec": {"path": f"{name}.html", "root": str(root), "content": "hello\n"},
+    }
 
 
 def app_options(tmp_path: Path, *, anonymous: bool = False, rbac: bool = True) -> dict[str, Any]:
@@ -114,9 +109,6 @@ def app_options(tmp_path: Path, *, anonymous: bool = False, rbac: bool = True) -
     return {
         "authorizer": load_rbac(rules) if rbac else AllowAuthenticated(),
         "middleware": [Middleware(Authenticating, authenticator=authenticator)],
-        "routes": [
-            Route("/apis/{group}/{version}/namespaces/{namespace}/{plural}", create_file, methods=["POST"])
-        ],
     }
 
 
@@ -473,28 +465,35 @@ class TestReviews:
 
 
 class TestRefusalsStoreNothing:
-    """A 401 or 403 write leaves the store as it was."""
+    """A 401 or 403 write leaves the store as it was; an allowed one records its user."""
 
     async def test_a_token_without_rights_is_403_and_nothing_is_stored(self, tmp_path: Path) -> None:
-        """eve (no binding) and bob (create names no object) are refused; alice creates."""
+        """eve (no binding) and bob (create names no object) are refused; alice creates, and
+        the history says alice did; bob updates "index" (his resourceNames) but not "about"."""
         async with api(tmp_path, **app_options(tmp_path)) as (client, http):
-            eve = await http.post(FILES, json={"name": "evil"}, headers=bearer(EVE))
-            bob = await http.post(FILES, json={"name": "index"}, headers=bearer(BOB))
-            nobody = await http.post(FILES, json={"name": "nobody"})
+            eve = await http.post(FILES, json=manifest("evil", tmp_path), headers=bearer(EVE))
+            bob = await http.post(FILES, json=manifest("index", tmp_path), headers=bearer(BOB))
+            nobody = await http.post(FILES, json=manifest("nobody", tmp_path))
             before = await client.store.revision()
-            alice = await http.post(FILES, json={"name": "good"}, headers=bearer(ALICE))
+            alice = await http.post(FILES, json=manifest("index", tmp_path), headers=bearer(ALICE))
+            await http.post(FILES, json=manifest("about", tmp_path), headers=bearer(ALICE))
+            middle = await client.store.revision()
+            changed = {"spec": {"content": "bob's\n"}}
+            merge = {"Content-Type": "application/merge-patch+json"}
+            bob_index = await http.patch(f"{FILES}/index", json=changed, headers=bearer(BOB) | merge)
+            bob_about = await http.patch(f"{FILES}/about", json=changed, headers=bearer(BOB) | merge)
+            bob_delete = await http.delete(f"{FILES}/index", headers=bearer(BOB))
+            history = (await http.get(f"{FILES}/index/history", headers=bearer(ALICE))).json()
             after = await client.store.revision()
         assert alice.status_code == 201, alice.text
-        assert (eve.status_code, bob.status_code, nobody.status_code, alice.status_code) == (
-            403,
-            403,
-            401,
-            201,
-        )
+        assert (eve.status_code, bob.status_code, nobody.status_code) == (403, 403, 401)
         assert eve.json()["reason"] == "Forbidden"
         assert 'User "eve" cannot create resource "files"' in eve.json()["message"]
         assert before == 0
-        assert after > before
+        assert bob_index.status_code == 200, bob_index.text
+        assert (bob_about.status_code, bob_delete.status_code) == (403, 403)
+        assert after == middle + 1  # bob's one allowed patch
+        assert [e["user"] for e in history["items"]] == ["alice", "bob"]
 
 
 # -- through a real server -------------------------------------------------------------
@@ -656,14 +655,15 @@ class TestServed:
         context = ssl.create_default_context(cafile=f"{paths['ca']}.crt")
         answers = []
         with served(db, *args, stderr=stderr) as url, httpx.Client(verify=context) as http:
-            for token in (ALICE, BOB, wrong):
+            for name, token in (("a", ALICE), ("b", BOB), ("c", wrong)):
                 config = kubeconfig(
                     tmp_path / "k.yaml", url, token=token, **{"certificate-authority": f"{paths['ca']}.crt"}
                 )
                 kubectl(config, "auth", "can-i", "get", "files", check=False)
                 answers.append(http.get(f"{url}{FILES}/index", headers=bearer(token)).status_code)
-                answers.append(http.post(f"{url}{FILES}", json=MANIFEST, headers=bearer(token)).status_code)
-        assert answers[::2] == [200, 200, 401]
+                created = http.post(f"{url}{FILES}", json=manifest(name, tmp_path), headers=bearer(token))
+                answers.append(created.status_code)
+        assert answers == [200, 201, 200, 403, 401, 401]
         stored = b"".join(p.read_bytes() for p in tmp_path.glob("api.db*"))
         assert stored
         for token in (ALICE, BOB, wrong):

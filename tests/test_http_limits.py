@@ -10,7 +10,6 @@ import secrets
 import socket
 import ssl
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -33,7 +32,6 @@ from reconcile.http import create_app
 from reconcile.http import limits as limits_module
 from reconcile.http.authn import Authenticating, Authenticator
 from reconcile.http.connections import protocol_class
-from reconcile.http.context import state, target
 from reconcile.http.limits import Limits, LimitSettings, long_running
 from reconcile.http.serving import _Server
 from reconcile.http.shutdown import on_shutdown
@@ -72,21 +70,13 @@ class Gate:
         return Response("through")
 
 
-async def create_file(request: Request) -> Response:
-    """A stand-in for the write path: authorize ``create``, then apply the body's manifest."""
-    target(request, "create")
-    manifest = await request.json()
-    await state(request).client.apply(manifest, origin=Path(tempfile.gettempdir()) / "site.yaml")
-    return Response(status_code=201)
-
-
-def manifest(name: str, content: str) -> dict[str, Any]:
-    """A File manifest."""
+def manifest(name: str, content: str, root: Path | None = None) -> dict[str, Any]:
+    """A File manifest (confined to ``root`` when given)."""
     return {
         "apiVersion": "files.reconcile.dev/v1",
         "kind": "File",
         "metadata": {"name": name},
-        "spec": {"path": f"{name}.html", "content": content},
+        "spec": {"path": f"{name}.html", "content": content, **({"root": str(root)} if root else {})},
     }
 
 
@@ -100,9 +90,7 @@ async def limited(
     limit_options: dict[str, Any] = {"settings": settings}
     if clock is not None:
         limit_options["clock"] = clock
-    routes = [Route("/apis/{group}/{version}/namespaces/{namespace}/{plural}", create_file, methods=["POST"])]
-    if gate is not None:
-        routes.append(Route("/gate", gate.endpoint))
+    routes = [Route("/gate", gate.endpoint)] if gate is not None else []
     async with api(
         tmp_path,
         routes=routes,
@@ -125,7 +113,7 @@ class TestBodyLimit:
     async def test_an_oversized_body_is_413_and_nothing_is_stored(self, tmp_path: Path) -> None:
         """Over the limit by Content-Length or by its chunks: 413; just under: stored."""
         async with limited(tmp_path, LimitSettings(max_body_bytes=2000)) as (client, http):
-            big = manifest("big", "x" * 3000)
+            big = manifest("big", "x" * 3000, tmp_path)
             declared = await http.post(FILES, json=big, headers=bearer(ALICE))
 
             async def chunks() -> AsyncIterator[bytes]:
@@ -137,7 +125,9 @@ class TestBodyLimit:
                 FILES, content=chunks(), headers=bearer(ALICE) | {"Content-Type": "application/json"}
             )
             before = await client.store.revision()
-            small = await http.post(FILES, json=manifest("small", "x" * 1000), headers=bearer(ALICE))
+            small = await http.post(
+                FILES, json=manifest("small", "x" * 1000, tmp_path), headers=bearer(ALICE)
+            )
             after = await client.store.revision()
         for response in (declared, chunked):
             assert response.status_code == 413
