@@ -141,6 +141,18 @@ class TestAuthentication:
                 "code": 401,
             }
 
+    async def test_the_probes_answer_without_credentials(self, tmp_path: Path) -> None:
+        """/livez, /readyz, /healthz without a token: answered; a wrong token there: 401;
+        /health (which says more): 401."""
+        async with api(tmp_path, **app_options(tmp_path)) as (_, http):
+            probes = [await http.get(path) for path in ("/livez", "/readyz", "/healthz", "/readyz?verbose")]
+            wrong = await http.get("/livez", headers=bearer("wrong"))
+            document = await http.get("/health")
+            lookalike = await http.get("/livezz")
+        assert [p.status_code for p in probes] == [200, 200, 200, 200]
+        assert probes[0].text.strip() == "ok"
+        assert (wrong.status_code, document.status_code, lookalike.status_code) == (401, 401, 401)
+
     async def test_a_good_token_is_its_user(self, tmp_path: Path) -> None:
         """alice's token reads; whoami says alice, her groups and system:authenticated."""
         async with api(tmp_path, **app_options(tmp_path)) as (_, http):

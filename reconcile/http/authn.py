@@ -13,7 +13,7 @@ The credentials, in Kubernetes' terms:
   subject's common name is the user and whose organizations are its groups (the server
   puts the verified certificate in the scope, :data:`PEER_CERTIFICATE_SCOPE_KEY`);
 - nothing: the anonymous user (``system:anonymous`` in ``system:unauthenticated``) when
-  anonymous access is enabled, 401 otherwise.
+  anonymous access is enabled, or for the probes (:data:`PROBES`); 401 otherwise.
 
 With no way to authenticate configured at all (no tokens, no client CA), every request
 is :data:`UNSECURED`: Kubernetes' old insecure port's user, a member of ``system:masters``.
@@ -36,6 +36,7 @@ from reconcile.http.tokens import AUTHENTICATED, TokenTable
 __all__ = [
     "MASTERS",
     "PEER_CERTIFICATE_SCOPE_KEY",
+    "PROBES",
     "UNSECURED",
     "Authenticating",
     "Authenticator",
@@ -46,6 +47,9 @@ logger = logging.getLogger("reconcile.http")
 
 #: Where the server leaves a verified client certificate (``ssl.SSLSocket.getpeercert()``'s dict).
 PEER_CERTIFICATE_SCOPE_KEY = "reconcile.peer_certificate"
+#: The probes, answered without credentials (Kubernetes' ``system:public-info-viewer``
+#: grants them to everybody, too); ``/health``, which says more, is not among them.
+PROBES = ("/livez", "/readyz", "/healthz")
 #: The group whose members may do everything, whatever the rules say (Kubernetes' name).
 MASTERS = "system:masters"
 #: Whom a request is from when the server authenticates nobody (loopback only).
@@ -90,11 +94,19 @@ class Authenticator:
     tokens: TokenTable | None = None
     client_certificates: bool = False
     anonymous: bool = False
+    #: Paths a request without credentials may ask as the anonymous user even when
+    #: anonymous access is off: the probes a supervisor or load balancer polls.
+    public_paths: tuple[str, ...] = PROBES
 
     @property
     def secured(self) -> bool:
         """Whether any credential is checked (otherwise every request is :data:`UNSECURED`)."""
         return self.tokens is not None or self.client_certificates
+
+    def _public(self, scope: Scope) -> bool:
+        path: str = scope.get("path", "")
+        path = path.removeprefix(scope.get("root_path", "")) or "/"
+        return any(path == public or path.startswith(public + "/") for public in self.public_paths)
 
     def authenticate(self, scope: Scope) -> User:
         """The request's user (:class:`Unauthenticated` when it has none)."""
@@ -110,7 +122,7 @@ class Authenticator:
             if found is None:
                 raise Unauthenticated("a client certificate without a common name")
             return found
-        if self.anonymous:
+        if self.anonymous or self._public(scope):
             return ANONYMOUS
         if not self.secured:
             return UNSECURED
