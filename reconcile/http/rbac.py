@@ -96,6 +96,23 @@ class RbacAuthorizer:
     """Allows what some grant of the user allows; members of ``system:masters`` anything."""
 
     grants: tuple[Grant, ...]
+    #: The grants by subject (``user:NAME``, ``group:NAME``): a request looks at its own only.
+    _by_subject: dict[str, list[Grant]] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        by_subject: dict[str, list[Grant]] = {}
+        for grant in self.grants:
+            subjects = [f"user:{u}" for u in grant.users] + [f"group:{g}" for g in grant.groups]
+            for subject in subjects:
+                by_subject.setdefault(subject, []).append(grant)
+        object.__setattr__(self, "_by_subject", by_subject)
+
+    def _grants_of(self, user: User, namespace: str | None) -> list[Grant]:
+        subjects = [f"user:{user.name}", *(f"group:{g}" for g in user.groups)]
+        found = {
+            id(g): g for s in subjects for g in self._by_subject.get(s, ()) if g.applies_to(user, namespace)
+        }
+        return list(found.values())
 
     def allowed(self, user: User, attributes: Attributes) -> bool:
         """Whether a rule bound to ``user`` allows ``attributes``."""
@@ -103,16 +120,15 @@ class RbacAuthorizer:
             return True
         return any(
             rule.matches(attributes)
-            for grant in self.grants
-            if grant.applies_to(user, attributes.namespace)
+            for grant in self._grants_of(user, attributes.namespace)
             for rule in grant.rules
         )
 
     def rules_for(self, user: User, namespace: str | None) -> list[Rule]:
         """Every rule bound to ``user`` in ``namespace`` (what ``kubectl auth can-i --list`` shows)."""
         if MASTERS in user.groups:
-            return [Rule(frozenset("*"), frozenset("*"), frozenset("*"))]
-        return [rule for grant in self.grants if grant.applies_to(user, namespace) for rule in grant.rules]
+            return [Rule(frozenset({"*"}), frozenset({"*"}), frozenset({"*"}))]
+        return [rule for grant in self._grants_of(user, namespace) for rule in grant.rules]
 
 
 def _rules(reader: FieldReader) -> tuple[Rule, ...]:

@@ -271,7 +271,13 @@ _FILE = click.Path(exists=True, dir_okay=False)
     callback=_hash_token,
     help="Print the tokens file's hash of a token read from stdin, and exit.",
 )
-@click.option("--max-body-bytes", type=click.IntRange(1), default=DEFAULT_MAX_BODY_BYTES, show_default=True)
+@click.option(
+    "--max-body-bytes",
+    type=click.IntRange(1),
+    default=DEFAULT_MAX_BODY_BYTES,
+    show_default=True,
+    help="Larger request bodies are refused (413) unread.",
+)
 @click.option(
     "--max-requests-inflight",
     type=click.IntRange(0),
