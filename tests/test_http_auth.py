@@ -644,6 +644,16 @@ class TestServed:
             bob = kubectl(as_bob, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
             untrusted = kubeconfig(tmp_path / "untrusted.yaml", url, token=BOB)
             refused = kubectl(untrusted, "auth", "whoami", check=False)
+            flagged = kubectl(
+                untrusted,
+                "--certificate-authority",
+                f"{paths['ca']}.crt",
+                "auth",
+                "whoami",
+                "-o",
+                "name",
+                check=False,
+            )
             context = ssl.create_default_context(cafile=f"{paths['ca']}.crt")
             with httpx.Client(verify=context) as http:
                 nobody = http.get(f"{url}{FILES}")
@@ -653,6 +663,7 @@ class TestServed:
         assert bob.stdout == "bob"
         assert refused.returncode != 0
         assert "certificate" in refused.stderr
+        assert flagged.returncode == 0, flagged.stderr  # the same CA given by kubectl's flag
         assert nobody.status_code == 401
 
     def test_tokens_never_in_output_or_store(self, tmp_path: Path) -> None:
