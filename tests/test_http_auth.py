@@ -511,6 +511,14 @@ class TestRefusalsStoreNothing:
 # -- through a real server -------------------------------------------------------------
 
 
+def readable_with(cmdline: Path, db: Path) -> bool:
+    """Whether the process of /proc/PID/cmdline runs on ``db`` (False once it is gone)."""
+    try:
+        return str(db).encode() in cmdline.read_bytes()
+    except OSError:
+        return False
+
+
 async def seed(db: Path) -> None:
     """A store holding the file "index" in default."""
     async with connect(f"sqlite:///{db}") as client:
@@ -686,12 +694,20 @@ class TestServed:
                 answers.append(http.get(f"{url}{FILES}/index", headers=bearer(token)).status_code)
                 created = http.post(f"{url}{FILES}", json=manifest(name, tmp_path), headers=bearer(token))
                 answers.append(created.status_code)
+            command_lines = [
+                cmdline.read_bytes()
+                for cmdline in Path("/proc").glob("[0-9]*/cmdline")
+                if readable_with(cmdline, db)
+            ]
+        assert len(command_lines) == 1  # what ps shows of the server: the tokens file's path only
+        assert str(tokens).encode() in command_lines[0]
         assert answers == [200, 201, 200, 403, 401, 401]
         stored = b"".join(p.read_bytes() for p in tmp_path.glob("api.db*"))
         assert stored
         for token in (ALICE, BOB, wrong):
             assert token not in stderr[0]
             assert token.encode() not in stored
+            assert token.encode() not in command_lines[0]
 
     @pytest.mark.parametrize(
         ("option", "text", "expected"),
