@@ -60,6 +60,12 @@ class Gate:
         self.opened = asyncio.Event()
         self.waiting = 0
 
+    async def wait_for(self, count: int, seconds: float = 10) -> None:
+        """Until ``count`` requests wait at the gate (failing after ``seconds``)."""
+        async with asyncio.timeout(seconds):
+            while self.waiting < count:  # noqa: ASYNC110 - in-process: each turn lets the requests run
+                await asyncio.sleep(0)
+
     async def endpoint(self, request: Request) -> Response:  # noqa: ARG002
         """Wait for the gate."""
         self.waiting += 1
@@ -167,13 +173,11 @@ class TestRateAndConcurrency:
         settings = LimitSettings(max_inflight_per_client=2, max_inflight=3)
         async with limited(tmp_path, settings, gate=gate) as (_, http):
             held = [asyncio.ensure_future(http.get("/gate", headers=bearer(ALICE))) for _ in range(2)]
-            while gate.waiting < 2:  # noqa: ASYNC110 - in-process: each turn lets the requests run
-                await asyncio.sleep(0)
+            await gate.wait_for(2)
             third = await http.get("/gate", headers=bearer(ALICE))
             watch = asyncio.ensure_future(http.get("/gate?watch=true", headers=bearer(ALICE)))
             bob = asyncio.ensure_future(http.get("/gate", headers=bearer(BOB)))
-            while gate.waiting < 4:  # noqa: ASYNC110
-                await asyncio.sleep(0)
+            await gate.wait_for(4)
             bob_again = await http.get("/gate", headers=bearer(BOB))  # 3 counted in flight in all
             gate.opened.set()
             answers = await asyncio.gather(*held, watch, bob)
@@ -349,7 +353,7 @@ class TestShutdown:
             )
             server = _Server(config, app)
             serving = asyncio.ensure_future(server.serve(sockets=[sock]))
-            async with httpx.AsyncClient() as http:
+            async with httpx.AsyncClient() as http, asyncio.timeout(30):
                 while not server.started:  # noqa: ASYNC110 - uvicorn sets a flag
                     await asyncio.sleep(0.01)
                 answer = asyncio.ensure_future(http.get(f"http://127.0.0.1:{port}/held"))
