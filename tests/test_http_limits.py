@@ -255,6 +255,38 @@ def serving_files(tmp_path: Path, *args: str) -> Iterator[str]:
         yield url
 
 
+@contextlib.contextmanager
+def started_server(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``reconcile serve ARGS`` over a store holding one file, as a process this test stops
+    itself; yields it and its URL, kills it afterwards if it still runs."""
+    db = tmp_path / "api.db"
+
+    async def seed() -> None:
+        async with connect(f"sqlite:///{db}") as client:
+            await client.apply(manifest("index", "hello\n"), origin=tmp_path / "site.yaml")
+
+    asyncio.run(seed())
+    process = subprocess.Popen(
+        reconcile_command("--db", str(db), "serve", "--port", "0", *args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={"PYTHONPATH": f"{CHECKOUT}:{CHECKOUT / 'providers'}", "PATH": "/usr/bin:/bin"},
+        cwd=CHECKOUT,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("serving on "), line
+        yield process, line.removeprefix("serving on ").strip()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
+
+
 class TestSlowClients:
     """Deadlines for headers and bodies; other clients served meanwhile."""
 
@@ -382,22 +414,27 @@ class TestShutdown:
             http.close()
         assert took < 8
 
+    def test_sigterm_ends_an_open_watch_at_once(self, tmp_path: Path) -> None:
+        """A watch open (a long request the server would otherwise wait for until
+        --shutdown-timeout): the stop's hooks end it, the stream closes, the process exits soon."""
+        with started_server(tmp_path, "--shutdown-timeout", "20") as (process, url):
+            with httpx.Client(timeout=30) as http, http.stream("GET", f"{url}{FILES}?watch=true") as stream:
+                lines = stream.iter_lines()
+                assert '"type":"ADDED"' in next(lines)
+                started = time.monotonic()
+                process.terminate()
+                rest = list(lines)  # until the server ends the stream
+                ended = time.monotonic() - started
+            wait_until(lambda: process.poll() is not None, "the server stopped", timeout=15)
+            stopped = time.monotonic() - started
+        assert ended < 8
+        assert stopped < 8
+        assert all('"type":"ERROR"' not in line for line in rest)
+
     def test_sigterm_stops_the_server_with_a_connection_open(self, tmp_path: Path) -> None:
         """SIGTERM with an idle connection and a request mid-body: the process exits within
         --shutdown-timeout and a little."""
-        process = subprocess.Popen(
-            reconcile_command(
-                "--db", str(tmp_path / "api.db"), "serve", "--port", "0", "--shutdown-timeout", "1"
-            ),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={"PYTHONPATH": f"{CHECKOUT}:{CHECKOUT / 'providers'}", "PATH": "/usr/bin:/bin"},
-            cwd=CHECKOUT,
-        )
-        try:
-            assert process.stdout is not None
-            url = process.stdout.readline().removeprefix("serving on ").strip()
+        with started_server(tmp_path, "--shutdown-timeout", "1") as (process, url):
             host, port = address(url)
             idle = socket.create_connection((host, port))
             busy = socket.create_connection((host, port))
@@ -408,10 +445,4 @@ class TestShutdown:
             took = time.monotonic() - started
             idle.close()
             busy.close()
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-            assert process.stdout is not None
-            process.stdout.close()
         assert took < 8
