@@ -476,6 +476,27 @@ class TestReviews:
         ]
 
 
+class TestWatchAuthorization:
+    """A watch is authorized by the verb watch, in its namespace."""
+
+    async def test_a_watch_needs_the_watch_verb(self, tmp_path: Path) -> None:
+        """eve (no binding) and bob in another namespace: 403 before any stream; no token: 401."""
+        async with api(tmp_path, **app_options(tmp_path)) as (_, http):
+            eve = await http.get(FILES, params={"watch": "true"}, headers=bearer(EVE))
+            elsewhere = await http.get(
+                "/apis/files.reconcile.dev/v1/namespaces/prod/files",
+                params={"watch": "1"},
+                headers=bearer(BOB),
+            )
+            everywhere = await http.get(
+                "/apis/files.reconcile.dev/v1/files", params={"watch": "true"}, headers=bearer(BOB)
+            )
+            nobody = await http.get(FILES, params={"watch": "true"})
+        assert (eve.status_code, elsewhere.status_code, everywhere.status_code) == (403, 403, 403)
+        assert 'cannot watch resource "files"' in eve.json()["message"]
+        assert nobody.status_code == 401
+
+
 class TestRefusalsStoreNothing:
     """A 401 or 403 write leaves the store as it was; an allowed one records its user."""
 
