@@ -497,6 +497,47 @@ class TestWatchAuthorization:
         assert nobody.status_code == 401
 
 
+class TestProtobufReviews:
+    """kubectl's protobuf bodies, as it sends them (bytes taken from kubectl 1.32's -v=8)."""
+
+    #: ``kubectl auth can-i create files`` in the namespace default.
+    CAN_I = bytes.fromhex(
+        "6b3873000a320a17617574686f72697a6174696f6e2e6b38732e696f2f7631121753656c665375626a656374"
+        "41636365737352657669657712400a100a0012001a0022002a0032003800420012220a200a0764656661756c"
+        "7412066372656174651a0022002a0566696c657332003a001a08080012001a0020001a002200"
+    )
+
+    async def test_kubectls_access_review_is_read(self, tmp_path: Path) -> None:
+        """The envelope and the spec's strings read; bob may not create, alice may; a
+        truncated body is 400, another media type 415."""
+        path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+        protobuf = {"Content-Type": "application/vnd.kubernetes.protobuf"}
+        async with api(tmp_path, **app_options(tmp_path)) as (_, http):
+            bob = await http.post(path, content=self.CAN_I, headers=bearer(BOB) | protobuf)
+            alice = await http.post(path, content=self.CAN_I, headers=bearer(ALICE) | protobuf)
+            truncated = await http.post(path, content=self.CAN_I[:60], headers=bearer(ALICE) | protobuf)
+            yaml_body = await http.post(
+                path, content=b"kind: x", headers=bearer(ALICE) | {"Content-Type": "application/yaml"}
+            )
+            not_string = await http.post(
+                path,
+                json={"spec": {"resourceAttributes": {"verb": "get", "resource": "files", "namespace": 5}}},
+                headers=bearer(ALICE),
+            )
+        assert bob.status_code == 201, bob.text
+        assert bob.json()["spec"]["resourceAttributes"] == {
+            "namespace": "default",
+            "verb": "create",
+            "resource": "files",
+        }
+        assert bob.json()["status"] == {"allowed": False}
+        assert alice.json()["status"] == {"allowed": True}
+        assert truncated.status_code == 400
+        assert yaml_body.status_code == 415
+        assert not_string.status_code == 422
+        assert not_string.json()["details"]["causes"][0]["field"] == "spec.resourceAttributes.namespace"
+
+
 class TestRefusalsStoreNothing:
     """A 401 or 403 write leaves the store as it was; an allowed one records its user."""
 

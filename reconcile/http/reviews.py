@@ -159,6 +159,13 @@ async def access_review(request: Request) -> Response:
         k: attributes.get(k) or None
         for k in ("verb", "group", "resource", "namespace", "name", "subresource")
     }
+    for name, value in fields.items():
+        if value is not None and not isinstance(value, str):
+            raise ApiError(
+                422,
+                f"SelfSubjectAccessReview.spec.resourceAttributes.{name}: must be a string",
+                causes=[Cause(f"spec.resourceAttributes.{name}", "must be a string")],
+            )
     for required in ("verb", "resource"):
         if not isinstance(fields[required], str):
             raise ApiError(
