@@ -64,7 +64,7 @@ from reconcile.store.contract import (
     WriteResult,
 )
 from reconcile.store.encoding import dumps, load_body
-from reconcile.store.fencing import Fence
+from reconcile.store.fencing import RUNNER_LOCK, Fence
 from reconcile.store.postgres.leasing import check_fences
 from reconcile.store.postgres.retrying import record
 from reconcile.store.recent import EventRow
@@ -211,6 +211,13 @@ class Committed:
 def _fenced_error(write: PendingWrite) -> FencedError:
     fence = write.fence
     assert fence is not None
+    if fence.shard == RUNNER_LOCK:
+        return FencedError(
+            f"{write.key}: the runner lock moved on (this write carried epoch {fence.epoch} of "
+            f"{fence.holder}); another runner reconciles the store now",
+            shard=fence.shard,
+            epoch=fence.epoch,
+        )
     return FencedError(
         f"{write.key}: the lease of shard {fence.shard} moved on (this write carried epoch "
         f"{fence.epoch} of {fence.holder}); the key is another runner's now",
