@@ -41,7 +41,8 @@ happened while the lease was still the writer's).
 The runner lock of an unsharded runner (a session advisory lock, :mod:`.claims`) fences
 the same way through one row of ``reconcile_meta``, ``claim:runner`` (the holder and an
 epoch): a runner that takes the lock counts the epoch up (:func:`take_runner_fence`)
-before it reconciles anything, and its controllers' writes carry that epoch.
+before it reconciles anything, and its controllers' writes carry that epoch, checked
+``FOR SHARE`` in the statement that reserves their revisions (no round trip of its own).
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from reconcile.model.meta import ObjectKey
-from reconcile.store.fencing import DEFAULT_SHARDS, RUNNER_LOCK, Fence, Leases, ShardLease, ShardTable
+from reconcile.store.fencing import DEFAULT_SHARDS, Fence, Leases, ShardLease, ShardTable
 
 __all__ = [
+    "RUNNER_FENCE",
     "check_fences",
     "create_tables",
     "record_refusals",
@@ -134,7 +136,7 @@ _TABLES = (
     )""",
 )
 #: The ``reconcile_meta`` row of the runner lock's fence: its holder and epoch.
-_RUNNER_FENCE = "claim:runner"
+RUNNER_FENCE = "claim:runner"
 #: Seconds after which a runner that stopped renewing is forgotten altogether.
 _FORGET_AFTER = 3600.0
 
@@ -235,29 +237,18 @@ async def shard_table(conn: Any) -> ShardTable | None:
 async def check_fences(conn: Any, fences: Iterable[Fence], *, lock: bool) -> set[Fence]:
     """Those of ``fences`` whose lease moved on (another holder or epoch); with ``lock``
     the rows are read ``FOR SHARE`` (a takeover waits for this transaction), in shard
-    order. A fence of the runner lock (:data:`~reconcile.store.fencing.RUNNER_LOCK`) is
-    checked against the lock's row in ``reconcile_meta`` (:func:`take_runner_fence`)."""
-    fences = set(fences)
-    stale = {f for f in fences if f.shard == RUNNER_LOCK}
-    if stale:
-        row = await conn.fetchrow(
-            "SELECT value->>'holder', (value->>'epoch')::bigint FROM reconcile_meta WHERE key = $1"
-            + (" FOR SHARE" if lock else ""),
-            _RUNNER_FENCE,
-        )
-        now = None if row is None else (row[0], int(row[1]))
-        stale = {f for f in stale if now != (f.holder, f.epoch)}
-        fences -= {f for f in fences if f.shard == RUNNER_LOCK}
+    order. The runner lock's fence is checked with the commit's reservation instead
+    (see :mod:`.committing`)."""
     wanted = {f.shard for f in fences}
     if not wanted:
-        return stale
+        return set()
     rows = await conn.fetch(
         "SELECT shard, holder, epoch FROM reconcile_shards WHERE shard = ANY($1::integer[]) ORDER BY shard"
         + (" FOR SHARE" if lock else ""),
         sorted(wanted),
     )
-    now_held = {int(shard): (holder, int(epoch)) for shard, holder, epoch in rows}
-    return stale | {f for f in fences if now_held.get(f.shard) != (f.holder, f.epoch)}
+    now = {int(shard): (holder, int(epoch)) for shard, holder, epoch in rows}
+    return {f for f in fences if now.get(f.shard) != (f.holder, f.epoch)}
 
 
 async def take_runner_fence(conn: Any, holder: str) -> int:
@@ -269,7 +260,7 @@ async def take_runner_fence(conn: Any, holder: str) -> int:
         "INSERT INTO reconcile_meta AS m (key, value) VALUES ($1, jsonb_build_object('holder', $2::text, "
         "'epoch', 1)) ON CONFLICT (key) DO UPDATE SET value = jsonb_build_object('holder', $2::text, "
         "'epoch', (m.value->>'epoch')::bigint + 1) RETURNING (value->>'epoch')::bigint",
-        _RUNNER_FENCE,
+        RUNNER_FENCE,
         holder,
     )
     return int(epoch)
@@ -278,7 +269,7 @@ async def take_runner_fence(conn: Any, holder: str) -> int:
 async def runner_fence(conn: Any) -> tuple[str, int] | None:
     """The runner lock's latest fencing holder and epoch (None: no runner fenced yet)."""
     row = await conn.fetchrow(
-        "SELECT value->>'holder', (value->>'epoch')::bigint FROM reconcile_meta WHERE key = $1", _RUNNER_FENCE
+        "SELECT value->>'holder', (value->>'epoch')::bigint FROM reconcile_meta WHERE key = $1", RUNNER_FENCE
     )
     return None if row is None else (str(row[0]), int(row[1]))
 
