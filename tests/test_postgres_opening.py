@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import asyncpg
 import pytest
@@ -64,6 +64,16 @@ async def _in_thread(call: object) -> None:
     await asyncio.get_running_loop().run_in_executor(None, call)
 
 
+async def _until(what: str, condition: Callable[[], bool]) -> None:
+    """Wait (yielding to the loop) until ``condition()`` holds, failing after DEADLINE."""
+    try:
+        async with asyncio.timeout(DEADLINE):
+            while not condition():  # noqa: ASYNC110 - a store's attempts, polled
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        pytest.fail(f"not within {DEADLINE:g}s: {what}")
+
+
 def _key(name: str) -> ObjectKey:
     return ObjectKey("example.reconcile.dev", "Widget", "default", name)
 
@@ -109,7 +119,7 @@ class TestServerAway:
         await _in_thread(server.stop)
         try:
             opening = asyncio.ensure_future(open_store(url, patience=PATIENCE))
-            await asyncio.sleep(0.5)  # a few attempts against the stopped server
+            await _until("an attempt failed", lambda: opening.done() or "lost the server" in caplog.text)
             assert not opening.done(), "the open did not wait for the server"
         finally:
             await _in_thread(server.start)
@@ -123,7 +133,7 @@ class TestServerAway:
         await _schema_whole(url)
 
     async def test_a_runtime_started_while_the_server_restarts_converges(
-        self, server: Cluster, url: str
+        self, server: Cluster, url: str, caplog: pytest.LogCaptureFixture
     ) -> None:
         """A Runtime started while its server is down: it starts once the server is
         back, and converges."""
@@ -132,8 +142,8 @@ class TestServerAway:
         try:
             runtime = Runtime(url, providers=[MemoryProvider(cloud)], patience=PATIENCE)
             starting = asyncio.ensure_future(runtime.start())
-            await asyncio.sleep(0.5)
-            assert not starting.done()
+            await _until("an attempt failed", lambda: starting.done() or "lost the server" in caplog.text)
+            assert not starting.done(), "the runtime did not wait for the server"
         finally:
             await _in_thread(server.start)
         async with asyncio.timeout(DEADLINE):

@@ -23,7 +23,7 @@ from postgres_cluster import Proxy
 
 from reconcile import FencedError, LockedError, ObjectKey, Runtime
 from reconcile.cli import main
-from reconcile.store import Mutation, Put, fenced, open_store
+from reconcile.store import EventStore, Mutation, Put, fenced, open_store
 from reconcile.store.fencing import RUNNER_LOCK, Fence
 from reconcile.store.postgres.claims import AdvisoryClaim
 from reconcile.testing import MemoryCloud, MemoryProvider
@@ -58,7 +58,7 @@ async def _until(what: str, condition: Callable[[], bool]) -> None:
         pytest.fail(f"not within {DEADLINE:g}s: {what}")
 
 
-async def _take_over(url: str, proxy: Proxy) -> tuple[object, AdvisoryClaim, Fence]:
+async def _take_over(url: str, proxy: Proxy) -> tuple[EventStore, AdvisoryClaim, Fence]:
     """Cut every connection through ``proxy`` and keep it refusing until a store on
     ``url`` (not through it) holds the runner lock, fenced; the store, claim and fence."""
     other = await open_store(url)
@@ -123,7 +123,7 @@ class TestClaimFence:
                     assert (await second.write(_key("theirs"), _put("theirs"), actor="b")).written
             finally:
                 taken.release()
-                await second.close()  # type: ignore[attr-defined]
+                await second.close()
         finally:
             claim.release()
             await first.close()
@@ -144,7 +144,7 @@ class TestClaimFence:
             second, taken, _ = await _take_over(postgres_url, proxy)
             proxy.refusing = True
             taken.release()
-            await second.close()  # type: ignore[attr-defined]
+            await second.close()
             proxy.refusing = False
             await _until("A finds its lock lost", lambda: claim.lost is not None)
             assert "(epoch " in (claim.lost or "")
@@ -209,15 +209,18 @@ class TestRuntime:
                         await runtime.run_until_stopped()
                 assert caught.value.holder.startswith(f"pid {os.getpid()} on ")
                 assert runtime.lock_lost is caught.value
-                await runtime.apply(_bucket("b1"))
-                await asyncio.sleep(0.3)  # what a runner still at work would use to make it
-                assert sorted(cloud.items) == ["b0"]
+                gates = [c.gate for c in runtime.controllers.values()]
+                assert gates, "no controller"
+                b1 = ObjectKey("memory.reconcile.dev", "Bucket", "default", "b1")
+                assert all(gate is not None and not gate.owns(b1) for gate in gates)
+                assert runtime.collector is not None
+                assert runtime.collector.gate is gates[0]
                 started = time.monotonic()
                 await runtime.close()
                 assert time.monotonic() - started < 10, "the close waited for a graceful drain"
             finally:
                 taken.release()
-                await second.close()  # type: ignore[attr-defined]
+                await second.close()
         finally:
             await runtime.close()
         assert theirs.epoch > 1
