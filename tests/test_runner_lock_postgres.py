@@ -209,6 +209,10 @@ class TestRuntime:
                         await runtime.run_until_stopped()
                 assert caught.value.holder.startswith(f"pid {os.getpid()} on ")
                 assert runtime.lock_lost is caught.value
+                health = runtime.health()
+                assert not health.ready
+                assert not health.healthy
+                assert health.problems()[0] == str(caught.value)
                 gates = [c.gate for c in runtime.controllers.values()]
                 assert gates, "no controller"
                 b1 = ObjectKey("memory.reconcile.dev", "Bucket", "default", "b1")
