@@ -88,7 +88,7 @@ class Health:
     #: The shards this runner holds (None: not sharing the store with other runners).
     sharding: ShardingHealth | None = None
     #: Why this runner stopped reconciling: its runner lock lost to another runner (None:
-    #: not lost). Neither ready nor healthy then: a restart makes it a standby.
+    #: not lost). Neither ready nor healthy then: restarted as a standby, it waits its turn.
     lock_lost: str | None = None
 
     @classmethod
