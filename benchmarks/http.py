@@ -15,6 +15,9 @@ request than the server, and would measure itself) measures, for --seconds each:
   this process, --connections tasks at once: the engine without HTTP (it structures
   every object into its attrs classes, which the API does not).
 
+``serve`` is the same reads from the real ``reconcile serve`` on the same store, with a
+bearer token from a tokens file: the app with serve's authentication and limits.
+
 The server's CPU time per request is recorded too: the load generator shares the
 machine's cores, and CPU per request does not depend on who is faster.
 
@@ -55,6 +58,7 @@ import asyncio  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
+import secrets  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
@@ -62,14 +66,15 @@ import time  # noqa: E402
 from collections.abc import Awaitable, Callable, Mapping  # noqa: E402
 from typing import Any  # noqa: E402
 
-from http_roles import READS, latencies, role, widget, write_changes  # noqa: E402
+from http_roles import READS, TOKEN_VARIABLE, latencies, role, widget, write_changes  # noqa: E402
 from runners import cpu_seconds, env  # noqa: E402
 
 from reconcile import Bookmark  # noqa: E402
 from reconcile.api import Client, connect  # noqa: E402
+from reconcile.http.tokens import hash_token  # noqa: E402
 from reconcile.testing import example_kinds  # noqa: E402
 
-SIDES = ("bare", "http", "client")
+SIDES = ("bare", "http", "serve", "client")
 GROUP = "example.reconcile.dev"
 SETTINGS = ("size", "changes", "watchers", "rate", "connections", "seconds", "runs")
 
@@ -98,8 +103,11 @@ def helper(*arguments: str) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), *arguments]
 
 
-def http_reads(url: str, server: int, path: str, connections: int, seconds: float) -> dict[str, float]:
-    """Requests per second of ``GET path`` from the load generator, and the server's CPU
+def http_reads(
+    url: str, server: int, path: str, connections: int, seconds: float, *, token: str = ""
+) -> dict[str, float]:
+    """Requests per second of ``GET path`` from the load generator (with ``token`` as its
+    bearer token, in its environment: never on a command line), and the server's CPU
     microseconds per request."""
     before = cpu_seconds(server)
     done = subprocess.run(  # noqa: S603 - this script
@@ -107,7 +115,7 @@ def http_reads(url: str, server: int, path: str, connections: int, seconds: floa
         capture_output=True,
         text=True,
         check=False,
-        env=env(),
+        env={**env(), TOKEN_VARIABLE: token},
     )
     if done.returncode != 0:
         raise SystemExit(f"the load generator failed: {done.stderr}")
@@ -138,10 +146,9 @@ def median_of(runs: list[float]) -> dict[str, Any]:
     return {"min": min(runs), "median": statistics.median(runs), "max": max(runs), "runs": runs}
 
 
-def _start_server(db: Path) -> tuple[subprocess.Popen[str], str]:
-    server = subprocess.Popen(  # noqa: S603 - this script
-        helper("--serve", str(db)), stdout=subprocess.PIPE, text=True, env=env()
-    )
+def _start_server(command: list[str], cwd: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+    """``command`` started; it and the URL its first line says it serves on."""
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env(), cwd=cwd)  # noqa: S603
     assert server.stdout is not None
     line = server.stdout.readline()
     if not line.startswith("serving on "):
@@ -156,9 +163,27 @@ async def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     url = f"sqlite:///{db}"
     async with connect(url, kinds=example_kinds()) as client:
         await client.apply_many([widget(i, i) for i in range(args.size)], atomic=True)
-    server, base = _start_server(db)
+    server, base = _start_server(helper("--serve", str(db)))
+    # The real command beside it, with a bearer token (authentication, limits, its
+    # socket), knowing the Widget kind through --import of a module made here.
+    token = secrets.token_urlsafe(32)
+    (folder / "bench_kinds.py").write_text("from reconcile.testing.kinds import WIDGET\n\nkinds = [WIDGET]\n")
+    (folder / "tokens.yaml").write_text(f"tokens:\n  - hash: {hash_token(token)}\n    user: bench\n")
+    serving = [
+        sys.executable,
+        "-m",
+        "reconcile",
+        "--db",
+        url,
+        "--import",
+        "bench_kinds",
+        "serve",
+        "--port",
+        "0",
+    ]
+    served, served_base = _start_server([*serving, "--token-file", str(folder / "tokens.yaml")], folder)
     reads: dict[str, dict[str, list[float]]] = {p: {f"{s}_per_s": [] for s in SIDES} for p in READS}
-    cpu: dict[str, dict[str, list[float]]] = {p: {"bare": [], "http": []} for p in READS}
+    cpu: dict[str, dict[str, list[float]]] = {p: {"bare": [], "http": [], "serve": []} for p in READS}
     watch: dict[str, list[float]] = {
         f"{side}_{figure}": [] for side in ("http", "store") for figure in ("p50", "p99", "written_per_s")
     }
@@ -168,8 +193,11 @@ async def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         async with connect(url, kinds=example_kinds()) as client:
             for _ in range(args.runs):
                 for phase, (api_path, bare_path) in READS.items():
-                    for side, path in (("bare", bare_path), ("http", api_path)):
-                        got = http_reads(base, server.pid, path, args.connections, args.seconds)
+                    for side, path in (("bare", bare_path), ("http", api_path), ("serve", api_path)):
+                        where, pid, bearer = (
+                            (served_base, served.pid, token) if side == "serve" else (base, server.pid, "")
+                        )
+                        got = http_reads(where, pid, path, args.connections, args.seconds, token=bearer)
                         reads[phase][f"{side}_per_s"].append(got["per_s"])
                         cpu[phase][side].append(got["cpu_us"])
                     reads[phase]["client_per_s"].append(
@@ -185,13 +213,15 @@ async def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
                         lost[side] += result["lost"]
                     cut_off += over_http["cut_off"]
     finally:
-        server.terminate()
-        server.wait()
+        for process in (server, served):
+            process.terminate()
+            process.wait()
     rows: list[dict[str, Any]] = []
     for phase, sides in reads.items():
         row: dict[str, Any] = {"phase": phase, **{k: median_of(v) for k, v in sides.items()}}
         row["ratio_to_bare"] = row["http_per_s"]["median"] / row["bare_per_s"]["median"]
         row["ratio_to_client"] = row["http_per_s"]["median"] / row["client_per_s"]["median"]
+        row["serve_ratio_to_bare"] = row["serve_per_s"]["median"] / row["bare_per_s"]["median"]
         row["server_cpu_us"] = {side: median_of(v) for side, v in cpu[phase].items()}
         rows.append(row)
     if args.changes:
@@ -247,7 +277,10 @@ def _print(document: Mapping[str, Any]) -> None:
             cpu = row["server_cpu_us"].get(side)
             used = _spread(cpu) if cpu else "(in this process)"
             print(f"{row['phase']:<9} {side:<7} {_spread(row[side + '_per_s']):>26} {used:>24}")
-        print(f"{'':<9} http / bare {row['ratio_to_bare']:.2f}; http / client {row['ratio_to_client']:.2f}")
+        print(
+            f"{'':<9} http / bare {row['ratio_to_bare']:.2f}; http / client {row['ratio_to_client']:.2f}; "
+            f"serve / bare {row['serve_ratio_to_bare']:.2f}"
+        )
     for row in document["rows"]:
         if row["phase"] == "watch":
             print(

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import re
 import time
 from pathlib import Path
@@ -38,10 +39,12 @@ from reconcile.http import create_app
 from reconcile.http.serving import _bound
 from reconcile.testing import example_kinds
 
-__all__ = ["ONE", "PATH", "READS", "latencies", "role", "widget", "write_changes"]
+__all__ = ["ONE", "PATH", "READS", "TOKEN_VARIABLE", "latencies", "role", "widget", "write_changes"]
 
 PATH = "/apis/example.reconcile.dev/v1/namespaces/default/widgets"
 ONE = f"{PATH}/w0"
+#: Where the load generator finds the bearer token it sends (none when empty).
+TOKEN_VARIABLE = "BENCH_HTTP_TOKEN"  # noqa: S105 - the name of a variable, not a token
 #: Each read case: the API's path and the bare handler's.
 READS = {"get one": (ONE, "/bench/one"), "list": (PATH, "/bench/list")}
 
@@ -145,7 +148,11 @@ async def _requests(url: str, path: str, deadline: float) -> tuple[int, str]:
     where = urlsplit(url)
     host, port = where.hostname or "127.0.0.1", where.port or 80
     reader, writer = await asyncio.open_connection(host, port)
-    request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: application/json\r\n\r\n".encode()
+    token = os.environ.get(TOKEN_VARIABLE)
+    bearer = f"Authorization: Bearer {token}\r\n" if token else ""
+    request = (
+        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: application/json\r\n{bearer}\r\n".encode()
+    )
     done = 0
     try:
         while time.monotonic() < deadline:

@@ -43,11 +43,12 @@ class TestBenchmark:
 
     def test_reads_beside_the_bare_handler_and_the_client(self, tmp_path: Path) -> None:
         """GET of one object and a list, each over HTTP, from a bare handler on the same
-        server and through the client in-process: every side answered, ratios recorded."""
+        server, from the real reconcile serve with a bearer token and through the client
+        in-process: every side answered (a failed request fails the run), ratios recorded."""
         rows, printed = run_http_benchmark(tmp_path, "--changes", "0")
         assert set(rows) == {"get one", "list"}
         for row in rows.values():
-            for side in ("bare_per_s", "http_per_s", "client_per_s"):
+            for side in ("bare_per_s", "http_per_s", "serve_per_s", "client_per_s"):
                 figures = row[side]
                 assert isinstance(figures, dict)
                 assert 0 < figures["min"] <= figures["median"] <= figures["max"]
@@ -56,6 +57,7 @@ class TestBenchmark:
             cpu = row["server_cpu_us"]
             assert isinstance(cpu, dict)
             assert cpu["http"]["median"] > 0
+            assert cpu["serve"]["median"] > 0
         assert "http / bare" in printed
 
 
