@@ -157,6 +157,20 @@ def _start_server(command: list[str], cwd: Path | None = None) -> tuple[subproce
     return server, line.removeprefix("serving on ").strip()
 
 
+def _start_serve(folder: Path, url: str) -> tuple[subprocess.Popen[str], str, str]:
+    """The real ``reconcile serve`` on the store at ``url``, with a bearer token from a
+    tokens file (authentication, limits, its socket), knowing the Widget kind through
+    ``--import`` of a module made in ``folder``: it, its URL and the token."""
+    token = secrets.token_urlsafe(32)
+    (folder / "bench_kinds.py").write_text("from reconcile.testing.kinds import WIDGET\n\nkinds = [WIDGET]\n")
+    (folder / "tokens.yaml").write_text(f"tokens:\n  - hash: {hash_token(token)}\n    user: bench\n")
+    command = [sys.executable, "-m", "reconcile", "--db", url, "--import", "bench_kinds", "serve"]
+    served, base = _start_server(
+        [*command, "--port", "0", "--token-file", str(folder / "tokens.yaml")], folder
+    )
+    return served, base, token
+
+
 async def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     """Every run of every case; the rows."""
     db = folder / "http.db"
@@ -164,24 +178,12 @@ async def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     async with connect(url, kinds=example_kinds()) as client:
         await client.apply_many([widget(i, i) for i in range(args.size)], atomic=True)
     server, base = _start_server(helper("--serve", str(db)))
-    # The real command beside it, with a bearer token (authentication, limits, its
-    # socket), knowing the Widget kind through --import of a module made here.
-    token = secrets.token_urlsafe(32)
-    (folder / "bench_kinds.py").write_text("from reconcile.testing.kinds import WIDGET\n\nkinds = [WIDGET]\n")
-    (folder / "tokens.yaml").write_text(f"tokens:\n  - hash: {hash_token(token)}\n    user: bench\n")
-    serving = [
-        sys.executable,
-        "-m",
-        "reconcile",
-        "--db",
-        url,
-        "--import",
-        "bench_kinds",
-        "serve",
-        "--port",
-        "0",
-    ]
-    served, served_base = _start_server([*serving, "--token-file", str(folder / "tokens.yaml")], folder)
+    try:
+        served, served_base, token = _start_serve(folder, url)
+    except BaseException:
+        server.terminate()
+        server.wait()
+        raise
     reads: dict[str, dict[str, list[float]]] = {p: {f"{s}_per_s": [] for s in SIDES} for p in READS}
     cpu: dict[str, dict[str, list[float]]] = {p: {"bare": [], "http": [], "serve": []} for p in READS}
     watch: dict[str, list[float]] = {
