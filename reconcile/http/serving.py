@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import socket
 import ssl
 import sys
@@ -33,7 +32,7 @@ from starlette.middleware import Middleware
 
 from reconcile.api import Client
 from reconcile.http.app import create_app
-from reconcile.http.authn import Authenticating, Authenticator
+from reconcile.http.authn import Authenticating, Authenticator, loopback
 from reconcile.http.configfiles import ConfigError
 from reconcile.http.connections import protocol_class
 from reconcile.http.context import Authorizer
@@ -88,15 +87,6 @@ def _bound(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.setblocking(False)  # noqa: FBT003 - socket's own signature
     return sock
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class _Server(uvicorn.Server):
@@ -208,7 +198,7 @@ def _security(
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--authorization-config") from None
     authenticator = Authenticator(tokens, client_certificates=client_ca is not None, anonymous=anonymous)
-    if not _loopback(host):
+    if not loopback(host):
         if not authenticator.secured and not anonymous:
             raise click.UsageError(
                 f"--host {host} is not a loopback address, and no credentials are checked: anyone who "
