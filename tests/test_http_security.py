@@ -3,15 +3,22 @@ was open (or a limit that could be slipped past), shut."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from http_helpers import api
 from starlette.middleware import Middleware
 
+from reconcile.errors import StoreError, StoreUnavailableError
 from reconcile.http.authn import Authenticating, Authenticator
+from reconcile.http.configfiles import ConfigError
 from reconcile.http.rbac import load_rbac
 from reconcile.http.tokens import hash_token, load_tokens
 
@@ -72,6 +79,22 @@ def manifest(name: str, root: Path) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"path": f"{name}.html", "root": str(root), "content": "hello\n"},
     }
+
+
+@contextlib.contextmanager
+def caplog_of(name: str) -> Iterator[io.StringIO]:
+    """What the logger ``name`` writes meanwhile (every level)."""
+    logger = logging.getLogger(name)
+    text = io.StringIO()
+    handler = logging.StreamHandler(text)
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield text
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def json_bytes(document: dict[str, Any]) -> bytes:
@@ -166,3 +189,157 @@ class TestBrowsers:
             plain = await http.post(FILES, content=body, headers=bearer(ADMIN))
         assert forged.status_code == 403
         assert plain.status_code == 201, plain.text
+
+
+class TestErrorsNameNoInternals:
+    """What the store says when it fails (its address, user, file, SQL) stays in the log."""
+
+    @pytest.mark.parametrize(
+        ("error", "code"),
+        [
+            (StoreError("/srv/secret/api.db: disk I/O error"), 500),
+            (StoreError("postgresql://app@db.internal:5432/prod: relation reconcile_events ..."), 500),
+            (StoreUnavailableError("postgresql://app@db.internal:5432/prod: cannot reach the server"), 503),
+        ],
+    )
+    async def test_a_failing_store_is_not_quoted(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception, code: int
+    ) -> None:
+        """A list over a store raising ``error``: a Status of ``code`` naming none of it."""
+        async with api(tmp_path) as (client, http):
+
+            async def failing(*args: object, **kwargs: object) -> None:
+                raise error
+
+            monkeypatch.setattr(client.store, "list", failing)
+            with caplog_of("reconcile.http") as logged:
+                answer = await http.get(FILES)
+        assert answer.status_code == code
+        message = answer.json()["message"]
+        for internal in ("secret", "db.internal", "app@", "relation"):
+            assert internal not in message
+        assert str(error) in logged.getvalue()
+
+
+class TestNonResourcePaths:
+    """Discovery, OpenAPI and /health: any authenticated user (Kubernetes' system:discovery),
+    the anonymous user only through a nonResourceURLs rule; /version and the probes: anybody."""
+
+    PATHS = ("/api", "/apis", "/apis/files.reconcile.dev/v1", "/openapi/v3", "/health")
+
+    async def test_the_anonymous_user_discovers_nothing_without_a_rule(self, tmp_path: Path) -> None:
+        """With --anonymous: 403 for the anonymous user, 200 for patcher (no rule names
+        these paths); /version and /livez for both."""
+        async with api(tmp_path, **secured(tmp_path, anonymous=True)) as (_, http):
+            anonymous = [(await http.get(path)).status_code for path in self.PATHS]
+            patcher = [(await http.get(path, headers=bearer(PATCHER))).status_code for path in self.PATHS]
+            refusal = (await http.get("/apis")).json()
+            public = [(await http.get(path)).status_code for path in ("/version", "/livez")]
+        assert anonymous == [403] * len(self.PATHS)
+        assert refusal["message"] == 'forbidden: User "system:anonymous" cannot get path "/apis"'
+        assert patcher == [200] * len(self.PATHS)
+        assert public == [200, 200]
+
+    async def test_access_reviews_of_paths_ask_the_rules(self, tmp_path: Path) -> None:
+        """`kubectl auth can-i get /apis` is yes for an authenticated user, no for the
+        anonymous one; a path outside discovery is no without a rule (resources: ["*"]
+        grants no path, as in Kubernetes)."""
+
+        async def can(path: str, verb: str = "get", headers: dict[str, str] | None = None) -> bool:
+            answer = await http.post(
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                json={"spec": {"nonResourceAttributes": {"path": path, "verb": verb}}},
+                headers=headers or {},
+            )
+            assert answer.status_code == 201, answer.text
+            allowed: bool = answer.json()["status"]["allowed"]
+            return allowed
+
+        async with api(tmp_path, **secured(tmp_path, anonymous=True)) as (_, http):
+            answers = [
+                await can("/apis", headers=bearer(PATCHER)),
+                await can("/apis"),
+                await can("/metrics", headers=bearer(PATCHER)),
+                await can("/apis", verb="delete", headers=bearer(PATCHER)),
+                await can("/metrics", verb="delete", headers=bearer(ADMIN)),
+            ]
+            rules = await http.post(
+                "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+                json={"spec": {"namespace": "default"}},
+            )
+        assert answers == [True, False, False, False, False]
+        assert rules.json()["status"]["nonResourceRules"] == []
+
+    async def test_a_rule_may_grant_paths_to_the_anonymous_user(self, tmp_path: Path) -> None:
+        """A ClusterRole's nonResourceURLs rule bound to system:unauthenticated opens
+        discovery to it, and nothing more."""
+        options = secured(tmp_path, anonymous=True)
+        rules = tmp_path / "rbac.yaml"
+        rules.write_text(
+            RBAC
+            + """\
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: discoverer}
+rules: [{nonResourceURLs: ["/apis", "/apis/*"], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: strangers}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: discoverer}
+subjects: [{kind: Group, name: system:unauthenticated}]
+"""
+        )
+        options["authorizer"] = load_rbac(rules)
+        async with api(tmp_path, **options) as (_, http):
+            groups = await http.get("/apis")
+            health = await http.get("/health")
+            files = await http.get(FILES)
+        assert (groups.status_code, health.status_code, files.status_code) == (200, 403, 403)
+
+    @pytest.mark.parametrize(
+        ("rule", "expected"),
+        [
+            (
+                (
+                    "kind: Role\nmetadata: {name: r, namespace: default}\n"
+                    "rules: [{nonResourceURLs: ['*'], verbs: [get]}]"
+                ),
+                "only a ClusterRole may name nonResourceURLs",
+            ),
+            (
+                (
+                    "kind: ClusterRole\nmetadata: {name: r}\nrules: [{nonResourceURLs: ['*'], "
+                    "resources: ['*'], apiGroups: ['*'], verbs: [get]}]"
+                ),
+                "either nonResourceURLs or resources",
+            ),
+        ],
+    )
+    def test_a_non_resource_rule_is_checked(self, tmp_path: Path, rule: str, expected: str) -> None:
+        """Kubernetes' own refusals of a nonResourceURLs rule, naming the field."""
+        path = tmp_path / "rbac.yaml"
+        path.write_text("apiVersion: rbac.authorization.k8s.io/v1\n" + rule + "\n")
+        with pytest.raises(ConfigError, match=expected):
+            load_rbac(path)
+
+    async def test_the_probes_withhold_the_stores_words_from_strangers(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A failing store: a probe without credentials says "reason withheld" (the reason
+        goes to the log); with a token that may read /health, the reason."""
+        async with api(tmp_path, **secured(tmp_path)) as (client, http):
+
+            async def down() -> int:
+                raise StoreUnavailableError("postgresql://app@db.internal:5432/prod: cannot reach the server")
+
+            monkeypatch.setattr(client.store, "revision", down)
+            with caplog_of("reconcile.http") as logged:
+                stranger = await http.get("/livez", params={"verbose": ""})
+            known = await http.get("/livez", params={"verbose": ""}, headers=bearer(PATCHER))
+        assert stranger.status_code == 500
+        assert "[-]store failed: reason withheld" in stranger.text
+        assert "db.internal" not in stranger.text
+        assert "db.internal" in logged.getvalue()
+        assert "db.internal" in known.text
