@@ -3,6 +3,7 @@ was open (or a limit that could be slipped past), shut."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import logging
@@ -15,10 +16,14 @@ import orjson
 import pytest
 from http_helpers import api
 from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from reconcile.errors import StoreError, StoreUnavailableError
 from reconcile.http.authn import Authenticating, Authenticator
 from reconcile.http.configfiles import ConfigError
+from reconcile.http.limits import Limits, LimitSettings, long_running
 from reconcile.http.rbac import load_rbac
 from reconcile.http.tokens import hash_token, load_tokens
 
@@ -343,3 +348,45 @@ subjects: [{kind: Group, name: system:unauthenticated}]
         assert "db.internal" not in stranger.text
         assert "db.internal" in logged.getvalue()
         assert "db.internal" in known.text
+
+
+class TestLimitsCannotBeSlippedPast:
+    """The caps on requests in flight count every request that is not a watch."""
+
+    @pytest.mark.parametrize(
+        "path",
+        [
+            f"{FILES}/index?watch=true",  # a GET of an object: no watch, yet not counted
+            "/apis/files.reconcile.dev/v1/namespaces/watch/files/index",  # "/watch/" in the path
+            "/health?watch=1",
+        ],
+    )
+    def test_only_a_collection_watch_is_long_running(self, path: str) -> None:
+        """What is not a watch is counted, whatever its query or path holds."""
+        raw, _, query = path.partition("?")
+        assert not long_running({"method": "GET", "path": raw, "query_string": query.encode()})
+
+    async def test_a_get_with_watch_true_takes_a_slot(self, tmp_path: Path) -> None:
+        """One request in flight per client: a second GET of an object, with watch=true,
+        is 429 while the first waits."""
+        gate = asyncio.Event()
+        entered = asyncio.Event()
+
+        async def slow(request: Request) -> Response:
+            entered.set()
+            await gate.wait()
+            return Response("slow")
+
+        settings = LimitSettings(max_inflight_per_client=1)
+        options = {
+            "routes": [Route("/slow", slow)],
+            "middleware": [Middleware(Limits, settings=settings)],
+        }
+        async with api(tmp_path, **options) as (_, http):
+            first = asyncio.ensure_future(http.get("/slow"))
+            async with asyncio.timeout(10):
+                await entered.wait()
+            second = await http.get(f"{FILES}/index", params={"watch": "true"})
+            gate.set()
+            await first
+        assert second.status_code == 429
