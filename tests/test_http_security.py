@@ -390,3 +390,36 @@ class TestLimitsCannotBeSlippedPast:
             gate.set()
             await first
         assert second.status_code == 429
+
+
+class TestWarnings:
+    """The Warning headers quote the client's field names: never a header's end, never without bound."""
+
+    async def test_a_field_name_cannot_inject_a_header(self, tmp_path: Path) -> None:
+        """A field named with CR LF and a non-Latin-1 character: escaped in the warning."""
+        document = manifest("crlf", tmp_path)
+        document["spec"]["a\r\nSet-Cookie: x=1"] = 1
+        document["spec"]["caf\u20ac"] = 1
+        async with api(tmp_path) as (_, http):
+            answer = await http.post(FILES, json=document)
+        assert answer.status_code == 201, answer.text
+        warnings = answer.headers.get_list("warning")
+        assert len(warnings) == 2
+        for warning in warnings:
+            assert all(" " <= c <= "~" for c in warning), warning
+        assert "set-cookie" not in answer.headers
+        assert any("\\\\r\\\\nSet-Cookie" in w for w in warnings)
+        assert any("\\\\u20ac" in w for w in warnings)
+
+    async def test_warnings_are_bounded(self, tmp_path: Path) -> None:
+        """20,000 unknown fields, one of 10,000 characters: 4 KiB of warnings at most, each
+        cut at 256 characters, the last saying how many were left out."""
+        document = manifest("many", tmp_path)
+        document["spec"] |= {f"k{i}": 1 for i in range(20_000)} | {"x" * 10_000: 1}
+        async with api(tmp_path) as (_, http):
+            answer = await http.post(FILES, json=document)
+        assert answer.status_code == 201, answer.text
+        warnings = answer.headers.get_list("warning")
+        assert sum(len(w) for w in warnings) < 6000
+        assert all(len(w) < 300 for w in warnings)
+        assert warnings[-1].endswith('more warnings not shown"')
