@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Route
 from reconcile.http.context import ApiState, Attributes, Authorizer, User, state, user_of
 from reconcile.http.discovery import ServedResource, serve_in_discovery
 from reconcile.http.errors import ApiError, Cause
-from reconcile.http.protobuf import PROTOBUF, message_fields, unwrap
+from reconcile.http.protobuf import MAX_REVIEW_BYTES, PROTOBUF, message_fields, unwrap
 from reconcile.http.rbac import DISCOVERY_URLS, Rule
 from reconcile.http.responses import json_response
 
@@ -95,6 +95,8 @@ def _spec_from_protobuf(body: bytes, kind: str) -> dict[str, Any]:
 async def _review(request: Request, kind: str) -> dict[str, Any]:
     media_type = request.headers.get("content-type", "application/json").partition(";")[0].strip()
     body = await request.body()
+    if len(body) > MAX_REVIEW_BYTES:
+        raise ApiError(413, f"Request entity too large: a {kind} is at most {MAX_REVIEW_BYTES} bytes")
     if media_type == PROTOBUF:
         try:
             return _spec_from_protobuf(body, kind)
