@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
-from http_helpers import api
+from http_helpers import api, served
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
@@ -483,3 +484,18 @@ class TestProtobufReader:
                 huge = await http.post(path, content=b"k8s\x00" + b"\x08\x01" * 500_000, headers=headers)
         assert {201, 400} <= codes
         assert huge.status_code == 413
+
+
+class TestServedLimits:
+    """What ``reconcile serve`` itself trusts."""
+
+    def test_a_forwarded_for_header_does_not_make_another_client(self, tmp_path: Path) -> None:
+        """Anonymous requests are limited per address: an X-Forwarded-For naming a new one
+        each time is still the same client (uvicorn trusts it from 127.0.0.1 by default)."""
+        db = tmp_path / "api.db"
+        args = ("--anonymous", "--requests-per-second", "0.1", "--burst", "1")
+        with served(db, *args) as url, httpx.Client(base_url=url) as http:
+            codes = [
+                http.get("/version", headers={"X-Forwarded-For": f"10.0.0.{n}"}).status_code for n in range(3)
+            ]
+        assert codes == [200, 429, 429]

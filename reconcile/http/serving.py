@@ -126,7 +126,12 @@ async def _serve(
             app,
             log_level="warning",
             lifespan="off",
-            access_log=False,
+            access_log=False,  # an access log line is a request's path and query: none here
+            # The client's address is the socket's: a header saying otherwise is anybody's
+            # to send (uvicorn trusts X-Forwarded-For from 127.0.0.1 by default, so a local
+            # client could pose as any number of addresses past the per-address limits).
+            proxy_headers=False,
+            server_header=False,
             http=protocol_class(timeouts.header),
             timeout_keep_alive=timeouts.keep_alive,
             timeout_graceful_shutdown=max(1, round(timeouts.shutdown)),
