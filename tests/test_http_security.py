@@ -30,6 +30,7 @@ from reconcile.http.limits import Limits, LimitSettings, long_running
 from reconcile.http.protobuf import message_fields, unwrap
 from reconcile.http.rbac import load_rbac
 from reconcile.http.tokens import hash_token, load_tokens
+from reconcile.model import manifests
 
 FILES = "/apis/files.reconcile.dev/v1/namespaces/default/files"
 ADMIN = secrets.token_urlsafe(32)  # group ops: everything
@@ -499,3 +500,26 @@ class TestServedLimits:
                 http.get("/version", headers={"X-Forwarded-For": f"10.0.0.{n}"}).status_code for n in range(3)
             ]
         assert codes == [200, 429, 429]
+
+
+class TestYamlBombs:
+    """YAML bodies: aliases cannot make a small body a huge object."""
+
+    async def test_an_alias_of_a_long_string_is_counted_by_its_length(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A 10 KB string and 1,000 aliases of it (an 18 KB body, 10 MB written out)
+        against an expansion budget of 1 MiB: 400 naming the bomb, nothing stored."""
+        monkeypatch.setattr(manifests, "MAX_EXPANDED_BYTES", 1024 * 1024)
+        aliases = ", ".join(f"k{i}: *s" for i in range(1000))
+        body = (
+            "apiVersion: files.reconcile.dev/v1\nkind: File\n"
+            f"metadata: {{name: bomb, annotations: {{s: &s {'x' * 10_000}, {aliases}}}}}\n"
+            f"spec: {{path: bomb.html, root: {tmp_path}, content: hi}}\n"
+        )
+        async with api(tmp_path) as (client, http):
+            answer = await http.post(FILES, content=body, headers={"Content-Type": "application/yaml"})
+            stored = await client.store.revision()
+        assert answer.status_code == 400, answer.text[:300]
+        assert "alias bomb" in answer.json()["message"]
+        assert stored == 0
