@@ -25,6 +25,7 @@ from starlette.routing import Route
 from reconcile.errors import StoreError, StoreUnavailableError
 from reconcile.http.authn import Authenticating, Authenticator
 from reconcile.http.configfiles import ConfigError
+from reconcile.http.context import Attributes, User
 from reconcile.http.errors import ApiError
 from reconcile.http.limits import Limits, LimitSettings, long_running
 from reconcile.http.protobuf import message_fields, unwrap
@@ -523,3 +524,183 @@ class TestYamlBombs:
         assert answer.status_code == 400, answer.text[:300]
         assert "alias bomb" in answer.json()["message"]
         assert stored == 0
+
+
+class Recording:
+    """An authorizer that refuses everything, keeping what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[Attributes] = []
+
+    def allowed(self, user: User, attributes: Attributes) -> bool:  # noqa: ARG002
+        """Never; ``attributes`` kept."""
+        self.asked.append(attributes)
+        return False
+
+
+G = "files.reconcile.dev"
+NAMED = f"{FILES}/index"
+
+#: A review: answered for the user about itself (what it asks the authorizer is about
+#: that user), never refused.
+SELF = "self"
+#: Every route of the app: a request to it, and what it must ask the authorizer (None:
+#: nothing, it is public; SELF: a review).
+ROUTES: dict[tuple[str, str], tuple[str, str, Attributes | str | None]] = {
+    ("GET", "/livez"): ("GET", "/livez", None),
+    ("GET", "/readyz"): ("GET", "/readyz", None),
+    ("GET", "/healthz"): ("GET", "/healthz", None),
+    ("GET", "/version"): ("GET", "/version", None),
+    ("GET", "/health"): ("GET", "/health", Attributes("get", "", "", path="/health")),
+    ("GET", "/api"): ("GET", "/api", Attributes("get", "", "", path="/api")),
+    ("GET", "/api/v1"): ("GET", "/api/v1", Attributes("get", "", "", path="/api/v1")),
+    ("GET", "/apis"): ("GET", "/apis", Attributes("get", "", "", path="/apis")),
+    ("GET", "/apis/{group}"): ("GET", f"/apis/{G}", Attributes("get", "", "", path=f"/apis/{G}")),
+    ("GET", "/apis/{group}/{version}"): (
+        "GET",
+        f"/apis/{G}/v1",
+        Attributes("get", "", "", path=f"/apis/{G}/v1"),
+    ),
+    ("GET", "/openapi/v3"): ("GET", "/openapi/v3", Attributes("get", "", "", path="/openapi/v3")),
+    ("GET", "/openapi/v3/apis/{group}/{version}"): (
+        "GET",
+        f"/openapi/v3/apis/{G}/v1",
+        Attributes("get", "", "", path=f"/openapi/v3/apis/{G}/v1"),
+    ),
+    ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"): (
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        SELF,
+    ),
+    ("POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"): (
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        SELF,
+    ),
+    ("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews"): (
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        SELF,
+    ),
+    ("GET", "/apis/{group}/{version}/{plural}"): (
+        "GET",
+        f"/apis/{G}/v1/files?watch=true",
+        Attributes("watch", G, "files"),
+    ),
+    ("GET", "/apis/{group}/{version}/namespaces/{namespace}/{plural}"): (
+        "GET",
+        FILES,
+        Attributes("list", G, "files", "default"),
+    ),
+    ("POST", "/apis/{group}/{version}/namespaces/{namespace}/{plural}"): (
+        "POST",
+        FILES,
+        Attributes("create", G, "files", "default"),
+    ),
+    ("GET", "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"): (
+        "GET",
+        NAMED,
+        Attributes("get", G, "files", "default", "index"),
+    ),
+    ("PUT", "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"): (
+        "PUT",
+        NAMED,
+        Attributes("update", G, "files", "default", "index"),
+    ),
+    ("PATCH", "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"): (
+        "PATCH",
+        NAMED,
+        Attributes("patch", G, "files", "default", "index"),
+    ),
+    ("DELETE", "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"): (
+        "DELETE",
+        f"{NAMED}?dryRun=All",
+        Attributes("delete", G, "files", "default", "index"),
+    ),
+    ("GET", "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}/status"): (
+        "GET",
+        f"{NAMED}/status",
+        Attributes("get", G, "files", "default", "index", "status"),
+    ),
+    ("PUT", "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}/status"): (
+        "PUT",
+        f"{NAMED}/status",
+        Attributes("update", G, "files", "default", "index", "status"),
+    ),
+    ("PATCH", "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}/status"): (
+        "PATCH",
+        f"{NAMED}/status",
+        Attributes("patch", G, "files", "default", "index", "status"),
+    ),
+    ("GET", "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}/history"): (
+        "GET",
+        f"{NAMED}/history",
+        Attributes("get", G, "files", "default", "index", "history"),
+    ),
+}
+
+
+class TestEveryRouteIsAuthorized:
+    """Each route the app serves asks the authorizer the right question, before anything else."""
+
+    async def test_the_routes_ask_what_kubernetes_asks(self, tmp_path: Path) -> None:
+        """Every route of create_app is in the table (a new one must be added), and each
+        request asks exactly its attributes, or nothing for the public and self paths."""
+        recording = Recording()
+        async with api(tmp_path, authorizer=recording) as (_, http):
+            app = http._transport.app  # type: ignore[attr-defined]
+            served = {
+                (method, route.path) for route in app.routes for method in route.methods if method != "HEAD"
+            }
+            assert served == set(ROUTES)
+            for (method, template), (verb, url, expected) in ROUTES.items():
+                recording.asked.clear()
+                answer = await http.request(verb, url, json={} if verb in {"POST", "PUT", "PATCH"} else None)
+                if expected is SELF:
+                    assert answer.status_code != 403, (method, template)
+                elif expected is None:
+                    assert (recording.asked, answer.status_code) == ([], 200), (method, template)
+                else:
+                    assert recording.asked == [expected], (method, template)
+                    assert answer.status_code == 403, (method, template, answer.text)
+
+
+class TestRbacScoping:
+    """Kubernetes' RBAC semantics, checked where a mistake would widen a grant."""
+
+    def test_namespaces_and_resource_names(self, tmp_path: Path) -> None:
+        """A RoleBinding in a grants in a only (not b, not across namespaces); resourceNames
+        never grant list, watch or a create (which names no object)."""
+        path = tmp_path / "rbac.yaml"
+        path.write_text(
+            """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: edit}
+rules:
+  - {apiGroups: ["*"], resources: ["*"], verbs: ["*"], resourceNames: [only]}
+  - {apiGroups: [files.reconcile.dev], resources: [files], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: carol, namespace: a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{kind: User, name: carol}]
+"""
+        )
+        rbac = load_rbac(path)
+        carol = User("carol", ("system:authenticated",))
+
+        def may(verb: str, namespace: str | None, name: str | None = None) -> bool:
+            return rbac.allowed(carol, Attributes(verb, G, "files", namespace, name))
+
+        assert may("list", "a")
+        assert may("delete", "a", "only")
+        assert not may("delete", "a", "other")
+        assert not may("list", "b")
+        assert not may("get", "b", "only")
+        assert not may("list", None)  # across namespaces needs a ClusterRoleBinding
+        assert not rbac.allowed(carol, Attributes("create", "", "secrets", "a"))  # resourceNames: no create
+        assert not rbac.allowed(carol, Attributes("list", "", "secrets", "a"))  # nor list
+        assert not rbac.allowed(carol, Attributes("watch", "", "secrets", "a"))  # nor watch
+        assert rbac.allowed(carol, Attributes("get", "", "secrets", "a", "only"))
