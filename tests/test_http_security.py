@@ -21,16 +21,18 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from watch_helpers import Stream, app_over
 
 from reconcile.errors import StoreError, StoreUnavailableError
 from reconcile.http.authn import Authenticating, Authenticator
 from reconcile.http.configfiles import ConfigError
-from reconcile.http.context import Attributes, User
+from reconcile.http.context import USER_SCOPE_KEY, Attributes, User
 from reconcile.http.errors import ApiError
 from reconcile.http.limits import Limits, LimitSettings, long_running
 from reconcile.http.protobuf import message_fields, unwrap
 from reconcile.http.rbac import load_rbac
 from reconcile.http.tokens import hash_token, load_tokens
+from reconcile.http.watchers import WatchLimits
 from reconcile.model import manifests
 
 FILES = "/apis/files.reconcile.dev/v1/namespaces/default/files"
@@ -704,3 +706,33 @@ subjects: [{kind: User, name: carol}]
         assert not rbac.allowed(carol, Attributes("list", "", "secrets", "a"))  # nor list
         assert not rbac.allowed(carol, Attributes("watch", "", "secrets", "a"))  # nor watch
         assert rbac.allowed(carol, Attributes("get", "", "secrets", "a", "only"))
+
+
+class TestWatchesPerClient:
+    """One client cannot take every place for a watch."""
+
+    async def test_a_client_holds_at_most_its_share_of_watches(self, tmp_path: Path) -> None:
+        """Two watches per client of ten: alice's third is 429 naming the per-client cap;
+        bob still gets one; alice's freed place is hers again."""
+        limits = WatchLimits(max_watchers=10, max_watchers_per_client=2)
+
+        async def watch_as(app: Any, name: str) -> Stream:
+            stream = Stream(app, FILES, {"watch": "true"})
+            stream._scope[USER_SCOPE_KEY] = User(name, ("system:authenticated",))
+            return await stream.start()
+
+        async with app_over(tmp_path, watch_limits=limits) as (_, app):
+            alice = [await watch_as(app, "alice") for _ in range(2)]
+            refused = await watch_as(app, "alice")
+            await refused.wait_ended()
+            bob = await watch_as(app, "bob")
+            alice[0].disconnect()
+            await alice[0].wait_ended()
+            again = await watch_as(app, "alice")
+            for stream in (alice[1], bob, again):
+                stream.disconnect()
+                await stream.wait_ended()
+        assert [s.status for s in alice] == [200, 200]
+        assert refused.status == 429
+        assert "for one client (2)" in refused.json()["message"]
+        assert (bob.status, again.status) == (200, 200)
