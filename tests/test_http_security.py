@@ -9,23 +9,29 @@ import io
 import logging
 import random
 import secrets
-from collections.abc import Iterator
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+import uvicorn
 from http_helpers import api, served
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from watch_helpers import Stream, app_over
 
+from reconcile.api import connect
 from reconcile.errors import StoreError, StoreUnavailableError
+from reconcile.http import create_app
 from reconcile.http.authn import Authenticating, Authenticator
 from reconcile.http.configfiles import ConfigError
+from reconcile.http.connections import protocol_class
 from reconcile.http.context import USER_SCOPE_KEY, Attributes, User
 from reconcile.http.errors import ApiError
 from reconcile.http.limits import Limits, LimitSettings, long_running
@@ -736,3 +742,51 @@ class TestWatchesPerClient:
         assert refused.status == 429
         assert "for one client (2)" in refused.json()["message"]
         assert (bob.status, again.status) == (200, 200)
+
+
+class TestClientsThatTakeNothing:
+    """A response nobody reads holds nothing for ever."""
+
+    async def test_a_client_that_never_reads_is_dropped(self, tmp_path: Path) -> None:
+        """A 200 MiB response to a socket that reads nothing: the connection is dropped
+        after write_timeout (1 s here), so the handler ends (and frees its place)."""
+        ended = asyncio.Event()
+
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                for _ in range(200):
+                    yield b"x" * 1024 * 1024
+            finally:
+                ended.set()
+
+        async def big(request: Request) -> Response:
+            return StreamingResponse(chunks())
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        async with connect(f"sqlite:///{tmp_path / 'api.db'}") as client:
+            app = create_app(client, routes=[Route("/big", big)])
+            config = uvicorn.Config(
+                app, lifespan="off", log_level="warning", http=protocol_class(10, write_timeout=1)
+            )
+            server = uvicorn.Server(config)
+            serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+            reader = socket.socket()
+            reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            try:
+                async with asyncio.timeout(30):
+                    while not server.started:  # noqa: ASYNC110 - uvicorn sets a flag
+                        await asyncio.sleep(0.01)
+                    reader.connect(("127.0.0.1", port))
+                    reader.sendall(b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                    started = time.monotonic()
+                async with asyncio.timeout(15):
+                    await ended.wait()
+                took = time.monotonic() - started
+            finally:
+                reader.close()
+                server.should_exit = True
+                await asyncio.wait_for(serving, 20)
+        assert 0.9 < took < 10

@@ -71,6 +71,7 @@ class Timeouts:
     header: float
     keep_alive: int
     shutdown: float
+    write: float = 60.0
 
 
 def _bound(host: str, port: int) -> socket.socket:
@@ -132,7 +133,7 @@ async def _serve(
             # client could pose as any number of addresses past the per-address limits).
             proxy_headers=False,
             server_header=False,
-            http=protocol_class(timeouts.header),
+            http=protocol_class(timeouts.header, timeouts.write),
             timeout_keep_alive=timeouts.keep_alive,
             timeout_graceful_shutdown=max(1, round(timeouts.shutdown)),
             **security.tls,
@@ -315,6 +316,13 @@ _FILE = click.Path(exists=True, dir_okay=False)
     help="Seconds a request may take to send its body.",
 )
 @click.option(
+    "--response-write-timeout",
+    type=click.FloatRange(0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds a client may take nothing of a response before it is dropped.",
+)
+@click.option(
     "--keep-alive-timeout",
     type=click.IntRange(1),
     default=5,
@@ -346,6 +354,7 @@ def serve(  # noqa: PLR0917 - click passes one parameter per option
     burst: int,
     request_header_timeout: float,
     request_body_timeout: float,
+    response_write_timeout: float,
     keep_alive_timeout: int,
     shutdown_timeout: float,
 ) -> None:
@@ -367,5 +376,5 @@ def serve(  # noqa: PLR0917 - click passes one parameter per option
         requests_per_second=requests_per_second,
         burst=burst,
     )
-    timeouts = Timeouts(request_header_timeout, keep_alive_timeout, shutdown_timeout)
+    timeouts = Timeouts(request_header_timeout, keep_alive_timeout, shutdown_timeout, response_write_timeout)
     asyncio.run(_serve(settings, host, port, security=security, limits=limits, timeouts=timeouts))
