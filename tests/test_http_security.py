@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import httpx
 import orjson
 import pytest
@@ -37,6 +38,7 @@ from reconcile.http.errors import ApiError
 from reconcile.http.limits import Limits, LimitSettings, long_running
 from reconcile.http.protobuf import message_fields, unwrap
 from reconcile.http.rbac import load_rbac
+from reconcile.http.serving import _security
 from reconcile.http.tokens import hash_token, load_tokens
 from reconcile.http.watchers import WatchLimits
 from reconcile.model import manifests
@@ -790,3 +792,23 @@ class TestClientsThatTakeNothing:
                 server.should_exit = True
                 await asyncio.wait_for(serving, 20)
         assert 0.9 < took < 10
+
+
+class TestUnsecuredAddresses:
+    """The unsecured mode (system:masters for every request) on loopback addresses only."""
+
+    @pytest.mark.parametrize("host", ["0.0.0.0", "::", "example.com", "10.0.0.1", "::ffff:10.0.0.1"])  # noqa: S104
+    def test_refused_off_loopback(self, host: str) -> None:
+        """Every address, IPv6's wildcard and a host name included: a usage error."""
+        with pytest.raises(click.UsageError, match="not a loopback address"):
+            _security(
+                host, token_file=None, client_ca=None, anonymous=False, authorization_config=None, tls={}
+            )
+
+    @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+    def test_served_on_loopback(self, host: str) -> None:
+        """Loopback addresses and localhost: the unsecured mode."""
+        security = _security(
+            host, token_file=None, client_ca=None, anonymous=False, authorization_config=None, tls={}
+        )
+        assert not security.authenticator.secured
