@@ -18,7 +18,8 @@ nothing. Unknown fields are handled by ``fieldValidation`` (:mod:`.validation`).
   precondition). A patch of an immutable field is ``422`` naming it.
 * An apply patch is a server-side apply (:meth:`reconcile.api.Client.apply`) under
   ``fieldManager`` (required), ``force=true`` taking over fields others own; ``201``
-  when it created the object.
+  when it created the object. One that creates its object needs the ``create`` verb
+  besides ``patch``, as in Kubernetes (``patch`` alone only changes what exists).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from reconcile.errors import (
     NotFoundError,
 )
 from reconcile.http.bodies import check_object, read_object
-from reconcile.http.context import Target, namespace_or_default, state, target
+from reconcile.http.context import Attributes, Target, authorize, namespace_or_default, state, target
 from reconcile.http.documents import from_wire, to_wire
 from reconcile.http.errors import ApiError, Cause
 from reconcile.http.options import WriteOptions, write_options
@@ -283,6 +284,12 @@ async def _apply(request: Request, found: Target, patch: Patch, options: WriteOp
     document = check_object(patch.data, found.resource, namespace_or_default(found), found.name)
     client = acting_client(request, found, options)
     existed = await client.store.read(object_key(found)) is not None
+    if not existed:  # an apply that creates is a create, as Kubernetes authorizes it
+        resource = found.resource
+        authorize(
+            request,
+            Attributes("create", resource.group, resource.plural, found.namespace, found.name),
+        )
 
     async def apply(sent: Mapping[str, Any]) -> AnyResource:
         return await client.apply(from_wire(sent), manager=options.manager, force=options.force)
