@@ -52,6 +52,7 @@ from reconcile.model.resource import AnyResource
 
 __all__ = [
     "acting_client",
+    "apply_conflict",
     "check_uid",
     "create_object",
     "missing",
@@ -66,9 +67,14 @@ T = TypeVar("T")
 
 #: Tries of an unconditional update or a patch against concurrent changes.
 ATTEMPTS = 16
+#: What Kubernetes says of an object changed since the resourceVersion a write named
+#: (``OptimisticLockErrorMsg``; client-go's ``retry.RetryOnConflict`` users grep for it).
+MODIFIED = "the object has been modified; please apply your changes to the latest version and try again"
 #: Kubernetes' alphabet of generated name suffixes (no vowels, no look-alikes).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SUFFIX_LENGTH = 5
+#: The suffix our map of managed fields gives a manager's non-apply entry.
+_UPDATE = " (Update)"
 
 
 def acting_client(request: Request, found: Target, options: WriteOptions) -> Client:
@@ -113,14 +119,44 @@ def refusals(found: Target, name: str) -> Iterator[None]:
         ) from None
     except NotFoundError:
         raise missing(found, name) from None
-    except FieldConflictError:
-        raise
+    except FieldConflictError as exc:
+        raise apply_conflict(found, exc) from None
     except ConflictError as exc:
+        said = MODIFIED if _changed_meanwhile(exc) else str(exc)
         raise ApiError(
             409,
-            f'Operation cannot be fulfilled on {_resource_name(found)} "{name}": {exc}',
+            f'Operation cannot be fulfilled on {_resource_name(found)} "{name}": {said}',
             details={"name": name, "group": resource.group, "kind": resource.plural},
         ) from None
+
+
+def _manager_said(manager: str, version: str) -> str:
+    """A manager as the apiserver's conflicts name it: ``"M"`` for an applier, ``"M"
+    using GV`` for an updater (ours carry the ``(Update)`` suffix)."""
+    if manager.endswith(_UPDATE):
+        return f'"{manager.removesuffix(_UPDATE)}" using {version}'
+    return f'"{manager}"'
+
+
+def apply_conflict(found: Target, exc: FieldConflictError) -> ApiError:
+    """Kubernetes' 409 of an apply that meets other managers' fields (its
+    ``NewConflictError``): ``Apply failed with 1 conflict: conflict with "M": .spec.f``,
+    a ``FieldManagerConflict`` cause per field, its path with the leading dot."""
+    version = found.resource.group_version
+    conflicts = [("." + field, _manager_said(manager, version)) for field, manager in exc.conflicts]
+    causes = [
+        Cause(field=path, message=f"conflict with {said}", reason="FieldManagerConflict")
+        for path, said in conflicts
+    ]
+    if len(conflicts) == 1:
+        path, said = conflicts[0]
+        return ApiError(409, f"Apply failed with 1 conflict: conflict with {said}: {path}", causes=causes)
+    lines = []
+    for said in sorted({said for _, said in conflicts}):
+        lines.append(f"conflicts with {said}:")
+        lines.extend(f"- {path}" for path, other in conflicts if other == said)
+    message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
+    return ApiError(409, message, causes=causes)
 
 
 def respond(
@@ -174,7 +210,12 @@ async def create_object(request: Request) -> Response:
         raise ApiError(
             422,
             f'{found.resource.kind.kind}.{found.resource.group} "" is invalid: {message}',
-            causes=[Cause("metadata.name", "Required value: name or generateName is required")],
+            causes=[
+                Cause(
+                    "metadata.name", "Required value: name or generateName is required", "FieldValueRequired"
+                )
+            ],
+            details={"name": "", "group": found.resource.group, "kind": found.resource.kind.kind},
         )
     if meta.get("resourceVersion") not in (None, ""):
         raise ApiError(400, "resourceVersion should not be set on objects to be created")
@@ -205,10 +246,14 @@ async def _update(
     async def update(sent: Mapping[str, Any]) -> AnyResource | None:
         return await client.update(sent, manager=options.manager)
 
+    key = object_key(found)
     if manifest["metadata"].get("resourceVersion") is not None:
+        stored = await client.store.read(key)
+        if stored is None:
+            raise missing(found)
+        check_uid(found, document, stored.uid)
         updated, dropped = await validated(update, manifest, options.field_validation, found.resource)
         return (document if updated is None else updated), dropped
-    key = object_key(found)
     for _ in range(ATTEMPTS):
         stored = await client.store.read(key)
         if stored is None:
