@@ -3,6 +3,7 @@ details of its refusals as client-go and kubectl read them, and preconditions.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -164,3 +165,59 @@ async def test_create_without_name_is_invalid_with_details(
         }
     ]
     assert await client.revision() == 0
+
+
+async def test_apply_naming_another_uid_is_409(
+    served: tuple[Client, httpx.AsyncClient], tmp_path: Path
+) -> None:
+    """An applied configuration whose ``metadata.uid`` is not the stored object's (a
+    precondition, as for any update): 409 Conflict, nothing stored; the object's own uid
+    is accepted."""
+    client, http = served
+    url = f"{FILES}/index"
+    document = (
+        await http.patch(url, json=manifest(tmp_path), headers=APPLY, params={"fieldManager": "m"})
+    ).json()
+    applied = manifest(tmp_path, content="second\n")
+    applied["metadata"]["uid"] = "an-older-one"
+    response = await http.patch(url, json=applied, headers=APPLY, params={"fieldManager": "m"})
+    status = status_of(response, 409, "Conflict")
+    assert "Precondition failed: UID in precondition: an-older-one" in status["message"]
+    assert await client.revision() == 1
+    applied["metadata"]["uid"] = document["metadata"]["uid"]
+    accepted = await http.patch(url, json=applied, headers=APPLY, params={"fieldManager": "m"})
+    assert accepted.status_code == 200, accepted.text
+    assert accepted.json()["spec"]["content"] == "second\n"
+
+
+async def test_a_watch_from_a_later_pages_version_misses_no_change(
+    served: tuple[Client, httpx.AsyncClient], tmp_path: Path
+) -> None:
+    """Every page of a list says the first page's resourceVersion (as Kubernetes' pages
+    do), so a watch started from the last page's version still gets a change made, while
+    the pages were read, to an object of an earlier page."""
+    _, http = served
+    for name in ("a", "b"):
+        assert (await http.post(FILES, json=manifest(tmp_path, name))).status_code == 201
+    first = (await http.get(FILES, params={"limit": "1"})).json()
+    assert [i["metadata"]["name"] for i in first["items"]] == ["a"]
+    changed = await http.patch(f"{FILES}/a", json={"spec": {"content": "changed\n"}}, headers=MERGE)
+    assert changed.status_code == 200
+    last = (await http.get(FILES, params={"limit": "1", "continue": first["metadata"]["continue"]})).json()
+    assert [i["metadata"]["name"] for i in last["items"]] == ["b"]
+    assert last["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    params = {"watch": "true", "resourceVersion": last["metadata"]["resourceVersion"], "timeoutSeconds": "1"}
+    watched = await http.get(FILES, params=params)
+    events = [json.loads(line) for line in watched.text.splitlines() if line]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("MODIFIED", "a")]
+    assert events[0]["object"]["metadata"]["resourceVersion"] == changed.json()["metadata"]["resourceVersion"]
+
+
+@pytest.mark.parametrize("token", ["W10=.1", "WyJkZWZhdWx0IiwgImEiXQ==.-1", "WyJkZWZhdWx0IiwgImEiXQ==.x"])
+async def test_a_continue_token_with_a_bad_revision_is_a_400(
+    served: tuple[Client, httpx.AsyncClient], token: str
+) -> None:
+    """A token whose key or first-page revision this server did not give: 400 naming continue."""
+    _, http = served
+    status = status_of(await http.get(FILES, params={"continue": token}), 400, "BadRequest")
+    assert status["details"]["causes"][0]["field"] == "continue"

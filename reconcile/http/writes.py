@@ -327,7 +327,10 @@ async def _apply(request: Request, found: Target, patch: Patch, options: WriteOp
     assert found.name is not None
     document = check_object(patch.data, found.resource, namespace_or_default(found), found.name)
     client = acting_client(request, found, options)
-    existed = await client.store.read(object_key(found)) is not None
+    stored = await client.store.read(object_key(found))
+    existed = stored is not None
+    if stored is not None:
+        check_uid(found, document, stored.uid)
 
     async def apply(sent: Mapping[str, Any]) -> AnyResource:
         return await client.apply(from_wire(sent), manager=options.manager, force=options.force)
