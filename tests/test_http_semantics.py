@@ -221,3 +221,32 @@ async def test_a_continue_token_with_a_bad_revision_is_a_400(
     _, http = served
     status = status_of(await http.get(FILES, params={"continue": token}), 400, "BadRequest")
     assert status["details"]["causes"][0]["field"] == "continue"
+
+
+async def test_preconditions_fail_in_kubernetes_words(
+    served: tuple[Client, httpx.AsyncClient], tmp_path: Path
+) -> None:
+    """A delete whose preconditions name another resourceVersion or uid, and a replace
+    naming another uid: 409 Conflict saying ``Operation cannot be fulfilled on ...:
+    Precondition failed: ...`` as the apiserver's ``Preconditions.Check``; nothing stored."""
+    client, http = served
+    document = (await http.post(FILES, json=manifest(tmp_path))).json()
+    uid = document["metadata"]["uid"]
+    assert (await http.patch(f"{FILES}/index", json={"spec": {"content": "2\n"}}, headers=MERGE)).is_success
+    prefix = 'Operation cannot be fulfilled on files.files.reconcile.dev "index": Precondition failed: '
+    stale = await http.request("DELETE", f"{FILES}/index", json={"preconditions": {"resourceVersion": "1"}})
+    assert status_of(stale, 409, "Conflict")["message"] == (
+        prefix + "ResourceVersion in precondition: 1, ResourceVersion in object meta: 2"
+    )
+    other = await http.request("DELETE", f"{FILES}/index", json={"preconditions": {"uid": "someone-else"}})
+    assert status_of(other, 409, "Conflict")["message"] == (
+        prefix + f"UID in precondition: someone-else, UID in object meta: {uid}"
+    )
+    replaced = {
+        **document,
+        "metadata": {**document["metadata"], "uid": "someone-else", "resourceVersion": "2"},
+    }
+    status = status_of(await http.put(f"{FILES}/index", json=replaced), 409, "Conflict")
+    assert status["message"] == prefix + f"UID in precondition: someone-else, UID in object meta: {uid}"
+    assert status["details"] == {"name": "index", "group": "files.reconcile.dev", "kind": "files"}
+    assert await client.revision() == 2

@@ -58,6 +58,7 @@ __all__ = [
     "missing",
     "patch_object",
     "patched",
+    "precondition_failed",
     "refusals",
     "replace_object",
     "respond",
@@ -180,11 +181,19 @@ def check_uid(found: Target, document: Mapping[str, Any], uid: str) -> None:
     meta = document.get("metadata")
     named = meta.get("uid") if isinstance(meta, Mapping) else None
     if named not in (None, "") and named != uid:
-        raise ApiError(
-            409,
-            f"Precondition failed: UID in precondition: {named}, UID in object meta: {uid}",
-            details={"name": found.name, "group": found.resource.group, "kind": found.resource.plural},
-        )
+        raise precondition_failed(found, f"UID in precondition: {named}, UID in object meta: {uid}")
+
+
+def precondition_failed(found: Target, what: str) -> ApiError:
+    """Kubernetes' 409 of a precondition not met (its ``Preconditions.Check``, said
+    through ``NewConflict``): ``Operation cannot be fulfilled on R "N": Precondition
+    failed: WHAT``."""
+    name = found.name or ""
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on {_resource_name(found)} "{name}": Precondition failed: {what}',
+        details={"name": name, "group": found.resource.group, "kind": found.resource.plural},
+    )
 
 
 def _with_name(document: dict[str, Any]) -> dict[str, Any]:
