@@ -250,3 +250,20 @@ async def test_preconditions_fail_in_kubernetes_words(
     assert status["message"] == prefix + f"UID in precondition: someone-else, UID in object meta: {uid}"
     assert status["details"] == {"name": "index", "group": "files.reconcile.dev", "kind": "files"}
     assert await client.revision() == 2
+
+
+async def test_a_long_generate_name_is_cut_as_kubernetes_cuts_it(
+    served: tuple[Client, httpx.AsyncClient], tmp_path: Path
+) -> None:
+    """``generateName`` longer than 58 characters: the name is its first 58 and five
+    random ones (63 in all), as the apiserver's name generator makes it."""
+    _, http = served
+    document = manifest(tmp_path)
+    prefix = "a" * 70
+    document["metadata"] = {"generateName": prefix}
+    response = await http.post(FILES, json=document)
+    assert response.status_code == 201, response.text
+    name = response.json()["metadata"]["name"]
+    assert len(name) == 63
+    assert name.startswith(prefix[:58])
+    assert not name.startswith(prefix[:59])

@@ -74,6 +74,8 @@ MODIFIED = "the object has been modified; please apply your changes to the lates
 #: Kubernetes' alphabet of generated name suffixes (no vowels, no look-alikes).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SUFFIX_LENGTH = 5
+#: The longest prefix a generated name keeps (Kubernetes': 63 less the suffix).
+_MAX_PREFIX = 63 - _SUFFIX_LENGTH
 #: The suffix our map of managed fields gives a manager's non-apply entry.
 _UPDATE = " (Update)"
 
@@ -197,12 +199,13 @@ def precondition_failed(found: Target, what: str) -> ApiError:
 
 
 def _with_name(document: dict[str, Any]) -> dict[str, Any]:
-    """A create's document with a name: its own, or one made from ``generateName``."""
+    """A create's document with a name: its own, or one made from ``generateName`` (cut
+    to 58 characters, as Kubernetes' ``SimpleNameGenerator``, then five random ones)."""
     meta = dict(document["metadata"])
     prefix = meta.pop("generateName", None)
     if not meta.get("name") and isinstance(prefix, str) and prefix:
         suffix = "".join(random.choices(_SUFFIX_ALPHABET, k=_SUFFIX_LENGTH))  # noqa: S311 - not a secret
-        meta["name"] = prefix + suffix
+        meta["name"] = prefix[:_MAX_PREFIX] + suffix
     return {**document, "metadata": meta}
 
 
