@@ -267,3 +267,18 @@ async def test_a_long_generate_name_is_cut_as_kubernetes_cuts_it(
     assert len(name) == 63
     assert name.startswith(prefix[:58])
     assert not name.startswith(prefix[:59])
+
+
+async def test_a_status_replace_naming_another_uid_is_409(
+    served: tuple[Client, httpx.AsyncClient], tmp_path: Path
+) -> None:
+    """``PUT .../status`` whose ``metadata.uid`` is another object's: 409, as every other
+    write's uid precondition; nothing stored."""
+    client, http = served
+    document = (await http.post(FILES, json=manifest(tmp_path))).json()
+    document["metadata"]["uid"] = "an-older-one"
+    document["status"] = {**document["status"], "observedGeneration": 1}
+    response = await http.put(f"{FILES}/index/status", json=document)
+    status = status_of(response, 409, "Conflict")
+    assert "Precondition failed: UID in precondition: an-older-one" in status["message"]
+    assert await client.revision() == 1
