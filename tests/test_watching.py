@@ -154,3 +154,34 @@ async def test_commits_made_while_a_watcher_handles_an_event_are_not_skipped(sto
         ("RawEvent", 3),
         ("Bookmark", 3),
     ]
+
+
+async def test_a_slow_consumer_gets_every_revision_of_sequential_writes_once_in_order(
+    store: EventStore,
+) -> None:
+    """Writes one after another while a watcher reads the store between two events (as
+    the HTTP watch reads an object's history): every revision exactly once, in order,
+    whichever way each was served (from memory or from the database)."""
+    key = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
+    body = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    count = 200
+
+    async def write_all() -> None:
+        for n in range(count):
+            await store.write(key, lambda _, n=n: Put("SpecChanged", {**body, "spec": {"n": n}}), actor="t")
+
+    seen: list[int] = []
+    writer = asyncio.create_task(write_all())
+    watch = aiter(store.watch(since=0))
+    try:
+        while not seen or seen[-1] < count:
+            item = await asyncio.wait_for(anext(watch), 10)
+            if isinstance(item, RawEvent):
+                seen.append(item.revision)
+                await store.events(key)  # (reads the store between two events)
+            elif writer.done() and item.revision >= count:
+                break  # caught up with everything written
+    finally:
+        await watch.aclose()
+        await writer
+    assert seen == list(range(1, count + 1))
