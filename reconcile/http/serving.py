@@ -20,13 +20,14 @@ import uvicorn
 
 from reconcile.api import Client
 from reconcile.http.app import create_app
+from reconcile.http.hosting import HostSettings, hosted
 
 __all__ = ["serve"]
 
 DEFAULT_PORT = 6443
 
 
-class OpensClient(Protocol):
+class OpensClient(HostSettings, Protocol):
     """What ``serve`` needs of the CLI's settings (click's ``context.obj``)."""
 
     def client(
@@ -51,9 +52,9 @@ def _bound(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def _serve(settings: OpensClient, host: str, port: int) -> None:
+async def _serve(settings: OpensClient, host: str, port: int, *, run: bool = False) -> None:
     sock = _bound(host, port)
-    async with settings.client(create=True) as client:
+    async with hosted(settings) if run else settings.client(create=True) as client:
         app = create_app(client)
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
         server = uvicorn.Server(config)
@@ -78,7 +79,8 @@ async def _serve(settings: OpensClient, host: str, port: int) -> None:
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True, help="0: a free port."
 )
+@click.option("--run", is_flag=True, help="Run the controllers in this process too (as reconcile run does).")
 @click.pass_obj
-def serve(settings: Any, host: str, port: int) -> None:
+def serve(settings: Any, host: str, port: int, run: bool) -> None:
     """Serve the HTTP API (Kubernetes' REST conventions: kubectl works against it)."""
-    asyncio.run(_serve(settings, host, port))
+    asyncio.run(_serve(settings, host, port, run=run))
