@@ -22,6 +22,7 @@ from reconcile.api import Client
 from reconcile.errors import ReconcileError
 from reconcile.http.context import AllowAll, ApiState, Authorizer
 from reconcile.http.errors import ApiError, error_response
+from reconcile.http.health import health_routes
 from reconcile.http.mapping import ResourceMap
 from reconcile.http.reads import get_object, list_objects
 
@@ -62,7 +63,7 @@ def create_app(
     everybody everything, for an app behind a host's own checks); ``routes`` are served
     before the API's own; ``middleware`` wraps them all (Starlette ``Middleware`` items)."""
     app = Starlette(
-        routes=[*routes, *resource_routes()],
+        routes=[*routes, *health_routes(), *resource_routes()],
         middleware=list(middleware),
         exception_handlers={
             ApiError: _api_error,

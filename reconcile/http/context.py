@@ -5,6 +5,7 @@ against what that user may do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
@@ -14,6 +15,7 @@ from reconcile.api import Client
 from reconcile.http.errors import ApiError
 from reconcile.http.mapping import ApiResource, ResourceMap
 from reconcile.model import DEFAULT_NAMESPACE
+from reconcile.runtime.health import Health
 
 __all__ = [
     "ANONYMOUS",
@@ -80,6 +82,9 @@ class ApiState:
     client: Client
     resources: ResourceMap
     authorizer: Authorizer = attrs.field(factory=AllowAll)
+    #: The health of a Runtime serving beside the API (``serve --run``): its
+    #: ``health`` method; None when the API serves the store alone.
+    runtime_health: Callable[[], Health] | None = None
     #: Anything the parts of the app keep beside (limits, watch registry...).
     extras: dict[str, Any] = attrs.field(factory=dict)
 
