@@ -138,6 +138,15 @@ class TestServeRun:
             lambda: condition(server.document("index") or {}, "Ready") == "True", "index Ready", DEADLINE
         )
 
+    def test_the_runtimes_health_is_the_servers(self, server: Server) -> None:
+        """``/readyz`` checks the runtime beside the store once its controllers are
+        synced; ``/health`` lists them."""
+        wait_until(lambda: server.get("/readyz").status_code == 200, "ready", DEADLINE)
+        assert "[+]runtime ok" in server.get("/readyz?verbose").text
+        document = server.get("/health").json()
+        assert document["runtime"]
+        assert "file.files.reconcile.dev" in json.dumps(document["runtime"])
+
     def test_the_runner_is_the_servers(self, server: Server) -> None:
         """While it serves, the store's runner lock is the server's: another runner is
         refused, naming it."""

@@ -1,4 +1,5 @@
-"""``reconcile serve --run``: the controllers in the process that serves the API.
+"""What ``reconcile serve`` serves the API over: the store alone, or (``--run``) the
+store with the controllers running in the same process.
 
 Without ``--run`` the API only records what clients declare, and a ``reconcile run``
 elsewhere makes it so. With it, :func:`hosted` starts a
@@ -8,7 +9,7 @@ config such as the files provider's ``--root``, ``--import``): a File applied th
 kubectl is written to disk by this process. The API's client shares the runtime's open
 store (one connection pool, one group commit, one watch) and writes as the CLI's
 client would (``--as``, ``--field-manager``), so ``history`` reads the same with or
-without ``--run``.
+without ``--run``. The runtime's health joins the API's ``/readyz`` and ``/health``.
 
 Stopping: the runtime holds SIGINT and SIGTERM (as ``reconcile run`` does); uvicorn,
 which captures them too, finishes serving, then the ``async with`` drains the
@@ -25,15 +26,17 @@ from __future__ import annotations
 
 import contextlib
 import pkgutil
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
+
+import attrs
 
 from reconcile.api import DEFAULT_MANAGER, Client
 from reconcile.errors import LockedError, ReconcileError
 from reconcile.model import KindRegistry
-from reconcile.runtime import Operator, Runtime
+from reconcile.runtime import Health, Operator, Runtime
 
-__all__ = ["SHUTDOWN_DEADLINE", "HostSettings", "hosted"]
+__all__ = ["SHUTDOWN_DEADLINE", "Backing", "HostSettings", "hosted"]
 
 #: Seconds in-flight reconciles get to finish when the server stops (``reconcile run``'s
 #: default ``--shutdown-deadline``).
@@ -67,6 +70,20 @@ class HostSettings(Protocol):
     def field_manager(self) -> str | None:
         """The field manager the writes are recorded under (``--field-manager``)."""
 
+    def client(
+        self, *, create: bool = False, read_only: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[Client]:
+        """A client on the store the global options name."""
+
+
+@attrs.frozen
+class Backing:
+    """What the API serves over: a client on the store and, with ``--run``, the
+    runtime's health (for ``ApiState.runtime_health``)."""
+
+    client: Client
+    runtime_health: Callable[[], Health] | None = None
+
 
 def _imported_operators(specs: Sequence[str]) -> list[Operator]:
     """The operators among what ``--import`` names (``sites:operator``); the CLI has
@@ -75,9 +92,13 @@ def _imported_operators(specs: Sequence[str]) -> list[Operator]:
 
 
 @contextlib.asynccontextmanager
-async def hosted(settings: HostSettings) -> AsyncIterator[Client]:
-    """Run the controllers on the store ``settings`` name, yielding a client on that
-    store for the API; stop them (a drain) and close the store on exit."""
+async def hosted(settings: HostSettings, *, run: bool = False) -> AsyncIterator[Backing]:
+    """The store ``settings`` name, opened (created if need be) for the API; with
+    ``run``, the controllers running on it too, stopped (a drain) before it closes."""
+    if not run:
+        async with settings.client(create=True) as client:
+            yield Backing(client)
+        return
     runtime = Runtime(
         settings.db,
         provider_config=settings.provider_config,
@@ -97,7 +118,7 @@ async def hosted(settings: HostSettings) -> AsyncIterator[Client]:
         raise ReconcileError(message) from exc
     try:
         shared = runtime.client
-        yield Client(
+        client = Client(
             shared.store,
             settings.kinds,
             clock=shared.clock,
@@ -105,5 +126,6 @@ async def hosted(settings: HostSettings) -> AsyncIterator[Client]:
             manager=settings.field_manager or DEFAULT_MANAGER,
             user=settings.user,
         )
+        yield Backing(client, runtime.health)
     finally:
         await runtime.close()

@@ -11,14 +11,12 @@ it accepts connections.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 from typing import Any, Protocol
 
 import click
 import uvicorn
 
-from reconcile.api import Client
 from reconcile.http.app import create_app
 from reconcile.http.hosting import HostSettings, hosted
 
@@ -29,11 +27,6 @@ DEFAULT_PORT = 6443
 
 class OpensClient(HostSettings, Protocol):
     """What ``serve`` needs of the CLI's settings (click's ``context.obj``)."""
-
-    def client(
-        self, *, create: bool = False, read_only: bool = False
-    ) -> contextlib.AbstractAsyncContextManager[Client]:
-        """A client on the store the global options name."""
 
 
 def _bound(host: str, port: int) -> socket.socket:
@@ -54,8 +47,9 @@ def _bound(host: str, port: int) -> socket.socket:
 
 async def _serve(settings: OpensClient, host: str, port: int, *, run: bool = False) -> None:
     sock = _bound(host, port)
-    async with hosted(settings) if run else settings.client(create=True) as client:
-        app = create_app(client)
+    async with hosted(settings, run=run) as backing:
+        app = create_app(backing.client)
+        app.state.reconcile.runtime_health = backing.runtime_health
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
         server = uvicorn.Server(config)
         shown_host = f"[{host}]" if ":" in host else host
