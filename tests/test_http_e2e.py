@@ -185,6 +185,12 @@ class TestServeRun:
         after = cli(db, "--root", str(root), "run", "--once", "--timeout", "30")
         assert after.returncode == 0, after.stderr
 
+    def test_a_database_that_cannot_be_opened_is_a_usage_error(self, tmp_path: Path) -> None:
+        """``--db`` in a folder that does not exist: exit 2 naming it, as ``run`` does."""
+        refused = cli(tmp_path / "nowhere" / "state.db", "serve", "--port", "0", "--run")
+        assert refused.returncode == 2
+        assert f"error: --db: {tmp_path / 'nowhere' / 'state.db'}" in refused.stderr
+
     def test_a_second_server_with_run_is_refused(self, server: Server) -> None:
         """``serve --run`` on a store another runner holds exits 1 saying so, with no
         traceback."""

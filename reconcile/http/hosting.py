@@ -99,6 +99,8 @@ async def hosted(settings: HostSettings, *, run: bool = False) -> AsyncIterator[
         async with settings.client(create=True) as client:
             yield Backing(client)
         return
+    async with settings.client(create=True):
+        pass  # the CLI's own check of --db (a bad one is its usage error) and the store made
     runtime = Runtime(
         settings.db,
         provider_config=settings.provider_config,
