@@ -36,6 +36,9 @@ CHECKOUT = Path(__file__).parents[1]
 GROUP_VERSION = "files.reconcile.dev/v1"
 FILES = f"/apis/{GROUP_VERSION}/namespaces/default/files"
 DEADLINE = 30.0  # seconds anything here may take to converge
+#: What kubectl and the Python client need beyond reads, not merged yet: discovery and
+#: OpenAPI, the writes, the watch. Strict: a test that passes fails until it is unmarked.
+NEEDS_API = pytest.mark.xfail(strict=True, reason="needs discovery/OpenAPI, writes and watch")
 
 
 def file_manifest(name: str, content: str, *, path: str | None = None, **labels: str) -> dict[str, Any]:
@@ -272,23 +275,32 @@ def watching(server: Server, *args: str) -> Iterator[Lines]:
                 stream.close()
 
 
+@NEEDS_API
 class TestKubectl:
     """kubectl against ``serve --run``: each verb answers as against a cluster, and what
     it declares converges on disk."""
 
     def test_apply_creates_configures_and_leaves_unchanged(self, server: Server) -> None:
         """Client-side ``apply -f``: created (on disk, Ready), configured by a changed
-        manifest (on disk), unchanged by the same one again."""
-        created = server.kubectl("apply", "-f", "-", stdin=yaml_of(file_manifest("index", "one\n")))
+        manifest (on disk), unchanged by the same one again.
+
+        The path is absolute: the files provider's admission makes a relative one
+        absolute, and kubectl, seeing the live path differ from the declared one, would
+        patch it back every time and say ``configured``, as against a cluster with such a
+        mutating webhook."""
+        path = str(server.root / "index.txt")
+        one = yaml_of(file_manifest("index", "one\n", path=path))
+        created = server.kubectl("apply", "-f", "-", stdin=one)
         assert created.stdout.strip() == "file.files.reconcile.dev/index created"
         server.wait_on_disk("index", "one\n")
         document = server.document("index")
         assert document is not None
         assert "kubectl.kubernetes.io/last-applied-configuration" in document["metadata"]["annotations"]
-        configured = server.kubectl("apply", "-f", "-", stdin=yaml_of(file_manifest("index", "two\n")))
+        two = yaml_of(file_manifest("index", "two\n", path=path))
+        configured = server.kubectl("apply", "-f", "-", stdin=two)
         assert configured.stdout.strip() == "file.files.reconcile.dev/index configured"
         server.wait_on_disk("index", "two\n")
-        again = server.kubectl("apply", "-f", "-", stdin=yaml_of(file_manifest("index", "two\n")))
+        again = server.kubectl("apply", "-f", "-", stdin=two)
         assert again.stdout.strip() == "file.files.reconcile.dev/index unchanged"
 
     def test_server_side_apply_and_its_conflicts(self, server: Server) -> None:
@@ -463,6 +475,7 @@ def kube(server: Server, tmp_path: Path) -> Iterator[Any]:
         api_client.close()
 
 
+@NEEDS_API
 class TestPythonClient:
     """The ``kubernetes`` Python client's dynamic client against ``serve --run``."""
 
@@ -517,7 +530,11 @@ class TestPythonClient:
         """A watch from a list's resourceVersion sees the object ADDED, MODIFIED as it was
         patched, then DELETED, in that order."""
         files = kube.resources.get(api_version=GROUP_VERSION, kind="File")
+        # Something first: an empty store's lists say resourceVersion "0", which a watch
+        # takes (as Kubernetes does) as "from any point", not "from the beginning".
+        files.create(body=file_manifest("before", "first\n"), namespace="default")
         start = files.get(namespace="default").metadata.resourceVersion
+        assert start != "0"
         files.create(body=file_manifest("seen", "one\n"), namespace="default")
         server.wait_on_disk("seen", "one\n")
         files.patch(
@@ -578,6 +595,7 @@ def providers(
         yield Server(url, db, root, kubeconfig(tmp_path / "kubeconfig", url))
 
 
+@NEEDS_API
 class TestEveryProvider:
     """A file, a bucket and a record set applied through kubectl converge through the
     server's runner, and go when deleted through kubectl."""
@@ -616,8 +634,8 @@ class TestEveryProvider:
         assert providers.on_disk("index") == "hello\n"
         s3 = botocore.session.get_session().create_client("s3", region_name="eu-west-1", endpoint_url=s3_url)
         try:
-            tags = s3.get_bucket_tagging(Bucket=bucket)["TagSet"]
-            assert tags == [{"Key": "team", "Value": "web"}]
+            tags = {tag["Key"]: tag["Value"] for tag in s3.get_bucket_tagging(Bucket=bucket)["TagSet"]}
+            assert tags["team"] == "web"
             assert asyncio.run(ByHand(tsig).records(record, "A")) == ["192.0.2.7"]
             providers.kubectl("delete", "-f", "-", stdin=manifests, timeout=DEADLINE * 2)
             providers.wait_on_disk("index", None)
