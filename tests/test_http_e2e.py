@@ -597,11 +597,11 @@ def providers(
 
 @NEEDS_API
 class TestEveryProvider:
-    """A file, a bucket and a record set applied through kubectl converge through the
-    server's runner, and go when deleted through kubectl."""
+    """A file, a bucket, an object in it and a record set applied through kubectl
+    converge through the server's runner, and go when deleted through kubectl."""
 
-    def test_file_bucket_and_record_set(self, providers: Server, s3_url: str, tsig: Bind) -> None:
-        """One ``kubectl apply`` of three kinds; each is made as declared (on disk, in
+    def test_file_bucket_object_and_record_set(self, providers: Server, s3_url: str, tsig: Bind) -> None:
+        """One ``kubectl apply`` of four kinds; each is made as declared (on disk, in
         moto_server, in BIND); ``kubectl wait`` sees them Ready; ``kubectl delete -f``
         removes them from the world too."""
         import botocore.session  # noqa: PLC0415 - the s3 provider's dependency, for the check by hand
@@ -618,6 +618,12 @@ class TestEveryProvider:
                 "spec": {"tags": {"team": "web"}},
             },
             {
+                "apiVersion": "s3.reconcile.dev/v1",
+                "kind": "Object",
+                "metadata": {"name": f"page-{scope}", "namespace": "default"},
+                "spec": {"bucket": bucket, "key": "index.html", "content": "<h1>hello</h1>\n"},
+            },
+            {
                 "apiVersion": "dns.reconcile.dev/v1",
                 "kind": "RecordSet",
                 "metadata": {"name": record, "namespace": "default"},
@@ -628,6 +634,7 @@ class TestEveryProvider:
         assert applied.stdout.splitlines() == [
             "file.files.reconcile.dev/index created",
             f"bucket.s3.reconcile.dev/{bucket} created",
+            f"object.s3.reconcile.dev/page-{scope} created",
             f"recordset.dns.reconcile.dev/{record} created",
         ]
         providers.kubectl("wait", "--for=condition=Ready", "-f", "-", "--timeout=60s", stdin=manifests)
@@ -636,6 +643,9 @@ class TestEveryProvider:
         try:
             tags = {tag["Key"]: tag["Value"] for tag in s3.get_bucket_tagging(Bucket=bucket)["TagSet"]}
             assert tags["team"] == "web"
+            page = s3.get_object(Bucket=bucket, Key="index.html")
+            assert page["Body"].read() == b"<h1>hello</h1>\n"
+            assert page["ContentType"] == "text/html"
             assert asyncio.run(ByHand(tsig).records(record, "A")) == ["192.0.2.7"]
             providers.kubectl("delete", "-f", "-", stdin=manifests, timeout=DEADLINE * 2)
             providers.wait_on_disk("index", None)
