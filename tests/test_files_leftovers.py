@@ -106,6 +106,8 @@ class TestSlot:
     entry, even by a process that swept the folder long before the crash."""
 
     def test_the_next_write_of_the_entry_takes_it_back(self, tmp_path: Path) -> None:
+        """A writer that swept the folder before the crash (its sweeper does nothing now)
+        still takes the crashed write's slot back when it writes the same entry."""
         crashed = crash_while_writing(tmp_path, "uid-1")
         assert crashed == walking.slot_name("f.bin")
         assert (tmp_path / crashed).read_bytes() == b"half"
@@ -115,6 +117,7 @@ class TestSlot:
         assert (tmp_path / "f.bin").read_bytes() == b"whole"
 
     def test_a_delete_of_the_entry_takes_it_back(self, tmp_path: Path) -> None:
+        """A create killed before its rename, then the object deleted: nothing left."""
         crash_while_writing(tmp_path, "uid-1")
         operations.remove_file(str(tmp_path), str(tmp_path / "f.bin"), "uid-1")
         assert list(tmp_path.iterdir()) == []
@@ -136,6 +139,7 @@ class TestSlot:
         assert slot.read_text() == "in progress"
 
     def test_an_unmarked_file_in_the_slot_is_not_ours(self, tmp_path: Path) -> None:
+        """Somebody's file of the slot's name stays; the write goes through another name."""
         slot = tmp_path / walking.slot_name("f.bin")
         slot.write_text("somebody's")
         write_file(str(tmp_path), str(tmp_path / "f.bin"), b"mine", (0o644, "uid-1"), lambda _: None)

@@ -85,17 +85,17 @@ def test_the_copy_keeps_the_contracts(tree: Path) -> None:
         (
             "reconcile/cli/completing.py",
             "import sqlite3",
-            "The CLI reaches the store only through its contract",
+            "The CLI and the HTTP API reach the store only through its contract",
         ),
         (
             "reconcile/cli/maintaining.py",
             "from reconcile.store.sqlite.schema import SCHEMA_VERSION",
-            "The CLI reaches the store only through its contract",
+            "The CLI and the HTTP API reach the store only through its contract",
         ),
         (
             "reconcile/cli/settings.py",
             "import reconcile.store.sqlite.backend",
-            "The CLI reaches the store only through its contract",
+            "The CLI and the HTTP API reach the store only through its contract",
         ),
         (
             "reconcile/api/client.py",

@@ -9,6 +9,7 @@ spec and status structured into the kind's classes.
 from __future__ import annotations
 
 import builtins
+import copy
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from reconcile.api.engine import Engine, Maintenance, admitted_key
 from reconcile.api.merging import merge_patch
 from reconcile.api.paging import ResourceList
 from reconcile.api.reading import KindRef, Reading
+from reconcile.api.rehearsing import rehearsing
 from reconcile.api.requests import PATCHABLE_METADATA, check_action, check_patch
 from reconcile.errors import ConflictError, InvalidError, NotFoundError, ReconcileError
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
@@ -85,6 +87,31 @@ class Client(Reading):
         self.engine.reader = self  # what admission hooks read other objects with
         #: The store's upkeep beside ``compact`` and ``verify`` (vacuum, orphans).
         self.maintenance = Maintenance(store)
+
+    def acting_as(self, user: str | None, *, dry_run: bool = False) -> Client:
+        """A client for another ``user`` (recorded in the events its writes append),
+        sharing everything else with this one: the store, the kinds, the converter, admission and the
+        decoder (cheap: one object and its engine, for each request of a server that
+        acts for many users). ``dry_run``: its writes are checked and answered as they
+        would be, and nothing is stored (:mod:`reconcile.api.rehearsing`)."""
+        other = copy.copy(self)
+        other.user = user
+        if dry_run:
+            other.store = rehearsing(self.store)
+        other.engine = Engine(
+            other.store,
+            self.kinds,
+            admission=self.admission,
+            converter=self.converter,
+            decoder=self.decoder,
+            manager=self.manager,
+            user=user,
+            write=other._write,  # noqa: SLF001 - its own class's
+            now=other._now,  # noqa: SLF001
+        )
+        other.engine.reader = other if self.engine.reader is self else self.engine.reader
+        other.maintenance = Maintenance(other.store)
+        return other
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -169,7 +196,9 @@ class Client(Reading):
         validates an apply merged with the live object. What it declares is still only
         what it gave. ``refused`` is raised when that does not apply (no stored object,
         no field of another manager's to fill in)."""
-        spec = manifest.get("spec") if isinstance(manifest, Mapping) else None
+        # No spec at all declares none of it (kubectl's apply of the last-applied
+        # annotation alone, when it moves a client-side apply's fields to server-side).
+        spec = manifest.get("spec", {}) if isinstance(manifest, Mapping) else None
         meta = manifest.get("metadata") if isinstance(manifest, Mapping) else None
         if (
             not isinstance(spec, Mapping)
@@ -235,9 +264,12 @@ class Client(Reading):
             force=force,
         )
 
-    async def update(self, obj: AnyResource, *, manager: str | None = None) -> AnyResource | None:
+    async def update(
+        self, obj: Mapping[str, Any] | AnyResource, *, manager: str | None = None
+    ) -> AnyResource | None:
         """Replace spec, labels, annotations, finalizers and owner references, on the
-        condition that the object is still at ``obj.metadata.resource_version``. The
+        condition that the object is still at ``obj.metadata.resource_version`` (a
+        manifest's ``metadata.resourceVersion``). The
         fields it changes become ``manager``'s (its ``(Update)`` entry in
         ``managedFields``) and no other manager's, without conflict, as a Kubernetes
         update (see :func:`reconcile.api.fields.recorded_update`).

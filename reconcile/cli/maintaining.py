@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
-import inspect
-import json
-import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -20,6 +17,7 @@ from reconcile.cli.rendering import as_json, table
 from reconcile.cli.settings import Settings
 from reconcile.errors import InvalidError, StoreError
 from reconcile.model import Kind, KindRegistry
+from reconcile.model.fields import class_description, default_text, field_description, type_name
 from reconcile.model.printing import printable
 from reconcile.model.spelling import camel
 
@@ -157,41 +155,14 @@ async def _compact(settings: Settings, before: int | None, *, vacuum: bool, ask:
             click.echo(f"vacuumed {store.where}: {size:,} -> {store.size():,} bytes")
 
 
-def _type_name(annotation: object) -> str:
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
-    return str(text).replace("typing.", "")
-
-
-def _default_value(field: attrs.Attribute[Any]) -> str | None:
-    """A field's default as a manifest would spell it: ``"0644"``, ``empty``; None when
-    the field is required."""
-    if field.default is attrs.NOTHING:
-        return None
-    if isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
-        return "empty"
-    return json.dumps(field.default)
-
-
 def _default(field: attrs.Attribute[Any]) -> str:
     """The table's column: ``required`` or ``default: "0644"``."""
-    value = _default_value(field)
+    value = default_text(field)
     return "required" if value is None else f"default: {value}"
 
 
-_RST = re.compile(r":[a-z]+:`~?([^`]+)`|``([^`]+)``")
-
-
-def _plain(text: str) -> str:
-    """Docstring markup as plain text: ``x`` and :mod:`x` become `x`."""
-    return _RST.sub(lambda m: f"`{m.group(1) or m.group(2)}`", text)
-
-
 def _field_row(field: attrs.Attribute[Any]) -> tuple[str, str, str, str]:
-    values = field.metadata.get("values")
-    doc = str(field.metadata.get("doc", ""))
-    if values:
-        doc = f"{doc} One of: {', '.join(values)}.".strip()
-    return camel(field.name), _type_name(field.type), _default(field), doc
+    return camel(field.name), type_name(field.type), _default(field), field_description(field)
 
 
 @cli.command()
@@ -220,7 +191,7 @@ def explain(settings: Settings, kind: str) -> None:
         f"IMMUTABLE: {', '.join(f'spec.{camel(f)}' for f in found.immutable) or '-'}",
         "",
         "DESCRIPTION:",
-        *(f"  {line.strip()}" for line in _plain(inspect.getdoc(found.spec_type) or "").splitlines()),
+        *(f"  {line.strip()}" for line in class_description(found.spec_type).splitlines()),
     ]
     for title, cls in (("SPEC", found.spec_type), ("STATUS", found.status_type)):
         if not attrs.has(cls):
@@ -275,7 +246,7 @@ def _explain_field(kind: Kind, path: str) -> str:
         also = f' (did you mean "{hint[0]}"?)' if hint else ""
         raise BadInput(f"{kind.kind}.spec has no field {path!r}{also} (its fields: {known})")
     name, type_, _, doc = _field_row(field)
-    default = _default_value(field) or "none (required)"
+    default = default_text(field) or "none (required)"
     notes = [
         n
         for n, on in (("immutable", field.name in kind.immutable), ("identity", field.name in kind.identity))

@@ -35,6 +35,7 @@ from reconcile.cli.rendering import (
 )
 from reconcile.cli.settings import Settings
 from reconcile.model import Event, Kind, LabelSelector, api_group_of
+from reconcile.model.cells import message_cell
 from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
 
@@ -170,8 +171,7 @@ def _jsonpath(data: object, output: str) -> str:
 
 def _message(obj: AnyResource) -> str:
     condition = obj.status.condition("Synced") if hasattr(obj.status, "condition") else None
-    message = one_line(condition.message) if condition is not None and condition.message else ""
-    return message if len(message) <= 60 else message[:57] + "..."  # noqa: PLR2004
+    return message_cell(condition.message) if condition is not None and condition.message else ""
 
 
 def sort_objects(client: Client, objects: Sequence[AnyResource], field: str) -> list[AnyResource]:

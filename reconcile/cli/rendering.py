@@ -12,15 +12,15 @@ snake_case to camelCase (see docs/explanation/spelling.md).
 
 from __future__ import annotations
 
-import datetime
 import enum
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from reconcile.model import Event, PrinterColumn
-from reconcile.model.conditions import ConditionStatus
+from reconcile.model import Event, PrinterColumn, cells
+from reconcile.model.cells import age, column_cells, one_line
+from reconcile.model.events import event_data
 from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
 
@@ -63,33 +63,14 @@ def column_widths(rows: Sequence[Sequence[str]]) -> list[int]:
     return [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
 
 
-def age(since: datetime.datetime | None, now: datetime.datetime) -> str:
-    """``42s``, ``5m``, ``3h``, ``12d``: how long ago."""
-    if since is None:
-        return "<unknown>"
-    seconds = max(0, int((now - since).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size * 2 or (unit == "m" and seconds >= size):
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
 def readiness(obj: AnyResource) -> tuple[str, str, str]:
     """READY, SYNCED and the reason worth reading (the first condition not True)."""
-    conditions = {c.type: c for c in getattr(obj.status, "conditions", ())}
-    ready, synced = conditions.get("Ready"), conditions.get("Synced")
-    current = getattr(obj.status, "observed_generation", None) == obj.metadata.generation
-    ready_text = "Unknown" if ready is None else ready.status.value
-    if ready is not None and ready.status == ConditionStatus.TRUE and not current:
-        ready_text = "Updating"
-    reason = ""
-    for condition in (synced, ready):
-        if condition is not None and condition.status != ConditionStatus.TRUE:
-            reason = condition.reason
-            break
-    if obj.metadata.deletion_timestamp is not None:
-        reason = "Deleting"
-    return ready_text, "Unknown" if synced is None else synced.status.value, reason
+    conditions = {c.type: (c.status.value, c.reason) for c in getattr(obj.status, "conditions", ())}
+    return cells.readiness(
+        conditions,
+        current=getattr(obj.status, "observed_generation", None) == obj.metadata.generation,
+        deleting=obj.metadata.deletion_timestamp is not None,
+    )
 
 
 def qualified(kind: str, api_group: str, name: str) -> str:
@@ -108,23 +89,6 @@ def who(event: Event) -> str:
     """Who an event is by, for a table: the user who asked for it when recorded (the
     CLI's ``--as``), else its field manager (a controller's name)."""
     return printable(event.user) if event.user else printable(event.actor)
-
-
-def event_data(event: Event) -> dict[str, Any]:
-    """An event as plain data."""
-    return {
-        "revision": event.revision,
-        "time": event.time.isoformat().replace("+00:00", "Z"),
-        "type": event.type,
-        "actor": event.actor,
-        "user": event.user,
-        "kind": event.key.kind,
-        "namespace": event.key.namespace,
-        "name": event.key.name,
-        "uid": event.uid,
-        "data": dict(event.data) if event.data else None,
-        "changes": [{"path": c.path, "old": c.old, "new": c.new} for c in event.changes],
-    }
 
 
 def _short(value: object) -> str:
@@ -153,13 +117,6 @@ def event_detail(event: Event) -> str:
         conditions = getattr(event.object.status, "conditions", ())
         parts.insert(0, ", ".join(f"{c.type}={c.status.value} {c.reason}".rstrip() for c in conditions))
     return "; ".join(parts)
-
-
-def one_line(text: str) -> str:
-    """A message whole, on one line: its lines joined by a blank (a provider's error may
-    span several, and its first line alone can say nothing, "Parameter validation
-    failed:")."""
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def as_json(data: object) -> str:
@@ -240,19 +197,3 @@ def printer_columns(
     if kind is None:
         return ()
     return tuple(column for column in kind.printer_columns if wide or column.priority == 0)
-
-
-def column_cells(columns: Sequence[PrinterColumn], data: dict[str, Any], now: datetime.datetime) -> list[str]:
-    """One object's cells of its kind's printer columns (a ``date`` as an age)."""
-    cells = []
-    for column in columns:
-        value = column.value(data) if column.type == "date" else None
-        if isinstance(value, str):
-            try:
-                when = datetime.datetime.fromisoformat(value)
-            except ValueError:
-                when = None
-            cells.append(printable(value) if when is None else age(when, now))
-        else:
-            cells.append(printable(one_line(column.text(data))))
-    return cells

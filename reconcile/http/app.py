@@ -20,17 +20,27 @@ from starlette.routing import BaseRoute, Route
 
 from reconcile.api import Client
 from reconcile.errors import ReconcileError
+from reconcile.http import discovery, openapi
 from reconcile.http.context import AllowAll, ApiState, Authorizer
+from reconcile.http.deletes import delete_object
 from reconcile.http.errors import ApiError, error_response
 from reconcile.http.health import health_routes
 from reconcile.http.mapping import ResourceMap
 from reconcile.http.reads import get_object, list_objects
+from reconcile.http.subresources import get_history, get_status, patch_status, replace_status
+from reconcile.http.writes import create_object, patch_object, replace_object
 
-__all__ = ["create_app", "resource_routes"]
+__all__ = ["create_app", "discovery_routes", "resource_routes"]
 
 #: ``/apis/{group}/{version}``: the prefix of every resource path.
 GROUP_VERSION = "/apis/{group}/{version}"
 NAMESPACED = GROUP_VERSION + "/namespaces/{namespace}/{plural}"
+
+
+def discovery_routes() -> list[BaseRoute]:
+    """What the API serves: discovery (``/version``, ``/api``, ``/apis/...``) and the
+    OpenAPI documents (``/openapi/v3/...``)."""
+    return [*discovery.discovery_routes(), *openapi.openapi_routes()]
 
 
 def resource_routes() -> list[BaseRoute]:
@@ -39,6 +49,22 @@ def resource_routes() -> list[BaseRoute]:
         Route(GROUP_VERSION + "/{plural}", list_objects, methods=["GET"]),
         Route(NAMESPACED, list_objects, methods=["GET"]),
         Route(NAMESPACED + "/{name}", get_object, methods=["GET"]),
+        *write_routes(),
+    ]
+
+
+def write_routes() -> list[BaseRoute]:
+    """Create, replace, patch and delete; the status subresource; the history."""
+    named = NAMESPACED + "/{name}"
+    return [
+        Route(NAMESPACED, create_object, methods=["POST"]),
+        Route(named, replace_object, methods=["PUT"]),
+        Route(named, patch_object, methods=["PATCH"]),
+        Route(named, delete_object, methods=["DELETE"]),
+        Route(named + "/status", get_status, methods=["GET"]),
+        Route(named + "/status", replace_status, methods=["PUT"]),
+        Route(named + "/status", patch_status, methods=["PATCH"]),
+        Route(named + "/history", get_history, methods=["GET"]),
     ]
 
 
@@ -63,7 +89,7 @@ def create_app(
     everybody everything, for an app behind a host's own checks); ``routes`` are served
     before the API's own; ``middleware`` wraps them all (Starlette ``Middleware`` items)."""
     app = Starlette(
-        routes=[*routes, *health_routes(), *resource_routes()],
+        routes=[*routes, *health_routes(), *discovery_routes(), *resource_routes()],
         middleware=list(middleware),
         exception_handlers={
             ApiError: _api_error,

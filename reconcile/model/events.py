@@ -18,7 +18,16 @@ import attrs
 from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import Resource
 
-__all__ = ["OBJECT_CHANGES", "ActionType", "Bookmark", "Event", "EventType", "FieldChange", "diff_objects"]
+__all__ = [
+    "OBJECT_CHANGES",
+    "ActionType",
+    "Bookmark",
+    "Event",
+    "EventType",
+    "FieldChange",
+    "diff_objects",
+    "event_data",
+]
 
 
 class EventType:
@@ -123,3 +132,24 @@ def diff_objects(
         else:
             changes.append(FieldChange(path, before, after))
     return changes
+
+
+def event_data(event: Event) -> dict[str, Any]:
+    """An event as plain data, the documented form of ``reconcile history -o json`` and
+    of the HTTP API's ``.../{name}/history``: ``revision``, ``time`` (RFC 3339 UTC),
+    ``type``, ``actor`` (the field manager), ``user`` (who asked; null when not
+    recorded), ``kind``, ``namespace``, ``name``, ``uid``, ``data`` and ``changes``
+    (``path``, ``old``, ``new``)."""
+    return {
+        "revision": event.revision,
+        "time": event.time.isoformat().replace("+00:00", "Z"),
+        "type": event.type,
+        "actor": event.actor,
+        "user": event.user,
+        "kind": event.key.kind,
+        "namespace": event.key.namespace,
+        "name": event.key.name,
+        "uid": event.uid,
+        "data": dict(event.data) if event.data else None,
+        "changes": [{"path": c.path, "old": c.old, "new": c.new} for c in event.changes],
+    }
