@@ -159,7 +159,8 @@ class TestServeRun:
         assert "another runner is reconciling" in other.stderr
 
     def test_sigterm_stops_the_api_and_the_runner_cleanly(self, tmp_path: Path, root: Path) -> None:
-        """SIGTERM: the server stops serving, the controllers drain, the store closes and
+        """The global ``--root`` reaches the runner (a File POSTed is written under it);
+        SIGTERM: the server stops serving, the controllers drain, the store closes and
         the process exits 0 within the shutdown deadline; the runner lock is free again."""
         db = tmp_path / "state.db"
         process = subprocess.Popen(
@@ -175,7 +176,9 @@ class TestServeRun:
             line = process.stdout.readline()
             assert line.startswith("serving on "), line
             url = line.removeprefix("serving on ").strip()
-            assert httpx.get(f"{url}{FILES}", timeout=DEADLINE).status_code == 200
+            created = httpx.post(f"{url}{FILES}", json=file_manifest("index", "hello\n"), timeout=DEADLINE)
+            assert created.status_code == 201, created.text
+            wait_until((root / "index.txt").exists, "index.txt under --root", DEADLINE)
             process.send_signal(signal.SIGTERM)
             _, err = process.communicate(timeout=SHUTDOWN_DEADLINE + DEADLINE)
         finally:
