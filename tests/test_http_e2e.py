@@ -37,9 +37,6 @@ CHECKOUT = Path(__file__).parents[1]
 GROUP_VERSION = "files.reconcile.dev/v1"
 FILES = f"/apis/{GROUP_VERSION}/namespaces/default/files"
 DEADLINE = 30.0  # seconds anything here may take to converge
-#: What some tests need that is not merged yet. Strict: a test that passes fails until
-#: it is unmarked.
-NEEDS_WATCH = pytest.mark.xfail(strict=True, reason="needs watch=true (wt-watch)")
 
 
 def file_manifest(name: str, content: str, *, path: str | None = None, **labels: str) -> dict[str, Any]:
@@ -126,6 +123,26 @@ def cli(db: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@contextlib.contextmanager
+def serving(db: Path, *options: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``reconcile --db DB OPTIONS serve --port 0 --run`` as a process the test signals
+    itself, and the URL it serves on; killed afterwards if still running, its pipes
+    closed either way."""
+    command = reconcile_command("--db", str(db), *options, "serve", "--port", "0", "--run")
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(), cwd=CHECKOUT
+    ) as process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            assert line.startswith("serving on "), line
+            yield process, line.removeprefix("serving on ").strip()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
 class TestServeRun:
     """``serve --run``: the controllers run in the server's process, on its store."""
 
@@ -163,28 +180,12 @@ class TestServeRun:
         SIGTERM: the server stops serving, the controllers drain, the store closes and
         the process exits 0 within the shutdown deadline; the runner lock is free again."""
         db = tmp_path / "state.db"
-        process = subprocess.Popen(
-            reconcile_command("--db", str(db), "--root", str(root), "serve", "--port", "0", "--run"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=environment(),
-            cwd=CHECKOUT,
-        )
-        try:
-            assert process.stdout is not None
-            line = process.stdout.readline()
-            assert line.startswith("serving on "), line
-            url = line.removeprefix("serving on ").strip()
+        with serving(db, "--root", str(root)) as (process, url):
             created = httpx.post(f"{url}{FILES}", json=file_manifest("index", "hello\n"), timeout=DEADLINE)
             assert created.status_code == 201, created.text
             wait_until((root / "index.txt").exists, "index.txt under --root", DEADLINE)
             process.send_signal(signal.SIGTERM)
             _, err = process.communicate(timeout=SHUTDOWN_DEADLINE + DEADLINE)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
         assert process.returncode == 0, err
         assert "Traceback" not in err
         with pytest.raises(httpx.TransportError):
@@ -192,22 +193,11 @@ class TestServeRun:
         after = cli(db, "--root", str(root), "run", "--once", "--timeout", "30")
         assert after.returncode == 0, after.stderr
 
-    @pytest.mark.xfail(strict=True, reason="needs watch and the graceful shutdown of watches")
+    @pytest.mark.xfail(strict=True, reason="needs the graceful shutdown of watches (wt-auth's stop hooks)")
     def test_sigterm_ends_an_open_watch_cleanly(self, tmp_path: Path, root: Path) -> None:
         """SIGTERM while a client watches: its stream ends (a complete chunked
         response, no error), and the process still exits 0 within the deadline."""
-        db = tmp_path / "state.db"
-        process = subprocess.Popen(
-            reconcile_command("--db", str(db), "--root", str(root), "serve", "--port", "0", "--run"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=environment(),
-            cwd=CHECKOUT,
-        )
-        try:
-            assert process.stdout is not None
-            url = process.stdout.readline().removeprefix("serving on ").strip()
+        with serving(tmp_path / "state.db", "--root", str(root)) as (process, url):
             seen: list[str] = []
             params = {"watch": "true", "allowWatchBookmarks": "true"}
             with httpx.stream("GET", f"{url}{FILES}", params=params, timeout=DEADLINE) as watch:
@@ -215,10 +205,6 @@ class TestServeRun:
                 process.send_signal(signal.SIGTERM)
                 seen.extend(watch.iter_lines())  # ends when the server ends the stream
             _, err = process.communicate(timeout=SHUTDOWN_DEADLINE + DEADLINE)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
         assert process.returncode == 0, err
         assert all(json.loads(line)["type"] in {"BOOKMARK", "ERROR"} for line in seen if line), seen
 
@@ -467,7 +453,6 @@ class TestKubectl:
             wait_until(lambda: server.document("child") is None, "the dependent collected", DEADLINE)
             server.wait_on_disk("child", None)
 
-    @NEEDS_WATCH
     def test_get_watch_prints_each_change(self, server: Server) -> None:
         """``get -w``: started, it prints the object; a change made afterwards is printed
         as it happens, and so is the deletion."""
@@ -512,7 +497,6 @@ def kube(server: Server, tmp_path: Path) -> Iterator[Any]:
 class TestPythonClient:
     """The ``kubernetes`` Python client's dynamic client against ``serve --run``."""
 
-    @pytest.mark.xfail(strict=True, reason="needs force=True read as a boolean (wt-writes 09bcce6)")
     def test_create_get_list_patch_apply_delete(self, server: Server, kube: Any) -> None:
         """Each verb answers as a cluster does (409 for a second create, NotFound after
         the delete), and each change converges on disk."""
@@ -560,7 +544,6 @@ class TestPythonClient:
 
         wait_until(gone, "py gone from the API", DEADLINE)
 
-    @NEEDS_WATCH
     def test_watch_from_a_resource_version(self, server: Server, kube: Any) -> None:
         """A watch from a list's resourceVersion sees the object ADDED, MODIFIED as it was
         patched, then DELETED, in that order."""
