@@ -193,7 +193,6 @@ class TestServeRun:
         after = cli(db, "--root", str(root), "run", "--once", "--timeout", "30")
         assert after.returncode == 0, after.stderr
 
-    @pytest.mark.xfail(strict=True, reason="needs the graceful shutdown of watches (wt-auth's stop hooks)")
     def test_sigterm_ends_an_open_watch_cleanly(self, tmp_path: Path, root: Path) -> None:
         """SIGTERM while a client watches: its stream ends (a complete chunked
         response, no error), and the process still exits 0 within the deadline."""
@@ -673,7 +672,6 @@ class TestEveryProvider:
             s3.close()
 
 
-@pytest.mark.xfail(strict=True, reason="needs authentication (--token-file), discovery and writes")
 def test_the_authenticated_user_is_recorded_and_the_runner_converges(tmp_path: Path, root: Path) -> None:
     """With ``--token-file``, a File created by the Python client with alice's token is
     recorded as alice's doing in its history (the API's), made on disk by the server's
