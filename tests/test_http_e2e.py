@@ -207,6 +207,32 @@ class TestServeRun:
         assert process.returncode == 0, err
         assert all(json.loads(line)["type"] in {"BOOKMARK", "ERROR"} for line in seen if line), seen
 
+    def test_an_imported_operator_runs_in_the_server(self, tmp_path: Path, root: Path) -> None:
+        """``--import sites:operator`` (here ``RECONCILE_IMPORT``): its kind is served
+        (kubectl applies a StaticSite), and its controller runs in the server beside the
+        providers' (the site's page is written under the root through its child File)."""
+        operator = CHECKOUT / "examples" / "operator"
+        env = {
+            "RECONCILE_IMPORT": "sites:operator",
+            "RECONCILE_FILES__ROOTS": str(root),
+            "PYTHONPATH": f"{operator}:{CHECKOUT}:{CHECKOUT / 'providers'}",
+        }
+        with served(tmp_path / "state.db", "--run", env=env) as url:
+            server = Server(url, tmp_path / "state.db", root, kubeconfig(tmp_path / "kubeconfig", url))
+            site = {
+                "apiVersion": "sites.example.dev/v1",
+                "kind": "StaticSite",
+                "metadata": {"name": "docs", "namespace": "default"},
+                "spec": {"title": "Docs", "pages": {"index.html": "<h1>hello</h1>"}},
+            }
+            applied = server.kubectl("apply", "-f", "-", stdin=yaml_of(site))
+            assert applied.stdout.strip() == "staticsite.sites.example.dev/docs created"
+            page = root / "docs" / "index.html"
+            wait_until(page.exists, "the site's page on disk", DEADLINE)
+            assert "<h1>hello</h1>" in page.read_text()
+            children = server.kubectl("get", "files", "-o", "name").stdout.split()
+            assert children == ["file.files.reconcile.dev/docs.index.html"]
+
     def test_a_database_that_cannot_be_opened_is_a_usage_error(self, tmp_path: Path) -> None:
         """``--db`` in a folder that does not exist: exit 2 naming it, as ``run`` does."""
         refused = cli(tmp_path / "nowhere" / "state.db", "serve", "--port", "0", "--run")
