@@ -19,9 +19,13 @@ a message naming the file and the field. Only the files' paths are ever printed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import socket
 import ssl
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import attrs
@@ -95,6 +99,27 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self.app = app
 
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """SIGTERM and SIGINT stop the server gracefully, and are not raised again once
+        it has stopped (uvicorn re-raises them, so a stopped ``reconcile serve`` died of
+        the signal: exit 143). ``serve`` exits 0 after SIGTERM, 130 after SIGINT."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether it was stopped by SIGINT (Ctrl-C)."""
+        return signal.SIGINT in self._captured_signals
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         for server in self.servers:  # stop accepting first: a watcher must not come back here
             server.close()
@@ -154,6 +179,8 @@ async def _serve(
         finally:
             announcing.cancel()
             sock.close()
+        if server.interrupted:
+            raise click.exceptions.Abort  # the CLI's exit code for Ctrl-C
 
 
 def _tls(cert: str | None, key: str | None, client_ca: str | None) -> dict[str, Any]:
