@@ -1,0 +1,178 @@
+// The objects of a kind (or of all kinds): the kind's printer columns, Ready, Synced with
+// the reason, age; filtered by namespace, label selector and free text; sorted by any
+// column; redrawn as the watch brings changes (only the rows on screen are built).
+
+import { cellsOf, columnsOf, selectorMatcher } from "./cells.js";
+import { fill, h } from "./dom.js";
+import { kindId } from "./live.js";
+
+const SHOWN = 200;
+const ALL = "*";
+
+function objectHref(kind, document) {
+  const meta = document.metadata || {};
+  const parts = [kind.group, kind.version, kind.plural, meta.namespace || "-", meta.name].map(encodeURIComponent);
+  return `#/object/${parts.join("/")}`;
+}
+
+function readyClass(value) {
+  return value === "True" ? "ok" : value === "False" ? "bad" : "unknown";
+}
+
+export function objects(main, live, params) {
+  const chosen = params.kind || ALL;
+  const kinds = chosen === ALL ? live.kinds : live.kinds.filter((k) => kindId(k) === chosen);
+  const single = kinds.length === 1 ? kinds[0] : null;
+  const columns = single ? columnsOf(single) : [{ name: "Kind", key: "kind" }, ...columnsOf({ columns: [] })];
+  const view = { sort: params.sort || "name", descending: params.desc === "1", shown: SHOWN };
+
+  const kindSelect = h(
+    "select",
+    { id: "kind", name: "kind" },
+    h("option", { value: ALL }, "All kinds"),
+    live.kinds.map((k) => h("option", { value: kindId(k), selected: kindId(k) === chosen }, k.kind)),
+  );
+  const namespaceSelect = h("select", { id: "namespace", name: "namespace" }, h("option", { value: "" }, "All namespaces"));
+  const selectorInput = h("input", {
+    id: "selector", name: "selector", type: "text", placeholder: "app=web,tier!=db", value: params.l || "",
+    autocomplete: "off", spellcheck: "false",
+  });
+  const textInput = h("input", { id: "text", name: "text", type: "search", placeholder: "name, reason…", value: params.q || "" });
+  const summary = h("p", { id: "summary", role: "status", "aria-live": "polite" });
+  const tableHolder = h("div", { class: "scroll" });
+  const more = h("button", { type: "button", id: "more", hidden: true }, "Show more");
+
+  fill(
+    main,
+    h("h2", { tabindex: "-1" }, single ? single.kind : "Objects"),
+    h(
+      "form",
+      { class: "filters", role: "search", onsubmit: (event) => event.preventDefault() },
+      h("label", { for: "kind" }, "Kind", kindSelect),
+      h("label", { for: "namespace" }, "Namespace", namespaceSelect),
+      h("label", { for: "selector" }, "Label selector", selectorInput),
+      h("label", { for: "text" }, "Search", textInput),
+    ),
+    summary,
+    tableHolder,
+    more,
+  );
+
+  kindSelect.addEventListener("change", () => {
+    location.hash = kindSelect.value === ALL ? "#/objects" : `#/objects/${encodeURIComponent(kindSelect.value)}`;
+  });
+
+  let namespaces = "";
+  let scheduled = false;
+  const draw = () => {
+    scheduled = false;
+    const now = Date.now();
+    const found = new Set();
+    const rows = [];
+    const matcher = selectorMatcher(selectorInput.value);
+    selectorInput.setAttribute("aria-invalid", matcher ? "false" : "true");
+    const wanted = namespaceSelect.value;
+    const needle = textInput.value.trim().toLowerCase();
+    let total = 0;
+    for (const kind of kinds) {
+      const cache = live.cache(kind);
+      for (const document of cache.objects.values()) {
+        total += 1;
+        const meta = document.metadata || {};
+        if (meta.namespace) found.add(meta.namespace);
+        if (wanted && meta.namespace !== wanted) continue;
+        if (matcher && !matcher(meta.labels)) continue;
+        const cells = cellsOf(columns, document, now);
+        if (!single) cells.kind = kind.kind;
+        if (needle) {
+          const haystack = [meta.namespace || "", ...Object.values(cells)].join(" ").toLowerCase();
+          if (!haystack.includes(needle)) continue;
+        }
+        rows.push({ kind, document, cells });
+      }
+    }
+    const key = view.sort;
+    const byAge = key === "age";
+    const value = (row) => (byAge ? -Date.parse(row.document.metadata.creationTimestamp || 0) : row.cells[key] ?? "");
+    rows.sort((a, b) => {
+      const x = value(a);
+      const y = value(b);
+      const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y), undefined, { numeric: true });
+      return view.descending ? -order : order;
+    });
+    const listed = [...found].sort().join("\n");
+    if (listed !== namespaces) {
+      namespaces = listed;
+      const current = namespaceSelect.value;
+      fill(
+        namespaceSelect,
+        h("option", { value: "" }, "All namespaces"),
+        [...found].sort().map((ns) => h("option", { value: ns, selected: ns === current }, ns)),
+      );
+    }
+    const shown = rows.slice(0, view.shown);
+    summary.textContent = `${rows.length} of ${total} object${total === 1 ? "" : "s"}` +
+      (shown.length < rows.length ? `, the first ${shown.length} shown` : "");
+    more.hidden = shown.length >= rows.length;
+    const head = h(
+      "tr",
+      {},
+      columns.map((column) => {
+        const sorted = view.sort === column.key;
+        return h(
+          "th",
+          { scope: "col", "aria-sort": sorted ? (view.descending ? "descending" : "ascending") : "none" },
+          h(
+            "button",
+            {
+              type: "button",
+              class: "sort",
+              onclick: () => {
+                view.descending = sorted ? !view.descending : false;
+                view.sort = column.key;
+                draw();
+              },
+            },
+            column.name,
+            sorted ? (view.descending ? " ▼" : " ▲") : "",
+          ),
+        );
+      }),
+    );
+    const body = shown.map(({ kind, document, cells }) =>
+      h(
+        "tr",
+        { "data-key": `${kind.kind}/${document.metadata.namespace || ""}/${document.metadata.name}` },
+        columns.map((column) => {
+          const text = cells[column.key];
+          if (column.key === "name") {
+            return h("th", { scope: "row" }, h("a", { href: objectHref(kind, document) }, text), document.metadata.namespace ? h("span", { class: "ns" }, document.metadata.namespace) : "");
+          }
+          if (column.key === "ready" || column.key === "synced") {
+            return h("td", { "data-column": column.key }, h("span", { class: `badge ${readyClass(text)}` }, text));
+          }
+          return h("td", { "data-column": column.key }, text);
+        }),
+      ),
+    );
+    fill(tableHolder, h("table", { class: "objects", id: "objects" }, h("caption", { class: "visually-hidden" }, "Objects"), h("thead", {}, head), h("tbody", {}, body)));
+  };
+  const later = () => {
+    if (!scheduled) {
+      scheduled = true;
+      requestAnimationFrame(draw);
+    }
+  };
+  for (const input of [namespaceSelect, selectorInput, textInput]) input.addEventListener("input", later);
+  more.addEventListener("click", () => {
+    view.shown += SHOWN;
+    draw();
+  });
+  const onChange = (event) => {
+    if (kinds.includes(event.detail)) later();
+  };
+  live.addEventListener("change", onChange);
+  for (const kind of kinds) live.cache(kind);
+  draw();
+  return () => live.removeEventListener("change", onChange);
+}
