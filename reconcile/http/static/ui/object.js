@@ -180,9 +180,16 @@ export function objectPage(main, live, params) {
 
   const report = async (promise, done) => {
     try {
-      await promise;
+      const answer = await promise;
       notice.textContent = `${done}.`;
       notice.className = "ok";
+      if (answer && answer.kind === kind.kind && answer.metadata) {
+        // The server's answer is the object now: shown at once, the watch confirms it.
+        document = answer;
+        lastVersion = answer.metadata.resourceVersion;
+        drawState();
+        loadHistory();
+      }
     } catch (error) {
       notice.textContent = `Refused: ${error.message}`;
       notice.className = "bad";

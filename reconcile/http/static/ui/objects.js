@@ -127,6 +127,7 @@ export function objects(main, live, params) {
             {
               type: "button",
               class: "sort",
+              "data-focus": `sort:${column.key}`,
               onclick: () => {
                 view.descending = sorted ? !view.descending : false;
                 view.sort = column.key;
@@ -146,7 +147,7 @@ export function objects(main, live, params) {
         columns.map((column) => {
           const text = cells[column.key];
           if (column.key === "name") {
-            return h("th", { scope: "row" }, h("a", { href: objectHref(kind, document) }, text), document.metadata.namespace ? h("span", { class: "ns" }, document.metadata.namespace) : "");
+            return h("th", { scope: "row" }, h("a", { href: objectHref(kind, document), "data-focus": `row:${kind.kind}/${document.metadata.namespace}/${text}` }, text), document.metadata.namespace ? h("span", { class: "ns" }, document.metadata.namespace) : "");
           }
           if (column.key === "ready" || column.key === "synced") {
             return h("td", { "data-column": column.key }, h("span", { class: `badge ${readyClass(text)}` }, text));
@@ -155,7 +156,10 @@ export function objects(main, live, params) {
         }),
       ),
     );
+    // Redrawn as changes come: the focus stays on the control it was on.
+    const focused = tableHolder.contains(window.document.activeElement) ? window.document.activeElement.dataset.focus : null;
     fill(tableHolder, h("table", { class: "objects", id: "objects" }, h("caption", { class: "visually-hidden" }, "Objects"), h("thead", {}, head), h("tbody", {}, body)));
+    if (focused) tableHolder.querySelector(`[data-focus="${CSS.escape(focused)}"]`)?.focus();
   };
   const later = () => {
     if (!scheduled) {

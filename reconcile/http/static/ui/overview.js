@@ -45,7 +45,7 @@ function countsTable(live) {
     h(
       "thead",
       {},
-      h("tr", {}, ...["Kind", "Total", "Ready", "Not ready", "Deleting", "Paused", ""].map((t) => h("th", { scope: "col" }, t))),
+      h("tr", {}, ...["Kind", "Total", "Ready", "Not ready", "Deleting", "Paused", ""].map((t, i) => h("th", { scope: "col", class: i && t ? "num" : undefined }, t))),
     ),
     h("tbody", {}, rows),
   );
