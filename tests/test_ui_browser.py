@@ -345,8 +345,10 @@ def test_a_file_applied_while_the_page_is_open_appears_and_turns_ready(tmp_path:
         row.locator('td[data-column="ready"]').get_by_text("True").wait_for()
         assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
         screenshot(page, "live")
+        page.goto("about:blank")  # its watch ends: the server stops without waiting for it
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="needs the watch (?watch=true, helper B)")
 def test_the_streams_loss_is_shown_and_recovers(tmp_path: Path, page: Any) -> None:
     """The server stops: the indicator says the stream is lost; started again on the same
@@ -365,3 +367,5 @@ def test_the_streams_loss_is_shown_and_recovers(tmp_path: Path, page: Any) -> No
         expect(page.locator("#live")).to_have_attribute("data-state", "live", timeout=30_000)
         assert page.inner_text("#live") == "Live (reconnected)"
         page.locator('#objects tr[data-key="File/default/meanwhile"]').wait_for()
+        screenshot(page, "stream-recovered")
+        page.goto("about:blank")
