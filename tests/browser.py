@@ -75,7 +75,8 @@ def serving(build: Callable[[], contextlib.AbstractAsyncContextManager[Starlette
 
     async def run() -> None:
         async with build() as app:
-            server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+            config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
+            server = uvicorn.Server(config)
             holder["server"] = server
 
             async def announce() -> None:

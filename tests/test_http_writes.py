@@ -15,8 +15,11 @@ from http_helpers import api
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from reconcile.api import Client
+from reconcile.api import Client, connect
+from reconcile.http import create_app
 from reconcile.http.context import USER_SCOPE_KEY, User
+from reconcile.model import KindRegistry
+from reconcile.testing.kinds import GIZMO
 
 FILES = "/apis/files.reconcile.dev/v1/namespaces/default/files"
 MERGE = {"content-type": "application/merge-patch+json"}
@@ -339,6 +342,19 @@ class TestReplace:
         assert [c["field"] for c in status["details"]["causes"]] == ["spec.path"]
         assert await client.revision() == 1
 
+    async def test_another_uid_is_409(self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path) -> None:
+        """A body whose uid is not the stored object's (one deleted and created again
+        since it was read): Conflict, for a replace and a patch; nothing stored."""
+        client, http = served
+        document = await created(http, tmp_path)
+        document["metadata"]["uid"] = "an-older-one"
+        del document["metadata"]["resourceVersion"]
+        response = await http.put(f"{FILES}/index", json=document)
+        assert_status(response, 409, "Conflict", "Precondition failed: UID in precondition: an-older-one")
+        patch = {"metadata": {"uid": "an-older-one"}}
+        assert_status(await http.patch(f"{FILES}/index", json=patch, headers=MERGE), 409, "Conflict")
+        assert await client.revision() == 1
+
     async def test_dry_run(self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path) -> None:
         """The replaced object answered, the stored one unchanged."""
         client, http = served
@@ -431,6 +447,30 @@ class TestPatch:
         assert_status(forced, 422, "Invalid", "force: Forbidden: may not be specified for non-apply patch")
         assert await client.revision() == 1
 
+    async def test_a_change_meanwhile_is_retried(
+        self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The object changed between the patch's read and its write: applied again to
+        the new version (both changes kept), as Kubernetes retries a patch."""
+        client, http = served
+        await created(http, tmp_path)
+        read = client.store.read
+        reads = []
+
+        async def read_then_change(key: Any) -> Any:
+            found = await read(key)
+            reads.append(key)
+            if len(reads) == 1:
+                await client.patch("File", "index", {"metadata": {"labels": {"meanwhile": "yes"}}})
+            return found
+
+        monkeypatch.setattr(client.store, "read", read_then_change)
+        response = await http.patch(f"{FILES}/index", json={"spec": {"content": "x\n"}}, headers=MERGE)
+        assert response.status_code == 200, response.text
+        assert len(reads) >= 2
+        assert response.json()["metadata"]["labels"]["meanwhile"] == "yes"
+        assert response.json()["spec"]["content"] == "x\n"
+
     async def test_dry_run(self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path) -> None:
         """The patched object answered; nothing stored."""
         client, http = served
@@ -460,7 +500,7 @@ class TestPatch:
         nameless = await http.patch(url, json=theirs, headers=APPLY)
         assert_status(nameless, 422, "Invalid", "fieldManager: Required value: is required for apply patch")
         forced = await http.patch(
-            url, json=theirs, headers=APPLY, params={"fieldManager": "other", "force": "true"}
+            url, json=theirs, headers=APPLY, params={"fieldManager": "other", "force": "True"}
         )
         assert forced.status_code == 200
         assert forced.json()["spec"]["content"] == "theirs\n"
@@ -550,6 +590,8 @@ class TestDelete:
         assert_status(stale, 409, "Conflict")
         other = await http.request("DELETE", url, json={"preconditions": {"uid": "someone-else"}})
         assert_status(other, 409, "Conflict", "Precondition failed: UID in precondition: someone-else")
+        both = await http.delete(url, params={"propagationPolicy": "Orphan", "orphanDependents": "True"})
+        assert_status(both, 422, "Invalid", "Cannot both set OrphanDependents and PropagationPolicy")
         policy = await http.delete(url, params={"propagationPolicy": "Sideways"})
         assert_status(policy, 422, "Invalid", "propagationPolicy")
         assert_status(await http.delete(f"{FILES}/nothing"), 404, "NotFound")
@@ -631,6 +673,31 @@ class TestHistory:
         assert_status(await http.get(f"{FILES}/nothing/history"), 404, "NotFound")
 
 
+class TestVersions:
+    """Writes in a kind's other served version."""
+
+    async def test_create_and_patch_in_a_spoke_version(self, tmp_path: Path) -> None:
+        """The body and the patch in v1alpha1, converted to the storage version and back."""
+        gizmos = "/apis/example.reconcile.dev/v1alpha1/namespaces/default/gizmos"
+        async with connect(f"sqlite:///{tmp_path / 'api.db'}", kinds=KindRegistry([GIZMO])) as client:
+            transport = httpx.ASGITransport(app=create_app(client))
+            async with httpx.AsyncClient(transport=transport, base_url="http://reconcile") as http:
+                body = {
+                    "apiVersion": "example.reconcile.dev/v1alpha1",
+                    "kind": "Gizmo",
+                    "metadata": {"name": "g"},
+                    "spec": {"size": 1, "color": "red"},
+                }
+                response = await http.post(gizmos, json=body)
+                assert response.status_code == 201, response.text
+                assert response.json()["spec"] == {"size": 1, "color": "red"}
+                patched = await http.patch(f"{gizmos}/g", json={"spec": {"color": "green"}}, headers=MERGE)
+                assert patched.status_code == 200, patched.text
+                assert patched.json()["apiVersion"] == "example.reconcile.dev/v1alpha1"
+                assert patched.json()["spec"] == {"size": 1, "color": "green"}
+                assert (await client.get("Gizmo", "g")).spec.colors == ("green",)
+
+
 class TestActingAs:
     """Client.acting_as: the same client for another user, cheaply."""
 
@@ -649,6 +716,20 @@ class TestActingAs:
             rehearsed = await client.acting_as("bob", dry_run=True).apply(manifest(tmp_path, content="x"))
             assert rehearsed.spec.content == "x"
             assert await client.revision() == 1
+
+    async def test_dry_run_of_many_and_of_a_removal(self, tmp_path: Path) -> None:
+        """A rehearsed bulk apply and a rehearsed delete that would remove: answered, not stored."""
+        async with api(tmp_path) as (client, _):
+            rehearsing = client.acting_as("bob", dry_run=True)
+            results = await rehearsing.apply_many([manifest(tmp_path, "a"), manifest(tmp_path, "b")])
+            assert [r.outcome for r in results] == ["created", "created"]
+            assert await client.revision() == 0
+            await client.apply({**manifest(tmp_path), "metadata": {"name": "index", "finalizers": []}})
+            await client.remove_finalizer("File", "index", "reconcile.dev/managed")
+            revision = await client.revision()
+            assert await rehearsing.delete("File", "index") is None
+            assert await client.revision() == revision
+            assert (await client.get("File", "index")).metadata.deletion_timestamp is None
 
     async def test_is_far_cheaper_than_a_new_client(self, tmp_path: Path) -> None:
         """Per call, under a tenth of building a client (measured: ~10 µs against ~3 ms)."""

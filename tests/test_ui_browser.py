@@ -69,6 +69,17 @@ def file_manifest(name: str, content: str, **labels: str) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def serving_to(page: Any, db: Path, *args: str) -> Iterator[str]:
+    """``reconcile serve`` for ``page``, which leaves before the server stops (its open
+    watches would hold the server's graceful stop)."""
+    with served(db, *args) as url:
+        try:
+            yield url
+        finally:
+            page.goto("about:blank")
+
+
 def aside(coroutine: Coroutine[Any, Any, T]) -> T:
     """The coroutine's result, run in a thread of its own (Playwright's sync API holds an
     event loop in the test's thread)."""
@@ -140,7 +151,7 @@ def test_the_overviews_counts_match_the_store(tmp_path: Path, page: Any) -> None
     apply(db, root, *(file_manifest(f"page-{i}", f"page {i}\n") for i in range(6)))
     converge(db, root)
     apply(db, root, *(file_manifest(f"draft-{i}", f"draft {i}\n") for i in range(2)))
-    with served(db) as url:
+    with serving_to(page, db) as url:
         with httpx.Client(base_url=url) as http:
             paused = http.patch(
                 f"{FILES}/page-0",
@@ -173,7 +184,7 @@ def test_the_objects_table_filters_and_sorts(tmp_path: Path, page: Any) -> None:
         file_manifest("gamma", "c\n", app="site"),
     )
     converge(db, root)
-    with served(db) as url:
+    with serving_to(page, db) as url:
         page.goto(f"{url}/ui/#/objects/files.reconcile.dev%2Ffiles")
         names = page.locator("#objects tbody th a")
         expect(page.locator("#objects tbody tr")).to_have_count(3)
@@ -212,7 +223,7 @@ def test_the_timeline_shows_a_repaired_drift(tmp_path: Path, page: Any) -> None:
     written.write_text("edited by hand\n")
     converge(db, root)
     assert written.read_text() == "as declared\n"
-    with served(db) as url:
+    with serving_to(page, db) as url:
         page.goto(f"{url}/ui/#/object/files.reconcile.dev/v1/files/default/notes")
         drift = page.locator('#timeline li[data-type="DriftDetected"]')
         drift.first.wait_for()
@@ -229,7 +240,7 @@ def test_the_diff_between_two_revisions_names_the_changed_field(tmp_path: Path, 
     db, root = tmp_path / "state.db", tmp_path / "site"
     apply(db, root, file_manifest("motd", "hello\n"))
     apply(db, root, file_manifest("motd", "goodbye\n"))
-    with served(db) as url:
+    with serving_to(page, db) as url:
         page.goto(f"{url}/ui/#/object/files.reconcile.dev/v1/files/default/motd")
         paths = page.locator("#diff-paths")
         paths.wait_for()
@@ -331,12 +342,12 @@ def test_a_reader_sees_no_actions_and_an_editors_pause_is_theirs(
     assert ("MetadataChanged", "editor") in aside(recorded())
 
 
-@pytest.mark.xfail(strict=True, reason="needs the watch (?watch=true, helper B) and serve --run (helper E)")
+@pytest.mark.xfail(strict=True, reason="needs serve --run (helper E)")
 def test_a_file_applied_while_the_page_is_open_appears_and_turns_ready(tmp_path: Path, page: Any) -> None:
     """No reload: the watch brings the new File, then the runner's status turning Ready."""
     db, root = tmp_path / "state.db", tmp_path / "site"
     apply(db, root, file_manifest("first", "one\n"))
-    with served(db, "--run") as url:
+    with serving_to(page, db, "--run") as url:
         page.goto(f"{url}/ui/#/objects/files.reconcile.dev%2Ffiles")
         expect(page.locator("#live")).to_have_attribute("data-state", "live")
         apply(db, root, file_manifest("second", "two\n"))
@@ -345,11 +356,9 @@ def test_a_file_applied_while_the_page_is_open_appears_and_turns_ready(tmp_path:
         row.locator('td[data-column="ready"]').get_by_text("True").wait_for()
         assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
         screenshot(page, "live")
-        page.goto("about:blank")  # its watch ends: the server stops without waiting for it
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="needs the watch (?watch=true, helper B)")
 def test_the_streams_loss_is_shown_and_recovers(tmp_path: Path, page: Any) -> None:
     """The server stops: the indicator says the stream is lost; started again on the same
     port, the page reconnects from where it was and shows a change made meanwhile."""

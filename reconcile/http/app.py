@@ -30,6 +30,7 @@ from reconcile.http.mapping import ResourceMap
 from reconcile.http.reads import get_object, list_objects
 from reconcile.http.subresources import get_history, get_status, patch_status, replace_status
 from reconcile.http.ui import CsrfGuard, ui_routes
+from reconcile.http.watchers import WatchLimits, configure_watches
 from reconcile.http.writes import create_object, patch_object, replace_object
 
 __all__ = ["create_app", "discovery_routes", "resource_routes"]
@@ -86,12 +87,16 @@ def create_app(
     authorizer: Authorizer | None = None,
     routes: Sequence[BaseRoute] = (),
     middleware: Sequence[Any] = (),
+    watch_limits: WatchLimits | None = None,
 ) -> Starlette:
     """The HTTP API over ``client``. ``authorizer`` decides who may do what (default:
     everybody everything, for an app behind a host's own checks); ``routes`` are served
     before the API's own; ``middleware`` wraps them all (Starlette ``Middleware`` items), inside
-    the guard against cross-site request forgery (:class:`~reconcile.http.ui.CsrfGuard`). The
-    web view is at ``/ui/``."""
+    the guard against cross-site request forgery (:class:`~reconcile.http.ui.CsrfGuard`; the
+    web view is at ``/ui/``);
+    ``watch_limits`` bound the watches (:class:`~reconcile.http.watchers.WatchLimits`: how
+    many, how far behind, bookmark period; end them all with
+    :func:`~reconcile.http.watchers.close_watches` when shutting down)."""
     app = Starlette(
         routes=[*routes, *health_routes(), *discovery_routes(), *resource_routes(), *ui_routes()],
         middleware=[Middleware(CsrfGuard), *middleware],
@@ -105,4 +110,5 @@ def create_app(
     app.state.reconcile = ApiState(
         client=client, resources=ResourceMap(client.kinds), authorizer=authorizer or AllowAll()
     )
+    configure_watches(app.state.reconcile, watch_limits)
     return app

@@ -23,10 +23,10 @@ from reconcile.http.bodies import OBJECT_TYPES, media_type, parse, unsupported
 from reconcile.http.context import Target, namespace_or_default, target
 from reconcile.http.documents import parse_resource_version
 from reconcile.http.errors import ApiError, Cause
-from reconcile.http.options import WriteOptions, write_options
+from reconcile.http.options import WriteOptions, boolean, write_options
 from reconcile.http.reads import object_key
 from reconcile.http.responses import json_response
-from reconcile.http.writes import acting_client, missing, refusals, respond
+from reconcile.http.writes import acting_client, check_uid, missing, refusals, respond
 
 __all__ = ["DeleteOptions", "delete_object", "delete_options"]
 
@@ -78,8 +78,9 @@ def _orphan_dependents(value: object, field: str) -> bool | None:
         return None
     if isinstance(value, bool):
         return value
-    if value in ("true", "false"):
-        return value == "true"
+    found = boolean(value) if isinstance(value, str) else None
+    if found is not None:
+        return found
     raise _invalid(field, f'Invalid value: "{value}": expected true or false')
 
 
@@ -147,12 +148,7 @@ async def delete_object(request: Request) -> Response:
     stored = await client.store.read(object_key(found))
     if stored is None:
         raise missing(found)
-    if options.uid is not None and options.uid != stored.uid:
-        raise ApiError(
-            409,
-            f"Precondition failed: UID in precondition: {options.uid}, UID in object meta: {stored.uid}",
-            details={"name": found.name, "group": found.resource.group, "kind": found.resource.plural},
-        )
+    check_uid(found, {"metadata": {"uid": options.uid}}, stored.uid)
     with refusals(found, found.name):
         held = await client.delete(
             found.resource.kind,

@@ -19,7 +19,14 @@ from starlette.requests import Request
 
 from reconcile.http.errors import ApiError, Cause
 
-__all__ = ["DEFAULT_MANAGER", "FIELD_VALIDATIONS", "MAX_MANAGER_LENGTH", "WriteOptions", "write_options"]
+__all__ = [
+    "DEFAULT_MANAGER",
+    "FIELD_VALIDATIONS",
+    "MAX_MANAGER_LENGTH",
+    "WriteOptions",
+    "boolean",
+    "write_options",
+]
 
 #: The field manager of a request that names none and has no User-Agent.
 DEFAULT_MANAGER = "reconcile-http"
@@ -27,6 +34,12 @@ DEFAULT_MANAGER = "reconcile-http"
 MAX_MANAGER_LENGTH = 128
 FIELD_VALIDATIONS = ("Ignore", "Strict", "Warn")
 FieldValidation = Literal["Ignore", "Strict", "Warn"]
+#: A boolean query parameter as Kubernetes reads it (Go's ``strconv.ParseBool``: the
+#: Python client sends ``True``).
+_BOOLEANS = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False),
+}
 
 
 @attrs.frozen
@@ -44,6 +57,11 @@ class WriteOptions:
     force: bool
     #: Whether the request named its field manager (an apply patch must).
     manager_given: bool
+
+
+def boolean(value: str) -> bool | None:
+    """A boolean query parameter's value as Kubernetes reads it; None when it is not one."""
+    return _BOOLEANS.get(value)
 
 
 def _invalid(options: str, field: str, message: str, reason: str = "FieldValueNotSupported") -> ApiError:
@@ -91,6 +109,8 @@ def write_options(request: Request, options: str, *, apply: bool = False) -> Wri
             "FieldValueInvalid",
         )
     force = query.get("force")
+    if force is not None and force not in _BOOLEANS:
+        raise ApiError(400, f'force: "{force}" is not a boolean (true or false)')
     if force is not None and not apply:
         raise _invalid(
             options, "force", "Forbidden: may not be specified for non-apply patch", "FieldValueForbidden"
@@ -103,6 +123,6 @@ def write_options(request: Request, options: str, *, apply: bool = False) -> Wri
         dry_run=bool(dry_run),
         manager=given or _manager(request),
         field_validation=cast("FieldValidation", validation),
-        force=force == "true",
+        force=_BOOLEANS.get(force or "false", False),
         manager_given=bool(given),
     )

@@ -1,5 +1,14 @@
 """Reads: one object (``GET .../{plural}/{name}``) and lists of a kind, in a namespace or
-across all (``GET .../{plural}``), with ``labelSelector``, ``limit`` and ``continue``.
+across all (``GET .../{plural}``), with the list options of :mod:`reconcile.http.listing`
+(selectors, ``limit`` and ``continue``, ``resourceVersion`` and ``resourceVersionMatch``);
+``watch=true`` on a list's path streams its changes instead (:mod:`reconcile.http.watching`).
+
+What a ``resourceVersion`` can get from this store: it lists its current state only (no
+snapshot of an older revision is kept), so ``NotOlderThan`` (and the legacy
+``resourceVersion`` without a match) is always served at the head; ``Exact`` at an
+older revision is served when nothing of the listed kind and namespace changed since
+that revision (the list then is the list at it), a 410 Expired otherwise, as the
+apiserver answers a revision it can no longer serve.
 
 Bodies come from the store as stored, brought to the current spelling and storage version
 by the client's decoder (nothing structured into attrs classes on the way), then to the
@@ -11,14 +20,17 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from reconcile.api import Client
 from reconcile.api.paging import decode_continue, encode_continue
-from reconcile.errors import FieldError, InvalidError
+from reconcile.errors import ExpiredError, InvalidError
 from reconcile.http.context import Target, namespace_or_default, state, target
 from reconcile.http.documents import to_wire, wire_version
-from reconcile.http.errors import ApiError
+from reconcile.http.errors import ApiError, Cause
+from reconcile.http.listing import EXACT, ListOptions, parse_list_options, too_large, wants_watch
 from reconcile.http.presenting import present_list, present_object
-from reconcile.model import LabelSelector, ObjectKey
-from reconcile.store import StoredObject
+from reconcile.http.watching import watch_objects
+from reconcile.model import ObjectKey
+from reconcile.model.events import Bookmark
 
 __all__ = ["get_object", "list_objects", "object_key"]
 
@@ -44,35 +56,98 @@ async def get_object(request: Request) -> Response:
     return present_object(request, found, to_wire(client, found.resource, stored.body))
 
 
-def _limit(request: Request) -> int | None:
-    raw = request.query_params.get("limit")
-    if raw in (None, "", "0"):
+async def _changed_since(client: Client, found: Target, namespace: str | None, revision: int) -> bool:
+    """Whether any object of the listed kind (and namespace) changed after ``revision``:
+    read from the log up to the head, stopping at the first change. An expired revision
+    counts as changed (nothing says it did not)."""
+    kind = found.resource.kind
+    events = client.store.watch(since=revision, api_group=kind.api_group, kind=kind.kind, namespace=namespace)
+    try:
+        async for item in events:
+            if isinstance(item, Bookmark):
+                return False
+            if item.has_body:
+                return True
+    except ExpiredError:
+        return True
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+    return False  # (the store closed)
+
+
+def _after(token: str | None) -> tuple[str, str] | None:
+    if token is None:
         return None
-    if not raw.isdecimal():
-        raise InvalidError([FieldError("limit", f"{raw!r} is not a positive whole number")])
-    return int(raw)
+    try:
+        return decode_continue(token)
+    except InvalidError:
+        raise ApiError(
+            400,
+            "continue: the continue token is not valid: it is not a token this server returned",
+            causes=[Cause(field="continue", message="not a token returned by list")],
+        ) from None
+
+
+async def _checked_revision(
+    client: Client, found: Target, options: ListOptions, namespace: str | None, head: int
+) -> int:
+    """The revision a list at ``head`` answers for, given what it asked: a revision after
+    the head is a 504 (Kubernetes' "Too large resource version"); an exact older one is
+    served only when nothing listed changed since (this store lists its current state
+    alone), a 410 Expired otherwise, which client-go answers by listing afresh."""
+    asked = options.resource_version
+    if not asked:
+        return head
+    if asked > head:
+        raise too_large(asked, head)
+    match = options.resource_version_match
+    exact = match == EXACT or (not match and options.limit is not None and not options.continue_token)
+    if not exact or asked == head:
+        return head
+    if await _changed_since(client, found, namespace, asked):
+        raise ApiError(
+            410,
+            f"The resourceVersion for the provided list is too old: {asked} (this server lists "
+            f"only its current state, {head}, and the list changed since)",
+        )
+    return asked
 
 
 async def list_objects(request: Request) -> Response:
-    """``GET .../{plural}``: a page of a kind's objects."""
-    found = target(request, "list")
+    """``GET .../{plural}``: a page of a kind's objects, or with ``watch=true`` a stream
+    of their changes (:func:`reconcile.http.watching.watch_objects`)."""
+    watch = wants_watch(request.query_params)
+    found = target(request, "watch" if watch else "list")
+    options = parse_list_options(request.query_params)
+    if options.watch:
+        return await watch_objects(request, found, options)
     client = state(request).client
-    query = request.query_params
-    selector = LabelSelector.parse(query.get("labelSelector") or None)
-    token = query.get("continue") or None
-
-    def matches(item: StoredObject) -> bool:
-        return selector.matches(item.body["metadata"].get("labels") or {})
+    selection = options.selection
+    namespace = found.namespace
+    only = selection.namespace()
+    if only is not None and namespace is not None and only != namespace:
+        # Nothing can match: an empty list at the head.
+        return present_list(
+            request,
+            found,
+            [],
+            resource_version=wire_version(await client.store.revision()),
+            continue_token=None,
+        )
+    namespace = namespace or only
 
     kind = found.resource.kind
     page = await client.store.list(
         kind.api_group,
         kind.kind,
-        namespace=found.namespace,
-        after=None if token is None else decode_continue(token),
-        limit=_limit(request),
-        predicate=matches if selector.requirements else None,
+        namespace=namespace,
+        after=_after(options.continue_token),
+        limit=options.limit,
+        predicate=None if selection.everything else selection.matches,
     )
+    revision = await _checked_revision(client, found, options, namespace, page.revision)
     documents = []
     for item in page.items:
         current = client.decoder.current(item)
@@ -82,6 +157,6 @@ async def list_objects(request: Request) -> Response:
         request,
         found,
         documents,
-        resource_version=wire_version(page.revision),
+        resource_version=wire_version(revision),
         continue_token=None if page.next_after is None else encode_continue(page.next_after),
     )

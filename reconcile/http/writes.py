@@ -52,6 +52,7 @@ from reconcile.model.resource import AnyResource
 
 __all__ = [
     "acting_client",
+    "check_uid",
     "create_object",
     "missing",
     "patch_object",
@@ -137,6 +138,19 @@ def respond(
     return add_warnings(response, warnings)
 
 
+def check_uid(found: Target, document: Mapping[str, Any], uid: str) -> None:
+    """409 when ``document`` names another object of the name (``metadata.uid``, as
+    ``get`` gave it: one deleted and created again since), as Kubernetes' precondition."""
+    meta = document.get("metadata")
+    named = meta.get("uid") if isinstance(meta, Mapping) else None
+    if named not in (None, "") and named != uid:
+        raise ApiError(
+            409,
+            f"Precondition failed: UID in precondition: {named}, UID in object meta: {uid}",
+            details={"name": found.name, "group": found.resource.group, "kind": found.resource.plural},
+        )
+
+
 def _with_name(document: dict[str, Any]) -> dict[str, Any]:
     """A create's document with a name: its own, or one made from ``generateName``."""
     meta = dict(document["metadata"])
@@ -174,6 +188,12 @@ async def create_object(request: Request) -> Response:
     return respond(request, found, client, created, status=201, warnings=dropped)
 
 
+def _changed_meanwhile(exc: ConflictError) -> bool:
+    """Whether the conflict is the object's change since it was read (worth another try),
+    not a refusal that would stand (another field manager's fields, another owner)."""
+    return type(exc) is ConflictError
+
+
 async def _update(
     client: Client, found: Target, document: Mapping[str, Any], options: WriteOptions
 ) -> tuple[AnyResource | Mapping[str, Any], list[str]]:
@@ -193,15 +213,16 @@ async def _update(
         stored = await client.store.read(key)
         if stored is None:
             raise missing(found)
+        check_uid(found, document, stored.uid)
         pinned = {
             **manifest,
             "metadata": {**manifest["metadata"], "resourceVersion": stored.resource_version},
         }
         try:
             updated, dropped = await validated(update, pinned, options.field_validation, found.resource)
-        except FieldConflictError:
-            raise
-        except ConflictError:
+        except ConflictError as exc:
+            if not _changed_meanwhile(exc):
+                raise
             continue
         return (document if updated is None else updated), dropped
     raise ConflictError(f"gave up after {ATTEMPTS} attempts that met concurrent changes")
@@ -239,6 +260,7 @@ async def patched(
             raise missing(found)
         current = to_wire(client, found.resource, stored.body)
         document = patch.apply_to(current)
+        check_uid(found, document, stored.uid)
         meta = document.get("metadata")
         if isinstance(meta, dict) and meta.get("resourceVersion") in (None, ""):
             document["metadata"] = {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}
@@ -248,10 +270,8 @@ async def patched(
             result, dropped = await validated(
                 write, from_wire(document), options.field_validation, found.resource
             )
-        except FieldConflictError:
-            raise
-        except ConflictError:
-            if pinned:
+        except ConflictError as exc:
+            if pinned or not _changed_meanwhile(exc):
                 raise
             continue
         return result, dropped, document
