@@ -6,7 +6,8 @@
 
 import { ApiFailure, call, resourcePath, send, tokenGiven } from "./api.js";
 
-const PAGE = 500;
+const FIRST_PAGE = 100;
+const PAGE = 1000;
 const NOTIFY_EVERY_MS = 100;
 const BACKOFF_FIRST_MS = 500;
 const BACKOFF_MAX_MS = 8000;
@@ -56,8 +57,12 @@ export class KindCache extends EventTarget {
     this.dispatchEvent(new Event("state"));
   }
 
-  notify() {
+  notify(now = false) {
     this.changes += 1;
+    if (now) {
+      this.dispatchEvent(new Event("change"));
+      return;
+    }
     if (this.pending) return;
     this.pending = true;
     setTimeout(() => {
@@ -101,20 +106,22 @@ export class KindCache extends EventTarget {
 
   async relist() {
     const path = resourcePath(this.kind);
-    const fresh = new Map();
+    // The first load fills the map shown, page by page (the first screen from the first,
+    // small page); a relist builds a new one and swaps it in whole.
+    const first = !this.loaded;
+    const fresh = first ? this.objects : new Map();
     let token = null;
     let version = null;
+    let limit = FIRST_PAGE;
     do {
-      const query = `?limit=${PAGE}` + (token ? `&continue=${encodeURIComponent(token)}` : "");
+      const query = `?limit=${limit}` + (token ? `&continue=${encodeURIComponent(token)}` : "");
       const page = await call(path + query);
       version ??= page.metadata.resourceVersion;
       for (const item of page.items) fresh.set(keyOf(item), item);
       token = page.metadata.continue || null;
-      if (!this.loaded) {
-        // The first screen from the first page; the rest as it comes.
-        this.objects = new Map(fresh);
-        this.notify();
-      }
+      if (first && limit === FIRST_PAGE) performance.mark("reconcile:first-page");
+      if (first) this.notify(limit === FIRST_PAGE);
+      limit = PAGE;
     } while (token);
     this.objects = fresh;
     this.resourceVersion = version;

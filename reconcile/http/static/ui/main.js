@@ -95,6 +95,7 @@ async function start() {
   let kinds;
   try {
     kinds = (await call("/ui/api/kinds")).kinds;
+    performance.mark("reconcile:kinds");
   } catch (error) {
     fill(main, h("h2", {}, "Cannot reach the server"), h("p", {}, error.message));
     return;

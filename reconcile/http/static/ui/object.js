@@ -177,6 +177,7 @@ export function objectPage(main, live, params) {
   let lastVersion = null;
   let viewing = null;
   let historyTimer = null;
+  let historySeen = null;
 
   const report = async (promise, done) => {
     try {
@@ -229,6 +230,9 @@ export function objectPage(main, live, params) {
   const loadHistory = async () => {
     try {
       const found = await call(`${resourcePath(kind, namespace, name)}/history?includeObject=Object`);
+      const seen = `${found.metadata.resourceVersion}/${found.items.length}`;
+      if (seen === historySeen) return; // nothing new: the timeline stays as it is (and the focus in it)
+      historySeen = seen;
       fill(history, h("h3", { id: "timeline-title" }, "Timeline"), timeline(found.items, (revision) => {
         viewing = revision;
         fill(revisions, revisionsView(found.items, viewing));
