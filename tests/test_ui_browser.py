@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import os
 import subprocess
+import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -211,6 +213,9 @@ def test_the_objects_table_filters_and_sorts(tmp_path: Path, page: Any) -> None:
         page.keyboard.press("Tab")  # the skip link first
         expect(page.get_by_role("link", name="Skip to the content")).to_be_focused()
         screenshot(page, "objects-phone")
+        page.emulate_media(color_scheme="dark")
+        assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(13, 17, 23)"
+        screenshot(page, "objects-dark")
 
 
 def test_the_timeline_shows_a_repaired_drift(tmp_path: Path, page: Any) -> None:
@@ -378,3 +383,45 @@ def test_the_streams_loss_is_shown_and_recovers(tmp_path: Path, page: Any) -> No
         page.locator('#objects tr[data-key="File/default/meanwhile"]').wait_for()
         screenshot(page, "stream-recovered")
         page.goto("about:blank")
+
+
+def lists_version(url: str) -> str:
+    """The resourceVersion of a list of Files now."""
+    with httpx.Client(base_url=url) as http:
+        return str(http.get("/apis/files.reconcile.dev/v1/files").json()["metadata"]["resourceVersion"])
+
+
+def test_a_410_from_the_watch_makes_the_page_list_again(tmp_path: Path, page: Any) -> None:
+    """The log compacted past the page's resourceVersion (the watch's ERROR event with a
+    410 Status, here made by intercepting the first watch): the page lists again, then
+    watches from the new list, and stays live."""
+    db, root = tmp_path / "state.db", tmp_path / "site"
+    apply(db, root, file_manifest("kept", "one\n"))
+    lists: list[str] = []
+    watches: list[str] = []
+
+    def note(request: Any) -> None:
+        if "/apis/files.reconcile.dev/v1/files?" in request.url:
+            (watches if "watch=true" in request.url else lists).append(request.url)
+
+    def expired(route: Any) -> None:
+        if len(watches) > 1:
+            route.continue_()
+            return
+        status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410, "reason": "Expired"}
+        body = json.dumps({"type": "ERROR", "object": status}) + "\n"
+        route.fulfill(status=200, content_type="application/json", body=body)
+
+    page.on("request", note)
+    page.route(lambda url: "/apis/files.reconcile.dev/v1/files?" in url and "watch=true" in url, expired)
+    with serving_to(page, db) as url:
+        page.goto(f"{url}/ui/#/objects/files.reconcile.dev%2Ffiles")
+        expect(page.locator('#objects tr[data-key="File/default/kept"]')).to_have_count(1)
+        expect(page.locator("#live")).to_have_attribute("data-state", "live")
+        deadline = time.monotonic() + TIMEOUT_MS / 1000
+        while len(watches) < 2:  # the watch from the new list (Playwright's events come while it waits)
+            assert time.monotonic() < deadline, f"no second watch: {watches}"
+            page.wait_for_timeout(50)
+        expect(page.locator("#live")).to_have_text("Live")
+        assert len(lists) == 2, lists
+        assert watches[1].endswith(f"resourceVersion={lists_version(url)}"), watches
