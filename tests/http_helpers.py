@@ -38,9 +38,12 @@ def reconcile_command(*args: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def served(db: Path | str, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+def served(
+    db: Path | str, *args: str, env: dict[str, str] | None = None, stderr: list[str] | None = None
+) -> Iterator[str]:
     """``reconcile --db DB serve --port 0 ARGS`` as a process; yields the URL it serves
-    on once it accepts connections, stops it (SIGTERM) afterwards."""
+    on once it accepts connections, stops it (SIGTERM) afterwards (and then appends what
+    it wrote on stderr to ``stderr``, when given)."""
     environment = {**os.environ, "PYTHONPATH": f"{CHECKOUT}:{CHECKOUT / 'providers'}", **(env or {})}
     process = subprocess.Popen(
         reconcile_command("--db", str(db), "serve", "--port", "0", *args),
@@ -66,14 +69,25 @@ def served(db: Path | str, *args: str, env: dict[str, str] | None = None) -> Ite
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if stderr is not None and process.stderr is not None:
+            stderr.append(process.stderr.read())
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
 
 
-def kubeconfig(path: Path, url: str, *, token: str | None = None, **cluster: Any) -> Path:
-    """A kubeconfig at ``path`` whose one context points at ``url``."""
+def kubeconfig(
+    path: Path,
+    url: str,
+    *,
+    token: str | None = None,
+    credentials: dict[str, Any] | None = None,
+    **cluster: Any,
+) -> Path:
+    """A kubeconfig at ``path`` whose one context points at ``url`` (``credentials``: more
+    of the user's fields, e.g. ``client-certificate``)."""
     user: dict[str, Any] = {"token": token} if token else {}
+    user |= credentials or {}
     config = {
         "apiVersion": "v1",
         "kind": "Config",

@@ -350,7 +350,7 @@ class TestVersions:
         assert [v["version"] for v in group["versions"]] == ["v1", "v1alpha1"]
         assert group["preferredVersion"]["version"] == "v1"
         assert by_name(spoke["resources"])["gizmos"]["shortNames"] == ["gz"]
-        [item] = aggregated["items"]
+        [item] = [i for i in aggregated["items"] if i["metadata"]["name"] == "example.reconcile.dev"]
         assert [v["version"] for v in item["versions"]] == ["v1", "v1alpha1"]
 
     async def test_a_spoke_versions_schema_is_its_own_spec_class(self, tmp_path: Path) -> None:
@@ -422,21 +422,21 @@ async def test_a_resource_served_beside_the_kinds_is_discovered(tmp_path: Path) 
     async with connect(f"sqlite:///{tmp_path / 'api.db'}", kinds=KindRegistry([GIZMO])) as client:
         app = create_app(client)
         review = discovery.ServedResource(
-            "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview"
+            "reviews.example.dev", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview"
         )
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://r") as http:
             before = (await http.get("/apis")).json()
             discovery.serve_in_discovery(app.state.reconcile, review)
             groups = (await http.get("/apis")).json()
-            listed = (await http.get("/apis/authorization.k8s.io/v1")).json()
+            listed = (await http.get("/apis/reviews.example.dev/v1")).json()
             aggregated = (await http.get("/apis", headers={"Accept": AGGREGATED})).json()
-    assert "authorization.k8s.io" not in by_name(before["groups"])
-    assert by_name(groups["groups"])["authorization.k8s.io"]["preferredVersion"]["version"] == "v1"
+    assert "reviews.example.dev" not in by_name(before["groups"])
+    assert by_name(groups["groups"])["reviews.example.dev"]["preferredVersion"]["version"] == "v1"
     [entry] = listed["resources"]
     assert (entry["name"], entry["namespaced"], entry["verbs"]) == (
         "selfsubjectaccessreviews",
         False,
         ["create"],
     )
-    found = {item["metadata"]["name"]: item for item in aggregated["items"]}["authorization.k8s.io"]
+    found = {item["metadata"]["name"]: item for item in aggregated["items"]}["reviews.example.dev"]
     assert found["versions"][0]["resources"][0]["scope"] == "Cluster"

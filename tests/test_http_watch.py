@@ -5,17 +5,10 @@ the server up (a cap on watchers, a slow watcher cut off, disconnects, shutdown)
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 from pathlib import Path
 
-import httpx
-import kubernetes
-import pytest
-from http_helpers import kubeconfig, kubectl, served
 from watch_helpers import FILES, app_over, eventually, manifest, remove, request, types, watch
 
-from reconcile.api import connect
 from reconcile.http.backlog import Backlog
 from reconcile.http.watchers import WatchLimits, close_watches, watchers_of
 from reconcile.http.watching import Watch
@@ -53,6 +46,29 @@ class TestEvents:
         assert modified["metadata"]["managedFields"][0]["manager"] == "reconcile"  # the wire form
         versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events[2:]]
         assert versions == sorted(versions)
+
+    async def test_each_store_backs_a_watch(self, tmp_path: Path, store_url: str) -> None:
+        """SQLite and PostgreSQL alike: the list, a change, a deletion, and 410 after compaction."""
+        async with app_over(tmp_path, store=store_url) as (client, app):
+            await client.apply(manifest("index"), origin=tmp_path / "a.yaml")
+            stream = await watch(app)
+            await stream.wait_events(1)
+            await client.apply(manifest("index", content="changed\n"), origin=tmp_path / "a.yaml")
+            await remove(client, "index")
+            events = await stream.wait_events(4)
+            stream.disconnect()
+            await stream.wait_ended()
+            await client.compact(await client.revision())
+            expired = await watch(app, resourceVersion="1")
+            await expired.wait_ended()
+        assert types(events) == [
+            ("ADDED", "index"),
+            ("MODIFIED", "index"),
+            ("MODIFIED", "index"),
+            ("DELETED", "index"),
+        ]
+        [error] = expired.events
+        assert (error["type"], error["object"]["code"]) == ("ERROR", 410)
 
     async def test_a_watch_from_a_resource_version_sends_only_later_changes(self, tmp_path: Path) -> None:
         """resourceVersion N: the events after N, nothing listed."""
@@ -294,140 +310,6 @@ class TestLimits:
             await stream.wait_ended()
         assert stream.ended
         assert watchers_of(app).count == 0
-
-
-async def _open_watch(host: str, port: int, query: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    reader, writer = await asyncio.open_connection(host, port)
-    writer.write(f"GET {FILES}?{query} HTTP/1.1\r\nHost: {host}\r\nAccept: application/json\r\n\r\n".encode())
-    await writer.drain()
-    head = await reader.readuntil(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200"), head
-    return reader, writer
-
-
-async def _chunk(reader: asyncio.StreamReader) -> bytes:
-    """The next chunk of a chunked response."""
-    size = int((await reader.readuntil(b"\r\n")).strip(), 16)
-    return (await reader.readexactly(size + 2))[:-2]
-
-
-class TestServed:
-    """Watches over real sockets, against ``reconcile serve``."""
-
-    @pytest.mark.slow
-    async def test_a_thousand_watchers_each_get_the_change(self, tmp_path: Path) -> None:
-        """1,000 concurrent watch connections: each receives the change; the server answers
-        GETs meanwhile and after they all go."""
-        db = tmp_path / "state.db"
-        async with connect(f"sqlite:///{db}") as client:
-            await client.apply(manifest("index"), origin=tmp_path / "a.yaml")
-            head = await client.revision()
-            with served(db) as url:
-                host, port = url.removeprefix("http://").rsplit(":", 1)
-                query = f"watch=true&resourceVersion={head}"
-                watchers = [await _open_watch(host, int(port), query) for _ in range(1000)]
-                async with httpx.AsyncClient(base_url=url, timeout=60) as http:
-                    during = await http.get(FILES)
-                    await client.apply(manifest("index", content="changed\n"), origin=tmp_path / "a.yaml")
-                    lines = await asyncio.wait_for(
-                        asyncio.gather(*(_chunk(reader) for reader, _ in watchers)), 120
-                    )
-                    for _, writer in watchers:
-                        writer.close()
-                    after = await http.get(FILES)
-        assert during.status_code == after.status_code == 200
-        assert len(lines) == 1000
-        for line in lines:
-            event = json.loads(line)
-            assert event["type"] == "MODIFIED"
-            assert event["object"]["spec"]["content"] == "changed\n"
-
-    async def test_a_stream_over_http_with_its_timeout(self, tmp_path: Path) -> None:
-        """httpx reads a chunked stream: the listed object, a change, then the end at
-        timeoutSeconds; kubectl get --raw reads the same stream."""
-        db = tmp_path / "state.db"
-        async with connect(f"sqlite:///{db}") as client:
-            await client.apply(manifest("index"), origin=tmp_path / "a.yaml")
-            with served(db) as url:
-                async with httpx.AsyncClient(base_url=url, timeout=60) as http:
-                    params = {"watch": "1", "timeoutSeconds": "2"}
-                    async with http.stream("GET", FILES, params=params) as response:
-                        assert response.headers["transfer-encoding"] == "chunked"
-                        events = []
-                        async for line in response.aiter_lines():
-                            events.append(json.loads(line))
-                            if len(events) == 1:
-                                await client.apply(manifest("about"), origin=tmp_path / "a.yaml")
-                config = kubeconfig(tmp_path / "kubeconfig", url)
-                raw = kubectl(config, "get", "--raw", f"{FILES}?watch=true&timeoutSeconds=1")
-        assert types(events) == [("ADDED", "index"), ("ADDED", "about")]
-        assert types([json.loads(line) for line in raw.stdout.splitlines()]) == [
-            ("ADDED", "about"),
-            ("ADDED", "index"),
-        ]
-
-    async def test_kubectl_get_watch_prints_each_change(self, tmp_path: Path) -> None:
-        """kubectl get -w --output-watch-events: the listed rows, then a row per change, in
-        the kind's columns (each event's object a Table of its row)."""
-        db = tmp_path / "state.db"
-        async with connect(f"sqlite:///{db}") as client:
-            await client.apply(manifest("index"), origin=tmp_path / "a.yaml")
-            with served(db) as url:
-                config = kubeconfig(tmp_path / "kubeconfig", url)
-                process = await asyncio.create_subprocess_exec(
-                    "kubectl",
-                    "get",
-                    "files",
-                    "-w",
-                    "--output-watch-events",
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    env={**os.environ, "KUBECONFIG": str(config), "KUBECACHEDIR": str(tmp_path / "cache")},
-                )
-                assert process.stdout is not None
-                try:
-
-                    async def line() -> list[str]:
-                        assert process.stdout is not None
-                        return (await asyncio.wait_for(process.stdout.readline(), 60)).decode().split()
-
-                    header, listed = await line(), await line()
-                    await client.apply(manifest("about"), origin=tmp_path / "a.yaml")
-                    added = await line()
-                    await client.apply(manifest("index", content="x\n"), origin=tmp_path / "a.yaml")
-                    modified = await line()
-                finally:
-                    process.terminate()
-                    await process.wait()
-        assert header[:4] == ["EVENT", "NAME", "READY", "SYNCED"]
-        assert listed[:2] == ["ADDED", "index"]
-        assert added[:2] == ["ADDED", "about"]
-        assert modified[:2] == ["MODIFIED", "index"]
-
-    async def test_the_python_clients_dynamic_watch(self, tmp_path: Path) -> None:
-        """The kubernetes Python client's dynamic client: list, then watch from the list's
-        resourceVersion (as its informers do), getting the change made in between."""
-        db = tmp_path / "state.db"
-        async with connect(f"sqlite:///{db}") as client:
-            await client.apply(manifest("index"), origin=tmp_path / "a.yaml")
-            with served(db) as url:
-                api_client = kubernetes.config.new_client_from_config(str(kubeconfig(tmp_path / "kc", url)))
-                files = kubernetes.dynamic.DynamicClient(api_client).resources.get(
-                    api_version="files.reconcile.dev/v1", kind="File"
-                )
-                listed = await asyncio.to_thread(files.get, namespace="default")
-                await client.apply(manifest("about"), origin=tmp_path / "a.yaml")
-
-                def watched() -> list[tuple[str, str]]:
-                    stream = files.watch(
-                        namespace="default", resource_version=listed.metadata.resourceVersion, timeout=1
-                    )
-                    return [(event["type"], event["object"].metadata.name) for event in stream]
-
-                events = await asyncio.to_thread(watched)
-                api_client.close()
-        assert [item.metadata.name for item in listed.items] == ["index"]
-        assert events == [("ADDED", "about")]
 
 
 class TestBacklog:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import pytest
 from http_helpers import api
@@ -16,10 +17,11 @@ from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reconcile.api import Client, connect
+from reconcile.errors import VersionWarning
 from reconcile.http import create_app
 from reconcile.http.context import USER_SCOPE_KEY, User
 from reconcile.model import KindRegistry
-from reconcile.testing.kinds import GIZMO
+from reconcile.testing.kinds import GIZMO, GIZMO_V1ALPHA1
 
 FILES = "/apis/files.reconcile.dev/v1/namespaces/default/files"
 MERGE = {"content-type": "application/merge-patch+json"}
@@ -696,6 +698,27 @@ class TestVersions:
                 assert patched.json()["apiVersion"] == "example.reconcile.dev/v1alpha1"
                 assert patched.json()["spec"] == {"size": 1, "color": "green"}
                 assert (await client.get("Gizmo", "g")).spec.colors == ("green",)
+
+    async def test_a_deprecated_version_is_warned_about(self, tmp_path: Path) -> None:
+        """A write in a deprecated version succeeds with Kubernetes' Warning header."""
+        gizmos = "/apis/example.reconcile.dev/v1alpha1/namespaces/default/gizmos"
+        deprecated = attrs.evolve(GIZMO_V1ALPHA1, deprecated=True)
+        kind = attrs.evolve(GIZMO, versions=(deprecated,))
+        async with connect(f"sqlite:///{tmp_path / 'api.db'}", kinds=KindRegistry([kind])) as client:
+            transport = httpx.ASGITransport(app=create_app(client))
+            async with httpx.AsyncClient(transport=transport, base_url="http://reconcile") as http:
+                body = {
+                    "apiVersion": "example.reconcile.dev/v1alpha1",
+                    "kind": "Gizmo",
+                    "metadata": {"name": "g"},
+                    "spec": {"size": 1},
+                }
+                with pytest.warns(VersionWarning):  # the Python API's own warning, in the server
+                    response = await http.post(gizmos, json=body)
+        assert response.status_code == 201, response.text
+        assert response.headers.get_list("warning") == [
+            '299 - "example.reconcile.dev/v1alpha1 Gizmo is deprecated; use example.reconcile.dev/v1"'
+        ]
 
 
 class TestActingAs:

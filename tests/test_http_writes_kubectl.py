@@ -80,7 +80,8 @@ def test_create_replace_and_delete(server: tuple[str, Path], tmp_path: Path) -> 
 
 def test_patch_label_annotate(server: tuple[str, Path], tmp_path: Path) -> None:
     """patch --type merge and json; the default strategic patch refused as Kubernetes
-    refuses it for a custom resource; label and annotate."""
+    refuses it for a custom resource; an immutable field refused; the status subresource
+    patched; label and annotate."""
     _, config = server
     kubectl(config, "create", "-f", str(write_manifest(tmp_path, "patched")))
     merge = kubectl(
@@ -97,6 +98,8 @@ def test_patch_label_annotate(server: tuple[str, Path], tmp_path: Path) -> None:
     )
     assert immutable.returncode != 0
     assert "spec.path" in immutable.stderr
+    status = '{"status": {"atProvider": {"seen": "yes"}}}'
+    kubectl(config, "patch", "file", "patched", "--subresource=status", "--type", "merge", "-p", status)
     kubectl(config, "label", "file", "patched", "tier=web")
     kubectl(config, "annotate", "file", "patched", "note=hi")
     document = get(config, "patched")
@@ -104,6 +107,7 @@ def test_patch_label_annotate(server: tuple[str, Path], tmp_path: Path) -> None:
     assert document["spec"]["mode"] == "0600"  # type: ignore[index]
     assert document["metadata"]["labels"] == {"tier": "web"}  # type: ignore[index]
     assert document["metadata"]["annotations"] == {"note": "hi"}  # type: ignore[index]
+    assert document["status"]["atProvider"] == {"seen": "yes"}  # type: ignore[index]
 
 
 def test_apply_edit_diff_and_dry_run(server: tuple[str, Path], tmp_path: Path) -> None:

@@ -27,6 +27,8 @@ COUNT = 3000
 LEASE = 1.5
 RENEW = 0.3
 DEADLINE = 45.0
+#: How many of its keys a runner must still have to converge when it is paused.
+TO_GO = 30
 
 
 def _runner(url: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
@@ -49,16 +51,20 @@ async def _table(url: str) -> tuple[ShardTable, dict[str, Any]]:
     try:
         table = await store.shard_table() or ShardTable((), {}, 0)  # None: no runner yet
         ready = 0
+        unready: collections.Counter[int] = collections.Counter()  # shard -> files not Ready
         after: tuple[str, str] | None = None
         while True:
             page = await store.list("files.reconcile.dev", "File", after=after, limit=1000)
             for obj in page.items:
                 conditions = obj.body.get("status", {}).get("conditions", [])
-                ready += any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+                if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                    ready += 1
+                else:
+                    unready[shard_of(obj.key, len(table.leases) or 64)] += 1
             if page.next_after is None:
                 break
             after = page.next_after
-        return table, {"ready": ready}
+        return table, {"ready": ready, "unready": unready}
     finally:
         await store.close()
 
@@ -219,9 +225,14 @@ def _pause_past_lease(
     refused_before = _refused_by(url, paused)
     seen = [_written_by(url, paused)]
 
-    def busy() -> bool:  # writing now: it has reconciles in flight to be refused later
+    def busy() -> bool:
+        """Writing now, with keys of its shards still to converge: reconciles in flight
+        to be refused later (a runner seen writing may have just finished its share, and
+        a pause then catches it idle, with nothing to refuse)."""
         seen.append(_written_by(url, paused))
-        return seen[-1] > seen[-2]
+        table, objects = asyncio.run(_table(url))
+        to_go = sum(objects["unready"][shard] for shard in table.by_holder().get(paused, ()))
+        return seen[-1] > seen[-2] and to_go >= TO_GO
 
     _wait("the runner to pause is at work", busy)
     before_pause = set(look().by_holder().get(paused, ()))

@@ -32,6 +32,7 @@ from reconcile.api import connect
 from reconcile.http import create_app
 from reconcile.http.context import USER_SCOPE_KEY, Attributes, User
 from reconcile.http.errors import ApiError, error_response
+from reconcile.http.tokens import hash_token
 from reconcile.model.conditions import ConditionStatus
 
 FILES = "/apis/files.reconcile.dev/v1/namespaces/default/files"
@@ -345,6 +346,89 @@ def test_a_reader_sees_no_actions_and_an_editors_pause_is_theirs(
             return [(e.type, e.user) for e in await client.history("File", "index")]
 
     assert ("MetadataChanged", "editor") in aside(recorded())
+
+
+RULES = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: viewer}
+rules:
+  - {apiGroups: ["*"], resources: ["*", "*/history"], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: admin}
+rules:
+  - {apiGroups: ["*"], resources: ["*"], verbs: ["*"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: readers-view}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: viewer}
+subjects: [{kind: Group, name: readers}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: ops-admin}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}
+subjects: [{kind: Group, name: ops}]
+"""
+
+
+def test_through_serves_tokens_and_rules_a_reader_has_no_actions_and_an_editors_pause_is_theirs(
+    tmp_path: Path, browser: Any, page: Any
+) -> None:
+    """``reconcile serve --token-file --authorization-config``: the page itself loads
+    without a token, then asks for one; a reader (viewer rules) sees no action; an
+    editor (admin rules) pauses, recorded under the editor's name; the tokens never reach
+    the store."""
+    db, root = tmp_path / "state.db", tmp_path / "site"
+    apply(db, root, file_manifest("index", "hi\n"))
+    reader, editor = "reader-" + "r" * 30, "editor-" + "e" * 30
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(
+        yaml.safe_dump(
+            {
+                "tokens": [
+                    {"hash": hash_token(reader), "user": "rita", "groups": ["readers"]},
+                    {"hash": hash_token(editor), "user": "erin", "groups": ["ops"]},
+                ]
+            }
+        )
+    )
+    rules = tmp_path / "rbac.yaml"
+    rules.write_text(RULES)
+    with serving_to(page, db, "--token-file", str(tokens), "--authorization-config", str(rules)) as url:
+        with httpx.Client(base_url=url) as http:
+            assert http.get("/ui/").status_code == 200
+            assert http.get("/ui/static/main.js").status_code == 200
+            assert http.get("/ui/api/kinds").status_code == 401
+            assert http.get(FILES).status_code == 401
+        _sign_in(page, url, reader)
+        assert page.inner_text("#who") == "rita"
+        assert page.locator("#pause, #resume, #delete").count() == 0
+        expect(page.locator("#live")).to_have_attribute("data-state", "live")
+
+        other = browser.new_context(viewport=DESKTOP).new_page()
+        other.set_default_timeout(TIMEOUT_MS)
+        _sign_in(other, url, editor)
+        assert other.inner_text("#who") == "erin"
+        other.locator("#pause").click()
+        other.locator('#confirm button[value="confirm"]').click()
+        expect(other.locator("#paused")).to_have_text("yes")
+        expect(other.locator("#timeline li").first.locator(".who")).to_contain_text("erin")
+        expect(page.locator("#paused")).to_have_text("yes")  # the reader's page, through its watch
+        other.goto("about:blank")
+        other.context.close()
+
+    async def recorded() -> list[tuple[str, str | None]]:
+        async with connect(f"sqlite:///{db}") as client:
+            return [(e.type, e.user) for e in await client.history("File", "index")]
+
+    assert ("MetadataChanged", "erin") in aside(recorded())
+    stored = b"".join(path.read_bytes() for path in tmp_path.glob("state.db*"))
+    assert reader.encode() not in stored
+    assert editor.encode() not in stored
 
 
 @pytest.mark.xfail(strict=True, reason="needs serve --run (helper E)")

@@ -43,9 +43,11 @@ async def remove(client: Client, name: str, namespace: str = "default") -> None:
 
 
 @contextlib.asynccontextmanager
-async def app_over(tmp_path: Path, **app_options: Any) -> AsyncIterator[tuple[Client, Starlette]]:
-    """A client on a SQLite file store and the app over it."""
-    async with connect(f"sqlite:///{tmp_path / 'api.db'}") as client:
+async def app_over(
+    tmp_path: Path, *, store: str | None = None, **app_options: Any
+) -> AsyncIterator[tuple[Client, Starlette]]:
+    """A client on a store (a SQLite file unless ``store`` names another) and the app over it."""
+    async with connect(store or f"sqlite:///{tmp_path / 'api.db'}") as client:
         yield client, create_app(client, **app_options)
 
 

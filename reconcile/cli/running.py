@@ -284,6 +284,7 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
         return True
     printer: asyncio.Task[None] | None = None
     ok = True
+    lost: LockedError | None = None
     try:
         if not quiet and not (once and isatty()):
             printer = asyncio.create_task(print_actions(runtime, click.echo))
@@ -292,17 +293,11 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
             with progress.running():
                 state = await _converge(runtime, max(0.0, deadline - time.monotonic()), progress)
             ok = state is not None and state.converged
-            _report_once(runtime, state, timeout)
+            lost = runtime.lock_lost
+            if lost is None:
+                _report_once(runtime, state, timeout)
         else:
-            sharing = runtime.sharding
-            if sharing is not None:
-                click.echo(
-                    f"reconcile: runner {sharing.runner} holds {len(sharing.held)} of {sharing.count} shards",
-                    err=True,
-                )
-            click.echo(f"reconcile: running on {where} (Ctrl-C to stop)", err=True)
-            await runtime.run_until_stopped()
-            click.echo("reconcile: stopping", err=True)
+            lost = await _serve(runtime, where)
     finally:
         if printer is not None:
             printer.cancel()
@@ -310,11 +305,35 @@ async def _run(settings: Settings, run_options: RunOptions) -> bool:
                 await printer
         left = max(0.0, deadline - time.monotonic())
         clean = await runtime.close(deadline=min(run_options.shutdown_deadline, left) if once else None)
-        if not clean:
+        if not clean and runtime.lock_lost is None:
             click.echo(
                 "reconcile: some reconciles were abandoned at the deadline; a restart resumes them", err=True
             )
+    if lost is not None:
+        raise Failure(
+            str(lost),
+            f"{lost.holder} reconciles the store now; start this one again with --standby to take over "
+            "when it stops",
+        )
     return ok
+
+
+async def _serve(runtime: Runtime, where: str) -> LockedError | None:
+    """Run until stopped (a signal); the runner lock's loss, if that is what stopped it
+    (as a lost leader election stops a controller manager)."""
+    sharing = runtime.sharding
+    if sharing is not None:
+        click.echo(
+            f"reconcile: runner {sharing.runner} holds {len(sharing.held)} of {sharing.count} shards",
+            err=True,
+        )
+    click.echo(f"reconcile: running on {where} (Ctrl-C to stop)", err=True)
+    try:
+        await runtime.run_until_stopped()
+    except LockedError as exc:
+        return exc
+    click.echo("reconcile: stopping", err=True)
+    return None
 
 
 def _report_once(runtime: Runtime, state: Convergence | None, timeout: float) -> None:

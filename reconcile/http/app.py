@@ -28,6 +28,7 @@ from reconcile.http.errors import ApiError, error_response
 from reconcile.http.health import health_routes
 from reconcile.http.mapping import ResourceMap
 from reconcile.http.reads import get_object, list_objects
+from reconcile.http.reviews import auth_routes, serve_reviews
 from reconcile.http.subresources import get_history, get_status, patch_status, replace_status
 from reconcile.http.ui import CsrfGuard, ui_routes
 from reconcile.http.watchers import WatchLimits, configure_watches
@@ -98,7 +99,14 @@ def create_app(
     many, how far behind, bookmark period; end them all with
     :func:`~reconcile.http.watchers.close_watches` when shutting down)."""
     app = Starlette(
-        routes=[*routes, *health_routes(), *discovery_routes(), *resource_routes(), *ui_routes()],
+        routes=[
+            *routes,
+            *health_routes(),
+            *auth_routes(),
+            *discovery_routes(),
+            *resource_routes(),
+            *ui_routes(),
+        ],
         middleware=[Middleware(CsrfGuard), *middleware],
         exception_handlers={
             ApiError: _api_error,
@@ -110,5 +118,6 @@ def create_app(
     app.state.reconcile = ApiState(
         client=client, resources=ResourceMap(client.kinds), authorizer=authorizer or AllowAll()
     )
+    serve_reviews(app.state.reconcile)
     configure_watches(app.state.reconcile, watch_limits)
     return app

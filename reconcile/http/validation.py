@@ -123,9 +123,16 @@ async def validated(
     return await write(document), dropped if mode == "Warn" else []  # pragma: no cover - a last try
 
 
-def add_warnings(response: Response, paths: list[str]) -> Response:
-    """``response`` with Kubernetes' ``Warning`` header for each unknown field dropped."""
-    for path in paths:
-        escaped = f'unknown field "{path}"'.replace("\\", "\\\\").replace('"', '\\"')
+def add_warnings(response: Response, paths: list[str], resource: ApiResource | None = None) -> Response:
+    """``response`` with Kubernetes' ``Warning`` header for each unknown field dropped,
+    and for the use of a deprecated version (``resource``'s, when it is one)."""
+    messages = [f'unknown field "{path}"' for path in paths]
+    if resource is not None and resource.spoke is not None:
+        kind = resource.kind
+        deprecation = resource.spoke.warning(resource.group_version, kind.kind, kind.api_version)
+        if deprecation is not None:
+            messages.insert(0, deprecation)
+    for message in messages:
+        escaped = message.replace("\\", "\\\\").replace('"', '\\"')
         response.headers.append("Warning", f'299 - "{escaped}"')
     return response

@@ -23,6 +23,7 @@ from starlette.requests import Request
 
 from reconcile.http.context import ApiState, state
 from reconcile.http.errors import ApiError
+from reconcile.http.shutdown import on_shutdown
 
 __all__ = [
     "WatchLimits",
@@ -180,11 +181,6 @@ def watchers_of(holder: ApiState | Request | Any) -> Watchers:
     return registry
 
 
-#: The app's shutdown hooks in :attr:`ApiState.extras` (``reconcile.http.shutdown``'s
-#: list: ``reconcile serve`` runs them once it stops accepting connections).
-SHUTDOWN_HOOKS = "shutdown_hooks"
-
-
 def configure_watches(found: ApiState, limits: WatchLimits | None) -> Watchers:
     """Give an app's state its watch registry, with ``limits``, and a shutdown hook that
     ends every open watch (:meth:`Watchers.close_all`, within the limits' ``grace``)."""
@@ -194,7 +190,7 @@ def configure_watches(found: ApiState, limits: WatchLimits | None) -> Watchers:
     async def end_watches() -> None:
         await registry.close_all(registry.limits.grace)
 
-    found.extras.setdefault(SHUTDOWN_HOOKS, []).append(end_watches)
+    on_shutdown(found, end_watches)  # reconcile serve runs them once it stops accepting
     return registry
 
 

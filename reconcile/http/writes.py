@@ -135,7 +135,7 @@ def respond(
     """The written object in the URL's version (``obj`` a resource, or a body)."""
     body = obj if isinstance(obj, Mapping) else client.converter.unstructure(obj)
     response = present_object(request, found, to_wire(client, found.resource, body), status)
-    return add_warnings(response, warnings)
+    return add_warnings(response, warnings, found.resource)
 
 
 def check_uid(found: Target, document: Mapping[str, Any], uid: str) -> None:

@@ -87,6 +87,9 @@ class Health:
     controllers: tuple[ControllerHealth, ...]
     #: The shards this runner holds (None: not sharing the store with other runners).
     sharding: ShardingHealth | None = None
+    #: Why this runner stopped reconciling: its runner lock lost to another runner (None:
+    #: not lost). Neither ready nor healthy then: restarted as a standby, it waits its turn.
+    lock_lost: str | None = None
 
     @classmethod
     def of(
@@ -95,19 +98,25 @@ class Health:
         *,
         started: bool,
         sharding: ShardingHealth | None = None,
+        lock_lost: str | None = None,
     ) -> Health:
         """Sum up the controllers."""
-        healthy = all(c.running and c.watching for c in controllers)
+        healthy = lock_lost is None and all(c.running and c.watching for c in controllers)
         # A store that refuses writes (down, read-only) makes a runner not ready, yet
         # healthy: restarting it would not help, and it resumes on its own.
-        ready = started and all(
-            c.running and c.synced and c.watching and c.store_failure is None for c in controllers
+        ready = (
+            started
+            and lock_lost is None
+            and all(c.running and c.synced and c.watching and c.store_failure is None for c in controllers)
         )
-        return cls(ready=ready, healthy=healthy, controllers=controllers, sharding=sharding)
+        return cls(
+            ready=ready, healthy=healthy, controllers=controllers, sharding=sharding, lock_lost=lock_lost
+        )
 
     def problems(self) -> list[str]:
-        """Every controller's problems (empty when ready)."""
-        return [problem for c in self.controllers for problem in c.problems()]
+        """The lost runner lock, if so, and every controller's problems (empty when ready)."""
+        lost = [] if self.lock_lost is None else [self.lock_lost]
+        return lost + [problem for c in self.controllers for problem in c.problems()]
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready, for a probe endpoint."""

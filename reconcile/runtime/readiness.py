@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock
 from reconcile.controller.controlling import Controller
+from reconcile.errors import LockedError
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource
@@ -33,6 +34,7 @@ class Readiness:
     supervisor: Supervisor
     tracker: Tracker
     sharding: Sharding | None
+    lock_lost: LockedError | None
     _client: Client | None
 
     if TYPE_CHECKING:
@@ -71,7 +73,10 @@ class Readiness:
                 )
             )
         sharding = None if self.sharding is None else self.sharding.health()
-        return Health.of(tuple(controllers), started=self._client is not None, sharding=sharding)
+        lost = None if self.lock_lost is None else str(self.lock_lost)
+        return Health.of(
+            tuple(controllers), started=self._client is not None, sharding=sharding, lock_lost=lost
+        )
 
     async def wait_synced(self) -> None:
         """Wait until every controller's cache holds its first list."""

@@ -46,6 +46,7 @@ from reconcile.runtime.hosting import (
     factory_of,
     function_reconciler,
 )
+from reconcile.runtime.leading import RunnerGate
 from reconcile.runtime.operators import Operator, operators_among
 from reconcile.runtime.options import RuntimeOptions
 from reconcile.runtime.readiness import Readiness
@@ -115,6 +116,11 @@ class Runtime(Applying, Readiness, Stopping):
         #: This runner's shard leases, once started with ``sharding`` on a store that
         #: shares (PostgreSQL); None otherwise (the runner lock instead).
         self.sharding: Sharding | None = None
+        #: The runner lock's gate, when the lock can be lost and fences (PostgreSQL
+        #: without sharding; see :mod:`reconcile.runtime.leading`).
+        self._gate: RunnerGate | None = None
+        #: Why this runner stopped: its runner lock lost to another runner (None: held).
+        self.lock_lost: LockedError | None = None
 
     @property
     def client(self) -> Client:
@@ -145,6 +151,7 @@ class Runtime(Applying, Readiness, Stopping):
         Raises InvalidError (having closed what it opened) when a provider refuses its
         config: nothing is reconciled with a config that cannot work."""
         self._closing = None
+        self._gate, self.lock_lost = None, None
         operators = list(self._operators)
         registry = KindRegistry(self._extra_kinds or ())
         if self._providers is None:
@@ -197,6 +204,8 @@ class Runtime(Applying, Readiness, Stopping):
                 self.collector = GarbageCollector(self._client, self._cache, clock=self.clock)
                 if self.sharding is not None:
                     self._gate_collector(self.collector, self.sharding)
+                else:
+                    self.collector.gate = self._gate
                 self.tracker.follow_collector(self.collector)
                 self.supervisor.start(COLLECTOR_MANAGER, self.collector.run)
         except BaseException:
@@ -247,7 +256,29 @@ class Runtime(Applying, Readiness, Stopping):
                 continue
             if waiting:
                 LOG.warning("%s: the runner lock is ours; starting", store.url)
+            await self._fence_runner(store, self._claim)
             return
+
+    async def _fence_runner(self, store: EventStore, claim: Claim) -> None:
+        """Fence this runner's controllers by its lock, where the lock can be lost
+        (see :mod:`reconcile.runtime.leading`): their writes carry its fence, a loss
+        stops them."""
+        fence = await claim.fence()
+        if fence is None:
+            return
+        self._gate = RunnerGate(claim, fence)
+        self.client.user = fence.holder  # as a sharded runner's: which runner wrote
+
+        def lost(holder: str) -> None:
+            self.lock_lost = LockedError(
+                f"{store.url}: lost the runner lock to {holder}: this runner stops reconciling (its "
+                "writes since are refused)",
+                holder=holder,
+            )
+            LOG.error("%s", self.lock_lost)
+            self.request_stop()
+
+        claim.on_lost(lost)
 
     async def _share(self, store: EventStore) -> bool:
         """With ``sharding``: a share of the store's shard leases instead of the runner
@@ -369,7 +400,7 @@ class Runtime(Applying, Readiness, Stopping):
         )
         for owned_kind in owned:
             controller.owns(owned_kind)
-        controller.gate = self.sharding
+        controller.gate = self.sharding if self.sharding is not None else self._gate
         self.controllers[name] = controller
         self.tracker.follow(controller)
         self.supervisor.start(name, controller.run)

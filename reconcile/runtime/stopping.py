@@ -12,7 +12,7 @@ from reconcile.api.client import Client
 from reconcile.controller.clocks import Clock
 from reconcile.controller.collecting import GarbageCollector
 from reconcile.controller.controlling import Controller
-from reconcile.errors import ReconcileError
+from reconcile.errors import LockedError, ReconcileError
 from reconcile.model.external import ExternalClient
 from reconcile.runtime.converging import Tracker
 from reconcile.runtime.options import RuntimeOptions
@@ -36,6 +36,7 @@ class Stopping:
     collector: GarbageCollector | None
     sharding: Sharding | None
     _claim: Claim | None
+    lock_lost: LockedError | None
     _client: Client | None
     _connections: dict[str, ExternalClient]
     _stop: asyncio.Event
@@ -67,21 +68,29 @@ class Stopping:
         await self._stop.wait()
 
     async def run_until_stopped(self) -> None:
-        """Serve until :meth:`request_stop` (or a signal, with ``handle_signals``)."""
+        """Serve until :meth:`request_stop` (or a signal, with ``handle_signals``).
+
+        Raises LockedError, naming the new holder, when the stop came from the runner
+        lock lost to another runner (see :mod:`reconcile.runtime.leading`): as
+        controller-runtime's manager returns "leader election lost"."""
         await self._stop.wait()
+        if self.lock_lost is not None:
+            raise self.lock_lost
 
     async def close(self, *, deadline: float | None = None) -> bool:
         """Drain and stop. In-flight reconciles get ``deadline`` seconds (default: the
         ``shutdown_deadline`` option) to finish; returns False if some had to be
         abandoned then (the log and the external markers keep that safe: a restart
-        resumes). A caller with a deadline of its own (``reconcile run --once
-        --timeout``) passes what is left of it.
+        resumes); none once the runner lock was lost. A caller with a deadline of its
+        own (``reconcile run --once --timeout``) passes what is left of it.
 
         Idempotent, and shielded: a cancelled ``close()`` still finishes in the
         background (no store thread is left to keep the process alive), and a second
         ``close()`` waits for the first to end."""
         if self._closing is None:
             budget = self.options.shutdown_deadline if deadline is None else max(0.0, deadline)
+            if self.lock_lost is not None:
+                budget = 0.0  # no graceful drain for a lost lock (controller-runtime's way)
             self._closing = asyncio.get_running_loop().create_task(self._close(budget), name="runtime close")
         return await finish(self._closing)
 

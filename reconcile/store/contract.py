@@ -23,7 +23,7 @@ import attrs
 from reconcile.model.events import Bookmark
 from reconcile.model.meta import ObjectKey
 from reconcile.store.encoding import dumps, load_body
-from reconcile.store.fencing import Leases, ShardTable
+from reconcile.store.fencing import Fence, Leases, ShardTable
 
 __all__ = [
     "ADMISSION_HEADROOM",
@@ -330,6 +330,21 @@ class Claim(Protocol):
 
     def release(self) -> None:
         """Give the claim up (idempotent)."""
+
+    @property
+    def lost(self) -> str | None:
+        """Who holds the claim now, if this process lost it without releasing it (a
+        connection lost and another process took it meanwhile); None while it is held.
+        A claim that cannot be lost (SQLite's lock file) is never lost."""
+
+    def on_lost(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(holder)`` once the claim is found lost (see :attr:`lost`)."""
+
+    async def fence(self) -> Fence | None:
+        """Fence the writes made under this claim: the fence they carry (set as
+        :data:`~reconcile.store.fencing.FENCE`), refused by the store once another process
+        took the claim after this one. None where the claim cannot be lost (SQLite): its
+        writes need no fence."""
 
 
 class StoreLocation(Protocol):

@@ -19,6 +19,12 @@ cannot write once another runner took the shard over, whatever its own clock bel
 A backend that does not share (SQLite: one runner, by the runner lock) ignores fences
 and leases: :meth:`~reconcile.store.contract.EventStore.lease_shards` returns None
 there, and the one runner owns every key.
+
+The runner lock of an unsharded runner fences the same way where the store can lose it
+(PostgreSQL: a session lock goes with its connection): its fence names the shard
+:data:`RUNNER_LOCK` and the epoch the store counted when this runner took the lock
+(:meth:`~reconcile.store.contract.Claim.fence`), and a write under it is refused once
+another runner took the lock after it.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from reconcile.model.meta import ObjectKey
 __all__ = [
     "DEFAULT_SHARDS",
     "FENCE",
+    "RUNNER_LOCK",
     "Fence",
     "Leases",
     "ShardLease",
@@ -45,6 +52,8 @@ __all__ = [
 
 #: Shards of a store whose lease table is made without saying how many.
 DEFAULT_SHARDS = 64
+#: The shard a fence of the runner lock names (no shard: every key, the lock's epoch).
+RUNNER_LOCK = -1
 
 
 def shard_of(key: ObjectKey, shards: int) -> int:

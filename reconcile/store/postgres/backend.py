@@ -48,7 +48,7 @@ from reconcile.store.finishing import finish
 from reconcile.store.following import follow, matcher
 from reconcile.store.paging import page_of
 from reconcile.store.postgres import copying, leasing, maintenance, schema
-from reconcile.store.postgres.addressing import check_url, connect, errors, masked, transient
+from reconcile.store.postgres.addressing import check_url, connect_raw, errors, masked, transient
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
 from reconcile.store.postgres.heading import SAFE_HEAD
 from reconcile.store.postgres.listening import Listener
@@ -148,20 +148,17 @@ class PostgresStore:
         return f"PostgresStore({self._where!r})"
 
     async def open(self) -> Self:
-        """Connect, check the schema (creating it in an empty one unless read-only), start
-        listening and the writer."""
+        """Connect, check the schema (creating or upgrading it unless read-only), start
+        listening and the writer. A server that is down, restarting or lost mid-way is
+        tried again with backoff for up to ``patience`` seconds, each attempt from a new
+        connection (the schema steps are one transaction: a retry after an unknown outcome
+        finds them done or not begun); bad input (credentials, an unknown database, another
+        application's tables, a newer schema) fails at once."""
         try:
             with errors(self._dsn):
-                first = await connect(self._dsn)
-                try:
-                    if self.read_only:
-                        self._layout = await schema.read_layout(first, self._where)
-                        await schema.check_exists(first, self._where)
-                    else:
-                        self._layout = await schema.prepare(first, self._where)
-                except BaseException:
-                    await first.close()
-                    raise
+                first = await retrying(
+                    self._first, url=self._dsn, where=f"{self._where}: opening", patience=self.patience
+                )
                 if self.read_only:
                     await first.close()
                 else:
@@ -169,14 +166,35 @@ class PostgresStore:
                 self._pool = await asyncpg.create_pool(
                     self._dsn, min_size=0, max_size=self._readers, reset=_unchanged
                 )
+                assert self._layout is not None
                 await self._listening.start(self._layout.channel)
                 self._tail.head = await self.revision()
         except BaseException:
             await self._close_connections()
             raise
         if not self.read_only:
+            assert self._layout is not None
             self._writes.start(first, self._layout.channel)
         return self
+
+    async def _first(self) -> Any:
+        """One attempt of :meth:`open`: a connection, its schema checked (and prepared
+        unless read-only); the connection ended on any failure."""
+        first = await connect_raw(self._dsn)
+        try:
+            if self.read_only:
+                self._layout = await schema.read_layout(first, self._where)
+                await schema.check_exists(first, self._where)
+            else:
+                self._layout = await schema.prepare(first, self._where)
+        except BaseException as exc:
+            instead = after_failure(first, exc) if isinstance(exc, Exception) else None
+            if not first.is_closed():
+                first.terminate()
+            if instead is not None:
+                raise instead from exc
+            raise
+        return first
 
     async def __aenter__(self) -> Self:
         return await self.open()

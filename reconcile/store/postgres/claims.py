@@ -5,15 +5,24 @@ Why a session lock rather than a lease row: the contract's claim "dies with its 
 however it ends". A session lock is released by the server the moment its connection
 ends, a SIGKILL included (the kernel closes the socket; the server sees it at once), with
 no expiry to wait out and no clock to trust, and nothing is written to the database. It
-does not fence: a process that is paused, not dead, keeps its lock (and its connection)
-and a lease with an epoch is what fencing needs; shard leases, which share the work
-among several processes, are a table of their own (later work), and this claim is only
-the single-runner lock.
+does not expire: a process that is paused, not dead, keeps its lock (and its connection);
+shard leases, which share the work among several processes, are a table of their own
+(:mod:`.leasing`), and this claim is only the single-runner lock.
 
 A server restart ends every session, and with it the lock: the claim takes it again on a
 new connection (with backoff, for as long as it takes). Another process that took it
 first (a ``--standby`` runner) wins; the claim then says so (``lost``, and an error in
 the log): the two runners are no longer exclusive, and one of them must be stopped.
+
+Fencing (:meth:`AdvisoryClaim.fence`, what a Runtime asks of its runner lock): the
+claim counts the lock's epoch up in ``reconcile_meta`` under the lock
+(:func:`~.leasing.take_runner_fence`), and the writes of its controllers carry that epoch:
+once another runner took the lock (the first one's session ended: a network cut, a
+terminated backend, a pause outlived by its connection) and counted it up in turn, the
+first one's writes are refused in their transaction. A fenced claim that takes its lock
+again after a lost connection checks the epoch is still its own: if another runner held
+the lock meanwhile, the claim is ``lost`` too (whoever holds the lock now), and the
+listeners given to :meth:`AdvisoryClaim.on_lost` are told.
 
 The holder is named from ``pg_stat_activity``: its ``application_name`` says pid and
 host, set by the claiming connection.
@@ -32,12 +41,16 @@ import contextlib
 import datetime
 import logging
 import os
+import secrets
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from reconcile.errors import LockedError, StoreError
+from reconcile.store.fencing import RUNNER_LOCK, Fence
 from reconcile.store.postgres.addressing import connect, connect_raw, errors, masked
+from reconcile.store.postgres.leasing import runner_fence, take_runner_fence
 from reconcile.store.postgres.retrying import LONGEST_WAIT, retrying
 
 __all__ = ["AdvisoryClaim", "claim_advisory"]
@@ -66,6 +79,8 @@ class AdvisoryClaim:
         #: Who took the lock while this claim's connection was lost (None: nobody).
         self.lost: str | None = None
         self._again: asyncio.Task[None] | None = None
+        self._fence: Fence | None = None
+        self._on_lost: list[Callable[[str], None]] = []
         if url:
             connection.add_termination_listener(self._ended)
 
@@ -85,6 +100,33 @@ class AdvisoryClaim:
             with contextlib.suppress(Exception):
                 connection.terminate()
 
+    def on_lost(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(holder)`` when the claim is found lost (see :attr:`lost`)."""
+        self._on_lost.append(listener)
+
+    async def fence(self) -> Fence:
+        """Fence the writes made under this claim: count the lock's epoch up in the store
+        (waiting for the commits a former holder has in flight) and return the fence
+        they carry (see the module's story)."""
+        if self._fence is None:
+            holder = f"{_application().removeprefix('reconcile: ')} ({secrets.token_hex(3)})"
+            with errors(self._url):
+                epoch = await take_runner_fence(self._connection, holder)
+            self._fence = Fence(RUNNER_LOCK, epoch, holder)
+        return self._fence
+
+    def _lose(self, holder: str, why: str) -> None:
+        self.lost = holder
+        LOG.error(
+            "%s: the %s lock was lost with its connection and %s: this runner is no longer alone "
+            "on the store",
+            masked(self._url),
+            self._name,
+            why,
+        )
+        for listener in self._on_lost:
+            listener(holder)
+
     def _ended(self, connection: Any) -> None:
         if connection is not self._connection or self._again is not None:
             return  # released, or already taking it again
@@ -98,14 +140,10 @@ class AdvisoryClaim:
                     with errors(self._url):
                         again = await retrying(self._take, url=self._url, where=masked(self._url))
                 except LockedError as exc:
-                    self.lost = exc.holder
-                    LOG.error(  # noqa: TRY400 - said, not a traceback: the holder is the news
-                        "%s: the %s lock was lost with its connection and %s took it: this runner "
-                        "is no longer alone on the store; stop one of them",
-                        masked(self._url),
-                        self._name,
-                        exc.holder,
-                    )
+                    self._lose(exc.holder, f"{exc.holder} took it")
+                    return
+                except _Moved as exc:
+                    self._lose(exc.holder, f"{exc.holder} held it meanwhile")
                     return
                 except StoreError as exc:  # the server still away: said, then tried again
                     LOG.warning("%s; the %s lock is tried again", exc, self._name)
@@ -124,14 +162,26 @@ class AdvisoryClaim:
     async def _take(self) -> Any:
         connection = await connect_raw(self._url, server_settings={"application_name": _application()})
         try:
-            if await connection.fetchval("SELECT pg_try_advisory_lock($1)", self._key):
-                return connection
-            holder = await _holder(connection, self._key)
+            taken = await connection.fetchval("SELECT pg_try_advisory_lock($1)", self._key)
+            now = await runner_fence(connection) if taken and self._fence is not None else None
+            holder = "" if taken else await _holder(connection, self._key)
         except BaseException:
             connection.terminate()
             raise
-        connection.terminate()
+        if taken and (self._fence is None or now == (self._fence.holder, self._fence.epoch)):
+            return connection
+        connection.terminate()  # a lock fenced by another runner meanwhile: not ours to keep
+        if taken:
+            raise _Moved("another runner" if now is None else f"{now[0]} (epoch {now[1]})")
         raise LockedError(f"{masked(self._url)}: {holder} holds the {self._name} lock", holder=holder)
+
+
+class _Moved(Exception):  # noqa: N818 - internal signal, never escapes
+    """The lock taken again, but its fence names another holder or epoch now."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(holder)
+        self.holder = holder
 
 
 def _application() -> str:

@@ -64,8 +64,8 @@ from reconcile.store.contract import (
     WriteResult,
 )
 from reconcile.store.encoding import dumps, load_body
-from reconcile.store.fencing import Fence
-from reconcile.store.postgres.leasing import check_fences
+from reconcile.store.fencing import RUNNER_LOCK, Fence
+from reconcile.store.postgres.leasing import RUNNER_FENCE, check_fences
 from reconcile.store.postgres.retrying import record
 from reconcile.store.recent import EventRow
 
@@ -126,6 +126,16 @@ _RESERVE = (
     "FROM (SELECT reconcile_reserve($1) AS first OFFSET 0) AS r LEFT JOIN LATERAL "
     "(SELECT id, resource_version, live FROM reconcile_objects WHERE id = ANY($2::bigint[]) "
     "AND r.first IS NOT NULL ORDER BY id FOR UPDATE) AS o ON true"
+)
+#: :data:`_RESERVE`, with the runner lock's fence row (``$3``: its key) read ``FOR SHARE``
+#: in the same round trip (see :mod:`.leasing`): its holder and epoch in every row.
+_RESERVE_FENCED = (
+    "SELECT r.first, o.id, o.resource_version, o.live, f.holder, f.epoch "
+    "FROM (SELECT reconcile_reserve($1) AS first OFFSET 0) AS r LEFT JOIN LATERAL "
+    "(SELECT id, resource_version, live FROM reconcile_objects WHERE id = ANY($2::bigint[]) "
+    "AND r.first IS NOT NULL ORDER BY id FOR UPDATE) AS o ON true LEFT JOIN LATERAL "
+    "(SELECT value->>'holder' AS holder, (value->>'epoch')::bigint AS epoch FROM reconcile_meta "
+    "WHERE key = $3 AND r.first IS NOT NULL FOR SHARE) AS f ON true"
 )
 _NEW, _N, _AT = _table(
     "n",
@@ -211,6 +221,13 @@ class Committed:
 def _fenced_error(write: PendingWrite) -> FencedError:
     fence = write.fence
     assert fence is not None
+    if fence.shard == RUNNER_LOCK:
+        return FencedError(
+            f"{write.key}: the runner lock moved on (this write carried epoch {fence.epoch} of "
+            f"{fence.holder}); another runner reconciles the store now",
+            shard=fence.shard,
+            epoch=fence.epoch,
+        )
     return FencedError(
         f"{write.key}: the lease of shard {fence.shard} moved on (this write carried epoch "
         f"{fence.epoch} of {fence.holder}); the key is another runner's now",
@@ -419,7 +436,10 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     expected: int,
     stale: set[Fence],
 ) -> Committed:
-    fences = {w.fence for w in batch if w.fence is not None}
+    # The runner lock's fence is checked in pass 2 only, with the reservation: it is
+    # rarely stale, and a check of its own would be a round trip of every commit of an
+    # unsharded runner.
+    fences = {w.fence for w in batch if w.fence is not None and w.fence.shard != RUNNER_LOCK}
     if fences:  # a plain read (no transaction id yet); checked again under lock in pass 2
         stale |= await check_fences(conn, fences - stale, lock=False)
     slots = await _load_slots(conn, list({w.key: None for w in batch}))
@@ -456,14 +476,20 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     # subquery runs once its outer row exists: locking a row gives the transaction its
     # id, which must come from the reservation).
     held = [s for s in slots.values() if s.touched and s.id is not None]
-    rows = await conn.fetch(_RESERVE, len(events), [s.id for s in held])
+    writing = {w.fence for w in owners if w.fence is not None}
+    runner = {f for f in writing if f.shard == RUNNER_LOCK}
+    if runner:
+        rows = await conn.fetch(_RESERVE_FENCED, len(events), [s.id for s in held], RUNNER_FENCE)
+    else:
+        rows = await conn.fetch(_RESERVE, len(events), [s.id for s in held])
     first = int(rows[0][0])
     reserved(first)
-    writing = {w.fence for w in owners if w.fence is not None}
     if writing:
         # Under lock: a takeover committed before this (refused: run again without the
         # writes it fences) or waits until this transaction ends.
-        moved = await check_fences(conn, writing, lock=True)
+        moved = {f for f in runner if (rows[0][4], rows[0][5]) != (f.holder, f.epoch)}
+        if writing - runner:
+            moved |= await check_fences(conn, writing - runner, lock=True)
         if moved:
             raise _Fenced(moved)
     shift = first - PROVISIONAL

@@ -37,6 +37,12 @@ The fence check (:func:`check_fences`) reads the rows of the batch's shards ``FO
 SHARE`` inside the commit's transaction: a takeover, which must update the row, either
 committed before (the write is refused) or waits until the commit ends (the write
 happened while the lease was still the writer's).
+
+The runner lock of an unsharded runner (a session advisory lock, :mod:`.claims`) fences
+the same way through one row of ``reconcile_meta``, ``claim:runner`` (the holder and an
+epoch): a runner that takes the lock counts the epoch up (:func:`take_runner_fence`)
+before it reconciles anything, and its controllers' writes carry that epoch, checked
+``FOR SHARE`` in the statement that reserves their revisions (no round trip of its own).
 """
 
 from __future__ import annotations
@@ -47,7 +53,17 @@ from typing import Any
 from reconcile.model.meta import ObjectKey
 from reconcile.store.fencing import DEFAULT_SHARDS, Fence, Leases, ShardLease, ShardTable
 
-__all__ = ["check_fences", "create_tables", "record_refusals", "release", "renew", "shard_table"]
+__all__ = [
+    "RUNNER_FENCE",
+    "check_fences",
+    "create_tables",
+    "record_refusals",
+    "release",
+    "renew",
+    "runner_fence",
+    "shard_table",
+    "take_runner_fence",
+]
 
 _RENEW = """CREATE OR REPLACE FUNCTION reconcile_renew(
     p_holder text, p_about text, p_duration float8, p_release integer[], p_count integer, p_forget float8
@@ -119,6 +135,8 @@ _TABLES = (
         actor text NOT NULL
     )""",
 )
+#: The ``reconcile_meta`` row of the runner lock's fence: its holder and epoch.
+RUNNER_FENCE = "claim:runner"
 #: Seconds after which a runner that stopped renewing is forgotten altogether.
 _FORGET_AFTER = 3600.0
 
@@ -219,7 +237,8 @@ async def shard_table(conn: Any) -> ShardTable | None:
 async def check_fences(conn: Any, fences: Iterable[Fence], *, lock: bool) -> set[Fence]:
     """Those of ``fences`` whose lease moved on (another holder or epoch); with ``lock``
     the rows are read ``FOR SHARE`` (a takeover waits for this transaction), in shard
-    order."""
+    order. The runner lock's fence is checked with the commit's reservation instead
+    (see :mod:`.committing`)."""
     wanted = {f.shard for f in fences}
     if not wanted:
         return set()
@@ -230,6 +249,29 @@ async def check_fences(conn: Any, fences: Iterable[Fence], *, lock: bool) -> set
     )
     now = {int(shard): (holder, int(epoch)) for shard, holder, epoch in rows}
     return {f for f in fences if now.get(f.shard) != (f.holder, f.epoch)}
+
+
+async def take_runner_fence(conn: Any, holder: str) -> int:
+    """The runner lock just taken by ``holder`` (on ``conn``, which holds it): its epoch
+    counted one up and the holder recorded, so every write fenced by an earlier holder
+    is refused from now on. The update waits for the commits checking the row (``FOR
+    SHARE``) to end: a write the former holder commits is before the takeover or refused."""
+    epoch = await conn.fetchval(
+        "INSERT INTO reconcile_meta AS m (key, value) VALUES ($1, jsonb_build_object('holder', $2::text, "
+        "'epoch', 1)) ON CONFLICT (key) DO UPDATE SET value = jsonb_build_object('holder', $2::text, "
+        "'epoch', (m.value->>'epoch')::bigint + 1) RETURNING (value->>'epoch')::bigint",
+        RUNNER_FENCE,
+        holder,
+    )
+    return int(epoch)
+
+
+async def runner_fence(conn: Any) -> tuple[str, int] | None:
+    """The runner lock's latest fencing holder and epoch (None: no runner fenced yet)."""
+    row = await conn.fetchrow(
+        "SELECT value->>'holder', (value->>'epoch')::bigint FROM reconcile_meta WHERE key = $1", RUNNER_FENCE
+    )
+    return None if row is None else (str(row[0]), int(row[1]))
 
 
 async def record_refusals(conn: Any, refused: Iterable[tuple[Fence, ObjectKey, str]]) -> None:

@@ -47,10 +47,11 @@ class Listener:
         self._others_heard = False
 
     async def start(self, channel: str) -> None:
-        """Connect and listen on ``channel`` (StoreError naming the server if it cannot)."""
+        """Connect and listen on ``channel``, a lost server tried again for up to the
+        patience (StoreError naming the server if it cannot)."""
         self.channel = channel
         with errors(self._url, "cannot connect: "):
-            await self._listen()
+            await retrying(self._listen, url=self._url, where=self._where, patience=self._patience)
 
     async def stop(self) -> None:
         """Stop coming back, end the reads in flight, close the connection."""

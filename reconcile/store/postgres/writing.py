@@ -29,7 +29,7 @@ from reconcile.errors import StoreUnavailableError
 from reconcile.model.meta import ObjectKey
 from reconcile.store.batching import Batcher, Results
 from reconcile.store.contract import Mutation
-from reconcile.store.fencing import FENCE
+from reconcile.store.fencing import FENCE, RUNNER_LOCK
 from reconcile.store.postgres.addressing import errors
 from reconcile.store.postgres.committing import Committed, PendingWrite, commit_batch
 from reconcile.store.postgres.leasing import record_refusals
@@ -150,12 +150,12 @@ class Writer(Batcher[PendingWrite, Committed]):
         runner that lost its leases must be visible afterwards, not only refused."""
         self.fenced += len(refused)
         shards = sorted({w.fence.shard for w in refused if w.fence is not None})
-        LOG.warning(
-            "%s: %d write(s) refused: the lease of shard(s) %s moved on to another runner",
-            self.path,
-            len(refused),
-            ", ".join(map(str, shards)),
+        moved = (
+            "the runner lock"
+            if shards == [RUNNER_LOCK]
+            else f"the lease of shard(s) {', '.join(map(str, shards))}"
         )
+        LOG.warning("%s: %d write(s) refused: %s moved on to another runner", self.path, len(refused), moved)
         try:
             with errors(self.url):
                 await record_refusals(

@@ -20,6 +20,7 @@ import errno
 import fcntl
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 from reconcile.errors import LockedError, StoreError
@@ -41,6 +42,17 @@ class FileClaim:
     def held(self) -> bool:
         """Whether it has not been released."""
         return self._fd is not None
+
+    @property
+    def lost(self) -> str | None:
+        """Never: a lock on an open file is held until released or the process ends."""
+        return None
+
+    def on_lost(self, listener: Callable[[str], None]) -> None:
+        """Nothing to tell: the claim is never lost."""
+
+    async def fence(self) -> None:
+        """No fence: the one runner's writes need none (the claim is never lost)."""
 
     def release(self) -> None:
         """Remove the file while still holding it, then unlock and close (the kernel's

@@ -1,7 +1,7 @@
 // The web view's entry: the kinds, the live caches, the header's "live" indicator and the
 // routes (#/ the overview, #/objects[/GROUP/PLURAL] the objects, #/object/... one object).
 
-import { ROOT, auth, call, setToken, token } from "./api.js";
+import { ROOT, auth, call, setToken, token, tokenGiven } from "./api.js";
 import { fill, h } from "./dom.js";
 import { Live } from "./live.js";
 import { objectPage } from "./object.js";
@@ -80,8 +80,8 @@ async function start() {
   dialog.addEventListener("close", () => {
     if (dialog.returnValue === "save") {
       setToken(dialog.querySelector("input").value.trim());
-      who();
-      if (!live) start();
+      document.getElementById("signout").hidden = false;
+      if (live) who();
     }
   });
   document.getElementById("signin").addEventListener("click", tokenDialog);
@@ -93,12 +93,20 @@ async function start() {
     if (!dialog.open) tokenDialog();
   });
   let kinds;
-  try {
-    kinds = (await call("/ui/api/kinds")).kinds;
-    performance.mark("reconcile:kinds");
-  } catch (error) {
-    fill(main, h("h2", {}, "Cannot reach the server"), h("p", {}, error.message));
-    return;
+  for (;;) {
+    try {
+      kinds = (await call("/ui/api/kinds")).kinds;
+      performance.mark("reconcile:kinds");
+      break;
+    } catch (error) {
+      if (error.status === 401) {
+        fill(main, h("h2", { tabindex: "-1" }, "Sign in"), h("p", {}, "The server asks who you are: give your bearer token."));
+        await tokenGiven();
+        continue;
+      }
+      fill(main, h("h2", {}, "Cannot reach the server"), h("p", {}, error.message));
+      return;
+    }
   }
   live = new Live(kinds);
   live.addEventListener("state", showIndicator);
