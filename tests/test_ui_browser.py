@@ -34,6 +34,7 @@ from reconcile.http.context import USER_SCOPE_KEY, Attributes, User
 from reconcile.http.errors import ApiError, error_response
 from reconcile.http.tokens import hash_token
 from reconcile.model.conditions import ConditionStatus
+from reconcile.runtime.health import ControllerHealth, Health, ShardingHealth
 
 FILES = "/apis/files.reconcile.dev/v1/namespaces/default/files"
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -176,6 +177,48 @@ def test_the_overviews_counts_match_the_store(tmp_path: Path, page: Any) -> None
         screenshot(page, "overview")
 
 
+def test_the_overview_shows_the_runners_health(tmp_path: Path, page: Any) -> None:
+    """An app serving beside a runner (``serve --run``): its controllers' queues, the shards
+    it holds, and a problem in words."""
+    controller = ControllerHealth(
+        name="File",
+        synced=True,
+        watching=False,
+        running=True,
+        crashes=0,
+        watch_failures=2,
+        cached=3,
+        depth=4,
+        processing=1,
+        waiting=0,
+        longest_running=0.5,
+    )
+    sharding = ShardingHealth(
+        runner="runner-a", shards=8, held=(0, 2, 5), draining=(), runners=2, since_renewal=0.1
+    )
+
+    @contextlib.asynccontextmanager
+    async def build() -> AsyncIterator[Starlette]:
+        async with connect(f"sqlite:///{tmp_path / 'api.db'}") as client:
+            app = create_app(client)
+            app.state.reconcile.runtime_health = lambda: Health.of(
+                (controller,), started=True, sharding=sharding
+            )
+            yield app
+
+    with serving(build) as url:
+        page.goto(f"{url}/ui/")
+        health = page.locator("#health")
+        expect(health).to_contain_text("Shards held0, 2, 5 of 8 (runner runner-a, 2 runners)")
+        expect(health).to_contain_text("Controller File")
+        expect(health).to_contain_text(
+            "watch restarting; 4 queued, 1 in progress, 0 waiting, 0 crashes, 2 watch failures"
+        )
+        expect(health).to_contain_text("File: watch broken, restarting (2 failures so far)")
+        screenshot(page, "overview-runner")
+        page.goto("about:blank")
+
+
 def test_the_objects_table_filters_and_sorts(tmp_path: Path, page: Any) -> None:
     """By label selector, free text and a column's sort; at a phone's width too."""
     db, root = tmp_path / "state.db", tmp_path / "site"
@@ -257,6 +300,35 @@ def test_the_diff_between_two_revisions_names_the_changed_field(tmp_path: Path, 
         assert '"content": "hello\\n"' in page.inner_text("#document-at")
         page.locator("#revisions").scroll_into_view_if_needed()
         screenshot(page, "diff")
+
+
+def test_an_objects_owner_and_children_link_both_ways(tmp_path: Path, page: Any) -> None:
+    """A File owned by another: the child's page links its owner, the owner's its child,
+    and the keyboard follows the links."""
+    db = tmp_path / "api.db"
+
+    @contextlib.asynccontextmanager
+    async def build() -> AsyncIterator[Starlette]:
+        async with connect(f"sqlite:///{db}") as client:
+            parent = await client.apply(file_manifest("parent", "p\n"), origin=tmp_path / "site.yaml")
+            child = file_manifest("child", "c\n")
+            reference = {"apiVersion": "files.reconcile.dev/v1", "kind": "File", "name": "parent"}
+            child["metadata"]["ownerReferences"] = [{**reference, "uid": parent.metadata.uid}]
+            await client.apply(child, origin=tmp_path / "site.yaml")
+            yield create_app(client)
+
+    with serving(build) as url:
+        page.goto(f"{url}/ui/#/object/files.reconcile.dev/v1/files/default/child")
+        owner = page.locator("#owners a")
+        expect(owner).to_have_text("File parent")
+        owner.focus()
+        page.keyboard.press("Enter")
+        expect(page.locator("h2 .name")).to_have_text("parent")
+        expect(page.locator("main h2")).to_be_focused()
+        expect(page.locator("#children a")).to_have_text("File child")
+        page.locator("#timeline").wait_for()
+        screenshot(page, "object")
+        page.goto("about:blank")
 
 
 class Bearer:

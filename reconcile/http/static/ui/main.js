@@ -12,6 +12,7 @@ const main = document.getElementById("main");
 const indicator = document.getElementById("live");
 let live = null;
 let leave = () => {};
+let routed = false;
 
 function showIndicator() {
   if (!live) return;
@@ -54,8 +55,12 @@ function route() {
     if (current) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
+  // A new view starts at its top, its heading focused (a screen reader announces it); not
+  // on the first load, where the focus stays at the start of the page.
+  window.scrollTo(0, 0);
   const heading = main.querySelector("h2");
-  if (heading && document.activeElement !== document.body) heading.focus();
+  if (heading && routed) heading.focus();
+  routed = true;
 }
 
 function tokenDialog() {

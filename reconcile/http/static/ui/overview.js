@@ -75,9 +75,17 @@ function healthList(health, live) {
   if (health.runtime) {
     const runtime = health.runtime;
     items.push(["Runner", runtime.healthy === false ? "unhealthy" : runtime.ready ? "ready" : "starting"]);
-    for (const [name, value] of Object.entries(runtime)) {
-      if (["healthy", "ready"].includes(name)) continue;
-      items.push([name, typeof value === "object" ? JSON.stringify(value) : String(value)]);
+    for (const problem of runtime.problems || []) items.push(["Problem", problem]);
+    const sharding = runtime.sharding;
+    if (sharding) {
+      const held = sharding.held.length ? sharding.held.join(", ") : "none";
+      items.push(["Shards held", `${held} of ${sharding.shards} (runner ${sharding.runner}, ${sharding.runners} runners)`]);
+    }
+    for (const c of runtime.controllers || []) {
+      const state = !c.running ? "restarting" : !c.watching ? "watch restarting" : c.synced ? "watching" : "syncing";
+      const queue = `${c.depth} queued, ${c.processing} in progress, ${c.waiting} waiting`;
+      const trouble = c.crashes || c.watch_failures ? `, ${c.crashes} crashes, ${c.watch_failures} watch failures` : "";
+      items.push([`Controller ${c.name}`, `${state}; ${queue}${trouble}`]);
     }
   } else {
     items.push(["Runner", "none in this server (reconcile serve without --run)"]);
