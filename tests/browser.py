@@ -26,17 +26,24 @@ DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 
 
+def require_chromium() -> None:
+    """Debian's chromium and Playwright's package are here (or the test is skipped loudly,
+    failed under ``CI=true``)."""
+    if not CHROMIUM.exists():
+        missing = f"{CHROMIUM} is missing (make test installs it)"
+        unavailable("chromium", "the web view's browser tests", missing)
+    try:
+        import playwright.sync_api  # noqa: F401, PLC0415 - a dev dependency, checked here
+    except ImportError as exc:
+        unavailable("playwright", "the web view's browser tests", str(exc))
+
+
 @contextlib.contextmanager
 def chromium() -> Iterator[Any]:
     """A headless chromium (Playwright's ``Browser``)."""
-    if not CHROMIUM.exists():
-        unavailable(
-            "chromium", "the web view's browser tests", f"{CHROMIUM} is missing (make test installs it)"
-        )
-    try:
-        from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency, checked here
-    except ImportError as exc:
-        unavailable("playwright", "the web view's browser tests", str(exc))
+    require_chromium()
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency, checked there
+
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         try:
