@@ -412,13 +412,23 @@ def test_a_reader_sees_no_actions_and_an_editors_pause_is_theirs(
         expect(latest).to_have_attribute("data-type", "MetadataChanged")
         expect(latest.locator(".who")).to_contain_text("editor")
         screenshot(editor, "editor-pause")
+        editor.select_option("#propagation", "Orphan")
+        editor.locator("#delete").click()
+        expect(editor.locator("#confirm")).to_contain_text("Its children: kept (orphaned).")
+        editor.locator('#confirm button[value="confirm"]').click()
+        expect(editor.locator("#notice")).to_have_text("Deletion requested.")
+        expect(editor.locator("#reason")).to_have_text("Deleting")
+        expect(editor.locator("#delete")).to_have_count(0)
+        editor.goto("about:blank")
         editor.context.close()
 
     async def recorded() -> list[tuple[str, str | None]]:
         async with connect(f"sqlite:///{db}") as client:
             return [(e.type, e.user) for e in await client.history("File", "index")]
 
-    assert ("MetadataChanged", "editor") in aside(recorded())
+    events = aside(recorded())
+    assert ("MetadataChanged", "editor") in events
+    assert events[-1] == ("DeletionRequested", "editor"), events  # its finalizer holds it
 
 
 RULES = """
