@@ -27,6 +27,7 @@ from http_helpers import CHECKOUT, reconcile_command, served
 from servers import free_port
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reconcile.api import connect
@@ -329,6 +330,28 @@ def test_an_objects_owner_and_children_link_both_ways(tmp_path: Path, page: Any)
         expect(page.locator("#children a")).to_have_text("File child")
         page.locator("#timeline").wait_for()
         screenshot(page, "object")
+        page.goto("about:blank")
+
+
+def test_the_view_of_an_app_a_host_mounted(tmp_path: Path, page: Any) -> None:
+    """``host.mount("/k8s", create_app(client))``: the view at /k8s/ui/ reads the API under
+    /k8s, live, and the page's pause passes the forgery guard."""
+
+    @contextlib.asynccontextmanager
+    async def build() -> AsyncIterator[Starlette]:
+        async with connect(f"sqlite:///{tmp_path / 'api.db'}") as client:
+            await client.apply(file_manifest("hosted", "h\n"), origin=tmp_path / "site.yaml")
+            yield Starlette(routes=[Mount("/k8s", create_app(client))])
+
+    with serving(build) as url:
+        page.goto(f"{url}/k8s/ui")
+        page.get_by_role("link", name="Objects").click()
+        expect(page.locator('#objects tr[data-key="File/default/hosted"]')).to_have_count(1)
+        expect(page.locator("#live")).to_have_attribute("data-state", "live")
+        page.get_by_role("link", name="hosted").click()
+        page.locator("#pause").click()
+        page.locator('#confirm button[value="confirm"]').click()
+        expect(page.locator("#paused")).to_have_text("yes")
         page.goto("about:blank")
 
 
