@@ -459,7 +459,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: viewer}
 rules:
-  - {apiGroups: ["*"], resources: ["*", "*/history"], verbs: [get, list, watch]}
+  - {apiGroups: [files.reconcile.dev], resources: [files, files/history], verbs: [get, list, watch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -514,6 +514,12 @@ def test_through_serves_tokens_and_rules_a_reader_has_no_actions_and_an_editors_
         assert page.inner_text("#who") == "rita"
         assert page.locator("#pause, #resume, #delete").count() == 0
         expect(page.locator("#live")).to_have_attribute("data-state", "live")
+        page.get_by_role("link", name="Overview").click()
+        expect(page.locator("#counts tr[data-kind=File] td[data-count=total]")).to_have_text("1")
+        expect(page.locator("#counts tr[data-kind=Bucket]")).to_contain_text("no access")
+        expect(page.locator("#live")).to_have_attribute("data-state", "live")
+        page.go_back()
+        page.locator("#ready").wait_for()
 
         other = browser.new_context(viewport=DESKTOP).new_page()
         other.set_default_timeout(TIMEOUT_MS)

@@ -89,6 +89,10 @@ export class KindCache extends EventTarget {
           this.setState("unsupported", "this server does not stream changes");
           return;
         }
+        if (error instanceof ApiFailure && error.status === 403) {
+          this.setState("forbidden", error.message); // this user may not list or watch the kind
+          return;
+        }
         if (error instanceof ApiFailure && error.status === 401) {
           this.setState("lost", "waiting for a token");
           await tokenGiven();
@@ -200,7 +204,7 @@ export class Live extends EventTarget {
 
   /** "live", "lost", "connecting" or "unsupported", over the caches started. */
   summary() {
-    const started = [...this.caches.values()].filter((c) => c.running);
+    const started = [...this.caches.values()].filter((c) => c.running && c.state !== "forbidden");
     const lost = started.filter((c) => c.state === "lost");
     if (lost.length) {
       const since = Math.min(...lost.map((c) => c.lostSince || Date.now()));

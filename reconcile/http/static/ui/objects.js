@@ -118,8 +118,10 @@ export function objects(main, live, params) {
     }
     const shown = rows.slice(0, view.shown);
     for (const row of shown) row.cells = { ...row.cells, age: age(row.document.metadata.creationTimestamp, now) };
+    const denied = kinds.filter((kind) => live.cache(kind).state === "forbidden").map((kind) => kind.kind);
     summary.textContent = `${rows.length} of ${total} object${total === 1 ? "" : "s"}` +
-      (shown.length < rows.length ? `, the first ${shown.length} shown` : "");
+      (shown.length < rows.length ? `, the first ${shown.length} shown` : "") +
+      (denied.length ? ` (you may not list ${denied.join(", ")})` : "");
     more.hidden = shown.length >= rows.length;
     const head = h(
       "tr",

@@ -35,7 +35,7 @@ function countsTable(live) {
       cell("notReady", c.notReady),
       cell("deleting", c.deleting),
       cell("paused", c.paused),
-      h("td", {}, cache.loaded ? "" : "loading…"),
+      h("td", {}, cache.state === "forbidden" ? "no access" : cache.loaded ? "" : "loading…"),
     );
   });
   return h(
