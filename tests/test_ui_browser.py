@@ -53,12 +53,17 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    """A fresh page at 1280x800 (its own session storage), errors of its scripts collected."""
+    """A fresh page at 1280x800 (its own session storage); its scripts' errors and any
+    breach of its Content-Security-Policy fail the test."""
     context = browser.new_context(viewport=DESKTOP)
     opened = context.new_page()
     opened.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.on(
+        "console",
+        lambda message: errors.append(message.text) if "Content Security Policy" in message.text else None,
+    )
     opened.script_errors = errors
     yield opened
     context.close()
