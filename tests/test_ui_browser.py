@@ -146,6 +146,18 @@ async def _store_counts(db: Path) -> dict[str, int]:
     return counts
 
 
+UNLABELLED = """() => [...document.querySelectorAll("input, select, textarea, button")]
+  .filter((e) => e.getClientRects().length)
+  .filter((e) => !(e.labels && e.labels.length) && !e.getAttribute("aria-label") && !e.textContent.trim())
+  .map((e) => e.outerHTML)"""
+
+
+def unlabelled(page: Any) -> list[str]:
+    """The visible controls without a label (nor a text or an aria-label)."""
+    found: list[str] = page.evaluate(UNLABELLED)
+    return found
+
+
 def page_counts(page: Any, kind: str) -> dict[str, int]:
     """The overview's counts of ``kind``."""
     row = page.locator(f'#counts tr[data-kind="{kind}"]')
@@ -255,6 +267,7 @@ def test_the_objects_table_filters_and_sorts(tmp_path: Path, page: Any) -> None:
         page.get_by_label("Label selector").fill("")
         page.get_by_label("Search").fill("")
         expect(page.locator("#objects tbody tr")).to_have_count(3)
+        assert unlabelled(page) == []
         cells = page.locator('#objects tbody tr td[data-column="ready"]').all_inner_texts()
         assert cells == ["True", "True", "True"]
         screenshot(page, "objects")
@@ -334,6 +347,7 @@ def test_an_objects_owner_and_children_link_both_ways(tmp_path: Path, page: Any)
         expect(page.locator("main h2")).to_be_focused()
         expect(page.locator("#children a")).to_have_text("File child")
         page.locator("#timeline").wait_for()
+        assert unlabelled(page) == []
         screenshot(page, "object")
         page.goto("about:blank")
 
