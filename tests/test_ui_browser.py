@@ -321,7 +321,8 @@ def test_the_diff_between_two_revisions_names_the_changed_field(tmp_path: Path, 
         first = page.locator("#at option").first.get_attribute("value")
         page.select_option("#at", first)
         assert '"content": "hello\\n"' in page.inner_text("#document-at")
-        page.locator("#revisions").scroll_into_view_if_needed()
+        assert "managedFields" not in page.locator("#diff pre").inner_text()
+        page.locator("#diff").scroll_into_view_if_needed()
         screenshot(page, "diff")
 
 

@@ -23,10 +23,17 @@ export function changedPaths(old, new_, prefix = "") {
   return changes;
 }
 
+/** A document without what every write changes and nobody reads in a diff. */
+export function withoutNoise(document) {
+  if (!document || !document.metadata) return document;
+  const { managedFields, resourceVersion, ...metadata } = document.metadata;
+  return { ...document, metadata };
+}
+
 /** [[" " | "-" | "+", line]] turning a's pretty JSON into b's. */
 export function lineDiff(a, b) {
-  const x = pretty(a).split("\n");
-  const y = pretty(b).split("\n");
+  const x = pretty(withoutNoise(a)).split("\n");
+  const y = pretty(withoutNoise(b)).split("\n");
   const n = x.length;
   const m = y.length;
   if (n * m > 4_000_000) return [...x.map((l) => ["-", l]), ...y.map((l) => ["+", l])];

@@ -106,6 +106,23 @@ function timeline(items, onView) {
   return h("ol", { class: "timeline", id: "timeline", reversed: true }, entries);
 }
 
+/** The changed lines with three lines of context around each, "⋯" where lines are left out. */
+function hunks(lines) {
+  const near = (i) => lines.slice(Math.max(0, i - 3), i + 4).some(([mark]) => mark !== " ");
+  const kept = [];
+  let skipped = false;
+  lines.forEach((line, i) => {
+    if (line[0] !== " " || near(i)) {
+      if (skipped && kept.length) kept.push([" ", "⋯"]);
+      kept.push(line);
+      skipped = false;
+    } else {
+      skipped = true;
+    }
+  });
+  return kept;
+}
+
 function revisionsView(items, chosen) {
   const versions = items.filter((item) => item.object);
   const holder = h("section", { id: "revisions", "aria-labelledby": "revisions-title" }, h("h3", { id: "revisions-title" }, "Revisions"));
@@ -130,14 +147,15 @@ function revisionsView(items, chosen) {
       h(
         "pre",
         { class: "diff", tabindex: "0", "aria-label": "Line diff" },
-        lineDiff(a, b).filter(([mark], i, all) => mark !== " " || all.slice(Math.max(0, i - 3), i + 4).some(([m]) => m !== " ")).map(([mark, line]) =>
+        hunks(lineDiff(a, b)).map(([mark, line]) =>
           h("span", { class: mark === "+" ? "add" : mark === "-" ? "del" : "same" }, `${mark} ${line}\n`),
         ),
       ),
     );
   };
   const drawDocument = () => {
-    documentBox.textContent = pretty(byRevision(shown).object);
+    const { managedFields, ...metadata } = byRevision(shown).object.metadata || {};
+    documentBox.textContent = pretty({ ...byRevision(shown).object, metadata });
   };
   from.addEventListener("change", drawDiff);
   to.addEventListener("change", drawDiff);
