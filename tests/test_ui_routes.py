@@ -16,6 +16,7 @@ from starlette.routing import Mount
 from reconcile.api import connect
 from reconcile.http import create_app
 from reconcile.http.context import Attributes, User
+from reconcile.http.ui.public import is_public_asset
 from reconcile.http.ui.routes import ASSETS
 from reconcile.model import KindRegistry
 
@@ -174,3 +175,25 @@ async def test_the_pages_own_changes_and_other_clients_pass(tmp_path: Path, head
         stored = await client.get("File", "index")
     assert response.status_code == 200, response.text
     assert stored.metadata.annotations["reconcile.dev/paused"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "root", "public"),
+    [
+        ("GET", "/ui/", "", True),
+        ("GET", "/ui", "", True),
+        ("HEAD", "/ui/static/main.js", "", True),
+        ("GET", "/k8s/ui/static/app.css", "/k8s", True),
+        ("POST", "/ui/", "", False),
+        ("GET", "/ui/api/kinds", "", False),
+        ("GET", "/ui/api/access", "", False),
+        ("GET", "/ui/static/../api/kinds", "", False),
+        ("GET", "/apis/files.reconcile.dev/v1/files", "", False),
+        ("GET", "/health", "", False),
+    ],
+)
+def test_only_the_pages_assets_are_public(method: str, path: str, root: str, *, public: bool) -> None:
+    """Authentication lets the page and its assets through without credentials; the
+    helpers that answer with data, and the API, need them."""
+    scope = {"type": "http", "method": method, "path": path, "root_path": root, "headers": []}
+    assert is_public_asset(scope) is public
