@@ -87,6 +87,18 @@ kind: ClusterRoleBinding
 metadata: {name: strangers-read}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}
 subjects: [{kind: Group, name: system:unauthenticated}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: discoverer}
+rules:
+  - {nonResourceURLs: ["/api", "/api/*", "/apis", "/apis/*", "/openapi/*"], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: strangers-discover}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: discoverer}
+subjects: [{kind: Group, name: system:unauthenticated}]
 """
     rbac.write_text(RBAC + extra)
     return tokens, rbac

@@ -38,6 +38,7 @@ from reconcile.http.shutdown import on_shutdown
 from reconcile.http.tokens import hash_token, load_tokens
 
 FILES = "/apis/files.reconcile.dev/v1/namespaces/default/files"
+GATES = "/apis/gates.test/v1/namespaces/default/gates"
 ALICE = secrets.token_urlsafe(32)
 BOB = secrets.token_urlsafe(32)
 
@@ -96,7 +97,8 @@ async def limited(
     limit_options: dict[str, Any] = {"settings": settings}
     if clock is not None:
         limit_options["clock"] = clock
-    routes = [Route("/gate", gate.endpoint)] if gate is not None else []
+    # The gate also at a collection's path, where watch=true is a watch.
+    routes = [Route("/gate", gate.endpoint), Route(GATES, gate.endpoint)] if gate is not None else []
     async with api(
         tmp_path,
         routes=routes,
@@ -175,7 +177,7 @@ class TestRateAndConcurrency:
             held = [asyncio.ensure_future(http.get("/gate", headers=bearer(ALICE))) for _ in range(2)]
             await gate.wait_for(2)
             third = await http.get("/gate", headers=bearer(ALICE))
-            watch = asyncio.ensure_future(http.get("/gate?watch=true", headers=bearer(ALICE)))
+            watch = asyncio.ensure_future(http.get(f"{GATES}?watch=true", headers=bearer(ALICE)))
             bob = asyncio.ensure_future(http.get("/gate", headers=bearer(BOB)))
             await gate.wait_for(4)
             bob_again = await http.get("/gate", headers=bearer(BOB))  # 3 counted in flight in all
@@ -190,12 +192,13 @@ class TestRateAndConcurrency:
         assert after.status_code == 200
 
     def test_watches_are_long_running(self) -> None:
-        """watch=true or 1, or a /watch/ path, on GET only."""
-        assert long_running({"method": "GET", "path": "/x", "query_string": b"watch=true"})
-        assert long_running({"method": "GET", "path": "/x", "query_string": b"limit=1&watch=1"})
-        assert long_running({"method": "GET", "path": "/api/v1/watch/pods", "query_string": b""})
-        assert not long_running({"method": "GET", "path": "/x", "query_string": b"watch=false"})
-        assert not long_running({"method": "POST", "path": "/x", "query_string": b"watch=true"})
+        """watch=true or 1 on a GET of a collection only."""
+        assert long_running({"method": "GET", "path": FILES, "query_string": b"watch=true"})
+        assert long_running({"method": "GET", "path": FILES, "query_string": b"limit=1&watch=1"})
+        everywhere = "/apis/files.reconcile.dev/v1/files"
+        assert long_running({"method": "GET", "path": everywhere, "query_string": b"watch=true"})
+        assert not long_running({"method": "GET", "path": FILES, "query_string": b"watch=false"})
+        assert not long_running({"method": "POST", "path": FILES, "query_string": b"watch=true"})
 
     async def test_buckets_are_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Thousands of clients: full (idle) buckets are dropped, so memory stays bounded."""

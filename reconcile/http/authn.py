@@ -17,11 +17,21 @@ The credentials, in Kubernetes' terms:
 
 With no way to authenticate configured at all (no tokens, no client CA), every request
 is :data:`UNSECURED`: Kubernetes' old insecure port's user, a member of ``system:masters``.
-``reconcile serve`` allows that only on a loopback address.
+``reconcile serve`` allows that only on a loopback address, and answers such a request
+only when its ``Host`` names a loopback address too: a web page whose own name an
+attacker pointed at 127.0.0.1 (DNS rebinding) would otherwise be that user.
+
+A browser's cross-origin request (an ``Origin`` header naming another host than the
+request's ``Host``) is refused with 403 whatever its credentials: a page on another
+site must not write through credentials the browser adds on its own (a client
+certificate, or none at all on an unsecured loopback server) -- a ``POST`` of a JSON
+body without a ``Content-Type`` is a request a page may send anywhere. kubectl and the
+client libraries send no ``Origin``.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -59,6 +69,47 @@ UNSECURED = User("system:unsecured", (MASTERS, AUTHENTICATED))
 
 class Unauthenticated(Exception):  # noqa: N818 - a refusal, not a bug
     """A request whose credentials are wrong or missing; the reason is for the log only."""
+
+
+class Refused(Exception):  # noqa: N818 - a refusal, not a bug
+    """A request refused whoever it is from (403); the message is the client's."""
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, without a port) is a loopback one."""
+    if host.lower() in {"localhost", "localhost."}:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1").strip()
+    return None
+
+
+def _host_name(authority: str) -> str:
+    """The host of a ``Host`` header's value (``[::1]:6443`` -> ``::1``)."""
+    if authority.startswith("["):
+        return authority[1:].partition("]")[0]
+    return authority.rpartition(":")[0] if authority.count(":") == 1 else authority
+
+
+def _cross_origin(scope: Scope) -> str | None:
+    """The ``Origin`` of a browser's request from another origin, None for any other request."""
+    origin = _header(scope, b"origin")
+    if origin is None:
+        return None
+    host = _header(scope, b"host") or ""
+    scheme, _, authority = origin.partition("://")
+    if scheme.lower() not in {"http", "https"} or authority.lower() != host.lower():
+        return origin
+    return None
 
 
 def certificate_user(certificate: Mapping[str, Any]) -> User | None:
@@ -110,7 +161,11 @@ class Authenticator:
         return any(path == public or path.startswith(public + "/") for public in self.public_paths)
 
     def authenticate(self, scope: Scope) -> User:
-        """The request's user (:class:`Unauthenticated` when it has none)."""
+        """The request's user (:class:`Unauthenticated` when it has none, :class:`Refused`
+        for a cross-origin request or an unsecured one not addressed to a loopback host)."""
+        origin = _cross_origin(scope)
+        if origin is not None:
+            raise Refused(f"a cross-origin request (from a page of {origin!r}) is refused")
         token = _bearer(scope)
         if token is not None:
             found = self.tokens.lookup(token) if self.tokens is not None else None
@@ -126,6 +181,12 @@ class Authenticator:
         if self.anonymous or self._public(scope):
             return ANONYMOUS
         if not self.secured:
+            host = _header(scope, b"host")
+            if host is not None and not loopback(_host_name(host)):
+                raise Refused(
+                    "this server authenticates nobody: it answers only requests addressed to a "
+                    "loopback host (127.0.0.1, [::1], localhost)"
+                )
             return UNSECURED
         raise Unauthenticated("no credentials")
 
@@ -144,6 +205,9 @@ class Authenticating:
             return
         try:
             scope[USER_SCOPE_KEY] = self.authenticator.authenticate(scope)
+        except Refused as exc:
+            await self._refuse(scope, receive, send, ApiError(403, str(exc)))
+            return
         except Unauthenticated as exc:
             if is_public_asset(scope):  # the web view's page and assets: no data in them
                 scope[USER_SCOPE_KEY] = ANONYMOUS
@@ -153,9 +217,13 @@ class Authenticating:
             logger.info(
                 "401 for %s %s from %s: %s", scope.get("method"), scope.get("path"), client and client[0], exc
             )
-            if scope["type"] == "websocket":  # refused before it is accepted (policy violation)
-                await send({"type": "websocket.close", "code": 1008})
-                return
-            await error_response(ApiError(401, "Unauthorized"))(scope, receive, send)
+            await self._refuse(scope, receive, send, ApiError(401, "Unauthorized"))
             return
         await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _refuse(scope: Scope, receive: Receive, send: Send, error: ApiError) -> None:
+        if scope["type"] == "websocket":  # refused before it is accepted (policy violation)
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await error_response(error)(scope, receive, send)

@@ -1,4 +1,4 @@
-"""The server's HTTP/1.1 connections: uvicorn's h11 protocol with three additions.
+"""The server's HTTP/1.1 connections: uvicorn's h11 protocol with four additions.
 
 - **A deadline for the request's headers.** uvicorn limits their size
   (``h11_max_incomplete_event_size``) and how long an idle keep-alive connection stays
@@ -8,6 +8,12 @@
   when the first byte of its next request arrives, and the connection is closed when the
   headers are not complete within ``header_timeout`` seconds (Go's ``ReadHeaderTimeout``).
   The body's own deadline is :mod:`reconcile.http.limits`' job.
+- **A deadline for a client that takes nothing.** A response the client does not read
+  fills the socket's buffers, and uvicorn then waits for room without end: the request
+  held its handler, its place among the requests in flight and its memory for ever (a
+  list of many objects, asked for and never read). Here the connection is dropped when
+  its writes stay paused (the client took nothing) for ``write_timeout`` seconds. A
+  watcher that stops reading meets it too, if its own cut-off has not ended it first.
 - **A prompt graceful stop under TLS**: an idle connection is dropped at once (see
   :meth:`_Connection.shutdown`).
 - **The verified TLS client certificate** in the ASGI scope
@@ -50,10 +56,12 @@ class _Connection(H11Protocol):
     """uvicorn's h11 connection with a header deadline and the peer's certificate."""
 
     header_timeout: float = 10.0
+    write_timeout: float = 60.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._header_deadline: asyncio.TimerHandle | None = None
+        self._write_deadline: asyncio.TimerHandle | None = None
         ssl_object = transport.get_extra_info("ssl_object")
         certificate = ssl_object.getpeercert() if ssl_object is not None else None
         if certificate:  # verified by the TLS layer against the client CA
@@ -77,6 +85,23 @@ class _Connection(H11Protocol):
                 "closed a connection from %s: no request headers within %g s", client, self.header_timeout
             )
             self.transport.close()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_deadline is None:
+            self._write_deadline = self.loop.call_later(self.write_timeout, self._writes_too_slow)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def _writes_too_slow(self) -> None:
+        self._write_deadline = None
+        client = self.client[0] if self.client else "unknown"
+        logger.info("dropped a connection from %s: it took nothing for %g s", client, self.write_timeout)
+        self.transport.abort()  # connection_lost follows: the response's writes end at once
 
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is h11.IDLE:
@@ -103,9 +128,15 @@ class _Connection(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_header_clock()
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
         super().connection_lost(exc)
 
 
-def protocol_class(header_timeout: float) -> type[asyncio.Protocol]:
-    """The connection class for ``uvicorn.Config(http=...)``, with ``header_timeout``."""
-    return type("Connection", (_Connection,), {"header_timeout": header_timeout})
+def protocol_class(header_timeout: float, write_timeout: float = 60.0) -> type[asyncio.Protocol]:
+    """The connection class for ``uvicorn.Config(http=...)``, with ``header_timeout`` and
+    ``write_timeout`` (seconds a client may take nothing of a response being written)."""
+    return type(
+        "Connection", (_Connection,), {"header_timeout": header_timeout, "write_timeout": write_timeout}
+    )

@@ -27,6 +27,7 @@ __all__ = [
     "Target",
     "User",
     "authorize",
+    "authorize_path",
     "namespace_or_default",
     "state",
     "target",
@@ -58,6 +59,9 @@ class Attributes:
     namespace: str | None = None
     name: str | None = None
     subresource: str | None = None
+    #: A non-resource request's path (discovery, OpenAPI, ``/health``): then ``group``
+    #: and ``resource`` are empty, and the verb is ``get``.
+    path: str | None = None
 
 
 class Authorizer(Protocol):
@@ -129,6 +133,17 @@ def authorize(request: Request, attributes: Attributes) -> User:
             message,
             details={"group": attributes.group, "kind": attributes.resource, "name": attributes.name},
         )
+    return user
+
+
+def authorize_path(request: Request) -> User:
+    """The request's user, if it may ``get`` the request's path (a non-resource request:
+    discovery, OpenAPI, ``/health``); 403 otherwise, as Kubernetes says it."""
+    user = user_of(request)
+    path = request.scope.get("path", "")
+    path = path.removeprefix(request.scope.get("root_path", "")) or "/"
+    if not state(request).authorizer.allowed(user, Attributes("get", "", "", path=path)):
+        raise ApiError(403, f'forbidden: User "{user.name}" cannot get path "{path}"')
     return user
 
 

@@ -26,7 +26,7 @@ from reconcile.http.errors import ApiError, Cause
 from reconcile.http.options import WriteOptions, boolean, write_options
 from reconcile.http.reads import object_key
 from reconcile.http.responses import json_response
-from reconcile.http.writes import acting_client, check_uid, missing, refusals, respond
+from reconcile.http.writes import acting_client, check_uid, missing, precondition_failed, refusals, respond
 
 __all__ = ["DeleteOptions", "delete_object", "delete_options"]
 
@@ -149,6 +149,12 @@ async def delete_object(request: Request) -> Response:
     if stored is None:
         raise missing(found)
     check_uid(found, {"metadata": {"uid": options.uid}}, stored.uid)
+    wanted = options.resource_version
+    if wanted is not None and wanted != stored.resource_version:
+        current = stored.resource_version
+        raise precondition_failed(
+            found, f"ResourceVersion in precondition: {wanted}, ResourceVersion in object meta: {current}"
+        )
     with refusals(found, found.name):
         held = await client.delete(
             found.resource.kind,

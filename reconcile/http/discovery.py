@@ -39,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from reconcile.http.context import ApiState, state
+from reconcile.http.context import ApiState, authorize_path, state
 from reconcile.http.errors import ApiError
 from reconcile.http.mapping import VERBS, ApiResource, ResourceMap
 from reconcile.http.media import accepts_as, media_type
@@ -298,17 +298,20 @@ async def get_version(request: Request) -> Response:  # noqa: ARG001
 
 async def get_core(request: Request) -> Response:
     """``GET /api``: the core group's versions (``v1``, with nothing in it)."""
+    authorize_path(request)
     legacy = {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
     return _discovery_response(request, legacy, _aggregated_list([_CORE]))
 
 
-async def get_core_v1(request: Request) -> Response:  # noqa: ARG001
+async def get_core_v1(request: Request) -> Response:
     """``GET /api/v1``: the core group's resources (none served here)."""
+    authorize_path(request)
     return json_response(resource_list("v1", []))
 
 
 async def get_groups(request: Request) -> Response:
     """``GET /apis``: every group and its versions."""
+    authorize_path(request)
     found = catalogue(request)
     legacy = {
         "kind": "APIGroupList",
@@ -320,6 +323,7 @@ async def get_groups(request: Request) -> Response:
 
 async def get_group(request: Request) -> Response:
     """``GET /apis/{group}``: one group's versions (404 for a group not served)."""
+    authorize_path(request)
     group = request.path_params["group"]
     versions = catalogue(request).group_versions(group)
     return json_response({"kind": "APIGroup", "apiVersion": "v1", **_api_group(group, versions)})
@@ -327,6 +331,7 @@ async def get_group(request: Request) -> Response:
 
 async def get_group_version(request: Request) -> Response:
     """``GET /apis/{group}/{version}``: the resources of one group version."""
+    authorize_path(request)
     group, version = request.path_params["group"], request.path_params["version"]
     found = catalogue(request).in_version(group, version)
     return json_response(resource_list(f"{group}/{version}", found))

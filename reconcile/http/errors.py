@@ -4,7 +4,9 @@ object, a cause per field, as kubectl and the client libraries read them.
 Every refusal of the HTTP API is an :class:`ApiError` (raised by a handler) or one of
 :mod:`reconcile.errors` (raised by the client below it), turned into a ``Status`` here by
 :func:`error_response`. Anything else is a 500 ``InternalError`` whose message names no
-internals (the traceback goes to the server's log, never to the client).
+internals (the traceback goes to the server's log, never to the client); so is a failure
+of the store, and a store that cannot answer now is a 503 that does not quote it either
+(its messages name its address, user, database or file).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from reconcile.errors import (
     LockedError,
     NotFoundError,
     ReconcileError,
+    StoreError,
     StoreUnavailableError,
 )
 
@@ -138,13 +141,18 @@ def status_of(exc: BaseException) -> ApiError:
     if isinstance(exc, ExpiredError):
         return ApiError(410, str(exc))
     if isinstance(exc, StoreUnavailableError | LockedError):
-        return ApiError(503, str(exc), headers={"Retry-After": "1"})
+        # The store's own words name its address, its user, its file: for the log only.
+        logger.warning("the store cannot answer a request now: %s", exc)
+        return ApiError(503, "the store is unavailable; retry", headers={"Retry-After": "1"})
     if isinstance(exc, FencedError):
         return ApiError(
             503, "this server no longer holds the write lease; retry", headers={"Retry-After": "1"}
         )
     if isinstance(exc, DeadlineExceededError | TimeoutError):
         return ApiError(504, "the request took too long; retry")
+    if isinstance(exc, StoreError):  # a broken store is the server's failure, not the request's
+        logger.error("the store failed answering a request", exc_info=exc)
+        return ApiError(500, "an internal error occurred; the server's log has the details")
     if isinstance(exc, ReconcileError):
         return ApiError(400, str(exc))
     logger.error("internal error answering a request", exc_info=exc)

@@ -11,10 +11,16 @@ Checks:
   read-only server does not: the API still serves reads, so it stays live);
 * ``runtime`` (``readyz`` with ``--run``): every controller is synced and watching;
   (``livez``) none waits to be restarted.
+
+The probes answer everybody; a failed check's reason (which may name the store's
+address, user or file) only to a user who may read ``/health``, ``reason withheld`` to
+the others (the reason goes to the log). ``/health`` itself is authorized as a
+non-resource path (:func:`reconcile.http.context.authorize_path`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,10 +28,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from reconcile.http.context import ApiState, state
+from reconcile.http.context import ApiState, Attributes, authorize_path, state, user_of
 from reconcile.http.responses import json_response
 
 __all__ = ["health_routes"]
+
+logger = logging.getLogger("reconcile.http")
 
 Check = tuple[str, str | None]  # (name, None when it passed, else the reason)
 
@@ -62,10 +70,21 @@ async def _checks(api: ApiState, probe: str) -> list[Check]:
     return checks
 
 
+def _may_read_health(request: Request) -> bool:
+    attributes = Attributes("get", "", "", path="/health")
+    return state(request).authorizer.allowed(user_of(request), attributes)
+
+
 def _probe(probe: str) -> Callable[[Request], Awaitable[Response]]:
     async def answer(request: Request) -> Response:
         checks = await _checks(state(request), probe)
         failed = [c for c in checks if c[1] is not None]
+        if failed and not _may_read_health(request):
+            # The reasons name the store's address, user or file: said to those who may
+            # read /health; the probes answer everybody (Kubernetes withholds them too).
+            for name, reason in failed:
+                logger.warning("the %s check of %s failed: %s", name, probe, reason)
+            checks = [(name, None if reason is None else "reason withheld") for name, reason in checks]
         verbose = "verbose" in request.query_params
         lines = [f"[-]{name} failed: {reason}" if reason else f"[+]{name} ok" for name, reason in checks]
         if failed:
@@ -78,6 +97,7 @@ def _probe(probe: str) -> Callable[[Request], Awaitable[Response]]:
 
 async def health_document(request: Request) -> Response:
     """``GET /health``: the store's and the runtime's health as JSON."""
+    authorize_path(request)
     api = state(request)
     store = api.client.store
     document: dict[str, Any] = {"kind": "Health", "apiVersion": "reconcile.dev/v1"}

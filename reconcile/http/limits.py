@@ -72,14 +72,27 @@ def client_key(scope: Scope) -> str:
     return f"address:{client[0] if client else 'unknown'}"
 
 
+def _collection(scope: Scope) -> bool:
+    """Whether the request's path is a collection's (``/apis/G/V/P``,
+    ``/apis/G/V/namespaces/N/P``, and the core group's ``/api/V/...``): what a watch asks."""
+    path: str = scope.get("path", "")
+    segments = path.removeprefix(scope.get("root_path", "")).strip("/").split("/")
+    if segments[0] == "api":  # the core group: one segment less
+        segments = ["apis", "core", *segments[1:]]
+    if segments[0] != "apis" or not all(segments):
+        return False
+    return len(segments) == 4 or (len(segments) == 6 and segments[3] == "namespaces")  # noqa: PLR2004
+
+
 def long_running(scope: Scope) -> bool:
-    """Whether a request is a watch (open until the client or the server ends it)."""
+    """Whether a request is a watch (open until the client or the server ends it): a
+    ``GET`` of a collection with ``watch=true`` (or ``1``). Only those: a ``GET`` of an
+    object with ``watch=true``, or a path that merely holds ``/watch/``, is counted like
+    any request (either was a way past the caps on requests in flight)."""
     if scope.get("method") != "GET":
         return False
-    if "/watch/" in scope.get("path", ""):
-        return True
     watch = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("watch", [""])[-1]
-    return watch.lower() in {"true", "1"}
+    return watch.lower() in {"true", "1"} and _collection(scope)
 
 
 class _Refused(Exception):  # noqa: N818 - a refusal carried out of the body reader

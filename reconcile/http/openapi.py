@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from reconcile.http.context import state
+from reconcile.http.context import authorize_path, state
 from reconcile.http.discovery import version_info
 from reconcile.http.errors import ApiError
 from reconcile.http.mapping import ApiResource, ResourceMap
@@ -282,11 +282,13 @@ def _documents(request: Request) -> OpenApiDocuments:
 
 async def get_index(request: Request) -> Response:
     """``GET /openapi/v3``."""
+    authorize_path(request)
     return Response(orjson.dumps(_documents(request).index()), media_type="application/json")
 
 
 async def get_document(request: Request) -> Response:
     """``GET /openapi/v3/apis/{group}/{version}`` (404 for a group version not served)."""
+    authorize_path(request)
     group, version = request.path_params["group"], request.path_params["version"]
     body = _documents(request).encoded.get(f"apis/{group}/{version}")
     if body is None:

@@ -5,16 +5,22 @@ client-go sends the built-in types (``SelfSubjectAccessReview`` and friends) as
 a JSON answer. So the reviews' bodies are read here: the ``k8s\0`` envelope (a
 ``runtime.Unknown`` whose field 2 holds the object's bytes), then the object's fields by
 number, as the review module asks for them (:func:`message_fields`). Only length-delimited
-and varint fields are read; any other wire type is skipped by its size.
+and varint fields are read; fixed-size ones are skipped by their size; any other wire
+type (the deprecated groups) is a 400, as is a field running past the end of its message
+or a varint longer than ten bytes. The reader never recurses and copies no more than the
+body holds; the review module bounds the body (:data:`MAX_REVIEW_BYTES`).
 """
 
 from __future__ import annotations
 
 from reconcile.http.errors import ApiError
 
-__all__ = ["PROTOBUF", "message_fields", "unwrap"]
+__all__ = ["MAX_REVIEW_BYTES", "PROTOBUF", "message_fields", "unwrap"]
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
+#: The largest body of a review (kubectl's are a few hundred bytes): reading 3 MiB of
+#: tiny fields would hold the event loop for seconds.
+MAX_REVIEW_BYTES = 64 * 1024
 _MAGIC = b"k8s\x00"
 _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
 
@@ -22,7 +28,9 @@ _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
 def _varint(data: bytes, at: int) -> tuple[int, int]:
     value = shift = 0
     while True:
-        if at >= len(data) or shift > 63:  # noqa: PLR2004 - a varint has at most 10 bytes
+        if shift > 63:  # noqa: PLR2004 - a varint has at most 10 bytes
+            raise ApiError(400, "the protobuf body has a varint longer than 10 bytes")
+        if at >= len(data):
             raise ApiError(400, "the protobuf body is truncated")
         byte = data[at]
         at += 1
@@ -49,6 +57,8 @@ def message_fields(data: bytes) -> dict[int, bytes]:
             at += size
         elif wire in {_FIXED64, _FIXED32}:
             at += 8 if wire == _FIXED64 else 4
+            if at > len(data):
+                raise ApiError(400, "the protobuf body is truncated")
         else:
             raise ApiError(400, f"the protobuf body has a field of unknown wire type {wire}")
     return fields

@@ -12,6 +12,12 @@ as many as wanted, separated by ``---``:
   ``ClusterRole``) and ``ClusterRoleBinding`` (a ``ClusterRole``'s rules everywhere),
   each with ``subjects`` (``User``, ``Group``, ``ServiceAccount``) and a ``roleRef``.
 
+A ``ClusterRole``'s rule may name ``nonResourceURLs`` (``/apis``, ``/apis/*``,
+``/health``, ``*``) and their verbs instead of resources: what it grants on the paths
+that are not resources (discovery, OpenAPI, ``/health``). As Kubernetes' built-in
+``system:discovery`` binding does, every authenticated user may ``get`` those
+(:data:`DISCOVERY_URLS`) without a rule; the anonymous user only through one.
+
 Rules only allow; nothing denies. Members of ``system:masters`` may do everything. Unlike
 a cluster, a binding naming a role the file does not define is refused at startup (it is a
 typo there), as is any unknown field, each with its field path (:class:`ConfigError`).
@@ -32,10 +38,34 @@ from reconcile.http.configfiles import ConfigError, FieldReader, yaml_documents
 from reconcile.http.context import Attributes, User
 from reconcile.http.tokens import AUTHENTICATED
 
-__all__ = ["AllowAuthenticated", "Grant", "RbacAuthorizer", "Rule", "load_rbac"]
+__all__ = ["DISCOVERY_URLS", "AllowAuthenticated", "Grant", "RbacAuthorizer", "Rule", "load_rbac"]
 
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 _KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
+#: The paths every authenticated user may ``get`` (Kubernetes' ``system:discovery``, and
+#: our ``/health`` and the web view's helpers, ``/ui/api/kinds`` and ``/ui/api/access``):
+#: the patterns of a ``nonResourceURLs`` rule.
+DISCOVERY_URLS = frozenset(
+    {
+        "/api",
+        "/api/*",
+        "/apis",
+        "/apis/*",
+        "/openapi",
+        "/openapi/*",
+        "/version",
+        "/version/",
+        "/health",
+        "/ui/api/*",
+    }
+)
+
+
+def url_matches(patterns: frozenset[str], path: str) -> bool:
+    """Whether ``path`` is one of ``patterns`` (``*`` at the end: any path it begins)."""
+    return any(
+        pattern == path or (pattern.endswith("*") and path.startswith(pattern[:-1])) for pattern in patterns
+    )
 
 
 class AllowAuthenticated:
@@ -54,6 +84,8 @@ class Rule:
     api_groups: frozenset[str]
     resources: frozenset[str]
     resource_names: frozenset[str] = frozenset()
+    #: The paths of a non-resource rule (then ``resources`` is empty).
+    non_resource_urls: frozenset[str] = frozenset()
 
     def _resource_matches(self, resource: str, subresource: str | None) -> bool:
         if "*" in self.resources:
@@ -64,8 +96,11 @@ class Rule:
 
     def matches(self, attributes: Attributes) -> bool:
         """Whether this rule allows ``attributes``."""
+        verb = "*" in self.verbs or attributes.verb in self.verbs
+        if attributes.path is not None:  # a non-resource request: only such rules grant it
+            return verb and url_matches(self.non_resource_urls, attributes.path)
         return (
-            ("*" in self.verbs or attributes.verb in self.verbs)
+            verb
             and ("*" in self.api_groups or attributes.group in self.api_groups)
             and self._resource_matches(attributes.resource, attributes.subresource)
             and (
@@ -118,6 +153,13 @@ class RbacAuthorizer:
         """Whether a rule bound to ``user`` allows ``attributes``."""
         if MASTERS in user.groups:
             return True
+        if (
+            attributes.path is not None
+            and attributes.verb == "get"
+            and AUTHENTICATED in user.groups
+            and url_matches(DISCOVERY_URLS, attributes.path)
+        ):
+            return True
         return any(
             rule.matches(attributes)
             for grant in self._grants_of(user, attributes.namespace)
@@ -127,18 +169,35 @@ class RbacAuthorizer:
     def rules_for(self, user: User, namespace: str | None) -> list[Rule]:
         """Every rule bound to ``user`` in ``namespace`` (what ``kubectl auth can-i --list`` shows)."""
         if MASTERS in user.groups:
-            return [Rule(frozenset({"*"}), frozenset({"*"}), frozenset({"*"}))]
+            everything = frozenset({"*"})
+            return [
+                Rule(everything, everything, everything),
+                Rule(everything, frozenset(), frozenset(), non_resource_urls=everything),
+            ]
         return [rule for grant in self._grants_of(user, namespace) for rule in grant.rules]
 
 
-def _rules(reader: FieldReader) -> tuple[Rule, ...]:
+def _non_resource_rule(rule: FieldReader, *, cluster: bool) -> Rule:
+    if not cluster:
+        raise rule.fail("nonResourceURLs", "only a ClusterRole may name nonResourceURLs")
+    for field in ("apiGroups", "resources", "resourceNames"):
+        if rule.value.get(field) is not None:
+            raise rule.fail(field, "a rule names either nonResourceURLs or resources, not both")
+    return Rule(
+        frozenset(rule.strings("verbs", required=True)),
+        frozenset(),
+        frozenset(),
+        non_resource_urls=frozenset(rule.strings("nonResourceURLs", required=True)),
+    )
+
+
+def _rules(reader: FieldReader, *, cluster: bool) -> tuple[Rule, ...]:
     rules = []
     for rule in reader.mappings("rules"):
         rule.only(["verbs", "apiGroups", "resources", "resourceNames", "nonResourceURLs"])
         if rule.value.get("nonResourceURLs") is not None:
-            raise rule.fail(
-                "nonResourceURLs", "not supported: discovery, /version and /openapi need authentication only"
-            )
+            rules.append(_non_resource_rule(rule, cluster=cluster))
+            continue
         groups = rule.value.get("apiGroups")
         if groups is None:
             raise rule.fail("apiGroups", 'required (use [""] for the core group, ["*"] for every group)')
@@ -225,7 +284,7 @@ def load_rbac(path: Path | str) -> RbacAuthorizer:
             key = (kind, namespace, name)
             if key in roles:
                 raise metadata.fail("name", f"{kind} {name!r} is defined twice")
-            roles[key] = _rules(reader)
+            roles[key] = _rules(reader, cluster=kind == "ClusterRole")
             continue
         ref = reader.mapping("roleRef")
         ref.only(["apiGroup", "kind", "name"])

@@ -17,6 +17,8 @@ wire form (:mod:`reconcile.http.documents`).
 
 from __future__ import annotations
 
+import contextlib
+
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -77,17 +79,30 @@ async def _changed_since(client: Client, found: Target, namespace: str | None, r
     return False  # (the store closed)
 
 
-def _after(token: str | None) -> tuple[str, str] | None:
+def _after(token: str | None) -> tuple[tuple[str, str] | None, int | None]:
+    """Where a list's page goes on (the key after which) and the revision of its first
+    page, from its continue token (None, None: the first page)."""
     if token is None:
-        return None
-    try:
-        return decode_continue(token)
-    except InvalidError:
+        return None, None
+    key_token, dot, first = token.rpartition(".")
+    if not dot:  # (a token without the first page's revision)
+        key_token, first = token, ""
+    after = None
+    with contextlib.suppress(InvalidError):
+        after = decode_continue(key_token)
+    if after is None or (first and not first.isdecimal()):
         raise ApiError(
             400,
             "continue: the continue token is not valid: it is not a token this server returned",
             causes=[Cause(field="continue", message="not a token returned by list")],
-        ) from None
+        )
+    return after, int(first) if first else None
+
+
+def _continue_token(after: tuple[str, str], first: int) -> str:
+    """The token of the page after ``after``, carrying the revision of the list's first
+    page (base64 has no dot)."""
+    return f"{encode_continue(after)}.{first}"
 
 
 async def _checked_revision(
@@ -139,15 +154,21 @@ async def list_objects(request: Request) -> Response:
     namespace = namespace or only
 
     kind = found.resource.kind
+    after, first = _after(options.continue_token)
     page = await client.store.list(
         kind.api_group,
         kind.kind,
         namespace=namespace,
-        after=_after(options.continue_token),
+        after=after,
         limit=options.limit,
         predicate=None if selection.everything else selection.matches,
     )
     revision = await _checked_revision(client, found, options, namespace, page.revision)
+    if first is not None:
+        # Every page says the first page's revision, as Kubernetes' do: a watch from any
+        # of them then replays every change since the first page (a later page is read
+        # at the head: a change to an earlier page's object would be missed otherwise).
+        revision = min(first, revision)
     documents = []
     for item in page.items:
         current = client.decoder.current(item)
@@ -158,5 +179,5 @@ async def list_objects(request: Request) -> Response:
         found,
         documents,
         resource_version=wire_version(revision),
-        continue_token=None if page.next_after is None else encode_continue(page.next_after),
+        continue_token=None if page.next_after is None else _continue_token(page.next_after, revision),
     )

@@ -19,8 +19,8 @@ from starlette.routing import BaseRoute, Route
 from reconcile.http.context import ApiState, Attributes, Authorizer, User, state, user_of
 from reconcile.http.discovery import ServedResource, serve_in_discovery
 from reconcile.http.errors import ApiError, Cause
-from reconcile.http.protobuf import PROTOBUF, message_fields, unwrap
-from reconcile.http.rbac import Rule
+from reconcile.http.protobuf import MAX_REVIEW_BYTES, PROTOBUF, message_fields, unwrap
+from reconcile.http.rbac import DISCOVERY_URLS, Rule
 from reconcile.http.responses import json_response
 
 __all__ = ["REVIEWS", "auth_routes", "serve_reviews"]
@@ -50,9 +50,7 @@ REVIEWS = (
 )
 
 #: What every authenticated user may read without a rule (Kubernetes' system:discovery).
-_NON_RESOURCE_RULES = [
-    {"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi/*", "/version"]}
-]
+_DISCOVERY_RULE = {"verbs": ["get"], "nonResourceURLs": sorted(DISCOVERY_URLS)}
 
 
 #: Field numbers of Kubernetes' generated.proto: the spec's messages and their strings.
@@ -97,6 +95,8 @@ def _spec_from_protobuf(body: bytes, kind: str) -> dict[str, Any]:
 async def _review(request: Request, kind: str) -> dict[str, Any]:
     media_type = request.headers.get("content-type", "application/json").partition(";")[0].strip()
     body = await request.body()
+    if len(body) > MAX_REVIEW_BYTES:
+        raise ApiError(413, f"Request entity too large: a {kind} is at most {MAX_REVIEW_BYTES} bytes")
     if media_type == PROTOBUF:
         try:
             return _spec_from_protobuf(body, kind)
@@ -146,8 +146,17 @@ async def access_review(request: Request) -> Response:
     """``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``."""
     spec = await _review(request, "SelfSubjectAccessReview")
     user = user_of(request)
-    if spec.get("nonResourceAttributes") is not None:
-        return _answer(AUTHORIZATION, "SelfSubjectAccessReview", spec, {"allowed": True})
+    other = spec.get("nonResourceAttributes")
+    if other is not None:
+        path, verb = (other.get(k) if isinstance(other, dict) else None for k in ("path", "verb"))
+        if not isinstance(path, str) or not isinstance(verb, str) or not path or not verb:
+            raise ApiError(
+                422,
+                "SelfSubjectAccessReview.spec.nonResourceAttributes: path and verb are required strings",
+                causes=[Cause("spec.nonResourceAttributes", "Required value", "FieldValueRequired")],
+            )
+        allowed = state(request).authorizer.allowed(user, Attributes(verb, "", "", path=path))
+        return _answer(AUTHORIZATION, "SelfSubjectAccessReview", spec, {"allowed": allowed})
     attributes = spec.get("resourceAttributes")
     if not isinstance(attributes, dict):
         raise ApiError(
@@ -196,7 +205,9 @@ async def rules_review(request: Request) -> Response:
     """``POST /apis/authorization.k8s.io/v1/selfsubjectrulesreviews``."""
     spec = await _review(request, "SelfSubjectRulesReview")
     namespace = spec.get("namespace") or None
-    rules, incomplete = _rules(state(request).authorizer, user_of(request), namespace)
+    authorizer, user = state(request).authorizer, user_of(request)
+    rules, incomplete = _rules(authorizer, user, namespace)
+    discovers = authorizer.allowed(user, Attributes("get", "", "", path="/apis"))
     status = {
         "resourceRules": [
             {
@@ -206,8 +217,14 @@ async def rules_review(request: Request) -> Response:
                 **({"resourceNames": sorted(rule.resource_names)} if rule.resource_names else {}),
             }
             for rule in rules
+            if not rule.non_resource_urls
         ],
-        "nonResourceRules": _NON_RESOURCE_RULES,
+        "nonResourceRules": [_DISCOVERY_RULE] * discovers
+        + [
+            {"verbs": sorted(rule.verbs), "nonResourceURLs": sorted(rule.non_resource_urls)}
+            for rule in rules
+            if rule.non_resource_urls
+        ],
         "incomplete": incomplete,
     }
     return _answer(AUTHORIZATION, "SelfSubjectRulesReview", spec, status)

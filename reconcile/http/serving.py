@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import socket
 import ssl
 import sys
@@ -33,7 +32,7 @@ from starlette.middleware import Middleware
 
 from reconcile.api import Client
 from reconcile.http.app import create_app
-from reconcile.http.authn import Authenticating, Authenticator
+from reconcile.http.authn import Authenticating, Authenticator, loopback
 from reconcile.http.configfiles import ConfigError
 from reconcile.http.connections import protocol_class
 from reconcile.http.context import Authorizer
@@ -72,6 +71,7 @@ class Timeouts:
     header: float
     keep_alive: int
     shutdown: float
+    write: float = 60.0
 
 
 def _bound(host: str, port: int) -> socket.socket:
@@ -88,15 +88,6 @@ def _bound(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.setblocking(False)  # noqa: FBT003 - socket's own signature
     return sock
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class _Server(uvicorn.Server):
@@ -136,8 +127,13 @@ async def _serve(
             app,
             log_level="warning",
             lifespan="off",
-            access_log=False,
-            http=protocol_class(timeouts.header),
+            access_log=False,  # an access log line is a request's path and query: none here
+            # The client's address is the socket's: a header saying otherwise is anybody's
+            # to send (uvicorn trusts X-Forwarded-For from 127.0.0.1 by default, so a local
+            # client could pose as any number of addresses past the per-address limits).
+            proxy_headers=False,
+            server_header=False,
+            http=protocol_class(timeouts.header, timeouts.write),
             timeout_keep_alive=timeouts.keep_alive,
             timeout_graceful_shutdown=max(1, round(timeouts.shutdown)),
             **security.tls,
@@ -208,7 +204,7 @@ def _security(
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--authorization-config") from None
     authenticator = Authenticator(tokens, client_certificates=client_ca is not None, anonymous=anonymous)
-    if not _loopback(host):
+    if not loopback(host):
         if not authenticator.secured and not anonymous:
             raise click.UsageError(
                 f"--host {host} is not a loopback address, and no credentials are checked: anyone who "
@@ -320,6 +316,13 @@ _FILE = click.Path(exists=True, dir_okay=False)
     help="Seconds a request may take to send its body.",
 )
 @click.option(
+    "--response-write-timeout",
+    type=click.FloatRange(0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds a client may take nothing of a response before it is dropped.",
+)
+@click.option(
     "--keep-alive-timeout",
     type=click.IntRange(1),
     default=5,
@@ -351,6 +354,7 @@ def serve(  # noqa: PLR0917 - click passes one parameter per option
     burst: int,
     request_header_timeout: float,
     request_body_timeout: float,
+    response_write_timeout: float,
     keep_alive_timeout: int,
     shutdown_timeout: float,
 ) -> None:
@@ -372,5 +376,5 @@ def serve(  # noqa: PLR0917 - click passes one parameter per option
         requests_per_second=requests_per_second,
         burst=burst,
     )
-    timeouts = Timeouts(request_header_timeout, keep_alive_timeout, shutdown_timeout)
+    timeouts = Timeouts(request_header_timeout, keep_alive_timeout, shutdown_timeout, response_write_timeout)
     asyncio.run(_serve(settings, host, port, security=security, limits=limits, timeouts=timeouts))

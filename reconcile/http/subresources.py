@@ -34,7 +34,7 @@ from reconcile.http.presenting import present_object
 from reconcile.http.reads import object_key
 from reconcile.http.responses import json_response
 from reconcile.http.validation import validated
-from reconcile.http.writes import acting_client, missing, patched, refusals, respond
+from reconcile.http.writes import acting_client, check_uid, missing, patched, refusals, respond
 from reconcile.model.events import OBJECT_CHANGES, event_data
 from reconcile.model.resource import AnyResource
 
@@ -83,7 +83,9 @@ async def replace_status(request: Request) -> Response:
     document = check_object(document, found.resource, namespace_or_default(found), found.name)
     client = acting_client(request, found, options)
     with refusals(found, found.name):
-        write = _status_writer(client, await _current(client, found), options)
+        base = await _current(client, found)
+        check_uid(found, document, base.metadata.uid or "")
+        write = _status_writer(client, base, options)
         updated, dropped = await validated(
             write, from_wire(document), options.field_validation, found.resource
         )

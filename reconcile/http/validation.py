@@ -11,6 +11,11 @@ admission refuses it and some of its errors are unknown fields:
   \"spec.foo\""`` header per field;
 * ``Ignore``: the same, without the warnings.
 
+A warning is the client's field name: what is not printable ASCII in it is escaped
+(``\r\n`` cannot end the header), each is cut at 256 characters and a response
+carries 4,096 characters of them at most, then one saying how many more there were,
+as Kubernetes limits them.
+
 Nothing is stored by the refused attempt, so running the write again is safe; the other
 errors of the body are then reported as they stand (``422 Invalid``).
 """
@@ -38,6 +43,9 @@ UNKNOWN = "unknown field"
 #: How many times a write is retried without its unknown fields (each round drops at
 #: least one; fields inside a dropped one are never reported twice).
 _ROUNDS = 8
+#: Kubernetes' limits on warnings: characters of one, and of all of a response's.
+MAX_WARNING_LENGTH = 256
+MAX_WARNING_CHARACTERS = 4096
 _SEGMENT = re.compile(r"""\.?([^.\[\]]+)|\[(\d+)\]|\[('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")\]""")
 
 
@@ -132,7 +140,22 @@ def add_warnings(response: Response, paths: list[str], resource: ApiResource | N
         deprecation = resource.spoke.warning(resource.group_version, kind.kind, kind.api_version)
         if deprecation is not None:
             messages.insert(0, deprecation)
-    for message in messages:
-        escaped = message.replace("\\", "\\\\").replace('"', '\\"')
+    total = 0
+    for index, message in enumerate(messages):
+        text = _header_safe(message)
+        total += len(text)
+        if total > MAX_WARNING_CHARACTERS:
+            text = f"{len(messages) - index} more warnings not shown"
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
         response.headers.append("Warning", f'299 - "{escaped}"')
+        if total > MAX_WARNING_CHARACTERS:
+            break
     return response
+
+
+def _header_safe(message: str) -> str:
+    """``message`` fit for a header: what is not printable ASCII escaped (a field name is
+    the client's; a CR LF in it must not end the header), at most
+    :data:`MAX_WARNING_LENGTH` characters."""
+    text = "".join(c if " " <= c <= "~" else c.encode("unicode_escape").decode("ascii") for c in message)
+    return text if len(text) <= MAX_WARNING_LENGTH else text[: MAX_WARNING_LENGTH - 3] + "..."

@@ -44,6 +44,9 @@ class WatchLimits:
 
     #: Watches open at once; one more is refused with 429 TooManyRequests.
     max_watchers: int = 4096
+    #: Watches one client (its user; the anonymous by address) may hold open at once, so
+    #: that one cannot take every place (0: no cap of its own).
+    max_watchers_per_client: int = 1024
     #: Events a watcher may hold unsent before it is cut off (a 410 ERROR event).
     max_backlog_events: int = 1000
     #: Bytes of events a watcher may hold unsent before it is cut off.
@@ -104,6 +107,7 @@ class Watchers:
         self.objects = WireObjects()
         self._open: set[Closable] = set()
         self._reserved = 0
+        self._per_client: dict[str, int] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         self.closing = False
@@ -118,21 +122,29 @@ class Watchers:
         """Watches open (or about to open)."""
         return self._reserved
 
-    def reserve(self) -> None:
-        """Take a place for a new watch: a 429 when every place is taken, a 503 once the
-        app is closing its watches."""
+    def reserve(self, client: str = "") -> None:
+        """Take a place for a new watch of ``client`` (:func:`~reconcile.http.limits.client_key`):
+        a 429 when every place, or every place of one client, is taken; a 503 once the app
+        is closing its watches."""
         if self.closing:
             raise ApiError(503, "the server is shutting down", headers={"Retry-After": "1"})
+        per_client = self.limits.max_watchers_per_client
         if self._reserved >= self.limits.max_watchers:
-            retry = self.limits.retry_after
-            raise ApiError(
-                429,
-                f"too many watches open ({self.limits.max_watchers}); try again later",
-                details={"retryAfterSeconds": retry},
-                headers={"Retry-After": str(retry)},
-            )
+            raise self._too_many(f"too many watches open ({self.limits.max_watchers})")
+        if per_client and self._per_client.get(client, 0) >= per_client:
+            raise self._too_many(f"too many watches open for one client ({per_client})")
         self._reserved += 1
+        self._per_client[client] = self._per_client.get(client, 0) + 1
         self._idle.clear()
+
+    def _too_many(self, what: str) -> ApiError:
+        retry = self.limits.retry_after
+        return ApiError(
+            429,
+            f"{what}; try again later",
+            details={"retryAfterSeconds": retry},
+            headers={"Retry-After": str(retry)},
+        )
 
     def opened(self, watch: Closable) -> None:
         """A reserved watch started streaming."""
@@ -140,10 +152,15 @@ class Watchers:
         if self.closing:
             watch.close()
 
-    def release(self, watch: Closable | None) -> None:
-        """A watch ended (or never started): its place is free."""
+    def release(self, watch: Closable | None, client: str = "") -> None:
+        """A watch of ``client`` ended (or never started): its place is free."""
         if watch is not None:
             self._open.discard(watch)
+        left = self._per_client.get(client, 0) - 1
+        if left > 0:
+            self._per_client[client] = left
+        else:
+            self._per_client.pop(client, None)
         self._reserved -= 1
         if self._reserved <= 0:
             self._reserved = 0

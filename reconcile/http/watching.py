@@ -47,6 +47,7 @@ from reconcile.errors import ExpiredError
 from reconcile.http.backlog import Backlog
 from reconcile.http.context import Target, state
 from reconcile.http.errors import status_of
+from reconcile.http.limits import client_key
 from reconcile.http.listing import ListOptions, too_large
 from reconcile.http.tables import table, wants_table
 from reconcile.http.watch_events import Tabulate, Translator, bookmark_line, error_line
@@ -91,6 +92,8 @@ class Watch:
         self._found = found
         self._options = options
         self._watchers = watchers
+        #: Whom the watch's place counts against (its user, or its address).
+        self.client = client_key(request.scope)
         limits = watchers.limits
         self.backlog = Backlog(max_events=limits.max_backlog_events, max_bytes=limits.max_backlog_bytes)
         self._translator = Translator(
@@ -256,7 +259,7 @@ class Watch:
             finally:
                 await _cancel(reader, sender, listener)
         finally:
-            self._watchers.release(self)
+            self._watchers.release(self, self.client)
 
 
 async def _body(send: Send, data: bytes) -> None:
@@ -317,10 +320,11 @@ async def watch_objects(request: Request, found: Target, options: ListOptions) -
         head = await state(request).client.store.revision()
         if asked > head:
             raise too_large(asked, head)
-    watchers.reserve()
+    client = client_key(request.scope)
+    watchers.reserve(client)
     try:
         watch = Watch(request, found, options, watchers)
     except BaseException:
-        watchers.release(None)
+        watchers.release(None, client)
         raise
     return WatchResponse(watch)

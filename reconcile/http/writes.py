@@ -18,7 +18,8 @@ nothing. Unknown fields are handled by ``fieldValidation`` (:mod:`.validation`).
   precondition). A patch of an immutable field is ``422`` naming it.
 * An apply patch is a server-side apply (:meth:`reconcile.api.Client.apply`) under
   ``fieldManager`` (required), ``force=true`` taking over fields others own; ``201``
-  when it created the object.
+  when it created the object. One that creates its object needs the ``create`` verb
+  besides ``patch``, as in Kubernetes (``patch`` alone only changes what exists).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from reconcile.errors import (
     NotFoundError,
 )
 from reconcile.http.bodies import check_object, read_object
-from reconcile.http.context import Target, namespace_or_default, state, target
+from reconcile.http.context import Attributes, Target, authorize, namespace_or_default, state, target
 from reconcile.http.documents import from_wire, to_wire
 from reconcile.http.errors import ApiError, Cause
 from reconcile.http.options import WriteOptions, write_options
@@ -52,11 +53,13 @@ from reconcile.model.resource import AnyResource
 
 __all__ = [
     "acting_client",
+    "apply_conflict",
     "check_uid",
     "create_object",
     "missing",
     "patch_object",
     "patched",
+    "precondition_failed",
     "refusals",
     "replace_object",
     "respond",
@@ -66,9 +69,16 @@ T = TypeVar("T")
 
 #: Tries of an unconditional update or a patch against concurrent changes.
 ATTEMPTS = 16
+#: What Kubernetes says of an object changed since the resourceVersion a write named
+#: (``OptimisticLockErrorMsg``; client-go's ``retry.RetryOnConflict`` users grep for it).
+MODIFIED = "the object has been modified; please apply your changes to the latest version and try again"
 #: Kubernetes' alphabet of generated name suffixes (no vowels, no look-alikes).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SUFFIX_LENGTH = 5
+#: The longest prefix a generated name keeps (Kubernetes': 63 less the suffix).
+_MAX_PREFIX = 63 - _SUFFIX_LENGTH
+#: The suffix our map of managed fields gives a manager's non-apply entry.
+_UPDATE = " (Update)"
 
 
 def acting_client(request: Request, found: Target, options: WriteOptions) -> Client:
@@ -113,14 +123,44 @@ def refusals(found: Target, name: str) -> Iterator[None]:
         ) from None
     except NotFoundError:
         raise missing(found, name) from None
-    except FieldConflictError:
-        raise
+    except FieldConflictError as exc:
+        raise apply_conflict(found, exc) from None
     except ConflictError as exc:
+        said = MODIFIED if _changed_meanwhile(exc) else str(exc)
         raise ApiError(
             409,
-            f'Operation cannot be fulfilled on {_resource_name(found)} "{name}": {exc}',
+            f'Operation cannot be fulfilled on {_resource_name(found)} "{name}": {said}',
             details={"name": name, "group": resource.group, "kind": resource.plural},
         ) from None
+
+
+def _manager_said(manager: str, version: str) -> str:
+    """A manager as the apiserver's conflicts name it: ``"M"`` for an applier, ``"M"
+    using GV`` for an updater (ours carry the ``(Update)`` suffix)."""
+    if manager.endswith(_UPDATE):
+        return f'"{manager.removesuffix(_UPDATE)}" using {version}'
+    return f'"{manager}"'
+
+
+def apply_conflict(found: Target, exc: FieldConflictError) -> ApiError:
+    """Kubernetes' 409 of an apply that meets other managers' fields (its
+    ``NewConflictError``): ``Apply failed with 1 conflict: conflict with "M": .spec.f``,
+    a ``FieldManagerConflict`` cause per field, its path with the leading dot."""
+    version = found.resource.group_version
+    conflicts = [("." + field, _manager_said(manager, version)) for field, manager in exc.conflicts]
+    causes = [
+        Cause(field=path, message=f"conflict with {said}", reason="FieldManagerConflict")
+        for path, said in conflicts
+    ]
+    if len(conflicts) == 1:
+        path, said = conflicts[0]
+        return ApiError(409, f"Apply failed with 1 conflict: conflict with {said}: {path}", causes=causes)
+    lines = []
+    for said in sorted({said for _, said in conflicts}):
+        lines.append(f"conflicts with {said}:")
+        lines.extend(f"- {path}" for path, other in conflicts if other == said)
+    message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
+    return ApiError(409, message, causes=causes)
 
 
 def respond(
@@ -144,20 +184,29 @@ def check_uid(found: Target, document: Mapping[str, Any], uid: str) -> None:
     meta = document.get("metadata")
     named = meta.get("uid") if isinstance(meta, Mapping) else None
     if named not in (None, "") and named != uid:
-        raise ApiError(
-            409,
-            f"Precondition failed: UID in precondition: {named}, UID in object meta: {uid}",
-            details={"name": found.name, "group": found.resource.group, "kind": found.resource.plural},
-        )
+        raise precondition_failed(found, f"UID in precondition: {named}, UID in object meta: {uid}")
+
+
+def precondition_failed(found: Target, what: str) -> ApiError:
+    """Kubernetes' 409 of a precondition not met (its ``Preconditions.Check``, said
+    through ``NewConflict``): ``Operation cannot be fulfilled on R "N": Precondition
+    failed: WHAT``."""
+    name = found.name or ""
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on {_resource_name(found)} "{name}": Precondition failed: {what}',
+        details={"name": name, "group": found.resource.group, "kind": found.resource.plural},
+    )
 
 
 def _with_name(document: dict[str, Any]) -> dict[str, Any]:
-    """A create's document with a name: its own, or one made from ``generateName``."""
+    """A create's document with a name: its own, or one made from ``generateName`` (cut
+    to 58 characters, as Kubernetes' ``SimpleNameGenerator``, then five random ones)."""
     meta = dict(document["metadata"])
     prefix = meta.pop("generateName", None)
     if not meta.get("name") and isinstance(prefix, str) and prefix:
         suffix = "".join(random.choices(_SUFFIX_ALPHABET, k=_SUFFIX_LENGTH))  # noqa: S311 - not a secret
-        meta["name"] = prefix + suffix
+        meta["name"] = prefix[:_MAX_PREFIX] + suffix
     return {**document, "metadata": meta}
 
 
@@ -174,7 +223,12 @@ async def create_object(request: Request) -> Response:
         raise ApiError(
             422,
             f'{found.resource.kind.kind}.{found.resource.group} "" is invalid: {message}',
-            causes=[Cause("metadata.name", "Required value: name or generateName is required")],
+            causes=[
+                Cause(
+                    "metadata.name", "Required value: name or generateName is required", "FieldValueRequired"
+                )
+            ],
+            details={"name": "", "group": found.resource.group, "kind": found.resource.kind.kind},
         )
     if meta.get("resourceVersion") not in (None, ""):
         raise ApiError(400, "resourceVersion should not be set on objects to be created")
@@ -205,10 +259,14 @@ async def _update(
     async def update(sent: Mapping[str, Any]) -> AnyResource | None:
         return await client.update(sent, manager=options.manager)
 
+    key = object_key(found)
     if manifest["metadata"].get("resourceVersion") is not None:
+        stored = await client.store.read(key)
+        if stored is None:
+            raise missing(found)
+        check_uid(found, document, stored.uid)
         updated, dropped = await validated(update, manifest, options.field_validation, found.resource)
         return (document if updated is None else updated), dropped
-    key = object_key(found)
     for _ in range(ATTEMPTS):
         stored = await client.store.read(key)
         if stored is None:
@@ -282,7 +340,16 @@ async def _apply(request: Request, found: Target, patch: Patch, options: WriteOp
     assert found.name is not None
     document = check_object(patch.data, found.resource, namespace_or_default(found), found.name)
     client = acting_client(request, found, options)
-    existed = await client.store.read(object_key(found)) is not None
+    stored = await client.store.read(object_key(found))
+    existed = stored is not None
+    if stored is not None:
+        check_uid(found, document, stored.uid)
+    else:  # an apply that creates is a create, as Kubernetes authorizes it
+        resource = found.resource
+        authorize(
+            request,
+            Attributes("create", resource.group, resource.plural, found.namespace, found.name),
+        )
 
     async def apply(sent: Mapping[str, Any]) -> AnyResource:
         return await client.apply(from_wire(sent), manager=options.manager, force=options.force)

@@ -4,7 +4,9 @@ YAML is read with the safe loader only, so a tag that asks to construct a Python
 (``!!python/object`` and friends) is an error, never executed. Aliases are legal YAML, but
 a "billion laughs" document expands them exponentially: before constructing a document we
 walk its node graph, counting every alias expansion, and refuse it past a budget, so the
-bomb is rejected after a bounded amount of work and memory. The same walk refuses
+bomb is rejected after a bounded amount of work and memory. The walk counts the expanded
+text of the scalars too (:data:`MAX_EXPANDED_BYTES`): an alias of one long string,
+repeated, is few nodes but each is the whole string once the document is written out. The same walk refuses
 nesting deeper than :data:`MAX_DEPTH` (JSON is checked after parsing, and a document too
 deep for the parser's own recursion is refused with the same message), so no later
 recursive step (structuring, encoding) can overflow the stack on hostile input.
@@ -25,6 +27,7 @@ from reconcile.model.validation import MAX_DEPTH
 __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_NODES",
+    "MAX_EXPANDED_BYTES",
     "MAX_INPUT_BYTES",
     "Document",
     "check_depth",
@@ -37,6 +40,8 @@ __all__ = [
 MAX_DOCUMENT_NODES = 1_000_000
 #: Bytes one manifest file or stream may have.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
+#: Characters of scalars one document may expand to, its aliases counted each time.
+MAX_EXPANDED_BYTES = MAX_INPUT_BYTES
 #: Files read as YAML whatever their first character.
 _YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -64,13 +69,17 @@ def _invalid(source: str, message: str) -> InvalidError:
 def _check_nodes(root: yaml.Node, budget: int) -> None:
     """Count expanded nodes against the budget; refuse duplicate keys in a mapping (a
     silent "last one wins" hides typos, and Kubernetes' strict decoding refuses them)."""
-    stack, seen = [(root, 1)], 0
+    stack, seen, size = [(root, 1)], 0, 0
     checked: set[int] = set()
     while stack:
         node, depth = stack.pop()
         seen += 1
         if seen > budget:
             raise ValueError(f"document expands to more than {budget} nodes (alias bomb?)")
+        if isinstance(node, yaml.ScalarNode):
+            size += len(node.value)
+            if size > MAX_EXPANDED_BYTES:
+                raise ValueError(f"document expands to more than {MAX_EXPANDED_BYTES} bytes (alias bomb?)")
         if depth > MAX_DEPTH and isinstance(node, yaml.CollectionNode):
             mark = node.start_mark
             raise ValueError(f"{_too_deep()} (line {mark.line + 1}, column {mark.column + 1})")

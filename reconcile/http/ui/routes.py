@@ -18,7 +18,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from reconcile.http.context import Attributes, state, user_of
+from reconcile.http.context import Attributes, authorize_path, state
 from reconcile.http.mapping import ApiResource
 from reconcile.http.responses import json_response
 
@@ -88,15 +88,17 @@ def _describe(resource: ApiResource) -> dict[str, Any]:
 async def kinds(request: Request) -> Response:
     """``GET /ui/api/kinds``: each kind in its storage version, with its printer columns
     (where each column's value is in a document: the page fills the cells of the objects
-    the watch brings)."""
+    the watch brings). A non-resource path, as discovery is."""
+    authorize_path(request)
     resources = sorted((r for r in state(request).resources if r.storage), key=lambda r: r.kind.kind)
     return json_response({"kinds": [_describe(r) for r in resources]})
 
 
 async def access(request: Request) -> Response:
     """``GET /ui/api/access?group=&plural=&namespace=&name=``: the user, and which actions
-    the authorizer allows them on that object (none asked: the user alone)."""
-    user = user_of(request)
+    the authorizer allows them on that object (none asked: the user alone). A
+    non-resource path, as ``kubectl auth can-i``'s review is for the user asking."""
+    user = authorize_path(request)
     params = request.query_params
     allowed: dict[str, bool] = {}
     if "plural" in params:
