@@ -7,11 +7,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from watch_helpers import FILES, app_over, eventually, manifest, remove, request, types, watch
 
 from reconcile.http.backlog import Backlog
 from reconcile.http.watchers import WatchLimits, close_watches, watchers_of
 from reconcile.http.watching import Watch
+from reconcile.model.meta import ObjectKey
+from reconcile.store import RawEvent
 
 
 class TestEvents:
@@ -195,6 +198,41 @@ class TestSelections:
             ("DELETED", "about"),
             ("ADDED", "index"),
         ]
+
+    async def test_changes_while_a_watch_reads_an_object_history_are_not_skipped(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A label-selected watch from a resourceVersion reads an object's history the
+        first time it meets it: what is committed meanwhile still comes, in order. Its
+        store watch once skipped those commits: a loaded full run lost an ADDED."""
+        async with app_over(tmp_path) as (client, app):
+            origin = tmp_path / "a.yaml"
+            await client.apply(manifest("index", app="site"), origin=origin)
+            await client.apply(manifest("about", app="blog"), origin=origin)
+            reading, release = asyncio.Event(), asyncio.Event()
+            history = client.store.events
+
+            async def held(key: ObjectKey) -> list[RawEvent]:
+                if key.name == "index":
+                    reading.set()
+                    await release.wait()
+                return await history(key)
+
+            monkeypatch.setattr(client.store, "events", held)
+            stream = await watch(app, labelSelector="app=site", resourceVersion=str(await client.revision()))
+            await client.apply(manifest("index", app="blog"), origin=origin)  # leaves
+            await eventually(reading.is_set, lambda: "the watch reading index's history")
+            await client.apply(manifest("about", app="blog", content="x"), origin=origin)  # never in
+            await client.apply(manifest("about", app="site"), origin=origin)  # enters
+            release.set()
+            await client.apply(manifest("about", app="site", content="y"), origin=origin)  # stays
+            await eventually(  # (the last change's event, whatever came before it)
+                lambda: any(e["object"]["spec"]["content"] == "y" for e in stream.events),
+                lambda: f"about's last change: {types(stream.events)}",
+            )
+            stream.disconnect()
+            await stream.wait_ended()
+        assert types(stream.events) == [("DELETED", "index"), ("ADDED", "about"), ("MODIFIED", "about")]
 
     async def test_field_selector_filters_a_watch(self, tmp_path: Path) -> None:
         """metadata.name: only that object's events; across namespaces, metadata.namespace."""

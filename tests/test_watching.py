@@ -121,3 +121,67 @@ async def test_on_postgres_a_watch_never_delivers_our_commit_before_its_writers_
 
     monkeypatch.setattr(postgres_writing, "commit_batch", held)
     await watch_while_our_commit_lands(await open_store(postgres_url), landed, release)
+
+
+async def test_commits_made_while_a_watcher_handles_an_event_are_not_skipped(store: EventStore) -> None:
+    """A watch serving its events from memory yields them one at a time, and its
+    consumer may await between two (the HTTP watch looks an object's history up): the
+    commits that land meanwhile come next, not skipped. A watch once moved its cursor
+    to the window's end as it was *after* the yields: a label-selected HTTP watch lost
+    the two changes committed while it read an object's history."""
+    key = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
+
+    def put(n: int) -> Any:
+        body = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget", "metadata": {"name": "w"}}
+        return lambda _: Put("Created" if n == 1 else "SpecChanged", {**body, "spec": {"n": n}})
+
+    await store.write(key, put(1), actor="t")
+    watch = aiter(store.watch(since=0))
+    try:
+        first = await asyncio.wait_for(anext(watch), 5)
+        assert isinstance(first, RawEvent)
+        assert first.revision == 1
+        # The watch is suspended at its yield, as while its consumer awaits something.
+        await store.write(key, put(2), actor="t")
+        await store.write(key, put(3), actor="t")
+        rest = [await asyncio.wait_for(anext(watch), 5)]
+        while not isinstance(rest[-1], Bookmark):  # (caught up: the watch says so)
+            rest.append(await asyncio.wait_for(anext(watch), 5))
+    finally:
+        await watch.aclose()
+    assert [(type(one).__name__, one.revision) for one in rest] == [
+        ("RawEvent", 2),
+        ("RawEvent", 3),
+        ("Bookmark", 3),
+    ]
+
+
+async def test_a_slow_consumer_gets_every_revision_of_sequential_writes_once_in_order(
+    store: EventStore,
+) -> None:
+    """Writes one after another while a watcher reads the store between two events (as
+    the HTTP watch reads an object's history): every revision exactly once, in order,
+    whichever way each was served (from memory or from the database)."""
+    key = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
+    body = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    count = 200
+
+    async def write_all() -> None:
+        for n in range(count):
+            await store.write(key, lambda _, n=n: Put("SpecChanged", {**body, "spec": {"n": n}}), actor="t")
+
+    seen: list[int] = []
+    writer = asyncio.create_task(write_all())
+    watch = aiter(store.watch(since=0))
+    try:
+        while not seen or seen[-1] < count:
+            item = await asyncio.wait_for(anext(watch), 10)
+            if isinstance(item, RawEvent):
+                seen.append(item.revision)
+                await store.events(key)  # (reads the store between two events)
+            elif writer.done() and item.revision >= count:
+                break  # caught up with everything written
+    finally:
+        await watch.aclose()
+        await writer
+    assert seen == list(range(1, count + 1))

@@ -66,12 +66,14 @@ async def follow(
     cursor = since
     await check_horizon(cursor)
     while True:
-        served = recent.after(cursor, matches=matches)
+        served, last = recent.after(cursor, matches=matches), recent.last
         if served is not None:
-            # Served from memory: this process's own latest commits, contiguous.
+            # Served from memory: this process's own latest commits, contiguous. The
+            # window's end is taken with them: while we yield, the consumer may await
+            # and more commits extend the window; those come next, never skipped.
             for one in served:
                 yield one
-            cursor = max(cursor, recent.last)
+            cursor = max(cursor, last)
             if tail.head <= cursor:
                 yield Bookmark(cursor)
                 if not await tail.wait_beyond(cursor):
