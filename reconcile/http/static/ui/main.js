@@ -59,7 +59,14 @@ function route() {
   // on the first load, where the focus stays at the start of the page.
   window.scrollTo(0, 0);
   const heading = main.querySelector("h2");
-  if (heading && routed) heading.focus();
+  if (heading && routed) {
+    heading.focus();
+    // The link followed was removed with the old view: the browser may move the focus to
+    // the body after this task; the heading takes it back.
+    requestAnimationFrame(() => {
+      if (heading.isConnected && document.activeElement === document.body) heading.focus();
+    });
+  }
   routed = true;
 }
 
