@@ -190,6 +190,8 @@ def measure(size: int, rate: int, seconds: float) -> dict[str, Any]:  # noqa: PL
         finally:
             process.terminate()
             process.wait(30)
+            if process.stdout is not None:
+                process.stdout.close()
     result["target_first_screen_s"] = TARGET_FIRST_SCREEN_S
     return result
 
