@@ -3,8 +3,9 @@
     python benchmarks/report.py RESULT.json [RESULT.json ...] [--out PATH]
 
 Reads the JSON each benchmark writes with ``--json`` (``make bench`` runs them all and
-passes every file: ``store``, ``reconcile``, ``files``, ``growth``, ``s3``, ``dns``, ``startup``) and
-writes one self-contained page: inline SVG and CSS, no script, nothing fetched. It opens
+passes every file: ``store``, ``reconcile``, ``files``, ``growth``, ``s3``, ``dns``,
+``startup``, ``http``) and writes one self-contained page: inline SVG and CSS, no script,
+nothing fetched. It opens
 with a summary, every benchmark's figures beside the limit measured in the same run,
 then a section per benchmark (:mod:`sections`): what was measured, a chart of each
 figure over its limit, and tables whose legends say what each column means.

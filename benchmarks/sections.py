@@ -478,6 +478,9 @@ def other_section(data: Mapping[str, Any]) -> Section:
     return section
 
 
+# Below the helpers it builds on: sections_http imports them from here.
+from sections_http import http_section  # noqa: E402
+
 SECTIONS: dict[str, Callable[[Mapping[str, Any]], Section]] = {
     "reconcile": reconcile_section,
     "store": store_section,
@@ -486,6 +489,7 @@ SECTIONS: dict[str, Callable[[Mapping[str, Any]], Section]] = {
     "startup": startup_section,
     "s3": s3_section,
     "dns": dns_section,
+    "http": http_section,
 }
 
 

@@ -32,15 +32,21 @@ def _manifest(root: Path, name: str, content: str) -> dict[str, Any]:
     }
 
 
-def _write(url: str, root: Path, seed: int, *, done: threading.Event, written: list[int]) -> None:
+def _write(
+    url: str, root: Path, seed: int, *, done: threading.Event, written: list[int], midway: threading.Event
+) -> None:
     """150 random creates, patches and deletes of a few names; the resourceVersion
-    of each object a write answered with appended to ``written``."""
+    of each object a write answered with appended to ``written``. Halfway, the writer
+    waits for ``midway`` (the informer relisted): the writes are fast enough to end
+    before the informer's first relist otherwise."""
     rng = random.Random(seed)
     names = [f"f{i}" for i in range(6)]
     merge = {"content-type": "application/merge-patch+json"}
     try:
         with httpx.Client(base_url=url, timeout=30) as http:
             for step in range(150):
+                if step == 75:
+                    assert midway.wait(60), "the informer did not relist while the writers wrote"
                 name = rng.choice(names)
                 choice = rng.random()
                 if choice < 0.4:
@@ -144,10 +150,13 @@ def test_an_informer_converges_to_the_store_under_concurrent_writes(tmp_path: Pa
         with kubernetes.client.ApiClient(configuration) as client:
             informer = Informer(kubernetes.client.CustomObjectsApi(client), selector)
             done = [threading.Event(), threading.Event()]
+            midway = threading.Event()
             written: list[int] = []
             writers = [
                 threading.Thread(
-                    target=_write, args=(url, tmp_path, seed), kwargs={"done": done[seed], "written": written}
+                    target=_write,
+                    args=(url, tmp_path, seed),
+                    kwargs={"done": done[seed], "written": written, "midway": midway},
                 )
                 for seed in (0, 1)
             ]
@@ -162,6 +171,7 @@ def test_an_informer_converges_to_the_store_under_concurrent_writes(tmp_path: Pa
                 writing = not all(d.is_set() for d in done)
                 if rounds % 4 == 0 and writing:
                     informer.relist()
+                    midway.set()
                 informer.watch_once(1)
                 if not writing:
                     after += 1

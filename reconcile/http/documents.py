@@ -18,8 +18,11 @@ camelCase spec fields). What differs on the wire:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 from reconcile.api import Client
 from reconcile.http.errors import ApiError, Cause
@@ -77,19 +80,31 @@ def managed_fields(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     managed = meta.get("managedFields") or {}
     if isinstance(managed, list):  # already in Kubernetes' form
         return managed
+    # Built once for each set of managers and fields (a kind's objects mostly share one:
+    # building them was most of a list's cost), then decoded afresh for each document,
+    # as callers may change theirs.
+    key = (body.get("apiVersion"), tuple((name, tuple(paths)) for name, paths in managed.items()))
+    entries: list[dict[str, Any]] = orjson.loads(_managed_fields_json(key))
+    return entries
+
+
+@functools.lru_cache(maxsize=1024)
+def _managed_fields_json(key: tuple[Any, tuple[tuple[str, tuple[str, ...]], ...]]) -> bytes:
+    """:func:`managed_fields`' entries for ``(apiVersion, ((manager, paths), ...))``, as JSON."""
+    api_version, managed = key
     entries = []
-    for name, paths in sorted(managed.items()):
+    for name, paths in sorted(managed):
         update = name.endswith(_UPDATE)
         entries.append(
             {
                 "manager": name.removesuffix(_UPDATE),
                 "operation": "Update" if update else "Apply",
-                "apiVersion": body.get("apiVersion"),
+                "apiVersion": api_version,
                 "fieldsType": "FieldsV1",
                 "fieldsV1": _fields_v1(list(paths)),
             }
         )
-    return entries
+    return orjson.dumps(entries)
 
 
 def wire_version(revision: int | str | None) -> str:

@@ -5,7 +5,8 @@ nothing of this package); it opens the store the global options name (``--db``, 
 provider settings) through the settings object the CLI leaves in click's context.
 Binds 127.0.0.1 unless told otherwise; ``--port 0`` takes a free port. The first line
 on standard output says where it serves (``serving on https://127.0.0.1:6443``), once
-it accepts connections.
+it accepts connections. ``--run`` runs the controllers in the same process, on the same
+store (:mod:`reconcile.http.hosting`).
 
 Security (docs/reference/http-auth.md): ``--token-file`` (hashed bearer tokens),
 ``--client-ca-file`` (TLS client certificates), ``--anonymous``, ``--authorization-config``
@@ -18,7 +19,6 @@ a message naming the file and the field. Only the files' paths are ever printed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import ssl
 import sys
@@ -30,12 +30,12 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from reconcile.api import Client
 from reconcile.http.app import create_app
 from reconcile.http.authn import Authenticating, Authenticator, loopback
 from reconcile.http.configfiles import ConfigError
 from reconcile.http.connections import protocol_class
 from reconcile.http.context import Authorizer
+from reconcile.http.hosting import HostSettings, hosted
 from reconcile.http.limits import DEFAULT_MAX_BODY_BYTES, Limits, LimitSettings
 from reconcile.http.rbac import AllowAuthenticated, load_rbac
 from reconcile.http.shutdown import shut_down
@@ -46,13 +46,8 @@ __all__ = ["serve"]
 DEFAULT_PORT = 6443
 
 
-class OpensClient(Protocol):
+class OpensClient(HostSettings, Protocol):
     """What ``serve`` needs of the CLI's settings (click's ``context.obj``)."""
-
-    def client(
-        self, *, create: bool = False, read_only: bool = False
-    ) -> contextlib.AbstractAsyncContextManager[Client]:
-        """A client on the store the global options name."""
 
 
 @attrs.frozen
@@ -76,7 +71,10 @@ class Timeouts:
 
 def _bound(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that say TCP, and
+    # without it every answer but a connection's first waited 40 ms for a delayed ACK
+    # (uvicorn writes the headers and the body apart; kubectl keeps its connections).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -112,17 +110,19 @@ async def _serve(
     security: Security,
     limits: LimitSettings,
     timeouts: Timeouts,
+    run: bool = False,
 ) -> None:
     sock = _bound(host, port)
-    async with settings.client(create=True) as client:
+    async with hosted(settings, run=run) as backing:
         app = create_app(
-            client,
+            backing.client,
             authorizer=security.authorizer,
             middleware=[
                 Middleware(Authenticating, authenticator=security.authenticator),
                 Middleware(Limits, settings=limits),
             ],
         )
+        app.state.reconcile.runtime_health = backing.runtime_health
         config = uvicorn.Config(
             app,
             log_level="warning",
@@ -336,6 +336,7 @@ _FILE = click.Path(exists=True, dir_okay=False)
     show_default=True,
     help="Seconds a stop waits for requests in flight.",
 )
+@click.option("--run", is_flag=True, help="Run the controllers in this process too (as reconcile run does).")
 @click.pass_obj
 def serve(  # noqa: PLR0917 - click passes one parameter per option
     settings: Any,
@@ -357,6 +358,7 @@ def serve(  # noqa: PLR0917 - click passes one parameter per option
     response_write_timeout: float,
     keep_alive_timeout: int,
     shutdown_timeout: float,
+    run: bool,
 ) -> None:
     """Serve the HTTP API (Kubernetes' REST conventions: kubectl works against it)."""
     tls = _tls(tls_cert_file, tls_private_key_file, client_ca_file)
@@ -377,4 +379,4 @@ def serve(  # noqa: PLR0917 - click passes one parameter per option
         burst=burst,
     )
     timeouts = Timeouts(request_header_timeout, keep_alive_timeout, shutdown_timeout, response_write_timeout)
-    asyncio.run(_serve(settings, host, port, security=security, limits=limits, timeouts=timeouts))
+    asyncio.run(_serve(settings, host, port, security=security, limits=limits, timeouts=timeouts, run=run))
