@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo clean-demo test lint typecheck imports unit bench clean named soak
+.PHONY: demo clean-demo test lint typecheck imports unit bench clean named chromium soak
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,7 +40,14 @@ named:
 	@command -v named >/dev/null || test -x /usr/sbin/named || \
 		(DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends bind9 bind9-dnsutils)
 
-unit: $(STAMP) named
+# Debian's chromium for the web view's browser tests (Playwright drives it; no browser download).
+chromium:
+	@test -x /usr/bin/chromium || \
+		(DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends chromium || \
+		 (DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get update && \
+		  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends chromium))
+
+unit: $(STAMP) named chromium
 	$(BIN)/pytest --cov --cov-report=term:skip-covered
 
 test: lint typecheck imports unit

@@ -77,6 +77,15 @@ def test_the_wheel_installs_only_packages_of_ours(wheel: Path) -> None:
     assert packages == {"reconcile", "reconcile_providers"}
 
 
+def test_the_wheel_ships_the_web_views_assets(wheel: Path) -> None:
+    """The web view's page, stylesheet and script modules are in the wheel (``/ui`` of an
+    installed ``reconcile serve`` needs nothing else)."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    shipped = {name.removeprefix("reconcile/http/static/ui/") for name in names if "/static/ui/" in name}
+    assert {"index.html", "app.css", "main.js", "live.js"} <= shipped
+
+
 def test_the_installed_wheel_lists_its_providers(venv: Path, tmp_path: Path) -> None:
     """``reconcile providers`` from the fresh environment names the three built-in
     providers, loaded from the installed ``reconcile_providers``."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -29,6 +30,7 @@ from reconcile.http.mapping import ResourceMap
 from reconcile.http.reads import get_object, list_objects
 from reconcile.http.reviews import auth_routes, serve_reviews
 from reconcile.http.subresources import get_history, get_status, patch_status, replace_status
+from reconcile.http.ui import CsrfGuard, ui_routes
 from reconcile.http.watchers import WatchLimits, configure_watches
 from reconcile.http.writes import create_object, patch_object, replace_object
 
@@ -90,13 +92,22 @@ def create_app(
 ) -> Starlette:
     """The HTTP API over ``client``. ``authorizer`` decides who may do what (default:
     everybody everything, for an app behind a host's own checks); ``routes`` are served
-    before the API's own; ``middleware`` wraps them all (Starlette ``Middleware`` items);
+    before the API's own; ``middleware`` wraps them all (Starlette ``Middleware`` items), inside
+    the guard against cross-site request forgery (:class:`~reconcile.http.ui.CsrfGuard`; the
+    web view is at ``/ui/``);
     ``watch_limits`` bound the watches (:class:`~reconcile.http.watchers.WatchLimits`: how
     many, how far behind, bookmark period; end them all with
     :func:`~reconcile.http.watchers.close_watches` when shutting down)."""
     app = Starlette(
-        routes=[*routes, *health_routes(), *auth_routes(), *discovery_routes(), *resource_routes()],
-        middleware=list(middleware),
+        routes=[
+            *routes,
+            *health_routes(),
+            *auth_routes(),
+            *discovery_routes(),
+            *resource_routes(),
+            *ui_routes(),
+        ],
+        middleware=[Middleware(CsrfGuard), *middleware],
         exception_handlers={
             ApiError: _api_error,
             ReconcileError: _api_error,

@@ -42,6 +42,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from reconcile.http.context import ANONYMOUS, USER_SCOPE_KEY, User
 from reconcile.http.errors import ApiError, error_response
 from reconcile.http.tokens import AUTHENTICATED, TokenTable
+from reconcile.http.ui.public import is_public_asset
 
 __all__ = [
     "MASTERS",
@@ -208,6 +209,10 @@ class Authenticating:
             await self._refuse(scope, receive, send, ApiError(403, str(exc)))
             return
         except Unauthenticated as exc:
+            if is_public_asset(scope):  # the web view's page and assets: no data in them
+                scope[USER_SCOPE_KEY] = ANONYMOUS
+                await self.app(scope, receive, send)
+                return
             client = scope.get("client")
             logger.info(
                 "401 for %s %s from %s: %s", scope.get("method"), scope.get("path"), client and client[0], exc

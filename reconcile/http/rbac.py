@@ -43,9 +43,21 @@ __all__ = ["DISCOVERY_URLS", "AllowAuthenticated", "Grant", "RbacAuthorizer", "R
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 _KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 #: The paths every authenticated user may ``get`` (Kubernetes' ``system:discovery``, and
-#: our ``/health``): the patterns of a ``nonResourceURLs`` rule.
+#: our ``/health`` and the web view's helpers, ``/ui/api/kinds`` and ``/ui/api/access``):
+#: the patterns of a ``nonResourceURLs`` rule.
 DISCOVERY_URLS = frozenset(
-    {"/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", "/version", "/version/", "/health"}
+    {
+        "/api",
+        "/api/*",
+        "/apis",
+        "/apis/*",
+        "/openapi",
+        "/openapi/*",
+        "/version",
+        "/version/",
+        "/health",
+        "/ui/api/*",
+    }
 )
 
 

@@ -10,7 +10,8 @@ how a controller written against client-go reports what it observed.
 first, each with who asked (``user``, the authenticated user of the request that wrote
 it), which field manager wrote it (``actor``), and what it changed -- the form of
 ``reconcile history -o json`` (:func:`reconcile.model.events.event_data`), in a
-``History`` object.
+``History`` object; with ``?includeObject=Object``, each change's item also holds the
+document as it stood after it (``object``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from reconcile.http.reads import object_key
 from reconcile.http.responses import json_response
 from reconcile.http.validation import validated
 from reconcile.http.writes import acting_client, check_uid, missing, patched, refusals, respond
-from reconcile.model.events import event_data
+from reconcile.model.events import OBJECT_CHANGES, event_data
 from reconcile.model.resource import AnyResource
 
 __all__ = ["get_history", "get_status", "patch_status", "replace_status"]
@@ -116,6 +117,17 @@ async def get_history(request: Request) -> Response:
         events = await client.history(found.resource.kind, found.name, namespace=namespace_or_default(found))
     except NotFoundError:
         raise missing(found) from None
+    items = [event_data(event) for event in events]
+    if request.query_params.get("includeObject") == "Object":
+        # Each change's document as it stood after it (the web view's revisions and diffs).
+        bodies = {
+            raw.revision: to_wire(client, found.resource, client.decoder.comparable(raw.body))
+            for raw in await client.store.events(object_key(found))
+            if raw.body is not None
+        }
+        for item in items:
+            if item["type"] in OBJECT_CHANGES and item["revision"] in bodies:
+                item["object"] = bodies[item["revision"]]
     return json_response(
         {
             "apiVersion": EXTRAS_VERSION,
@@ -125,6 +137,6 @@ async def get_history(request: Request) -> Response:
                 "namespace": namespace_or_default(found),
                 "resourceVersion": wire_version(events[-1].revision if events else None),
             },
-            "items": [event_data(event) for event in events],
+            "items": items,
         }
     )
