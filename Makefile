@@ -77,3 +77,8 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache .mypy_cache .ruff_cache .coverage
+
+# Renew the web view's screenshots the docs show (docs/how-to/img/ui-*.png), taken by
+# the browser tests.
+screenshots: $(STAMP) chromium
+	RECONCILE_SCREENSHOTS=$(CURDIR)/docs/how-to/img $(BIN)/pytest -q tests/test_ui_browser.py

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +23,12 @@ from servers import unavailable
 from starlette.applications import Starlette
 
 CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = Path(__file__).parents[1] / "docs" / "how-to" / "img"
+#: Where the screenshots go: a scratch folder, so that a test run leaves the checkout as
+#: it was; ``make screenshots`` sets ``RECONCILE_SCREENSHOTS=docs/how-to/img`` to renew
+#: the ones the docs show.
+SCREENSHOTS = Path(
+    os.environ.get("RECONCILE_SCREENSHOTS") or Path(tempfile.gettempdir()) / "reconcile-screenshots"
+)
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 
@@ -61,7 +68,8 @@ def expect(target: Any) -> Any:
 
 
 def screenshot(page: Any, name: str) -> Path:
-    """The page as it shows now, for the docs: ``docs/how-to/img/ui-NAME.png``."""
+    """The page as it shows now: ``ui-NAME.png`` in :data:`SCREENSHOTS` (the docs' own
+    folder under ``make screenshots``)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"ui-{name}.png"
     page.screenshot(path=str(path), scale="css", animations="disabled")

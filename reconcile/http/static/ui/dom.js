@@ -34,6 +34,16 @@ export function fill(element, ...children) {
   return element;
 }
 
+/** Fill ``element`` with ``children`` unless it shows the same already: drawing a part
+ * again on every change would take the keyboard focus from a link or button in it. */
+export function refill(element, ...children) {
+  const drawn = document.createElement(element.tagName);
+  append(drawn, children);
+  if (drawn.innerHTML === element.innerHTML) return element;
+  element.replaceChildren(...drawn.childNodes);
+  return element;
+}
+
 /** A pretty JSON text of a value (keys sorted, so two revisions line up). */
 export function pretty(value) {
   return JSON.stringify(sorted(value), null, 2) ?? "";

@@ -7,7 +7,7 @@ import { call, resourcePath } from "./api.js";
 import { access, actionBar } from "./actions.js";
 import { paused, readiness } from "./cells.js";
 import { changedPaths, lineDiff } from "./diff.js";
-import { fill, h, pretty } from "./dom.js";
+import { fill, h, pretty, refill } from "./dom.js";
 
 function hrefOf(kind, namespace, name) {
   return `#/object/${[kind.group, kind.version, kind.plural, namespace || "-", name].map(encodeURIComponent).join("/")}`;
@@ -242,7 +242,7 @@ export function objectPage(main, live, params) {
       h("details", {}, h("summary", {}, "Status"), h("pre", { id: "status", tabindex: "0" }, pretty(document.status))),
       h("details", {}, h("summary", {}, "Metadata"), h("pre", { id: "metadata", tabindex: "0" }, pretty({ ...meta, managedFields: undefined }))),
     );
-    fill(side, relations(live, kind, document));
+    refill(side, relations(live, kind, document));
   };
 
   const loadHistory = async () => {
@@ -264,7 +264,7 @@ export function objectPage(main, live, params) {
 
   const onChange = (event) => {
     if (event.detail !== kind) {
-      if (document) fill(side, relations(live, kind, document));
+      if (document) refill(side, relations(live, kind, document));
       return;
     }
     document = cache.objects.get(key) || null;
