@@ -25,7 +25,6 @@ from starlette.responses import Response
 
 from reconcile.api import Client
 from reconcile.errors import NotFoundError
-from reconcile.http.bodies import check_object, read_object
 from reconcile.http.context import Target, namespace_or_default, state, target
 from reconcile.http.documents import from_wire, to_wire, wire_version
 from reconcile.http.options import WriteOptions, write_options
@@ -34,7 +33,7 @@ from reconcile.http.presenting import present_object
 from reconcile.http.reads import object_key
 from reconcile.http.responses import json_response
 from reconcile.http.validation import validated
-from reconcile.http.writes import acting_client, check_uid, missing, patched, refusals, respond
+from reconcile.http.writes import acting_client, check_uid, missing, patched, refusals, replacing, respond
 from reconcile.model.events import OBJECT_CHANGES, event_data
 from reconcile.model.resource import AnyResource
 
@@ -76,12 +75,9 @@ def _status_writer(client: Client, base: AnyResource, options: WriteOptions) -> 
 
 async def replace_status(request: Request) -> Response:
     """``PUT .../{name}/status``: the status alone becomes the body's."""
-    found = target(request, "update", subresource="status")
-    options = write_options(request, "UpdateOptions")
-    document = await read_object(request)
+    put = await replacing(request, subresource="status")
+    found, options, document, client = put.found, put.options, put.document, put.client
     assert found.name is not None
-    document = check_object(document, found.resource, namespace_or_default(found), found.name)
-    client = acting_client(request, found, options)
     with refusals(found, found.name):
         base = await _current(client, found)
         check_uid(found, document, base.metadata.uid or "")

@@ -29,6 +29,7 @@ import random
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
+import attrs
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -52,6 +53,7 @@ from reconcile.http.validation import add_warnings, validated
 from reconcile.model.resource import AnyResource
 
 __all__ = [
+    "Replacing",
     "acting_client",
     "apply_conflict",
     "check_uid",
@@ -62,6 +64,7 @@ __all__ = [
     "precondition_failed",
     "refusals",
     "replace_object",
+    "replacing",
     "respond",
 ]
 
@@ -286,14 +289,32 @@ async def _update(
     raise ConflictError(f"gave up after {ATTEMPTS} attempts that met concurrent changes")
 
 
-async def replace_object(request: Request) -> Response:
-    """``PUT .../namespaces/{namespace}/{plural}/{name}``."""
-    found = target(request, "update")
+@attrs.frozen
+class Replacing:
+    """What a ``PUT`` works with: its target, options, checked body and client."""
+
+    found: Target
+    options: WriteOptions
+    document: dict[str, Any]
+    client: Client
+
+
+async def replacing(request: Request, *, subresource: str | None = None) -> Replacing:
+    """A ``PUT``'s target (allowed to ``update``), options and body, checked against
+    the URL (kind, name, namespace), and the client acting for its user."""
+    found = target(request, "update", subresource=subresource)
     options = write_options(request, "UpdateOptions")
     document = await read_object(request)
     assert found.name is not None
     document = check_object(document, found.resource, namespace_or_default(found), found.name)
-    client = acting_client(request, found, options)
+    return Replacing(found, options, document, acting_client(request, found, options))
+
+
+async def replace_object(request: Request) -> Response:
+    """``PUT .../namespaces/{namespace}/{plural}/{name}``."""
+    put = await replacing(request)
+    found, options, document, client = put.found, put.options, put.document, put.client
+    assert found.name is not None
     with refusals(found, found.name):
         updated, dropped = await _update(client, found, document, options)
     return respond(request, found, client, updated, status=200, warnings=dropped)
