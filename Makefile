@@ -69,7 +69,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/s3.py --json benchmarks/results/s3.json
 	$(BIN)/python benchmarks/dns.py --json benchmarks/results/dns.json
 	$(BIN)/python benchmarks/startup.py --json benchmarks/results/startup.json
-	$(BIN)/python benchmarks/http.py --json benchmarks/results/http.json
+	$(BIN)/python benchmarks/http_api.py --json benchmarks/results/http.json
 	$(BIN)/python benchmarks/report.py benchmarks/results/store.json benchmarks/results/reconcile.json \
 		benchmarks/results/files.json benchmarks/results/growth.json benchmarks/results/s3.json \
 		benchmarks/results/dns.json benchmarks/results/startup.json benchmarks/results/http.json \

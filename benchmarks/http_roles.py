@@ -1,4 +1,4 @@
-"""The processes of ``benchmarks/http.py`` besides its own: the server, the load
+"""The processes of ``benchmarks/http_api.py`` besides its own: the server, the load
 generator of the reads, the watchers; and what they share with it (the widgets, the
 paths, the writes of the watch case and their latencies).
 

@@ -1,4 +1,4 @@
-"""The report's section of ``benchmarks/http.py``: the HTTP API's reads beside a bare
+"""The report's section of ``benchmarks/http_api.py``: the HTTP API's reads beside a bare
 handler on the same server and beside the client in-process, its watch beside the
 store's own (:mod:`sections` holds the helpers and registers it)."""
 

@@ -19,8 +19,8 @@ import pytest
 ROOT = Path(__file__).parents[1]
 RESULTS = Path(__file__).parent / "benchmark_results"
 BENCHMARKS = ("reconcile", "store", "files", "growth", "s3", "dns", "startup", "http")
-# Last, not first: benchmarks/http.py and benchmarks/reconcile.py would shadow the standard
-# library's http and the package for every test collected after this one.
+# Last, not first: benchmarks/reconcile.py would shadow the package for every test
+# collected after this one.
 sys.path.append(str(ROOT / "benchmarks"))
 
 from charts import text_width  # noqa: E402

@@ -1,4 +1,4 @@
-"""benchmarks/http.py at tiny sizes (a smoke test, not a timing), and the socket
+"""benchmarks/http_api.py at tiny sizes (a smoke test, not a timing), and the socket
 ``reconcile serve`` listens on: its connections answer without waiting for a delayed ACK."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ ROOT = Path(__file__).parents[1]
 
 
 def run_http_benchmark(tmp_path: Path, *arguments: str) -> tuple[dict[str, dict[str, object]], str]:
-    """benchmarks/http.py at tiny sizes, one run: its rows by phase and what it printed."""
+    """benchmarks/http_api.py at tiny sizes, one run: its rows by phase and what it printed."""
     out = tmp_path / "http.json"
     result = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "http.py"),
+            str(ROOT / "benchmarks" / "http_api.py"),
             *("--size", "20", "--seconds", "0.2", "--connections", "2", "--runs", "1"),
             *("--json", str(out), *arguments),
         ],

@@ -35,7 +35,7 @@ same writes.
 
 Every figure is the median of --runs runs (the sides taking turns), with min and max.
 
-    python benchmarks/http.py [--size N] [--changes C] [--watchers W] [--rate R]
+    python benchmarks/http_api.py [--size N] [--changes C] [--watchers W] [--rate R]
                               [--connections K] [--seconds S] [--runs R] [--json PATH]
 
 ``--changes 0`` leaves the watch case out.
@@ -48,9 +48,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# This file is http.py, as the issue names it; its folder, first on the path when it runs
-# as a script, would make it the standard library's ``http`` for every import below (and
-# for httpx's and Starlette's): the folder goes last, after the standard library.
+# Not ``http.py``, the name the issue gives: in this folder, first on ``sys.path`` of every
+# benchmark run as a script, that name hid the standard library's ``http`` from them all
+# (benchmarks/s3.py failed importing urllib). The folder still goes last here, after the
+# standard library, as it did for that name.
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != HERE), str(HERE)]
 
 import argparse  # noqa: E402
