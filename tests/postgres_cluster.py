@@ -230,3 +230,9 @@ class Proxy:
         for pump in pumps:
             pump.cancel()
         await asyncio.gather(*pumps, return_exceptions=True)
+
+
+async def in_thread(call: object) -> None:
+    """Run a blocking call (pg_ctl) without stopping the loop the store runs on."""
+    assert callable(call)
+    await asyncio.get_running_loop().run_in_executor(None, call)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from postgres_cluster import Cluster, Proxy, cluster
+from postgres_cluster import Cluster, Proxy, cluster, in_thread
 from postgres_server import execute
 
 from reconcile import LockedError, ObjectKey, Runtime, StoreUnavailableError
@@ -64,12 +64,6 @@ async def proxy(server: Cluster) -> AsyncIterator[Proxy]:
     made = await Proxy(server.port).start()
     yield made
     await made.close()
-
-
-async def _in_thread(call: object) -> None:
-    """Run a blocking call (pg_ctl) without stopping the loop the store runs on."""
-    assert callable(call)
-    await asyncio.get_running_loop().run_in_executor(None, call)
 
 
 async def _check_log(url: str, results: dict[str, WriteResult]) -> None:
@@ -206,7 +200,7 @@ class TestRestart:
         watcher = asyncio.create_task(watch())
         try:
             results = {"before": await store.write(_key("before"), _put("before"), actor="t")}
-            restarting = asyncio.create_task(_in_thread(server.restart))
+            restarting = asyncio.create_task(in_thread(server.restart))
             futures = {}
             while not restarting.done():
                 name = f"r{len(futures)}"
@@ -309,7 +303,7 @@ class TestRuntime:
         async with Runtime(url, providers=[MemoryProvider(cloud)], patience=60.0) as rt:
             await rt.apply_many(_buckets(300))
             await _until("a first part made", lambda: len(cloud.items) >= 30)
-            await _in_thread(server.restart)
+            await in_thread(server.restart)
             assert len(cloud.items) < 300, "the restart came after the convergence"
             state = await rt.wait_converged(timeout=DEADLINE)
             assert state.converged
@@ -448,7 +442,7 @@ class TestRunnerLock:
             claim = await store.claim("runner")
             assert isinstance(claim, AdvisoryClaim)
             session = claim.pid
-            await _in_thread(server.restart)
+            await in_thread(server.restart)
             await _until("the lock taken again", lambda: claim.pid != session)
             other = await open_store(url)
             try:

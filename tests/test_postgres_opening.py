@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import asyncpg
 import pytest
-from postgres_cluster import Cluster, Proxy, cluster
+from postgres_cluster import Cluster, Proxy, cluster, in_thread
 from postgres_server import execute
 
 from reconcile import ObjectKey, Runtime, StoreError
@@ -56,12 +56,6 @@ async def proxy(server: Cluster) -> AsyncIterator[Proxy]:
     made = await Proxy(server.port).start()
     yield made
     await made.close()
-
-
-async def _in_thread(call: object) -> None:
-    """Run a blocking call (pg_ctl) without stopping the loop the store runs on."""
-    assert callable(call)
-    await asyncio.get_running_loop().run_in_executor(None, call)
 
 
 async def _until(what: str, condition: Callable[[], bool]) -> None:
@@ -116,13 +110,13 @@ class TestServerAway:
         """The cluster stopped, a store opens, the cluster starts a moment later (well
         within the patience): the open succeeds, a warning said it tried again."""
         caplog.set_level(logging.INFO, "reconcile.store")
-        await _in_thread(server.stop)
+        await in_thread(server.stop)
         try:
             opening = asyncio.ensure_future(open_store(url, patience=PATIENCE))
             await _until("an attempt failed", lambda: opening.done() or "lost the server" in caplog.text)
             assert not opening.done(), "the open did not wait for the server"
         finally:
-            await _in_thread(server.start)
+            await in_thread(server.start)
         async with asyncio.timeout(DEADLINE):
             store = await opening
         try:
@@ -137,7 +131,7 @@ class TestServerAway:
     ) -> None:
         """A Runtime started while its server is down: it starts once the server is
         back, and converges."""
-        await _in_thread(server.stop)
+        await in_thread(server.stop)
         cloud = MemoryCloud()
         try:
             runtime = Runtime(url, providers=[MemoryProvider(cloud)], patience=PATIENCE)
@@ -145,7 +139,7 @@ class TestServerAway:
             await _until("an attempt failed", lambda: starting.done() or "lost the server" in caplog.text)
             assert not starting.done(), "the runtime did not wait for the server"
         finally:
-            await _in_thread(server.start)
+            await in_thread(server.start)
         async with asyncio.timeout(DEADLINE):
             await starting
         try:
