@@ -38,12 +38,12 @@ COMMANDS: Mapping[str, str] = {
     "compact": "reconcile.cli.maintaining:compact",
     "completion": "reconcile.cli.completing:completion",
     "delete": "reconcile.cli.applying:delete",
-    "describe": "reconcile.cli.reading:describe",
+    "describe": "reconcile.cli.describing:describe",
     "diff": "reconcile.cli.applying:diff",
     "edit": "reconcile.cli.editing:edit",
     "explain": "reconcile.cli.maintaining:explain",
     "get": "reconcile.cli.reading:get",
-    "history": "reconcile.cli.reading:history",
+    "history": "reconcile.cli.describing:history",
     "label": "reconcile.cli.labelling:label",
     "migrate": "reconcile.cli.migrating:migrate",
     "migrate-storage": "reconcile.cli.converting:migrate_storage",
@@ -56,7 +56,7 @@ COMMANDS: Mapping[str, str] = {
     "verify": "reconcile.cli.maintaining:verify",
     "version": "reconcile.cli.maintaining:version",
     "wait": "reconcile.cli.waiting:wait",
-    "watch": "reconcile.cli.reading:watch",
+    "watch": "reconcile.cli.describing:watch",
 }
 """Every command of ``reconcile``: its name, and the ``module:attribute`` of its
 :class:`click.Command`."""
