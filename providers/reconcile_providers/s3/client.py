@@ -17,7 +17,7 @@ import reconcile
 from reconcile.annotations import ANNOTATION_CREATE_PENDING
 from reconcile.errors import TransientError
 from reconcile_providers.s3.config import S3Config
-from reconcile_providers.s3.failing import code_of, read_or_none, s3_errors
+from reconcile_providers.s3.failing import code_of, s3_errors
 from reconcile_providers.s3.kinds import BUCKET, OWNER_TAG, ensure_ours
 from reconcile_providers.s3.objects import OBJECT
 from reconcile_providers.s3.policies import same_policy
@@ -29,12 +29,20 @@ from reconcile_providers.s3.putting import (
     update_object,
 )
 from reconcile_providers.s3.rules import (
-    cors_from_s3,
-    cors_to_s3,
-    lifecycle_from_s3,
-    lifecycle_to_s3,
     normal_cors,
     normal_lifecycle,
+)
+from reconcile_providers.s3.subresources import (
+    BLOCK_FIELDS,
+    block_body,
+    encryption_body,
+    matches,
+    read_cors,
+    read_encryption,
+    read_lifecycle,
+    read_policy,
+    read_public_access_block,
+    settle_rules,
 )
 
 __all__ = ["BucketClient", "ObjectClient", "S3Client"]
@@ -177,31 +185,31 @@ class BucketClient:
         differences: list[str] = []
         extra: dict[str, Any] = {}
         if spec.encryption is not None:
-            found = await self._encryption(client, name)
+            found = await read_encryption(client, name)
             extra["encryption"] = found
-            wanted = _encryption_body(spec.encryption)
-            if not _matches(found, wanted):
+            wanted = encryption_body(spec.encryption)
+            if not matches(found, wanted):
                 differences.append(f"encryption: {found or 'none'} -> {wanted}")
         if spec.public_access_block is not None:
-            found_block = await self._public_access_block(client, name)
+            found_block = await read_public_access_block(client, name)
             extra["publicAccessBlock"] = found_block
-            wanted_block = _block_body(spec.public_access_block)
+            wanted_block = block_body(spec.public_access_block)
             if found_block != wanted_block:
                 differences.append(f"publicAccessBlock: {found_block or 'none'} -> {wanted_block}")
         if spec.policy is not None:
-            found_policy = await self._policy(client, name)
+            found_policy = await read_policy(client, name)
             extra["policy"] = found_policy
             if found_policy is None or not same_policy(found_policy, spec.policy):
                 differences.append(
                     "policy: differs from the declared document" if found_policy else "policy: none"
                 )
         if spec.lifecycle_rules is not None:
-            found_rules = await self._lifecycle(client, name)
+            found_rules = await read_lifecycle(client, name)
             extra["lifecycleRules"] = found_rules
             if found_rules != normal_lifecycle(spec.lifecycle_rules):
                 differences.append("lifecycleRules: differ from the declared rules")
         if spec.cors_rules is not None:
-            found_cors = await self._cors(client, name)
+            found_cors = await read_cors(client, name)
             extra["corsRules"] = found_cors
             if found_cors != normal_cors(spec.cors_rules):
                 differences.append("corsRules: differ from the declared rules")
@@ -370,9 +378,9 @@ class BucketClient:
             "tags": dict(sorted(spec.tags.items())),
         }
         if spec.encryption is not None:
-            observed["encryption"] = _encryption_body(spec.encryption)
+            observed["encryption"] = encryption_body(spec.encryption)
         if spec.public_access_block is not None:
-            observed["publicAccessBlock"] = _block_body(spec.public_access_block)
+            observed["publicAccessBlock"] = block_body(spec.public_access_block)
         if spec.policy is not None:
             observed["policy"] = spec.policy
         if spec.lifecycle_rules is not None:
@@ -395,8 +403,8 @@ class BucketClient:
             tag_set = [{"Key": k, "Value": v} for k, v in sorted(wanted.items())]
             with s3_errors("PutBucketTagging", name):
                 await client.put_bucket_tagging(Bucket=name, Tagging={"TagSet": tag_set})
-        if spec.encryption is not None and not _matches(
-            observed.get("encryption"), _encryption_body(spec.encryption)
+        if spec.encryption is not None and not matches(
+            observed.get("encryption"), encryption_body(spec.encryption)
         ):
             default: dict[str, Any] = {"SSEAlgorithm": spec.encryption.algorithm}
             if spec.encryption.kms_key_id is not None:
@@ -409,8 +417,8 @@ class BucketClient:
                     Bucket=name, ServerSideEncryptionConfiguration={"Rules": [rule]}
                 )
         block = spec.public_access_block
-        if block is not None and observed.get("publicAccessBlock") != _block_body(block):
-            configuration = {aws: getattr(block, attribute) for attribute, _, aws in _BLOCK_FIELDS}
+        if block is not None and observed.get("publicAccessBlock") != block_body(block):
+            configuration = {aws: getattr(block, attribute) for attribute, _, aws in BLOCK_FIELDS}
             with s3_errors("PutPublicAccessBlock", name):
                 await client.put_public_access_block(
                     Bucket=name, PublicAccessBlockConfiguration=configuration
@@ -420,98 +428,13 @@ class BucketClient:
         ):
             with s3_errors("PutBucketPolicy", name):
                 await client.put_bucket_policy(Bucket=name, Policy=json.dumps(spec.policy))
-        await self._settle_rules(client, spec, observed, name)
+        await settle_rules(client, spec, observed, name)
         current = observed.get("versioning")
         if spec.versioning is not None and current != spec.versioning:
             with s3_errors("PutBucketVersioning", name):
                 await client.put_bucket_versioning(
                     Bucket=name, VersioningConfiguration={"Status": spec.versioning}
                 )
-
-    async def _encryption(self, client: Any, name: str) -> dict[str, Any] | None:
-        answer = await read_or_none(
-            "GetBucketEncryption",
-            name,
-            lambda: client.get_bucket_encryption(Bucket=name),
-            ("ServerSideEncryptionConfigurationNotFoundError",),
-        )
-        if answer is None:
-            return None
-        rules = answer.get("ServerSideEncryptionConfiguration", {}).get("Rules", [])
-        if not rules:
-            return None
-        default = rules[0].get("ApplyServerSideEncryptionByDefault", {})
-        found: dict[str, Any] = {"algorithm": default.get("SSEAlgorithm")}
-        if default.get("KMSMasterKeyID"):
-            found["kmsKeyId"] = default["KMSMasterKeyID"]
-        if "BucketKeyEnabled" in rules[0]:
-            found["bucketKey"] = bool(rules[0]["BucketKeyEnabled"])
-        return found
-
-    async def _lifecycle(self, client: Any, name: str) -> list[dict[str, Any]]:
-        answer = await read_or_none(
-            "GetBucketLifecycleConfiguration",
-            name,
-            lambda: client.get_bucket_lifecycle_configuration(Bucket=name),
-            ("NoSuchLifecycleConfiguration",),
-        )
-        if answer is None:
-            return []
-        return lifecycle_from_s3(answer.get("Rules", []))
-
-    async def _cors(self, client: Any, name: str) -> list[dict[str, Any]]:
-        answer = await read_or_none(
-            "GetBucketCors", name, lambda: client.get_bucket_cors(Bucket=name), ("NoSuchCORSConfiguration",)
-        )
-        if answer is None:
-            return []
-        return cors_from_s3(answer.get("CORSRules", []))
-
-    async def _policy(self, client: Any, name: str) -> dict[str, Any] | None:
-        answer = await read_or_none(
-            "GetBucketPolicy", name, lambda: client.get_bucket_policy(Bucket=name), ("NoSuchBucketPolicy",)
-        )
-        if answer is None:
-            return None
-        try:
-            document = json.loads(answer.get("Policy") or "null")
-        except ValueError:
-            return None  # not JSON: differs from any declared document
-        return document if isinstance(document, dict) else None
-
-    async def _public_access_block(self, client: Any, name: str) -> dict[str, bool] | None:
-        answer = await read_or_none(
-            "GetPublicAccessBlock",
-            name,
-            lambda: client.get_public_access_block(Bucket=name),
-            ("NoSuchPublicAccessBlockConfiguration",),
-        )
-        if answer is None:
-            return None
-        found = answer.get("PublicAccessBlockConfiguration", {})
-        return {key: bool(found.get(aws, False)) for _, key, aws in _BLOCK_FIELDS}
-
-    @staticmethod
-    async def _settle_rules(client: Any, spec: Any, observed: dict[str, Any], name: str) -> None:
-        """Lifecycle and CORS rules to the spec ([] removes them)."""
-        rules = spec.lifecycle_rules
-        if rules is not None and observed.get("lifecycleRules") != normal_lifecycle(rules):
-            with s3_errors("PutBucketLifecycleConfiguration", name):
-                if rules:
-                    await client.put_bucket_lifecycle_configuration(
-                        Bucket=name, LifecycleConfiguration={"Rules": lifecycle_to_s3(rules)}
-                    )
-                else:
-                    await client.delete_bucket_lifecycle(Bucket=name)
-        cors = spec.cors_rules
-        if cors is not None and observed.get("corsRules") != normal_cors(cors):
-            with s3_errors("PutBucketCors", name):
-                if cors:
-                    await client.put_bucket_cors(
-                        Bucket=name, CORSConfiguration={"CORSRules": cors_to_s3(cors)}
-                    )
-                else:
-                    await client.delete_bucket_cors(Bucket=name)
 
     async def _empty(self, client: Any, name: str) -> None:
         """Delete every object version and delete marker of ``name``."""
@@ -542,32 +465,3 @@ def _tag_diff(wanted: Mapping[str, str], found: Mapping[str, str]) -> str:
     parts += [f"+{k}={wanted[k]!r}" for k in sorted(wanted) if k not in found]
     parts += [f"-{k}" for k in sorted(found) if k not in wanted]
     return ", ".join(parts)
-
-
-#: The public-access switches: the spec's attribute, the document's key (what
-#: ``status.atProvider`` reports) and S3's name.
-_BLOCK_FIELDS = (
-    ("block_public_acls", "blockPublicAcls", "BlockPublicAcls"),
-    ("ignore_public_acls", "ignorePublicAcls", "IgnorePublicAcls"),
-    ("block_public_policy", "blockPublicPolicy", "BlockPublicPolicy"),
-    ("restrict_public_buckets", "restrictPublicBuckets", "RestrictPublicBuckets"),
-)
-
-
-def _encryption_body(encryption: Any) -> dict[str, Any]:
-    """What observe reports for a declared encryption (only the keys declared)."""
-    body: dict[str, Any] = {"algorithm": encryption.algorithm}
-    if encryption.kms_key_id is not None:
-        body["kmsKeyId"] = encryption.kms_key_id
-    if encryption.bucket_key is not None:
-        body["bucketKey"] = encryption.bucket_key
-    return body
-
-
-def _block_body(block: Any) -> dict[str, bool]:
-    return {key: bool(getattr(block, attribute)) for attribute, key, _ in _BLOCK_FIELDS}
-
-
-def _matches(found: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
-    """Whether the declared keys have their declared values (undeclared ones are S3's)."""
-    return found is not None and all(found.get(key) == value for key, value in wanted.items())
