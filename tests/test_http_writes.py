@@ -98,6 +98,31 @@ class TestCreate:
         assert document == (await http.get(f"{FILES}/index")).json()
         [event] = await client.history("File", "index")
         assert (event.actor, event.user) == ("kubectl-create", "alice")
+        # A create is recorded as Kubernetes records a POST: the manager's Update entry.
+        [entry] = document["metadata"]["managedFields"]
+        assert (entry["manager"], entry["operation"]) == ("kubectl-create", "Update")
+        assert "f:content" in entry["fieldsV1"]["f:spec"]
+
+    async def test_an_apply_after_a_create_shares_the_fields_it_sets_alike(
+        self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path
+    ) -> None:
+        """The creator's Update entry and a later applier of the same values share the
+        fields (no conflict); a different value is a conflict naming the creator."""
+        _, http = served
+        await http.post(FILES, json=manifest(tmp_path), params={"fieldManager": "kubectl-create"})
+        apply = {"Content-Type": "application/apply-patch+yaml"}
+        same = await http.patch(
+            f"{FILES}/index", json=manifest(tmp_path), headers=apply, params={"fieldManager": "deployer"}
+        )
+        assert same.status_code == 200, same.text
+        entries = {(e["manager"], e["operation"]) for e in same.json()["metadata"]["managedFields"]}
+        assert entries == {("kubectl-create", "Update"), ("deployer", "Apply")}
+        changed = {**manifest(tmp_path), "spec": {**manifest(tmp_path)["spec"], "content": "other\n"}}
+        refused = await http.patch(
+            f"{FILES}/index", json=changed, headers=apply, params={"fieldManager": "deployer"}
+        )
+        assert refused.status_code == 409
+        assert "kubectl-create" in refused.json()["message"]
 
     async def test_manager_defaults_to_the_user_agent(
         self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path
