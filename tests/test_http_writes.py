@@ -421,12 +421,19 @@ class TestPatch:
         operations = [
             {"op": "test", "path": "/spec/content", "value": "hello\n"},
             {"op": "replace", "path": "/spec/content", "value": "json\n"},
-            {"op": "add", "path": "/metadata/annotations/note", "value": "hi"},
+            # (No annotations yet: the object has no annotations member, as in Kubernetes,
+            # so the map is added whole; adding a key below it is refused, as there.)
+            {"op": "add", "path": "/metadata/annotations", "value": {"note": "hi"}},
         ]
         response = await http.patch(f"{FILES}/index", json=operations, headers=JSON_PATCH)
         assert response.status_code == 200
         assert response.json()["spec"]["content"] == "json\n"
         assert response.json()["metadata"]["annotations"] == {"note": "hi"}
+        revision = await client.revision()
+        below = [{"op": "add", "path": "/metadata/labels/tier", "value": "web"}]
+        assert (await http.patch(f"{FILES}/index", json=below, headers=JSON_PATCH)).status_code == 200
+        missing = [{"op": "add", "path": "/metadata/ownerReferences/0/name", "value": "y"}]  # no member
+        assert_status(await http.patch(f"{FILES}/index", json=missing, headers=JSON_PATCH), 422, "Invalid")
         revision = await client.revision()
         failing = [{"op": "test", "path": "/spec/content", "value": "other"}]
         status = assert_status(
