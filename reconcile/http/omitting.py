@@ -32,6 +32,7 @@ _EMPTY_METADATA = ("labels", "annotations", "finalizers", "ownerReferences")
 #: default is null), and the attrs class of what it holds, if any (its own fields then
 #: looked at the same way, in a mapping or in each item of a list).
 _Plan = tuple[tuple[str, bool, type[Any] | None], ...]
+_ABSENT: Any = object()
 
 
 def _attrs_class_in(hint: Any) -> type[Any] | None:
@@ -56,37 +57,50 @@ def _plan(cls: type[Any]) -> _Plan:
 
 
 def _make_plan(cls: type[Any]) -> _Plan:
+    """Only the fields omission may touch: those whose default is null, and those that
+    hold an attrs class (the rest are never looked at)."""
     if not attrs.has(cls):
         return ()
     try:
         hints = typing.get_type_hints(cls)
     except (NameError, TypeError):  # pragma: no cover - an annotation that cannot be resolved
         hints = {}
-    return tuple(
-        (camel(f.name), f.default is None, _attrs_class_in(hints.get(f.name))) for f in attrs.fields(cls)
-    )
+    plan = ((camel(f.name), f.default is None, _attrs_class_in(hints.get(f.name))) for f in attrs.fields(cls))
+    return tuple(entry for entry in plan if entry[1] or entry[2] is not None)
 
 
 def omit_null_fields(value: Any, cls: type[Any] | None) -> Any:
     """``value`` (``cls`` unstructured: a mapping) without its null fields whose default
-    is null, at every level of attrs classes below it; anything else as it is."""
+    is null, at every level of attrs classes below it; anything else as it is. ``value``
+    itself is returned when nothing is left out (it is never changed)."""
     plan = _plan(cls) if cls is not None else ()
     if not plan or not isinstance(value, Mapping):
         return value
-    out = dict(value)
+    out: dict[str, Any] | None = None
     for key, optional, nested in plan:
-        if key not in out:
+        item = value.get(key, _ABSENT)
+        if item is _ABSENT:
             continue
-        item = out[key]
         if item is None:
             if optional:
+                if out is None:
+                    out = dict(value)
                 del out[key]
-        elif nested is not None:
-            if isinstance(item, Mapping):
-                out[key] = omit_null_fields(item, nested)
-            elif isinstance(item, list):
-                out[key] = [omit_null_fields(element, nested) for element in item]
-    return out
+            continue
+        if nested is None:
+            continue
+        if isinstance(item, Mapping):
+            changed = omit_null_fields(item, nested)
+        elif isinstance(item, list):
+            items = [omit_null_fields(element, nested) for element in item]
+            changed = items if any(a is not b for a, b in zip(items, item, strict=True)) else item
+        else:
+            continue
+        if changed is not item:
+            if out is None:
+                out = dict(value)
+            out[key] = changed
+    return value if out is None else out
 
 
 def omit_empty_metadata(meta: dict[str, Any]) -> dict[str, Any]:
