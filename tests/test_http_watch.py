@@ -199,6 +199,33 @@ class TestSelections:
             ("ADDED", "index"),
         ]
 
+    @pytest.mark.parametrize("from_head", [False, True], ids=["listed", "from-resource-version"])
+    async def test_leaving_carries_the_state_it_had_in_the_selection(
+        self, tmp_path: Path, *, from_head: bool
+    ) -> None:
+        """An object whose labels stop matching is DELETED with its previous state (the
+        labels that matched) and the leaving change's resourceVersion, as the apiserver
+        sends it; a deletion carries the object as deleted."""
+        async with app_over(tmp_path) as (client, app):
+            origin = tmp_path / "a.yaml"
+            await client.apply(manifest("index", app="site", content="old"), origin=origin)
+            params = {"resourceVersion": str(await client.revision())} if from_head else {}
+            stream = await watch(app, labelSelector="app=site", **params)
+            await client.apply(manifest("index", app="blog", content="new"), origin=origin)  # leaves
+            left = await client.revision()
+            await client.apply(manifest("gone", app="site"), origin=origin)
+            await remove(client, "gone")
+            events = await stream.wait_events(4 if from_head else 5)
+            stream.disconnect()
+            await stream.wait_ended()
+        deleted = [e for e in events if e["type"] == "DELETED"]
+        assert [e["object"]["metadata"]["name"] for e in deleted] == ["index", "gone"]
+        leaving = deleted[0]["object"]
+        assert leaving["metadata"]["labels"] == {"app": "site"}
+        assert leaving["spec"]["content"] == "old"
+        assert leaving["metadata"]["resourceVersion"] == str(left)
+        assert deleted[1]["object"]["metadata"]["deletionTimestamp"]
+
     async def test_changes_while_a_watch_reads_an_object_history_are_not_skipped(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -98,6 +98,31 @@ class TestCreate:
         assert document == (await http.get(f"{FILES}/index")).json()
         [event] = await client.history("File", "index")
         assert (event.actor, event.user) == ("kubectl-create", "alice")
+        # A create is recorded as Kubernetes records a POST: the manager's Update entry.
+        [entry] = document["metadata"]["managedFields"]
+        assert (entry["manager"], entry["operation"]) == ("kubectl-create", "Update")
+        assert "f:content" in entry["fieldsV1"]["f:spec"]
+
+    async def test_an_apply_after_a_create_shares_the_fields_it_sets_alike(
+        self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path
+    ) -> None:
+        """The creator's Update entry and a later applier of the same values share the
+        fields (no conflict); a different value is a conflict naming the creator."""
+        _, http = served
+        await http.post(FILES, json=manifest(tmp_path), params={"fieldManager": "kubectl-create"})
+        apply = {"Content-Type": "application/apply-patch+yaml"}
+        same = await http.patch(
+            f"{FILES}/index", json=manifest(tmp_path), headers=apply, params={"fieldManager": "deployer"}
+        )
+        assert same.status_code == 200, same.text
+        entries = {(e["manager"], e["operation"]) for e in same.json()["metadata"]["managedFields"]}
+        assert entries == {("kubectl-create", "Update"), ("deployer", "Apply")}
+        changed = {**manifest(tmp_path), "spec": {**manifest(tmp_path)["spec"], "content": "other\n"}}
+        refused = await http.patch(
+            f"{FILES}/index", json=changed, headers=apply, params={"fieldManager": "deployer"}
+        )
+        assert refused.status_code == 409
+        assert "kubectl-create" in refused.json()["message"]
 
     async def test_manager_defaults_to_the_user_agent(
         self, served: tuple[Client, httpx.AsyncClient], tmp_path: Path
@@ -396,12 +421,19 @@ class TestPatch:
         operations = [
             {"op": "test", "path": "/spec/content", "value": "hello\n"},
             {"op": "replace", "path": "/spec/content", "value": "json\n"},
-            {"op": "add", "path": "/metadata/annotations/note", "value": "hi"},
+            # (No annotations yet: the object has no annotations member, as in Kubernetes,
+            # so the map is added whole; adding a key below it is refused, as there.)
+            {"op": "add", "path": "/metadata/annotations", "value": {"note": "hi"}},
         ]
         response = await http.patch(f"{FILES}/index", json=operations, headers=JSON_PATCH)
         assert response.status_code == 200
         assert response.json()["spec"]["content"] == "json\n"
         assert response.json()["metadata"]["annotations"] == {"note": "hi"}
+        revision = await client.revision()
+        below = [{"op": "add", "path": "/metadata/labels/tier", "value": "web"}]
+        assert (await http.patch(f"{FILES}/index", json=below, headers=JSON_PATCH)).status_code == 200
+        missing = [{"op": "add", "path": "/metadata/ownerReferences/0/name", "value": "y"}]  # no member
+        assert_status(await http.patch(f"{FILES}/index", json=missing, headers=JSON_PATCH), 422, "Invalid")
         revision = await client.revision()
         failing = [{"op": "test", "path": "/spec/content", "value": "other"}]
         status = assert_status(

@@ -158,7 +158,10 @@ class Client(Reading):
         manager: str | None = None,
         origin: Path | None = None,
     ) -> AnyResource:
-        """Create an object; :class:`AlreadyExistsError` when it exists."""
+        """Create an object; :class:`AlreadyExistsError` when it exists. The fields it
+        sets are ``manager``'s Update entry (``NAME (Update)``), as Kubernetes records a
+        ``POST``, not an apply's: a later apply of another value by another manager is a
+        conflict with it, of the same value shares the field."""
         return await self._apply(manifest, manager=manager, create_only=True, origin=origin, force=False)
 
     async def _apply(

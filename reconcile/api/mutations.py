@@ -191,7 +191,11 @@ def apply(
             body = _new_object(desired, status, uid, now)
             meta = body["metadata"]
             _check_owners(key, meta, desired["metadata"])
-            meta["managedFields"] = {manager: list(paths)} if paths else {}
+            # A create is not an apply: its fields are the manager's ``(Update)`` entry's,
+            # as Kubernetes records a POST (``operation: Update``); an apply that creates
+            # records them under the manager itself.
+            owner = manager + UPDATE if create_only else manager
+            meta["managedFields"] = {owner: list(paths)} if paths else {}
             if finalizers:
                 meta["finalizers"] = list(created_finalizers)
             return Put(EventType.CREATED, body, identity=identity)

@@ -11,8 +11,10 @@ camelCase spec fields). What differs on the wire:
   ``Apply`` or ``Update``, ``apiVersion``, ``fieldsType: FieldsV1``, ``fieldsV1``), made
   from our map of a manager to its field paths (:mod:`reconcile.api.fields`); a
   request's ``managedFields`` is ignored, as a server ignores what only it may set;
-* null fields of metadata (``deletionTimestamp`` of an object not being deleted) are left
-  out, as Kubernetes' ``omitempty``;
+* null fields of metadata (``deletionTimestamp`` of an object not being deleted), empty
+  labels, annotations, finalizers and owner references, and the null optional fields of
+  spec and status are left out, as Kubernetes' ``omitempty`` (:mod:`.omitting`: only
+  where leaving a field out reads back as the same value);
 * a kind's spoke version (``v1alpha1``) is converted from and to its storage version.
 """
 
@@ -27,6 +29,7 @@ import orjson
 from reconcile.api import Client
 from reconcile.http.errors import ApiError, Cause
 from reconcile.http.mapping import ApiResource
+from reconcile.http.omitting import omit_empty_metadata, omit_null_fields
 from reconcile.model.versions import convert_body
 
 __all__ = ["from_wire", "managed_fields", "parse_resource_version", "to_wire", "wire_version"]
@@ -126,11 +129,18 @@ def to_wire(client: Client, resource: ApiResource, body: Mapping[str, Any]) -> d
             structure=client.converter,
             unstructure=client.converter,
         )
-    meta = {k: v for k, v in (document.get("metadata") or {}).items() if v is not None}
+    meta = omit_empty_metadata(document.get("metadata") or {})
     meta["resourceVersion"] = wire_version(meta.get("resourceVersion"))
-    if "managedFields" in meta:
+    if meta.get("managedFields"):
         meta["managedFields"] = managed_fields(document)
+    else:
+        meta.pop("managedFields", None)
     document["metadata"] = meta
+    spec_type = resource.spoke.spec_type if resource.spoke is not None else resource.kind.spec_type
+    if "spec" in document:
+        document["spec"] = omit_null_fields(document["spec"], spec_type)
+    if document.get("status") is not None:
+        document["status"] = omit_null_fields(document["status"], resource.kind.status_type)
     return document
 
 

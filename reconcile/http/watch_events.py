@@ -5,9 +5,9 @@ one a stored event is for a given watcher.
 The store's events say what happened to an object (``Created``, ``SpecChanged``,
 ``Deleted``, controller notes without a snapshot...); a watcher sees what happened to its
 *selection*, as the apiserver's watch cache tells it: an object that comes to match its
-label selector is ADDED, one that stops matching is DELETED (its object is the one at
-that revision, which no longer matches: Kubernetes sends the previous state there, with
-the event's resourceVersion), a note is nothing. To know whether an object matched
+label selector is ADDED, one that stops matching is DELETED (its object is its previous
+state, the last one that matched, with the event's resourceVersion, as the apiserver
+sends it), a note is nothing. To know whether an object matched
 before, a watcher that started with the full list knows every key it holds; one that
 started from a resourceVersion looks the object's previous snapshot up in its history
 the first time a label-selected watch meets its key (once per key), and when that
@@ -116,18 +116,23 @@ class Translator:
     def _labels_match(self, body: Mapping[str, Any]) -> bool:
         return self._selection.labels.matches((body.get("metadata") or {}).get("labels") or {})
 
-    async def _matched_before(self, event: RawEvent) -> bool:
-        known = self._matched.get(event.key)
-        if known is not None:
-            return known
-        if self.complete or event.type == EventType.CREATED:
-            return False
+    async def _previous(self, event: RawEvent) -> RawEvent | None:
+        """The object's snapshot before ``event`` (None: compacted away, or none)."""
         previous = None
         for earlier in await self._client.store.events(event.key):
             if earlier.revision >= event.revision:
                 break
             if earlier.has_body:
                 previous = earlier
+        return previous
+
+    async def _matched_before(self, event: RawEvent) -> bool:
+        known = self._matched.get(event.key)
+        if known is not None:
+            return known
+        if self.complete or event.type == EventType.CREATED:
+            return False
+        previous = await self._previous(event)
         if previous is None:  # (compacted away: as it matches now)
             assert event.body is not None
             return self._labels_match(event.body)
@@ -159,7 +164,24 @@ class Translator:
             self._matched[key] = now
         if now:
             return event_line(MODIFIED if before else ADDED, self._event_object(event))
-        return event_line(DELETED, self._event_object(event)) if before else None
+        if not before:
+            return None
+        if not deleted:  # it left the selection: the state it had in it, at this revision
+            previous = await self._previous(event)
+            if previous is not None and previous.type != EventType.DELETED and previous.body is not None:
+                return event_line(DELETED, self._left_object(event, previous))
+        return event_line(DELETED, self._event_object(event))
+
+    def _left_object(self, event: RawEvent, previous: RawEvent) -> bytes:
+        """The object's ``previous`` state with ``event``'s resourceVersion (made for this
+        watcher alone: the shared objects by revision hold the state *at* a revision)."""
+        body = previous.body
+        assert body is not None
+        document = self._document(event.revision, StoredObject(event.key, event.uid, event.revision, body))
+        if self._tabulate is not None:
+            first, self._tabled = not self._tabled, True
+            return orjson.dumps(self._tabulate(document, first))
+        return orjson.dumps(document)
 
     def _event_object(self, event: RawEvent) -> bytes:
         def stored() -> StoredObject:
