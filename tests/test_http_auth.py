@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import socket
 import ssl
 import subprocess
 from pathlib import Path
@@ -127,6 +128,23 @@ def app_options(tmp_path: Path, *, anonymous: bool = False, rbac: bool = True) -
 def bearer(token: str) -> dict[str, str]:
     """The Authorization header of ``token``."""
     return {"Authorization": f"Bearer {token}"}
+
+
+def handshake(url: str, ca: str, ciphers: str | None) -> tuple[str, str, int]:
+    """The suite a TLS 1.2 client (offering ``ciphers``, else its defaults) and the server
+    at ``url`` agree on: (name, protocol, bits)."""
+    host, _, port = url.removeprefix("https://").partition(":")
+    context = ssl.create_default_context(cafile=ca)
+    context.minimum_version = context.maximum_version = ssl.TLSVersion.TLSv1_2
+    if ciphers is not None:
+        context.set_ciphers(ciphers)
+    with (
+        socket.create_connection((host, int(port.rstrip("/"))), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        suite = tls.cipher()
+    assert suite is not None
+    return suite
 
 
 class TestAuthentication:
@@ -739,6 +757,13 @@ class TestServed:
             context = ssl.create_default_context(cafile=f"{paths['ca']}.crt")
             with httpx.Client(verify=context) as http:
                 nobody = http.get(f"{url}{FILES}")
+            modern = handshake(url, f"{paths['ca']}.crt", None)
+            with pytest.raises(ssl.SSLError):
+                handshake(url, f"{paths['ca']}.crt", "ECDHE-ECDSA-AES128-SHA:ECDHE-RSA-AES128-SHA")
+        # TLS 1.2 with forward secrecy and an AEAD suite only (uvicorn's default offered CBC).
+        assert modern[1] == "TLSv1.2"
+        assert modern[0].startswith("ECDHE-"), modern
+        assert "GCM" in modern[0] or "CHACHA20" in modern[0], modern
         assert '"username":"carol"' in carol.stdout
         assert '"groups":["ops","system:authenticated"]' in carol.stdout
         assert can.stdout.strip() == "yes"  # carol is in ops, bound to admin everywhere
