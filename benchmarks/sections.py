@@ -348,8 +348,10 @@ def files_section(data: Mapping[str, Any]) -> Section:
             "reconciling every cached File again, as every resync period does. Process CPU seconds: "
             f"run pass {data['noop_pass_cpu_s']:.2f}, resync {data['resync_pass_cpu_s']:.2f}, "
             f"plain read + compare {data['plain_check_cpu_s']:.2f}, plain load + read + compare "
-            f"{data['plain_load_check_cpu_s']:.2f}; the resync appended "
-            f"{data['resync_events_appended']} events.</p>"
+            f"{data['plain_load_check_cpu_s']:.2f}: the run pass "
+            f"{data['noop_pass_cpu_s'] / data['plain_load_check_cpu_s']:.2f}x its load limit, the "
+            f"resync {data['resync_pass_cpu_s'] / data['plain_check_cpu_s']:.2f}x the plain read. "
+            f"The resync appended {data['resync_events_appended']} events.</p>"
         )
     return section
 
