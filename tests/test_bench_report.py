@@ -176,6 +176,23 @@ class TestReport:
         _, quiet = build(tmp_path, RESULTS / "files.json")
         assert "second core busy" not in quiet
 
+    def test_files_readings_of_the_no_change_pass(self, tmp_path: Path) -> None:
+        """The files section draws the run pass beside both its limits and the resync beside
+        the plain read; a files.json written before those readings is drawn without them."""
+        result, page = build(tmp_path, RESULTS / "files.json")
+        assert result.returncode == 0, result.stderr
+        assert "no change: a run pass, vs load" in page
+        assert "no change: a resync" in page
+        older = tmp_path / "files.json"
+        data = json.loads((RESULTS / "files.json").read_text())
+        new = ("plain_check_cpu_s", "plain_load_check_s", "plain_load_check_cpu_s", "noop_pass_cpu_s")
+        new += ("resync_pass_s", "resync_pass_cpu_s", "resync_events_appended")
+        older.write_text(json.dumps({k: v for k, v in data.items() if k not in new}))
+        result, page = build(tmp_path, older)
+        assert result.returncode == 0, result.stderr
+        assert "no change: a run pass" in page
+        assert "a resync" not in page
+
     def test_a_missing_file_is_refused(self, tmp_path: Path) -> None:
         """A JSON file that is not there: exit 2 naming it, no page, no traceback."""
         result, page = build(tmp_path, tmp_path / "nothing.json")

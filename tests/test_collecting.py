@@ -116,6 +116,7 @@ class TestRuntimeOption:
             tmp_path / "state.db", providers=[], kinds=example_kinds(), gc_tuning=tuning
         ) as rt:
             assert rt.cache.on_growth is (collecting.cache_grew if tuning else None)
+            assert rt.cache.listing is (collecting.collecting_less if tuning else None)
             original = rt.client.apply_many
 
             async def watching(*args: object, **kwargs: object) -> object:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import attrs
@@ -770,6 +770,41 @@ class TestGrowthHook:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class TestListingHook:
+    """Each list's decoding runs inside the context the informer was given (the Runtime's
+    collector tuning); the growth hook hears of the list after it ends."""
+
+    async def test_around_each_list(self, client: Client, clock: FakeClock) -> None:
+        """The context is entered before the first object is put in and left after the
+        last, once per list; the growth hook is called after it is left."""
+        seen: list[tuple[str, int]] = []
+        informer: Informer
+
+        @contextlib.contextmanager
+        def listing() -> Iterator[None]:
+            seen.append(("enter", informer.statistics().objects))
+            yield
+            seen.append(("exit", informer.statistics().objects))
+
+        for i in range(4):
+            await client.apply(widget(f"w{i}"))
+        informer = Informer(
+            client,
+            WIDGET,
+            clock=clock,
+            on_growth=lambda grown: seen.append(("grew", grown.statistics().objects)),
+            listing=listing,
+        )
+        task = asyncio.create_task(informer.run())
+        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
+        assert seen == [("enter", 0), ("exit", 4), ("grew", 4)]
+        await client.apply(widget("w4"))
+        await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
+        assert seen == [("enter", 0), ("exit", 4), ("grew", 4)], "a watch event is not a list"
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_shutdown_twice_is_harmless(client: Client, clock: FakeClock) -> None:

@@ -129,16 +129,22 @@ class TestExamples:
         assert "x direct" in result.stdout
 
     def test_files_benchmark_smoke(self, tmp_path: Path) -> None:
-        """benchmarks/files.py converges a few files, makes a no-change pass that appends
-        nothing, and writes its JSON."""
+        """benchmarks/files.py converges a few files, makes a fresh runner's no-change pass
+        and a running runner's resync that append nothing, times their limits, and writes
+        its JSON."""
         out = tmp_path / "files.json"
         result = run(str(ROOT / "benchmarks" / "files.py"), "--size", "50", "--json", str(out))
         assert result.returncode == 0, result.stderr
         data = json.loads(out.read_text())
         assert data["size"] == 50
         assert data["noop_events_appended"] == 0
+        assert data["resync_events_appended"] == 0
         assert data["converge_s"] > 0
+        assert data["plain_load_check_s"] > 0
+        assert data["resync_pass_s"] > 0
         assert "no change: reconcile run pass" in result.stdout
+        assert "no change: plain load + read + compare" in result.stdout
+        assert "no change: resync of a running runner" in result.stdout
         assert_report(tmp_path, out, "files: seconds")
 
 

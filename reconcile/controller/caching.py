@@ -30,7 +30,7 @@ from reconcile.api.decoding import Unconverted
 from reconcile.api.paging import ResourceList, decode_continue, encode_continue
 from reconcile.api.reading import KindRef
 from reconcile.controller.clocks import Clock, LoopClock
-from reconcile.controller.informing import GrowthHook, Informer
+from reconcile.controller.informing import GrowthHook, Informer, ListingHook
 from reconcile.errors import FieldError, InvalidError, NotFoundError, VersionWarning
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
@@ -52,6 +52,7 @@ class Cache:
         clock: Clock | None = None,
         namespace: str | None = None,
         on_growth: GrowthHook | None = None,
+        listing: ListingHook | None = None,
         read_timeout: float = 5.0,
     ) -> None:
         self.client = client
@@ -60,6 +61,9 @@ class Cache:
         #: Given to every informer (see :data:`~reconcile.controller.informing.GrowthHook`):
         #: the Runtime's collector tuning, when it is on.
         self.on_growth = on_growth
+        #: Given to every informer (see :data:`~reconcile.controller.informing.ListingHook`):
+        #: what each list's decoding runs inside, the Runtime's collector tuning when it is on.
+        self.listing = listing
         #: How long a read waits for the cache to reach a write it must reflect; past it,
         #: the read returns what the cache holds and says so in the log.
         self.read_timeout = read_timeout
@@ -76,7 +80,12 @@ class Cache:
         informer = self._informers.get(index)
         if informer is None:
             informer = Informer(
-                self.client, found, namespace=self.namespace, clock=self.clock, on_growth=self.on_growth
+                self.client,
+                found,
+                namespace=self.namespace,
+                clock=self.clock,
+                on_growth=self.on_growth,
+                listing=self.listing,
             )
             self._informers[index] = informer
         return informer

@@ -70,6 +70,10 @@ Handler = Callable[[InformerEvent], None]
 #: the last call: when a process-wide policy may act on a cache that grew (the Runtime's
 #: collector tuning, :mod:`reconcile.runtime.collecting`).
 GrowthHook = Callable[["Informer"], None]
+#: What each list's decoding runs inside (its first and every relist): a context manager
+#: made per list, for a process-wide policy over a burst of allocations (the Runtime's
+#: collector tuning, :func:`reconcile.runtime.collecting.collecting_less`).
+ListingHook = Callable[[], contextlib.AbstractContextManager[object]]
 
 
 class Informer:
@@ -84,6 +88,7 @@ class Informer:
         clock: Clock | None = None,
         max_backoff: float = 30.0,
         on_growth: GrowthHook | None = None,
+        listing: ListingHook | None = None,
     ) -> None:
         self.client = client
         self.kind = kind
@@ -110,6 +115,7 @@ class Informer:
         self.corrupt: CorruptError | None = None
         self._reported: str | None = None
         self._on_growth = on_growth
+        self._listing = listing
         self._runner: asyncio.Task[None] | None = None
         self._users = 0
         self._puts_since_growth = 0
@@ -284,11 +290,15 @@ class Informer:
         # they landed: a bulk apply racing the first list) is kept, neither decoded again
         # nor deleted; the watch from the list's revision brings what is newer.
         after = page.revision + 1
-        for key in [k for k in self._objects if k not in listed and not self.holds(k, after)]:
-            self._delete(key)
-        for key, item in listed.items():
-            if not self.holds(key, item.resource_version):
-                self._put(key, self.client.decoder.cached(item.body))
+        # Decoding a list is a burst of allocations that all live on (the cache): with
+        # the collector's default thresholds, a first list of 10,000 Files spent a tenth
+        # of a fresh runner's no-change pass in collections that found nothing.
+        with contextlib.nullcontext() if self._listing is None else self._listing():
+            for key in [k for k in self._objects if k not in listed and not self.holds(k, after)]:
+                self._delete(key)
+            for key, item in listed.items():
+                if not self.holds(key, item.resource_version):
+                    self._put(key, self.client.decoder.cached(item.body))
         self._advance(page.revision)
         self.synced.set()
         if self._on_growth is not None:

@@ -19,15 +19,19 @@ convergence. Three measures, each process-wide, hence opt-in:
   reconcile allocates is short-lived and acyclic: the frequent young collections found
   almost nothing.
 * **Fewer collections during a bulk apply** (:func:`collecting_less`, around
-  ``apply_many``): the thresholds raised to :data:`BULK_THRESHOLDS` for its duration
-  (nested and concurrent applies counted), then put back.
+  ``apply_many``) **and while an informer decodes a list** (its listing hook): the
+  thresholds raised to :data:`BULK_THRESHOLDS` for its duration (nested and concurrent
+  ones counted), then put back. A fresh runner's first list of 10,000 Files spent about
+  0.06-0.08 s of its 1 s pass in middle-generation collections that found nothing;
+  with this, under 0.01 s.
 
 None of it turns collection on or off or lowers a threshold: a young threshold of 0
 (collection off) is left as it is, and so is a collector turned off while a bulk apply
 runs; thresholds set by somebody else while a bulk apply runs stand. The layers below know
 nothing of this: the informer only reports that its cache grew
-(:data:`~reconcile.controller.informing.GrowthHook`), and the bulk apply is wrapped by
-whoever calls it.
+(:data:`~reconcile.controller.informing.GrowthHook`) and runs its list's decoding inside
+what it was given (:data:`~reconcile.controller.informing.ListingHook`), and the bulk
+apply is wrapped by whoever calls it.
 """
 
 from __future__ import annotations
@@ -90,9 +94,10 @@ def _raise_young() -> None:
 
 @contextlib.contextmanager
 def collecting_less() -> Iterator[None]:
-    """Fewer cyclic collections while the block runs (a bulk apply): the thresholds
-    raised to :data:`BULK_THRESHOLDS` (never lowered) and put back as they were when the
-    last such block ends, unless somebody set thresholds of their own meanwhile."""
+    """Fewer cyclic collections while the block runs (a bulk apply, an informer's list):
+    the thresholds raised to :data:`BULK_THRESHOLDS` (never lowered) and put back as they
+    were when the last such block ends, unless somebody set thresholds of their own
+    meanwhile."""
     collector = _COLLECTOR
     if collector.bulk_applies == 0:
         collector.saved = collector.raised = gc.get_threshold()

@@ -176,6 +176,7 @@ class Runtime(Applying, Readiness, Stopping):
             self._client,
             clock=self.clock,
             on_growth=collecting.cache_grew if self.options.gc_tuning else None,
+            listing=collecting.collecting_less if self.options.gc_tuning else None,
             read_timeout=self.options.read_timeout,
         )
         # Admission hooks read other objects as a webhook reads its informers: from this
