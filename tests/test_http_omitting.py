@@ -35,6 +35,7 @@ class Spec:
     items: list[Inner] = attrs.Factory(list)
     free_form: dict[str, Any] = attrs.Factory(dict)
     long_name: str | None = None
+    rules: tuple[Inner, ...] | None = None
 
 
 def test_only_null_fields_whose_default_is_null_go() -> None:
@@ -48,12 +49,14 @@ def test_only_null_fields_whose_default_is_null_go() -> None:
         "items": [{"note": None, "size": 2}, {"note": "x", "size": 3}],
         "freeForm": {"kept": None},
         "longName": None,
+        "rules": [{"note": None, "size": 4}],
     }
     assert omit_null_fields(value, Spec) == {
         "defaulted": None,
         "inner": {"size": 1},
         "items": [{"size": 2}, {"note": "x", "size": 3}],
         "freeForm": {"kept": None},
+        "rules": [{"size": 4}],
     }
     assert value["optional"] is None  # (the input is not changed)
     assert omit_null_fields({"a": None}, None) == {"a": None}
@@ -76,6 +79,7 @@ _specs = st.builds(
     items=st.lists(_inner, max_size=3),
     free_form=st.dictionaries(st.text(max_size=3), st.none() | st.integers(), max_size=3),
     long_name=st.none() | st.text(max_size=3),
+    rules=st.none() | st.lists(_inner, max_size=2).map(tuple),
 )
 
 

@@ -249,3 +249,25 @@ class TestCommandLine:
         assert "--field-manager: must not be empty" in err
         assert "Traceback" not in err
         assert cli.revision() == before
+
+
+async def test_a_create_is_an_update_and_its_manager_applying_later_is_another_entry(tmp_path: Path) -> None:
+    """``create`` records its fields under ``NAME (Update)``, as a Kubernetes POST; the
+    same manager's later apply is its Apply entry, apart from it (structured-merge-diff's
+    identity is the manager with its operation): the same values are shared, another
+    value conflicts with the creator's entry until forced, which takes the field over."""
+    async with connect(tmp_path / "s.db", kinds=example_kinds()) as client:
+        await client.create(widget({"size": 1, "color": "red"}), manager="ctrl")
+        assert await managed(client) == {update_entry("ctrl"): [SPEC + "color", SPEC + "size"]}
+        await client.apply(widget({"size": 1, "color": "red"}), manager="ctrl")
+        assert await managed(client) == {
+            "ctrl": [SPEC + "color", SPEC + "size"],
+            update_entry("ctrl"): [SPEC + "color", SPEC + "size"],
+        }
+        with pytest.raises(FieldConflictError, match=r"ctrl \(Update\)"):
+            await client.apply(widget({"size": 2, "color": "red"}), manager="ctrl")
+        await client.apply(widget({"size": 2, "color": "red"}), manager="ctrl", force=True)
+        owned = await managed(client)
+        assert (await client.get("widget", "w")).spec.size == 2
+        assert owned["ctrl"] == [SPEC + "color", SPEC + "size"]
+        assert owned[update_entry("ctrl")] == [SPEC + "color"]

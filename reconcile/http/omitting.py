@@ -36,13 +36,19 @@ _ABSENT: Any = object()
 
 
 def _attrs_class_in(hint: Any) -> type[Any] | None:
-    """The attrs class a field holds: ``T``, ``T | None``, ``list[T]``, ``tuple[T, ...]``."""
+    """The attrs class a field holds: ``T``, ``list[T]``, ``tuple[T, ...]``, and any of
+    them ``| None``."""
     if isinstance(hint, type) and attrs.has(hint):
         return hint
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType, list, tuple):
-        found = [a for a in typing.get_args(hint) if isinstance(a, type) and attrs.has(a)]
-        return found[0] if len(found) == 1 else None
+        found = {
+            cls
+            for arg in typing.get_args(hint)
+            if arg is not type(None) and arg is not Ellipsis
+            if (cls := _attrs_class_in(arg)) is not None
+        }
+        return found.pop() if len(found) == 1 else None
     return None
 
 

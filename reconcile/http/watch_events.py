@@ -87,6 +87,8 @@ class Translator:
         self._matched: dict[ObjectKey, bool] = {}
         #: Whether every key that matched is in ``_matched`` (the watch listed first).
         self.complete = False
+        #: The previous snapshot ``_matched_before`` read for the event at hand, if it did.
+        self._looked_up: RawEvent | None = None
 
     def _document(self, revision: int, stored: StoredObject) -> dict[str, Any]:
         current = self._client.decoder.current(stored)
@@ -132,7 +134,7 @@ class Translator:
             return known
         if self.complete or event.type == EventType.CREATED:
             return False
-        previous = await self._previous(event)
+        previous = self._looked_up = await self._previous(event)
         if previous is None:  # (compacted away: as it matches now)
             assert event.body is not None
             return self._labels_match(event.body)
@@ -160,6 +162,7 @@ class Translator:
             if before is None:
                 before = self._labels_match(body)
         else:
+            self._looked_up = None
             before, now = await self._matched_before(event), self._labels_match(body)
             self._matched[key] = now
         if now:
@@ -167,7 +170,8 @@ class Translator:
         if not before:
             return None
         if not deleted:  # it left the selection: the state it had in it, at this revision
-            previous = await self._previous(event)
+            looked_up = self._looked_up
+            previous = looked_up if looked_up is not None else await self._previous(event)
             if previous is not None and previous.type != EventType.DELETED and previous.body is not None:
                 return event_line(DELETED, self._left_object(event, previous))
         return event_line(DELETED, self._event_object(event))
