@@ -10,7 +10,7 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconcile.http.omitting import omit_empty_metadata, omit_null_fields
+from reconcile.model.omitting import omit_empty_metadata, omit_null_fields
 from reconcile.model.serde import make_converter
 from tests.http_helpers import api
 

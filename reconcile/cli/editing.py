@@ -43,7 +43,7 @@ from reconcile.cli.completing import complete_kinds, complete_names
 from reconcile.cli.failing import BadInput, Failure, invalid_lines
 from reconcile.cli.main import cli, run_async
 from reconcile.cli.naming import type_and_name
-from reconcile.cli.rendering import as_yaml, object_data
+from reconcile.cli.rendering import as_yaml, document_data
 from reconcile.cli.settings import Settings
 from reconcile.errors import ConflictError, InvalidError, NotFoundError
 from reconcile.model.printing import printable
@@ -94,7 +94,7 @@ async def _read(settings: Settings, kind: str, name: str, namespace: str) -> _Op
     async with settings.client(read_only=True) as client:
         target = Target(client.kinds.resolve(kind), name, namespace)
         obj = await client.get(target.kind, name, namespace=namespace)
-        return _Opened(target, object_data(client, obj))
+        return _Opened(target, document_data(client, obj))
 
 
 async def _write(settings: Settings, target: Target, change: Change) -> None:

@@ -23,6 +23,7 @@ from reconcile.cli.rendering import (
     as_yaml,
     column_cells,
     column_widths,
+    document_data,
     jsonpath,
     labels_text,
     object_data,
@@ -87,10 +88,10 @@ def render_objects(
     the Synced message too; each column at least ``min_widths`` wide), YAML, JSON or names."""
     if output == "json":
         return as_json(
-            {"apiVersion": "v1", "kind": "List", "items": [object_data(client, o) for o in objects]}
+            {"apiVersion": "v1", "kind": "List", "items": [document_data(client, o) for o in objects]}
         )
     if output == "yaml":
-        return as_yaml([object_data(client, o) for o in objects], many=True).rstrip()
+        return as_yaml([document_data(client, o) for o in objects], many=True).rstrip()
     if output == "name":
         return "\n".join(qualified(o.kind, api_group_of(o.api_version), o.metadata.name) for o in objects)
     header, rows = table_rows(client, objects, namespaces=namespaces, kinds=kinds, options=options)
@@ -346,9 +347,9 @@ async def _show(
         if output.startswith("jsonpath="):
             click.echo(_jsonpath(object_data(client, obj), output))
         elif output == "json":
-            click.echo(as_json(object_data(client, obj)))
+            click.echo(as_json(document_data(client, obj)))
         elif output == "yaml":
-            click.echo(as_yaml(object_data(client, obj)).rstrip())
+            click.echo(as_yaml(document_data(client, obj)).rstrip())
         else:
             click.echo(
                 render_objects(client, [obj], output, namespaces=False, kinds=False, options=listing.options),

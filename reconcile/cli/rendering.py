@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from reconcile.model import Event, PrinterColumn, cells
 from reconcile.model.cells import age, column_cells, one_line
 from reconcile.model.events import event_data
+from reconcile.model.omitting import omit_empty_metadata, omit_null_fields
 from reconcile.model.printing import printable
 from reconcile.model.resource import AnyResource
 
@@ -82,6 +83,19 @@ def qualified(kind: str, api_group: str, name: str) -> str:
 def object_data(client: Client, obj: AnyResource) -> dict[str, Any]:
     """The object as plain data (its stored body)."""
     data: dict[str, Any] = client.converter.unstructure(obj)
+    return data
+
+
+def document_data(client: Client, obj: AnyResource) -> dict[str, Any]:
+    """The object as a document to show (``get -o yaml|json``, ``edit``), as kubectl
+    shows one: :func:`object_data` without null optional fields and empty metadata
+    (:mod:`reconcile.model.omitting`; what is left out reads back as it was)."""
+    data = object_data(client, obj)
+    data["metadata"] = omit_empty_metadata(data.get("metadata") or {})
+    if "spec" in data:
+        data["spec"] = omit_null_fields(data["spec"], type(obj.spec))
+    if data.get("status") is not None:
+        data["status"] = omit_null_fields(data["status"], type(obj.status))
     return data
 
 

@@ -29,7 +29,7 @@ import orjson
 from reconcile.api import Client
 from reconcile.http.errors import ApiError, Cause
 from reconcile.http.mapping import ApiResource
-from reconcile.http.omitting import omit_empty_metadata, omit_null_fields
+from reconcile.model.omitting import omit_empty_metadata, omit_null_fields
 from reconcile.model.versions import convert_body
 
 __all__ = ["from_wire", "managed_fields", "parse_resource_version", "to_wire", "wire_version"]
