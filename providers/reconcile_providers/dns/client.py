@@ -59,21 +59,17 @@ from reconcile_providers.dns.marks import (
     owner_in,
     signed_in_zone,
     signed_mark,
-    stale_difference,
     stale_lines,
     subject_of,
     txt,
     verifies,
 )
+from reconcile_providers.dns.observing import found_texts, observation, wanted_records, wanted_texts
 from reconcile_providers.dns.records import (
     absolute_name,
-    canonical_records,
-    canonical_spec_records,
-    fqdn_text,
     inside_namespace,
     parse_record,
     possible_cuts,
-    spec_wires,
     zone_name,
 )
 from reconcile_providers.dns.updates import Update
@@ -207,7 +203,7 @@ class DnsClient:
             self._stale[str(resource.metadata.uid)] = stale
         else:
             self._stale.pop(str(resource.metadata.uid), None)
-        return self._observation(resource, answer, owner, stale=stale)
+        return observation(resource, answer, owner, key=self._key, store_owner=self.owner, stale=stale)
 
     async def create(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Created:
         """Add the records and our mark in one UPDATE whose prerequisites are that the
@@ -220,7 +216,7 @@ class DnsClient:
         self._outside_namespace(resource)
         spec = resource.spec
         name = absolute_name(spec.zone, spec.name)
-        wanted = self._wanted(resource)
+        wanted = wanted_records(resource)
         owner_name, mark = self._owner_name(resource), self._mark(resource)
         cuts = possible_cuts(spec.zone, spec.name, spec.type)
 
@@ -270,7 +266,7 @@ class DnsClient:
         self._outside_namespace(resource)
         spec = resource.spec
         name = absolute_name(spec.zone, spec.name)
-        wanted = self._wanted(resource)
+        wanted = wanted_records(resource)
         owner_name, mark = self._owner_name(resource), self._mark(resource)
         seen = [parse_record(spec.type, text, spec.zone) for text in observation.observed.get("records", ())]
         stale = self._stale.pop(str(resource.metadata.uid), [])
@@ -459,27 +455,6 @@ class DnsClient:
             )
             raise ConflictError(msg) from exc
 
-    @staticmethod
-    def _wanted(resource: reconcile.Resource[Any, Any]) -> list[dns.rdata.Rdata]:
-        spec = resource.spec
-        return [parse_record(spec.type, text, spec.zone) for text in spec.records]
-
-    @staticmethod
-    def _wanted_texts(resource: reconcile.Resource[Any, Any]) -> list[str]:
-        """The spec's records as observe reports them."""
-        spec = resource.spec
-        return list(canonical_spec_records(spec.type, tuple(spec.records), spec.zone))
-
-    def _found(self, resource: reconcile.Resource[Any, Any], answer: Answer) -> list[str]:
-        """The records of ``answer`` as observe reports them: the spec's own texts when the
-        answer holds exactly the spec's records' bytes (no parsing), else parsed."""
-        spec = resource.spec
-        if answer.wires is not None and frozenset(answer.wires) == spec_wires(
-            spec.type, tuple(spec.records), spec.zone
-        ):
-            return self._wanted_texts(resource)
-        return canonical_records(answer.rdatas)
-
     def _owner_in(self, resource: reconcile.Resource[Any, Any], marks: Answer | None) -> str | None:
         """Whose the record set is by its mark (see :func:`reconcile_providers.dns.marks.owner_in`)."""
         if marks is None:
@@ -497,35 +472,6 @@ class DnsClient:
         current, uid = self._mark_text(resource), str(resource.metadata.uid)
         return stale_lines(current, resource.spec.type, uid, marks.rdatas)
 
-    def _observation(
-        self,
-        resource: reconcile.Resource[Any, Any],
-        answer: Answer | None,
-        owner: str | None,
-        *,
-        stale: list[dns.rdata.Rdata] | None = None,
-        found: list[str] | None = None,
-    ) -> reconcile.Observation:
-        if answer is None:
-            return reconcile.Observation(exists=False, owner=owner)
-        spec = resource.spec
-        found = self._found(resource, answer) if found is None else found
-        wanted = self._wanted_texts(resource)
-        differences = [f"-{r}" for r in found if r not in wanted] + [
-            f"+{r}" for r in wanted if r not in found
-        ]
-        if answer.ttl != spec.ttl:
-            differences.append(f"ttl {answer.ttl} -> {spec.ttl}")
-        subject = subject_of(spec.zone, spec.name)
-        differences += [stale_difference(self._key, subject, old, self.owner) for old in stale or ()]
-        observed = {
-            "fqdn": fqdn_text(spec.zone, spec.name),
-            "type": spec.type,
-            "ttl": answer.ttl,
-            "records": found,
-        }
-        return reconcile.Observation.present(differences, observed=observed, owner=owner)
-
     async def _read_back(self, resource: reconcile.Resource[Any, Any]) -> reconcile.Observation:
         """Query what was just written; NOERROR without the change is a PermanentError."""
         spec = resource.spec
@@ -534,13 +480,13 @@ class DnsClient:
         answer = await self._query(spec.zone, name, spec.type)
         # The records as observe reports them, compared first: equal texts are the same
         # records (different ones may still be, a name's case spelled otherwise).
-        found = [] if answer is None else self._found(resource, answer)
+        found = [] if answer is None else found_texts(resource, answer)
         if (
             answer is None
             or answer.ttl != spec.ttl
             or (
-                found != self._wanted_texts(resource)
-                and not same_records(answer, self._wanted(resource), spec.ttl)
+                found != wanted_texts(resource)
+                and not same_records(answer, wanted_records(resource), spec.ttl)
             )
         ):
             msg = (
@@ -549,4 +495,6 @@ class DnsClient:
                 "may ignore what its update-policy does not grant): check the zone"
             )
             raise PermanentError(msg)
-        return self._observation(resource, answer, resource.metadata.uid, found=found)
+        return observation(
+            resource, answer, resource.metadata.uid, key=self._key, store_owner=self.owner, found=found
+        )
