@@ -30,17 +30,17 @@ from types import TracebackType
 from typing import Any, Self
 
 import attrs
+import orjson
 
 from reconcile.api.owning import controller_of, set_controller_reference
 from reconcile.api.reading import KindRef
 from reconcile.controller.caching import CachedClient
-from reconcile.controller.informing import InformerEvent
+from reconcile.controller.informing import Informer, InformerEvent
 from reconcile.errors import AlreadyOwnedError, ConflictError, NotFoundError
 from reconcile.model.conditions import Condition, ConditionStatus, Status, set_condition
 from reconcile.model.kinds import Kind
 from reconcile.model.meta import DEFAULT_NAMESPACE, ObjectKey
 from reconcile.model.resource import AnyResource, api_group_of
-from reconcile.store.encoding import dumps
 
 __all__ = ["ALREADY_OWNED", "REAPPLY_SECONDS", "AppliedMemo", "Children", "Remembered", "owner_handler"]
 
@@ -154,6 +154,13 @@ class Children:
     memo: AppliedMemo | None = None
     applied: set[ObjectKey] = attrs.field(factory=set, init=False)
     _kinds_seen: dict[tuple[str, str], Kind] = attrs.field(factory=dict, init=False)
+    # What the memo's checks look up once per pass, not once per child: the kinds by
+    # (apiVersion, kind) as declared, their synced informers, the fingerprint's prefix
+    # by origin, the clock.
+    _kinds: dict[tuple[str, str], Kind] = attrs.field(factory=dict, init=False)
+    _informers: dict[tuple[str, ...], Informer] = attrs.field(factory=dict, init=False)
+    _prefixes: dict[Path | None, bytes] = attrs.field(factory=dict, init=False)
+    _now: float | None = attrs.field(default=None, init=False)
 
     async def apply(
         self, manifest: Mapping[str, Any] | AnyResource, *, origin: Path | None = None
@@ -190,26 +197,38 @@ class Children:
     def _fingerprint(self, child: Mapping[str, Any] | AnyResource, origin: Path | None) -> bytes | None:
         """A digest of ``child`` as declared (before its controller reference is set),
         with what else decides what its apply writes: the manager, force, the origin and
-        the owner (its uid)."""
+        the owner (its uid). Cheap, as it runs for every child of every pass: what is the
+        same for every child of the pass is encoded once (JSON arrays delimit themselves,
+        so the two texts one after the other are unambiguous), the child as orjson's
+        bytes, never decoded to a string."""
         if self.memo is None or not isinstance(child, Mapping):
             return None
-        manager = self.manager or self.client.manager
-        declared = [manager, self.force, str(origin), self.owner.metadata.uid, child]
+        prefix = self._prefixes.get(origin)
+        if prefix is None:
+            manager = self.manager or self.client.manager
+            declared = [manager, self.force, str(origin), self.owner.metadata.uid]
+            prefix = self._prefixes[origin] = orjson.dumps(declared)
         try:
-            return hashlib.blake2b(dumps(declared).encode(), digest_size=16).digest()
-        except (TypeError, ValueError):  # pragma: no cover - not JSON: applied as it is
+            return hashlib.blake2b(prefix + orjson.dumps(child), digest_size=16).digest()
+        except TypeError:  # pragma: no cover - not JSON (orjson.JSONEncodeError): applied as it is
             return None
 
     def _key_of(self, child: Mapping[str, Any] | AnyResource) -> tuple[Kind, ObjectKey] | None:
         if not isinstance(child, Mapping):
             return None
         meta = child.get("metadata") or {}
-        kind = self.client.client.kinds.get(str(child.get("apiVersion")), str(child.get("kind")))
         name = meta.get("name")
-        if kind is None or not isinstance(name, str):
+        if not isinstance(name, str):
             return None
-        namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
-        return kind, ObjectKey(kind.api_group, kind.kind, namespace, name)
+        declared = (str(child.get("apiVersion")), str(child.get("kind")))
+        kind = self._kinds.get(declared)
+        if kind is None:
+            kind = self.client.client.kinds.get(*declared)
+            if kind is None:
+                return None
+            self._kinds[declared] = kind
+        namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+        return kind, ObjectKey(kind.api_group, kind.kind, str(namespace), name)
 
     def _unchanged(
         self, child: Mapping[str, Any] | AnyResource, origin: Path | None, kind: Kind, key: ObjectKey
@@ -223,11 +242,18 @@ class Children:
         remembered = self.memo.get(key)
         if remembered is None:
             return None
-        informer = self.client.cache.synced(kind)
-        cached = None if informer is None else informer.get(key)
+        informer = self._informers.get(key[:2])
+        if informer is None:
+            informer = self.client.cache.synced(kind)
+            if informer is None:
+                return None
+            self._informers[key[:2]] = informer  # synced once is synced for good
+        cached = informer.get(key)
         if cached is None or cached.metadata.deletion_timestamp is not None:
             return None
-        if self.client.client.clock() - remembered.applied_at >= REAPPLY_SECONDS:
+        if self._now is None:
+            self._now = self.client.client.clock()  # one reading for the pass
+        if self._now - remembered.applied_at >= REAPPLY_SECONDS:
             return None
         if remembered.fingerprint != self._fingerprint(child, origin):
             return None
