@@ -455,6 +455,19 @@ class TestStatus:
         assert forced.spec.size == 5
         assert forced.metadata.generation == 2
 
+    async def test_status_result_takes_no_spec_of_an_earlier_incarnation(self, client: Client) -> None:
+        """``based_on`` of an object since deleted and created again (another uid, the
+        same generation): a forced status write on the new one carries its own spec."""
+        old = await client.apply(widget("w1", 3))
+        await client.delete("widget", "w1")
+        new = await client.apply(widget("w1", 7))
+        assert new.metadata.generation == old.metadata.generation
+        forced = await client.update_status(
+            attrs.evolve(old, status=Status(observed_generation=1)), based_on=old, force=True
+        )
+        assert forced.metadata.uid == new.metadata.uid
+        assert forced.spec.size == 7
+
     async def test_invalid_status(self, client: Client) -> None:
         """A status of the wrong shape is refused with its path."""
         obj = await client.apply(widget("w1"))

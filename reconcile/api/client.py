@@ -380,6 +380,8 @@ class Client(Reading):
                     structure_errors(exc, "status"), subject=f"{obj.kind} {obj.metadata.name!r}"
                 ) from None
         body = self.converter.unstructure(status, kind.status_type)
+        if based_on is not None and not isinstance(based_on.spec, kind.spec_type):
+            based_on = None  # (an object whose conversion failed holds its own version's spec)
         key = obj.key
         expected = None if force else obj.metadata.resource_version
         result = await self._write(key, mutations.update_status(key, body, expected), actor=manager)

@@ -226,12 +226,14 @@ class Decoder:
         self, stored: StoredObject | None, based_on: AnyResource | None = None, status: Any = None
     ) -> AnyResource:
         """A write's result, reusing what the write cannot have changed: the spec of
-        ``based_on`` when the generation is still its generation (every spec change bumps
-        it), and the ``status`` it wrote."""
+        ``based_on`` when the object is still its incarnation (its uid) at its generation
+        (every spec change bumps it), and the ``status`` it wrote."""
         assert stored is not None
         spec = None
-        if based_on is not None and stored.body["metadata"].get("generation") == based_on.metadata.generation:
-            spec = based_on.spec
+        if based_on is not None:
+            meta, known = stored.body["metadata"], based_on.metadata
+            if meta.get("generation") == known.generation and meta.get("uid") == known.uid:
+                spec = based_on.spec
         try:
             return self.resource(stored.body, spec=spec, status=status)
         except ConversionError as exc:  # (a status written on a body that does not convert)

@@ -361,8 +361,15 @@ class CachedClient:
     async def update_status(
         self, obj: AnyResource, *, manager: str | None = None, force: bool = False
     ) -> AnyResource:
-        """``Client.update_status``, then into the cache."""
-        return self._put(await self.client.update_status(obj, manager=manager or self.manager, force=force))
+        """``Client.update_status``, then into the cache. The cached object of the key
+        is what the result's spec is taken from, when the write left it the stored spec
+        (the same incarnation and generation): nothing decoded again."""
+        _, based_on = self.cache.get_now(obj.key)
+        return self._put(
+            await self.client.update_status(
+                obj, manager=manager or self.manager, force=force, based_on=based_on
+            )
+        )
 
     async def add_finalizer(
         self,
