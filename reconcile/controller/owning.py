@@ -172,9 +172,13 @@ class Children:
         spec, field ownership, owner references and the metadata the mapping declares;
         a status update is no change), is not applied again (the apply would change
         nothing) for :data:`REAPPLY_SECONDS`: the cached child is returned."""
+        # (One isinstance check of an ABC per child, not one per helper: it is not free.)
+        mapping = manifest if isinstance(manifest, Mapping) else None
         try:
-            found = self._key_of(manifest)
-            unchanged = None if found is None else self._unchanged(manifest, origin, *found)
+            found = None if mapping is None else self._key_of(mapping)
+            unchanged = None
+            if found is not None and mapping is not None:
+                unchanged = self._unchanged(mapping, origin, *found)
             if unchanged is not None:
                 applied = unchanged
             else:
@@ -182,7 +186,8 @@ class Children:
                 applied = await self.client.apply(
                     child, manager=self.manager, origin=origin, force=self.force
                 )
-                self._remember(manifest, origin, applied)
+                if mapping is not None:
+                    self._remember(mapping, origin, applied)
         except AlreadyOwnedError as exc:
             await self._refused(exc)
             raise
@@ -194,14 +199,14 @@ class Children:
         self._kinds_seen[(kind.api_group, kind.kind)] = kind
         return applied
 
-    def _fingerprint(self, child: Mapping[str, Any] | AnyResource, origin: Path | None) -> bytes | None:
+    def _fingerprint(self, child: Mapping[str, Any], origin: Path | None) -> bytes | None:
         """A digest of ``child`` as declared (before its controller reference is set),
         with what else decides what its apply writes: the manager, force, the origin and
         the owner (its uid). Cheap, as it runs for every child of every pass: what is the
         same for every child of the pass is encoded once (JSON arrays delimit themselves,
         so the two texts one after the other are unambiguous), the child as orjson's
         bytes, never decoded to a string."""
-        if self.memo is None or not isinstance(child, Mapping):
+        if self.memo is None:
             return None
         prefix = self._prefixes.get(origin)
         if prefix is None:
@@ -213,9 +218,7 @@ class Children:
         except TypeError:  # pragma: no cover - not JSON (orjson.JSONEncodeError): applied as it is
             return None
 
-    def _key_of(self, child: Mapping[str, Any] | AnyResource) -> tuple[Kind, ObjectKey] | None:
-        if not isinstance(child, Mapping):
-            return None
+    def _key_of(self, child: Mapping[str, Any]) -> tuple[Kind, ObjectKey] | None:
         meta = child.get("metadata") or {}
         name = meta.get("name")
         if not isinstance(name, str):
@@ -231,13 +234,13 @@ class Children:
         return kind, ObjectKey(kind.api_group, kind.kind, str(namespace), name)
 
     def _unchanged(
-        self, child: Mapping[str, Any] | AnyResource, origin: Path | None, kind: Kind, key: ObjectKey
+        self, child: Mapping[str, Any], origin: Path | None, kind: Kind, key: ObjectKey
     ) -> AnyResource | None:
         """The cached child, when ``child`` is declared as last applied and the child is
         as that apply left it (:func:`_apply_state`); None otherwise (apply it). Cheap,
         as it runs for every child of every pass: the child's state is compared only
         when its resourceVersion moved since it was last found unchanged."""
-        if self.memo is None or not isinstance(child, Mapping):
+        if self.memo is None:
             return None
         remembered = self.memo.get(key)
         if remembered is None:
@@ -264,11 +267,9 @@ class Children:
             remembered.version = version  # a status update, or a write that changed nothing
         return cached
 
-    def _remember(
-        self, child: Mapping[str, Any] | AnyResource, origin: Path | None, applied: AnyResource
-    ) -> None:
+    def _remember(self, child: Mapping[str, Any], origin: Path | None, applied: AnyResource) -> None:
         fingerprint = self._fingerprint(child, origin)
-        if fingerprint is not None and self.memo is not None and isinstance(child, Mapping):
+        if fingerprint is not None and self.memo is not None:
             if len(self.memo) >= MEMO_LIMIT:
                 self.memo.clear()
             state = _apply_state(applied, child)
