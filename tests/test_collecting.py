@@ -4,6 +4,7 @@ unless asked for, on in the CLI."""
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,6 +101,26 @@ class TestCacheGrew:
         collecting.cache_grew(informer)
         assert calls == ["collect", "freeze"]
         assert gc.get_threshold() == (50_000, 10, 10), "never lowered"
+
+    async def test_counts_the_caches_together(
+        self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Caches each under FREEZE_FROM objects, over it together (an operator's
+        process: its sites, their folders, their files): frozen all the same."""
+        calls: list[str] = []
+        monkeypatch.setattr(collecting, "FREEZE_FROM", 3)
+        monkeypatch.setattr(collecting.gc, "collect", lambda *_: calls.append("collect") or 0)
+        monkeypatch.setattr(collecting.gc, "freeze", lambda: calls.append("freeze"))
+        monkeypatch.setattr(collecting._COLLECTOR, "informers", weakref.WeakSet())
+        widgets = Informer(client, WIDGET, clock=clock)
+        others = Informer(client, WIDGET, namespace="other", clock=clock)
+        for informer, namespace in ((widgets, "default"), (others, "other")):
+            for i in range(2):
+                informer.written(await client.apply(widget(f"w{i}", namespace=namespace)))
+        collecting.cache_grew(widgets)
+        assert calls == [], "2 objects: under FREEZE_FROM"
+        collecting.cache_grew(others)
+        assert calls == ["collect", "freeze"], "4 objects in the two caches"
 
 
 class TestRuntimeOption:

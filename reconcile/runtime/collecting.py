@@ -10,10 +10,12 @@ half a second and, measured, about half of a bulk apply's time and a tenth of a 
 convergence. Three measures, each process-wide, hence opt-in:
 
 * **Freeze the caches** (:func:`cache_grew`, an informer's growth hook): past
-  :data:`FREEZE_FROM` cached objects, after each list and whenever a tenth of a cache is
-  new, ``gc.collect()`` what is not frozen yet (so no cyclic garbage is frozen with the
-  cache) and ``gc.freeze()`` what is alive into the permanent generation the collector
-  skips (a list splice: cheap).
+  :data:`FREEZE_FROM` cached objects (in all the process's caches together: an
+  operator's process holds several caches of a few thousand objects each, which the
+  collector scans as it would one large one), after each list and whenever a tenth of a
+  cache is new, ``gc.collect()`` what is not frozen yet (so no cyclic garbage is frozen
+  with the cache) and ``gc.freeze()`` what is alive into the permanent generation the
+  collector skips (a list splice: cheap).
 * **A larger young generation** from a cache's first list on: a young collection every
   :data:`YOUNG_THRESHOLD` allocations instead of CPython's 700 (never lowered). What a
   reconcile allocates is short-lived and acyclic: the frequent young collections found
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -46,7 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BULK_THRESHOLDS", "FREEZE_FROM", "YOUNG_THRESHOLD", "cache_grew", "collecting_less"]
 
-#: Cached objects (of one informer) before its cache is frozen.
+#: Cached objects (of all the informers that called :func:`cache_grew`, together)
+#: before the caches are frozen.
 FREEZE_FROM = 10_000
 #: Allocations between two young-generation collections from a cache's first list on.
 YOUNG_THRESHOLD = 20_000
@@ -65,6 +69,8 @@ class _Collector:
         self.saved: tuple[int, ...] = ()
         #: The thresholds the first bulk apply set (put back only if they still hold).
         self.raised: tuple[int, ...] = ()
+        #: The informers whose growth hook was called (those of a closed Runtime go).
+        self.informers: weakref.WeakSet[Informer] = weakref.WeakSet()
 
 
 _COLLECTOR = _Collector()
@@ -72,9 +78,12 @@ _COLLECTOR = _Collector()
 
 def cache_grew(informer: Informer) -> None:
     """An informer listed, or a tenth of its cache is new (its growth hook): raise the
-    young generation's threshold, and freeze what is alive once the cache is large."""
+    young generation's threshold, and freeze what is alive once the caches are large
+    (their objects counted together: no one of an operator's caches may reach
+    :data:`FREEZE_FROM`, and then none was ever frozen)."""
     _raise_young()
-    if informer.statistics().objects >= FREEZE_FROM:
+    _COLLECTOR.informers.add(informer)
+    if sum(cache.statistics().objects for cache in _COLLECTOR.informers) >= FREEZE_FROM:
         gc.collect()  # only what is not frozen yet: at most about a tenth of the cache
         gc.freeze()
 
