@@ -153,6 +153,21 @@ class TestRuntimeOption:
         else:
             assert after == (700, 10, 10)
 
+    @pytest.mark.usefixtures("collector")
+    async def test_a_closed_runtimes_caches_no_longer_count(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An embedding service keeping a closed Runtime (and so its caches) around: its
+        informers leave the count towards FREEZE_FROM when it closes."""
+        monkeypatch.setattr(collecting._COLLECTOR, "informers", weakref.WeakSet())
+        async with Runtime(tmp_path / "state.db", providers=[], kinds=example_kinds(), gc_tuning=True) as rt:
+            await rt.apply_many([widget("a"), widget("b")])
+            informer = rt.cache.informer(WIDGET)
+            collecting.cache_grew(informer)
+            assert informer in collecting._COLLECTOR.informers
+        assert list(collecting._COLLECTOR.informers) == []
+        assert rt.cache.informers()  # (kept: the Runtime is still referenced)
+
     def test_off_unless_asked_for(self) -> None:
         """An embedded Runtime leaves the process's collector alone by default."""
         assert RuntimeOptions().gc_tuning is False

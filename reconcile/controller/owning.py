@@ -156,10 +156,10 @@ class Children:
     _kinds_seen: dict[tuple[str, str], Kind] = attrs.field(factory=dict, init=False)
     # What the memo's checks look up once per pass, not once per child: the kinds by
     # (apiVersion, kind) as declared, their synced informers, the fingerprint's prefix
-    # by origin, the clock.
+    # by what it encodes, the clock.
     _kinds: dict[tuple[str, str], Kind] = attrs.field(factory=dict, init=False)
     _informers: dict[tuple[str, ...], Informer] = attrs.field(factory=dict, init=False)
-    _prefixes: dict[Path | None, bytes] = attrs.field(factory=dict, init=False)
+    _prefixes: dict[tuple[str, bool, Path | None, str | None], bytes] = attrs.field(factory=dict, init=False)
     _now: float | None = attrs.field(default=None, init=False)
 
     async def apply(
@@ -208,11 +208,13 @@ class Children:
         bytes, never decoded to a string."""
         if self.memo is None:
             return None
-        prefix = self._prefixes.get(origin)
+        # Keyed by everything it encodes: ``manager``, ``force`` and ``owner`` are public
+        # attributes a caller may set between two applies of one pass.
+        manager = self.manager or self.client.manager
+        declared = (manager, self.force, origin, self.owner.metadata.uid)
+        prefix = self._prefixes.get(declared)
         if prefix is None:
-            manager = self.manager or self.client.manager
-            declared = [manager, self.force, str(origin), self.owner.metadata.uid]
-            prefix = self._prefixes[origin] = orjson.dumps(declared)
+            prefix = self._prefixes[declared] = orjson.dumps([manager, self.force, str(origin), declared[3]])
         try:
             return hashlib.blake2b(prefix + orjson.dumps(child), digest_size=16).digest()
         except TypeError:  # pragma: no cover - not JSON (orjson.JSONEncodeError): applied as it is

@@ -41,13 +41,13 @@ from __future__ import annotations
 import contextlib
 import gc
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from reconcile.controller.informing import Informer
 
-__all__ = ["BULK_THRESHOLDS", "FREEZE_FROM", "YOUNG_THRESHOLD", "cache_grew", "collecting_less"]
+__all__ = ["BULK_THRESHOLDS", "FREEZE_FROM", "YOUNG_THRESHOLD", "cache_grew", "collecting_less", "forget"]
 
 #: Cached objects (of all the informers that called :func:`cache_grew`, together)
 #: before the caches are frozen.
@@ -74,6 +74,13 @@ class _Collector:
 
 
 _COLLECTOR = _Collector()
+
+
+def forget(informers: Iterable[Informer]) -> None:
+    """A Runtime closed: its informers no longer count towards :data:`FREEZE_FROM`
+    (an embedding service may keep the closed Runtime, and so its caches, around)."""
+    for informer in informers:
+        _COLLECTOR.informers.discard(informer)
 
 
 def cache_grew(informer: Informer) -> None:

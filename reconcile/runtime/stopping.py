@@ -9,11 +9,13 @@ import contextlib
 import signal
 
 from reconcile.api.client import Client
+from reconcile.controller.caching import Cache
 from reconcile.controller.clocks import Clock
 from reconcile.controller.collecting import GarbageCollector
 from reconcile.controller.controlling import Controller
 from reconcile.errors import LockedError, ReconcileError
 from reconcile.model.external import ExternalClient
+from reconcile.runtime import collecting
 from reconcile.runtime.converging import Tracker
 from reconcile.runtime.options import RuntimeOptions
 from reconcile.runtime.sharding import Sharding
@@ -38,6 +40,7 @@ class Stopping:
     _claim: Claim | None
     lock_lost: LockedError | None
     _client: Client | None
+    _cache: Cache | None
     _connections: dict[str, ExternalClient]
     _stop: asyncio.Event
     _signals: list[signal.Signals]
@@ -115,6 +118,8 @@ class Stopping:
                 if self._claim is not None:
                     self._claim.release()  # after the last reconcile: the next runner may start
                     self._claim = None
+                if self._cache is not None:
+                    collecting.forget(self._cache.informers())
                 if self._client is not None:
                     client, self._client = self._client, None
                     await client.store.close()
