@@ -31,7 +31,8 @@ A batch therefore runs in two passes, in one READ COMMITTED transaction:
    allows), then insert new rows, update the others, append the events and ``NOTIFY``
    the store's channel (one statement), commit.
 
-Five round trips in all (BEGIN, the read, the reservation, the writes, COMMIT): with
+Five round trips in all (BEGIN, the read, the reservation, the writes with the commit's
+idempotency key, COMMIT): with
 100 writes a commit, what a write costs is mostly Python (the mutation, the serialized
 body, asyncpg encoding the arrays) and the server's inserts.
 
@@ -66,7 +67,6 @@ from reconcile.store.contract import (
 from reconcile.store.encoding import dumps, load_body
 from reconcile.store.fencing import RUNNER_LOCK, Fence
 from reconcile.store.postgres.leasing import RUNNER_FENCE, check_fences
-from reconcile.store.postgres.retrying import record
 from reconcile.store.recent import EventRow
 
 __all__ = ["PROVISIONAL", "Committed", "PendingWrite", "commit_batch"]
@@ -101,7 +101,7 @@ def _sent(first: list[Any], *others: list[Any]) -> list[Any]:
     sent: list[Any] = [first]
     for column in others:
         value = column[0] if column else None
-        if all(v == value for v in column):
+        if column.count(value) == len(column):
             sent += [[], value]
         else:
             sent += [column, None]
@@ -187,6 +187,15 @@ _WRITE = (
     f"{_E['type']}, {_E['actor']}, {_E['body']}, {_E['data']}, {_E['by']} FROM {_EVENTS} "
     "LEFT JOIN placed ON placed.place = e.object_id) "
     f"SELECT pg_notify(${_AT + 2}, ${_AT + 3})"
+)
+#: :data:`_WRITE` with the commit's idempotency key (``$+4``, its last revision ``$+5``)
+#: recorded and the writer's previous key (``$+6``) deleted (see :mod:`.retrying`), in
+#: the same round trip.
+_WRITE_RECORDED = _WRITE.replace(
+    " SELECT pg_notify(",
+    f", forgotten AS (DELETE FROM reconcile_commits WHERE token = ${_AT + 6}), "
+    "recorded AS (INSERT INTO reconcile_commits (token, first_revision, last_revision) "
+    f"VALUES (${_AT + 4}, ${_AT}, ${_AT + 5})) SELECT pg_notify(",
 )
 
 #: Attempts at a batch that keeps meeting other processes' writes.
@@ -357,9 +366,17 @@ class _Claims:
         return slot.text is not None and slot.identity == identity
 
 
+#: A write's result in pass 1, its revisions still provisional: the revision of its
+#: last event, its key, the object's uid and revision and body after it (None: absent,
+#: or only noted), and the object before it (what a write of notes returns). Made a
+#: :class:`WriteResult` once, in pass 2 (:func:`_made_real`): a tuple costs less than
+#: results made twice.
+_Written = tuple[int, ObjectKey, str, int, Body | None, StoredObject | None]
+
+
 async def _run_one(
     write: PendingWrite, slot: _Slot, revision: int, events: list[_Event], claims: _Claims, *, expected: int
-) -> WriteResult:
+) -> WriteResult | _Written:
     """Pass 1 for one write: the SQLite backend's ``_run_one``, numbering provisionally."""
     current = slot.current(write.key)
     outcome = write.mutation(current)
@@ -397,10 +414,8 @@ async def _run_one(
         slot.dirty, slot.uid, slot.revision, slot.text = True, uid, stamped, text
         slot.identity = identity
     if text is None:
-        return WriteResult(last, None, written=True)
-    if body is None:
-        return WriteResult(last, current, written=True)
-    return WriteResult(last, StoredObject(write.key, uid, stamped, body), written=True)
+        return (last, write.key, uid, stamped, None, None)
+    return (last, write.key, uid, stamped, body, current)
 
 
 def _restamped(text: str | None, body: Body, provisional: int, real: int) -> str:
@@ -414,15 +429,20 @@ def _restamped(text: str | None, body: Body, provisional: int, real: int) -> str
     return dumps(body)
 
 
-def _renumbered(result: WriteResult, shift: int) -> WriteResult:
+def _made_real(result: WriteResult | _Written | BaseException, shift: int) -> WriteResult | BaseException:
     """A result of pass 1 with its provisional revisions made real."""
-    revision = result.revision + shift if result.revision >= PROVISIONAL else result.revision
-    obj = result.object
-    if obj is not None and obj.resource_version >= PROVISIONAL:
-        real = obj.resource_version + shift
-        obj.body.setdefault("metadata", {})["resourceVersion"] = real
-        obj = StoredObject(obj.key, obj.uid, real, obj.body)
-    return WriteResult(revision, obj, written=result.written)
+    if not isinstance(result, tuple):
+        return result  # wrote nothing (no provisional revision), or failed
+    last, key, uid, stamped, body, current = result
+    if body is not None:
+        real = stamped + shift
+        body["metadata"]["resourceVersion"] = real
+        return WriteResult(last + shift, StoredObject(key, uid, real, body), written=True)
+    if current is not None and current.resource_version >= PROVISIONAL:
+        real = current.resource_version + shift
+        current.body.setdefault("metadata", {})["resourceVersion"] = real
+        current = StoredObject(current.key, current.uid, real, current.body)
+    return WriteResult(last + shift, current, written=True)
 
 
 async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module tells them
@@ -435,6 +455,8 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     reserved: Callable[[int], None],
     expected: int,
     stale: set[Fence],
+    token: str | None,
+    forget: str | None,
 ) -> Committed:
     # The runner lock's fence is checked in pass 2 only, with the reservation: it is
     # rarely stale, and a check of its own would be a round trip of every commit of an
@@ -445,7 +467,7 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     slots = await _load_slots(conn, list({w.key: None for w in batch}))
     claims = _Claims(conn, slots)
     events: list[_Event] = []
-    results: list[WriteResult | BaseException] = []
+    results: list[WriteResult | _Written | BaseException] = []
     owners: list[PendingWrite] = []  # the write of each event
     fenced: list[PendingWrite] = []
     for write in batch:
@@ -469,8 +491,8 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
                 raise
             results.append(exc)
         owners.extend([write] * (len(events) - before))
-    if not events:
-        return Committed(0, 0, results, [], fenced)
+    if not events:  # every result is final
+        return Committed(0, 0, [_made_real(r, 0) for r in results], [], fenced)
     # Pass 2. From here on the transaction has an id and holds revisions. The rows the
     # batch writes are locked in the same statement, after the reservation (a LATERAL
     # subquery runs once its outer row exists: locking a row gives the transaction its
@@ -516,8 +538,10 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     # WITHs always run whole, in one snapshot): one round trip per commit. An event of a
     # new row names it by its place among the new rows, negated (ids are positive).
     placed = {id(s): n for n, (_, s) in enumerate(new, 1)}
+    last = events[-1].revision
+    recorded = () if token is None else (token, last, forget)
     await conn.execute(
-        _WRITE,
+        _WRITE if token is None else _WRITE_RECORDED,
         *_sent(
             [k.name for k, _ in new],
             [k.api_group for k, _ in new],
@@ -547,15 +571,14 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
         first,
         now,
         channel,
-        str(events[-1].revision),
+        str(last),
+        *recorded,
     )
-    last = events[-1].revision
     appended = [
         EventRow(e.revision, now, e.type, e.key, e.uid, w.actor, e.text, e.data, w.user)
         for e, w in zip(events, owners, strict=True)
     ]
-    renumbered = [r if isinstance(r, BaseException) else _renumbered(r, shift) for r in results]
-    return Committed(first, last, renumbered, appended, fenced)
+    return Committed(first, last, [_made_real(r, shift) for r in results], appended, fenced)
 
 
 #: A commit's transaction begins (one round trip, as BEGIN alone would) with its plans
@@ -624,9 +647,10 @@ async def commit_batch(
                     reserved=reserved,
                     expected=expected(),
                     stale=stale,
+                    token=token,
+                    forget=forget,
                 )
-                if token is not None and committed.appended:
-                    await record(conn, token, committed.first, committed.last, forget)
+                if token is not None and committed.appended:  # its key is in the transaction
                     staged(committed)
         except _Fenced as fenced:
             stale |= fenced.stale

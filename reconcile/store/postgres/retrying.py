@@ -16,7 +16,8 @@ pool's for reads). Then the last error is raised, translated by the caller
 
 A commit cut off while its ``COMMIT`` was on the wire may or may not have happened. It is
 never guessed: each commit writes an idempotency key (a random token) into
-``reconcile_commits`` in its own transaction (:func:`record`), and after the loss the
+``reconcile_commits`` in its own transaction (in the statement that appends its events,
+:mod:`.committing`), and after the loss the
 writer asks the server which it was (:func:`committed`): found, the batch's results are
 the ones it computed (the real revisions); not found, the batch runs again. Asking is
 an ``INSERT`` of the same key: while the lost transaction still runs on the server, the
@@ -37,7 +38,7 @@ import tenacity
 from reconcile.errors import ReconcileError
 from reconcile.store.postgres.addressing import connect_raw, read_only, scrub, transient
 
-__all__ = ["LONGEST_WAIT", "PATIENCE", "Link", "after_failure", "committed", "record", "retrying"]
+__all__ = ["LONGEST_WAIT", "PATIENCE", "Link", "after_failure", "committed", "retrying"]
 
 LOG = logging.getLogger("reconcile.store")
 
@@ -133,19 +134,6 @@ class Link:
     def pid(self) -> int:
         """The server process of the connection (0: none now)."""
         return 0 if self.connection is None else int(self.connection.get_server_pid())
-
-
-async def record(conn: Any, token: str, first: int, last: int, forget: str | None) -> None:
-    """In the commit's transaction: its idempotency key, and the writer's previous one
-    (whose outcome is known) deleted, in one statement."""
-    await conn.execute(
-        "WITH forgotten AS (DELETE FROM reconcile_commits WHERE token = $4) "
-        "INSERT INTO reconcile_commits (token, first_revision, last_revision) VALUES ($1, $2, $3)",
-        token,
-        first,
-        last,
-        forget,
-    )
 
 
 async def committed(conn: Any, token: str) -> bool:
