@@ -107,6 +107,22 @@ def _event(row: Any) -> RawEvent:
     return RawEvent(revision, at, type_, key, uid, actor, text=body, data_text=data, user=user)
 
 
+def _with_horizon(page: str) -> str:
+    """A watch page's query (:func:`watch_page`) that also reads the compaction horizon,
+    in the same snapshot, as its last column of every row (an empty page says none)."""
+    return (
+        f"SELECT p.*, (SELECT value::bigint FROM reconcile_meta WHERE key = 'horizon') "
+        f"FROM ({page}) p ORDER BY p.revision"
+    )
+
+
+def _paged_event(row: Any) -> RawEvent:
+    """:func:`_event` of a row of :func:`_with_horizon`."""
+    revision, at, type_, uid, actor, body, data, group, kind, namespace, name, user, _horizon = row
+    key = ObjectKey(group, kind, namespace, name)
+    return RawEvent(revision, at, type_, key, uid, actor, text=body, data_text=data, user=user)
+
+
 class PostgresStore:
     """A store in a PostgreSQL database (its current schema). Open with :meth:`open`;
     close with :meth:`close`."""
@@ -385,19 +401,40 @@ class PostgresStore:
         """Events with revision > ``since`` in order, then live; a bookmark whenever
         caught up. Reads only up to the safe head. Ends when the store closes."""
         query, params = watch_page(api_group, kind, namespace)
+        paged = _with_horizon(query)
+        tail = self._tail
+        seen: list[int] = []  # the horizon the last page was read with
+        known: list[int] = []  # the head this watch was last given
 
-        def fetch(cursor: int, head: int, limit: int) -> Awaitable[Sequence[Any]]:
-            return self._fetch(query, cursor, head, limit, *params)
+        async def fetch(cursor: int, head: int, limit: int) -> Sequence[Any]:
+            rows = await self._fetch(paged, cursor, head, limit, *params)
+            seen[:] = [int(rows[0][-1])] if rows else []
+            return rows
+
+        async def horizon() -> int:
+            # After a page: the horizon in the page's own snapshot (a compaction that
+            # committed before it shows there, one after it took nothing from it); after
+            # an empty page, or before the first, read now.
+            return seen.pop() if seen else await self.horizon()
+
+        async def revision() -> int:
+            # The tail moved since this watch last asked (a notification's read of the
+            # safe head, or a commit of ours): that head is safe, and read already.
+            head = tail.head
+            if not known or head <= known[0]:
+                head = await self.revision()
+            known[:] = [head]
+            return head
 
         return follow(
             since=since,
             matches=matcher(api_group, kind, namespace),
-            tail=self._tail,
+            tail=tail,
             recent=self._recent,
-            revision=self.revision,
-            horizon=self.horizon,
+            revision=revision,
+            horizon=horizon,
             fetch=fetch,
-            event=_event,
+            event=_paged_event,
         )
 
     # -- copying -----------------------------------------------------------------------
