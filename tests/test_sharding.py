@@ -185,6 +185,26 @@ class TestFencing:
             assert not isinstance(results[0], BaseException)
             assert all(isinstance(r, FencedError) and r.shard in lost for r in results[1:])
 
+    async def test_one_shard_under_two_epochs_in_one_batch(self, postgres_url: str) -> None:
+        """Writes of one shard in one group commit, some under its current epoch, some
+        under another: only the others are refused (the fences are checked one by one
+        in the statement that reserves the commit's revisions)."""
+        async with opened(postgres_url) as a:
+            leases = await a.lease_shards("a", about="A", duration=30, shards=4)
+            assert leases is not None
+            keys = [ObjectKey("g", "K", "default", f"k{i}") for i in range(40)]
+            shard = shard_of(keys[0], 4)
+            mine = [k for k in keys if shard_of(k, 4) == shard]
+            epoch = leases.held[shard]
+            futures = []
+            for n, key in enumerate(mine):
+                with fenced(Fence(shard, epoch if n % 2 == 0 else epoch + 1, "a")):
+                    futures += a.submit_many([(key, lambda _, n=key.name: _put(n))], actor="engine")
+            results = await asyncio.gather(*futures, return_exceptions=True)
+            assert len(mine) >= 4
+            assert all(not isinstance(r, BaseException) for r in results[::2])
+            assert all(isinstance(r, FencedError) and r.epoch == epoch + 1 for r in results[1::2])
+
 
 async def _until(what: str, check: Callable[[], bool], deadline: float = 30.0) -> None:
     """Wait until ``check()`` holds (polled: leases move on the database's clock)."""

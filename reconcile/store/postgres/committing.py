@@ -66,7 +66,7 @@ from reconcile.store.contract import (
 )
 from reconcile.store.encoding import dumps, load_body
 from reconcile.store.fencing import RUNNER_LOCK, Fence
-from reconcile.store.postgres.leasing import RUNNER_FENCE, check_fences
+from reconcile.store.postgres.leasing import RUNNER_FENCE
 from reconcile.store.recent import EventRow
 
 __all__ = ["PROVISIONAL", "Committed", "PendingWrite", "commit_batch"]
@@ -119,24 +119,50 @@ _READ = (
     f"AND o.kind = {_KEY['kind']} AND o.namespace = {_KEY['namespace']} AND o.name = k.name "
     "LEFT JOIN reconcile_events e ON e.revision = o.resource_version"
 )
-#: Pass 2's reservation ($1 revisions) and the rows it writes ($2), locked in id order:
-#: the first revision of the block, beside each row as it is now.
-_RESERVE = (
-    "SELECT r.first, o.id, o.resource_version, o.live "
-    "FROM (SELECT reconcile_reserve($1) AS first OFFSET 0) AS r LEFT JOIN LATERAL "
-    "(SELECT id, resource_version, live FROM reconcile_objects WHERE id = ANY($2::bigint[]) "
-    "AND r.first IS NOT NULL ORDER BY id FOR UPDATE) AS o ON true"
-)
-#: :data:`_RESERVE`, with the runner lock's fence row (``$3``: its key) read ``FOR SHARE``
-#: in the same round trip (see :mod:`.leasing`): its holder and epoch in every row.
-_RESERVE_FENCED = (
-    "SELECT r.first, o.id, o.resource_version, o.live, f.holder, f.epoch "
-    "FROM (SELECT reconcile_reserve($1) AS first OFFSET 0) AS r LEFT JOIN LATERAL "
-    "(SELECT id, resource_version, live FROM reconcile_objects WHERE id = ANY($2::bigint[]) "
-    "AND r.first IS NOT NULL ORDER BY id FOR UPDATE) AS o ON true LEFT JOIN LATERAL "
-    "(SELECT value->>'holder' AS holder, (value->>'epoch')::bigint AS epoch FROM reconcile_meta "
-    "WHERE key = $3 AND r.first IS NOT NULL FOR SHARE) AS f ON true"
-)
+
+
+def _reservation(*, runner: bool, shards: bool) -> str:
+    """Pass 2's reservation (``$1`` revisions) and the rows it writes (``$2``), locked in
+    id order: the first revision of the block beside each row as it is now. With
+    ``runner``, the runner lock's fence row (``$3``: its key) read ``FOR SHARE``: its
+    holder and epoch in every row. With ``shards``, the fences of the batch's writes
+    (the next three parameters: shards, holders, epochs) checked against their lease
+    rows, read ``FOR SHARE`` in shard order (a takeover waits for this transaction):
+    the places (1-based) of those that moved on, in every row (NULL: none). Every
+    lock is taken after the reservation (a LATERAL subquery runs once its outer row
+    exists: locking a row gives the transaction its id, which must come from the
+    reservation); see :mod:`.leasing`."""
+    columns, joins = "r.first, o.id, o.resource_version, o.live", ""
+    at = 3
+    if runner:
+        columns += ", f.holder, f.epoch"
+        joins += (
+            " LEFT JOIN LATERAL (SELECT value->>'holder' AS holder, (value->>'epoch')::bigint AS epoch "
+            f"FROM reconcile_meta WHERE key = ${at} AND r.first IS NOT NULL FOR SHARE) AS f ON true"
+        )
+        at += 1
+    if shards:
+        columns += ", s.moved"
+        joins += (
+            " LEFT JOIN LATERAL (SELECT array_agg(w.place) FILTER (WHERE l.shard IS NULL OR "
+            "(l.holder, l.epoch) IS DISTINCT FROM (w.holder, w.epoch)) AS moved "
+            f"FROM unnest(${at}::integer[], ${at + 1}::text[], ${at + 2}::bigint[]) WITH ORDINALITY "
+            "AS w(shard, holder, epoch, place) LEFT JOIN (SELECT shard, holder, epoch FROM reconcile_shards "
+            f"WHERE shard = ANY(${at}::integer[]) AND r.first IS NOT NULL ORDER BY shard FOR SHARE) AS l "
+            "ON l.shard = w.shard) AS s ON true"
+        )
+    return (
+        f"SELECT {columns} FROM (SELECT reconcile_reserve($1) AS first OFFSET 0) AS r LEFT JOIN LATERAL "
+        "(SELECT id, resource_version, live FROM reconcile_objects WHERE id = ANY($2::bigint[]) "
+        f"AND r.first IS NOT NULL ORDER BY id FOR UPDATE) AS o ON true{joins}"
+    )
+
+
+_RESERVE = {
+    (runner, shards): _reservation(runner=runner, shards=shards)
+    for runner in (False, True)
+    for shards in (False, True)
+}
 _NEW, _N, _AT = _table(
     "n",
     1,
@@ -458,12 +484,9 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     token: str | None,
     forget: str | None,
 ) -> Committed:
-    # The runner lock's fence is checked in pass 2 only, with the reservation: it is
-    # rarely stale, and a check of its own would be a round trip of every commit of an
-    # unsharded runner.
-    fences = {w.fence for w in batch if w.fence is not None and w.fence.shard != RUNNER_LOCK}
-    if fences:  # a plain read (no transaction id yet); checked again under lock in pass 2
-        stale |= await check_fences(conn, fences - stale, lock=False)
+    # Fences are checked in pass 2 only, under lock with the reservation: a lease is
+    # rarely lost, and a read of its own would be a round trip of every commit. A write
+    # whose fence moved on is refused in the attempt after the one that found it.
     slots = await _load_slots(conn, list({w.key: None for w in batch}))
     claims = _Claims(conn, slots)
     events: list[_Event] = []
@@ -500,18 +523,20 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     held = [s for s in slots.values() if s.touched and s.id is not None]
     writing = {w.fence for w in owners if w.fence is not None}
     runner = {f for f in writing if f.shard == RUNNER_LOCK}
+    leases = sorted(writing - runner, key=lambda f: (f.shard, f.epoch, f.holder))
+    params: list[Any] = [len(events), [s.id for s in held]]
     if runner:
-        rows = await conn.fetch(_RESERVE_FENCED, len(events), [s.id for s in held], RUNNER_FENCE)
-    else:
-        rows = await conn.fetch(_RESERVE, len(events), [s.id for s in held])
+        params.append(RUNNER_FENCE)
+    if leases:
+        params += [[f.shard for f in leases], [f.holder for f in leases], [f.epoch for f in leases]]
+    rows = await conn.fetch(_RESERVE[bool(runner), bool(leases)], *params)
     first = int(rows[0][0])
     reserved(first)
     if writing:
         # Under lock: a takeover committed before this (refused: run again without the
         # writes it fences) or waits until this transaction ends.
         moved = {f for f in runner if (rows[0][4], rows[0][5]) != (f.holder, f.epoch)}
-        if writing - runner:
-            moved |= await check_fences(conn, writing - runner, lock=True)
+        moved |= {leases[place - 1] for place in (rows[0][-1] if leases else None) or ()}
         if moved:
             raise _Fenced(moved)
     shift = first - PROVISIONAL

@@ -33,10 +33,11 @@ are locked in shard order, and taking skips rows that another transaction holds
 (``SKIP LOCKED``): a commit of a runner paused in the middle of it keeps its shards'
 rows locked, and they are taken once it resumes and ends, never under its feet.
 
-The fence check (:func:`check_fences`) reads the rows of the batch's shards ``FOR
-SHARE`` inside the commit's transaction: a takeover, which must update the row, either
-committed before (the write is refused) or waits until the commit ends (the write
-happened while the lease was still the writer's).
+The fence check reads the rows of the batch's shards ``FOR SHARE`` inside the commit's
+transaction, in the statement that reserves its revisions (:mod:`.committing`: no round
+trip of its own): a takeover, which must update the row, either committed before (the
+write is refused) or waits until the commit ends (the write happened while the lease
+was still the writer's).
 
 The runner lock of an unsharded runner (a session advisory lock, :mod:`.claims`) fences
 the same way through one row of ``reconcile_meta``, ``claim:runner`` (the holder and an
@@ -55,7 +56,6 @@ from reconcile.store.fencing import DEFAULT_SHARDS, Fence, Leases, ShardLease, S
 
 __all__ = [
     "RUNNER_FENCE",
-    "check_fences",
     "create_tables",
     "record_refusals",
     "release",
@@ -232,23 +232,6 @@ async def shard_table(conn: Any) -> ShardTable | None:
         refused = int(await conn.fetchval("SELECT count(*) FROM reconcile_fenced"))
     leases = tuple(ShardLease(int(s), h, int(e), float(x)) for s, h, e, x in rows)
     return ShardTable(leases, {str(h): str(a) for h, a in runners}, refused)
-
-
-async def check_fences(conn: Any, fences: Iterable[Fence], *, lock: bool) -> set[Fence]:
-    """Those of ``fences`` whose lease moved on (another holder or epoch); with ``lock``
-    the rows are read ``FOR SHARE`` (a takeover waits for this transaction), in shard
-    order. The runner lock's fence is checked with the commit's reservation instead
-    (see :mod:`.committing`)."""
-    wanted = {f.shard for f in fences}
-    if not wanted:
-        return set()
-    rows = await conn.fetch(
-        "SELECT shard, holder, epoch FROM reconcile_shards WHERE shard = ANY($1::integer[]) ORDER BY shard"
-        + (" FOR SHARE" if lock else ""),
-        sorted(wanted),
-    )
-    now = {int(shard): (holder, int(epoch)) for shard, holder, epoch in rows}
-    return {f for f in fences if now.get(f.shard) != (f.holder, f.epoch)}
 
 
 async def take_runner_fence(conn: Any, holder: str) -> int:
