@@ -60,6 +60,17 @@ async def test_a_watch_woken_by_another_process_reads_one_statement_a_page(postg
                     event = await anext(stream)
             assert event.revision == result.revision
         assert calls == ["page"] * 5
+        # A commit of another kind wakes the watch too: its page is empty, and says the
+        # horizon all the same.
+        calls.clear()
+        other = ObjectKey("example.reconcile.dev", "Gadget", "default", "g")
+        stream = aiter(watcher.watch(since=result.revision, kind="Widget"))
+        assert await anext(stream) == Bookmark(result.revision)
+        calls.clear()
+        gadget = await writer.write(other, _put(9), actor="other")
+        async with asyncio.timeout(10):
+            assert await anext(stream) == Bookmark(gadget.revision)
+        assert calls == ["page"]
     finally:
         await writer.close()
         await watcher.close()

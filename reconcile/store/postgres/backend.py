@@ -109,10 +109,11 @@ def _event(row: Any) -> RawEvent:
 
 def _with_horizon(page: str) -> str:
     """A watch page's query (:func:`watch_page`) that also reads the compaction horizon,
-    in the same snapshot, as its last column of every row (an empty page says none)."""
+    in the same snapshot, as its last column: one row of NULLs and the horizon when the
+    page is empty (a watch woken for commits of other kinds reads nothing else)."""
     return (
-        f"SELECT p.*, (SELECT value::bigint FROM reconcile_meta WHERE key = 'horizon') "
-        f"FROM ({page}) p ORDER BY p.revision"
+        "SELECT p.*, h.horizon FROM (SELECT value::bigint AS horizon FROM reconcile_meta "
+        f"WHERE key = 'horizon') h LEFT JOIN LATERAL ({page}) p ON true ORDER BY p.revision"
     )
 
 
@@ -408,13 +409,13 @@ class PostgresStore:
 
         async def fetch(cursor: int, head: int, limit: int) -> Sequence[Any]:
             rows = await self._fetch(paged, cursor, head, limit, *params)
-            seen[:] = [int(rows[0][-1])] if rows else []
-            return rows
+            seen[:] = [int(rows[0][-1])]
+            return [] if rows[0][0] is None else rows
 
         async def horizon() -> int:
             # After a page: the horizon in the page's own snapshot (a compaction that
-            # committed before it shows there, one after it took nothing from it); after
-            # an empty page, or before the first, read now.
+            # committed before it shows there, one after it took nothing from it);
+            # before the first, read now.
             return seen.pop() if seen else await self.horizon()
 
         async def revision() -> int:
