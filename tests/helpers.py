@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from reconcile.controller import Controller
-from reconcile.testing import let_run
+from reconcile.api import Client
+from reconcile.controller import Cache, CachedClient, Controller
+from reconcile.testing import WIDGET, FakeClock, let_run
 
 #: Real seconds a test waits for something that should happen almost at once.
 DEADLINE = 20.0
@@ -115,3 +116,19 @@ async def running(controller: Controller) -> AsyncIterator[Controller]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+@contextlib.asynccontextmanager
+async def cached_widgets(
+    client: Client, clock: FakeClock, manager: str = "children"
+) -> AsyncIterator[CachedClient]:
+    """A CachedClient over ``client`` with a running, synced Widget informer (stopped on leaving)."""
+    cache = Cache(client, clock=clock)
+    informer = cache.informer(WIDGET)
+    task = asyncio.create_task(informer.run())
+    try:
+        await settle(informer.synced.is_set)
+        yield CachedClient(client, cache, manager=manager)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -4,32 +4,24 @@ under are part of it, even when a caller changes them between two applies of a p
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import attrs
 import pytest
-from helpers import settle, widget
+from helpers import cached_widgets, widget
 
 from reconcile import Client
-from reconcile.controller import Cache, CachedClient
+from reconcile.controller import CachedClient
 from reconcile.controller.owning import AppliedMemo, Children
 from reconcile.errors import AlreadyOwnedError
-from reconcile.testing import WIDGET, FakeClock
+from reconcile.testing import FakeClock
 
 
 @pytest.fixture
 async def cached(client: Client, clock: FakeClock) -> AsyncIterator[CachedClient]:
     """A CachedClient over a running, synced Widget informer."""
-    cache = Cache(client, clock=clock)
-    informer = cache.informer(WIDGET)
-    task = asyncio.create_task(informer.run())
-    try:
-        await settle(informer.synced.is_set)
-        yield CachedClient(client, cache, manager="children")
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    async with cached_widgets(client, clock) as found:
+        yield found
 
 
 async def test_a_manager_changed_between_two_applies_applies_again(cached: CachedClient) -> None:

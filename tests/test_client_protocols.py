@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import running, settle, widget
+from helpers import cached_widgets, running, settle, widget
 
 from reconcile import AlreadyExistsError, Client, NotFoundError, ObjectKey
 from reconcile.api.engine import Engine
@@ -91,15 +91,8 @@ async def either(request: pytest.FixtureRequest, client: Client, clock: FakeCloc
     if request.param == "Client":
         yield client
         return
-    cache = Cache(client, clock=clock)
-    informer = cache.informer(WIDGET)
-    task = asyncio.create_task(informer.run())
-    try:
-        await settle(informer.synced.is_set)
-        yield CachedClient(client, cache, manager="children")
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    async with cached_widgets(client, clock) as cached:
+        yield cached
 
 
 async def test_the_same_reconciler_runs_against_both_clients(
