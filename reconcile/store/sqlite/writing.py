@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -40,16 +41,26 @@ __all__ = ["Writer", "store_errors"]
 T = TypeVar("T")
 
 
-@contextlib.contextmanager
-def store_errors(path: Path) -> Iterator[None]:
+class store_errors:  # noqa: N801 - used as the function it was: ``with store_errors(path):``
     """Translate sqlite3's errors at the store's boundary, as httpcore's
     ``map_exceptions`` does: a StoreError naming the database, raised from the original
-    (a full disk says so)."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        full = "disk full: " if disk_full(exc, path) else ""
-        raise StoreError(f"{path}: {full}{exc}") from exc
+    (a full disk says so). A class, not a generator: the writer enters one instance at
+    every commit (a generator's context manager is made anew at each ``with``)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if isinstance(exc, sqlite3.Error):
+            full = "disk full: " if disk_full(exc, self.path) else ""
+            raise StoreError(f"{self.path}: {full}{exc}") from exc
 
 
 def _nothing(_: sqlite3.Connection) -> None:
@@ -67,6 +78,7 @@ class Writer(Batcher[PendingWrite, Prepared]):
         super().__init__(str(path), clock, tail, recent)
         self.path = path
         self._wait_ms = int(busy_timeout * 1000)
+        self._store_errors = store_errors(path)
         self._connection: aiosqlite.Connection | None = None
         # A batch is prepared on the loop with the writer connection itself, between
         # BEGIN and the thread's COMMIT: nothing else may use the connection meanwhile.
@@ -122,7 +134,7 @@ class Writer(Batcher[PendingWrite, Prepared]):
             return prepared
 
     def _errors(self) -> contextlib.AbstractContextManager[None]:
-        return store_errors(self.path)
+        return self._store_errors
 
     def _settled(self, committed: Prepared) -> tuple[Results, list[EventRow]]:
         return committed.results, committed.appended
