@@ -397,6 +397,14 @@ class TestChildren:
             child = await client.get("widget", "site-0")
             assert [r.name for r in child.metadata.owner_references] == ["other"]
             await client.delete("widget", "other", propagation_policy="orphan")
+
+            # The collector orphans the child first: a reconcile of the site that runs
+            # before (its cache still names the other owner) is refused again and waits
+            # for its backoff, on the fake clock, which this test does not move.
+            async def orphaned() -> bool:
+                return not (await client.get("widget", "site-0")).metadata.owner_references
+
+            await until(orphaned)
             await runtime.apply(widget("site", 1, labels={"role": "owner", "again": "yes"}))
 
             async def taken() -> bool:

@@ -174,26 +174,30 @@ class Batcher(abc.ABC, Generic[W, C]):
         while True:
             await self._wake.wait()
             self._wake.clear()
+            # One turn of the loop before each batch: the writers the last commit released
+            # are ready to run and most write again at once (a reconcile's next step, the
+            # next document of an apply). Taking only the stragglers that came during the
+            # commit would spend a whole commit (an fsync) on a few writes and make
+            # everyone else wait for the next one. The turn is taken right after the
+            # commit, before the queue is looked at: the released writers run ahead of
+            # this task in that same turn, so a lone writer's next write is taken at once,
+            # with no turn spent waking this task for it.
+            await asyncio.sleep(0)
             while self._pending:
-                # One turn of the loop first: the writers the last commit released are
-                # ready to run and most write again at once (a reconcile's next step,
-                # the next document of an apply). Taking only the stragglers that came
-                # during the commit would spend a whole commit (an fsync) on a few writes
-                # and make everyone else wait for the next one.
-                await asyncio.sleep(0)
                 first = self._pending[0]
                 if isinstance(first, _Group):
                     self._pending.popleft()
                     await self._commit_group(first)
-                    continue
-                taken: list[tuple[W, asyncio.Future[WriteResult]]] = []
-                while self._pending and len(taken) < MAX_BATCH:
-                    item = self._pending[0]
-                    if isinstance(item, _Group):
-                        break  # a group commits alone
-                    taken.append(item)
-                    self._pending.popleft()
-                await self._commit(taken)
+                else:
+                    taken: list[tuple[W, asyncio.Future[WriteResult]]] = []
+                    while self._pending and len(taken) < MAX_BATCH:
+                        item = self._pending[0]
+                        if isinstance(item, _Group):
+                            break  # a group commits alone
+                        taken.append(item)
+                        self._pending.popleft()
+                    await self._commit(taken)
+                await asyncio.sleep(0)
             if self._closing:
                 return
 

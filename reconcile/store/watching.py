@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 __all__ = ["Tail"]
 
@@ -53,17 +53,19 @@ class Tail:
         self._capped = capped
         #: The first revision of this process's commit in flight, once it holds them.
         self._floor: int | None = None
+        self._local = _LocalCommit(self)
 
-    @contextlib.contextmanager
-    def local_commit(self) -> Iterator[None]:
+    def local_commit(self) -> contextlib.AbstractContextManager[None]:
         """Wrap this process's own commit (which ends by advancing the head)."""
+        return self._local
+
+    def _local_began(self) -> None:
         self._local_started += 1
         self._local_in_flight += 1
-        try:
-            yield
-        finally:
-            self._local_in_flight -= 1
-            self._floor = None
+
+    def _local_ended(self) -> None:
+        self._local_in_flight -= 1
+        self._floor = None
 
     def reserved(self, first: int) -> None:
         """Our commit in flight holds the revisions from ``first`` on (until it
@@ -91,8 +93,11 @@ class Tail:
         """The head is now at least ``revision``; wake everyone behind it."""
         if revision > self.head:
             self.head = revision
-            moved, self._moved = self._moved, asyncio.Event()
-            moved.set()
+            # With nobody waiting the event is kept: a waiter takes it, after looking at
+            # the head, with no await in between (a new event per commit adds up).
+            if self._waiters:
+                moved, self._moved = self._moved, asyncio.Event()
+                moved.set()
 
     def readable(self, head: int) -> int:
         """How far a watch may read of a database whose head is ``head``: while this
@@ -151,3 +156,19 @@ class Tail:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
+
+
+class _LocalCommit:
+    """:meth:`Tail.local_commit`'s context manager: one per tail, entered at every
+    commit (a generator's would be made anew each time)."""
+
+    __slots__ = ("_tail",)
+
+    def __init__(self, tail: Tail) -> None:
+        self._tail = tail
+
+    def __enter__(self) -> None:
+        self._tail._local_began()  # noqa: SLF001 - the tail's own helper
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._tail._local_ended()  # noqa: SLF001 - the tail's own helper

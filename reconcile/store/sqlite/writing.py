@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -40,16 +41,30 @@ __all__ = ["Writer", "store_errors"]
 T = TypeVar("T")
 
 
-@contextlib.contextmanager
-def store_errors(path: Path) -> Iterator[None]:
+class store_errors:  # noqa: N801 - used as the function it was: ``with store_errors(path):``
     """Translate sqlite3's errors at the store's boundary, as httpcore's
     ``map_exceptions`` does: a StoreError naming the database, raised from the original
-    (a full disk says so)."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        full = "disk full: " if disk_full(exc, path) else ""
-        raise StoreError(f"{path}: {full}{exc}") from exc
+    (a full disk says so). A class, not a generator: the writer enters one instance at
+    every commit (a generator's context manager is made anew at each ``with``)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if isinstance(exc, sqlite3.Error):
+            full = "disk full: " if disk_full(exc, self.path) else ""
+            raise StoreError(f"{self.path}: {full}{exc}") from exc
+
+
+def _nothing(_: sqlite3.Connection) -> None:
+    """A call that only marks its turn on the connection's thread."""
 
 
 class Writer(Batcher[PendingWrite, Prepared]):
@@ -63,6 +78,7 @@ class Writer(Batcher[PendingWrite, Prepared]):
         super().__init__(str(path), clock, tail, recent)
         self.path = path
         self._wait_ms = int(busy_timeout * 1000)
+        self._store_errors = store_errors(path)
         self._connection: aiosqlite.Connection | None = None
         # A batch is prepared on the loop with the writer connection itself, between
         # BEGIN and the thread's COMMIT: nothing else may use the connection meanwhile.
@@ -86,8 +102,18 @@ class Writer(Batcher[PendingWrite, Prepared]):
         even when the caller is cancelled meanwhile (then re-raised): the thread cannot be
         stopped, and the loop must not use the connection (under :attr:`_exclusive`)
         while the thread still does."""
-        assert self._connection is not None
-        return await finish(asyncio.ensure_future(in_thread(self._connection, fn, *args)))
+        connection = self._connection
+        assert connection is not None
+        # Awaited in this task, not in a task of its own behind a shield: that took three
+        # more turns of the loop per commit (the task's start, its end, the shield's
+        # callback; a lone writer's write took eight turns, three now). Only a
+        # cancellation needs the wait below.
+        try:
+            return await in_thread(connection, fn, *args)
+        except asyncio.CancelledError:
+            # The thread runs its calls in order: once a call queued now has run, fn is done.
+            await finish(asyncio.ensure_future(in_thread(connection, _nothing)))
+            raise
 
     async def _send(self, batch: list[PendingWrite], *, all_or_nothing: bool) -> Prepared:
         connection = self._connection
@@ -108,7 +134,7 @@ class Writer(Batcher[PendingWrite, Prepared]):
             return prepared
 
     def _errors(self) -> contextlib.AbstractContextManager[None]:
-        return store_errors(self.path)
+        return self._store_errors
 
     def _settled(self, committed: Prepared) -> tuple[Results, list[EventRow]]:
         return committed.results, committed.appended
