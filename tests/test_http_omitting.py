@@ -36,6 +36,8 @@ class Spec:
     free_form: dict[str, Any] = attrs.Factory(dict)
     long_name: str | None = None
     rules: tuple[Inner, ...] | None = None
+    seeded: list[int] = attrs.Factory(lambda: [1])
+    notes: tuple[str, ...] = ()
 
 
 def test_only_null_fields_whose_default_is_null_go() -> None:
@@ -63,6 +65,13 @@ def test_only_null_fields_whose_default_is_null_go() -> None:
     assert omit_null_fields({"a": None}, dict) == {"a": None}
 
 
+def test_empty_containers_go_only_where_the_default_is_empty() -> None:
+    """An empty list or mapping whose default is an empty container goes (``conditions:
+    []``); one whose default holds something stays (leaving it out would refill it)."""
+    value = {"items": [], "freeForm": {}, "seeded": [], "notes": [], "inner": {"note": "x", "size": 0}}
+    assert omit_null_fields(value, Spec) == {"seeded": [], "inner": {"note": "x", "size": 0}}
+
+
 def test_empty_metadata_goes() -> None:
     """Null metadata and empty labels, annotations, finalizers, owner references go."""
     meta = {"name": "a", "labels": {}, "annotations": {}, "finalizers": [], "deletionTimestamp": None}
@@ -80,6 +89,8 @@ _specs = st.builds(
     free_form=st.dictionaries(st.text(max_size=3), st.none() | st.integers(), max_size=3),
     long_name=st.none() | st.text(max_size=3),
     rules=st.none() | st.lists(_inner, max_size=2).map(tuple),
+    seeded=st.lists(st.integers(), max_size=2),
+    notes=st.lists(st.text(max_size=2), max_size=2).map(tuple),
 )
 
 

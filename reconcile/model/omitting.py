@@ -3,7 +3,8 @@
 The store keeps every field of a spec and status, nulls included (``contentBase64:
 null``); Kubernetes leaves an optional field it does not hold out of a document, so
 ``kubectl describe`` and ``get -o yaml`` show only what is set. Here a field is left out
-only when its value is null *and* its attrs default is null: a client that sends the
+only when its value is null *and* its attrs default is null (or an empty list or mapping
+whose default is an empty container: ``conditions: []``): a client that sends the
 document back (a ``PUT`` of what it got, a merge patch computed on it) gets the very
 object it read, the missing field defaulting to that same null. A field whose default is
 something else keeps its null (leaving it out would change it), and nothing below a
@@ -29,9 +30,10 @@ __all__ = ["omit_empty_metadata", "omit_null_fields"]
 _EMPTY_METADATA = ("labels", "annotations", "finalizers", "ownerReferences")
 
 #: Per field of an attrs class: its document key, whether a null there is left out (its
-#: default is null), and the attrs class of what it holds, if any (its own fields then
-#: looked at the same way, in a mapping or in each item of a list).
-_Plan = tuple[tuple[str, bool, type[Any] | None], ...]
+#: default is null), whether an empty list or mapping there is (its default is an empty
+#: container), and the attrs class of what it holds, if any (its own fields then looked
+#: at the same way, in a mapping or in each item of a list).
+_Plan = tuple[tuple[str, bool, bool, type[Any] | None], ...]
 _ABSENT: Any = object()
 
 
@@ -71,27 +73,43 @@ def _make_plan(cls: type[Any]) -> _Plan:
         hints = typing.get_type_hints(cls)
     except (NameError, TypeError):  # pragma: no cover - an annotation that cannot be resolved
         hints = {}
-    plan = ((camel(f.name), f.default is None, _attrs_class_in(hints.get(f.name))) for f in attrs.fields(cls))
-    return tuple(entry for entry in plan if entry[1] or entry[2] is not None)
+    plan = (
+        (camel(f.name), f.default is None, _empty_default(f), _attrs_class_in(hints.get(f.name)))
+        for f in attrs.fields(cls)
+    )
+    return tuple(entry for entry in plan if entry[1] or entry[2] or entry[3] is not None)
+
+
+def _empty_default(field: attrs.Attribute[Any]) -> bool:
+    """Whether ``field``'s default is an empty container (``()``, or a factory of an empty
+    list, dict, tuple, set): an empty list or mapping there reads back as its default."""
+    default: Any = field.default
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        if default.takes_self:
+            return False
+        default = default.factory()
+    return isinstance(default, (list, dict, tuple, set, frozenset)) and len(default) == 0
 
 
 def omit_null_fields(value: Any, cls: type[Any] | None) -> Any:
     """``value`` (``cls`` unstructured: a mapping) without its null fields whose default
-    is null, at every level of attrs classes below it; anything else as it is. ``value``
-    itself is returned when nothing is left out (it is never changed)."""
+    is null and its empty lists and mappings whose default is an empty container, at
+    every level of attrs classes below it; anything else as it is. ``value`` itself is
+    returned when nothing is left out (it is never changed)."""
     plan = _plan(cls) if cls is not None else ()
     if not plan or not isinstance(value, Mapping):
         return value
     out: dict[str, Any] | None = None
-    for key, optional, nested in plan:
+    for key, optional, empty, nested in plan:
         item = value.get(key, _ABSENT)
         if item is _ABSENT:
             continue
+        if (optional and item is None) or (empty and isinstance(item, (list, dict)) and not item):
+            if out is None:
+                out = dict(value)
+            del out[key]
+            continue
         if item is None:
-            if optional:
-                if out is None:
-                    out = dict(value)
-                del out[key]
             continue
         if nested is None:
             continue
