@@ -52,76 +52,21 @@ from reconcile.store.postgres.addressing import check_url, connect_raw, errors, 
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
 from reconcile.store.postgres.heading import SAFE_HEAD
 from reconcile.store.postgres.listening import Listener
+from reconcile.store.postgres.pages import EVENT_COLUMNS, event_of, paged_event, watch_page, with_horizon
 from reconcile.store.postgres.retrying import PATIENCE, after_failure, retrying
 from reconcile.store.postgres.writing import Writer
 from reconcile.store.recent import RecentEvents
 from reconcile.store.watching import Tail
 
-__all__ = ["PostgresStore"]
+__all__ = ["PostgresStore", "watch_page"]
 
 T = TypeVar("T")
-
-_EVENT_COLUMNS = (
-    "e.revision, e.time, e.type, e.uid, e.actor, e.body, e.data, "
-    'o.api_group, o.kind, o.namespace, o.name, e."user"'
-)
-
-
-#: A watch page's join: each event's object looked up by its key, the events read in
-#: revision order (the primary key's range) until the page is full. LATERAL and OFFSET 0
-#: keep the planner from turning it around (every object of the kind, then its events,
-#: sorted), which it takes for cheaper while the store's tables have no statistics yet (a
-#: store filled in bulk, before autovacuum's next round or where it is off): then a page
-#: cost a walk over the whole kind, about 8-45 ms at 10,000 objects instead of 0.03 ms.
-#: This way a page costs the events it moves past, whatever the statistics say.
-_OBJECT_OF_EVENT = (
-    "CROSS JOIN LATERAL (SELECT api_group, kind, namespace, name FROM reconcile_objects "
-    "WHERE id = e.object_id OFFSET 0) o"
-)
-
-
-def watch_page(api_group: str | None, kind: str | None, namespace: str | None) -> tuple[str, list[str]]:
-    """A watch page's query (``$1`` the cursor, ``$2`` the head, ``$3`` the limit, then
-    the filters given) and the filters' values."""
-    where, params = "", []
-    for column, value in (("o.api_group", api_group), ("o.kind", kind), ("o.namespace", namespace)):
-        if value is not None:
-            params.append(value)
-            where += f" AND {column} = ${len(params) + 3}"
-    query = (
-        f"SELECT {_EVENT_COLUMNS} FROM reconcile_events e {_OBJECT_OF_EVENT} "
-        f"WHERE e.revision > $1 AND e.revision <= $2{where} ORDER BY e.revision LIMIT $3"
-    )
-    return query, params
 
 
 async def _unchanged(_connection: object) -> None:
     """A read connection goes back to the pool as it is: reads change nothing of the
     session (no settings, locks, cursors or LISTEN), and asyncpg's default reset would
     cost a round trip per read."""
-
-
-def _event(row: Any) -> RawEvent:
-    revision, at, type_, uid, actor, body, data, group, kind, namespace, name, user = row
-    key = ObjectKey(group, kind, namespace, name)
-    return RawEvent(revision, at, type_, key, uid, actor, text=body, data_text=data, user=user)
-
-
-def _with_horizon(page: str) -> str:
-    """A watch page's query (:func:`watch_page`) that also reads the compaction horizon,
-    in the same snapshot, as its last column: one row of NULLs and the horizon when the
-    page is empty (a watch woken for commits of other kinds reads nothing else)."""
-    return (
-        "SELECT p.*, h.horizon FROM (SELECT value::bigint AS horizon FROM reconcile_meta "
-        f"WHERE key = 'horizon') h LEFT JOIN LATERAL ({page}) p ON true ORDER BY p.revision"
-    )
-
-
-def _paged_event(row: Any) -> RawEvent:
-    """:func:`_event` of a row of :func:`_with_horizon`."""
-    revision, at, type_, uid, actor, body, data, group, kind, namespace, name, user, _horizon = row
-    key = ObjectKey(group, kind, namespace, name)
-    return RawEvent(revision, at, type_, key, uid, actor, text=body, data_text=data, user=user)
 
 
 class PostgresStore:
@@ -380,14 +325,14 @@ class PostgresStore:
     async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
         """Every retained event of one object key, oldest first."""
         rows = await self._fetch(
-            f"SELECT {_EVENT_COLUMNS} FROM reconcile_objects o JOIN reconcile_events e ON e.object_id = o.id "
+            f"SELECT {EVENT_COLUMNS} FROM reconcile_objects o JOIN reconcile_events e ON e.object_id = o.id "
             "WHERE o.api_group = $1 AND o.kind = $2 AND o.namespace = $3 AND o.name = $4 ORDER BY e.revision",
             key.api_group,
             key.kind,
             key.namespace,
             key.name,
         )
-        return [_event(row) for row in rows]
+        return [event_of(row) for row in rows]
 
     # -- watching ----------------------------------------------------------------------
 
@@ -402,7 +347,7 @@ class PostgresStore:
         """Events with revision > ``since`` in order, then live; a bookmark whenever
         caught up. Reads only up to the safe head. Ends when the store closes."""
         query, params = watch_page(api_group, kind, namespace)
-        paged = _with_horizon(query)
+        paged = with_horizon(query)
         tail = self._tail
         seen: list[int] = []  # the horizon the last page was read with
         known: list[int] = []  # the head this watch was last given
@@ -435,7 +380,7 @@ class PostgresStore:
             revision=revision,
             horizon=horizon,
             fetch=fetch,
-            event=_paged_event,
+            event=paged_event,
         )
 
     # -- copying -----------------------------------------------------------------------
