@@ -24,7 +24,7 @@ from reconcile.model.events import Bookmark
 from reconcile.model.meta import ObjectKey
 from reconcile.store.encoding import dumps, load_body
 from reconcile.store.fencing import Fence, Leases, ShardTable
-from reconcile.store.records import Import, ObjectRecord, Snapshot, StoreHeader, VerifyReport
+from reconcile.store.records import ObjectRecord, StoreHeader, VerifyReport
 
 __all__ = [
     "ADMISSION_HEADROOM",
@@ -233,6 +233,36 @@ class ListPage:
     items: tuple[StoredObject, ...]
     revision: int
     next_after: tuple[str, str] | None
+
+
+class Snapshot(Protocol):
+    """A whole store as of one instant, read for copying it (:meth:`EventStore.snapshot`):
+    what commits after that instant is not in it. Rows stream in batches, so a store
+    larger than memory can be copied."""
+
+    @property
+    def header(self) -> StoreHeader:
+        """The head, horizon, identity, secret, settings and counts of the snapshot."""
+
+    def objects(self, batch: int = 1000) -> AsyncIterator[Sequence[ObjectRecord]]:
+        """Every projection row, tombstones included, in key order (api_group, kind,
+        namespace, name, compared by code point), ``batch`` at a time."""
+
+    def events(self, batch: int = 1000) -> AsyncIterator[Sequence[RawEvent]]:
+        """Every retained event in revision order, ``batch`` at a time (bodies unparsed:
+        :attr:`RawEvent.body_text`)."""
+
+
+class Import(Protocol):
+    """A copy being written into an empty store, in one transaction
+    (:meth:`EventStore.importing`)."""
+
+    async def objects(self, batch: Sequence[ObjectRecord]) -> None:
+        """Add projection rows (every one before the events that name its key)."""
+
+    async def events(self, batch: Sequence[RawEvent]) -> None:
+        """Append events as they are, revision, time, actor, user and texts kept; each
+        names a key whose projection row was added (StoreError otherwise)."""
 
 
 class Claim(Protocol):

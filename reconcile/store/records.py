@@ -1,22 +1,18 @@
 """What copying and checking a whole store hand around (part of the store contract,
-:mod:`reconcile.store.contract`, which exports them too): ``verify``'s report, a
-projection row as stored, a store's header, and the snapshot a copy reads and the import
-it writes (:meth:`~reconcile.store.contract.EventStore.snapshot`,
-:meth:`~reconcile.store.contract.EventStore.importing`)."""
+:mod:`reconcile.store.contract`, which exports them too, beside the snapshot a copy
+reads and the import it writes): ``verify``'s report, a projection row as stored, and a
+store's header."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
 from reconcile.model.meta import ObjectKey
 
-if TYPE_CHECKING:
-    from reconcile.store.contract import RawEvent
-
-__all__ = ["Import", "ObjectRecord", "Snapshot", "StoreHeader", "VerifyReport"]
+__all__ = ["ObjectRecord", "StoreHeader", "VerifyReport"]
 
 
 @attrs.frozen
@@ -78,33 +74,3 @@ class StoreHeader:
         if self.settings:
             parts.append(f"remembered settings ({', '.join(sorted(self.settings))})")
         return ", ".join(parts)
-
-
-class Snapshot(Protocol):
-    """A whole store as of one instant, read for copying it (:meth:`EventStore.snapshot`):
-    what commits after that instant is not in it. Rows stream in batches, so a store
-    larger than memory can be copied."""
-
-    @property
-    def header(self) -> StoreHeader:
-        """The head, horizon, identity, secret, settings and counts of the snapshot."""
-
-    def objects(self, batch: int = 1000) -> AsyncIterator[Sequence[ObjectRecord]]:
-        """Every projection row, tombstones included, in key order (api_group, kind,
-        namespace, name, compared by code point), ``batch`` at a time."""
-
-    def events(self, batch: int = 1000) -> AsyncIterator[Sequence[RawEvent]]:
-        """Every retained event in revision order, ``batch`` at a time (bodies unparsed:
-        :attr:`RawEvent.body_text`)."""
-
-
-class Import(Protocol):
-    """A copy being written into an empty store, in one transaction
-    (:meth:`EventStore.importing`)."""
-
-    async def objects(self, batch: Sequence[ObjectRecord]) -> None:
-        """Add projection rows (every one before the events that name its key)."""
-
-    async def events(self, batch: Sequence[RawEvent]) -> None:
-        """Append events as they are, revision, time, actor, user and texts kept; each
-        names a key whose projection row was added (StoreError otherwise)."""
