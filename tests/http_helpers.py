@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import yaml
+from servers import stop
 
 from reconcile.api import Client, connect
 from reconcile.http import create_app
@@ -35,6 +36,40 @@ async def api(tmp_path: Path, **app_options: Any) -> AsyncIterator[tuple[Client,
 def reconcile_command(*args: str) -> list[str]:
     """``reconcile ARGS`` run by this interpreter."""
     return [sys.executable, "-m", "reconcile", *args]
+
+
+@contextlib.contextmanager
+def serve_process(
+    db: Path | str,
+    *args: str,
+    options: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    stderr: int = subprocess.PIPE,
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``reconcile --db DB OPTIONS serve --port 0 ARGS`` as a process the test signals
+    itself, and the URL it announced; killed afterwards if still running, its pipes
+    closed either way. ``env``: the child's whole environment (default: this one's, with
+    this checkout's code)."""
+    environment = (
+        env if env is not None else {**os.environ, "PYTHONPATH": f"{CHECKOUT}:{CHECKOUT / 'providers'}"}
+    )
+    with subprocess.Popen(
+        reconcile_command("--db", str(db), *options, "serve", "--port", "0", *args),
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        env=environment,
+        cwd=CHECKOUT,
+    ) as process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            assert line.startswith("serving on "), line
+            yield process, line.removeprefix("serving on ").strip()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 @contextlib.contextmanager
@@ -63,12 +98,7 @@ def served(
         yield line.removeprefix("serving on ").strip()
     finally:
         if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process, timeout=30)
         if stderr is not None and process.stderr is not None:
             stderr.append(process.stderr.read())
         for stream in (process.stdout, process.stderr):

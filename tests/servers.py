@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 import pytest
 
@@ -31,6 +31,16 @@ def unavailable(server: str, needed_by: str, reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(f"{server} is required under CI=true: {reason}")
     pytest.skip(f"SKIPPED LOUDLY: no {server} for {needed_by}: {reason}")
+
+
+def stop(process: subprocess.Popen[Any], timeout: float = 10) -> None:
+    """Stop a child process: SIGTERM, and SIGKILL if it has not exited within ``timeout``."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @contextlib.contextmanager
@@ -56,9 +66,4 @@ def running(
             time.sleep(0.05)
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)

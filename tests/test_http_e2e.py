@@ -27,8 +27,9 @@ import httpx
 import pytest
 import yaml
 from dns_server import ZONE, Bind
-from http_helpers import kubeconfig, kubectl, reconcile_command, served, wait_until
+from http_helpers import kubeconfig, kubectl, reconcile_command, serve_process, served, wait_until
 from s3_server import moto_server, reset
+from servers import stop
 from test_dns import ByHand
 
 from reconcile.http.hosting import SHUTDOWN_DEADLINE
@@ -128,19 +129,8 @@ def serving(db: Path, *options: str) -> Iterator[tuple[subprocess.Popen[str], st
     """``reconcile --db DB OPTIONS serve --port 0 --run`` as a process the test signals
     itself, and the URL it serves on; killed afterwards if still running, its pipes
     closed either way."""
-    command = reconcile_command("--db", str(db), *options, "serve", "--port", "0", "--run")
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(), cwd=CHECKOUT
-    ) as process:
-        try:
-            assert process.stdout is not None
-            line = process.stdout.readline()
-            assert line.startswith("serving on "), line
-            yield process, line.removeprefix("serving on ").strip()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+    with serve_process(db, "--run", options=options, env=environment()) as found:
+        yield found
 
 
 class TestServeRun:
@@ -309,12 +299,7 @@ def watching(server: Server, *args: str) -> Iterator[Lines]:
     try:
         yield Lines(process)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()

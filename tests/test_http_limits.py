@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import uvicorn
-from http_helpers import CHECKOUT, api, reconcile_command, served, wait_until
+from http_helpers import CHECKOUT, api, serve_process, served, wait_until
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
@@ -269,25 +269,9 @@ def started_server(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Pope
             await client.apply(manifest("index", "hello\n"), origin=tmp_path / "site.yaml")
 
     asyncio.run(seed())
-    process = subprocess.Popen(
-        reconcile_command("--db", str(db), "serve", "--port", "0", *args),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={"PYTHONPATH": f"{CHECKOUT}:{CHECKOUT / 'providers'}", "PATH": "/usr/bin:/bin"},
-        cwd=CHECKOUT,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith("serving on "), line
-        yield process, line.removeprefix("serving on ").strip()
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-        assert process.stdout is not None
-        process.stdout.close()
+    env = {"PYTHONPATH": f"{CHECKOUT}:{CHECKOUT / 'providers'}", "PATH": "/usr/bin:/bin"}
+    with serve_process(db, *args, env=env, stderr=subprocess.DEVNULL) as found:
+        yield found
 
 
 class TestSlowClients:

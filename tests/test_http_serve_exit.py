@@ -4,13 +4,11 @@ commands do; never killed by the signal it handled (uvicorn raises it again)."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
-from http_helpers import CHECKOUT, reconcile_command
+from http_helpers import serve_process
 
 
 @pytest.mark.parametrize(("sent", "code"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
@@ -18,23 +16,8 @@ def test_a_stopped_server_exits_with_the_signals_code(
     tmp_path: Path, sent: signal.Signals, code: int
 ) -> None:
     """The server announces itself, gets the signal, stops, and exits with ``code``."""
-    environment = {**os.environ, "PYTHONPATH": f"{CHECKOUT}:{CHECKOUT / 'providers'}"}
-    process = subprocess.Popen(
-        reconcile_command("--db", str(tmp_path / "state.db"), "serve", "--port", "0"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        cwd=CHECKOUT,
-    )
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline().startswith("serving on ")
+    with serve_process(tmp_path / "state.db") as (process, _):
         process.send_signal(sent)
         _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert process.returncode == code, err
     assert "Traceback" not in err
