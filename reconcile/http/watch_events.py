@@ -87,8 +87,6 @@ class Translator:
         self._matched: dict[ObjectKey, bool] = {}
         #: Whether every key that matched is in ``_matched`` (the watch listed first).
         self.complete = False
-        #: The previous snapshot ``_matched_before`` read for the event at hand, if it did.
-        self._looked_up: RawEvent | None = None
 
     def _document(self, revision: int, stored: StoredObject) -> dict[str, Any]:
         current = self._client.decoder.current(stored)
@@ -128,20 +126,22 @@ class Translator:
                 previous = earlier
         return previous
 
-    async def _matched_before(self, event: RawEvent) -> bool:
+    async def _matched_before(self, event: RawEvent) -> tuple[bool, RawEvent | None]:
+        """Whether the object matched before ``event``, and its previous snapshot when
+        that took reading its history (None otherwise)."""
         known = self._matched.get(event.key)
         if known is not None:
-            return known
+            return known, None
         if self.complete or event.type == EventType.CREATED:
-            return False
-        previous = self._looked_up = await self._previous(event)
+            return False, None
+        previous = await self._previous(event)
         if previous is None:  # (compacted away: as it matches now)
             assert event.body is not None
-            return self._labels_match(event.body)
+            return self._labels_match(event.body), None
         if previous.type == EventType.DELETED:
-            return False
+            return False, previous
         assert previous.body is not None
-        return self._labels_match(previous.body)
+        return self._labels_match(previous.body), previous
 
     async def line(self, event: RawEvent) -> bytes | None:
         """The line ``event`` is for this watcher, or None (a note; not its business)."""
@@ -157,21 +157,21 @@ class Translator:
             return event_line(kind, self._event_object(event))
         body = event.body
         assert body is not None
+        previous: RawEvent | None = None
         if deleted:  # (a deletion changes no label: it matched before as it does now)
             before, now = self._matched.pop(key, None), False
             if before is None:
                 before = self._labels_match(body)
         else:
-            self._looked_up = None
-            before, now = await self._matched_before(event), self._labels_match(body)
+            (before, previous), now = await self._matched_before(event), self._labels_match(body)
             self._matched[key] = now
         if now:
             return event_line(MODIFIED if before else ADDED, self._event_object(event))
         if not before:
             return None
         if not deleted:  # it left the selection: the state it had in it, at this revision
-            looked_up = self._looked_up
-            previous = looked_up if looked_up is not None else await self._previous(event)
+            if previous is None:
+                previous = await self._previous(event)
             if previous is not None and previous.type != EventType.DELETED and previous.body is not None:
                 return event_line(DELETED, self._left_object(event, previous))
         return event_line(DELETED, self._event_object(event))
