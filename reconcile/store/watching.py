@@ -53,6 +53,8 @@ class Tail:
         self._waiters = 0
         #: Watches following this tail now (waiting or not): a ``fill`` is for them.
         self.watches = 0
+        self._refresher: asyncio.Task[None] | None = None
+        self._refresh_again = False
         self._poller: asyncio.Task[None] | None = None
         self.closed = False
         self._local_started = 0
@@ -96,6 +98,26 @@ class Tail:
         await self._filled(head)
         if not self.closed:
             self.advance(head)
+
+    def refresh_soon(self) -> None:
+        """:meth:`refresh` in the background, one read at a time: asked again while one
+        is in flight (notifications of other commits, our own commits after a gap), one
+        more read follows it, however often it was asked."""
+        if self.closed:
+            return
+        if self._refresher is not None and not self._refresher.done():
+            self._refresh_again = True
+            return
+        self._refresher = asyncio.get_running_loop().create_task(
+            self._refreshing(), name="reconcile-store-refresh"
+        )
+
+    async def _refreshing(self) -> None:
+        while True:
+            self._refresh_again = False
+            await self.refresh()
+            if not self._refresh_again or self.closed:
+                return
 
     async def _filled(self, head: int) -> None:
         """Before the head moves to ``head`` past what this process committed: let the
@@ -169,10 +191,11 @@ class Tail:
         self.closed = True
         moved, self._moved = self._moved, asyncio.Event()
         moved.set()
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+        for task in (self._poller, self._refresher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
 
 class _LocalCommit:
