@@ -242,7 +242,7 @@ class Admission:
         self.converter = converter
         #: Each provider's configuration, by provider name, for the kinds' ``admit`` hooks.
         self.provider_config = dict(provider_config or {})
-        self._default_status: dict[Kind, str] = {}
+        self._default_status: dict[type[Any], str] = {}
         self._lenient: cattrs.Converter | None = None
         #: While :meth:`admit_many` runs: the converter's hooks by type, each looked up
         #: once for the batch (None otherwise: every call asks the converter).
@@ -426,9 +426,11 @@ class Admission:
 
     def default_status(self, kind: Kind) -> dict[str, Any]:
         """The unstructured default status of a kind (a fresh copy each call)."""
-        text = self._default_status.get(kind)
+        # By the status class: a Kind's hash is computed afresh each time (every field).
+        status_type = kind.status_type
+        text = self._default_status.get(status_type)
         if text is None:
-            text = self._default_status[kind] = dumps(self.converter.unstructure(kind.status_type()))
+            text = self._default_status[status_type] = dumps(self.converter.unstructure(status_type()))
         result: dict[str, Any] = loads(text)
         return result
 

@@ -35,7 +35,6 @@ documents', ``pruned`` (or ``unchanged`` for one already being deleted).
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -144,8 +143,13 @@ class Writer(Protocol):
         manager: str | None = None,
         create_only: bool = False,
         force: bool = False,
+        now: str | None = None,
     ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
-        """The key, the mutation and what makes the :class:`Applied` of its write."""
+        """The key, the mutation and what makes the :class:`Applied` of its write
+        (``now``: the creation time of an object it creates; None: the clock's)."""
+
+    def now(self) -> str:
+        """The time a write made now is stamped with."""
 
     def delete_mutation(self, key: ObjectKey, *, resource_version: int | None = None) -> Mutation:
         """The mutation that deleting ``key`` is."""
@@ -301,32 +305,33 @@ class _Writes:
 
     async def write(self, run: list[tuple[int, Admitted]]) -> None:
         """Queue ``run``'s writes and wait until each is durable."""
-        writes = [self.client.apply_write(item, manager=self.manager, force=self.force) for _, item in run]
+        # One creation time for the run: the documents are applied together.
+        now, manager, force = self.client.now(), self.manager, self.force
+        writes = [self.client.apply_write(item, manager=manager, force=force, now=now) for _, item in run]
         futures = self.client.store.submit_many(
-            [(key, mutation) for key, mutation, _ in writes], actor=self.manager, user=self.client.user
+            [(key, mutation) for key, mutation, _ in writes], actor=manager, user=self.client.user
         )
-        # One future for the run, resolved by the callback of its last write to land
-        # (not a gather: no wrapper and no second callback per write).
-        everyone = asyncio.get_running_loop().create_future()
-        waiting = [len(futures)]
-
-        def landed(index: int, item: Admitted, finish: Callable[[WriteResult], Applied], future: Any) -> None:
-            try:
-                self._landed(index, item, finish, future)
-            finally:
-                waiting[0] -= 1
-                if not waiting[0] and not everyone.done():
-                    everyone.set_result(None)
-
-        for (index, item), (_, _, finish), future in zip(run, writes, futures, strict=True):
-            future.add_done_callback(functools.partial(landed, index, item, finish))
-        if futures:
-            try:
-                await everyone
-            except asyncio.CancelledError:  # as a gather would: the writes not begun are not made
-                for future in futures:
-                    future.cancel()
-                raise
+        # The store resolves a run's futures in the order they were queued, a commit's all
+        # at once: this task waits on the first one not done, then takes every one done by
+        # then (no callback, and no handle on the loop, per write). It wakes before the
+        # watches hear of the commit (their wake-ups are scheduled after its), so a cache
+        # that ``on_applied`` fills has each object before its watch event.
+        taken = 0
+        while taken < len(futures):
+            future = futures[taken]
+            if not future.done():
+                try:
+                    await future
+                except asyncio.CancelledError:  # as a gather would: the writes not begun are not made
+                    for each in futures:
+                        each.cancel()
+                    raise
+                except BaseException:  # noqa: BLE001, S110 - its own error, taken below
+                    pass
+            while taken < len(futures) and futures[taken].done():
+                index, item = run[taken]
+                self._landed(index, item, writes[taken][2], futures[taken])
+                taken += 1
         if self.raised:
             raise self.raised[0]
 
