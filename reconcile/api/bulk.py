@@ -341,8 +341,9 @@ class _Writes:
         """Write every document, and delete every pruned object, in one store
         transaction: all results, or one refusal (that document or deletion ``refused``,
         the others ``skipped``) and nothing stored."""
+        now, manager, force = self.client.now(), self.manager, self.force
         writes = [
-            self.client.apply_write(item, manager=self.manager, force=self.force) for _, item in admitted
+            self.client.apply_write(item, manager=manager, force=force, now=now) for _, item in admitted
         ]
         # The write whose mutation ran last: when one raises, it names the refused one.
         running: list[tuple[int, ObjectKey | None]] = []
