@@ -55,24 +55,28 @@ class ApplyWrite:
             # completed its deletion: what is returned is its last state, the body the
             # Remove kept in the log (stamped with its revision by the store).
             return Applied(key, outcome, self._decoder.resource(self._change.body))
-        made = Deferred(_Made(self._decoder, result.object.body, admitted))
+        made = _Decoded(self._decoder, result.object.body, admitted)
         if admitted.ignored:
             return Applied(key, outcome, made, warnings=admitted.hook_warnings)
         return Applied(key, outcome, made)
 
 
-class _Made:
-    """Decodes a written body when the caller asks for the object (a bulk apply's
-    caller seldom does)."""
+class _Decoded(Deferred):
+    """A written body, decoded when the caller asks for the object (a bulk apply's caller
+    seldom does)."""
 
     __slots__ = ("_admitted", "_body", "_decoder")
 
     def __init__(self, decoder: Decoder, body: dict[str, Any], admitted: Admitted) -> None:
+        self._make, self._value = None, None
         self._decoder, self._body, self._admitted = decoder, body, admitted
 
-    def __call__(self) -> AnyResource:
-        # apply stores the admitted spec as it is (unless fields of other managers were
-        # kept: server-side apply): then its structured form is reused.
-        body, admitted = self._body, self._admitted
-        spec = admitted.spec if body["spec"] == admitted.body["spec"] else None
-        return self._decoder.resource(body, spec=spec)
+    def get(self) -> AnyResource | None:
+        """The object (decoded now if this is the first time)."""
+        if self._value is None:
+            # apply stores the admitted spec as it is (unless fields of other managers
+            # were kept: server-side apply): then its structured form is reused.
+            body, admitted = self._body, self._admitted
+            spec = admitted.spec if body["spec"] == admitted.body["spec"] else None
+            self._value = self._decoder.resource(body, spec=spec)
+        return self._value

@@ -47,17 +47,6 @@ from reconcile.store.contract import Body, Change, Mutation, Put, StoredObject
 __all__ = ["apply"]
 
 
-def _new_object(desired: Body, status: Body, uid: str, now: str) -> Body:
-    # A new top level and metadata, the rest shared with ``desired``: a stored body is
-    # never changed in place after its write except its metadata's resource_version
-    # (stamped by the store on this metadata), so nothing reaches ``desired`` through it,
-    # and a mutation run again builds its own.
-    meta = dict(desired["metadata"])
-    meta.update({"uid": uid, "generation": 1, "creationTimestamp": now, "deletionTimestamp": None})
-    meta["resourceVersion"] = None
-    return {**desired, "metadata": meta, "status": status}
-
-
 def _controller_uid(meta: Mapping[str, Any]) -> tuple[str, str] | None:
     for reference in meta.get("ownerReferences") or ():
         if reference.get("controller"):
@@ -85,7 +74,7 @@ def _created(
     status: Body,
     *,
     owner: str,
-    paths: Sequence[str],
+    paths: list[str],
     uid: str,
     now: str,
     identity: str | None = None,
@@ -93,15 +82,28 @@ def _created(
 ) -> Put:
     """The change that creates the object from ``desired`` (an admitted body): its uid,
     generation 1 and creation time, ``status``, ``owner`` owning ``paths`` (its managed
-    fields, already sorted), the ``finalizers`` it lists followed by the defaulted ones
-    it does not. What :func:`apply` does when nothing is stored."""
-    body = _new_object(desired, status, uid, now)
-    meta = body["metadata"]
-    _check_owners(key, meta, desired["metadata"])
-    meta["managedFields"] = {owner: list(paths)} if paths else {}
+    fields, sorted; the list is stored as it is), the ``finalizers`` it lists followed by
+    the defaulted ones it does not. What :func:`apply` does when nothing is stored."""
+    # A new top level and metadata, the rest shared with ``desired``: a stored body is
+    # never changed in place after its write except its metadata's resource_version
+    # (stamped by the store on this metadata), so nothing reaches ``desired`` through it,
+    # and a mutation run again builds its own.
+    wanted = desired["metadata"]
+    meta = {
+        **wanted,
+        "uid": uid,
+        "generation": 1,
+        "creationTimestamp": now,
+        "deletionTimestamp": None,
+        "resourceVersion": None,
+        "managedFields": {owner: paths} if paths else {},
+    }
+    if wanted.get("ownerReferences"):
+        _check_owners(key, meta, wanted)
     if finalizers:
         listed = meta.get("finalizers") or []
         meta["finalizers"] = [*listed, *(f for f in finalizers if f not in listed)]
+    body = {**desired, "metadata": meta, "status": status}
     return Put(EventType.CREATED, body, identity=identity)
 
 

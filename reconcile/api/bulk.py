@@ -255,7 +255,8 @@ async def _admit(
             if isinstance(outcome, InvalidError):
                 results[index] = Applied(None, "refused", error=outcome)
                 continue
-            item = warned(outcome)
+            # (warned() only when there is something to say: it is called per document)
+            item = warned(outcome) if outcome.warnings or outcome.ignored else outcome
         if item.kind.hooks and not item.reviewed:
             hooked.append(len(admitted))
         admitted.append((index, item))
@@ -459,9 +460,11 @@ def _runs(admitted: list[tuple[int, Admitted]], size: int) -> list[list[tuple[in
     """Runs of documents to write concurrently (sharing group commits): at most ``size``,
     and never the same object twice in a run, so later documents still win."""
     runs: list[list[tuple[int, Admitted]]] = [[]]
-    keys: set[ObjectKey | None] = set()
+    # Each key as a plain tuple (equal to its ObjectKey, and cheaper to make).
+    keys: set[tuple[str, str, str, str]] = set()
     for index, item in admitted:
-        key = _key(item)
+        meta, kind = item.body["metadata"], item.kind
+        key = (kind.api_group, kind.kind, meta["namespace"], meta["name"])
         if len(runs[-1]) >= size or key in keys:
             runs.append([])
             keys.clear()

@@ -10,7 +10,6 @@ the raw reads an informer decodes only in part -- is here, as ``client.engine``
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -206,7 +205,7 @@ class Engine:
         applying = mutations.apply(
             key,
             admitted.body,
-            functools.partial(self.admission.default_status, kind),
+            self.admission.status_maker(kind),
             manager=manager or self._manager,
             uid=new_uid(),
             now=self._now() if now is None else now,
