@@ -112,7 +112,9 @@ def _applied_paths(desired: Body, declared: Sequence[str] | None) -> list[str]:
     annotations, finalizers, owner references) and ``declared`` (spec paths; None: every
     leaf of its spec)."""
     spec_paths = leaf_paths(desired["spec"]) if declared is None else declared
-    return sorted({*managed_paths(desired["metadata"]), *spec_paths})
+    paths = managed_paths(desired["metadata"])
+    paths.update(spec_paths)
+    return sorted(paths)
 
 
 def apply(
