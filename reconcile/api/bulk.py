@@ -327,7 +327,7 @@ class _Writes:
                     for each in futures:
                         each.cancel()
                     raise
-                except BaseException:  # noqa: BLE001, S110 - its own error, taken below
+                except Exception:  # noqa: BLE001, S110 - the write's own error, taken below
                     pass
             while taken < len(futures) and futures[taken].done():
                 index, item = run[taken]
