@@ -139,3 +139,27 @@ class TestWaiting:
             await task
         assert [f.cancelled() for f in futures] == [False, True, True]
         assert len(writer.store.runs) == 1
+
+
+@pytest.mark.parametrize("atomic", [False, True])
+async def test_a_failing_on_applied_is_logged_and_the_apply_goes_on(
+    client: Client, atomic: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``on_applied`` raising for one document (a cache's hook that breaks): every other
+    document is still applied, heard and given its result; the failure is logged, naming
+    the object, as a failed callback is."""
+    heard: list[str] = []
+
+    def hook(applied: Applied) -> None:
+        assert applied.key is not None
+        heard.append(applied.key.name)
+        if applied.key.name == "b":
+            raise RuntimeError("the hook broke")
+
+    documents = [widget(name) for name in "abcde"]
+    with caplog.at_level("ERROR", logger="asyncio"):
+        results = await client.apply_many(documents, on_applied=hook, atomic=atomic)
+    assert [r.outcome for r in results] == ["created"] * 5
+    assert heard == list("abcde")
+    assert "on_applied failed for" in caplog.text
+    assert "the hook broke" in caplog.text

@@ -375,8 +375,7 @@ class _Writes:
             return
         for (index, _), (_, _, finish), result in zip(admitted, writes, done[: len(writes)], strict=True):
             applied = self.results[index] = finish(result)
-            if self.on_applied is not None:
-                self.on_applied(applied)
+            self._heard(applied)
         for (index, key, _), result in zip(pruning, done[len(writes) :], strict=True):
             self.results[index] = _pruned(key, result)
 
@@ -408,8 +407,19 @@ class _Writes:
         except BaseException as exc:  # noqa: BLE001 - raised by submit or drain, out of the callback
             self.raised.append(exc)
             return
-        if self.on_applied is not None:
+        self._heard(applied)
+
+    def _heard(self, applied: Applied) -> None:
+        """Tell ``on_applied``; its failure is its own: logged (as the loop logs a failed
+        callback), and the apply goes on, every result recorded."""
+        if self.on_applied is None:
+            return
+        try:
             self.on_applied(applied)
+        except Exception as exc:  # noqa: BLE001 - see above
+            asyncio.get_running_loop().call_exception_handler(
+                {"message": f"apply_many: on_applied failed for {applied.key}", "exception": exc}
+            )
 
 
 async def _refuse_conflicts(
