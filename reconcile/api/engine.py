@@ -21,7 +21,7 @@ from reconcile.api.applied import ApplyWrite
 from reconcile.api.bulk import Applied
 from reconcile.api.conflicts import conflict_error
 from reconcile.api.decoding import Decoder
-from reconcile.api.owning import check_cycle
+from reconcile.api.owning import check_cycle, owner_key
 from reconcile.api.reading import KindRef
 from reconcile.api.requests import check_action
 from reconcile.api.reviewing import ADMISSION_HOOK_IGNORED, review
@@ -71,6 +71,31 @@ def _noting(mutation: Mutation, notes: Sequence[Note]) -> Mutation:
         return change
 
     return noting
+
+
+class _NewOwner(Exception):  # noqa: N818 - not an error: the hint of an apply did not hold
+    """An apply's write found an owner reference that the stored object lacks."""
+
+
+def _owner_edges(references: Sequence[Mapping[str, Any]], namespace: str) -> set[tuple[ObjectKey, str]]:
+    return {(owner_key(r, namespace), str(r.get("uid"))) for r in references}
+
+
+def _no_new_owner(mutation: Mutation, references: Sequence[Mapping[str, Any]]) -> Mutation:
+    """``mutation``, run only when the stored object already lists every owner in
+    ``references`` (by key and uid); :class:`_NewOwner` otherwise, before it runs.
+    Checked in the write's transaction: what it finds is what the write changes."""
+
+    def guarded(current: StoredObject | None) -> Change | Sequence[Change] | None:
+        if current is None:
+            raise _NewOwner
+        namespace = current.key.namespace
+        stored = current.body["metadata"].get("ownerReferences") or ()
+        if not _owner_edges(references, namespace) <= _owner_edges(stored, namespace):
+            raise _NewOwner
+        return mutation(current)
+
+    return guarded
 
 
 class Engine:
@@ -276,18 +301,38 @@ class Engine:
         manager: str | None = None,
         create_only: bool = False,
         force: bool = False,
+        owners_stored: bool = False,
     ) -> Applied:
         """Apply a manifest admission has already passed (``Client.admission.admit``):
-        no second admission. Says what it did (created, configured, unchanged)."""
+        no second admission. Says what it did (created, configured, unchanged).
+
+        ``owners_stored``: the caller has seen the stored object list every owner the
+        manifest names (a controller declaring again a child it controls): the write
+        is tried first without the ownership-cycle check, which reads the owners from
+        the store, and goes through only if its transaction finds no owner reference
+        that the stored object lacks (then it adds no edge to the owner graph, so no
+        cycle either); if it finds one, nothing is written and the apply is made as
+        without the hint, check first."""
         key, applying, finish = self.apply_write(
             admitted, manager=manager, create_only=create_only, force=force
         )
-        if admitted.metadata.get("ownerReferences"):
-            await check_cycle(self.store, key, admitted.metadata["ownerReferences"])
+        references: Sequence[Mapping[str, Any]] = admitted.metadata.get("ownerReferences") or ()
+        hinted = bool(references) and owners_stored
+        if references and not hinted:
+            await check_cycle(self.store, key, references)
         if admitted.kind.conflicts is not None:
             refusal = await conflict_error(self.store, key, admitted, {})
             if refusal is not None:
                 raise refusal
+        if hinted:
+            try:
+                # (Given the owners in today's spelling, as the apply's mutation is.)
+                guarded = self.decoder.mutation(_no_new_owner(applying, references))
+                return finish(await self._write(key, guarded, actor=manager))
+            except _NewOwner:
+                # The stored object lacks an owner the caller saw it list (what it read
+                # trailed the store): nothing was written; check, then write.
+                await check_cycle(self.store, key, references)
         return finish(await self._write(key, applying, actor=manager))
 
     def apply_write(
