@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,7 @@ from reconcile import Bookmark, ObjectKey
 from reconcile.store import EventStore, Put, RawEvent, SQLiteStore, open_store
 from reconcile.store.postgres import writing as postgres_writing
 from reconcile.store.sqlite import writing
-from reconcile.store.sqlite.committing import commit_batch
-from reconcile.store.sqlite.connections import in_thread
+from reconcile.store.sqlite.committing import Prepared, commit_batch
 from reconcile.store.watching import Tail
 
 
@@ -92,16 +93,25 @@ async def test_a_watch_never_delivers_our_commit_before_its_writers_hear(
     own writes in as they land would otherwise decode them once more: CI saw a bulk
     apply racing an informer's first watch read."""
     landed, release = asyncio.Event(), asyncio.Event()
+    loop, go_on = asyncio.get_running_loop(), threading.Event()
 
-    async def held(connection: Any, fn: Any, *args: Any) -> Any:
-        result = await in_thread(connection, fn, *args)
-        if fn is commit_batch:
-            landed.set()
-            await release.wait()  # committed; the loop has not handled it yet
-        return result
+    def held(conn: sqlite3.Connection, prepared: Prepared) -> None:
+        # On the writer's thread: committed, and the loop not told until the test says.
+        commit_batch(conn, prepared)
+        loop.call_soon_threadsafe(landed.set)
+        go_on.wait(10)
 
-    monkeypatch.setattr(writing, "in_thread", held)
-    await watch_while_our_commit_lands(await SQLiteStore(tmp_path / "state.db").open(), landed, release)
+    async def releasing() -> None:
+        await release.wait()
+        go_on.set()
+
+    monkeypatch.setattr(writing, "commit_batch", held)
+    passing = asyncio.create_task(releasing())
+    try:
+        await watch_while_our_commit_lands(await SQLiteStore(tmp_path / "state.db").open(), landed, release)
+    finally:
+        go_on.set()
+        await passing
 
 
 async def test_on_postgres_a_watch_never_delivers_our_commit_before_its_writers_hear(

@@ -58,6 +58,12 @@ _NAMES_PER_QUERY = 500
 _HEAD_AND_NEXT_ID = (
     "SELECT value, (SELECT coalesce(max(id), 0) + 1 FROM objects) FROM meta WHERE key = 'revision'"
 )
+#: One key's row (see _load_slots).
+_SLOT = (
+    "SELECT o.id, o.uid, o.resource_version, CASE WHEN o.live THEN e.body END, o.identity "
+    "FROM objects o LEFT JOIN events e ON e.revision = o.resource_version "
+    "WHERE o.api_group = ? AND o.kind = ? AND o.namespace = ? AND o.name = ?"
+)
 #: What a mutation returns when it makes one change (else a sequence of them).
 _CHANGES = (Put, Remove, Note)
 
@@ -89,6 +95,16 @@ class _Slot:
         if self.text is None:
             return None
         return StoredObject(key, self.uid, self.revision, load_body(self.text, self.revision, key))
+
+
+def _load_slot(conn: sqlite3.Connection, key: ObjectKey) -> dict[ObjectKey, _Slot]:
+    # A batch of one write (a lone writer's, most of a reconcile's): one statement made
+    # once, none of the grouping below.
+    row = conn.execute(_SLOT, (key.api_group, key.kind, key.namespace, key.name)).fetchone()
+    if row is None:
+        return {}
+    row_id, uid, revision, text, identity = row
+    return {key: _Slot(row_id, uid, revision, text, identity=identity)}
 
 
 def _load_slots(conn: sqlite3.Connection, keys: list[ObjectKey]) -> dict[ObjectKey, _Slot]:
@@ -193,7 +209,10 @@ def prepare_batch(
     # The head and the next object id in one statement (the id is a seek to the end of
     # the table's b-tree: cheaper than a second statement for the batches that need it).
     head, next_id = conn.execute(_HEAD_AND_NEXT_ID).fetchone()
-    slots = _load_slots(conn, list({w.key: None for w in batch}))
+    if len(batch) == 1:
+        slots = _load_slot(conn, batch[0].key)
+    else:
+        slots = _load_slots(conn, list({w.key: None for w in batch}))
     claims = _Claims(conn, slots)
     events: list[tuple[Any, ...]] = []
     results: list[WriteResult | BaseException] = []
