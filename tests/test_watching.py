@@ -145,9 +145,12 @@ async def test_commits_made_while_a_watcher_handles_an_event_are_not_skipped(sto
         body = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget", "metadata": {"name": "w"}}
         return lambda _: Put("Created" if n == 1 else "SpecChanged", {**body, "spec": {"n": n}})
 
-    await store.write(key, put(1), actor="t")
     watch = aiter(store.watch(since=0))
     try:
+        # Open before the first write, so that the write is in the window (the writer
+        # leaves the window alone while no watch is open) and served from memory.
+        assert await asyncio.wait_for(anext(watch), 5) == Bookmark(0)
+        await store.write(key, put(1), actor="t")
         first = await asyncio.wait_for(anext(watch), 5)
         assert isinstance(first, RawEvent)
         assert first.revision == 1
@@ -195,3 +198,46 @@ async def test_a_slow_consumer_gets_every_revision_of_sequential_writes_once_in_
         await watch.aclose()
         await writer
     assert seen == list(range(1, count + 1))
+
+
+async def test_writes_with_no_watch_open_leave_the_window_alone(tmp_path: Path) -> None:
+    """With no watch open the writer makes no rows for the recent window; a watch opened
+    then reads what came before from the database and is served its live events from
+    the window (which restarts at the first batch written once it is open), every
+    revision once, in order; closed, it is no longer counted."""
+    store = await SQLiteStore(tmp_path / "state.db").open()
+    recent = store._recent  # (the window itself is what is checked)
+
+    async def put(i: int) -> None:
+        body = {"metadata": {"name": f"w{i}", "uid": f"u{i}"}, "spec": {}}
+        key = ObjectKey("example.reconcile.dev", "Widget", "default", f"w{i}")
+        await store.write(key, lambda _, b=body: Put("Created", b), actor="t")
+
+    try:
+        for i in range(3):
+            await put(i)
+        assert (recent.first, recent.last, recent.watches) == (0, 0, 0)
+        watch = aiter(store.watch(since=0))
+        seen = [await asyncio.wait_for(anext(watch), 5) for _ in range(4)]
+        assert [(type(item).__name__, item.revision) for item in seen] == [
+            ("RawEvent", 1),
+            ("RawEvent", 2),
+            ("RawEvent", 3),
+            ("Bookmark", 3),
+        ]
+        assert recent.watches == 1
+        await put(3)
+        await put(4)
+        assert (recent.first, recent.last) == (4, 5)
+        live = [await asyncio.wait_for(anext(watch), 5) for _ in range(3)]
+        assert [(type(item).__name__, item.revision) for item in live] == [
+            ("RawEvent", 4),
+            ("RawEvent", 5),
+            ("Bookmark", 5),
+        ]
+        await watch.aclose()
+        assert recent.watches == 0
+        await put(5)
+        assert recent.last == 5  # left alone again
+    finally:
+        await store.close()

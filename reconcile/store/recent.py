@@ -9,7 +9,10 @@ covers their cursor.
 The window is always *contiguous*: when a batch does not follow the last one (another
 process committed in between), the window restarts at that batch, so a watch served from
 it can never skip a revision. What is not in the window is read from the database as
-before.
+before. The same rule lets the writer leave the window alone while no watch is open
+(:attr:`RecentEvents.watches`; a store used without watches, a lone writer's): the first
+batch written once one is open restarts it, and the watch reads what came before from
+the database, as it would have.
 
 Events are kept as the committed JSON text, not as parsed bodies: strings (and tuples of
 them) are invisible to the cyclic garbage collector, so a window of thousands of events
@@ -57,6 +60,9 @@ class RecentEvents:
         self.max_bytes = max_bytes
         self._events: list[EventRow] = []
         self._bytes = 0
+        #: How many watches are open (counted by the watch loop): while none is, the
+        #: writer need not make the rows of the window.
+        self.watches = 0
 
     @property
     def first(self) -> int:

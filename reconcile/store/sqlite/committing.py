@@ -200,12 +200,18 @@ class Prepared:
 
 
 def prepare_batch(
-    conn: sqlite3.Connection, batch: Sequence[PendingWrite], now: float, *, all_or_nothing: bool = False
+    conn: sqlite3.Connection,
+    batch: Sequence[PendingWrite],
+    now: float,
+    *,
+    all_or_nothing: bool = False,
+    watched: bool = True,
 ) -> Prepared:
     """Run ``batch``'s mutations in submission order against the rows as the open write
     transaction sees them (on the loop: reads are index seeks into the page cache), and
     make every row the commit writes. With ``all_or_nothing`` the first mutation that
-    raises is raised (the caller rolls back)."""
+    raises is raised (the caller rolls back). Not ``watched`` (no watch is open), the
+    events for the recent window (:attr:`Prepared.appended`) are not made."""
     # The head and the next object id in one statement (the id is a seek to the end of
     # the table's b-tree: cheaper than a second statement for the batches that need it).
     head, next_id = conn.execute(_HEAD_AND_NEXT_ID).fetchone()
@@ -234,7 +240,9 @@ def prepare_batch(
         for k, s in slots.items()
         if s.dirty
     ]
-    keys = {slot.id: key for key, slot in slots.items()} if events else {}
+    if not (watched and events):
+        return Prepared(head, results, objects, events, [])
+    keys = {slot.id: key for key, slot in slots.items()}
     appended = [
         EventRow(revision, at, type_, keys[object_id], uid, actor, body, data, user)
         for revision, at, object_id, uid, type_, actor, body, data, user in events
