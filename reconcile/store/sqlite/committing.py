@@ -58,11 +58,14 @@ _NAMES_PER_QUERY = 500
 _HEAD_AND_NEXT_ID = (
     "SELECT value, (SELECT coalesce(max(id), 0) + 1 FROM objects) FROM meta WHERE key = 'revision'"
 )
-#: One key's row (see _load_slots).
-_SLOT = (
-    "SELECT o.id, o.uid, o.resource_version, CASE WHEN o.live THEN e.body END, o.identity "
-    "FROM objects o LEFT JOIN events e ON e.revision = o.resource_version "
-    "WHERE o.api_group = ? AND o.kind = ? AND o.namespace = ? AND o.name = ?"
+#: A batch of one write (a lone writer's, most of a reconcile's): the head, the next
+#: object id and the key's row (see _load_slots), all in one statement made once. The
+#: head's row is always there; the key's row is joined to it (NULLs when it is new).
+_HEAD_AND_SLOT = (
+    "SELECT m.value, (SELECT coalesce(max(id), 0) + 1 FROM objects), o.id, o.uid, o.resource_version, "
+    "CASE WHEN o.live THEN e.body END, o.identity FROM meta m "
+    "LEFT JOIN objects o ON o.api_group = ? AND o.kind = ? AND o.namespace = ? AND o.name = ? "
+    "LEFT JOIN events e ON e.revision = o.resource_version WHERE m.key = 'revision'"
 )
 #: What a mutation returns when it makes one change (else a sequence of them).
 _CHANGES = (Put, Remove, Note)
@@ -97,14 +100,13 @@ class _Slot:
         return StoredObject(key, self.uid, self.revision, load_body(self.text, self.revision, key))
 
 
-def _load_slot(conn: sqlite3.Connection, key: ObjectKey) -> dict[ObjectKey, _Slot]:
-    # A batch of one write (a lone writer's, most of a reconcile's): one statement made
-    # once, none of the grouping below.
-    row = conn.execute(_SLOT, (key.api_group, key.kind, key.namespace, key.name)).fetchone()
-    if row is None:
-        return {}
-    row_id, uid, revision, text, identity = row
-    return {key: _Slot(row_id, uid, revision, text, identity=identity)}
+def _head_and_slot(conn: sqlite3.Connection, key: ObjectKey) -> tuple[int, int, dict[ObjectKey, _Slot]]:
+    head, next_id, row_id, uid, revision, text, identity = conn.execute(
+        _HEAD_AND_SLOT, (key.api_group, key.kind, key.namespace, key.name)
+    ).fetchone()
+    if row_id is None:
+        return head, next_id, {}
+    return head, next_id, {key: _Slot(row_id, uid, revision, text, identity=identity)}
 
 
 def _load_slots(conn: sqlite3.Connection, keys: list[ObjectKey]) -> dict[ObjectKey, _Slot]:
@@ -213,11 +215,12 @@ def prepare_batch(
     raises is raised (the caller rolls back). Not ``watched`` (no watch is open), the
     events for the recent window (:attr:`Prepared.appended`) are not made."""
     # The head and the next object id in one statement (the id is a seek to the end of
-    # the table's b-tree: cheaper than a second statement for the batches that need it).
-    head, next_id = conn.execute(_HEAD_AND_NEXT_ID).fetchone()
+    # the table's b-tree: cheaper than a second statement for the batches that need it);
+    # a batch of one write reads its key's row in that statement too.
     if len(batch) == 1:
-        slots = _load_slot(conn, batch[0].key)
+        head, next_id, slots = _head_and_slot(conn, batch[0].key)
     else:
+        head, next_id = conn.execute(_HEAD_AND_NEXT_ID).fetchone()
         slots = _load_slots(conn, list({w.key: None for w in batch}))
     claims = _Claims(conn, slots)
     events: list[tuple[Any, ...]] = []
