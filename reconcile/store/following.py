@@ -63,16 +63,15 @@ async def follow(
                 horizon=first,
             )
 
-    # Counted from before the first read: every batch settled from now on is offered to
-    # the window (what settled before is in the database, which the first read reads).
-    recent.watches += 1
+    tail.watches += 1
     try:
         cursor = since
         await check_horizon(cursor)
         while True:
             served, last = recent.after(cursor, matches=matches), recent.last
             if served is not None:
-                # Served from memory: this process's own latest commits, contiguous. The
+                # Served from memory: the latest commits, this process's own and those it
+                # read once for all its watches (a fill), contiguous. The
                 # window's end is taken with them: while we yield, the consumer may await
                 # and more commits extend the window; those come next, never skipped.
                 for one in served:
@@ -99,4 +98,4 @@ async def follow(
             if not await tail.wait_beyond(cursor):
                 return
     finally:
-        recent.watches -= 1
+        tail.watches -= 1

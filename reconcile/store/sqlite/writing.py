@@ -148,7 +148,7 @@ class Writer(Batcher[PendingWrite, Prepared]):
         try:
             if not begin(conn):
                 await self._on_thread(begin_waiting, self._wait_ms)
-            watched = self._recent.watches > 0  # else the recent window is left alone
+            watched = self._tail.watches > 0  # else the recent window is left alone
             prepared = prepare_batch(
                 conn, batch, self._clock(), all_or_nothing=all_or_nothing, watched=watched
             )
