@@ -185,3 +185,39 @@ async def test_a_compaction_just_before_the_page_is_caught(postgres_url: str) ->
     finally:
         await writer.close()
         await watcher.close()
+
+
+async def test_a_window_left_behind_is_not_read_again(postgres_url: str) -> None:
+    """The watching process wrote once, then another wrote many while nothing here
+    watched: a watch opened afterwards and woken by one more commit gets it from one
+    read of that commit alone, not of everything since the window's old end."""
+    watcher = await open_store(postgres_url, poll_interval=(60.0, 60.0))
+    writer = await open_store(postgres_url)
+    try:
+        mine = ObjectKey("example.reconcile.dev", "Widget", "default", "mine")
+        await watcher.write(mine, _put(0), actor="me")
+        await writer.write_many([(KEY._replace(name=f"o{i}"), _put(i)) for i in range(300)], actor="other")
+        head = await writer.revision()
+        assert await watcher.revision() == head  # (committed: the safe head is past it)
+        rows: list[int] = []
+        fetch = watcher._fetch  # type: ignore[attr-defined]
+
+        async def fetching(sql: str, *params: Any) -> list[Any]:
+            got = list(await fetch(sql, *params))
+            rows.append(0 if got[0][0] is None else len(got))
+            return got
+
+        watcher._fetch = fetching  # type: ignore[attr-defined]
+        stream = aiter(watcher.watch(since=head))
+        assert await anext(stream) == Bookmark(head)
+        rows.clear()
+        last = await writer.write(KEY, _put(999), actor="other")
+        async with asyncio.timeout(10):
+            event = await anext(stream)
+            while not isinstance(event, RawEvent):
+                event = await anext(stream)
+        assert event.revision == last.revision
+        assert rows == [1]
+    finally:
+        await writer.close()
+        await watcher.close()

@@ -87,7 +87,7 @@ class TestFilledFromTheDatabase:
         """Our commits 5..9, then the others' 10..12 read up to the head 12."""
         recent = RecentEvents()
         recent.extend(events(5, 9))
-        assert recent.fill(9, 12, events(10, 12))
+        assert recent.fill(9, 12, events(10, 12), epoch=recent.epoch)
         served = recent.after(8)
         assert served is not None
         assert [e.revision for e in served] == [9, 10, 11, 12]
@@ -98,7 +98,7 @@ class TestFilledFromTheDatabase:
         event: the window covers up to 14 all the same, and serves every cursor in it."""
         recent = RecentEvents()
         recent.extend(events(5, 9))
-        assert recent.fill(9, 14, hole(events(10, 13), 11))
+        assert recent.fill(9, 14, hole(events(10, 13), 11), epoch=recent.epoch)
         assert recent.last == 14
         for cursor, expected in ((9, [10, 12, 13]), (10, [12, 13]), (11, [12, 13]), (13, []), (14, [])):
             served = recent.after(cursor)
@@ -117,18 +117,18 @@ class TestFilledFromTheDatabase:
         recent = RecentEvents()
         recent.extend(events(5, 9))
         recent.extend(events(13, 14))  # another process's 10..12 came between: restarted
-        assert not recent.fill(9, 12, events(10, 12))
+        assert not recent.fill(9, 12, events(10, 12), epoch=recent.epoch)
         assert recent.after(9) is None
         served = recent.after(12)
         assert served is not None
         assert [e.revision for e in served] == [13, 14]
-        assert not recent.fill(14, 14, [])  # an empty range changes nothing
+        assert not recent.fill(14, 14, [], epoch=recent.epoch)  # an empty range changes nothing
 
     def test_an_empty_window_starts_at_the_fill(self) -> None:
         """Nothing committed here yet: the fill starts the window at the head the
         watches were given."""
         recent = RecentEvents()
-        assert recent.fill(20, 25, hole(events(21, 25), 23))
+        assert recent.fill(20, 25, hole(events(21, 25), 23), epoch=recent.epoch)
         assert recent.after(19) is None
         served = recent.after(20)
         assert served is not None
@@ -139,7 +139,7 @@ class TestFilledFromTheDatabase:
         left goes to the database, one at its start is served."""
         recent = RecentEvents(capacity=4)
         recent.extend(events(1, 3))
-        assert recent.fill(3, 12, hole(events(4, 12), 6))
+        assert recent.fill(3, 12, hole(events(4, 12), 6), epoch=recent.epoch)
         first = recent.first
         assert first > 1
         assert recent.after(first - 2) is None
@@ -158,7 +158,7 @@ class TestFilledFromTheDatabase:
         served = recent.after(9)
         assert served == []
         recent.extend(events(15, 15))  # and the next, contiguous with the held batch
-        assert recent.fill(9, 12, events(10, 12))
+        assert recent.fill(9, 12, events(10, 12), epoch=recent.epoch)
         assert recent.last == 15
         served = recent.after(8)
         assert served is not None
@@ -169,7 +169,7 @@ class TestFilledFromTheDatabase:
         recent = RecentEvents(filled=True)
         recent.extend(events(5, 9))
         recent.extend(events(13, 14))
-        assert recent.fill(9, 14, events(10, 14))
+        assert recent.fill(9, 14, events(10, 14), epoch=recent.epoch)
         served = recent.after(9)
         assert served is not None
         assert [e.revision for e in served] == [10, 11, 12, 13, 14]
@@ -181,9 +181,9 @@ class TestFilledFromTheDatabase:
         recent = RecentEvents(filled=True)
         recent.extend(events(5, 9))
         recent.extend(events(13, 14))
-        assert recent.fill(9, 11, events(10, 11))
+        assert recent.fill(9, 11, events(10, 11), epoch=recent.epoch)
         assert recent.last == 11
-        assert recent.fill(11, 12, events(12, 12))
+        assert recent.fill(11, 12, events(12, 12), epoch=recent.epoch)
         assert recent.last == 14
 
     def test_too_much_held_restarts_the_window(self) -> None:
@@ -199,3 +199,39 @@ class TestFilledFromTheDatabase:
         served = recent.after(7)
         assert served is not None
         assert [e.revision for e in served] == [8, 9]
+
+
+class TestFillingSafely:
+    """A fill that raced with something else: refused, or starting the window again."""
+
+    def test_a_window_fallen_behind_starts_again_at_the_fill(self) -> None:
+        """The window ends at 9 but the watches were given 20 (read for themselves): a
+        fill of (20, 25] restarts the window there, rather than reading 10..20 again."""
+        recent = RecentEvents(filled=True)
+        recent.extend(events(5, 9))
+        assert recent.fill(20, 25, events(21, 25), epoch=recent.epoch)
+        assert recent.after(9) is None
+        served = recent.after(20)
+        assert served is not None
+        assert [e.revision for e in served] == [21, 22, 23, 24, 25]
+
+    def test_a_fill_read_before_a_clear_is_refused(self) -> None:
+        """A compaction cleared the window while a fill was reading: what it read is
+        not put in (a watch behind the new horizon must find out from the database)."""
+        recent = RecentEvents(filled=True)
+        recent.extend(events(5, 9))
+        epoch = recent.epoch
+        recent.clear()
+        assert not recent.fill(9, 12, events(10, 12), epoch=epoch)
+        assert recent.last == 0
+        assert recent.fill(9, 12, events(10, 12), epoch=recent.epoch)
+
+    def test_a_second_fill_from_the_same_end_is_refused(self) -> None:
+        """Two reads from the same end (the poll's and a notification's): the second
+        finds the window moved on and changes nothing."""
+        recent = RecentEvents(filled=True)
+        recent.extend(events(5, 9))
+        epoch = recent.epoch
+        assert recent.fill(9, 12, events(10, 12), epoch=epoch)
+        assert not recent.fill(9, 11, events(10, 11), epoch=epoch)
+        assert recent.last == 12

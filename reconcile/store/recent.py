@@ -73,6 +73,8 @@ class RecentEvents:
         self.filled = filled
         #: Our batches beyond a gap, contiguous among themselves, until a fill reaches them.
         self._pending: list[EventRow] = []
+        #: Counts the clears: a fill whose read began before one is refused.
+        self.epoch = 0
         #: Bodies may be large (up to 1.5 MiB each): the window also keeps under this many
         #: bytes of text, dropping its oldest events first.
         self.max_bytes = max_bytes
@@ -107,19 +109,23 @@ class RecentEvents:
             self._start = events[0].revision - 1
         self._append(events, events[-1].revision)
 
-    def fill(self, after: int, through: int, events: Sequence[EventRow]) -> bool:
+    def fill(self, after: int, through: int, events: Sequence[EventRow], *, epoch: int) -> bool:
         """Append another process's events: ``events`` are *every* event in revisions
-        (``after``, ``through``], in order, read from the database up to a safe head.
-        Taken only when they follow the window's end (or the window is empty); False
-        when not (this process committed meanwhile, or the window moved on)."""
-        if through <= after or (self._end and after != self._end):
+        (``after``, ``through``], in order, read from the database up to a safe head,
+        by a read that began at ``epoch`` (:attr:`epoch`). Taken when they follow the
+        window's end, or start past it (the window fell behind: it restarts at
+        ``after``), or the window is empty; False when the window moved on meanwhile
+        (this process committed past ``after``, or it was cleared: a compaction)."""
+        if through <= after or epoch != self.epoch or (self._end and after < self._end):
             return False
+        if self._end and after > self._end:
+            self.clear()  # fallen behind (the head moved on without it): start again here
         if not self._end:
             self._start = after
         self._append(events, through)
         pending, self._pending = self._pending, []
-        while pending and pending[0].revision <= through:  # read back from the database too
-            pending.pop(0)
+        # What the read brought back of the held batches is taken from the database.
+        pending = pending[bisect.bisect_right(pending, through, key=_row_revision) :]
         if pending and pending[0].revision == through + 1:
             self._append(pending, pending[-1].revision)
         else:
@@ -173,7 +179,9 @@ class RecentEvents:
         ]
 
     def clear(self) -> None:
-        """Forget everything (after a compaction or a failure)."""
+        """Forget everything (after a compaction or a failure); a fill read before it is
+        refused (:attr:`epoch`)."""
+        self.epoch += 1
         self._events.clear()
         self._pending.clear()
         self._bytes = 0
@@ -199,3 +207,7 @@ def _revision(event: EventRow) -> int:
 def _size(event: EventRow) -> int:
     body, data = event.body, event.data
     return (len(body) if body else 0) + (len(data) if data else 0)
+
+
+def _row_revision(event: EventRow) -> int:
+    return event.revision

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 
 __all__ = ["Tail"]
+
+LOG = logging.getLogger("reconcile.store")
 
 
 class Tail:
@@ -125,7 +128,10 @@ class Tail:
         serve themselves from memory. Revisions allocated after ``head`` was read all lie
         beyond it, so moving to it afterwards stays safe."""
         if self._fill is not None and self.watches and head > self.head and not self.closed:
-            await self._fill(head)
+            try:
+                await self._fill(head)
+            except Exception:  # only a shortcut: the watches read for themselves
+                LOG.debug("the shared read of the new events failed", exc_info=True)
 
     def advance(self, revision: int) -> None:
         """The head is now at least ``revision``; wake everyone behind it."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import RawEvent
+from reconcile.store.following import WATCH_PAGE
 from reconcile.store.recent import EventRow, RecentEvents
 
 __all__ = ["EVENT_COLUMNS", "event_of", "filled", "paged_event", "watch_page", "with_horizon"]
@@ -85,24 +86,25 @@ FILL = _filling()
 async def filled(
     fetch: Callable[..., Awaitable[list[Any]]], recent: RecentEvents, known: int, head: int
 ) -> None:
-    """Read the events after the recent window's end (``known``, the head the watches
-    were last given, when the window is empty) up to ``head``, a safe head, once for
-    every watch of this process, and append them to the window: the watches then serve
-    themselves from memory instead of each reading a page of the same revisions. At most
-    the window's capacity is read (the window then covers up to the last event read). A
-    read that fails, or that finds the range compacted, appends nothing: the watches
-    read as before and find out."""
-    after = recent.last or known
+    """Read the events after the recent window's end up to ``head``, a safe head, once
+    for every watch of this process, and append them to the window: the watches then
+    serve themselves from memory instead of each reading a page of the same revisions.
+    Where the window is empty or behind ``known`` (the head the watches were last given:
+    what lies before it they have read already, or read themselves), from ``known``. At
+    most a watch page is read (the window then covers up to its last event). A read
+    that fails, or that finds the range compacted, appends nothing: the watches read as
+    before and find out."""
+    after, epoch = max(recent.last, known), recent.epoch
     if head <= after:
         return
     try:
-        rows = await fetch(FILL, after, head, recent.capacity)
+        rows = await fetch(FILL, after, head, WATCH_PAGE)
     except Exception:  # noqa: BLE001 - only a shortcut: the watches read the range themselves
         return
     if int(rows[0][-1]) > after + 1:
         return
     events = [] if rows[0][0] is None else [_row(row) for row in rows]
-    recent.fill(after, head if len(events) < recent.capacity else events[-1].revision, events)
+    recent.fill(after, head if len(events) < WATCH_PAGE else events[-1].revision, events, epoch=epoch)
 
 
 def _row(row: Any) -> EventRow:

@@ -161,5 +161,9 @@ class Writer(Batcher[PendingWrite, Committed]):
             return
         if committed.first == self._tail.head + 1:
             self._tail.advance(committed.last)
+            if self._recent.last < committed.last and self._tail.watches:
+                # The window held our batch beyond a gap (it had fallen behind): the
+                # next read of the head starts it again, so our next commits are served.
+                self._tail.refresh_soon()
             return
         self._tail.refresh_soon()
