@@ -462,8 +462,14 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
 #: A commit's transaction begins (one round trip, as BEGIN alone would) with its plans
 #: told to look rows up by key: a prepared statement keeps the plan it was given while
 #: the store was new and its tables empty, where scanning a whole table was cheapest,
-#: and would go on scanning them, ever larger, on every commit of the connection.
-_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_seqscan = off"
+#: and would go on scanning them, ever larger, on every commit of the connection. And
+#: told to use the plan made once: left to choose (``auto``), the server planned the
+#: reservation anew at every commit (its generic plan looked dearer than a custom one
+#: for an empty array of rows), 0.7 µs of server CPU a write at 100 writes a commit.
+_BEGIN = (
+    "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_seqscan = off; "
+    "SET LOCAL plan_cache_mode = force_generic_plan"
+)
 
 
 @contextlib.asynccontextmanager
