@@ -1,12 +1,19 @@
-"""What a group commit on PostgreSQL costs the server: the writer's statements are
-planned once, not at every commit (see ``reconcile/store/postgres/committing.py``)."""
+"""A group commit on PostgreSQL (``reconcile/store/postgres/committing.py``): the
+writer's statements are planned once, not at every commit; pass 2 is one statement that
+gives bodies their real revisions on the server, and what it leaves out (the uid of a
+new row's events) the server fills in."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
+
 from reconcile import ObjectKey
-from reconcile.store import Put, StoredObject, open_store
+from reconcile.store import Put, Remove, StoredObject, open_store
+from reconcile.store.postgres import committing
+from reconcile.store.postgres.committing import PROVISIONAL
 
 GROUP = "example.reconcile.dev"
 
@@ -45,3 +52,66 @@ async def test_the_writers_statements_run_their_generic_plans(postgres_url: str)
     assert len(rows) >= 2, rows  # pass 1's read and pass 2's statements at least
     custom = {row["statement"][:60]: row["custom_plans"] for row in rows if row["custom_plans"]}
     assert not custom, custom
+
+
+async def test_a_body_holding_the_provisional_revision_runs_the_batch_again(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body that holds, besides its own, the pair the server replaces with the real
+    revision (here the first attempt's provisional number, made known): the batch runs
+    again from another base, and the body's own value is stored as it was."""
+    salts = iter([0, 7])
+    monkeypatch.setattr(committing, "_salt", lambda: next(salts))
+    store = await open_store(postgres_url)
+    try:
+        spec = {"copied": {"resourceVersion": PROVISIONAL}}
+        result = await store.write(
+            ObjectKey(GROUP, "Widget", "default", "w"),
+            lambda _c: Put("Created", {"metadata": {"name": "w", "uid": "u-w"}, "spec": spec}),
+            actor="t",
+        )
+        stored = await store.read(ObjectKey(GROUP, "Widget", "default", "w"))
+        [event] = await store.events(ObjectKey(GROUP, "Widget", "default", "w"))
+    finally:
+        await store.close()
+    assert next(salts, None) is None  # both bases taken: the first attempt was given up
+    assert stored is not None
+    assert result.object is not None
+    for body in (result.object.body, stored.body, event.body):
+        assert body["metadata"]["resourceVersion"] == result.revision == 1
+        assert body["spec"] == {"copied": {"resourceVersion": PROVISIONAL}}
+
+
+async def test_events_of_new_rows_keep_their_own_uids(postgres_url: str) -> None:
+    """One commit creates a key, deletes it and creates it again with another uid, and
+    creates a second key: each event carries the uid of the object it was written for
+    (the server fills in a new row's own uid where the batch left it out)."""
+    store = await open_store(postgres_url)
+    key, other = (ObjectKey(GROUP, "Widget", "default", name) for name in ("w", "x"))
+
+    def made(name: str, uid: str) -> Any:
+        return lambda _c: Put("Created", {"metadata": {"name": name, "uid": uid}, "spec": {}})
+
+    try:
+        futures = store.submit_many(
+            [
+                (key, made("w", "u-1")),
+                (key, lambda c: Remove(c.body)),
+                (key, made("w", "u-2")),
+                (other, made("x", "u-x")),
+            ],
+            actor="t",
+        )
+        await asyncio.gather(*futures)
+        events = {k: [(e.type, e.uid) for e in await store.events(k)] for k in (key, other)}
+        current = await store.read(key)
+        verified = await store.verify()
+    finally:
+        await store.close()
+    assert events == {
+        key: [("Created", "u-1"), ("Deleted", "u-1"), ("Created", "u-2")],
+        other: [("Created", "u-x")],
+    }
+    assert current is not None
+    assert current.uid == "u-2"
+    assert verified.ok

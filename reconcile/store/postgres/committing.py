@@ -25,16 +25,19 @@ A batch therefore runs in two passes, in one READ COMMITTED transaction:
    a body is measured against the size limit with the revision it will likely carry,
    at least the head this process knows, and measured again exactly in pass 2); a
    mutation that raises fails only its own write (or, all or nothing, the batch);
-2. reserve exactly as many revisions as events and lock the rows the batch writes (one
-   statement), renumber and restamp the bodies, check that no row changed since pass 1
-   (another process wrote one: roll back and run the batch again, as the contract
-   allows), then insert new rows, update the others, append the events and ``NOTIFY``
-   the store's channel (one statement), commit.
+2. in one statement, reserve exactly as many revisions as events, lock the rows the
+   batch writes, insert new rows, update the others, append the events, each body
+   given its real revision in its text on the server (pass 1 serialized it with its
+   provisional one, from a random base: a pair it holds exactly once), and ``NOTIFY``
+   the store's channel; then check what the statement returned: that no locked row
+   changed since pass 1 (another process wrote one) and no fence moved on; a check that
+   fails rolls the attempt back and the batch runs again, as the contract allows;
+   commit.
 
-Five round trips in all (BEGIN, the read, the reservation, the writes with the commit's
-idempotency key, COMMIT): with
-100 writes a commit, what a write costs is mostly Python (the mutation, the serialized
-body, asyncpg encoding the arrays) and the server's inserts.
+Four round trips in all (BEGIN, the read, the statement of pass 2 with the commit's
+idempotency key, COMMIT): with 100 writes a commit, what a write costs is mostly
+Python (the mutation, the serialized body, asyncpg encoding the arrays) and the
+server's inserts.
 
 Failure isolation needs no savepoints: a write fails in Python, in pass 1, before anything
 of it reached the database. What fails in the database (a conflict with another process,
@@ -46,6 +49,7 @@ write that is now refused fails alone.
 from __future__ import annotations
 
 import contextlib
+import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -67,14 +71,21 @@ from reconcile.store.contract import (
 from reconcile.store.encoding import dumps, load_body
 from reconcile.store.fencing import RUNNER_LOCK, Fence
 from reconcile.store.postgres.leasing import RUNNER_FENCE
-from reconcile.store.postgres.statements import READ, RESERVE, WRITE, WRITE_RECORDED, sent
+from reconcile.store.postgres.statements import READ, WRITE, columns, sent
 from reconcile.store.recent import EventRow
 
 __all__ = ["PROVISIONAL", "Committed", "PendingWrite", "commit_batch"]
 
-#: Pass 1 numbers events from here: far above any revision a store reaches, so a
-#: provisional number is never mistaken for a real one.
+#: Pass 1 numbers events from here (plus a random salt, :func:`_salt`): far above any
+#: revision a store reaches, so a provisional number is never mistaken for a real one.
 PROVISIONAL = 1 << 62
+
+
+def _salt() -> int:
+    """Where an attempt's provisional numbers start above :data:`PROVISIONAL`: at random,
+    so that no body holds one by chance (the server finds it in the text to stamp the
+    real revision: see :func:`_stamp`)."""
+    return secrets.randbits(32)
 
 
 #: Attempts at a batch that keeps meeting other processes' writes.
@@ -169,15 +180,8 @@ class _Event:
 
 
 async def _load_slots(conn: Any, keys: list[ObjectKey]) -> dict[ObjectKey, _Slot]:
-    rows = await conn.fetch(
-        READ,
-        *sent(
-            [k.name for k in keys],
-            [k.api_group for k in keys],
-            [k.kind for k in keys],
-            [k.namespace for k in keys],
-        ),
-    )
+    groups, kinds, namespaces, names = columns(keys, 4)
+    rows = await conn.fetch(READ, *sent(names, groups, kinds, namespaces))
     slots: dict[ObjectKey, _Slot] = {}
     for group, kind, namespace, name, row_id, uid, revision, live, text, identity in rows:
         slots[ObjectKey(group, kind, namespace, name)] = _Slot(
@@ -199,10 +203,15 @@ def _too_large(text: str, metadata: dict[str, Any], allowance: int = 0) -> bool:
 
 def _stamp(body: Body, revision: int, real: int) -> str:
     """Stamp a provisional ``revision``, refusing a body too large once it carries its
-    ``real`` revision (the expected one: digits are what matter)."""
+    ``real`` revision (the expected one: digits are what matter). The server puts the
+    real one in the text by replacing the pair ``"resourceVersion":`` and ``revision``:
+    a body that holds that pair elsewhere too (the odds of a random base: nil, unless
+    one was copied from a failed write's body) runs the batch again, from another base."""
     metadata = body.setdefault("metadata", {})
     metadata["resourceVersion"] = revision
     text = dumps(body)
+    if text.count(f'"resourceVersion":{revision}') != 1:
+        raise _Conflict
     if _too_large(text, metadata, len(str(revision)) - len(str(real))):
         metadata["resourceVersion"] = None
         reason = f"object is larger than {MAX_OBJECT_BYTES} bytes when serialized"
@@ -256,7 +265,8 @@ _Written = tuple[int, ObjectKey, str, int, Body | None, StoredObject | None]
 async def _run_one(
     write: PendingWrite, slot: _Slot, revision: int, events: list[_Event], claims: _Claims, *, expected: int
 ) -> WriteResult | _Written:
-    """Pass 1 for one write: the SQLite backend's ``_run_one``, numbering provisionally."""
+    """Pass 1 for one write: the SQLite backend's ``_run_one``, numbering provisionally
+    (``expected``: what to add to a provisional revision for the one it will likely get)."""
     current = slot.current(write.key)
     outcome = write.mutation(current)
     if outcome is None:
@@ -279,7 +289,7 @@ async def _run_one(
         if isinstance(change, Put) and change.identity is not None and change.identity != identity:
             await claims.check(write.key, slot, change.identity)
             identity = change.identity
-        snapshot = _stamp(body, at, at - PROVISIONAL + expected)
+        snapshot = _stamp(body, at, at + expected)
         uid = str(body.get("metadata", {}).get("uid") or "")
         pending.append(_Event(at, write.key, slot, uid, change.event_type, body, snapshot, data))
         stamped = at
@@ -297,15 +307,11 @@ async def _run_one(
     return (last, write.key, uid, stamped, body, current)
 
 
-def _restamped(text: str | None, body: Body, provisional: int, real: int) -> str:
-    """Pass 1's ``text`` of ``body`` carrying its ``real`` revision: the provisional
-    number's digits replaced where they follow ``"resourceVersion":`` (a pair that holds
-    them exactly once in a text :func:`dumps` wrote, unless the body holds the same pair
-    elsewhere: then it is serialized again)."""
-    pair = f'"resourceVersion":{provisional}'
-    if text is not None and text.count(pair) == 1:
-        return text.replace(pair, f'"resourceVersion":{real}')
-    return dumps(body)
+def _restamped(text: str, provisional: int, real: int) -> str:
+    """Pass 1's ``text`` carrying its ``real`` revision: the provisional number's digits
+    replaced where they follow ``"resourceVersion":``, as the server replaces them in
+    the text it stores (:data:`~.statements.WRITE`)."""
+    return text.replace(f'"resourceVersion":{provisional}', f'"resourceVersion":{real}')
 
 
 def _made_real(result: WriteResult | _Written | BaseException, shift: int) -> WriteResult | BaseException:
@@ -342,6 +348,7 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     # whose fence moved on is refused in the attempt after the one that found it.
     slots = await _load_slots(conn, list({w.key: None for w in batch}))
     claims = _Claims(conn, slots)
+    base = PROVISIONAL + _salt()
     events: list[_Event] = []
     results: list[WriteResult | _Written | BaseException] = []
     owners: list[PendingWrite] = []  # the write of each event
@@ -360,8 +367,10 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
         before = len(events)
         try:
             results.append(
-                await _run_one(write, slot, PROVISIONAL + len(events), events, claims, expected=expected)
+                await _run_one(write, slot, base + len(events), events, claims, expected=expected - base)
             )
+        except _Conflict:
+            raise
         except Exception as exc:
             if all_or_nothing:
                 raise
@@ -369,10 +378,11 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
         owners.extend([write] * (len(events) - before))
     if not events:  # every result is final
         return Committed(0, 0, [_made_real(r, 0) for r in results], [], fenced)
-    # Pass 2. From here on the transaction has an id and holds revisions. The rows the
-    # batch writes are locked in the same statement, after the reservation (a LATERAL
-    # subquery runs once its outer row exists: locking a row gives the transaction its
-    # id, which must come from the reservation).
+    # Pass 2, one statement: the reservation and the locks of the rows the batch writes
+    # (nothing before them gives the transaction an id, which must come from the
+    # reservation), then the writes; what it returns (the block, the locked rows as they
+    # are now, the fences) is checked before COMMIT, and a check that fails rolls it all
+    # back (see the module's story).
     held = [s for s in slots.values() if s.touched and s.id is not None]
     writing = {w.fence for w in owners if w.fence is not None}
     runner = {f for f in writing if f.shard == RUNNER_LOCK}
@@ -382,7 +392,30 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
         params.append(RUNNER_FENCE)
     if leases:
         params += [[f.shard for f in leases], [f.holder for f in leases], [f.epoch for f in leases]]
-    rows = await conn.fetch(RESERVE[bool(runner), bool(leases)], *params)
+    new = [(k, s) for k, s in slots.items() if s.dirty and s.id is None]
+    changed = [s for s in slots.values() if s.dirty and s.read is not None]
+    placed = {id(s): n for n, (_, s) in enumerate(new, 1)}
+    groups, kinds, namespaces, names, *others = columns(
+        [(*k, s.uid, s.revision, s.text is not None, s.identity) for k, s in new], 8
+    )
+    # An event of a new row: the row's place, negated, and no uid when it is the row's.
+    appended = [
+        (-placed[id(e.slot)], None if e.uid == e.slot.uid else e.uid, e.type, w.actor, e.text, e.data, w.user)
+        if e.slot.id is None
+        else (e.slot.id, e.uid, e.type, w.actor, e.text, e.data, w.user)
+        for e, w in zip(events, owners, strict=True)
+    ]
+    rows = await conn.fetch(
+        WRITE[bool(runner), bool(leases), token is not None],
+        *params,
+        *sent(names, groups, kinds, namespaces, *others),
+        *sent(*columns(appended, 7)),
+        *sent(*columns([(s.id, s.uid, s.revision, s.text is not None, s.identity) for s in changed], 5)),
+        base,
+        now,
+        channel,
+        *(() if token is None else (token, forget)),
+    )
     first = int(rows[0][0])
     reserved(first)
     if writing:
@@ -392,71 +425,33 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
         moved |= {leases[place - 1] for place in (rows[0][-1] if leases else None) or ()}
         if moved:
             raise _Fenced(moved)
-    shift = first - PROVISIONAL
-    for event in events:
-        provisional = event.revision
-        event.revision += shift
-        if event.body is not None:
-            event.body["metadata"]["resourceVersion"] = event.revision
-            event.text = _restamped(event.text, event.body, provisional, event.revision)
-            if _too_large(event.text, event.body["metadata"]):
-                # Other processes took more revisions than expected, and this body, at
-                # the limit to the byte, grew a digit: run again, measured anew.
-                raise _Conflict
-    for slot in slots.values():
-        if slot.dirty:
-            slot.revision += shift
     if held:
         now_rows = {row[1]: (row[2], row[3]) for row in rows}
         if any(now_rows.get(s.id) != s.read for s in held):
             raise _Conflict
-    new = [(k, s) for k, s in slots.items() if s.dirty and s.id is None]
-    changed = [s for s in slots.values() if s.dirty and s.read is not None]
-    # New rows, changed rows, the events and the NOTIFY in one statement (data-modifying
-    # WITHs always run whole, in one snapshot): one round trip per commit. An event of a
-    # new row names it by its place among the new rows, negated (ids are positive).
-    placed = {id(s): n for n, (_, s) in enumerate(new, 1)}
+    shift = first - base
+    for event in events:
+        provisional = event.revision
+        event.revision += shift
+        if event.body is not None and event.text is not None:
+            event.body["metadata"]["resourceVersion"] = event.revision
+            # What the server made of it (pass 1 made sure the pair is there once).
+            event.text = _restamped(event.text, provisional, event.revision)
+            if _too_large(event.text, event.body["metadata"]):
+                # Other processes took more revisions than expected, and this body, at
+                # the limit to the byte, grew a digit: run again, measured anew.
+                raise _Conflict
     last = events[-1].revision
-    recorded = () if token is None else (token, last, forget)
-    await conn.execute(
-        WRITE if token is None else WRITE_RECORDED,
-        *sent(
-            [k.name for k, _ in new],
-            [k.api_group for k, _ in new],
-            [k.kind for k, _ in new],
-            [k.namespace for k, _ in new],
-            [s.uid for _, s in new],
-            [s.revision for _, s in new],
-            [s.text is not None for _, s in new],
-            [s.identity for _, s in new],
-        ),
-        *sent(
-            [e.slot.id or -placed[id(e.slot)] for e in events],
-            [e.uid for e in events],
-            [e.type for e in events],
-            [w.actor for w in owners],
-            [e.text for e in events],
-            [e.data for e in events],
-            [w.user for w in owners],
-        ),
-        *sent(
-            [s.id for s in changed],
-            [s.uid for s in changed],
-            [s.revision for s in changed],
-            [s.text is not None for s in changed],
-            [s.identity for s in changed],
-        ),
+    return Committed(
         first,
-        now,
-        channel,
-        str(last),
-        *recorded,
+        last,
+        [_made_real(r, shift) for r in results],
+        [
+            EventRow(e.revision, now, e.type, e.key, e.uid, w.actor, e.text, e.data, w.user)
+            for e, w in zip(events, owners, strict=True)
+        ],
+        fenced,
     )
-    appended = [
-        EventRow(e.revision, now, e.type, e.key, e.uid, w.actor, e.text, e.data, w.user)
-        for e, w in zip(events, owners, strict=True)
-    ]
-    return Committed(first, last, [_made_real(r, shift) for r in results], appended, fenced)
 
 
 #: A commit's transaction begins (one round trip, as BEGIN alone would) with its plans
