@@ -12,8 +12,8 @@ import pytest
 
 from reconcile import ObjectKey
 from reconcile.store import Put, Remove, StoredObject, open_store
-from reconcile.store.postgres import committing
-from reconcile.store.postgres.committing import PROVISIONAL
+from reconcile.store.postgres import numbering
+from reconcile.store.postgres.numbering import PROVISIONAL
 
 GROUP = "example.reconcile.dev"
 
@@ -61,7 +61,7 @@ async def test_a_body_holding_the_provisional_revision_runs_the_batch_again(
     revision (here the first attempt's provisional number, made known): the batch runs
     again from another base, and the body's own value is stored as it was."""
     salts = iter([0, 7])
-    monkeypatch.setattr(committing, "_salt", lambda: next(salts))
+    monkeypatch.setattr(numbering, "_salt", lambda: next(salts))
     store = await open_store(postgres_url)
     try:
         spec = {"copied": {"resourceVersion": PROVISIONAL}}

@@ -49,17 +49,15 @@ write that is now refused fails alone.
 from __future__ import annotations
 
 import contextlib
-import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import attrs
 
-from reconcile.errors import FencedError, FieldError, InvalidError, NotFoundError, StoreError
+from reconcile.errors import FencedError, NotFoundError, StoreError
 from reconcile.model.meta import ObjectKey
 from reconcile.store.claiming import claimed
 from reconcile.store.contract import (
-    MAX_OBJECT_BYTES,
     Body,
     Mutation,
     Note,
@@ -71,22 +69,20 @@ from reconcile.store.contract import (
 from reconcile.store.encoding import dumps, load_body
 from reconcile.store.fencing import RUNNER_LOCK, Fence
 from reconcile.store.postgres.leasing import RUNNER_FENCE
+from reconcile.store.postgres.numbering import (
+    PROVISIONAL,
+    Unstampable,
+    Written,
+    made_real,
+    provisional_base,
+    restamped,
+    stamp,
+    too_large,
+)
 from reconcile.store.postgres.statements import READ, WRITE, columns, sent
 from reconcile.store.recent import EventRow
 
 __all__ = ["PROVISIONAL", "Committed", "PendingWrite", "commit_batch"]
-
-#: Pass 1 numbers events from here (plus a random salt, :func:`_salt`): far above any
-#: revision a store reaches, so a provisional number is never mistaken for a real one.
-PROVISIONAL = 1 << 62
-
-
-def _salt() -> int:
-    """Where an attempt's provisional numbers start above :data:`PROVISIONAL`: at random,
-    so that no body holds one by chance (the server finds it in the text to stamp the
-    real revision: see :func:`_stamp`)."""
-    return secrets.randbits(32)
-
 
 #: Attempts at a batch that keeps meeting other processes' writes.
 _ATTEMPTS = 20
@@ -190,35 +186,6 @@ async def _load_slots(conn: Any, keys: list[ObjectKey]) -> dict[ObjectKey, _Slot
     return slots
 
 
-def _too_large(text: str, metadata: dict[str, Any], allowance: int = 0) -> bool:
-    """Whether a snapshot is over the limit (``allowance``: bytes its revision will take
-    fewer than now). An object being deleted never is: deletion must always finish."""
-    if metadata.get("deletionTimestamp") is not None:
-        return False
-    return (
-        len(text) - allowance > MAX_OBJECT_BYTES // 4
-        and len(text.encode("utf-8")) - allowance > MAX_OBJECT_BYTES
-    )
-
-
-def _stamp(body: Body, revision: int, real: int) -> str:
-    """Stamp a provisional ``revision``, refusing a body too large once it carries its
-    ``real`` revision (the expected one: digits are what matter). The server puts the
-    real one in the text by replacing the pair ``"resourceVersion":`` and ``revision``:
-    a body that holds that pair elsewhere too (the odds of a random base: nil, unless
-    one was copied from a failed write's body) runs the batch again, from another base."""
-    metadata = body.setdefault("metadata", {})
-    metadata["resourceVersion"] = revision
-    text = dumps(body)
-    if text.count(f'"resourceVersion":{revision}') != 1:
-        raise _Conflict
-    if _too_large(text, metadata, len(str(revision)) - len(str(real))):
-        metadata["resourceVersion"] = None
-        reason = f"object is larger than {MAX_OBJECT_BYTES} bytes when serialized"
-        raise InvalidError([FieldError("", reason)])
-    return text
-
-
 @attrs.define(eq=False)
 class _Claims:
     """Which live object declares an external resource, as the batch has left it (see
@@ -254,17 +221,9 @@ class _Claims:
         return slot.text is not None and slot.identity == identity
 
 
-#: A write's result in pass 1, its revisions still provisional: the revision of its
-#: last event, its key, the object's uid and revision and body after it (None: absent,
-#: or only noted), and the object before it (what a write of notes returns). Made a
-#: :class:`WriteResult` once, in pass 2 (:func:`_made_real`): a tuple costs less than
-#: results made twice.
-_Written = tuple[int, ObjectKey, str, int, Body | None, StoredObject | None]
-
-
 async def _run_one(
     write: PendingWrite, slot: _Slot, revision: int, events: list[_Event], claims: _Claims, *, expected: int
-) -> WriteResult | _Written:
+) -> WriteResult | Written:
     """Pass 1 for one write: the SQLite backend's ``_run_one``, numbering provisionally
     (``expected``: what to add to a provisional revision for the one it will likely get)."""
     current = slot.current(write.key)
@@ -289,7 +248,7 @@ async def _run_one(
         if isinstance(change, Put) and change.identity is not None and change.identity != identity:
             await claims.check(write.key, slot, change.identity)
             identity = change.identity
-        snapshot = _stamp(body, at, at + expected)
+        snapshot = stamp(body, at, at + expected)
         uid = str(body.get("metadata", {}).get("uid") or "")
         pending.append(_Event(at, write.key, slot, uid, change.event_type, body, snapshot, data))
         stamped = at
@@ -305,29 +264,6 @@ async def _run_one(
     if text is None:
         return (last, write.key, uid, stamped, None, None)
     return (last, write.key, uid, stamped, body, current)
-
-
-def _restamped(text: str, provisional: int, real: int) -> str:
-    """Pass 1's ``text`` carrying its ``real`` revision: the provisional number's digits
-    replaced where they follow ``"resourceVersion":``, as the server replaces them in
-    the text it stores (:data:`~.statements.WRITE`)."""
-    return text.replace(f'"resourceVersion":{provisional}', f'"resourceVersion":{real}')
-
-
-def _made_real(result: WriteResult | _Written | BaseException, shift: int) -> WriteResult | BaseException:
-    """A result of pass 1 with its provisional revisions made real."""
-    if not isinstance(result, tuple):
-        return result  # wrote nothing (no provisional revision), or failed
-    last, key, uid, stamped, body, current = result
-    if body is not None:
-        real = stamped + shift
-        body["metadata"]["resourceVersion"] = real
-        return WriteResult(last + shift, StoredObject(key, uid, real, body), written=True)
-    if current is not None and current.resource_version >= PROVISIONAL:
-        real = current.resource_version + shift
-        current.body.setdefault("metadata", {})["resourceVersion"] = real
-        current = StoredObject(current.key, current.uid, real, current.body)
-    return WriteResult(last + shift, current, written=True)
 
 
 async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module tells them
@@ -348,9 +284,9 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     # whose fence moved on is refused in the attempt after the one that found it.
     slots = await _load_slots(conn, list({w.key: None for w in batch}))
     claims = _Claims(conn, slots)
-    base = PROVISIONAL + _salt()
+    base = provisional_base()
     events: list[_Event] = []
-    results: list[WriteResult | _Written | BaseException] = []
+    results: list[WriteResult | Written | BaseException] = []
     owners: list[PendingWrite] = []  # the write of each event
     fenced: list[PendingWrite] = []
     for write in batch:
@@ -369,15 +305,15 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
             results.append(
                 await _run_one(write, slot, base + len(events), events, claims, expected=expected - base)
             )
-        except _Conflict:
-            raise
+        except Unstampable:
+            raise _Conflict from None
         except Exception as exc:
             if all_or_nothing:
                 raise
             results.append(exc)
         owners.extend([write] * (len(events) - before))
     if not events:  # every result is final
-        return Committed(0, 0, [_made_real(r, 0) for r in results], [], fenced)
+        return Committed(0, 0, [made_real(r, 0) for r in results], [], fenced)
     # Pass 2, one statement: the reservation and the locks of the rows the batch writes
     # (nothing before them gives the transaction an id, which must come from the
     # reservation), then the writes; what it returns (the block, the locked rows as they
@@ -436,8 +372,8 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
         if event.body is not None and event.text is not None:
             event.body["metadata"]["resourceVersion"] = event.revision
             # What the server made of it (pass 1 made sure the pair is there once).
-            event.text = _restamped(event.text, provisional, event.revision)
-            if _too_large(event.text, event.body["metadata"]):
+            event.text = restamped(event.text, provisional, event.revision)
+            if too_large(event.text, event.body["metadata"]):
                 # Other processes took more revisions than expected, and this body, at
                 # the limit to the byte, grew a digit: run again, measured anew.
                 raise _Conflict
@@ -445,7 +381,7 @@ async def _attempt(  # noqa: PLR0915 - the two passes, in order, as the module t
     return Committed(
         first,
         last,
-        [_made_real(r, shift) for r in results],
+        [made_real(r, shift) for r in results],
         [
             EventRow(e.revision, now, e.type, e.key, e.uid, w.actor, e.text, e.data, w.user)
             for e, w in zip(events, owners, strict=True)
