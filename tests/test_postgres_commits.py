@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from reconcile import ObjectKey
-from reconcile.store import Put, Remove, StoredObject, open_store
+from reconcile import InvalidError, ObjectKey
+from reconcile.store import MAX_OBJECT_BYTES, Put, Remove, StoredObject, open_store
+from reconcile.store.encoding import dumps
 from reconcile.store.postgres import numbering
 from reconcile.store.postgres.numbering import PROVISIONAL
 
@@ -115,3 +116,35 @@ async def test_events_of_new_rows_keep_their_own_uids(postgres_url: str) -> None
     assert current is not None
     assert current.uid == "u-2"
     assert verified.ok
+
+
+def _padded(name: str, size: int) -> dict[str, Any]:
+    """A body whose text, carrying revision 1, is ``size`` bytes of UTF-8 (two-byte
+    characters in its padding: bytes and characters differ)."""
+    body: dict[str, Any] = {"metadata": {"name": name, "uid": f"u-{name}"}, "spec": {"pad": ""}}
+    stamped = {**body, "metadata": {**body["metadata"], "resourceVersion": 1}}
+    need = size - len(dumps(stamped).encode())
+    body["spec"]["pad"] = "é" * (need // 2) + "x" * (need % 2)
+    return body
+
+
+@pytest.mark.parametrize(("size", "stored"), [(MAX_OBJECT_BYTES, True), (MAX_OBJECT_BYTES + 1, False)])
+async def test_a_body_at_the_limit_to_the_byte(postgres_url: str, size: int, *, stored: bool) -> None:
+    """A body exactly at the size limit once it carries its real revision is stored as
+    it is; one byte more is refused with the field path, and nothing is stored."""
+    store = await open_store(postgres_url)
+    key = ObjectKey(GROUP, "Widget", "default", "w")
+    body = _padded("w", size)
+    try:
+        if stored:
+            result = await store.write(key, lambda _c: Put("Created", body), actor="t")
+            assert result.revision == 1
+            [event] = await store.events(key)
+            assert event.body == body
+            assert len(dumps(event.body).encode()) == MAX_OBJECT_BYTES
+        else:
+            with pytest.raises(InvalidError, match="larger than"):
+                await store.write(key, lambda _c: Put("Created", body), actor="t")
+            assert await store.read(key) is None
+    finally:
+        await store.close()

@@ -54,15 +54,17 @@ class Unstampable(Exception):  # noqa: N818 - a signal to the commit, never esca
     """A body holds its provisional revision's pair more than once."""
 
 
+#: A text of at most this many characters is within the limit, however it encodes (a
+#: character takes at most 4 bytes of UTF-8): most are, measured without encoding them.
+_SHORT = MAX_OBJECT_BYTES // 4
+
+
 def too_large(text: str, metadata: dict[str, Any], allowance: int = 0) -> bool:
     """Whether a snapshot is over the limit (``allowance``: bytes its revision will take
     fewer than now). An object being deleted never is: deletion must always finish."""
-    if metadata.get("deletionTimestamp") is not None:
+    if len(text) - allowance <= _SHORT or metadata.get("deletionTimestamp") is not None:
         return False
-    return (
-        len(text) - allowance > MAX_OBJECT_BYTES // 4
-        and len(text.encode("utf-8")) - allowance > MAX_OBJECT_BYTES
-    )
+    return len(text.encode("utf-8")) - allowance > MAX_OBJECT_BYTES
 
 
 def stamp(body: Body, revision: int, real: int) -> str:
@@ -76,7 +78,7 @@ def stamp(body: Body, revision: int, real: int) -> str:
     text = dumps(body)
     if text.count(f'"resourceVersion":{revision}') != 1:
         raise Unstampable
-    if too_large(text, metadata, len(str(revision)) - len(str(real))):
+    if len(text) > _SHORT and too_large(text, metadata, len(str(revision)) - len(str(real))):
         metadata["resourceVersion"] = None
         reason = f"object is larger than {MAX_OBJECT_BYTES} bytes when serialized"
         raise InvalidError([FieldError("", reason)])
