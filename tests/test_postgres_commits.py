@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import asyncpg
 import pytest
+from helpers import DEADLINE
 
 from reconcile import InvalidError, ObjectKey
 from reconcile.store import MAX_OBJECT_BYTES, Put, Remove, StoredObject, open_store
@@ -148,3 +150,45 @@ async def test_a_body_at_the_limit_to_the_byte(postgres_url: str, size: int, *, 
             assert await store.read(key) is None
     finally:
         await store.close()
+
+
+async def _waiting_on_advisory_lock(watcher: asyncpg.Connection, pid: int) -> asyncpg.Record:
+    """The server process ``pid``'s row of ``pg_stat_activity`` once it waits on an
+    advisory lock (failing after DEADLINE)."""
+    async with asyncio.timeout(DEADLINE):
+        while True:  # the server's progress, polled: there is nothing to wait on
+            row = await watcher.fetchrow(
+                "SELECT wait_event_type, wait_event, backend_xid FROM pg_stat_activity WHERE pid = $1", pid
+            )
+            if row is not None and (row["wait_event_type"], row["wait_event"]) == ("Lock", "advisory"):
+                return row
+            await asyncio.sleep(0.01)
+
+
+async def test_pass_2_takes_no_transaction_id_before_its_reservation(postgres_url: str) -> None:
+    """While pass 2's reservation waits for its lock (held here), the commit's transaction
+    holds no transaction id and no row lock: its writes, row locks and key all come after
+    the reservation, which assigns the id with the block (what the gap-free watch rests
+    on), for a changed row and a new one alike; released, both writes land."""
+    store = await open_store(postgres_url)
+    holder, watcher = await asyncpg.connect(postgres_url), await asyncpg.connect(postgres_url)
+    changed, new = (ObjectKey(GROUP, "Widget", "default", name) for name in ("w", "n"))
+    reserve_key = store._layout.reserve_key  # type: ignore[attr-defined]
+    try:
+        await store.write(changed, _put("w", 0), actor="t")
+        writer = store._writes.link.pid  # type: ignore[attr-defined]
+        await holder.execute("SELECT pg_advisory_lock($1)", reserve_key)
+        writes = store.submit_many([(changed, _put("w", 1)), (new, _put("n", 0))], actor="t")
+        row = await _waiting_on_advisory_lock(watcher, writer)
+        locks = await watcher.fetch(
+            "SELECT locktype FROM pg_locks WHERE pid = $1 AND locktype IN ('transactionid', 'tuple')", writer
+        )
+        await holder.execute("SELECT pg_advisory_unlock($1)", reserve_key)
+        results = await asyncio.gather(*writes)
+    finally:
+        await holder.close()
+        await watcher.close()
+        await store.close()
+    assert row["backend_xid"] is None
+    assert locks == []
+    assert [r.revision for r in results] == [2, 3]
