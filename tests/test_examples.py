@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import xml.dom.minidom
@@ -72,9 +74,35 @@ class TestExamples:
         assert ("raw sqlite3, store's rows, by 100", "FULL") in cases
         measured = [row for row in data["rows"] if "ratio_to_limit" in row]
         assert all(row["ratio_to_same_rows"] > 0 for row in measured)
+        assert ("write floor, 100 writers", "NORMAL") in cases
+        writes = [row for row in data["rows"] if row["case"].startswith("store.write")]
+        assert len(writes) == 4
+        assert all(row["ratio_to_floor"] > 0 and row["cpu_ratio_to_floor"] > 0 for row in writes)
         assert data["cross_process_watch_latency"]["count"] >= 20
         assert_report(tmp_path, out, "events per second")
         assert "events/s" in result.stdout
+
+    def test_write_floor_writes_the_store_rows(self, tmp_path: Path) -> None:
+        """The floor a store.write is measured against does the rows it claims: every
+        write an event and an object row, revisions 1..N without a gap, the head at N."""
+        path = tmp_path / "f.db"
+        script = (
+            "import asyncio, pathlib, sys; sys.path.append('benchmarks'); "
+            "from write_floor import write_floor; from store import payload; "
+            f"print(asyncio.run(write_floor(pathlib.Path({str(path)!r}), 57, 'NORMAL', 7, payload)))"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=False, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        assert float(result.stdout) > 0
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            revisions = [r for (r,) in conn.execute("SELECT revision FROM events ORDER BY revision")]
+            names = {n for (n,) in conn.execute("SELECT name FROM objects WHERE live")}
+            head = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
+        assert revisions == list(range(1, 58))
+        assert names == {f"w{i}" for i in range(57)}
+        assert head == 57
 
     def test_reconcile_benchmark_smoke(self, tmp_path: Path) -> None:
         """benchmarks/reconcile.py converges a few hundred Things beside its limits, and

@@ -222,6 +222,34 @@ class TestOwnership:
         assert isinstance(refused.error, OwnershipCycleError)
         assert (await client.get("widget", "a")).metadata.owner_references == ()
 
+    async def test_owners_stored_is_a_hint_the_write_checks(
+        self, client: Client, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``apply(owners_stored=True)`` skips the cycle check's reads of the owners only
+        when the write finds every owner reference stored already (no edge added); a
+        hint that does not hold (a new owner, a new object) is checked as without it:
+        a cycle is still refused, nothing written."""
+        a = await client.apply(widget("a"))
+        b = await client.apply(set_controller_reference(a, widget("b")))
+        c = await client.apply(set_controller_reference(b, widget("c")))
+        real_read = client.store.read
+        read: list[str] = []
+
+        async def counting(key: Any) -> Any:
+            read.append(key.name)
+            return await real_read(key)
+
+        monkeypatch.setattr(client.store, "read", counting)
+        resized = await client.apply(set_controller_reference(a, widget("b", size=2)), owners_stored=True)
+        assert (resized.spec.size, read) == (2, [])
+        with pytest.raises(OwnershipCycleError, match="ownership cycle"):
+            await client.apply(set_controller_reference(c, widget("a", size=3)), owners_stored=True)
+        assert "c" in read
+        stored = await client.get("widget", "a")
+        assert (stored.spec.size, stored.metadata.owner_references) == (1, ())
+        made = await client.apply(set_controller_reference(a, widget("d")), owners_stored=True)
+        assert [r.name for r in made.metadata.owner_references] == ["a"]
+
     async def test_an_owner_made_again_owns_nothing_of_the_old_ones(
         self, tmp_path: Path, clock: FakeClock
     ) -> None:
@@ -372,6 +400,36 @@ class TestChildren:
             )
             await quiet()
             assert sorted(applied[before:]) == ["site-0", "site-1"]
+
+    async def test_a_child_put_back_reads_no_owner_from_the_store(
+        self, tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A child the controller applies again (changed by someone else) already names
+        its owner: the apply's cycle check does not read the owner from the store."""
+        async with runtime_of(tmp_path / "state.db", clock) as runtime:
+            runtime.add_controller("widget", size_owner(pages), manager="site-controller", owns=["widget"])
+            client = runtime.client
+            await runtime.apply(widget("site", 2, labels={"role": "owner"}))
+
+            async def two() -> bool:
+                return await names(client) == {"site", "site-0", "site-1"}
+
+            await until(two)
+            real_read = client.store.read
+            read: list[str] = []
+
+            async def counting(key: Any) -> Any:
+                read.append(key.name)
+                return await real_read(key)
+
+            monkeypatch.setattr(client.store, "read", counting)
+            await client.patch("widget", "site-0", {"spec": {"color": "green"}}, manager="someone")
+
+            async def put_back() -> bool:
+                return (await client.get("widget", "site-0")).spec.color == "blue"
+
+            await until(put_back)
+            assert "site" not in read
 
     async def test_a_child_of_another_owner_is_refused_with_a_condition(
         self, tmp_path: Path, clock: FakeClock

@@ -15,6 +15,7 @@ is ignored: users own spec, controllers own status.
 from __future__ import annotations
 
 import difflib
+import functools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -242,7 +243,7 @@ class Admission:
         self.converter = converter
         #: Each provider's configuration, by provider name, for the kinds' ``admit`` hooks.
         self.provider_config = dict(provider_config or {})
-        self._default_status: dict[Kind, str] = {}
+        self._status_makers: dict[type[Any], Callable[[], dict[str, Any]]] = {}
         self._lenient: cattrs.Converter | None = None
         #: While :meth:`admit_many` runs: the converter's hooks by type, each looked up
         #: once for the batch (None otherwise: every call asks the converter).
@@ -426,11 +427,18 @@ class Admission:
 
     def default_status(self, kind: Kind) -> dict[str, Any]:
         """The unstructured default status of a kind (a fresh copy each call)."""
-        text = self._default_status.get(kind)
-        if text is None:
-            text = self._default_status[kind] = dumps(self.converter.unstructure(kind.status_type()))
-        result: dict[str, Any] = loads(text)
+        result: dict[str, Any] = self.status_maker(kind)()
         return result
+
+    def status_maker(self, kind: Kind) -> Callable[[], dict[str, Any]]:
+        """What makes :meth:`default_status` of a kind: one per status class, kept (each
+        of a bulk apply's creates calls it)."""
+        status_type = kind.status_type
+        maker = self._status_makers.get(status_type)
+        if maker is None:
+            text = dumps(self.converter.unstructure(status_type()))
+            maker = self._status_makers[status_type] = functools.partial(loads, text)
+        return maker
 
     def _kind(
         self, manifest: Mapping[str, Any], api_version: str, kind_name: str

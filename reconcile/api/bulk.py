@@ -35,7 +35,6 @@ documents', ``pruned`` (or ``unchanged`` for one already being deleted).
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -144,8 +143,13 @@ class Writer(Protocol):
         manager: str | None = None,
         create_only: bool = False,
         force: bool = False,
+        now: str | None = None,
     ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
-        """The key, the mutation and what makes the :class:`Applied` of its write."""
+        """The key, the mutation and what makes the :class:`Applied` of its write
+        (``now``: the creation time of an object it creates; None: the clock's)."""
+
+    def now(self) -> str:
+        """The time a write made now is stamped with."""
 
     def delete_mutation(self, key: ObjectKey, *, resource_version: int | None = None) -> Mutation:
         """The mutation that deleting ``key`` is."""
@@ -251,7 +255,8 @@ async def _admit(
             if isinstance(outcome, InvalidError):
                 results[index] = Applied(None, "refused", error=outcome)
                 continue
-            item = warned(outcome)
+            # (warned() only when there is something to say: it is called per document)
+            item = warned(outcome) if outcome.warnings or outcome.ignored else outcome
         if item.kind.hooks and not item.reviewed:
             hooked.append(len(admitted))
         admitted.append((index, item))
@@ -301,32 +306,33 @@ class _Writes:
 
     async def write(self, run: list[tuple[int, Admitted]]) -> None:
         """Queue ``run``'s writes and wait until each is durable."""
-        writes = [self.client.apply_write(item, manager=self.manager, force=self.force) for _, item in run]
+        # One creation time for the run: the documents are applied together.
+        now, manager, force = self.client.now(), self.manager, self.force
+        writes = [self.client.apply_write(item, manager=manager, force=force, now=now) for _, item in run]
         futures = self.client.store.submit_many(
-            [(key, mutation) for key, mutation, _ in writes], actor=self.manager, user=self.client.user
+            [(key, mutation) for key, mutation, _ in writes], actor=manager, user=self.client.user
         )
-        # One future for the run, resolved by the callback of its last write to land
-        # (not a gather: no wrapper and no second callback per write).
-        everyone = asyncio.get_running_loop().create_future()
-        waiting = [len(futures)]
-
-        def landed(index: int, item: Admitted, finish: Callable[[WriteResult], Applied], future: Any) -> None:
-            try:
-                self._landed(index, item, finish, future)
-            finally:
-                waiting[0] -= 1
-                if not waiting[0] and not everyone.done():
-                    everyone.set_result(None)
-
-        for (index, item), (_, _, finish), future in zip(run, writes, futures, strict=True):
-            future.add_done_callback(functools.partial(landed, index, item, finish))
-        if futures:
-            try:
-                await everyone
-            except asyncio.CancelledError:  # as a gather would: the writes not begun are not made
-                for future in futures:
-                    future.cancel()
-                raise
+        # The store resolves a run's futures in the order they were queued, a commit's all
+        # at once: this task waits on the first one not done, then takes every one done by
+        # then (no callback, and no handle on the loop, per write). It wakes before the
+        # watches hear of the commit (their wake-ups are scheduled after its), so a cache
+        # that ``on_applied`` fills has each object before its watch event.
+        taken = 0
+        while taken < len(futures):
+            future = futures[taken]
+            if not future.done():
+                try:
+                    await future
+                except asyncio.CancelledError:  # as a gather would: the writes not begun are not made
+                    for each in futures:
+                        each.cancel()
+                    raise
+                except Exception:  # noqa: BLE001, S110 - the write's own error, taken below
+                    pass
+            while taken < len(futures) and futures[taken].done():
+                index, item = run[taken]
+                self._landed(index, item, writes[taken][2], futures[taken])
+                taken += 1
         if self.raised:
             raise self.raised[0]
 
@@ -336,8 +342,9 @@ class _Writes:
         """Write every document, and delete every pruned object, in one store
         transaction: all results, or one refusal (that document or deletion ``refused``,
         the others ``skipped``) and nothing stored."""
+        now, manager, force = self.client.now(), self.manager, self.force
         writes = [
-            self.client.apply_write(item, manager=self.manager, force=self.force) for _, item in admitted
+            self.client.apply_write(item, manager=manager, force=force, now=now) for _, item in admitted
         ]
         # The write whose mutation ran last: when one raises, it names the refused one.
         running: list[tuple[int, ObjectKey | None]] = []
@@ -368,8 +375,7 @@ class _Writes:
             return
         for (index, _), (_, _, finish), result in zip(admitted, writes, done[: len(writes)], strict=True):
             applied = self.results[index] = finish(result)
-            if self.on_applied is not None:
-                self.on_applied(applied)
+            self._heard(applied)
         for (index, key, _), result in zip(pruning, done[len(writes) :], strict=True):
             self.results[index] = _pruned(key, result)
 
@@ -401,8 +407,19 @@ class _Writes:
         except BaseException as exc:  # noqa: BLE001 - raised by submit or drain, out of the callback
             self.raised.append(exc)
             return
-        if self.on_applied is not None:
+        self._heard(applied)
+
+    def _heard(self, applied: Applied) -> None:
+        """Tell ``on_applied``; its failure is its own: logged (as the loop logs a failed
+        callback), and the apply goes on, every result recorded."""
+        if self.on_applied is None:
+            return
+        try:
             self.on_applied(applied)
+        except Exception as exc:  # noqa: BLE001 - see above
+            asyncio.get_running_loop().call_exception_handler(
+                {"message": f"apply_many: on_applied failed for {applied.key}", "exception": exc}
+            )
 
 
 async def _refuse_conflicts(
@@ -453,9 +470,11 @@ def _runs(admitted: list[tuple[int, Admitted]], size: int) -> list[list[tuple[in
     """Runs of documents to write concurrently (sharing group commits): at most ``size``,
     and never the same object twice in a run, so later documents still win."""
     runs: list[list[tuple[int, Admitted]]] = [[]]
-    keys: set[ObjectKey | None] = set()
+    # Each key as a plain tuple (equal to its ObjectKey, and cheaper to make).
+    keys: set[tuple[str, str, str, str]] = set()
     for index, item in admitted:
-        key = _key(item)
+        meta, kind = item.body["metadata"], item.kind
+        key = (kind.api_group, kind.kind, meta["namespace"], meta["name"])
         if len(runs[-1]) >= size or key in keys:
             runs.append([])
             keys.clear()

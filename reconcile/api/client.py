@@ -138,6 +138,7 @@ class Client(Reading):
         manager: str | None = None,
         origin: Path | None = None,
         force: bool = False,
+        owners_stored: bool = False,
     ) -> AnyResource:
         """Declare an object: create it, or bring the stored one to the manifest by
         server-side apply under the field manager ``manager`` (see
@@ -148,8 +149,19 @@ class Client(Reading):
         An identical apply appends nothing. A ``metadata.resource_version`` in the
         manifest is a precondition. ``origin`` is the manifest file it was read from:
         kinds that resolve relative references (a source file) resolve them against it.
+        ``owners_stored`` is a hint, checked by the write: the caller saw the stored
+        object list every owner reference the manifest names (a controller declaring
+        its child again), so the ownership-cycle check, which reads the owners, is
+        needed only if the write finds otherwise (see ``Engine.write_admitted``).
         """
-        return await self._apply(manifest, manager=manager, create_only=False, origin=origin, force=force)
+        return await self._apply(
+            manifest,
+            manager=manager,
+            create_only=False,
+            origin=origin,
+            force=force,
+            owners_stored=owners_stored,
+        )
 
     async def create(
         self,
@@ -172,6 +184,7 @@ class Client(Reading):
         create_only: bool,
         origin: Path | None,
         force: bool,
+        owners_stored: bool = False,
     ) -> AnyResource:
         try:
             admitted = self.admission.admit(manifest, origin=origin)
@@ -180,7 +193,11 @@ class Client(Reading):
         if admitted.needs_review:
             admitted = await self.engine.review(admitted)
         applied = await self.engine.write_admitted(
-            warned(admitted), manager=manager, create_only=create_only, force=force
+            warned(admitted),
+            manager=manager,
+            create_only=create_only,
+            force=force,
+            owners_stored=owners_stored,
         )
         if applied.object is None:  # pragma: no cover - a write that succeeded has its object
             raise ReconcileError(f"{applied.key}: the apply returned no object")

@@ -17,10 +17,11 @@ import cattrs
 
 from reconcile.api import mutations, owning
 from reconcile.api.admission import Admission, Admitted
-from reconcile.api.bulk import Applied, Deferred, Outcome
+from reconcile.api.applied import ApplyWrite
+from reconcile.api.bulk import Applied
 from reconcile.api.conflicts import conflict_error
 from reconcile.api.decoding import Decoder
-from reconcile.api.owning import check_cycle
+from reconcile.api.owning import check_cycle, owner_key
 from reconcile.api.reading import KindRef
 from reconcile.api.requests import check_action
 from reconcile.api.reviewing import ADMISSION_HOOK_IGNORED, review
@@ -70,6 +71,31 @@ def _noting(mutation: Mutation, notes: Sequence[Note]) -> Mutation:
         return change
 
     return noting
+
+
+class _NewOwner(Exception):  # noqa: N818 - not an error: the hint of an apply did not hold
+    """An apply's write found an owner reference that the stored object lacks."""
+
+
+def _owner_edges(references: Sequence[Mapping[str, Any]], namespace: str) -> set[tuple[ObjectKey, str]]:
+    return {(owner_key(r, namespace), str(r.get("uid"))) for r in references}
+
+
+def _no_new_owner(mutation: Mutation, references: Sequence[Mapping[str, Any]]) -> Mutation:
+    """``mutation``, run only when the stored object already lists every owner in
+    ``references`` (by key and uid); :class:`_NewOwner` otherwise, before it runs.
+    Checked in the write's transaction: what it finds is what the write changes."""
+
+    def guarded(current: StoredObject | None) -> Change | Sequence[Change] | None:
+        if current is None:
+            raise _NewOwner
+        namespace = current.key.namespace
+        stored = current.body["metadata"].get("ownerReferences") or ()
+        if not _owner_edges(references, namespace) <= _owner_edges(stored, namespace):
+            raise _NewOwner
+        return mutation(current)
+
+    return guarded
 
 
 class Engine:
@@ -169,6 +195,10 @@ class Engine:
 
     # -- applies, for writers that queue them --------------------------------------------
 
+    def now(self) -> str:
+        """The time a write made now is stamped with (the client's clock)."""
+        return self._now()
+
     async def review(self, admitted: Admitted) -> Admitted:
         """``admitted`` through its kind's admission hooks (:mod:`.reviewing`): the object
         to store, or InvalidError. Call it only when ``admitted.needs_review``."""
@@ -187,24 +217,33 @@ class Engine:
         object, once (a dry run calls it on what is stored). A hook that broke under
         ``Ignore`` is recorded by the same write, after the change it let through
         (an apply that changes nothing records nothing: applying again stays a no-op)."""
+        key, applying = self._applying(admitted, manager, create_only=create_only, force=force, now=None)
+        return key, self.decoder.mutation(applying)
+
+    def _applying(
+        self, admitted: Admitted, manager: str | None, *, create_only: bool, force: bool, now: str | None
+    ) -> tuple[ObjectKey, Mutation]:
+        """:meth:`apply_mutation`'s key and mutation, given the stored object in the
+        current spelling and version (not wrapped to read it so)."""
         key = admitted_key(admitted)
+        kind = admitted.kind
         applying = mutations.apply(
             key,
             admitted.body,
-            self.admission.default_status(admitted.kind),
+            self.admission.status_maker(kind),
             manager=manager or self._manager,
             uid=new_uid(),
-            now=self._now(),
+            now=self._now() if now is None else now,
             create_only=create_only,
-            immutable=admitted.kind.immutable,
-            identity=admitted.kind.identity_of(admitted.body["spec"]),
+            immutable=kind.immutable,
+            identity=kind.identity_of(admitted.body["spec"]),
             finalizers=self._default_finalizers(admitted),
             declared=admitted.declared,
             force=force,
         )
         if admitted.ignored:
             applying = self.noted(applying, admitted)
-        return key, self.decoder.mutation(applying)
+        return key, applying
 
     @staticmethod
     def noted(mutation: Mutation, admitted: Admitted) -> Mutation:
@@ -262,18 +301,38 @@ class Engine:
         manager: str | None = None,
         create_only: bool = False,
         force: bool = False,
+        owners_stored: bool = False,
     ) -> Applied:
         """Apply a manifest admission has already passed (``Client.admission.admit``):
-        no second admission. Says what it did (created, configured, unchanged)."""
+        no second admission. Says what it did (created, configured, unchanged).
+
+        ``owners_stored``: the caller has seen the stored object list every owner the
+        manifest names (a controller declaring again a child it controls): the write
+        is tried first without the ownership-cycle check, which reads the owners from
+        the store, and goes through only if its transaction finds no owner reference
+        that the stored object lacks (then it adds no edge to the owner graph, so no
+        cycle either); if it finds one, nothing is written and the apply is made as
+        without the hint, check first."""
         key, applying, finish = self.apply_write(
             admitted, manager=manager, create_only=create_only, force=force
         )
-        if admitted.metadata.get("ownerReferences"):
-            await check_cycle(self.store, key, admitted.metadata["ownerReferences"])
+        references: Sequence[Mapping[str, Any]] = admitted.metadata.get("ownerReferences") or ()
+        hinted = bool(references) and owners_stored
+        if references and not hinted:
+            await check_cycle(self.store, key, references)
         if admitted.kind.conflicts is not None:
             refusal = await conflict_error(self.store, key, admitted, {})
             if refusal is not None:
                 raise refusal
+        if hinted:
+            try:
+                # (Given the owners in today's spelling, as the apply's mutation is.)
+                guarded = self.decoder.mutation(_no_new_owner(applying, references))
+                return finish(await self._write(key, guarded, actor=manager))
+            except _NewOwner:
+                # The stored object lacks an owner the caller saw it list (what it read
+                # trailed the store): nothing was written; check, then write.
+                await check_cycle(self.store, key, references)
         return finish(await self._write(key, applying, actor=manager))
 
     def apply_write(
@@ -283,43 +342,16 @@ class Engine:
         manager: str | None = None,
         create_only: bool = False,
         force: bool = False,
+        now: str | None = None,
     ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
         """The store write that applying an admitted manifest is: its key, its mutation,
         and what turns the write's result into an :class:`Applied` (for writers that
-        queue many writes at once, as the bulk apply does)."""
-        key, mutation = self.apply_mutation(admitted, manager=manager, create_only=create_only, force=force)
-        changes: list[Any] = []
-        before: list[StoredObject | None] = []
-
-        def applying(current: StoredObject | None) -> Any:
-            before.append(current)
-            changes.append(change := mutation(current))
-            return change
-
-        def finish(result: WriteResult) -> Applied:
-            outcome: Outcome = (
-                "created" if before[-1] is None else "configured" if result.written else "unchanged"
-            )
-            if result.object is None:
-                # The apply released the last finalizer of an object being deleted, which
-                # completed its deletion: what is returned is its last state, the body the
-                # Remove kept in the log (stamped with its revision by the store).
-                return Applied(key, outcome, self.decoder.resource(changes[-1].body))
-            # apply stores the admitted spec as it is (unless fields of other managers
-            # were kept: server-side apply): then reuse its structured form.
-            body = result.object.body
-
-            def made_object() -> AnyResource:
-                # Compared only when the object is asked for (a bulk apply seldom asks).
-                spec = admitted.spec if body["spec"] == admitted.body["spec"] else None
-                return self.decoder.resource(body, spec=spec)
-
-            made = Deferred(made_object)
-            if admitted.ignored:
-                return Applied(key, outcome, made, warnings=admitted.hook_warnings)
-            return Applied(key, outcome, made)
-
-        return key, applying, finish
+        queue many writes at once, as the bulk apply does). ``now``: the creation time
+        of an object it creates (None: the clock's, now), which a bulk apply takes once
+        for a run of writes."""
+        key, applying = self._applying(admitted, manager, create_only=create_only, force=force, now=now)
+        write = ApplyWrite(key, applying, admitted, self.decoder)
+        return key, write, write.finish
 
     # -- a controller's records -------------------------------------------------------------
 

@@ -322,17 +322,21 @@ def metadata_conflicts(
 def managed_paths(meta: Mapping[str, Any]) -> set[str]:
     """The metadata paths an applied metadata declares (labels, annotations,
     finalizers, owner references)."""
+    # Written out field by field, with list comprehensions: every apply asks (a bulk
+    # apply once per document), and a loop of generators took half again as long.
     paths: set[str] = set()
-    for field in _MERGED:
-        values = meta.get(field)
-        if values:
-            paths.update(f"{field}/{key}" for key in values)
+    labels = meta.get("labels")
+    if labels:
+        paths.update(["labels/" + key for key in labels])
+    annotations = meta.get("annotations")
+    if annotations:
+        paths.update(["annotations/" + key for key in annotations])
     names = meta.get("finalizers")
     if names:
-        paths.update(f"finalizers/{name}" for name in names)
+        paths.update(["finalizers/" + name for name in names])
     references = meta.get("ownerReferences")
     if references:
-        paths.update(f"ownerReferences/{reference['uid']}" for reference in references)
+        paths.update(["ownerReferences/" + reference["uid"] for reference in references])
     return paths
 
 

@@ -278,10 +278,14 @@ class CachedClient:
         manager: str | None = None,
         origin: Path | None = None,
         force: bool = False,
+        owners_stored: bool = False,
     ) -> AnyResource:
         """``Client.apply``, then into the cache."""
+        manager = manager or self.manager
         return await self._applied(
-            await self.client.apply(manifest, manager=manager or self.manager, origin=origin, force=force)
+            await self.client.apply(
+                manifest, manager=manager, origin=origin, force=force, owners_stored=owners_stored
+            )
         )
 
     async def create(

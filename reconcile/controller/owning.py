@@ -184,7 +184,13 @@ class Children:
             else:
                 child = set_controller_reference(self.owner, manifest)
                 applied = await self.client.apply(
-                    child, manager=self.manager, origin=origin, force=self.force
+                    child,
+                    manager=self.manager,
+                    origin=origin,
+                    force=self.force,
+                    owners_stored=isinstance(child, dict)
+                    and found is not None
+                    and self._owners_cached(child, *found),
                 )
                 if mapping is not None:
                     self._remember(mapping, origin, applied)
@@ -198,6 +204,17 @@ class Children:
         self.applied.add(key)
         self._kinds_seen[(kind.api_group, kind.kind)] = kind
         return applied
+
+    def _owners_cached(self, child: Mapping[str, Any], kind: Kind, key: ObjectKey) -> bool:
+        """Whether the cached child lists every owner ``child`` names (by uid): then its
+        apply most likely adds no owner, and the write skips the ownership-cycle check
+        if it finds so (``Client.apply(owners_stored=)``)."""
+        informer = self._informers.get(key[:2]) or self.client.cache.synced(kind)
+        cached = None if informer is None else informer.get(key)
+        if cached is None:
+            return False
+        held = {reference.uid for reference in cached.metadata.owner_references}
+        return all(reference.get("uid") in held for reference in child["metadata"]["ownerReferences"])
 
     def _fingerprint(self, child: Mapping[str, Any], origin: Path | None) -> bytes | None:
         """A digest of ``child`` as declared (before its controller reference is set),

@@ -63,34 +63,39 @@ async def follow(
                 horizon=first,
             )
 
-    cursor = since
-    await check_horizon(cursor)
-    while True:
-        served, last = recent.after(cursor, matches=matches), recent.last
-        if served is not None:
-            # Served from memory: this process's own latest commits, contiguous. The
-            # window's end is taken with them: while we yield, the consumer may await
-            # and more commits extend the window; those come next, never skipped.
-            for one in served:
-                yield one
-            cursor = max(cursor, last)
-            if tail.head <= cursor:
-                yield Bookmark(cursor)
-                if not await tail.wait_beyond(cursor):
-                    return
-                continue
-        head = tail.readable(await revision())
-        rows = await fetch(cursor, head, WATCH_PAGE)
-        # A compaction racing with the read could have removed part of the range:
-        # checking after the read catches it, so a watch never silently skips.
+    tail.watches += 1
+    try:
+        cursor = since
         await check_horizon(cursor)
-        for row in rows:
-            yield event(row)
-        if len(rows) == WATCH_PAGE:
-            cursor = rows[-1][0]
-            continue
-        cursor = max(cursor, head)
-        yield Bookmark(cursor)
-        tail.advance(head)
-        if not await tail.wait_beyond(cursor):
-            return
+        while True:
+            served, last = recent.after(cursor, matches=matches), recent.last
+            if served is not None:
+                # Served from memory: the latest commits, this process's own and those it
+                # read once for all its watches (a fill), contiguous. The
+                # window's end is taken with them: while we yield, the consumer may await
+                # and more commits extend the window; those come next, never skipped.
+                for one in served:
+                    yield one
+                cursor = max(cursor, last)
+                if tail.head <= cursor:
+                    yield Bookmark(cursor)
+                    if not await tail.wait_beyond(cursor):
+                        return
+                    continue
+            head = tail.readable(await revision())
+            rows = await fetch(cursor, head, WATCH_PAGE)
+            # A compaction racing with the read could have removed part of the range:
+            # checking after the read catches it, so a watch never silently skips.
+            await check_horizon(cursor)
+            for row in rows:
+                yield event(row)
+            if len(rows) == WATCH_PAGE:
+                cursor = rows[-1][0]
+                continue
+            cursor = max(cursor, head)
+            yield Bookmark(cursor)
+            tail.advance(head)
+            if not await tail.wait_beyond(cursor):
+                return
+    finally:
+        tail.watches -= 1

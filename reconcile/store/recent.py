@@ -6,10 +6,18 @@ a JSON parse per event, for bodies this process had in memory a moment before. T
 writer appends each committed batch here, and watches serve themselves from it when it
 covers their cursor.
 
-The window is always *contiguous*: when a batch does not follow the last one (another
-process committed in between), the window restarts at that batch, so a watch served from
-it can never skip a revision. What is not in the window is read from the database as
-before.
+The window is always *contiguous*: it covers every revision from its start to its end
+(:attr:`RecentEvents.last`). When a batch does not follow the end (another process
+committed in between), the window restarts at that batch, so a watch served from it can
+never skip a revision. What is not in the window is read from the database as before.
+
+Another process's commits can join the window too (:meth:`RecentEvents.fill`): a store
+whose watches learn of them at once (PostgreSQL's notifications) reads the new events
+once, every kind, and appends them, so its watches serve themselves from memory instead
+of each reading its own page of the same revisions. The range read is the window's end
+to a safe head, so the coverage stays whole even where a revision was never committed
+(a sequence value of a rolled-back transaction): the window's end is the head it read
+up to, not its last event's revision.
 
 Events are kept as the committed JSON text, not as parsed bodies, each in a plain tuple
 of strings and numbers, the key's four parts among them: the cyclic garbage collector
@@ -23,6 +31,7 @@ query.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -58,13 +67,25 @@ _Kept = tuple[int, float, str, str, str, str, str, str, str, str | None, str | N
 class RecentEvents:
     """A contiguous window of the latest events this process committed."""
 
-    def __init__(self, capacity: int = 4096, max_bytes: int = 32 * 1024 * 1024) -> None:
+    def __init__(
+        self, capacity: int = 4096, max_bytes: int = 32 * 1024 * 1024, *, filled: bool = False
+    ) -> None:
         self.capacity = capacity
+        #: The store fills the window with other processes' commits (:meth:`fill`): a
+        #: batch of ours after a gap waits for the fill that closes the gap, rather than
+        #: restarting the window (the watches still behind it would each read the gap).
+        self.filled = filled
+        #: Our batches beyond a gap, contiguous among themselves, until a fill reaches them.
+        self._pending: list[EventRow] = []
         #: Bodies may be large (up to 1.5 MiB each): the window also keeps under this many
         #: bytes of text, dropping its oldest events first.
         self.max_bytes = max_bytes
         self._events: list[_Kept] = []
         self._bytes = 0
+        #: The window covers revisions (_start, _end]: every event in that range is in
+        #: ``_events`` (_end is 0 when nothing is covered).
+        self._start = 0
+        self._end = 0
 
     @property
     def first(self) -> int:
@@ -73,15 +94,58 @@ class RecentEvents:
 
     @property
     def last(self) -> int:
-        """The newest revision in the window (0 when empty)."""
-        return self._events[-1][0] if self._events else 0
+        """The newest revision the window covers (0 when empty): its last event's, or
+        further when a :meth:`fill` read up to a head past it."""
+        return self._end
 
     def extend(self, events: Sequence[EventRow]) -> None:
         """Append a committed batch (in revision order)."""
         if not events:
             return
-        if self._events and events[0].revision != self._events[-1][0] + 1:
-            self.clear()  # somebody else committed in between: restart the window
+        if self._end and events[0].revision != self._end + 1:
+            # Somebody else committed in between.
+            if self.filled and self._held(events):
+                return
+            self.clear()  # restart the window
+        if not self._end:
+            self._start = events[0].revision - 1
+        self._append(events, events[-1].revision)
+
+    def fill(self, after: int, through: int, events: Sequence[EventRow]) -> bool:
+        """Append another process's events: ``events`` are *every* event in revisions
+        (``after``, ``through``], in order, read from the database up to a safe head.
+        Taken only when they follow the window's end (or the window is empty); False
+        when not (this process committed meanwhile, or the window moved on)."""
+        if through <= after or (self._end and after != self._end):
+            return False
+        if not self._end:
+            self._start = after
+        self._append(events, through)
+        pending, self._pending = self._pending, []
+        while pending and pending[0].revision <= through:  # read back from the database too
+            pending.pop(0)
+        if pending and pending[0].revision == through + 1:
+            self._append(pending, pending[-1].revision)
+        else:
+            self._pending = pending  # still beyond a gap
+        return True
+
+    def _held(self, events: Sequence[EventRow]) -> bool:
+        """Keep a batch of ours that lies beyond a gap until a fill reaches it; False
+        when too much is held already (restart the window instead)."""
+        pending = self._pending
+        if pending and events[0].revision != pending[-1].revision + 1:
+            pending.clear()  # another gap: the older batches are read back by the fill
+        if len(pending) + len(events) > self.capacity:
+            pending.clear()
+            return False
+        pending.extend(events)
+        return True
+
+    def _append(self, events: Sequence[EventRow], end: int) -> None:
+        self._end = end
+        if not events:
+            return
         rows: list[_Kept] = [
             (revision, at, type_, *key, uid, actor, body, data, user)
             for revision, at, type_, key, uid, actor, body, data, user in events
@@ -96,6 +160,8 @@ class RecentEvents:
             while kept > self.max_bytes // 2 and start < len(self._events) - 1:
                 kept -= _size(self._events[start])
                 start += 1
+            if start:
+                self._start = self._events[start - 1][0]
             del self._events[:start]
             self._bytes = kept
 
@@ -105,15 +171,12 @@ class RecentEvents:
         """Every event after ``cursor`` up to :attr:`last` whose key ``matches``, or None
         when the window does not start at or before ``cursor + 1`` (or ends before it):
         read the database. Bodies stay text until a watcher reads them."""
+        if not self._end or not self._start <= cursor <= self._end:
+            return None
         events = self._events
-        if not events:
-            return None
-        first = events[0][0]
-        if not first <= cursor + 1 <= events[-1][0] + 1:
-            return None
         served = []
         for revision, at, type_, group, kind, namespace, name, uid, actor, text, data, user in events[
-            cursor + 1 - first :
+            _after(events, cursor) :
         ]:
             key = ObjectKey(group, kind, namespace, name)
             if matches is None or matches(key):
@@ -125,7 +188,25 @@ class RecentEvents:
     def clear(self) -> None:
         """Forget everything (after a compaction or a failure)."""
         self._events.clear()
+        self._pending.clear()
         self._bytes = 0
+        self._start = self._end = 0
+
+
+def _after(events: list[_Kept], cursor: int) -> int:
+    """The index of the first of ``events`` (in revision order) after ``cursor``."""
+    if not events or events[0][0] > cursor:
+        return 0
+    # Revisions are dense but for the holes of a fill (never-committed sequence values):
+    # the guess by difference is right but for them, then a bisection.
+    guess = cursor + 1 - events[0][0]
+    if guess < len(events) and events[guess][0] == cursor + 1:
+        return guess
+    return bisect.bisect_right(events, cursor, key=_revision)
+
+
+def _revision(event: _Kept) -> int:
+    return event[0]
 
 
 def _size(event: _Kept) -> int:

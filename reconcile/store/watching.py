@@ -7,7 +7,10 @@ the head revision: every ``fast`` seconds while changes keep coming (until ``lin
 seconds have passed without one), then backing off to ``slow``, and only while somebody is
 waiting. Polling is the price of several processes on
 one SQLite file. PostgreSQL's notifications call :meth:`Tail.refresh` at once, and a
-slow poll backs them up (a lost notification only delays).
+slow poll backs them up (a lost notification only delays). Before the head moves on to
+other processes' commits, a store may read their events once for all its watches (the
+tail's ``fill``: PostgreSQL's does, into the recent window) rather than each watch
+reading its own page of them.
 
 A head read while this process's own commit was in flight says nothing about other
 processes (the writer is about to advance the head itself, with the events in memory):
@@ -38,14 +41,20 @@ class Tail:
         slow: float = 0.01,
         linger: float = 0.5,
         capped: bool = False,
+        fill: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         self._read_head = read_head
+        self._fill = fill
         self._fast = fast
         self._slow = slow
         self._linger = linger
         self.head = 0
         self._moved = asyncio.Event()
         self._waiters = 0
+        #: Watches following this tail now (waiting or not): a ``fill`` is for them.
+        self.watches = 0
+        self._refresher: asyncio.Task[None] | None = None
+        self._refresh_again = False
         self._poller: asyncio.Task[None] | None = None
         self.closed = False
         self._local_started = 0
@@ -83,11 +92,40 @@ class Tail:
         """Read the head now (a notification says another commit landed) and advance to
         it, cut below this process's commit in flight (for ``capped`` stores)."""
         try:
-            head = await self._read_head()
+            head = self._cut(await self._read_head())
         except Exception:  # noqa: BLE001 - the poll tries again; close() ends it
             return
+        await self._filled(head)
         if not self.closed:
-            self.advance(self._cut(head))
+            self.advance(head)
+
+    def refresh_soon(self) -> None:
+        """:meth:`refresh` in the background, one read at a time: asked again while one
+        is in flight (notifications of other commits, our own commits after a gap), one
+        more read follows it, however often it was asked."""
+        if self.closed:
+            return
+        if self._refresher is not None and not self._refresher.done():
+            self._refresh_again = True
+            return
+        self._refresher = asyncio.get_running_loop().create_task(
+            self._refreshing(), name="reconcile-store-refresh"
+        )
+
+    async def _refreshing(self) -> None:
+        while True:
+            self._refresh_again = False
+            await self.refresh()
+            if not self._refresh_again or self.closed:
+                return
+
+    async def _filled(self, head: int) -> None:
+        """Before the head moves to ``head`` past what this process committed: let the
+        store read the new events once for every watch waiting here (``fill``), so they
+        serve themselves from memory. Revisions allocated after ``head`` was read all lie
+        beyond it, so moving to it afterwards stays safe."""
+        if self._fill is not None and self.watches and head > self.head and not self.closed:
+            await self._fill(head)
 
     def advance(self, revision: int) -> None:
         """The head is now at least ``revision``; wake everyone behind it."""
@@ -142,6 +180,7 @@ class Tail:
             else:
                 ours = busy or self._local_in_flight > 0 or self._local_started != started
             if head > self.head and not ours:  # (ours: the writer advances the head itself)
+                await self._filled(head)
                 self.advance(head)
                 interval, last_change = self._fast, loop.time()
             elif loop.time() - last_change > self._linger:
@@ -152,10 +191,11 @@ class Tail:
         self.closed = True
         moved, self._moved = self._moved, asyncio.Event()
         moved.set()
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+        for task in (self._poller, self._refresher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
 
 class _LocalCommit:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,15 +50,20 @@ def _real(path: str) -> str:
 
 
 def _first_link(path: str, root: str) -> str | None:
-    """The first symlink between ``root`` and ``path`` (none are followed below a root)."""
+    """The first symlink between ``root`` and ``path`` (none are followed below a root).
+    One ``lstat`` per part, which says both whether it is a link and whether it exists
+    (``os.path.islink`` then ``os.path.lexists`` made two): admission runs on the event
+    loop, and each system call there lets another thread take the GIL."""
     relative = os.path.relpath(path, root)
     current = root
     for part in Path(relative).parts:
         current = os.path.join(current, part)
-        if os.path.islink(current):
-            return current
-        if not os.path.lexists(current):
+        try:
+            mode = os.lstat(current).st_mode
+        except (OSError, ValueError):  # as lexists: missing (or not a path the OS takes)
             return None
+        if stat.S_ISLNK(mode):
+            return current
     return None
 
 

@@ -52,7 +52,14 @@ from reconcile.store.postgres.addressing import check_url, connect_raw, errors, 
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
 from reconcile.store.postgres.heading import SAFE_HEAD
 from reconcile.store.postgres.listening import Listener
-from reconcile.store.postgres.pages import EVENT_COLUMNS, event_of, paged_event, watch_page, with_horizon
+from reconcile.store.postgres.pages import (
+    EVENT_COLUMNS,
+    event_of,
+    filled,
+    paged_event,
+    watch_page,
+    with_horizon,
+)
 from reconcile.store.postgres.retrying import PATIENCE, after_failure, retrying
 from reconcile.store.postgres.writing import Writer
 from reconcile.store.recent import RecentEvents
@@ -93,8 +100,10 @@ class PostgresStore:
         self._where = masked(url)
         self._pool: Any = None
         self._layout: schema.Layout | None = None
-        self._tail = Tail(self.revision, fast=poll_interval[0], slow=poll_interval[1], capped=True)
-        self._recent = RecentEvents()
+        self._tail = Tail(
+            self.revision, fast=poll_interval[0], slow=poll_interval[1], capped=True, fill=self._fill
+        )
+        self._recent = RecentEvents(filled=True)
         self._writes = Writer(url, self._where, clock, self._tail, self._recent, patience=patience)
         self._listening = Listener(
             url, self._where, self._tail, lambda: self._writes.link.pid, patience=patience
@@ -335,6 +344,11 @@ class PostgresStore:
         return [event_of(row) for row in rows]
 
     # -- watching ----------------------------------------------------------------------
+
+    async def _fill(self, head: int) -> None:
+        """Other processes' commits up to ``head``, read once into the recent window for
+        every watch here (:func:`.pages.filled`)."""
+        await filled(self._fetch, self._recent, self._tail.head, head)
 
     def watch(
         self,

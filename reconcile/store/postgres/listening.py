@@ -2,8 +2,9 @@
 commit in any process wakes every watch here at once (a slow poll backs it up: a lost
 notification delays, never loses), and it comes back by itself when it is lost.
 
-A notification makes the tail read the safe head, once at a time (a notification during
-a read asks for one more). Our own writer's commits are its to announce, unless another
+A notification makes the tail read the safe head (:meth:`Tail.refresh_soon`: once at a
+time, a notification during a read asks for one more, as our writer's commits after a
+gap do). Our own writer's commits are its to announce, unless another
 process's was heard since the last read: one that reserved after ours but committed
 first became readable only when ours committed.
 
@@ -42,8 +43,6 @@ class Listener:
         self.connection: Any = None
         self._stopping = False
         self._again: asyncio.Task[None] | None = None
-        self._refresh: asyncio.Task[None] | None = None
-        self._refresh_again = False
         self._others_heard = False
 
     async def start(self, channel: str) -> None:
@@ -56,10 +55,9 @@ class Listener:
     async def stop(self) -> None:
         """Stop coming back, end the reads in flight, close the connection."""
         self._stopping = True
-        for task in (self._refresh, self._again):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        if self._again is not None:
+            self._again.cancel()
+            await asyncio.gather(self._again, return_exceptions=True)
         connection, self.connection = self.connection, None
         if connection is not None:
             try:
@@ -108,16 +106,4 @@ class Listener:
         if pid == writer and not self._others_heard:
             return
         self._others_heard = pid != writer
-        if self._refresh is not None and not self._refresh.done():
-            self._refresh_again = True
-            return
-        self._refresh = asyncio.get_running_loop().create_task(
-            self._refreshing(), name="reconcile-store-listen"
-        )
-
-    async def _refreshing(self) -> None:
-        while True:
-            self._refresh_again = False
-            await self._tail.refresh()
-            if not self._refresh_again or self._tail.closed:
-                return
+        self._tail.refresh_soon()

@@ -1,16 +1,19 @@
 """How a PostgreSQL store reads events: the columns of an event row with its object's
 key, a watch page's query (events after a cursor up to the safe head, in revision order,
 filtered by kind and namespace) and the same with the compaction horizon in its snapshot,
-and the rows made :class:`~reconcile.store.contract.RawEvent` s."""
+and the rows made :class:`~reconcile.store.contract.RawEvent` s; and the read that fills
+the recent window with other processes' commits for every watch at once (:func:`filled`)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import RawEvent
+from reconcile.store.recent import EventRow, RecentEvents
 
-__all__ = ["EVENT_COLUMNS", "event_of", "paged_event", "watch_page", "with_horizon"]
+__all__ = ["EVENT_COLUMNS", "event_of", "filled", "paged_event", "watch_page", "with_horizon"]
 
 EVENT_COLUMNS = (
     "e.revision, e.time, e.type, e.uid, e.actor, e.body, e.data, "
@@ -68,3 +71,42 @@ def paged_event(row: Any) -> RawEvent:
     revision, at, type_, uid, actor, body, data, group, kind, namespace, name, user, _horizon = row
     key = ObjectKey(group, kind, namespace, name)
     return RawEvent(revision, at, type_, key, uid, actor, text=body, data_text=data, user=user)
+
+
+def _filling() -> str:
+    """Every event in (``$1``, ``$2``], every kind, at most ``$3``, with the horizon."""
+    return with_horizon(watch_page(None, None, None)[0])
+
+
+#: :func:`filled`'s query.
+FILL = _filling()
+
+
+async def filled(
+    fetch: Callable[..., Awaitable[list[Any]]], recent: RecentEvents, known: int, head: int
+) -> None:
+    """Read the events after the recent window's end (``known``, the head the watches
+    were last given, when the window is empty) up to ``head``, a safe head, once for
+    every watch of this process, and append them to the window: the watches then serve
+    themselves from memory instead of each reading a page of the same revisions. At most
+    the window's capacity is read (the window then covers up to the last event read). A
+    read that fails, or that finds the range compacted, appends nothing: the watches
+    read as before and find out."""
+    after = recent.last or known
+    if head <= after:
+        return
+    try:
+        rows = await fetch(FILL, after, head, recent.capacity)
+    except Exception:  # noqa: BLE001 - only a shortcut: the watches read the range themselves
+        return
+    if int(rows[0][-1]) > after + 1:
+        return
+    events = [] if rows[0][0] is None else [_row(row) for row in rows]
+    recent.fill(after, head if len(events) < recent.capacity else events[-1].revision, events)
+
+
+def _row(row: Any) -> EventRow:
+    revision, at, type_, uid, actor, body, data, group, kind, namespace, name, user, _horizon = row
+    return EventRow(
+        revision, at, type_, ObjectKey(group, kind, namespace, name), uid, actor, body, data, user
+    )

@@ -18,7 +18,6 @@ so a write is never lost nor doubled.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import secrets
@@ -67,7 +66,6 @@ class Writer(Batcher[PendingWrite, Committed]):
         #: The idempotency key of the last commit known to have committed (the next
         #: commit deletes it).
         self._last_token: str | None = None
-        self._refreshing: set[asyncio.Task[None]] = set()
         #: Writes refused by their fence so far (this process's count).
         self.fenced = 0
 
@@ -76,14 +74,6 @@ class Writer(Batcher[PendingWrite, Committed]):
         self.link.connection = connection
         self.channel = channel
         self.begin()
-
-    async def stop(self) -> None:
-        """Commit what is queued, then end the task (a dead one already failed its writes)."""
-        await super().stop()
-        for task in list(self._refreshing):
-            task.cancel()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await task
 
     def _pending_write(
         self, key: ObjectKey, mutation: Mutation, actor: str, user: str | None
@@ -172,6 +162,4 @@ class Writer(Batcher[PendingWrite, Committed]):
         if committed.first == self._tail.head + 1:
             self._tail.advance(committed.last)
             return
-        task = asyncio.get_running_loop().create_task(self._tail.refresh(), name="reconcile-store-refresh")
-        self._refreshing.add(task)
-        task.add_done_callback(self._refreshing.discard)
+        self._tail.refresh_soon()
