@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from reconcile import ObjectKey
+from reconcile.errors import StoreError
 from reconcile.store import EventStore, Put, SQLiteStore, open_store
 from reconcile.store.postgres import writing as postgres_writing
 from reconcile.store.sqlite import writing
@@ -212,3 +214,81 @@ async def test_a_writer_cancelled_while_waiting_for_the_lock_leaves_it_to_others
         third.close()
         other.close()
         write.cancel()
+
+
+async def test_a_commit_that_fails_on_the_thread_fails_each_write_of_its_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's thread fails a batch's commit (a full disk): each write of the batch
+    raises a StoreError naming the database, caused by SQLite's error, nothing of the
+    batch is stored, and the writer goes on with the next write."""
+    commit = writing.commit_batch
+    failed: list[int] = []
+
+    def full_once(conn: sqlite3.Connection, prepared: Any) -> None:
+        if not failed:
+            failed.append(len(prepared.results))
+            conn.execute("ROLLBACK")
+            raise sqlite3.OperationalError("database or disk is full")
+        commit(conn, prepared)
+
+    monkeypatch.setattr(writing, "commit_batch", full_once)
+    async with SQLiteStore(tmp_path / "state.db") as store:
+        bodies = [{"metadata": {"name": f"w{i}", "uid": f"u{i}"}, "spec": {}} for i in range(3)]
+        outcomes = await asyncio.gather(
+            *(
+                store.write(_key(i), lambda _, b=b: Put("Created", b), actor="t")
+                for i, b in enumerate(bodies)
+            ),
+            return_exceptions=True,
+        )
+        assert failed == [3]  # one batch of the three
+        for outcome in outcomes:
+            assert isinstance(outcome, StoreError), outcome
+            assert "state.db: " in str(outcome)
+            assert isinstance(outcome.__cause__, sqlite3.OperationalError)
+        assert await store.revision() == 0
+        assert await store.read(_key(0)) is None
+        result = await asyncio.wait_for(
+            store.write(_key(0), lambda _: Put("Created", bodies[0]), actor="t"), DEADLINE
+        )
+        assert (result.revision, result.written) == (1, True)
+
+
+async def test_a_writer_cancelled_while_its_commit_lands_keeps_the_connection_until_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer task cancelled while the thread commits its batch: the task ends only
+    once the thread's call has (nothing else may use the connection before), and the
+    write's caller still hears that its write is stored."""
+    loop = asyncio.get_running_loop()
+    committing, go_on = asyncio.Event(), threading.Event()
+    commit = writing.commit_batch
+
+    def held(conn: sqlite3.Connection, prepared: Any) -> None:
+        loop.call_soon_threadsafe(committing.set)
+        go_on.wait(DEADLINE)
+        commit(conn, prepared)
+
+    monkeypatch.setattr(writing, "commit_batch", held)
+    store = await SQLiteStore(tmp_path / "state.db").open()
+    try:
+        body = {"metadata": {"name": "w0", "uid": "u0"}, "spec": {}}
+        write = asyncio.ensure_future(store.write(_key(0), lambda _: Put("Created", body), actor="t"))
+        await asyncio.wait_for(committing.wait(), DEADLINE)
+        task = store._writes.task  # type: ignore[attr-defined]
+        task.cancel()
+        for _ in range(50):
+            await asyncio.sleep(0)  # the loop runs on; the task waits for the thread
+        assert not task.done()
+        assert not write.done()
+        go_on.set()
+        await asyncio.wait([task], timeout=DEADLINE)
+        assert task.cancelled()
+        result = await asyncio.wait_for(write, DEADLINE)
+        assert (result.revision, result.written) == (1, True)
+    finally:
+        go_on.set()
+        await store.close()
+    async with SQLiteStore(tmp_path / "state.db") as reopened:
+        assert (await reopened.read(_key(0))) is not None

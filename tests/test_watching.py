@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,7 @@ from reconcile import Bookmark, ObjectKey
 from reconcile.store import EventStore, Put, RawEvent, SQLiteStore, open_store
 from reconcile.store.postgres import writing as postgres_writing
 from reconcile.store.sqlite import writing
-from reconcile.store.sqlite.committing import commit_batch
-from reconcile.store.sqlite.connections import in_thread
+from reconcile.store.sqlite.committing import Prepared, commit_batch
 from reconcile.store.watching import Tail
 
 
@@ -92,16 +93,25 @@ async def test_a_watch_never_delivers_our_commit_before_its_writers_hear(
     own writes in as they land would otherwise decode them once more: CI saw a bulk
     apply racing an informer's first watch read."""
     landed, release = asyncio.Event(), asyncio.Event()
+    loop, go_on = asyncio.get_running_loop(), threading.Event()
 
-    async def held(connection: Any, fn: Any, *args: Any) -> Any:
-        result = await in_thread(connection, fn, *args)
-        if fn is commit_batch:
-            landed.set()
-            await release.wait()  # committed; the loop has not handled it yet
-        return result
+    def held(conn: sqlite3.Connection, prepared: Prepared) -> None:
+        # On the writer's thread: committed, and the loop not told until the test says.
+        commit_batch(conn, prepared)
+        loop.call_soon_threadsafe(landed.set)
+        go_on.wait(10)
 
-    monkeypatch.setattr(writing, "in_thread", held)
-    await watch_while_our_commit_lands(await SQLiteStore(tmp_path / "state.db").open(), landed, release)
+    async def releasing() -> None:
+        await release.wait()
+        go_on.set()
+
+    monkeypatch.setattr(writing, "commit_batch", held)
+    passing = asyncio.create_task(releasing())
+    try:
+        await watch_while_our_commit_lands(await SQLiteStore(tmp_path / "state.db").open(), landed, release)
+    finally:
+        go_on.set()
+        await passing
 
 
 async def test_on_postgres_a_watch_never_delivers_our_commit_before_its_writers_hear(
@@ -135,9 +145,12 @@ async def test_commits_made_while_a_watcher_handles_an_event_are_not_skipped(sto
         body = {"apiVersion": "example.reconcile.dev/v1", "kind": "Widget", "metadata": {"name": "w"}}
         return lambda _: Put("Created" if n == 1 else "SpecChanged", {**body, "spec": {"n": n}})
 
-    await store.write(key, put(1), actor="t")
     watch = aiter(store.watch(since=0))
     try:
+        # Open before the first write, so that the write is in the window (the writer
+        # leaves the window alone while no watch is open) and served from memory.
+        assert await asyncio.wait_for(anext(watch), 5) == Bookmark(0)
+        await store.write(key, put(1), actor="t")
         first = await asyncio.wait_for(anext(watch), 5)
         assert isinstance(first, RawEvent)
         assert first.revision == 1
@@ -185,3 +198,46 @@ async def test_a_slow_consumer_gets_every_revision_of_sequential_writes_once_in_
         await watch.aclose()
         await writer
     assert seen == list(range(1, count + 1))
+
+
+async def test_writes_with_no_watch_open_leave_the_window_alone(tmp_path: Path) -> None:
+    """With no watch open the writer makes no rows for the recent window; a watch opened
+    then reads what came before from the database and is served its live events from
+    the window (which restarts at the first batch written once it is open), every
+    revision once, in order; closed, it is no longer counted."""
+    store = await SQLiteStore(tmp_path / "state.db").open()
+    recent, tail = store._recent, store._tail  # (the window itself is what is checked)
+
+    async def put(i: int) -> None:
+        body = {"metadata": {"name": f"w{i}", "uid": f"u{i}"}, "spec": {}}
+        key = ObjectKey("example.reconcile.dev", "Widget", "default", f"w{i}")
+        await store.write(key, lambda _, b=body: Put("Created", b), actor="t")
+
+    try:
+        for i in range(3):
+            await put(i)
+        assert (recent.first, recent.last, tail.watches) == (0, 0, 0)
+        watch = aiter(store.watch(since=0))
+        seen = [await asyncio.wait_for(anext(watch), 5) for _ in range(4)]
+        assert [(type(item).__name__, item.revision) for item in seen] == [
+            ("RawEvent", 1),
+            ("RawEvent", 2),
+            ("RawEvent", 3),
+            ("Bookmark", 3),
+        ]
+        assert tail.watches == 1
+        await put(3)
+        await put(4)
+        assert (recent.first, recent.last) == (4, 5)
+        live = [await asyncio.wait_for(anext(watch), 5) for _ in range(3)]
+        assert [(type(item).__name__, item.revision) for item in live] == [
+            ("RawEvent", 4),
+            ("RawEvent", 5),
+            ("Bookmark", 5),
+        ]
+        await watch.aclose()
+        assert tail.watches == 0
+        await put(5)
+        assert recent.last == 5  # left alone again
+    finally:
+        await store.close()

@@ -12,7 +12,9 @@ A backend's writer subclasses :class:`Batcher` and says only what is its own: ho
 is queued (:meth:`Batcher._pending_write`), how a batch is committed
 (:meth:`Batcher._send`, awaited once per commit, inside :meth:`Batcher._errors`), what a
 commit returned (:meth:`Batcher._settled`) and how the watches hear of it
-(:meth:`Batcher._announce`).
+(:meth:`Batcher._announce`). A backend whose commit can end in a callback of its own
+(SQLite's: the thread's report) overrides :meth:`Batcher._commit` to settle the batch
+there (:meth:`Batcher._settle`) and wake the task after the writers it released.
 """
 
 from __future__ import annotations
@@ -196,32 +198,46 @@ class Batcher(abc.ABC, Generic[W, C]):
                             break  # a group commits alone
                         taken.append(item)
                         self._pending.popleft()
-                    await self._commit(taken)
+                    if await self._commit(taken):
+                        continue  # the writers it released have run already
                 await asyncio.sleep(0)
             if self._closing:
                 return
 
-    async def _commit(self, taken: list[tuple[W, asyncio.Future[WriteResult]]]) -> None:
+    async def _commit(self, taken: list[tuple[W, asyncio.Future[WriteResult]]]) -> bool:
+        """Commit a batch and settle its writes; True when this task was resumed only
+        after the writers it released had run (a backend whose commit ends in a callback
+        of its own, :meth:`_settle` then waking this task), so no turn is needed before
+        the next batch."""
         batch = [write for write, _ in taken]
         with self._tail.local_commit():
             try:
                 with self._errors():
                     committed = await self._send(batch, all_or_nothing=False)
             except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets it
-                for _, future in taken:
-                    if not future.done():
-                        future.set_exception(exc)
-                return
-            results, appended = self._settled(committed)
-            self._recent.extend(appended)
-            for (_, future), result in zip(taken, results, strict=True):
-                if future.done():
-                    continue
-                if isinstance(result, BaseException):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
-            self._announce(committed)
+                self._fail(taken, exc)
+                return False
+            self._settle(taken, committed)
+            return False
+
+    def _fail(self, taken: list[tuple[W, asyncio.Future[WriteResult]]], exc: BaseException) -> None:
+        """Every write of a batch that failed as a whole gets ``exc``."""
+        for _, future in taken:
+            if not future.done():
+                future.set_exception(exc)
+
+    def _settle(self, taken: list[tuple[W, asyncio.Future[WriteResult]]], committed: C) -> None:
+        """Resolve each write of a committed batch, then tell the watches."""
+        results, appended = self._settled(committed)
+        self._recent.extend(appended)
+        for (_, future), result in zip(taken, results, strict=True):
+            if future.done():
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+        self._announce(committed)
 
     async def _commit_group(self, group: _Group[W]) -> None:
         if group.future.done():  # its writer gave up before the commit began: store nothing

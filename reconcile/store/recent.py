@@ -10,6 +10,10 @@ The window is always *contiguous*: it covers every revision from its start to it
 (:attr:`RecentEvents.last`). When a batch does not follow the end (another process
 committed in between), the window restarts at that batch, so a watch served from it can
 never skip a revision. What is not in the window is read from the database as before.
+The same rule lets the writer leave the window alone while no watch is open (the
+tail's ``watches``; a store used without watches, a lone writer's): the first batch
+written once one is open restarts the window, and the watch reads what came before from
+the database, as it would have.
 
 Another process's commits can join the window too (:meth:`RecentEvents.fill`): a store
 whose watches learn of them at once (PostgreSQL's notifications) reads the new events

@@ -58,6 +58,15 @@ _NAMES_PER_QUERY = 500
 _HEAD_AND_NEXT_ID = (
     "SELECT value, (SELECT coalesce(max(id), 0) + 1 FROM objects) FROM meta WHERE key = 'revision'"
 )
+#: A batch of one write (a lone writer's, most of a reconcile's): the head, the next
+#: object id and the key's row (see _load_slots), all in one statement made once. The
+#: head's row is always there; the key's row is joined to it (NULLs when it is new).
+_HEAD_AND_SLOT = (
+    "SELECT m.value, (SELECT coalesce(max(id), 0) + 1 FROM objects), o.id, o.uid, o.resource_version, "
+    "CASE WHEN o.live THEN e.body END, o.identity FROM meta m "
+    "LEFT JOIN objects o ON o.api_group = ? AND o.kind = ? AND o.namespace = ? AND o.name = ? "
+    "LEFT JOIN events e ON e.revision = o.resource_version WHERE m.key = 'revision'"
+)
 #: What a mutation returns when it makes one change (else a sequence of them).
 _CHANGES = (Put, Remove, Note)
 
@@ -89,6 +98,15 @@ class _Slot:
         if self.text is None:
             return None
         return StoredObject(key, self.uid, self.revision, load_body(self.text, self.revision, key))
+
+
+def _head_and_slot(conn: sqlite3.Connection, key: ObjectKey) -> tuple[int, int, dict[ObjectKey, _Slot]]:
+    head, next_id, row_id, uid, revision, text, identity = conn.execute(
+        _HEAD_AND_SLOT, (key.api_group, key.kind, key.namespace, key.name)
+    ).fetchone()
+    if row_id is None:
+        return head, next_id, {}
+    return head, next_id, {key: _Slot(row_id, uid, revision, text, identity=identity)}
 
 
 def _load_slots(conn: sqlite3.Connection, keys: list[ObjectKey]) -> dict[ObjectKey, _Slot]:
@@ -184,16 +202,26 @@ class Prepared:
 
 
 def prepare_batch(
-    conn: sqlite3.Connection, batch: Sequence[PendingWrite], now: float, *, all_or_nothing: bool = False
+    conn: sqlite3.Connection,
+    batch: Sequence[PendingWrite],
+    now: float,
+    *,
+    all_or_nothing: bool = False,
+    watched: bool = True,
 ) -> Prepared:
     """Run ``batch``'s mutations in submission order against the rows as the open write
     transaction sees them (on the loop: reads are index seeks into the page cache), and
     make every row the commit writes. With ``all_or_nothing`` the first mutation that
-    raises is raised (the caller rolls back)."""
+    raises is raised (the caller rolls back). Not ``watched`` (no watch is open), the
+    events for the recent window (:attr:`Prepared.appended`) are not made."""
     # The head and the next object id in one statement (the id is a seek to the end of
-    # the table's b-tree: cheaper than a second statement for the batches that need it).
-    head, next_id = conn.execute(_HEAD_AND_NEXT_ID).fetchone()
-    slots = _load_slots(conn, list({w.key: None for w in batch}))
+    # the table's b-tree: cheaper than a second statement for the batches that need it);
+    # a batch of one write reads its key's row in that statement too.
+    if len(batch) == 1:
+        head, next_id, slots = _head_and_slot(conn, batch[0].key)
+    else:
+        head, next_id = conn.execute(_HEAD_AND_NEXT_ID).fetchone()
+        slots = _load_slots(conn, list({w.key: None for w in batch}))
     claims = _Claims(conn, slots)
     events: list[tuple[Any, ...]] = []
     results: list[WriteResult | BaseException] = []
@@ -215,7 +243,9 @@ def prepare_batch(
         for k, s in slots.items()
         if s.dirty
     ]
-    keys = {slot.id: key for key, slot in slots.items()} if events else {}
+    if not (watched and events):
+        return Prepared(head, results, objects, events, [])
+    keys = {slot.id: key for key, slot in slots.items()}
     appended = [
         EventRow(revision, at, type_, keys[object_id], uid, actor, body, data, user)
         for revision, at, object_id, uid, type_, actor, body, data, user in events

@@ -4,6 +4,12 @@ and one fsync: prepared on the loop under the write lock
 (:func:`~reconcile.store.sqlite.committing.prepare_batch`), written and committed on the
 writer connection's thread (:func:`~reconcile.store.sqlite.committing.commit_batch`).
 A commit's head is the database's: the watches hear of it at once.
+
+A batch's commit ends in a callback rather than in the writer task: the thread's report
+of its end (:class:`~reconcile.store.sqlite.connections.Landing`) resolves the writers'
+futures and tells the watches in the turn of the loop that hears of it, then wakes the
+task, which runs behind the writers it released and takes their next writes at once. A
+lone write costs two turns of the loop, as any call awaited on aiosqlite's thread does.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import aiosqlite
 
 from reconcile.errors import StoreError
 from reconcile.store.batching import Batcher, Results
+from reconcile.store.contract import WriteResult
 from reconcile.store.finishing import finish
 from reconcile.store.recent import EventRow, RecentEvents
 from reconcile.store.sqlite.committing import (
@@ -32,7 +39,7 @@ from reconcile.store.sqlite.committing import (
     rollback,
     waiting,
 )
-from reconcile.store.sqlite.connections import in_thread
+from reconcile.store.sqlite.connections import Landing, in_thread, then_in_thread
 from reconcile.store.sqlite.space import disk_full
 from reconcile.store.watching import Tail
 
@@ -59,8 +66,17 @@ class store_errors:  # noqa: N801 - used as the function it was: ``with store_er
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         if isinstance(exc, sqlite3.Error):
-            full = "disk full: " if disk_full(exc, self.path) else ""
-            raise StoreError(f"{self.path}: {full}{exc}") from exc
+            raise self.translated(exc) from exc
+
+    def translated(self, exc: BaseException) -> BaseException:
+        """``exc`` as the store raises it: a sqlite3 error as a StoreError naming the
+        database (its cause kept), anything else as it is."""
+        if not isinstance(exc, sqlite3.Error):
+            return exc
+        full = "disk full: " if disk_full(exc, self.path) else ""
+        error = StoreError(f"{self.path}: {full}{exc}")
+        error.__cause__ = exc
+        return error
 
 
 def _nothing(_: sqlite3.Connection) -> None:
@@ -105,9 +121,8 @@ class Writer(Batcher[PendingWrite, Prepared]):
         connection = self._connection
         assert connection is not None
         # Awaited in this task, not in a task of its own behind a shield: that took three
-        # more turns of the loop per commit (the task's start, its end, the shield's
-        # callback; a lone writer's write took eight turns, three now). Only a
-        # cancellation needs the wait below.
+        # more turns of the loop per call (the task's start, its end, the shield's
+        # callback). Only a cancellation needs the wait below.
         try:
             return await in_thread(connection, fn, *args)
         except asyncio.CancelledError:
@@ -116,22 +131,85 @@ class Writer(Batcher[PendingWrite, Prepared]):
             raise
 
     async def _send(self, batch: list[PendingWrite], *, all_or_nothing: bool) -> Prepared:
+        # A group of write_many's: committed and awaited in this task (see _commit for
+        # the batches of single writes).
+        async with self._exclusive:
+            prepared = await self._prepare(batch, all_or_nothing=all_or_nothing)
+            if prepared.events:
+                await self._on_thread(commit_batch, prepared)
+            return prepared
+
+    async def _prepare(self, batch: list[PendingWrite], *, all_or_nothing: bool) -> Prepared:
+        """Take the write lock and prepare ``batch`` under it (holding :attr:`_exclusive`);
+        a batch that writes nothing is rolled back at once."""
         connection = self._connection
         assert connection is not None
         conn: sqlite3.Connection = connection._conn  # noqa: SLF001 - aiosqlite's own connection
-        async with self._exclusive:
-            try:
-                if not begin(conn):
-                    await self._on_thread(begin_waiting, self._wait_ms)
-                prepared = prepare_batch(conn, batch, self._clock(), all_or_nothing=all_or_nothing)
-            except BaseException:
-                rollback(conn)  # a cancellation once the lock was taken on the thread too
-                raise
-            if not prepared.events:  # nothing written: nothing to wait for on the disk
-                rollback(conn)
-                return prepared
-            await self._on_thread(commit_batch, prepared)
-            return prepared
+        try:
+            if not begin(conn):
+                await self._on_thread(begin_waiting, self._wait_ms)
+            watched = self._tail.watches > 0  # else the recent window is left alone
+            prepared = prepare_batch(
+                conn, batch, self._clock(), all_or_nothing=all_or_nothing, watched=watched
+            )
+        except BaseException:
+            rollback(conn)  # a cancellation once the lock was taken on the thread too
+            raise
+        if not prepared.events:  # nothing written: nothing to wait for on the disk
+            rollback(conn)
+        return prepared
+
+    async def _commit(self, taken: list[tuple[PendingWrite, asyncio.Future[WriteResult]]]) -> bool:
+        # The batch's commit ends in a callback, not in this task: the thread's report
+        # runs _settle in the turn of the loop that hears of it (the writers' futures,
+        # then the watches), and wakes this task last, behind the writers it released.
+        # Awaiting the thread's future here took a turn more per commit (this task
+        # resumed, then the writers), and the writer task a step more (a lone write took
+        # three turns of the loop, two now, as a plain awaited call on aiosqlite's thread).
+        connection = self._connection
+        loop = self._loop
+        assert connection is not None
+        assert loop is not None
+        batch = [write for write, _ in taken]
+        with self._tail.local_commit():
+            async with self._exclusive:
+                try:
+                    with self._store_errors:
+                        prepared = await self._prepare(batch, all_or_nothing=False)
+                except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets it
+                    self._fail(taken, exc)
+                    return False
+                if not prepared.events:
+                    self._settle(taken, prepared)
+                    return False
+                landed = loop.create_future()
+
+                def then(exc: BaseException | None) -> None:
+                    try:
+                        if exc is None:
+                            self._settle(taken, prepared)
+                        else:
+                            self._fail(taken, self._store_errors.translated(exc))
+                    except Exception as error:  # noqa: BLE001 - this task raises it: the writer stops loudly
+                        if not landed.done():
+                            landed.set_exception(error)
+                    if not landed.done():  # (this task may have been cancelled meanwhile)
+                        landed.set_result(None)
+
+                try:
+                    then_in_thread(connection, Landing(loop, then), commit_batch, prepared)
+                except Exception as exc:  # noqa: BLE001 - (closed under us) every waiter gets it
+                    rollback(connection._conn)  # noqa: SLF001 - aiosqlite's own connection
+                    self._fail(taken, exc)
+                    return False
+                try:
+                    await landed
+                except asyncio.CancelledError:
+                    # The thread cannot be stopped: the connection stays ours until the
+                    # commit's call ended (a call queued behind it has run by then).
+                    await finish(asyncio.ensure_future(in_thread(connection, _nothing)))
+                    raise
+                return True
 
     def _errors(self) -> contextlib.AbstractContextManager[None]:
         return self._store_errors
