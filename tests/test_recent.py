@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from reconcile.model import ObjectKey
 from reconcile.store.contract import RawEvent
 from reconcile.store.recent import EventRow, RecentEvents
@@ -73,6 +75,25 @@ class TestRecentEvents:
         assert served is not None
         assert len(served) * 302 <= 1000
         assert [e.revision for e in served] == list(range(recent.first, 30))
+
+    def test_the_window_is_nothing_to_the_cyclic_collector(self) -> None:
+        """After one pass of the collector, no event the window keeps is tracked by it
+        (named tuples, the writers' rows and the keys, always are): a window of
+        thousands never grows the collector's oldest generation."""
+        recent = RecentEvents()
+        recent.extend(
+            [
+                EventRow(r, 0.0, "Created", ObjectKey("g", "Kind", "ns", f"k{r}"), "uid", "test", "{}", None)
+                for r in range(1, 101)
+            ]
+        )
+        gc.collect()
+        kept = recent._events  # what the window holds, as the collector sees it
+        assert len(kept) == 100
+        assert not [row for row in kept if gc.is_tracked(row)]
+        served = recent.after(0)
+        assert served is not None
+        assert [e.key for e in served] == [ObjectKey("g", "Kind", "ns", f"k{r}") for r in range(1, 101)]
 
 
 def hole(events_: list[EventRow], revision: int) -> list[EventRow]:
