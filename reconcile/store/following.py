@@ -82,6 +82,8 @@ async def follow(
                     if not await tail.wait_beyond(cursor):
                         return
                     continue
+                if recent.last > cursor:
+                    continue  # the window grew while we yielded: serve on from it
             head = tail.readable(await revision())
             rows = await fetch(cursor, head, WATCH_PAGE)
             # A compaction racing with the read could have removed part of the range:
