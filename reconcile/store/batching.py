@@ -67,6 +67,8 @@ class Batcher(abc.ABC, Generic[W, C]):
             collections.deque()
         )
         self._wake = asyncio.Event()
+        #: The futures of the batch (or group) being committed, off the queue already.
+        self._in_flight: list[asyncio.Future[Any]] = []
         #: The writer task (None until started).
         self.task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -165,6 +167,11 @@ class Batcher(abc.ABC, Generic[W, C]):
         except BaseException as exc:
             self._failure = exc
             error = StoreError(f"{self._where}: the writer stopped ({exc!r})")
+            # The batch being committed when it stopped too (taken off the queue already):
+            # a write settled by then keeps its answer.
+            for future in self._in_flight:
+                if not future.done():
+                    future.set_exception(error)
             while self._pending:
                 item = self._pending.popleft()
                 future = item.future if isinstance(item, _Group) else item[1]
@@ -189,6 +196,7 @@ class Batcher(abc.ABC, Generic[W, C]):
                 first = self._pending[0]
                 if isinstance(first, _Group):
                     self._pending.popleft()
+                    self._in_flight = [first.future]
                     await self._commit_group(first)
                 else:
                     taken: list[tuple[W, asyncio.Future[WriteResult]]] = []
@@ -198,8 +206,11 @@ class Batcher(abc.ABC, Generic[W, C]):
                             break  # a group commits alone
                         taken.append(item)
                         self._pending.popleft()
+                    self._in_flight = [future for _, future in taken]
                     if await self._commit(taken):
+                        self._in_flight = []
                         continue  # the writers it released have run already
+                self._in_flight = []
                 await asyncio.sleep(0)
             if self._closing:
                 return

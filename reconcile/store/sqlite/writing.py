@@ -199,8 +199,9 @@ class Writer(Batcher[PendingWrite, Prepared]):
                 try:
                     then_in_thread(connection, Landing(loop, then), commit_batch, prepared)
                 except Exception as exc:  # noqa: BLE001 - (closed under us) every waiter gets it
-                    rollback(connection._conn)  # noqa: SLF001 - aiosqlite's own connection
                     self._fail(taken, exc)
+                    with contextlib.suppress(Exception):  # (closing ends the transaction anyway)
+                        rollback(connection._conn)  # noqa: SLF001 - aiosqlite's own connection
                     return False
                 try:
                     await landed
