@@ -73,6 +73,19 @@ async def names(client: Client) -> set[str]:
     return {o.metadata.name for o in (await client.list("widget")).items}
 
 
+def counted_reads(client: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the objects ``client`` reads from its store from now on."""
+    real_read = client.store.read
+    read: list[str] = []
+
+    async def counting(key: Any) -> Any:
+        read.append(key.name)
+        return await real_read(key)
+
+    monkeypatch.setattr(client.store, "read", counting)
+    return read
+
+
 class TestPropagation:
     """Each propagation policy, with 200 children."""
 
@@ -232,14 +245,7 @@ class TestOwnership:
         a = await client.apply(widget("a"))
         b = await client.apply(set_controller_reference(a, widget("b")))
         c = await client.apply(set_controller_reference(b, widget("c")))
-        real_read = client.store.read
-        read: list[str] = []
-
-        async def counting(key: Any) -> Any:
-            read.append(key.name)
-            return await real_read(key)
-
-        monkeypatch.setattr(client.store, "read", counting)
+        read = counted_reads(client, monkeypatch)
         resized = await client.apply(set_controller_reference(a, widget("b", size=2)), owners_stored=True)
         assert (resized.spec.size, read) == (2, [])
         with pytest.raises(OwnershipCycleError, match="ownership cycle"):
@@ -415,14 +421,7 @@ class TestChildren:
                 return await names(client) == {"site", "site-0", "site-1"}
 
             await until(two)
-            real_read = client.store.read
-            read: list[str] = []
-
-            async def counting(key: Any) -> Any:
-                read.append(key.name)
-                return await real_read(key)
-
-            monkeypatch.setattr(client.store, "read", counting)
+            read = counted_reads(client, monkeypatch)
             await client.patch("widget", "site-0", {"spec": {"color": "green"}}, manager="someone")
 
             async def put_back() -> bool:
