@@ -245,14 +245,22 @@ def _pause_past_lease(
         """Writing now, preferably with keys of its shards still to converge: reconciles
         in flight to be refused later (a runner seen writing may have just finished its
         share, and a pause then catches it idle, with nothing to refuse). A share that
-        converges before such a moment is seen (a fast machine) is paused writing."""
+        converges before such a moment is seen (a fast machine) is paused writing, and
+        one that converged before the first look (nothing of its shards to go, nothing
+        written since) is paused idle: its shards must move all the same."""
         seen.append(_written_by(url, paused))
         table, objects = asyncio.run(_table(url))
         to_go[0] = sum(objects["unready"][shard] for shard in table.by_holder().get(paused, ()))
-        preferred = to_go[0] >= TO_GO or time.monotonic() - looking_since > PREFER
-        return seen[-1] > seen[-2] and preferred
+        waited = time.monotonic() - looking_since
+        preferred = to_go[0] >= TO_GO or waited > PREFER
+        done = to_go[0] == 0 and seen[-1] == seen[0] and waited > PREFER
+        return (seen[-1] > seen[-2] and preferred) or done
 
-    _wait("the runner to pause is at work", busy)
+    try:
+        _wait("the runner to pause is at work", busy)
+    except AssertionError as exc:
+        msg = f"{exc} (keys of its shards to go: {to_go[0]}; its events, as seen: {seen[:3]}..{seen[-3:]})"
+        raise AssertionError(msg) from None
     before_pause = set(look().by_holder().get(paused, ()))
     runner.send_signal(signal.SIGSTOP)
     survivor = survivor_id
