@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
+import orjson
 
 from reconcile.store.encoding import dumps
 from reconcile.store.sqlite.schema import prepare
@@ -104,8 +105,6 @@ def _commit(conn: sqlite3.Connection, batch: list[tuple[tuple[str, str, str], Mu
 
 
 def _loads(text: str) -> dict[str, Any]:
-    import orjson  # noqa: PLC0415 - the store's parser, only for updates
-
     loaded: dict[str, Any] = orjson.loads(text)
     return loaded
 

@@ -36,6 +36,7 @@ query.
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -66,6 +67,10 @@ class EventRow(NamedTuple):
 #: An event as the window keeps it: an :class:`EventRow`'s fields, the key's four parts
 #: (group, kind, namespace, name) in its place, in a plain tuple.
 _Kept = tuple[int, float, str, str, str, str, str, str, str, str | None, str | None, str | None]
+
+
+#: A kept event's revision, or an EventRow's: the first field of either tuple.
+_REVISION = operator.itemgetter(0)
 
 
 class RecentEvents:
@@ -133,7 +138,7 @@ class RecentEvents:
         self._append(events, through)
         pending, self._pending = self._pending, []
         # What the read brought back of the held batches is taken from the database.
-        pending = pending[bisect.bisect_right(pending, through, key=_row_revision) :]
+        pending = pending[bisect.bisect_right(pending, through, key=_REVISION) :]
         if pending and pending[0].revision == through + 1:
             self._append(pending, pending[-1].revision)
         else:
@@ -214,17 +219,9 @@ def _after(events: list[_Kept], cursor: int) -> int:
     guess = cursor + 1 - events[0][0]
     if guess < len(events) and events[guess][0] == cursor + 1:
         return guess
-    return bisect.bisect_right(events, cursor, key=_revision)
-
-
-def _revision(event: _Kept) -> int:
-    return event[0]
+    return bisect.bisect_right(events, cursor, key=_REVISION)
 
 
 def _size(event: _Kept) -> int:
     body, data = event[9], event[10]
     return (len(body) if body else 0) + (len(data) if data else 0)
-
-
-def _row_revision(event: EventRow) -> int:
-    return event.revision
