@@ -326,7 +326,8 @@ class Informer:
                 # once): the body is never parsed, let alone decoded.
                 self._superseded(key, self._objects[key], event.actor, revision)
             else:
-                self._put(key, self.client.decoder.cached(event.body or {}), event.actor)
+                cached = self.client.decoder.cached(event.body or {}, self._objects.get(key))
+                self._put(key, cached, event.actor)
         remembered = self._remembered.get(key)
         if remembered is not None and revision >= remembered[0]:
             del self._remembered[key]  # the watch has caught up with our write
