@@ -822,14 +822,24 @@ class TestGrowthHook:
 
 
 class TestListingHook:
-    """Each list's decoding runs inside the context the informer was given (the Runtime's
+    """Each list's reading and decoding run inside the context the informer was given (the Runtime's
     collector tuning); the growth hook hears of the list after it ends."""
 
-    async def test_around_each_list(self, client: Client, clock: FakeClock) -> None:
-        """The context is entered before the first object is put in and left after the
-        last, once per list; the growth hook is called after it is left."""
+    async def test_around_each_list(
+        self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The context is entered before the list is read (every body parsed: the first
+        of the burst) and left after the last object is put in, once per list; the
+        growth hook is called after it is left."""
         seen: list[tuple[str, int]] = []
         informer: Informer
+        read = client.engine.raw_list
+
+        async def reading(*args: Any, **kwargs: Any) -> Any:
+            seen.append(("read", informer.statistics().objects))
+            return await read(*args, **kwargs)
+
+        monkeypatch.setattr(client.engine, "raw_list", reading)
 
         @contextlib.contextmanager
         def listing() -> Iterator[None]:
@@ -848,10 +858,11 @@ class TestListingHook:
         )
         task = asyncio.create_task(informer.run())
         await asyncio.wait_for(informer.synced.wait(), DEADLINE)
-        assert seen == [("enter", 0), ("exit", 4), ("grew", 4)]
+        listed = [("enter", 0), ("read", 0), ("exit", 4), ("grew", 4)]
+        assert seen == listed
         await client.apply(widget("w4"))
         await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
-        assert seen == [("enter", 0), ("exit", 4), ("grew", 4)], "a watch event is not a list"
+        assert seen == listed, "a watch event is not a list"
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
