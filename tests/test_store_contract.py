@@ -291,6 +291,32 @@ class TestStoreContract:
         assert empty.items == ()
         assert empty.revision == 3
 
+    async def test_pages_in_and_across_namespaces_match_the_order_of_keys(self, store: EventStore) -> None:
+        """Every combination of namespace, start key and limit gives the objects a plain
+        walk of the (namespace, name) order gives: the start key of another namespace
+        (before it, inside it, after it) included, and pages followed to the end."""
+        keys = [(ns, f"n{i}") for ns in ("a", "default", "z") for i in range(4)]
+        for ns, name in keys:
+            await store.write(ObjectKey(KEY.api_group, KEY.kind, ns, name), put(name=name), actor="t")
+        starts = [None, ("a", "n1"), ("default", "n1"), ("default", "n3"), ("b", "x"), ("zz", "x"), ("", "")]
+        for namespace in (None, "a", "default", "z", "missing"):
+            for after in starts:
+                expected = [k for k in sorted(keys) if (namespace is None or k[0] == namespace)]
+                expected = [k for k in expected if after is None or k > after]
+                for limit in (None, 1, 2, 5):
+                    found: list[tuple[str, str]] = []
+                    cursor = after
+                    while True:
+                        page = await store.list(
+                            KEY.api_group, KEY.kind, namespace=namespace, after=cursor, limit=limit
+                        )
+                        assert limit is None or len(page.items) <= limit
+                        found += [(i.key.namespace, i.key.name) for i in page.items]
+                        if page.next_after is None:
+                            break
+                        cursor = page.next_after
+                    assert found == expected, (namespace, after, limit)
+
     async def test_a_page_reads_its_rows_not_the_rest(
         self, store: EventStore, monkeypatch: pytest.MonkeyPatch
     ) -> None:

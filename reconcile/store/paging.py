@@ -17,7 +17,7 @@ from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import ListPage, StoredObject
 from reconcile.store.encoding import load_body
 
-__all__ = ["SCAN", "page_of", "rows_for"]
+__all__ = ["SCAN", "key_conditions", "page_of", "rows_for"]
 
 #: The rows one statement reads, at the least, for a page whose objects a predicate picks.
 SCAN = 1000
@@ -28,6 +28,29 @@ def rows_for(limit: int | None, predicate: Callable[[StoredObject], bool] | None
     if limit is None:
         return None
     return limit + 1 if predicate is None else max(limit + 1, SCAN)
+
+
+def key_conditions(
+    namespace: str | None, after: tuple[str, str] | None, mark: Callable[[], str]
+) -> tuple[str, list[str]]:
+    """The conditions (each after `` AND``) on the objects ``o`` of a page in
+    ``namespace`` (every one when None) after the key ``after``, and their values, each
+    placeholder made by ``mark()``. Within one namespace the name alone bounds the page:
+    with the pair compared too, SQLite walks every key after it, in every namespace, and
+    sorts them, where the index by (namespace, name) gives the page's rows in order."""
+    where, values = "", []
+    if namespace is not None:
+        where += f" AND o.namespace = {mark()}"
+        values.append(namespace)
+        if after is not None and after[0] == namespace:
+            where += f" AND o.name > {mark()}"
+            values.append(after[1])
+        elif after is not None and after[0] > namespace:
+            where += " AND 1 = 0"  # the whole namespace lies before the key
+    elif after is not None:
+        where += f" AND (o.namespace, o.name) > ({mark()}, {mark()})"
+        values.extend(after)
+    return where, values
 
 
 def page_of(

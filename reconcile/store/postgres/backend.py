@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from typing import Any, Self, TypeVar
@@ -46,7 +47,7 @@ from reconcile.store.encoding import load_body
 from reconcile.store.fencing import Leases, ShardTable
 from reconcile.store.finishing import finish
 from reconcile.store.following import follow, matcher
-from reconcile.store.paging import page_of, rows_for
+from reconcile.store.paging import key_conditions, page_of, rows_for
 from reconcile.store.postgres import copying, leasing, maintenance, schema
 from reconcile.store.postgres.addressing import check_url, connect_raw, errors, masked, transient
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
@@ -306,14 +307,10 @@ class PostgresStore:
         predicate: Callable[[StoredObject], bool] | None = None,
     ) -> ListPage:
         """Objects of one kind in (namespace, name) order, after a key, up to a limit."""
-        where = "o.api_group = $1 AND o.kind = $2 AND o.live"
-        params: builtins.list[Any] = [api_group, kind]
-        if namespace is not None:
-            params.append(namespace)
-            where += f" AND o.namespace = ${len(params)}"
-        if after is not None:
-            params.extend(after)
-            where += f" AND (o.namespace, o.name) > (${len(params) - 1}, ${len(params)})"
+        marks = itertools.count(3)
+        bounds, values = key_conditions(namespace, after, lambda: f"${next(marks)}")
+        where = f"o.api_group = $1 AND o.kind = $2 AND o.live{bounds}"
+        params: builtins.list[Any] = [api_group, kind, *values]
         read, limited = rows_for(limit, predicate), ""
         if read is not None:
             params.append(read)

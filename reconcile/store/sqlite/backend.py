@@ -40,7 +40,7 @@ from reconcile.store.encoding import load_body
 from reconcile.store.fencing import Leases, ShardTable
 from reconcile.store.finishing import finish
 from reconcile.store.following import follow, matcher
-from reconcile.store.paging import page_of, rows_for
+from reconcile.store.paging import key_conditions, page_of, rows_for
 from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import copying, schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
@@ -75,6 +75,23 @@ def _event(row: tuple[Any, ...]) -> RawEvent:
     revision, at, type_, uid, actor, body, data, group, kind, namespace, name, user = row
     key = ObjectKey(group, kind, namespace, name)
     return RawEvent(revision, at, type_, key, uid, actor, text=body, data_text=data, user=user)
+
+
+def listing(
+    api_group: str, kind: str, namespace: str | None, after: tuple[str, str] | None, read: int | None
+) -> tuple[str, list[Any]]:
+    """The statement of a page of objects (:meth:`SQLiteStore.list`) and its values: at
+    most ``read`` rows (None: all) after the key ``after``, in (namespace, name) order.
+    One statement, one snapshot: the head read in the same statement is exactly the
+    revision the rows reflect, so a watch from it neither skips nor repeats."""
+    bounds, values = key_conditions(namespace, after, lambda: "?")
+    limited = "" if read is None else " LIMIT ?"
+    sql = (
+        "SELECT (SELECT value FROM meta WHERE key = 'revision'), o.namespace, o.name, o.uid, "
+        "o.resource_version, e.body FROM objects o JOIN events e ON e.revision = o.resource_version "
+        f"WHERE o.api_group = ? AND o.kind = ? AND o.live{bounds} ORDER BY o.namespace, o.name{limited}"
+    )
+    return sql, [api_group, kind, *values, *(() if read is None else (read,))]
 
 
 class SQLiteStore:
@@ -309,25 +326,7 @@ class SQLiteStore:
     ) -> ListPage:
         """Objects of one kind in (namespace, name) order, after a key, up to a limit."""
         before = await self.revision()
-        where = "o.api_group = ? AND o.kind = ? AND o.live"
-        params: builtins.list[Any] = [api_group, kind]
-        if namespace is not None:
-            where += " AND o.namespace = ?"
-            params.append(namespace)
-        if after is not None:
-            where += " AND (o.namespace, o.name) > (?, ?)"
-            params.extend(after)
-        read = rows_for(limit, predicate)
-        if read is not None:
-            params.append(read)
-        # One statement, one snapshot: the head read in the same statement is exactly the
-        # revision the rows reflect, so a watch from it neither skips nor repeats.
-        rows = await self._fetch(
-            "SELECT (SELECT value FROM meta WHERE key = 'revision'), o.namespace, o.name, o.uid, "
-            "o.resource_version, e.body FROM objects o JOIN events e ON e.revision = o.resource_version "
-            f"WHERE {where} ORDER BY o.namespace, o.name{'' if read is None else ' LIMIT ?'}",
-            params,
-        )
+        rows = await self._fetch(*listing(api_group, kind, namespace, after, rows_for(limit, predicate)))
         revision = rows[0][0] if rows else before
         return page_of(rows, api_group, kind, revision=revision, limit=limit, predicate=predicate)
 
