@@ -9,8 +9,8 @@ asyncpg the same two ways.
 Each line: seconds to read every object (the store's page is the body's JSON parsed and
 the object decoded to its typed Resource; the limit only reads the rows: the difference
 is the price of typed objects, not of paging) and the process CPU it took. A page with a
-label selector that keeps nothing is measured too: it reads every row once, whatever
-the page size, and comes back in short pages.
+label selector that keeps nothing is measured too: it reads every row once, in steps of
+growing size (``--scan`` rows first), and answers in one page.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import runners  # noqa: E402
 
 from reconcile import KindRegistry, connect  # noqa: E402
 from reconcile.runtime.collecting import collecting_less  # noqa: E402
+from reconcile.store import paging  # noqa: E402
 from reconcile.testing.memory import BUCKET  # noqa: E402
 
 SQLITE_ROWS = (
@@ -176,7 +177,14 @@ def main() -> None:
     parser.add_argument("--page", type=int, default=500, help="objects a page (kubectl's chunk: 500)")
     parser.add_argument("--db", help="a postgresql:// URL of a server: measure there too")
     parser.add_argument("--json", type=Path, help="write results here")
+    parser.add_argument(
+        "--scan",
+        type=int,
+        help="rows the first read of a selector's page takes (the store's SCAN unless given)",
+    )
     args = parser.parse_args()
+    if args.scan is not None:
+        paging.SCAN = args.scan
     result: dict[str, Any] = {"benchmark": "paging", "size": args.size, "page": args.page, "stores": {}}
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "paging.db"

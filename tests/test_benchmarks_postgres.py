@@ -116,11 +116,13 @@ def test_sharding_benchmark_smoke(postgres: Database) -> None:
 async def test_paging_benchmark_smoke(postgres: Database, tmp_path: Path) -> None:
     """benchmarks/paging.py pages through a few Buckets on both stores, each beside the
     raw reads of the same rows, finds every one (and none through a selector keeping
-    none), and leaves no database behind."""
+    none, read in several steps: 8 rows, then 16), and leaves no database behind."""
     before = await databases()
     out = tmp_path / "paging.json"
     script = str(ROOT / "benchmarks" / "paging.py")
-    result = run(script, "--db", postgres.url, "--size", "30", "--page", "7", "--json", str(out))
+    result = run(
+        script, "--db", postgres.url, "--size", "30", "--page", "7", "--scan", "8", "--json", str(out)
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(out.read_text())
     assert (data["size"], data["page"]) == (30, 7)

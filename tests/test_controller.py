@@ -21,9 +21,21 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from reconcile import Client, ExpiredError, ObjectKey, Status, TerminalError, TransientError
 from reconcile.api.decoding import Unconverted
 from reconcile.controller import Controller, Informer, Request, Result, Telemetry, controlling, informing
+from reconcile.model import EventType, Kind, KindRegistry
+from reconcile.store import EventStore
 from reconcile.testing import WIDGET, FakeClock
 
 DEADLINE = 10.0
+
+
+@attrs.frozen
+class BlobSpec:
+    """A spec of free JSON (as an S3 bucket's policy)."""
+
+    data: dict[str, Any] = attrs.Factory(dict)
+
+
+BLOB = Kind("example.reconcile.dev/v1", "Blob", BlobSpec)
 
 
 class StatusWriter:
@@ -448,6 +460,43 @@ class TestInformer:
         await asyncio.wait_for(informer.wait_for_revision(revision), DEADLINE)
         assert informer.list("app=web") == []
         assert sorted(o.metadata.name for o in informer.list("app=db")) == ["a", "b"]
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def test_a_spec_change_only_json_sees_bumps_the_generation(
+        self, store: EventStore, clock: FakeClock
+    ) -> None:
+        """``1`` and ``true`` are one value to Python's ``==`` and two in the stored JSON:
+        an apply that turns one into the other (and changes a label beside) is a spec
+        change, with its generation, and the cache, which reuses a spec only at the same
+        generation, holds what the store holds."""
+        client = Client(store, KindRegistry([BLOB]), clock=clock)
+
+        def blob(value: object, labels: dict[str, str]) -> dict[str, Any]:
+            return {
+                "apiVersion": BLOB.api_version,
+                "kind": "Blob",
+                "metadata": {"name": "b", "labels": labels},
+                "spec": {"data": {"x": value}},
+            }
+
+        await client.apply(blob(1, {}))
+        informer = Informer(client, BLOB, clock=clock)
+        task = asyncio.create_task(informer.run())
+        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
+        changed = await client.apply(blob(value=True, labels={"a": "b"}))
+        assert changed.metadata.generation == 2
+        assert changed.spec.data["x"] is True
+        again = await client.apply(blob(1, {"a": "b"}))  # nothing else changed
+        assert again.metadata.generation == 3
+        await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
+        cached = informer.get(again.key)
+        assert cached is not None
+        assert cached.spec.data["x"] == 1
+        assert cached.spec.data["x"] is not True
+        history = [e.type for e in await client.history("blob", "b")]
+        assert history == [EventType.CREATED, EventType.SPEC_CHANGED, EventType.SPEC_CHANGED]
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task

@@ -159,6 +159,22 @@ class TestPages:
         body = status(response, 400)
         assert body["details"]["causes"][0]["field"] == "continue"
 
+    @pytest.mark.parametrize("selector", [None, "app=site"])
+    async def test_the_largest_limit_is_every_object(self, tmp_path: Path, selector: str | None) -> None:
+        """A limit of int64's largest (Kubernetes' own bound) lists every object in one
+        page, with or without a selector."""
+        async with api(tmp_path) as (client, http):
+            await _objects(client, tmp_path)
+            params = {"limit": str(2**63 - 1)} | ({} if selector is None else {"labelSelector": selector})
+            response = await http.get(EVERY, params=params)
+        assert response.status_code == 200, response.text
+        assert "continue" not in response.json()["metadata"]
+        assert names(response) == (
+            ["default/about", "default/index", "other/index"]
+            if selector is None
+            else ["default/index", "other/index"]
+        )
+
     async def test_continue_with_a_resource_version_is_a_400(self, tmp_path: Path) -> None:
         """As the apiserver: no resourceVersion beside a continue token."""
         async with api(tmp_path) as (client, http):
@@ -178,6 +194,7 @@ class TestBadParameters:
             ({"labelSelector": "=x"}, "labelSelector"),
             ({"limit": "-1"}, "limit"),
             ({"limit": "ten"}, "limit"),
+            ({"limit": str(2**63)}, "limit"),
             ({"resourceVersion": "abc"}, "resourceVersion"),
             ({"resourceVersion": "-3"}, "resourceVersion"),
             ({"timeoutSeconds": "soon"}, "timeoutSeconds"),

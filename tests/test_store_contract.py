@@ -7,7 +7,6 @@ These tests speak to the store directly, with hand-written mutations, so a new b
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -291,78 +290,100 @@ class TestStoreContract:
         assert empty.items == ()
         assert empty.revision == 3
 
-    async def test_pages_in_and_across_namespaces_match_the_order_of_keys(self, store: EventStore) -> None:
-        """Every combination of namespace, start key and limit gives the objects a plain
-        walk of the (namespace, name) order gives: the start key of another namespace
-        (before it, inside it, after it) included, and pages followed to the end."""
+    async def test_pages_in_and_across_namespaces_match_the_order_of_keys(
+        self, store: EventStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Every combination of namespace, start key, limit and predicate gives the
+        objects a plain walk of the (namespace, name) order gives: the start key of
+        another namespace (before it, inside it, after it) included, pages followed to
+        the end, each full but the last (a predicate's page read in steps of 2 rows)."""
+        monkeypatch.setattr(paging, "SCAN", 2)
         keys = [(ns, f"n{i}") for ns in ("a", "default", "z") for i in range(4)]
         for ns, name in keys:
             await store.write(ObjectKey(KEY.api_group, KEY.kind, ns, name), put(name=name), actor="t")
         starts = [None, ("a", "n1"), ("default", "n1"), ("default", "n3"), ("b", "x"), ("zz", "x"), ("", "")]
+        predicates: dict[str, Any] = {
+            "all": None,
+            "odd": lambda item: item.key.name in {"n1", "n3"},
+            "none": lambda _item: False,
+        }
         for namespace in (None, "a", "default", "z", "missing"):
             for after in starts:
-                expected = [k for k in sorted(keys) if (namespace is None or k[0] == namespace)]
-                expected = [k for k in expected if after is None or k > after]
-                for limit in (None, 1, 2, 5):
-                    found: list[tuple[str, str]] = []
-                    cursor = after
-                    while True:
-                        page = await store.list(
-                            KEY.api_group, KEY.kind, namespace=namespace, after=cursor, limit=limit
-                        )
-                        assert limit is None or len(page.items) <= limit
-                        found += [(i.key.namespace, i.key.name) for i in page.items]
-                        if page.next_after is None:
-                            break
-                        cursor = page.next_after
-                    assert found == expected, (namespace, after, limit)
+                for picked, predicate in predicates.items():
+                    expected = [k for k in sorted(keys) if (namespace is None or k[0] == namespace)]
+                    expected = [k for k in expected if after is None or k > after]
+                    expected = [k for k in expected if picked != "odd" or k[1] in {"n1", "n3"}]
+                    expected = [] if picked == "none" else expected
+                    for limit in (None, 1, 2, 5):
+                        pages: list[list[tuple[str, str]]] = []
+                        cursor = after
+                        while True:
+                            page = await store.list(
+                                KEY.api_group,
+                                KEY.kind,
+                                namespace=namespace,
+                                after=cursor,
+                                limit=limit,
+                                predicate=predicate,
+                            )
+                            pages.append([(i.key.namespace, i.key.name) for i in page.items])
+                            if page.next_after is None:
+                                break
+                            cursor = page.next_after
+                        case = (namespace, after, picked, limit)
+                        assert [k for keys_ in pages for k in keys_] == expected, case
+                        assert all(len(p) == limit for p in pages[:-1]), case
+                        assert limit is None or len(pages[-1]) <= limit, case
+
+    async def test_the_largest_limit_is_every_object_and_none_is_refused(self, store: EventStore) -> None:
+        """A limit past what SQL's integers hold reads every object (as no limit does),
+        with or without a predicate; a limit under 1 is refused before anything is read."""
+        for name in ("a", "b", "c"):
+            await store.write(ObjectKey(KEY.api_group, KEY.kind, "default", name), put(name=name), actor="t")
+        for predicate in (None, lambda item: item.key.name != "b"):
+            page = await store.list(KEY.api_group, KEY.kind, limit=2**63 - 1, predicate=predicate)
+            expected = ["a", "c"] if predicate is not None else ["a", "b", "c"]
+            assert ([i.key.name for i in page.items], page.next_after) == (expected, None)
+        for limit in (0, -1):
+            with pytest.raises(ValueError, match="at least 1"):
+                await store.list(KEY.api_group, KEY.kind, limit=limit)
 
     async def test_a_page_reads_its_rows_not_the_rest(
         self, store: EventStore, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A page of ``limit`` reads ``limit + 1`` rows, whatever follows (paging through
         a kind costs its rows once, not once a page); a page a predicate picks from reads
-        at least ``paging.SCAN`` rows and, when they run out before it is full while more
-        follow, comes back short, even empty, with the key of the last row read: going on
-        while there is a key finds every match once, in order."""
+        ``paging.SCAN`` rows, then twice as many (up to ``paging.MOST`` a statement)
+        until it is full or the rows run out: full pages, every match once, in order."""
         names = [f"o{i:02}" for i in range(10)]
         for name in names:
             await store.write(ObjectKey(KEY.api_group, KEY.kind, "default", name), put(name=name), actor="t")
         read: list[int] = []
-        module = sys.modules[type(store).__module__]
-        original = module.page_of
+        take = paging.Pager.take
 
-        def counting(rows: Any, *args: Any, **kwargs: Any) -> Any:
+        def counting(pager: paging.Pager, rows: Any) -> Any:
             read.append(len(rows))
-            return original(rows, *args, **kwargs)
+            return take(pager, rows)
 
-        monkeypatch.setattr(module, "page_of", counting)
+        monkeypatch.setattr(paging.Pager, "take", counting)
         first = await store.list(KEY.api_group, KEY.kind, limit=2)
         assert [i.key.name for i in first.items] == ["o00", "o01"]
         assert (first.next_after, read) == (("default", "o01"), [3])
         monkeypatch.setattr(paging, "SCAN", 3)
+        monkeypatch.setattr(paging, "MOST", 6)
         wanted = {"o04", "o05", "o09"}
 
         def picked(item: Any) -> bool:
             return item.key.name in wanted
 
-        found, pages, after = [], [], None
-        while True:
-            read.clear()
-            page = await store.list(KEY.api_group, KEY.kind, limit=2, predicate=picked, after=after)
-            assert read == [min(3, 10 - (0 if after is None else names.index(after[1]) + 1))]
-            found += [i.key.name for i in page.items]
-            pages.append(([i.key.name for i in page.items], page.next_after))
-            after = page.next_after
-            if after is None:
-                break
-        assert found == ["o04", "o05", "o09"]
-        assert pages == [
-            ([], ("default", "o02")),
-            (["o04", "o05"], ("default", "o05")),
-            ([], ("default", "o08")),
-            (["o09"], None),
-        ]
+        read.clear()
+        page = await store.list(KEY.api_group, KEY.kind, limit=2, predicate=picked)
+        assert ([i.key.name for i in page.items], page.next_after) == (["o04", "o05"], ("default", "o05"))
+        assert read == [3, 6, 1]
+        read.clear()
+        page = await store.list(KEY.api_group, KEY.kind, limit=2, predicate=picked, after=page.next_after)
+        assert ([i.key.name for i in page.items], page.next_after) == (["o09"], None)
+        assert read == [3, 1]
         # Without a limit, every row after the cursor, as before.
         read.clear()
         rest = await store.list(KEY.api_group, KEY.kind, predicate=picked, after=("default", "o04"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from reconcile.api.bulk import Applied, Deferred, Outcome
+from reconcile.api.changing import same
 
 if TYPE_CHECKING:
     from reconcile.api.admission import Admitted
@@ -77,6 +78,6 @@ class _Decoded(Deferred):
             # apply stores the admitted spec as it is (unless fields of other managers
             # were kept: server-side apply): then its structured form is reused.
             body, admitted = self._body, self._admitted
-            spec = admitted.spec if body["spec"] == admitted.body["spec"] else None
+            spec = admitted.spec if same(body["spec"], admitted.body["spec"]) else None
             self._value = self._decoder.resource(body, spec=spec)
         return self._value

@@ -20,6 +20,7 @@ from reconcile.api.changing import (
     check_version,
     clone,
     finish_if_released,
+    same,
 )
 from reconcile.api.fields import (
     UPDATE,
@@ -244,7 +245,7 @@ def _updated(
         old_meta, desired["metadata"], manager, paths, managed, wanted_set=frozenset(paths)
     )
     check_new_finalizers(key, old_meta, new["metadata"])
-    if new["spec"] != old["spec"]:
+    if not same(new["spec"], old["spec"]):
         new["metadata"]["generation"] = old_meta["generation"] + 1
     change = changed(current, new, EventType.SPEC_CHANGED)
     if change is not None and isinstance(change, Put):

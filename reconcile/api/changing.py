@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reconcile.api.merging import json_equal
 from reconcile.errors import ConflictError, FieldError, InvalidError, NotFoundError
 from reconcile.model.events import EventType
 from reconcile.model.meta import ObjectKey
@@ -23,7 +24,16 @@ __all__ = [
     "finish_if_released",
     "immutable_errors",
     "require",
+    "same",
 ]
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two JSON values are the same document (:func:`json_equal`: ``true`` is not
+    ``1``, which Python's ``==`` takes for equal). What decides whether a write changed
+    the spec (its generation) or anything at all: a change a reader of the stored JSON
+    can see always counts. ``==`` first: most changes differ there at once."""
+    return bool(a == b) and json_equal(a, b)
 
 
 def clone(value: Any) -> Any:
@@ -54,9 +64,9 @@ def changed(current: StoredObject, new: Body, event_type: str) -> Change | None:
     None when it is ``current``'s body."""
     old = current.body
     new["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
-    if new == old:
+    if same(new, old):
         return None
-    if event_type == EventType.SPEC_CHANGED and new["spec"] == old["spec"]:
+    if event_type == EventType.SPEC_CHANGED and same(new["spec"], old["spec"]):
         event_type = EventType.METADATA_CHANGED
     return Put(event_type, new)
 

@@ -89,8 +89,9 @@ class Decoder:
         is the same incarnation (its uid) at the same generation (every spec change bumps
         it): a status or metadata change decodes only what it can have changed."""
         spec = None
-        if based_on is not None and not isinstance(based_on, Unconverted):
-            meta, known = body.get("metadata") or {}, based_on.metadata
+        meta = body.get("metadata") if based_on is not None else None
+        if isinstance(meta, Mapping) and based_on is not None and not isinstance(based_on, Unconverted):
+            known = based_on.metadata
             if known.generation is not None and (meta.get("generation"), meta.get("uid")) == (
                 known.generation,
                 known.uid,

@@ -34,6 +34,7 @@ from typing import Any
 
 import attrs
 
+from reconcile.api.changing import same
 from reconcile.api.merging import json_equal
 from reconcile.store.encoding import dumps, loads
 
@@ -414,7 +415,7 @@ def recorded_update(old: Mapping[str, Any], new: Mapping[str, Any], manager: str
     managed: dict[str, list[str]] = old["metadata"].get("managedFields") or {}
     before = _metadata_values(old["metadata"], {})
     after = _metadata_values(new["metadata"], {})
-    if old["spec"] != new["spec"]:
+    if not same(old["spec"], new["spec"]):
         _spec_values(old["spec"], SPEC, before)
         _spec_values(new["spec"], SPEC, after)
     changed = {
@@ -450,7 +451,7 @@ def only_spec_paths_recorded(old: Mapping[str, Any], new: Mapping[str, Any]) -> 
     tracked: no spec path in its managed fields) only by the spec paths it would record:
     an identical apply to it still appends nothing (the log is forever, and an upgrade
     does not rewrite it); its spec paths are recorded with its next real change."""
-    if new["spec"] != old["spec"]:
+    if not same(new["spec"], old["spec"]):
         return False
     managed = old["metadata"].get("managedFields") or {}
     if any(path.startswith(SPEC) for paths in managed.values() for path in paths):

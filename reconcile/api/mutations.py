@@ -34,6 +34,7 @@ from reconcile.api.changing import (
     clone,
     finish_if_released,
     require,
+    same,
 )
 from reconcile.api.fields import recorded_update
 from reconcile.api.merging import merge_patch
@@ -83,7 +84,7 @@ def replace(
         check_new_finalizers(key, old["metadata"], meta)
         if manager is not None:
             meta["managedFields"] = recorded_update(old, new, manager)
-        if new["spec"] != old["spec"]:
+        if not same(new["spec"], old["spec"]):
             meta["generation"] = old["metadata"]["generation"] + 1
         change = changed(current, new, EventType.SPEC_CHANGED)
         if change is not None and isinstance(change, Put):

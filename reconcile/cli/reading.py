@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import gc
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -194,9 +195,15 @@ def sort_objects(client: Client, objects: Sequence[AnyResource], field: str) -> 
 
 
 async def list_all(
-    client: Client, kinds: Sequence[Kind], namespace: str | None, selector: str | None
+    client: Client,
+    kinds: Sequence[Kind],
+    namespace: str | None,
+    selector: str | None,
+    *,
+    freeze: bool = False,
 ) -> list[AnyResource]:
-    """Every object of these kinds, page by page."""
+    """Every object of these kinds, page by page. ``freeze``: each page moved out of the
+    collector's way as it comes (see :func:`_kept_out_of_the_collector`)."""
     found: list[AnyResource] = []
     for kind in kinds:
         token = None
@@ -205,14 +212,27 @@ async def list_all(
                 kind, namespace=namespace, label_selector=selector, limit=1000, continue_=token
             )
             found.extend(page.items)
-            # What the command shows lives until it ends: out of the collector's way (in
-            # its permanent generation), or every collection walks all that was listed
-            # (a command that ends soon after; the runtime's tuning is not loaded here).
-            gc.freeze()
+            if freeze:
+                gc.freeze()
             token = page.continue_
             if not token:
                 break
     return found
+
+
+@contextlib.contextmanager
+def _kept_out_of_the_collector() -> Iterator[None]:
+    """For ``get``: what it lists lives until it is shown, and every collection walked
+    all of it again (``reconcile get files`` of 100,000 spent most of its time so); each
+    page goes into the collector's permanent generation as it comes, and back at the end
+    (so nothing stays frozen in a process that goes on: a test's, an embedder's). The
+    runtime's tuning (``reconcile.runtime.collecting``) is not loaded here: ``get``
+    starts without the runtime."""
+    gc.collect()  # (nothing that is garbage already is frozen)
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @cli.command()
@@ -300,7 +320,8 @@ async def _get(
 ) -> None:
     async with settings.client(read_only=True) as client:
         since = await client.revision()
-        shown = await _show(client, kind=kind, name=name, listing=listing)
+        with _kept_out_of_the_collector():
+            shown = await _show(client, kind=kind, name=name, listing=listing)
         if follow:
             await _follow(client, kind, since, listing, shown)
 
@@ -362,7 +383,9 @@ async def _show(
             )
         return ()
     kinds = list(client.kinds) if kind is None else [client.kinds.resolve(kind)]
-    objects = in_version(client, await list_all(client, kinds, namespace, selector), listing.api_version)
+    objects = in_version(
+        client, await list_all(client, kinds, namespace, selector, freeze=True), listing.api_version
+    )
     if kind is None:
         skipped = await client.unknown_kinds()
         if skipped:

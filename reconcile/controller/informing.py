@@ -72,7 +72,9 @@ Handler = Callable[[InformerEvent], None]
 GrowthHook = Callable[["Informer"], None]
 #: What each list's reading and decoding run inside (its first and every relist): a context manager
 #: made per list, for a process-wide policy over a burst of allocations (the Runtime's
-#: collector tuning, :func:`reconcile.runtime.collecting.collecting_less`).
+#: collector tuning, :func:`reconcile.runtime.collecting.collecting_less`). It spans the
+#: list's read, an await (retried while the store is unreachable): the lists of several
+#: informers overlap, so a hook counts the ones in force, as ``collecting_less`` does.
 ListingHook = Callable[[], contextlib.AbstractContextManager[object]]
 
 

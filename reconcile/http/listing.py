@@ -74,11 +74,15 @@ def wants_watch(query: Mapping[str, str]) -> bool:
     return bool(parse_bool(query, "watch"))
 
 
+#: The largest whole number a parameter may be (Kubernetes reads them as int64).
+_INT64 = 2**63 - 1
+
+
 def _whole(query: Mapping[str, str], field: str) -> int | None:
     raw = query.get(field)
     if raw is None or raw == "":
         return None
-    if not raw.isdecimal():
+    if not raw.isdecimal() or int(raw) > _INT64:
         raise _bad(field, raw, "not a whole number >= 0")
     return int(raw)
 

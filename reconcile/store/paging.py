@@ -1,11 +1,12 @@
-"""A page of a kind's objects, from the rows of one listing statement.
+"""A page of a kind's objects, from the rows of its listing statements.
 
 A page of ``limit`` objects reads ``limit + 1`` rows (the one more says whether more
 follow), not every row after the cursor: paging through a kind costs its rows once,
 not once per page. A page whose objects a predicate picks (a label or field selector)
-reads :data:`SCAN` rows at the least, and when they run out before the page is full
-while more rows follow, it comes back short (even empty) with the key to go on from, as
-a Kubernetes list may: a client goes on while there is a key, not while pages are full.
+reads :data:`SCAN` rows, then twice as many again and again (up to :data:`MOST` a
+statement) until it is full or the rows run out, as Kubernetes' API server fills a page
+from etcd: a client asking for a page of 500 matches gets them in one answer, however
+few objects match.
 """
 
 from __future__ import annotations
@@ -17,17 +18,14 @@ from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import ListPage, StoredObject
 from reconcile.store.encoding import load_body
 
-__all__ = ["SCAN", "key_conditions", "page_of", "rows_for"]
+__all__ = ["MOST", "SCAN", "Pager", "key_conditions"]
 
-#: The rows one statement reads, at the least, for a page whose objects a predicate picks.
+#: The rows the first statement of a page a predicate picks from reads, at the least.
 SCAN = 1000
-
-
-def rows_for(limit: int | None, predicate: Callable[[StoredObject], bool] | None) -> int | None:
-    """How many rows the listing statement of a page reads (None: all of them)."""
-    if limit is None:
-        return None
-    return limit + 1 if predicate is None else max(limit + 1, SCAN)
+#: The rows one statement of such a page reads, at the most.
+MOST = 10_000
+#: A limit this large or larger reads every row (SQL's integers hold 64 bits).
+_EVERY = 2**62
 
 
 def key_conditions(
@@ -53,35 +51,52 @@ def key_conditions(
     return where, values
 
 
-def page_of(
-    rows: Sequence[Any],
-    api_group: str,
-    kind: str,
-    *,
-    revision: int,
-    limit: int | None,
-    predicate: Callable[[StoredObject], bool] | None,
-) -> ListPage:
-    """Rows of ``(head, namespace, name, uid, resource_version, body)`` in (namespace,
-    name) order, read by a statement limited to :func:`rows_for` rows, as a page: those
-    ``predicate`` keeps, up to ``limit``, with the key to continue after when more are
-    left (the last row read, when the rows ran out before the page was full)."""
-    items: list[StoredObject] = []
-    next_after = None
-    for _, ns, name, uid, resource_version, body in rows:
-        key = ObjectKey(api_group, kind, ns, name)
-        item = StoredObject(key, uid, resource_version, load_body(body, resource_version, key))
-        if predicate is not None and not predicate(item):
-            continue
-        if limit is not None and len(items) == limit:
-            last = items[-1].key
-            next_after = (last.namespace, last.name)
-            break
-        items.append(item)
-    else:
-        read = rows_for(limit, predicate)
-        if read is not None and len(rows) >= read:
-            # The statement stopped at its limit: more rows may follow the last one read.
-            _, ns, name, *_ = rows[-1]
-            next_after = (ns, name)
-    return ListPage(tuple(items), revision, next_after)
+class Pager:
+    """A page filled from the rows of one or more listing statements, each reading
+    :attr:`read` rows (None: all) in (namespace, name) order, the next one after the last
+    row of the one before; rows of ``(head, namespace, name, uid, resource_version,
+    body)``."""
+
+    def __init__(
+        self,
+        api_group: str,
+        kind: str,
+        limit: int | None,
+        predicate: Callable[[StoredObject], bool] | None,
+    ) -> None:
+        self._api_group, self._kind = api_group, kind
+        self._limit, self._predicate = limit, predicate
+        self.items: list[StoredObject] = []
+        #: The key to continue after, when the page is full and more objects may follow.
+        self.next_after: tuple[str, str] | None = None
+        #: How many rows the next statement reads (None: every row after its start).
+        self.read: int | None = None
+        if limit is not None and limit < 1:
+            msg = f"a page's limit must be at least 1, not {limit}"
+            raise ValueError(msg)
+        if limit is not None and limit < _EVERY:  # (a larger one is every row: SQL's integers end)
+            self.read = limit + 1 if predicate is None else max(limit + 1, SCAN)
+
+    def take(self, rows: Sequence[Any]) -> tuple[str, str] | None:
+        """Take the rows a statement read: the key the next statement reads after, or
+        None when the page is done (full, or the rows ran out)."""
+        limit, predicate, items = self._limit, self._predicate, self.items
+        for _, ns, name, uid, resource_version, body in rows:
+            key = ObjectKey(self._api_group, self._kind, ns, name)
+            item = StoredObject(key, uid, resource_version, load_body(body, resource_version, key))
+            if predicate is not None and not predicate(item):
+                continue
+            if limit is not None and len(items) == limit:
+                last = items[-1].key
+                self.next_after = (last.namespace, last.name)
+                return None
+            items.append(item)
+        if self.read is None or len(rows) < self.read:
+            return None  # every row after the start was read
+        self.read = min(self.read * 2, max(MOST, self.read))
+        _, ns, name, *_ = rows[-1]
+        return (ns, name)
+
+    def page(self, revision: int) -> ListPage:
+        """The page, reflecting ``revision``."""
+        return ListPage(tuple(self.items), revision, self.next_after)

@@ -47,7 +47,7 @@ from reconcile.store.encoding import load_body
 from reconcile.store.fencing import Leases, ShardTable
 from reconcile.store.finishing import finish
 from reconcile.store.following import follow, matcher
-from reconcile.store.paging import key_conditions, page_of, rows_for
+from reconcile.store.paging import Pager, key_conditions
 from reconcile.store.postgres import copying, leasing, maintenance, schema
 from reconcile.store.postgres.addressing import check_url, connect_raw, errors, masked, transient
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
@@ -307,30 +307,36 @@ class PostgresStore:
         predicate: Callable[[StoredObject], bool] | None = None,
     ) -> ListPage:
         """Objects of one kind in (namespace, name) order, after a key, up to a limit."""
-        marks = itertools.count(3)
-        bounds, values = key_conditions(namespace, after, lambda: f"${next(marks)}")
-        where = f"o.api_group = $1 AND o.kind = $2 AND o.live{bounds}"
-        params: builtins.list[Any] = [api_group, kind, *values]
-        read, limited = rows_for(limit, predicate), ""
-        if read is not None:
-            params.append(read)
-            limited = f" LIMIT ${len(params)}"
 
-        async def listing(conn: Any) -> tuple[int, builtins.list[Any]]:
-            # The head first, the rows in a later snapshot: they show at least every
+        def statement(start: tuple[str, str] | None, read: int | None) -> tuple[str, builtins.list[Any]]:
+            marks = itertools.count(3)
+            bounds, values = key_conditions(namespace, start, lambda: f"${next(marks)}")
+            params: builtins.list[Any] = [api_group, kind, *values]
+            limited = ""
+            if read is not None:
+                params.append(read)
+                limited = f" LIMIT ${len(params)}"
+            sql = (
+                "SELECT 0, o.namespace, o.name, o.uid, o.resource_version, e.body "
+                "FROM reconcile_objects o JOIN reconcile_events e ON e.revision = o.resource_version "
+                f"WHERE o.api_group = $1 AND o.kind = $2 AND o.live{bounds} "
+                f"ORDER BY o.namespace, o.name{limited}"
+            )
+            return sql, params
+
+        async def listing(conn: Any) -> ListPage:
+            # The head first, the rows in later snapshots: they show at least every
             # commit up to the head (perhaps later ones: a repeat, never a gap). Not
             # one REPEATABLE READ snapshot: the head needs fresh ones (see .heading).
             revision = int(await conn.fetchval(f"SELECT {SAFE_HEAD}"))
-            rows = await conn.fetch(
-                "SELECT 0, o.namespace, o.name, o.uid, o.resource_version, e.body "
-                "FROM reconcile_objects o JOIN reconcile_events e ON e.revision = o.resource_version "
-                f"WHERE {where} ORDER BY o.namespace, o.name{limited}",
-                *params,
-            )
-            return revision, rows
+            pager, start = Pager(api_group, kind, limit, predicate), after
+            while True:
+                sql, params = statement(start, pager.read)
+                start = pager.take(await conn.fetch(sql, *params))
+                if start is None:
+                    return pager.page(revision)
 
-        revision, rows = await self._pooled(listing)
-        return page_of(rows, api_group, kind, revision=revision, limit=limit, predicate=predicate)
+        return await self._pooled(listing)
 
     async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
         """Every retained event of one object key, oldest first."""

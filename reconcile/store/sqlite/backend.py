@@ -40,7 +40,7 @@ from reconcile.store.encoding import load_body
 from reconcile.store.fencing import Leases, ShardTable
 from reconcile.store.finishing import finish
 from reconcile.store.following import follow, matcher
-from reconcile.store.paging import key_conditions, page_of, rows_for
+from reconcile.store.paging import Pager, key_conditions
 from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import copying, schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
@@ -92,6 +92,29 @@ def listing(
         f"WHERE o.api_group = ? AND o.kind = ? AND o.live{bounds} ORDER BY o.namespace, o.name{limited}"
     )
     return sql, [api_group, kind, *values, *(() if read is None else (read,))]
+
+
+def _picked(
+    conn: sqlite3.Connection,
+    statement: Callable[[tuple[str, str] | None, int | None], tuple[str, list[Any]]],
+    after: tuple[str, str] | None,
+    pager: Pager,
+) -> int | None:
+    """A page a predicate picks from, on the reader's thread, in one read transaction (one
+    snapshot, as one statement would be): statements of growing size until the page is
+    full or the rows run out. The head they read (None: no rows)."""
+    conn.execute("BEGIN")
+    try:
+        head, start = None, after
+        while True:
+            rows = conn.execute(*statement(start, pager.read)).fetchall()
+            if head is None and rows:
+                head = int(rows[0][0])
+            start = pager.take(rows)
+            if start is None:
+                return head
+    finally:
+        conn.execute("COMMIT")
 
 
 class SQLiteStore:
@@ -326,9 +349,18 @@ class SQLiteStore:
     ) -> ListPage:
         """Objects of one kind in (namespace, name) order, after a key, up to a limit."""
         before = await self.revision()
-        rows = await self._fetch(*listing(api_group, kind, namespace, after, rows_for(limit, predicate)))
-        revision = rows[0][0] if rows else before
-        return page_of(rows, api_group, kind, revision=revision, limit=limit, predicate=predicate)
+        pager = Pager(api_group, kind, limit, predicate)
+        if predicate is None or limit is None:  # one statement: the page's rows and one more
+            rows = await self._fetch(*listing(api_group, kind, namespace, after, pager.read))
+            pager.take(rows)
+            return pager.page(rows[0][0] if rows else before)
+        assert self._reader is not None
+
+        def statement(start: tuple[str, str] | None, read: int | None) -> tuple[str, builtins.list[Any]]:
+            return listing(api_group, kind, namespace, start, read)
+
+        head = await self._guarded(in_thread(self._reader, _picked, statement, after, pager))
+        return pager.page(before if head is None else head)
 
     async def events(self, key: ObjectKey) -> builtins.list[RawEvent]:
         """Every retained event of one object key, oldest first."""
