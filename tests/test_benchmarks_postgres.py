@@ -111,3 +111,34 @@ def test_sharding_benchmark_smoke(postgres: Database) -> None:
     assert "1 process(es): converged in" in result.stdout
     assert "3 process(es): converged in" in result.stdout
     assert "a SIGKILLed runner's shards moved in" in result.stdout
+
+
+async def test_paging_benchmark_smoke(postgres: Database, tmp_path: Path) -> None:
+    """benchmarks/paging.py pages through a few Buckets on both stores, each beside the
+    raw reads of the same rows, finds every one (and none through a selector keeping
+    none), and leaves no database behind."""
+    before = await databases()
+    out = tmp_path / "paging.json"
+    script = str(ROOT / "benchmarks" / "paging.py")
+    result = run(script, "--db", postgres.url, "--size", "30", "--page", "7", "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(out.read_text())
+    assert (data["size"], data["page"]) == (30, 7)
+    cases = {store: [row["case"] for row in rows] for store, rows in data["stores"].items()}
+    assert cases == {
+        "sqlite": [
+            "raw sqlite3, one statement",
+            "raw sqlite3, pages of 7",
+            "Client.list, pages of 7",
+            "Client.list, pages of 7, a selector keeping none",
+        ],
+        "postgresql": [
+            "raw asyncpg, one statement",
+            "raw asyncpg, pages of 7",
+            "Client.list, pages of 7",
+            "Client.list, pages of 7, a selector keeping none",
+        ],
+    }
+    assert all(row["seconds"] > 0 and row["x_limit"] > 0 for rows in data["stores"].values() for row in rows)
+    assert "Client.list, pages of 7" in result.stdout
+    assert await databases() == before

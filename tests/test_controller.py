@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from reconcile import Client, ExpiredError, ObjectKey, Status, TerminalError, TransientError
+from reconcile.api.decoding import Unconverted
 from reconcile.controller import Controller, Informer, Request, Result, Telemetry, controlling, informing
 from reconcile.testing import WIDGET, FakeClock
 
@@ -451,6 +452,54 @@ class TestInformer:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
+    async def test_a_change_of_status_or_metadata_reuses_the_cached_spec(
+        self, client: Client, clock: FakeClock
+    ) -> None:
+        """Another writer's status or metadata change (same uid, same generation) is put
+        in with the spec the cache holds, not structured again; a spec change, or a new
+        incarnation of the key, is decoded whole. Either way the object equals a fresh
+        read."""
+        await client.apply(widget("w1", 3))
+        informer = Informer(client, WIDGET, clock=clock)
+        task = asyncio.create_task(informer.run())
+        await asyncio.wait_for(informer.synced.wait(), DEADLINE)
+        key = widget_key("w1")
+        listed = informer.get(key)
+        assert listed is not None
+
+        async def caught_up() -> Any:
+            await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
+            cached = informer.get(key)
+            assert cached == await client.get("widget", "w1")
+            return cached
+
+        stored = await client.get("widget", "w1")
+        await client.update_status(attrs.evolve(stored, status=Status(observed_generation=1)))
+        statused = await caught_up()
+        assert statused.spec is listed.spec
+        assert statused.status.observed_generation == 1
+        await client.patch("widget", "w1", {"metadata": {"labels": {"tier": "db"}}})
+        labelled = await caught_up()
+        assert labelled.spec is listed.spec
+        assert labelled.metadata.labels == {"tier": "db"}
+        await client.apply(widget("w1", 4))  # generation 2
+        changed = await caught_up()
+        assert changed.spec is not listed.spec
+        assert changed.spec.size == 4
+        await client.delete("widget", "w1")
+        await client.apply(widget("w1", 4))  # a new uid, generation 1 again
+        again = await caught_up()
+        assert again.metadata.uid != changed.metadata.uid
+        assert again.spec is not changed.spec
+        # An object the cache holds unconverted (its version's spec) lends nothing.
+        body = (await client.engine.raw_list(WIDGET)).items[0].body
+        unconverted = Unconverted(again.api_version, again.kind, again.metadata, again.spec, again.status)
+        assert client.decoder.cached(body, unconverted).spec is not again.spec
+        assert client.decoder.cached(body, again).spec is again.spec
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
 
 def hold_watch(client: Client, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
     """Make the client's watches wait before each item until the returned gate opens."""
@@ -773,14 +822,24 @@ class TestGrowthHook:
 
 
 class TestListingHook:
-    """Each list's decoding runs inside the context the informer was given (the Runtime's
+    """Each list's reading and decoding run inside the context the informer was given (the Runtime's
     collector tuning); the growth hook hears of the list after it ends."""
 
-    async def test_around_each_list(self, client: Client, clock: FakeClock) -> None:
-        """The context is entered before the first object is put in and left after the
-        last, once per list; the growth hook is called after it is left."""
+    async def test_around_each_list(
+        self, client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The context is entered before the list is read (every body parsed: the first
+        of the burst) and left after the last object is put in, once per list; the
+        growth hook is called after it is left."""
         seen: list[tuple[str, int]] = []
         informer: Informer
+        read = client.engine.raw_list
+
+        async def reading(*args: Any, **kwargs: Any) -> Any:
+            seen.append(("read", informer.statistics().objects))
+            return await read(*args, **kwargs)
+
+        monkeypatch.setattr(client.engine, "raw_list", reading)
 
         @contextlib.contextmanager
         def listing() -> Iterator[None]:
@@ -799,10 +858,11 @@ class TestListingHook:
         )
         task = asyncio.create_task(informer.run())
         await asyncio.wait_for(informer.synced.wait(), DEADLINE)
-        assert seen == [("enter", 0), ("exit", 4), ("grew", 4)]
+        listed = [("enter", 0), ("read", 0), ("exit", 4), ("grew", 4)]
+        assert seen == listed
         await client.apply(widget("w4"))
         await asyncio.wait_for(informer.wait_for_revision(await client.revision()), DEADLINE)
-        assert seen == [("enter", 0), ("exit", 4), ("grew", 4)], "a watch event is not a list"
+        assert seen == listed, "a watch event is not a list"
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 

@@ -7,6 +7,7 @@ These tests speak to the store directly, with hand-written mutations, so a new b
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from reconcile.store import (
     SQLiteStore,
     StoredObject,
     locate_store,
+    paging,
 )
 
 KEY = ObjectKey("example.reconcile.dev", "Widget", "default", "w")
@@ -288,6 +290,57 @@ class TestStoreContract:
         empty = await store.list(KEY.api_group, "Gadget")
         assert empty.items == ()
         assert empty.revision == 3
+
+    async def test_a_page_reads_its_rows_not_the_rest(
+        self, store: EventStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A page of ``limit`` reads ``limit + 1`` rows, whatever follows (paging through
+        a kind costs its rows once, not once a page); a page a predicate picks from reads
+        at least ``paging.SCAN`` rows and, when they run out before it is full while more
+        follow, comes back short, even empty, with the key of the last row read: going on
+        while there is a key finds every match once, in order."""
+        names = [f"o{i:02}" for i in range(10)]
+        for name in names:
+            await store.write(ObjectKey(KEY.api_group, KEY.kind, "default", name), put(name=name), actor="t")
+        read: list[int] = []
+        module = sys.modules[type(store).__module__]
+        original = module.page_of
+
+        def counting(rows: Any, *args: Any, **kwargs: Any) -> Any:
+            read.append(len(rows))
+            return original(rows, *args, **kwargs)
+
+        monkeypatch.setattr(module, "page_of", counting)
+        first = await store.list(KEY.api_group, KEY.kind, limit=2)
+        assert [i.key.name for i in first.items] == ["o00", "o01"]
+        assert (first.next_after, read) == (("default", "o01"), [3])
+        monkeypatch.setattr(paging, "SCAN", 3)
+        wanted = {"o04", "o05", "o09"}
+
+        def picked(item: Any) -> bool:
+            return item.key.name in wanted
+
+        found, pages, after = [], [], None
+        while True:
+            read.clear()
+            page = await store.list(KEY.api_group, KEY.kind, limit=2, predicate=picked, after=after)
+            assert read == [min(3, 10 - (0 if after is None else names.index(after[1]) + 1))]
+            found += [i.key.name for i in page.items]
+            pages.append(([i.key.name for i in page.items], page.next_after))
+            after = page.next_after
+            if after is None:
+                break
+        assert found == ["o04", "o05", "o09"]
+        assert pages == [
+            ([], ("default", "o02")),
+            (["o04", "o05"], ("default", "o05")),
+            ([], ("default", "o08")),
+            (["o09"], None),
+        ]
+        # Without a limit, every row after the cursor, as before.
+        read.clear()
+        rest = await store.list(KEY.api_group, KEY.kind, predicate=picked, after=("default", "o04"))
+        assert ([i.key.name for i in rest.items], rest.next_after, read) == (["o05", "o09"], None, [5])
 
     async def test_watch_from_list_revision_misses_nothing(self, store: EventStore) -> None:
         """A watch from a list's revision delivers exactly the writes after the list."""

@@ -82,11 +82,22 @@ class Decoder:
         except Exception as exc:
             raise _corrupt(body, exc) from exc
 
-    def cached(self, body: Mapping[str, Any]) -> AnyResource:
+    def cached(self, body: Mapping[str, Any], based_on: AnyResource | None = None) -> AnyResource:
         """:meth:`resource`, for a cache: a body whose conversion fails is an
-        :class:`Unconverted` object instead of an error (the informer goes on)."""
+        :class:`Unconverted` object instead of an error (the informer goes on). The spec
+        of ``based_on``, the object the cache holds for the key, is reused when the body
+        is the same incarnation (its uid) at the same generation (every spec change bumps
+        it): a status or metadata change decodes only what it can have changed."""
+        spec = None
+        if based_on is not None and not isinstance(based_on, Unconverted):
+            meta, known = body.get("metadata") or {}, based_on.metadata
+            if known.generation is not None and (meta.get("generation"), meta.get("uid")) == (
+                known.generation,
+                known.uid,
+            ):
+                spec = based_on.spec
         try:
-            return self.resource(body)
+            return self.resource(body, spec=spec)
         except ConversionError as exc:
             return self._unconverted(body, exc)
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import datetime
+import gc
 from collections.abc import Sequence
 from typing import Any
 
@@ -204,6 +205,10 @@ async def list_all(
                 kind, namespace=namespace, label_selector=selector, limit=1000, continue_=token
             )
             found.extend(page.items)
+            # What the command shows lives until it ends: out of the collector's way (in
+            # its permanent generation), or every collection walks all that was listed
+            # (a command that ends soon after; the runtime's tuning is not loaded here).
+            gc.freeze()
             token = page.continue_
             if not token:
                 break

@@ -62,7 +62,7 @@ class Cache:
         #: the Runtime's collector tuning, when it is on.
         self.on_growth = on_growth
         #: Given to every informer (see :data:`~reconcile.controller.informing.ListingHook`):
-        #: what each list's decoding runs inside, the Runtime's collector tuning when it is on.
+        #: what each list's reading and decoding run inside, the Runtime's collector tuning when it is on.
         self.listing = listing
         #: How long a read waits for the cache to reach a write it must reflect; past it,
         #: the read returns what the cache holds and says so in the log.

@@ -70,7 +70,7 @@ Handler = Callable[[InformerEvent], None]
 #: the last call: when a process-wide policy may act on a cache that grew (the Runtime's
 #: collector tuning, :mod:`reconcile.runtime.collecting`).
 GrowthHook = Callable[["Informer"], None]
-#: What each list's decoding runs inside (its first and every relist): a context manager
+#: What each list's reading and decoding run inside (its first and every relist): a context manager
 #: made per list, for a process-wide policy over a burst of allocations (the Runtime's
 #: collector tuning, :func:`reconcile.runtime.collecting.collecting_less`).
 ListingHook = Callable[[], contextlib.AbstractContextManager[object]]
@@ -281,19 +281,21 @@ class Informer:
         LOG.debug("%s informer: watch failed; restarting in %.1fs", self.kind.kind, backoff, exc_info=exc)
 
     async def _list(self) -> None:
-        page = await self.client.engine.raw_list(self.kind, namespace=self.namespace)
-        self._lists += 1
-        self._remembered.clear()  # the list supersedes every remembered write
-        self._heard.clear()
-        listed = {item.key: item for item in page.items}
-        # What the cache holds at the listed revision or newer (its own writes, put in as
-        # they landed: a bulk apply racing the first list) is kept, neither decoded again
-        # nor deleted; the watch from the list's revision brings what is newer.
-        after = page.revision + 1
-        # Decoding a list is a burst of allocations that all live on (the cache): with
-        # the collector's default thresholds, a first list of 10,000 Files spent a tenth
-        # of a fresh runner's no-change pass in collections that found nothing.
+        # Reading a list (every body parsed) and decoding it are a burst of allocations
+        # that all live on (the cache): with the collector's default thresholds, a first
+        # list of 10,000 Files spent a tenth of a fresh runner's no-change pass in
+        # collections that found nothing, and the read alone of 100,000 Buckets from
+        # PostgreSQL took 1.4 s of CPU instead of 0.5 s.
         with contextlib.nullcontext() if self._listing is None else self._listing():
+            page = await self.client.engine.raw_list(self.kind, namespace=self.namespace)
+            self._lists += 1
+            self._remembered.clear()  # the list supersedes every remembered write
+            self._heard.clear()
+            listed = {item.key: item for item in page.items}
+            # What the cache holds at the listed revision or newer (its own writes, put in
+            # as they landed: a bulk apply racing the first list) is kept, neither decoded
+            # again nor deleted; the watch from the list's revision brings what is newer.
+            after = page.revision + 1
             for key in [k for k in self._objects if k not in listed and not self.holds(k, after)]:
                 self._delete(key)
             for key, item in listed.items():
@@ -326,7 +328,8 @@ class Informer:
                 # once): the body is never parsed, let alone decoded.
                 self._superseded(key, self._objects[key], event.actor, revision)
             else:
-                self._put(key, self.client.decoder.cached(event.body or {}), event.actor)
+                cached = self.client.decoder.cached(event.body or {}, self._objects.get(key))
+                self._put(key, cached, event.actor)
         remembered = self._remembered.get(key)
         if remembered is not None and revision >= remembered[0]:
             del self._remembered[key]  # the watch has caught up with our write

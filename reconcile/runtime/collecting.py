@@ -21,7 +21,7 @@ convergence. Three measures, each process-wide, hence opt-in:
   reconcile allocates is short-lived and acyclic: the frequent young collections found
   almost nothing.
 * **Fewer collections during a bulk apply** (:func:`collecting_less`, around
-  ``apply_many``) **and while an informer decodes a list** (its listing hook): the
+  ``apply_many``) **and while an informer reads and decodes a list** (its listing hook): the
   thresholds raised to :data:`BULK_THRESHOLDS` for its duration (nested and concurrent
   ones counted), then put back. A fresh runner's first list of 10,000 Files spent about
   0.06-0.08 s of its 1 s pass in middle-generation collections that found nothing;
@@ -31,7 +31,7 @@ None of it turns collection on or off or lowers a threshold: a young threshold o
 (collection off) is left as it is, and so is a collector turned off while a bulk apply
 runs; thresholds set by somebody else while a bulk apply runs stand. The layers below know
 nothing of this: the informer only reports that its cache grew
-(:data:`~reconcile.controller.informing.GrowthHook`) and runs its list's decoding inside
+(:data:`~reconcile.controller.informing.GrowthHook`) and reads and decodes its lists inside
 what it was given (:data:`~reconcile.controller.informing.ListingHook`), and the bulk
 apply is wrapped by whoever calls it.
 """

@@ -377,7 +377,10 @@ class EventStore(Protocol):
         limit: int | None = None,
         predicate: Callable[[StoredObject], bool] | None = None,
     ) -> ListPage:
-        """Objects of one kind in (namespace, name) order, after a key, up to a limit."""
+        """Objects of one kind in (namespace, name) order, after a key, up to a limit.
+        A page reads about as many rows as it holds, not every row after the key: one
+        that ``predicate`` picks from may come back short, even empty, with a key to go
+        on from (as a Kubernetes list may); a caller goes on while there is a key."""
 
     async def revision(self) -> int:
         """The revision of the latest committed event."""

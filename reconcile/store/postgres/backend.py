@@ -46,7 +46,7 @@ from reconcile.store.encoding import load_body
 from reconcile.store.fencing import Leases, ShardTable
 from reconcile.store.finishing import finish
 from reconcile.store.following import follow, matcher
-from reconcile.store.paging import page_of
+from reconcile.store.paging import page_of, rows_for
 from reconcile.store.postgres import copying, leasing, maintenance, schema
 from reconcile.store.postgres.addressing import check_url, connect_raw, errors, masked, transient
 from reconcile.store.postgres.claims import AdvisoryClaim, claim_advisory
@@ -314,6 +314,10 @@ class PostgresStore:
         if after is not None:
             params.extend(after)
             where += f" AND (o.namespace, o.name) > (${len(params) - 1}, ${len(params)})"
+        read, limited = rows_for(limit, predicate), ""
+        if read is not None:
+            params.append(read)
+            limited = f" LIMIT ${len(params)}"
 
         async def listing(conn: Any) -> tuple[int, builtins.list[Any]]:
             # The head first, the rows in a later snapshot: they show at least every
@@ -323,7 +327,7 @@ class PostgresStore:
             rows = await conn.fetch(
                 "SELECT 0, o.namespace, o.name, o.uid, o.resource_version, e.body "
                 "FROM reconcile_objects o JOIN reconcile_events e ON e.revision = o.resource_version "
-                f"WHERE {where} ORDER BY o.namespace, o.name",
+                f"WHERE {where} ORDER BY o.namespace, o.name{limited}",
                 *params,
             )
             return revision, rows

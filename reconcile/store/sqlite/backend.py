@@ -40,7 +40,7 @@ from reconcile.store.encoding import load_body
 from reconcile.store.fencing import Leases, ShardTable
 from reconcile.store.finishing import finish
 from reconcile.store.following import follow, matcher
-from reconcile.store.paging import page_of
+from reconcile.store.paging import page_of, rows_for
 from reconcile.store.recent import RecentEvents
 from reconcile.store.sqlite import copying, schema
 from reconcile.store.sqlite.claims import FileClaim, claim_file
@@ -317,12 +317,15 @@ class SQLiteStore:
         if after is not None:
             where += " AND (o.namespace, o.name) > (?, ?)"
             params.extend(after)
+        read = rows_for(limit, predicate)
+        if read is not None:
+            params.append(read)
         # One statement, one snapshot: the head read in the same statement is exactly the
         # revision the rows reflect, so a watch from it neither skips nor repeats.
         rows = await self._fetch(
             "SELECT (SELECT value FROM meta WHERE key = 'revision'), o.namespace, o.name, o.uid, "
             "o.resource_version, e.body FROM objects o JOIN events e ON e.revision = o.resource_version "
-            f"WHERE {where} ORDER BY o.namespace, o.name",
+            f"WHERE {where} ORDER BY o.namespace, o.name{'' if read is None else ' LIMIT ?'}",
             params,
         )
         revision = rows[0][0] if rows else before
