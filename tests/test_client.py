@@ -455,6 +455,27 @@ class TestStatus:
         assert forced.spec.size == 5
         assert forced.metadata.generation == 2
 
+    async def test_status_result_on_its_own_revision_is_the_stored_object(self, client: Client) -> None:
+        """A status write made on ``based_on``'s own revision builds its result from
+        ``based_on`` (nothing decoded): the same object a read returns, metadata and all;
+        made on a later revision (a forced write after a label change), the stored
+        metadata, not ``based_on``'s."""
+        obj = await client.apply(widget("w1", 3, labels={"app": "web"}, annotations={"a": "1"}))
+        status = Status(observed_generation=1)
+        written = await client.update_status(attrs.evolve(obj, status=status), based_on=obj)
+        assert written == await client.get("widget", "w1")
+        assert written.metadata.resource_version != obj.metadata.resource_version
+        assert written.spec is obj.spec
+        unchanged = await client.update_status(attrs.evolve(written, status=status), based_on=written)
+        assert unchanged == written  # nothing written: the stored object as it is
+        relabelled = await client.apply(widget("w1", 3, labels={"app": "db"}, annotations={"a": "1"}))
+        forced = await client.update_status(
+            attrs.evolve(written, status=Status(observed_generation=2)), based_on=written, force=True
+        )
+        assert forced == await client.get("widget", "w1")
+        assert forced.metadata.labels == {"app": "db"}
+        assert forced.metadata.resource_version != relabelled.metadata.resource_version
+
     async def test_status_result_takes_no_spec_of_an_earlier_incarnation(self, client: Client) -> None:
         """``based_on`` of an object since deleted and created again (another uid, the
         same generation): a forced status write on the new one carries its own spec."""
