@@ -87,7 +87,11 @@ class Decoder:
         :class:`Unconverted` object instead of an error (the informer goes on). The spec
         of ``based_on``, the object the cache holds for the key, is reused when the body
         is the same incarnation (its uid) at the same generation (every spec change bumps
-        it): a status or metadata change decodes only what it can have changed."""
+        it, and :func:`~reconcile.api.changing.same` tells ``1`` from ``true``): a status
+        or metadata change decodes only what it can have changed. So the cache must hold
+        stored specs only: a write's result built from an object the caller changed (a
+        spec ``record_actions`` was handed but did not write) would stay in it until the
+        next spec change or list, where the next watch event used to replace it."""
         spec = None
         meta = body.get("metadata") if based_on is not None else None
         if isinstance(meta, Mapping) and based_on is not None and not isinstance(based_on, Unconverted):
