@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconcile.api.changing import same
 from reconcile.api.merging import json_equal, merge_diff, merge_patch
 from reconcile.api.patching import json_patch
 from reconcile.errors import InvalidError
@@ -188,6 +189,20 @@ class TestJsonEqual:
         assert json_equal(1, 1.0)
         assert json_equal({"a": [1, {"b": None}]}, {"a": [1.0, {"b": None}]})
         assert not json_equal({"a": 1}, {"a": 1, "b": 2})
+
+
+class TestSame:
+    """What counts as a change of a stored document: its JSON text, keys in any order."""
+
+    def test_what_the_text_tells_apart(self) -> None:
+        """true is not 1, nor 1 1.0 (a change to Kubernetes too); key order is no change;
+        keys that are not strings compare as JSON does."""
+        assert not same({"x": True}, {"x": 1})
+        assert not same({"a": [1]}, {"a": [1.0]})
+        assert not same({"a": 1}, {"a": 2})
+        assert same({"a": 1, "b": {"c": [1, None]}}, {"b": {"c": [1, None]}, "a": 1})
+        assert same({1: "a"}, {1: "a"})
+        assert not same({1: True}, {1: 1})
 
 
 _SCALARS = st.none() | st.booleans() | st.integers() | st.text(max_size=3)

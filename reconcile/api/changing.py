@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from reconcile.api.merging import json_equal
 from reconcile.errors import ConflictError, FieldError, InvalidError, NotFoundError
 from reconcile.model.events import EventType
@@ -29,11 +31,19 @@ __all__ = [
 
 
 def same(a: Any, b: Any) -> bool:
-    """Whether two JSON values are the same document (:func:`json_equal`: ``true`` is not
-    ``1``, which Python's ``==`` takes for equal). What decides whether a write changed
-    the spec (its generation) or anything at all: a change a reader of the stored JSON
-    can see always counts. ``==`` first: most changes differ there at once."""
-    return bool(a == b) and json_equal(a, b)
+    """Whether two JSON values are the same document, as their text says: ``true`` is
+    not ``1``, nor ``1`` ``1.0`` (one value to Python's ``==``; two Go types, and so a
+    change, to Kubernetes' comparison of unstructured objects), while the order of a
+    mapping's keys is no change. What decides whether a write changed the spec (its
+    generation) or anything at all: a change a reader of the stored JSON can see always
+    counts. ``==`` first, which most changes fail at once; then the two texts, keys
+    sorted (C, not a walk in Python: a no-op apply compares every body it is given)."""
+    if a != b:
+        return False
+    try:
+        return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(b, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # not JSON orjson writes (a key that is not a string): as JSON compares
+        return json_equal(a, b)
 
 
 def clone(value: Any) -> Any:
