@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import runners  # noqa: E402
+from scaleout import manifests  # noqa: E402
 
 from reconcile import KindRegistry, connect  # noqa: E402
 from reconcile.runtime.collecting import collecting_less  # noqa: E402
@@ -48,19 +49,6 @@ POSTGRES_ROWS = (
     "WHERE o.api_group = $1 AND o.kind = $2 AND o.live AND (o.namespace, o.name) > ($3, $4) "
     "ORDER BY o.namespace, o.name"
 )
-
-
-def manifests(size: int) -> list[dict[str, Any]]:
-    """``size`` Buckets."""
-    return [
-        {
-            "apiVersion": BUCKET.api_version,
-            "kind": "Bucket",
-            "metadata": {"name": f"b{i:07}"},
-            "spec": {"name": f"b{i}", "value": f"v{i}"},
-        }
-        for i in range(size)
-    ]
 
 
 def registry() -> KindRegistry:
