@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import io
 import json
 import logging
@@ -16,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import attrs
 import pytest
@@ -181,6 +183,35 @@ class TestApplyAndRead:
         code, _, err = cli("get", "file", "missing")
         assert code == 1
         assert "not found" in err
+
+    def test_get_freezes_what_it_shows_only_while_it_shows_it(self, cli: Cli) -> None:
+        """``get`` keeps the pages it lists in the collector's permanent generation while
+        it shows them, and nothing stays frozen after it (a process that goes on: this
+        one); where something was frozen before, it freezes nothing and thaws nothing."""
+        cli.write("site.yaml", SITE)
+        cli("apply", "-f", str(cli.manifests))
+        gc.unfreeze()
+        frozen: list[int] = []
+        render = reading.render_objects
+
+        def rendering(*args: Any, **kwargs: Any) -> Any:
+            frozen.append(gc.get_freeze_count())
+            return render(*args, **kwargs)
+
+        with mock.patch.object(reading, "render_objects", rendering):
+            code, out, _ = cli("get", "files")
+            assert code == 0
+            assert "index" in out
+            assert frozen[-1] > 0
+            assert gc.get_freeze_count() == 0
+            gc.freeze()  # something of the process's own, frozen before
+            before = gc.get_freeze_count()
+            code, _, _ = cli("get", "files")
+            assert code == 0
+            # (Frozen objects that die leave the count: it may only go down.)
+            assert frozen[-1] <= before
+            assert 0 < gc.get_freeze_count() <= before
+            gc.unfreeze()
 
     def test_get_table_options(self, cli: Cli) -> None:
         """-o wide adds the generations and the Synced message; --show-labels a LABELS

@@ -18,11 +18,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from reconcile import Client, ExpiredError, ObjectKey, Status, TerminalError, TransientError
+from reconcile import Client, ExpiredError, InvalidError, ObjectKey, Status, TerminalError, TransientError
+from reconcile.api import mutations
 from reconcile.api.decoding import Unconverted
 from reconcile.controller import Controller, Informer, Request, Result, Telemetry, controlling, informing
 from reconcile.model import EventType, Kind, KindRegistry
-from reconcile.store import EventStore
+from reconcile.store import EventStore, Put, StoredObject
 from reconcile.testing import WIDGET, FakeClock
 
 DEADLINE = 10.0
@@ -36,6 +37,7 @@ class BlobSpec:
 
 
 BLOB = Kind("example.reconcile.dev/v1", "Blob", BlobSpec)
+FROZEN_BLOB = Kind("example.reconcile.dev/v1", "FrozenBlob", BlobSpec, immutable=("data",))
 
 
 class StatusWriter:
@@ -500,6 +502,34 @@ class TestInformer:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+    async def test_an_immutable_field_and_a_status_change_only_json_sees(
+        self, store: EventStore, clock: FakeClock
+    ) -> None:
+        """``1`` made ``true`` in an immutable field is refused as any change of it is;
+        in a status, it is a change to write (a status write and an action's)."""
+        client = Client(store, KindRegistry([FROZEN_BLOB]), clock=clock)
+        document = {
+            "apiVersion": FROZEN_BLOB.api_version,
+            "kind": "FrozenBlob",
+            "metadata": {"name": "b"},
+            "spec": {"data": {"x": 1}},
+        }
+        stored = await client.apply(document)
+        with pytest.raises(InvalidError, match=r"spec\.data"):
+            await client.apply({**document, "spec": {"data": {"x": True}}})
+        with pytest.raises(InvalidError, match=r"spec\.data"):
+            await client.update(attrs.evolve(stored, spec=BlobSpec({"x": True})))
+        current = StoredObject(stored.key, "u", 1, {"metadata": {"name": "b"}, "status": {"ready": 1}})
+        for mutation in (
+            mutations.update_status(stored.key, {"ready": True}, None),
+            mutations.record_actions(
+                stored.key, [], annotations=None, finalizer=None, status={"ready": True}
+            ),
+        ):
+            change = mutation(current)
+            changes = change if isinstance(change, list) else [change]
+            assert [c.body["status"] for c in changes if isinstance(c, Put)] == [{"ready": True}]
 
     async def test_a_change_of_status_or_metadata_reuses_the_cached_spec(
         self, client: Client, clock: FakeClock

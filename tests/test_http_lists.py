@@ -195,6 +195,7 @@ class TestBadParameters:
             ({"limit": "-1"}, "limit"),
             ({"limit": "ten"}, "limit"),
             ({"limit": str(2**63)}, "limit"),
+            ({"limit": "9" * 5000}, "limit"),
             ({"resourceVersion": "abc"}, "resourceVersion"),
             ({"resourceVersion": "-3"}, "resourceVersion"),
             ({"timeoutSeconds": "soon"}, "timeoutSeconds"),

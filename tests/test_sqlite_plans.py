@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from reconcile import ObjectKey
-from reconcile.store import Put, SQLiteStore, StoredObject
+from reconcile.store import Put, SQLiteStore, StoredObject, paging
 from reconcile.store.sqlite.backend import listing
 
 GROUP, KIND = "example.reconcile.dev", "Widget"
@@ -63,3 +63,33 @@ async def test_a_page_walks_the_index_in_order(
         if (namespace is None or ns == namespace) and (after is None or (ns, f"w{i}") > after)
     ]
     assert [(row[1], row[2]) for row in rows] == expected[:read]
+
+
+async def test_a_selector_page_holds_the_reader_for_its_budget_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's one reader serves every other read while a selector's page is read on
+    it: past ``paging.BUDGET`` rows in one call the page comes back short, with the key
+    of the last row read, and going on finds every match once, in order."""
+    monkeypatch.setattr(paging, "SCAN", 2)
+    monkeypatch.setattr(paging, "BUDGET", 5)
+    store = await SQLiteStore(tmp_path / "budget.db").open()
+    try:
+        for i in range(12):
+            await store.write(ObjectKey(GROUP, KIND, "default", f"w{i:02}"), _put(f"w{i:02}"), actor="t")
+
+        def picked(item: StoredObject) -> bool:
+            return item.key.name in {"w01", "w11"}
+
+        pages, after = [], None
+        while True:
+            page = await store.list(GROUP, KIND, limit=3, predicate=picked, after=after)
+            pages.append(([i.key.name for i in page.items], page.next_after))
+            after = page.next_after
+            if after is None:
+                break
+    finally:
+        await store.close()
+    # A page of 3 reads 4 rows, then what is left of the budget (1): short at w04, at w09;
+    # then w10-w11, fewer than asked: the end.
+    assert pages == [(["w01"], ("default", "w04")), ([], ("default", "w09")), (["w11"], None)]

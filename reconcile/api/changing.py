@@ -115,7 +115,7 @@ def immutable_errors(
             "delete the object and apply it again",
         )
         for key in keys
-        if old.get(key) != new.get(key)
+        if not same(old.get(key), new.get(key))
     ]
 
 

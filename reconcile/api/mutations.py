@@ -100,7 +100,7 @@ def update_status(key: ObjectKey, status: Body, expected: int | None) -> Mutatio
     def mutate(current: StoredObject | None) -> Change | None:
         current = require(key, current)
         check_version(key, current, expected)
-        if current.body.get("status") == status:
+        if same(current.body.get("status"), status):
             return None
         new = dict(current.body)
         new["status"] = clone(status)
@@ -257,7 +257,7 @@ def record_actions(
             new_meta["annotations"] = dict(sorted(merged.items()))
         changes: list[Change] = [Note(event_type, data) for event_type, data in events]
         meta_changed = new_meta != meta
-        status_changed = status is not None and status != body.get("status")
+        status_changed = status is not None and not same(status, body.get("status"))
         if meta_changed or status_changed:
             new = {**body, "metadata": new_meta}
             if status_changed:

@@ -221,16 +221,20 @@ async def list_all(
 
 
 @contextlib.contextmanager
-def _kept_out_of_the_collector() -> Iterator[None]:
+def _kept_out_of_the_collector() -> Iterator[bool]:
     """For ``get``: what it lists lives until it is shown, and every collection walked
     all of it again (``reconcile get files`` of 100,000 spent most of its time so); each
-    page goes into the collector's permanent generation as it comes, and back at the end
-    (so nothing stays frozen in a process that goes on: a test's, an embedder's). The
-    runtime's tuning (``reconcile.runtime.collecting``) is not loaded here: ``get``
-    starts without the runtime."""
+    page goes into the collector's permanent generation as it comes (what it yields:
+    whether to), and back at the end (so nothing stays frozen in a process that goes
+    on). Not where something else froze objects already (a Runtime in the same
+    process): the end would thaw them too. The runtime's tuning
+    (``reconcile.runtime.collecting``) is not loaded here: ``get`` starts without it."""
+    if gc.get_freeze_count():
+        yield False
+        return
     gc.collect()  # (nothing that is garbage already is frozen)
     try:
-        yield
+        yield True
     finally:
         gc.unfreeze()
 
@@ -320,8 +324,8 @@ async def _get(
 ) -> None:
     async with settings.client(read_only=True) as client:
         since = await client.revision()
-        with _kept_out_of_the_collector():
-            shown = await _show(client, kind=kind, name=name, listing=listing)
+        with _kept_out_of_the_collector() as freeze:
+            shown = await _show(client, kind=kind, name=name, listing=listing, freeze=freeze)
         if follow:
             await _follow(client, kind, since, listing, shown)
 
@@ -356,7 +360,7 @@ async def _follow(
 
 
 async def _show(
-    client: Client, *, kind: str | None, name: str | None, listing: Listing
+    client: Client, *, kind: str | None, name: str | None, listing: Listing, freeze: bool = False
 ) -> Sequence[AnyResource]:
     """Print what ``get`` lists; return the objects of the table drawn (none otherwise)."""
     output, selector, namespace = listing.output, listing.selector, listing.namespace
@@ -384,7 +388,7 @@ async def _show(
         return ()
     kinds = list(client.kinds) if kind is None else [client.kinds.resolve(kind)]
     objects = in_version(
-        client, await list_all(client, kinds, namespace, selector, freeze=True), listing.api_version
+        client, await list_all(client, kinds, namespace, selector, freeze=freeze), listing.api_version
     )
     if kind is None:
         skipped = await client.unknown_kinds()

@@ -82,7 +82,7 @@ def _whole(query: Mapping[str, str], field: str) -> int | None:
     raw = query.get(field)
     if raw is None or raw == "":
         return None
-    if not raw.isdecimal() or int(raw) > _INT64:
+    if not raw.isdecimal() or len(raw) > len(str(_INT64)) or int(raw) > _INT64:
         raise _bad(field, raw, "not a whole number >= 0")
     return int(raw)
 

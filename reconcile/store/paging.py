@@ -6,7 +6,8 @@ not once per page. A page whose objects a predicate picks (a label or field sele
 reads :data:`SCAN` rows, then twice as many again and again (up to :data:`MOST` a
 statement) until it is full or the rows run out, as Kubernetes' API server fills a page
 from etcd: a client asking for a page of 500 matches gets them in one answer, however
-few objects match.
+few objects match (on SQLite up to a budget of rows a call: then a short page, with a
+key to go on from).
 """
 
 from __future__ import annotations
@@ -18,12 +19,16 @@ from reconcile.model.meta import ObjectKey
 from reconcile.store.contract import ListPage, StoredObject
 from reconcile.store.encoding import load_body
 
-__all__ = ["MOST", "SCAN", "Pager", "key_conditions"]
+__all__ = ["BUDGET", "MOST", "SCAN", "Pager", "key_conditions"]
 
 #: The rows the first statement of a page a predicate picks from reads, at the least.
 SCAN = 1000
 #: The rows one statement of such a page reads, at the most.
 MOST = 10_000
+#: The rows one page a predicate picks from reads at the most on the SQLite store, whose
+#: one reader connection serves every other read meanwhile (its watches' too): about a
+#: tenth of a second here.
+BUDGET = 20_000
 #: A limit this large or larger reads every row (SQL's integers hold 64 bits).
 _EVERY = 2**62
 
@@ -55,7 +60,10 @@ class Pager:
     """A page filled from the rows of one or more listing statements, each reading
     :attr:`read` rows (None: all) in (namespace, name) order, the next one after the last
     row of the one before; rows of ``(head, namespace, name, uid, resource_version,
-    body)``."""
+    body)``. ``budget``: the rows all its statements may read together (None: no end);
+    a page a predicate picks from that spends it comes back short, with the key of the
+    last row read to go on from (as a Kubernetes list may: the SQLite store's one reader
+    is not held longer than that)."""
 
     def __init__(
         self,
@@ -63,9 +71,12 @@ class Pager:
         kind: str,
         limit: int | None,
         predicate: Callable[[StoredObject], bool] | None,
+        *,
+        budget: int | None = None,
     ) -> None:
         self._api_group, self._kind = api_group, kind
         self._limit, self._predicate = limit, predicate
+        self._budget = budget
         self.items: list[StoredObject] = []
         #: The key to continue after, when the page is full and more objects may follow.
         self.next_after: tuple[str, str] | None = None
@@ -79,22 +90,34 @@ class Pager:
 
     def take(self, rows: Sequence[Any]) -> tuple[str, str] | None:
         """Take the rows a statement read: the key the next statement reads after, or
-        None when the page is done (full, or the rows ran out)."""
+        None when the page is done (full, short of its budget, or the rows ran out)."""
         limit, predicate, items = self._limit, self._predicate, self.items
-        for _, ns, name, uid, resource_version, body in rows:
+        more = self.read is not None and len(rows) >= self.read  # rows may follow the last
+        for index, (_, ns, name, uid, resource_version, body) in enumerate(rows):
             key = ObjectKey(self._api_group, self._kind, ns, name)
+            if predicate is None and limit is not None and len(items) == limit:
+                self.next_after = (items[-1].key.namespace, items[-1].key.name)  # the one more row
+                return None
             item = StoredObject(key, uid, resource_version, load_body(body, resource_version, key))
             if predicate is not None and not predicate(item):
                 continue
-            if limit is not None and len(items) == limit:
-                last = items[-1].key
-                self.next_after = (last.namespace, last.name)
-                return None
             items.append(item)
-        if self.read is None or len(rows) < self.read:
+            if predicate is not None and limit is not None and len(items) == limit:
+                # Full: more may follow if rows do (then perhaps a last page of none).
+                self.next_after = (ns, name) if more or index + 1 < len(rows) else None
+                return None
+        if not more:
             return None  # every row after the start was read
-        self.read = min(self.read * 2, max(MOST, self.read))
         _, ns, name, *_ = rows[-1]
+        if self._budget is not None:
+            self._budget -= len(rows)
+            if self._budget <= 0:
+                self.next_after = (ns, name)  # short: go on from the last row read
+                return None
+        assert self.read is not None
+        self.read = min(self.read * 2, max(MOST, self.read))
+        if self._budget is not None:
+            self.read = max(1, min(self.read, self._budget))
         return (ns, name)
 
     def page(self, revision: int) -> ListPage:

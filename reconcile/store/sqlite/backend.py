@@ -27,6 +27,7 @@ import aiosqlite
 from reconcile.errors import StoreError
 from reconcile.model.events import Bookmark
 from reconcile.model.meta import ObjectKey
+from reconcile.store import paging
 from reconcile.store.contract import (
     ListPage,
     Mutation,
@@ -103,6 +104,8 @@ def _picked(
     """A page a predicate picks from, on the reader's thread, in one read transaction (one
     snapshot, as one statement would be): statements of growing size until the page is
     full or the rows run out. The head they read (None: no rows)."""
+    if conn.in_transaction:  # (never left so, but a read must not join another's snapshot)
+        conn.execute("ROLLBACK")
     conn.execute("BEGIN")
     try:
         head, start = None, after
@@ -114,7 +117,12 @@ def _picked(
             if start is None:
                 return head
     finally:
-        conn.execute("COMMIT")
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            # A reader left in its transaction would pin every later read to this
+            # snapshot: the watches would stop, silently.
+            conn.execute("ROLLBACK")
 
 
 class SQLiteStore:
@@ -349,7 +357,7 @@ class SQLiteStore:
     ) -> ListPage:
         """Objects of one kind in (namespace, name) order, after a key, up to a limit."""
         before = await self.revision()
-        pager = Pager(api_group, kind, limit, predicate)
+        pager = Pager(api_group, kind, limit, predicate, budget=paging.BUDGET)
         if predicate is None or limit is None:  # one statement: the page's rows and one more
             rows = await self._fetch(*listing(api_group, kind, namespace, after, pager.read))
             pager.take(rows)
