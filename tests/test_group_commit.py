@@ -351,3 +351,35 @@ async def test_a_batch_stores_each_row_as_a_commit_of_its_own_would(tmp_path: Pa
         ("w3", 1, "integer", None),
         ("w9", 0, "integer", None),
     ]
+
+
+async def test_a_large_batch_stores_every_row(tmp_path: Path) -> None:
+    """A batch larger than a statement's rows (the commit writes many rows a statement,
+    the rest one at a time) stores every row, each with its own columns."""
+    path = tmp_path / "state.db"
+    count = 2 * 64 + 5
+
+    def put(i: int) -> Put:
+        body = {"metadata": {"name": f"w{i}", "uid": f"u{i}"}, "spec": {"i": i}}
+        data = {"i": i} if i % 2 else None
+        return Put("Created", body, data=data, identity=f"spec.i={i}" if i % 3 == 0 else None)
+
+    async with SQLiteStore(path) as store:
+        futures = store.submit_many([(_key(i), lambda _, i=i: put(i)) for i in range(count)], actor="t")
+        results = await asyncio.wait_for(asyncio.gather(*futures), DEADLINE)
+    assert [r.revision for r in results] == list(range(1, count + 1))
+    with sqlite3.connect(path) as conn:
+        events = conn.execute(
+            "SELECT e.revision, o.name, e.uid, e.data, e.user, e.body FROM events e "
+            "JOIN objects o ON o.id = e.object_id ORDER BY e.revision"
+        ).fetchall()
+        objects = conn.execute(
+            "SELECT name, uid, resource_version, live, identity FROM objects ORDER BY resource_version"
+        ).fetchall()
+    assert [(revision, name, uid, data, user) for revision, name, uid, data, user, _ in events] == [
+        (i + 1, f"w{i}", f"u{i}", f'{{"i":{i}}}' if i % 2 else None, None) for i in range(count)
+    ]
+    assert all(f'"spec":{{"i":{i}}}' in body for i, (*_, body) in enumerate(events))
+    assert objects == [
+        (f"w{i}", f"u{i}", i + 1, 1, f"spec.i={i}" if i % 3 == 0 else None) for i in range(count)
+    ]
