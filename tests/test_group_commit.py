@@ -14,7 +14,7 @@ import pytest
 
 from reconcile import ObjectKey
 from reconcile.errors import StoreError
-from reconcile.store import EventStore, Put, SQLiteStore, open_store
+from reconcile.store import EventStore, Put, Remove, SQLiteStore, open_store
 from reconcile.store.postgres import writing as postgres_writing
 from reconcile.store.sqlite import writing
 
@@ -294,3 +294,92 @@ async def test_a_writer_cancelled_while_its_commit_lands_keeps_the_connection_un
         await store.close()
     async with SQLiteStore(tmp_path / "state.db") as reopened:
         assert (await reopened.read(_key(0))) is not None
+
+
+async def test_a_batch_stores_each_row_as_a_commit_of_its_own_would(tmp_path: Path) -> None:
+    """A batch stores each row as a commit of that write alone would.
+
+    One batch of every kind of row (an event with and without data and user, an object
+    with and without an identity, one live and one removed): NULL where the write had
+    none, ``live`` the integer 1 or 0. (The commit writes a NULL in the statement rather
+    than binding it, and binds ``live`` as an int: faster, and the same rows.)"""
+    path = tmp_path / "state.db"
+
+    def body(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "uid": f"u-{name}"}, "spec": {}}
+
+    async with SQLiteStore(path) as store:
+        await store.write(_key(9), lambda _: Put("Created", body("w9")), actor="t")
+        futures = [
+            *store.submit_many(
+                [
+                    (_key(0), lambda _: Put("Created", body("w0"))),
+                    (_key(1), lambda _: Put("Created", body("w1"), data={"why": "test"})),
+                    (_key(2), lambda _: Put("Created", body("w2"), identity="spec.path=/a")),
+                ],
+                actor="t",
+            ),
+            *store.submit_many(
+                [
+                    (_key(3), lambda _: Put("Created", body("w3"))),
+                    (_key(9), lambda current: Remove(current.body if current else {})),
+                ],
+                actor="t",
+                user="alice",
+            ),
+        ]
+        await asyncio.wait_for(asyncio.gather(*futures), DEADLINE)
+    with sqlite3.connect(path) as conn:
+        events = conn.execute(
+            "SELECT o.name, e.type, e.actor, e.data, e.user, typeof(e.data), typeof(e.user) "
+            "FROM events e JOIN objects o ON o.id = e.object_id WHERE e.revision > 1 ORDER BY e.revision"
+        ).fetchall()
+        objects = conn.execute(
+            "SELECT name, live, typeof(live), identity FROM objects ORDER BY name"
+        ).fetchall()
+    assert events == [
+        ("w0", "Created", "t", None, None, "null", "null"),
+        ("w1", "Created", "t", '{"why":"test"}', None, "text", "null"),
+        ("w2", "Created", "t", None, None, "null", "null"),
+        ("w3", "Created", "t", None, "alice", "null", "text"),
+        ("w9", "Deleted", "t", None, "alice", "null", "text"),
+    ]
+    assert objects == [
+        ("w0", 1, "integer", None),
+        ("w1", 1, "integer", None),
+        ("w2", 1, "integer", "spec.path=/a"),
+        ("w3", 1, "integer", None),
+        ("w9", 0, "integer", None),
+    ]
+
+
+async def test_a_large_batch_stores_every_row(tmp_path: Path) -> None:
+    """A batch larger than a statement's rows (the commit writes many rows a statement,
+    the rest one at a time) stores every row, each with its own columns."""
+    path = tmp_path / "state.db"
+    count = 2 * 64 + 5
+
+    def put(i: int) -> Put:
+        body = {"metadata": {"name": f"w{i}", "uid": f"u{i}"}, "spec": {"i": i}}
+        data = {"i": i} if i % 2 else None
+        return Put("Created", body, data=data, identity=f"spec.i={i}" if i % 3 == 0 else None)
+
+    async with SQLiteStore(path) as store:
+        futures = store.submit_many([(_key(i), lambda _, i=i: put(i)) for i in range(count)], actor="t")
+        results = await asyncio.wait_for(asyncio.gather(*futures), DEADLINE)
+    assert [r.revision for r in results] == list(range(1, count + 1))
+    with sqlite3.connect(path) as conn:
+        events = conn.execute(
+            "SELECT e.revision, o.name, e.uid, e.data, e.user, e.body FROM events e "
+            "JOIN objects o ON o.id = e.object_id ORDER BY e.revision"
+        ).fetchall()
+        objects = conn.execute(
+            "SELECT name, uid, resource_version, live, identity FROM objects ORDER BY resource_version"
+        ).fetchall()
+    assert [(revision, name, uid, data, user) for revision, name, uid, data, user, _ in events] == [
+        (i + 1, f"w{i}", f"u{i}", f'{{"i":{i}}}' if i % 2 else None, None) for i in range(count)
+    ]
+    assert all(f'"spec":{{"i":{i}}}' in body for i, (*_, body) in enumerate(events))
+    assert objects == [
+        (f"w{i}", f"u{i}", i + 1, 1, f"spec.i={i}" if i % 3 == 0 else None) for i in range(count)
+    ]

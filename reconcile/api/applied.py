@@ -28,11 +28,13 @@ class ApplyWrite:
     any spelling or version: it is read in the current one), then :meth:`finish` makes
     its result."""
 
-    __slots__ = ("_admitted", "_before", "_change", "_decoder", "_key", "_mutation")
+    __slots__ = ("_admitted", "_before", "_change", "_decoder", "_mutation", "key")
 
     def __init__(self, key: ObjectKey, mutation: Mutation, admitted: Admitted, decoder: Decoder) -> None:
-        #: ``mutation`` is the apply's own, given the stored object as the decoder reads it.
-        self._key, self._mutation, self._admitted, self._decoder = key, mutation, admitted, decoder
+        #: The object's key. (``mutation`` is the apply's own, given the stored object as
+        #: the decoder reads it.)
+        self.key: ObjectKey = key
+        self._mutation, self._admitted, self._decoder = mutation, admitted, decoder
         self._before: StoredObject | None = None
         self._change: Any = None
 
@@ -47,7 +49,7 @@ class ApplyWrite:
     def finish(self, result: WriteResult) -> Applied:
         """The :class:`Applied` of the write (``created``, ``configured``, ``unchanged``),
         its object decoded when first read."""
-        key, admitted = self._key, self._admitted
+        key, admitted = self.key, self._admitted
         outcome: Outcome = (
             "created" if self._before is None else "configured" if result.written else "unchanged"
         )

@@ -69,17 +69,16 @@ def _check_owners(key: ObjectKey, old: Mapping[str, Any], desired: Mapping[str, 
         raise AlreadyOwnedError(str(key), current[1])
 
 
-def _created(
+def _created(  # noqa: PLR0917 - by position: every document of a bulk apply calls it
     key: ObjectKey,
     desired: Body,
     status: Body,
-    *,
     owner: str,
     paths: list[str],
     uid: str,
     now: str,
-    identity: str | None = None,
-    finalizers: Sequence[str] = (),
+    identity: str | None,
+    finalizers: Sequence[str],
 ) -> Put:
     """The change that creates the object from ``desired`` (an admitted body): its uid,
     generation 1 and creation time, ``status``, ``owner`` owning ``paths`` (its managed
@@ -105,7 +104,7 @@ def _created(
         listed = meta.get("finalizers") or []
         meta["finalizers"] = [*listed, *(f for f in finalizers if f not in listed)]
     body = {**desired, "metadata": meta, "status": status}
-    return Put(EventType.CREATED, body, identity=identity)
+    return Put(EventType.CREATED, body, None, identity)
 
 
 def _applied_paths(desired: Body, declared: Sequence[str] | None) -> list[str]:
@@ -185,12 +184,12 @@ class _Apply:
                 key,
                 desired,
                 self.status(),
-                owner=manager + UPDATE if self.create_only else manager,
-                paths=_applied_paths(desired, self.declared),
-                uid=self.uid,
-                now=self.now,
-                identity=self.identity,
-                finalizers=self.finalizers,
+                manager + UPDATE if self.create_only else manager,
+                _applied_paths(desired, self.declared),
+                self.uid,
+                self.now,
+                self.identity,
+                self.finalizers,
             )
         if self.create_only:
             raise AlreadyExistsError(f"{key} already exists")

@@ -51,7 +51,7 @@ from reconcile.model.meta import ObjectKey
 from reconcile.model.resource import AnyResource
 from reconcile.store.contract import EventStore, Mutation, StoredObject, WriteResult
 
-__all__ = ["Applied", "Deferred", "Outcome", "Writer", "apply_many"]
+__all__ = ["Applied", "Deferred", "Outcome", "Write", "Writer", "apply_many"]
 
 Outcome = Literal["created", "configured", "unchanged", "refused", "skipped", "pruned"]
 
@@ -102,6 +102,21 @@ class Applied:
         return _resolved(self._object)
 
 
+class Write(Protocol):
+    """One document's apply as a store write (:meth:`Writer.apply_writes` makes them):
+    the store's mutation, with its object's key and what makes its result."""
+
+    @property
+    def key(self) -> ObjectKey:
+        """The object's key."""
+
+    def __call__(self, current: StoredObject | None) -> Any:
+        """The apply's change to ``current`` (what the store calls)."""
+
+    def finish(self, result: WriteResult) -> Applied:
+        """The :class:`Applied` of the write, once it is durable."""
+
+
 class Writer(Protocol):
     """What the bulk apply needs of a client: a client's engine-facing side,
     :class:`~reconcile.api.engine.Engine`, is one (``Client.apply_many`` calls
@@ -147,6 +162,17 @@ class Writer(Protocol):
     ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
         """The key, the mutation and what makes the :class:`Applied` of its write
         (``now``: the creation time of an object it creates; None: the clock's)."""
+
+    def apply_writes(
+        self,
+        admitted: Sequence[Admitted],
+        *,
+        manager: str | None = None,
+        create_only: bool = False,
+        force: bool = False,
+        now: str | None = None,
+    ) -> Sequence[Write]:
+        """:meth:`apply_write` of each, made at once (``now`` taken once for them all)."""
 
     def now(self) -> str:
         """The time a write made now is stamped with."""
@@ -307,10 +333,12 @@ class _Writes:
     async def write(self, run: list[tuple[int, Admitted]]) -> None:
         """Queue ``run``'s writes and wait until each is durable."""
         # One creation time for the run: the documents are applied together.
-        now, manager, force = self.client.now(), self.manager, self.force
-        writes = [self.client.apply_write(item, manager=manager, force=force, now=now) for _, item in run]
+        now, manager = self.client.now(), self.manager
+        writes = self.client.apply_writes(
+            [item for _, item in run], manager=manager, force=self.force, now=now
+        )
         futures = self.client.store.submit_many(
-            [(key, mutation) for key, mutation, _ in writes], actor=manager, user=self.client.user
+            [(write.key, write) for write in writes], actor=manager, user=self.client.user
         )
         # The store resolves a run's futures in the order they were queued, a commit's all
         # at once: this task waits on the first one not done, then takes every one done by
@@ -330,8 +358,7 @@ class _Writes:
                 except Exception:  # noqa: BLE001, S110 - the write's own error, taken below
                     pass
             while taken < len(futures) and futures[taken].done():
-                index, item = run[taken]
-                self._landed(index, item, writes[taken][2], futures[taken])
+                self._landed(run[taken], writes[taken], futures[taken])
                 taken += 1
         if self.raised:
             raise self.raised[0]
@@ -342,10 +369,9 @@ class _Writes:
         """Write every document, and delete every pruned object, in one store
         transaction: all results, or one refusal (that document or deletion ``refused``,
         the others ``skipped``) and nothing stored."""
-        now, manager, force = self.client.now(), self.manager, self.force
-        writes = [
-            self.client.apply_write(item, manager=manager, force=force, now=now) for _, item in admitted
-        ]
+        writes = self.client.apply_writes(
+            [item for _, item in admitted], manager=self.manager, force=self.force, now=self.client.now()
+        )
         # The write whose mutation ran last: when one raises, it names the refused one.
         running: list[tuple[int, ObjectKey | None]] = []
 
@@ -357,8 +383,8 @@ class _Writes:
             return run
 
         everything = [
-            (key, tracked(index, key, mutation))
-            for (index, _), (key, mutation, _) in zip(admitted, writes, strict=True)
+            (write.key, tracked(index, write.key, write))
+            for (index, _), write in zip(admitted, writes, strict=True)
         ]
         everything += [(key, tracked(index, key, mutation)) for index, key, mutation in pruning]
         try:
@@ -373,8 +399,8 @@ class _Writes:
                 for index, key, _ in pruning:
                     self.results[index] = Applied(key, "refused", error=exc)
             return
-        for (index, _), (_, _, finish), result in zip(admitted, writes, done[: len(writes)], strict=True):
-            applied = self.results[index] = finish(result)
+        for (index, _), write, result in zip(admitted, writes, done[: len(writes)], strict=True):
+            applied = self.results[index] = write.finish(result)
             self._heard(applied)
         for (index, key, _), result in zip(pruning, done[len(writes) :], strict=True):
             self.results[index] = _pruned(key, result)
@@ -395,19 +421,19 @@ class _Writes:
             else:
                 self.results[index] = _pruned(key, outcome)
 
-    def _landed(
-        self, index: int, item: Admitted, finish: Callable[[WriteResult], Applied], future: Any
-    ) -> None:
+    def _landed(self, document: tuple[int, Admitted], write: Write, future: Any) -> None:
         # At once, as each write is durable: a cache puts it in before its watch event.
+        index, item = document
         try:
-            applied = self.results[index] = finish(future.result())
+            applied = self.results[index] = write.finish(future.result())
         except (ReconcileError, OSError) as exc:
             self.results[index] = Applied(_key(item), "refused", error=exc)
             return
         except BaseException as exc:  # noqa: BLE001 - raised by submit or drain, out of the callback
             self.raised.append(exc)
             return
-        self._heard(applied)
+        if self.on_applied is not None:
+            self._heard(applied)
 
     def _heard(self, applied: Applied) -> None:
         """Tell ``on_applied``; its failure is its own: logged (as the loop logs a failed
@@ -469,17 +495,26 @@ def _by_index(admitted: list[tuple[int, Admitted]], count: int) -> list[Admitted
 def _runs(admitted: list[tuple[int, Admitted]], size: int) -> list[list[tuple[int, Admitted]]]:
     """Runs of documents to write concurrently (sharing group commits): at most ``size``,
     and never the same object twice in a run, so later documents still win."""
-    runs: list[list[tuple[int, Admitted]]] = [[]]
     # Each key as a plain tuple (equal to its ObjectKey, and cheaper to make).
-    keys: set[tuple[str, str, str, str]] = set()
-    for index, item in admitted:
-        meta, kind = item.body["metadata"], item.kind
-        key = (kind.api_group, kind.kind, meta["namespace"], meta["name"])
-        if len(runs[-1]) >= size or key in keys:
+    keys = [
+        (
+            item.kind.api_group,
+            item.kind.kind,
+            item.body["metadata"]["namespace"],
+            item.body["metadata"]["name"],
+        )
+        for _, item in admitted
+    ]
+    if size > 0 and len(set(keys)) == len(keys):  # no object twice (nearly every apply)
+        return [admitted[start : start + size] for start in range(0, len(admitted), size)] or [[]]
+    runs: list[list[tuple[int, Admitted]]] = [[]]
+    seen: set[tuple[str, str, str, str]] = set()
+    for document, key in zip(admitted, keys, strict=True):
+        if len(runs[-1]) >= size or key in seen:
             runs.append([])
-            keys.clear()
-        runs[-1].append((index, item))
-        keys.add(key)
+            seen.clear()
+        runs[-1].append(document)
+        seen.add(key)
     return runs
 
 

@@ -217,26 +217,27 @@ class Engine:
         object, once (a dry run calls it on what is stored). A hook that broke under
         ``Ignore`` is recorded by the same write, after the change it let through
         (an apply that changes nothing records nothing: applying again stays a no-op)."""
-        key, applying = self._applying(admitted, manager, create_only=create_only, force=force, now=None)
+        key, applying = self._applying(admitted, manager or self._manager, create_only, force, self._now())
         return key, self.decoder.mutation(applying)
 
     def _applying(
-        self, admitted: Admitted, manager: str | None, *, create_only: bool, force: bool, now: str | None
+        self, admitted: Admitted, manager: str, create_only: bool, force: bool, now: str
     ) -> tuple[ObjectKey, Mutation]:
         """:meth:`apply_mutation`'s key and mutation, given the stored object in the
-        current spelling and version (not wrapped to read it so)."""
+        current spelling and version (not wrapped to read it so). Its arguments given
+        by position: a bulk apply calls it once per document."""
+        kind, body = admitted.kind, admitted.body
         key = admitted_key(admitted)
-        kind = admitted.kind
         applying = mutations.apply(
             key,
-            admitted.body,
+            body,
             self.admission.status_maker(kind),
-            manager=manager or self._manager,
+            manager=manager,
             uid=new_uid(),
-            now=self._now() if now is None else now,
+            now=now,
             create_only=create_only,
             immutable=kind.immutable,
-            identity=kind.identity_of(admitted.body["spec"]),
+            identity=kind.identity_of(body["spec"]),
             finalizers=self._default_finalizers(admitted),
             declared=admitted.declared,
             force=force,
@@ -346,12 +347,33 @@ class Engine:
     ) -> tuple[ObjectKey, Mutation, Callable[[WriteResult], Applied]]:
         """The store write that applying an admitted manifest is: its key, its mutation,
         and what turns the write's result into an :class:`Applied` (for writers that
-        queue many writes at once, as the bulk apply does). ``now``: the creation time
-        of an object it creates (None: the clock's, now), which a bulk apply takes once
-        for a run of writes."""
-        key, applying = self._applying(admitted, manager, create_only=create_only, force=force, now=now)
-        write = ApplyWrite(key, applying, admitted, self.decoder)
-        return key, write, write.finish
+        queue a write of their own). ``now``: the creation time of an object it creates
+        (None: the clock's, now)."""
+        (write,) = self.apply_writes(
+            [admitted], manager=manager, create_only=create_only, force=force, now=now
+        )
+        return write.key, write, write.finish
+
+    def apply_writes(
+        self,
+        admitted: Sequence[Admitted],
+        *,
+        manager: str | None = None,
+        create_only: bool = False,
+        force: bool = False,
+        now: str | None = None,
+    ) -> list[ApplyWrite]:
+        """:meth:`apply_write` of each admitted manifest, for writers that queue many
+        writes at once (the bulk apply): each write is the store's mutation, its
+        ``key`` the object's and its ``finish`` what makes the :class:`Applied` of its
+        result. ``now``: the creation time of the objects they create (None: the
+        clock's, now), taken once for them all: they are applied together."""
+        manager = manager or self._manager
+        now = self._now() if now is None else now
+        applying, decoder = self._applying, self.decoder
+        return [
+            ApplyWrite(*applying(item, manager, create_only, force, now), item, decoder) for item in admitted
+        ]
 
     # -- a controller's records -------------------------------------------------------------
 
