@@ -419,6 +419,9 @@ def _sign_in(page: Any, url: str, token: str) -> None:
     dialog.wait_for()
     page.get_by_role("textbox", name="Token").fill(token)
     page.get_by_role("button", name="Use this token").click()
+    # The token is kept when the dialog's close event comes (a task after the click):
+    # a reload before it would lose it (a newer chromium reloaded that soon).
+    page.locator("#signout").wait_for()
     page.reload()
     page.locator("#ready").wait_for()
     page.locator("#timeline").wait_for()
