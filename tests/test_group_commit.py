@@ -383,3 +383,36 @@ async def test_a_large_batch_stores_every_row(tmp_path: Path) -> None:
     assert objects == [
         (f"w{i}", f"u{i}", i + 1, 1, f"spec.i={i}" if i % 3 == 0 else None) for i in range(count)
     ]
+
+
+async def test_every_row_shape_in_statements_of_many_rows(tmp_path: Path) -> None:
+    """Each shape of row (an event with or without data, with or without a user; an
+    object with or without an identity) more than a statement's rows at once, and
+    fewer: every row stored with its own columns, as one row at a time stores it."""
+    path = tmp_path / "state.db"
+    count = 150
+
+    def put(i: int) -> Put:
+        body = {"metadata": {"name": f"w{i}", "uid": f"u{i}"}, "spec": {"i": i}}
+        return Put(
+            "Created", body, data={"i": i} if i % 2 else None, identity=f"id={i}" if i % 4 < 2 else None
+        )
+
+    async with SQLiteStore(path) as store:
+        futures = store.submit_many([(_key(i), lambda _, i=i: put(i)) for i in range(count)], actor="t")
+        futures += store.submit_many(
+            [(_key(i), lambda _, i=i: put(i)) for i in range(count, 2 * count)], actor="t", user="alice"
+        )
+        results = await asyncio.wait_for(asyncio.gather(*futures), DEADLINE)
+    assert sorted(r.revision for r in results) == list(range(1, 2 * count + 1))
+    with sqlite3.connect(path) as conn:
+        events = conn.execute(
+            "SELECT o.name, e.uid, e.data, e.user FROM events e JOIN objects o ON o.id = e.object_id "
+            "ORDER BY o.id"
+        ).fetchall()
+        objects = conn.execute("SELECT name, uid, live, identity FROM objects ORDER BY id").fetchall()
+    assert events == [
+        (f"w{i}", f"u{i}", f'{{"i":{i}}}' if i % 2 else None, "alice" if i >= count else None)
+        for i in range(2 * count)
+    ]
+    assert objects == [(f"w{i}", f"u{i}", 1, f"id={i}" if i % 4 < 2 else None) for i in range(2 * count)]
