@@ -402,9 +402,6 @@ class Client(Reading):
         key = obj.key
         expected = None if force else obj.metadata.resource_version
         mutation = mutations.update_status(key, body, expected)
-        if based_on is None:
-            result = await self._write(key, mutation, actor=manager)
-            return self.decoder.written(result.object, None, status)
         found_at: list[int | None] = []
 
         def writing(current: StoredObject | None) -> Any:
@@ -415,7 +412,7 @@ class Client(Reading):
         # The stored status is now the one given (written or already equal to it). A
         # status write changes nothing else of the object: written on ``based_on``'s own
         # revision, the result is ``based_on`` with the write's metadata (nothing decoded).
-        if found_at and found_at[-1] == based_on.metadata.resource_version:
+        if based_on is not None and found_at and found_at[-1] == based_on.metadata.resource_version:
             return self.decoder.evolved(based_on, result.object, status)
         return self.decoder.written(result.object, based_on, status)
 

@@ -93,12 +93,12 @@ class Decoder:
         spec ``record_actions`` was handed but did not write) would stay in it until the
         next spec change or list, where the next watch event used to replace it."""
         spec = None
-        meta = body.get("metadata") if based_on is not None else None
-        if isinstance(meta, Mapping) and based_on is not None and not isinstance(based_on, Unconverted):
-            known = based_on.metadata
-            if known.generation is not None and (meta.get("generation"), meta.get("uid")) == (
-                known.generation,
-                known.uid,
+        if based_on is not None and not isinstance(based_on, Unconverted):
+            meta, known = body.get("metadata"), based_on.metadata
+            if (
+                isinstance(meta, Mapping)
+                and known.generation is not None
+                and (meta.get("generation"), meta.get("uid")) == (known.generation, known.uid)
             ):
                 spec = based_on.spec
         try:

@@ -95,15 +95,13 @@ class Pager:
         more = self.read is not None and len(rows) >= self.read  # rows may follow the last
         for index, (_, ns, name, uid, resource_version, body) in enumerate(rows):
             key = ObjectKey(self._api_group, self._kind, ns, name)
-            if predicate is None and limit is not None and len(items) == limit:
-                self.next_after = (items[-1].key.namespace, items[-1].key.name)  # the one more row
-                return None
             item = StoredObject(key, uid, resource_version, load_body(body, resource_version, key))
             if predicate is not None and not predicate(item):
                 continue
             items.append(item)
-            if predicate is not None and limit is not None and len(items) == limit:
-                # Full: more may follow if rows do (then perhaps a last page of none).
+            if limit is not None and len(items) == limit:
+                # Full: more may follow if rows do (the one more row read past a page
+                # without a predicate; with one, perhaps a last page of none).
                 self.next_after = (ns, name) if more or index + 1 < len(rows) else None
                 return None
         if not more:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import functools
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
@@ -104,8 +105,6 @@ def _picked(
     """A page a predicate picks from, on the reader's thread, in one read transaction (one
     snapshot, as one statement would be): statements of growing size until the page is
     full or the rows run out. The head they read (None: no rows)."""
-    if conn.in_transaction:  # (never left so, but a read must not join another's snapshot)
-        conn.execute("ROLLBACK")
     conn.execute("BEGIN")
     try:
         head, start = None, after
@@ -363,10 +362,7 @@ class SQLiteStore:
             pager.take(rows)
             return pager.page(rows[0][0] if rows else before)
         assert self._reader is not None
-
-        def statement(start: tuple[str, str] | None, read: int | None) -> tuple[str, builtins.list[Any]]:
-            return listing(api_group, kind, namespace, start, read)
-
+        statement = functools.partial(listing, api_group, kind, namespace)
         head = await self._guarded(in_thread(self._reader, _picked, statement, after, pager))
         return pager.page(before if head is None else head)
 
